@@ -1,0 +1,46 @@
+# devicectl — the two commands a newcomer needs:
+#   make demo   set everything up and run the main job (simulated fleet + controller on SQLite)
+#   make test   set everything up and run the whole test suite (lint, types, generated-code check, tests)
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo serve test lint typecheck pytest proto bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "devicectl needs Python 3.11+"'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	@touch $(STAMP)
+
+demo: setup
+	$(BIN)/devicectl demo
+
+serve: setup
+	$(BIN)/devicectl serve
+
+proto: setup
+	$(BIN)/python proto/generate.py
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: setup
+	$(BIN)/mypy
+
+pytest: setup
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test: lint typecheck pytest
+
+bench: setup
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

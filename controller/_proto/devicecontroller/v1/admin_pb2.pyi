@@ -1,0 +1,196 @@
+import datetime
+
+from google.protobuf import empty_pb2 as _empty_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as _devicecontroller_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RequestStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REQUEST_STATUS_UNSPECIFIED: _ClassVar[RequestStatus]
+    QUEUED: _ClassVar[RequestStatus]
+    RUNNING: _ClassVar[RequestStatus]
+    COMPLETED: _ClassVar[RequestStatus]
+REQUEST_STATUS_UNSPECIFIED: RequestStatus
+QUEUED: RequestStatus
+RUNNING: RequestStatus
+COMPLETED: RequestStatus
+
+class RequestRecord(_message.Message):
+    __slots__ = ("request_id", "device", "kind", "trace_id", "status", "outcome", "error", "attempts", "accepted_at", "started_at", "finished_at", "deadline_at", "delivered_at", "delivery_attempts", "delivery_error", "response")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_AT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_AT_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_AT_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    device: str
+    kind: str
+    trace_id: str
+    status: RequestStatus
+    outcome: str
+    error: str
+    attempts: int
+    accepted_at: _timestamp_pb2.Timestamp
+    started_at: _timestamp_pb2.Timestamp
+    finished_at: _timestamp_pb2.Timestamp
+    deadline_at: _timestamp_pb2.Timestamp
+    delivered_at: _timestamp_pb2.Timestamp
+    delivery_attempts: int
+    delivery_error: str
+    response: _devicecontroller_pb2.DeviceControllerResponse
+    def __init__(self, request_id: _Optional[str] = ..., device: _Optional[str] = ..., kind: _Optional[str] = ..., trace_id: _Optional[str] = ..., status: _Optional[_Union[RequestStatus, str]] = ..., outcome: _Optional[str] = ..., error: _Optional[str] = ..., attempts: _Optional[int] = ..., accepted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivery_attempts: _Optional[int] = ..., delivery_error: _Optional[str] = ..., response: _Optional[_Union[_devicecontroller_pb2.DeviceControllerResponse, _Mapping]] = ...) -> None: ...
+
+class GetRequestRequest(_message.Message):
+    __slots__ = ("request_id",)
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    def __init__(self, request_id: _Optional[str] = ...) -> None: ...
+
+class ListRequestsRequest(_message.Message):
+    __slots__ = ("device", "status", "undelivered_only", "limit")
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    UNDELIVERED_ONLY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    device: str
+    status: RequestStatus
+    undelivered_only: bool
+    limit: int
+    def __init__(self, device: _Optional[str] = ..., status: _Optional[_Union[RequestStatus, str]] = ..., undelivered_only: _Optional[bool] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListRequestsResponse(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[RequestRecord]
+    def __init__(self, requests: _Optional[_Iterable[_Union[RequestRecord, _Mapping]]] = ...) -> None: ...
+
+class WaitRequestRequest(_message.Message):
+    __slots__ = ("request_id", "wait_for_delivery")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FOR_DELIVERY_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    wait_for_delivery: bool
+    def __init__(self, request_id: _Optional[str] = ..., wait_for_delivery: _Optional[bool] = ...) -> None: ...
+
+class DeviceRecord(_message.Message):
+    __slots__ = ("id", "plugin", "model_json", "state_json", "state_version", "created_at", "updated_at", "last_request_id", "last_kind", "last_outcome", "last_error", "queued", "in_inventory")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PLUGIN_FIELD_NUMBER: _ClassVar[int]
+    MODEL_JSON_FIELD_NUMBER: _ClassVar[int]
+    STATE_JSON_FIELD_NUMBER: _ClassVar[int]
+    STATE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_KIND_FIELD_NUMBER: _ClassVar[int]
+    LAST_OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    IN_INVENTORY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    plugin: str
+    model_json: bytes
+    state_json: bytes
+    state_version: int
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    last_request_id: str
+    last_kind: str
+    last_outcome: str
+    last_error: str
+    queued: int
+    in_inventory: bool
+    def __init__(self, id: _Optional[str] = ..., plugin: _Optional[str] = ..., model_json: _Optional[bytes] = ..., state_json: _Optional[bytes] = ..., state_version: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_request_id: _Optional[str] = ..., last_kind: _Optional[str] = ..., last_outcome: _Optional[str] = ..., last_error: _Optional[str] = ..., queued: _Optional[int] = ..., in_inventory: _Optional[bool] = ...) -> None: ...
+
+class GetDeviceRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class ListDevicesRequest(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    def __init__(self, limit: _Optional[int] = ...) -> None: ...
+
+class ListDevicesResponse(_message.Message):
+    __slots__ = ("devices",)
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    devices: _containers.RepeatedCompositeFieldContainer[DeviceRecord]
+    def __init__(self, devices: _Optional[_Iterable[_Union[DeviceRecord, _Mapping]]] = ...) -> None: ...
+
+class VerificationRecord(_message.Message):
+    __slots__ = ("verification_id", "device", "request_id", "kind", "status", "detail", "created_at", "due_at", "finished_at")
+    VERIFICATION_ID_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    DUE_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    verification_id: str
+    device: str
+    request_id: str
+    kind: str
+    status: str
+    detail: str
+    created_at: _timestamp_pb2.Timestamp
+    due_at: _timestamp_pb2.Timestamp
+    finished_at: _timestamp_pb2.Timestamp
+    def __init__(self, verification_id: _Optional[str] = ..., device: _Optional[str] = ..., request_id: _Optional[str] = ..., kind: _Optional[str] = ..., status: _Optional[str] = ..., detail: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListVerificationsRequest(_message.Message):
+    __slots__ = ("device", "verification_id", "limit")
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    VERIFICATION_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    device: str
+    verification_id: str
+    limit: int
+    def __init__(self, device: _Optional[str] = ..., verification_id: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListVerificationsResponse(_message.Message):
+    __slots__ = ("verifications",)
+    VERIFICATIONS_FIELD_NUMBER: _ClassVar[int]
+    verifications: _containers.RepeatedCompositeFieldContainer[VerificationRecord]
+    def __init__(self, verifications: _Optional[_Iterable[_Union[VerificationRecord, _Mapping]]] = ...) -> None: ...
+
+class PluginInfo(_message.Message):
+    __slots__ = ("name", "version", "vendor", "source")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    VENDOR_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: str
+    vendor: str
+    source: str
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., vendor: _Optional[str] = ..., source: _Optional[str] = ...) -> None: ...
+
+class ListPluginsResponse(_message.Message):
+    __slots__ = ("plugins",)
+    PLUGINS_FIELD_NUMBER: _ClassVar[int]
+    plugins: _containers.RepeatedCompositeFieldContainer[PluginInfo]
+    def __init__(self, plugins: _Optional[_Iterable[_Union[PluginInfo, _Mapping]]] = ...) -> None: ...

@@ -1,0 +1,245 @@
+"""The device-plugin contract, shaped after Nomad's `DevicePlugin`.
+
+A plugin is long-lived and shared by every device it serves, but keeps no device state of its
+own: the controller passes the device's state in (`DeviceContext.state`) and persists what the
+plugin returns (`Outcome.state`). Connection pools and login sessions are caches, not state.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar, Generic, TypeVar
+
+from plugins.base import _types as t
+from plugins.base._errors import UnsupportedError
+from plugins.base._streams import ContainerReservation, FingerprintResponse, StatsResponse
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """A username/password pair resolved from a named secret. Never printed."""
+
+    username: str
+    password: str = field(repr=False)
+
+    def __repr__(self) -> str:
+        return f"Credentials(username={self.username!r}, password='***')"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """How to reach a device: from the inventory, or from the request's device model JSON."""
+
+    url: str = ""
+    credentials: Credentials | None = None
+    #: verify TLS certificates (on unless the inventory says `insecure = true`)
+    verify_tls: bool = True
+    #: CA bundle file to verify with; None means the system store
+    ca_bundle: str | None = None
+    #: plugin-specific options from the inventory (validated against the plugin's config schema)
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeviceTarget:
+    """A device a plugin serves: its id, model JSON and endpoint."""
+
+    device_id: str
+    model: Mapping[str, Any] = field(default_factory=dict)
+    endpoint: Endpoint = field(default_factory=Endpoint)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeviceContext(DeviceTarget):
+    """Everything one operation needs. `state` is the device's plugin state JSON (a dict)."""
+
+    request_id: str = ""
+    trace_id: str = ""
+    #: absolute deadline on the `time.monotonic()` clock
+    deadline: float = field(default_factory=lambda: time.monotonic() + 30.0)
+    state: Mapping[str, Any] = field(default_factory=dict)
+
+    def remaining(self) -> float:
+        """Seconds left before the deadline (never negative)."""
+        return max(0.0, self.deadline - time.monotonic())
+
+
+@dataclass(frozen=True)
+class PendingVerification:
+    """A check the controller should run later through `DevicePlugin.verify`.
+
+    Plugins keep no timers: they describe the check and the controller schedules, runs and
+    records it (visible through the admin API as a verification record).
+    """
+
+    verification_id: str
+    check_after_seconds: float
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    #: how many times the controller may run the check before recording it as failed
+    max_checks: int = 5
+
+
+@dataclass(frozen=True)
+class VerificationResult:
+    """Outcome of one verification check. `done=False` asks the controller to check again."""
+
+    done: bool
+    status: str  # "verified", "mismatch", "failed" or "pending"
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[R]):
+    """What an operation returns: its result and, optionally, new device state.
+
+    Args:
+        result: the request kind's result type.
+        state: the new plugin state JSON object; None keeps the stored state unchanged.
+        reached_at: when the device was last reached (becomes `device_ping_time`).
+        reach_error: why the device could not be reached (becomes `device_ping_error`).
+        verification: a follow-up check for the controller to schedule.
+    """
+
+    result: R
+    state: Mapping[str, Any] | None = None
+    reached_at: datetime | None = None
+    reach_error: str = ""
+    verification: PendingVerification | None = None
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    name: str
+    version: str
+    vendor: str = ""
+    description: str = ""
+
+
+class DevicePlugin(ABC):
+    """Base class of device plugins.
+
+    Nomad's three methods (`fingerprint`, `reserve`, `stats`) plus one typed coroutine per
+    request kind. Every operation receives a `DeviceContext` and returns an `Outcome`; it raises
+    a `DeviceControllerError` subclass on failure. The defaults raise `UnsupportedError`, so a
+    plugin implements only what its devices can do.
+    """
+
+    info: ClassVar[PluginInfo]
+
+    def config_schema(self) -> Mapping[str, Any]:
+        """JSON-schema-like description of the `options` this plugin accepts per device."""
+        return {"type": "object", "properties": {}}
+
+    async def start(self) -> None:
+        """Open shared resources (HTTP sessions, libraries). Called once per process."""
+
+    async def close(self) -> None:
+        """Release everything opened since `start` (log out of BMCs, shut libraries down)."""
+
+    async def forget(self, device_id: str) -> None:
+        """The device was dropped from the inventory: release anything held for it."""
+
+    # ---- Nomad's trio ---------------------------------------------------------------------
+
+    def fingerprint(self, targets: Sequence[DeviceTarget]) -> AsyncIterator[FingerprintResponse]:
+        """Stream device groups: once at once, then again whenever something changes."""
+        raise UnsupportedError(f"{self.info.name}: fingerprint is not supported")
+
+    def stats(self, targets: Sequence[DeviceTarget], interval: float) -> AsyncIterator[StatsResponse]:
+        """Stream per-device statistics every `interval` seconds."""
+        raise UnsupportedError(f"{self.info.name}: stats are not supported")
+
+    async def reserve(self, device_ids: Sequence[str]) -> ContainerReservation:
+        """Environment, mounts and device nodes a task needs to use these devices."""
+        raise UnsupportedError(f"{self.info.name}: reserve is not supported")
+
+    # ---- power operations (one per request kind) --------------------------------------------
+
+    async def activate_allocation(self, ctx: DeviceContext, req: t.Allocation) -> Outcome[t.AllocationResult]:
+        raise UnsupportedError(f"{self.info.name}: resource group activation is not supported")
+
+    async def update_allocation(self, ctx: DeviceContext, req: t.Allocation) -> Outcome[t.AllocationResult]:
+        raise UnsupportedError(f"{self.info.name}: resource group update is not supported")
+
+    async def deactivate_allocation(
+        self, ctx: DeviceContext, req: t.Allocation
+    ) -> Outcome[t.AllocationResult]:
+        raise UnsupportedError(f"{self.info.name}: resource group deactivation is not supported")
+
+    async def set_policy(self, ctx: DeviceContext, req: t.PolicyChange) -> Outcome[t.AllocationResult]:
+        """Topology activation: apply the node policy."""
+        raise UnsupportedError(f"{self.info.name}: topology activation is not supported")
+
+    async def unset_policy(self, ctx: DeviceContext, req: t.PolicyChange) -> Outcome[t.AllocationResult]:
+        """Topology deactivation: apply the spec's idle policy, or restore the previous values."""
+        raise UnsupportedError(f"{self.info.name}: topology deactivation is not supported")
+
+    async def update_gpu_policies(
+        self, ctx: DeviceContext, req: t.GpuPoliciesChange
+    ) -> Outcome[t.GpuPoliciesResult]:
+        raise UnsupportedError(f"{self.info.name}: GPU policies are not supported")
+
+    async def enable_profiles(self, ctx: DeviceContext, req: t.ProfileChange) -> Outcome[t.ProfileResult]:
+        raise UnsupportedError(f"{self.info.name}: workload power profiles are not supported")
+
+    async def disable_profiles(self, ctx: DeviceContext, req: t.ProfileChange) -> Outcome[t.ProfileResult]:
+        raise UnsupportedError(f"{self.info.name}: workload power profiles are not supported")
+
+    async def update_profiles(self, ctx: DeviceContext, req: t.ProfileChange) -> Outcome[t.ProfileResult]:
+        raise UnsupportedError(f"{self.info.name}: workload power profiles are not supported")
+
+    async def ping(self, ctx: DeviceContext, req: t.Ping) -> Outcome[t.PingResult]:
+        raise UnsupportedError(f"{self.info.name}: ping is not supported")
+
+    async def gpu_metrics(self, ctx: DeviceContext, req: t.GpuMetricsQuery) -> Outcome[t.GpuMetricsResult]:
+        raise UnsupportedError(f"{self.info.name}: GPU metrics are not supported")
+
+    async def raw_metrics(self, ctx: DeviceContext, req: t.Empty) -> Outcome[t.RawMetricsResult]:
+        raise UnsupportedError(f"{self.info.name}: raw metrics are not supported")
+
+    async def std_metrics(self, ctx: DeviceContext, req: t.Empty) -> Outcome[t.StdMetricsResult]:
+        raise UnsupportedError(f"{self.info.name}: standard metrics are not supported")
+
+    async def modify_entity(
+        self, ctx: DeviceContext, req: t.EntityModification
+    ) -> Outcome[t.EntityModificationResult]:
+        """Two-phase entity modification. The default accepts the change with no phase 1."""
+        return Outcome(t.EntityModificationResult(t.EntityVerdict.ACCEPTED, "no device-side change needed"))
+
+    async def verify(self, ctx: DeviceContext, pending: PendingVerification) -> VerificationResult:
+        """Run a follow-up check that an earlier operation asked for."""
+        raise UnsupportedError(f"{self.info.name}: verification is not supported")
+
+
+#: the plugin coroutine serving each request kind
+OPERATIONS: Mapping[t.RequestKind, str] = {
+    t.RequestKind.RESOURCE_GROUP_ACTIVATE: "activate_allocation",
+    t.RequestKind.RESOURCE_GROUP_UPDATE: "update_allocation",
+    t.RequestKind.RESOURCE_GROUP_DEACTIVATE: "deactivate_allocation",
+    t.RequestKind.TOPOLOGY_ACTIVATE: "set_policy",
+    t.RequestKind.TOPOLOGY_DEACTIVATE: "unset_policy",
+    t.RequestKind.GPU_POLICIES_UPDATE: "update_gpu_policies",
+    t.RequestKind.ENABLE_WORKLOAD_PROFILE: "enable_profiles",
+    t.RequestKind.DISABLE_WORKLOAD_PROFILE: "disable_profiles",
+    t.RequestKind.UPDATE_WORKLOAD_PROFILE: "update_profiles",
+    t.RequestKind.PING: "ping",
+    t.RequestKind.GPU_METRICS: "gpu_metrics",
+    t.RequestKind.RAW_METRICS: "raw_metrics",
+    t.RequestKind.STD_METRICS: "std_metrics",
+    t.RequestKind.MODIFY_ENTITY_MODEL: "modify_entity",
+}
+
+
+async def run_operation(
+    plugin: DevicePlugin, kind: t.RequestKind, ctx: DeviceContext, request: Any
+) -> Outcome[Any]:
+    """Call the plugin coroutine that serves `kind`."""
+    method = getattr(plugin, OPERATIONS[kind])
+    outcome: Outcome[Any] = await method(ctx, request)
+    return outcome
