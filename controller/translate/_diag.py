@@ -1,0 +1,55 @@
+"""Requested-versus-applied watts in a `diag_msg`.
+
+The wire reports only the limit actually set (`power_cap_watts`). When a device set something
+other than what was asked, the operator needs both numbers, so the note
+"requested 700 W, applied 650 W" goes into `diag_msg` (after the plugin's own message, in
+parentheses). The note is written so it parses back exactly, which keeps
+`response_from_proto(response_to_proto(...))` lossless.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+_NUMBER = r"(-?(?:\d+(?:\.\d*)?(?:e[-+]?\d+)?|inf))"
+_NOTE = rf"requested {_NUMBER} W, applied {_NUMBER} W"
+_BARE = re.compile(_NOTE)
+_SUFFIXED = re.compile(rf"(.*) \({_NOTE}\)", re.DOTALL)
+
+
+def format_watts(value: float) -> str:
+    """`650` for whole numbers, else the shortest text that reads back as the same float."""
+    value = float(value)  # plugins may hand over ints
+    if math.isfinite(value) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value)
+
+
+def describe(message: str, requested: float | None, applied: float) -> str:
+    """`message`, plus the requested/applied note when the two differ."""
+    if requested is None or requested == applied:
+        return message
+    note = f"requested {format_watts(requested)} W, applied {format_watts(applied)} W"
+    return f"{message} ({note})" if message else note
+
+
+def parse(diag: str, applied: float) -> tuple[str, float | None]:
+    """Split a `diag_msg` written by `describe` into (message, requested watts or None).
+
+    The note is only trusted when its applied figure matches `applied`, so a plugin message
+    that merely looks like a note is left alone.
+    """
+    match = _BARE.fullmatch(diag)
+    message = ""
+    if match is None:
+        match = _SUFFIXED.fullmatch(diag)
+        if match is None:
+            return diag, None
+        message, requested_text, applied_text = match.groups()
+    else:
+        requested_text, applied_text = match.groups()
+    requested = float(requested_text)
+    if float(applied_text) != applied or requested == applied:
+        return diag, None
+    return message, requested
