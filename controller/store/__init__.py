@@ -1,0 +1,48 @@
+"""Persistence for devicectl: request journal, devices and state, outbox, audit log, verifications.
+
+SQLAlchemy 2 on SQLite (WAL, the default) or PostgreSQL (psycopg 3); schema managed by Alembic
+(``migrations/``). Writes are group-committed on one writer thread; reads use a small thread pool;
+both are exposed as coroutines on :class:`Store`.
+"""
+
+from ._batch import StoreClosedError
+from ._database import SchemaOutdatedError
+from ._store import Store
+from ._types import (
+    Accepted,
+    AuditView,
+    Completion,
+    DeviceUpsert,
+    DeviceView,
+    JournalRow,
+    NewRequest,
+    NewVerification,
+    OutboxItem,
+    RequestStatus,
+    RequestView,
+    SchemaStatus,
+    StoreStats,
+    VerificationRow,
+    VerificationStatus,
+)
+
+__all__ = [
+    "Accepted",
+    "AuditView",
+    "Completion",
+    "DeviceUpsert",
+    "DeviceView",
+    "JournalRow",
+    "NewRequest",
+    "NewVerification",
+    "OutboxItem",
+    "RequestStatus",
+    "RequestView",
+    "SchemaOutdatedError",
+    "SchemaStatus",
+    "Store",
+    "StoreClosedError",
+    "StoreStats",
+    "VerificationRow",
+    "VerificationStatus",
+]

@@ -1,0 +1,247 @@
+"""Group commit: many concurrent write operations share one transaction (and one fsync).
+
+Callers on the event loop submit an operation and await its future. All operations are executed by
+one dedicated writer thread, in submission order. The writer takes everything queued (up to
+``batch_max``), runs it in ONE transaction, commits and resolves the futures. Consecutive operations
+with the same handler are passed to the handler together, so e.g. 500 ``accept_one`` calls become
+one multi-row INSERT rather than 500 statements.
+
+If the shared transaction fails, each operation is re-run in a transaction of its own so one bad
+operation fails only its own caller. A future resolves only after its transaction committed, so
+an acknowledged write is durable; nothing correctness depends on lives only in this queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
+
+from ._types import StoreStats
+
+log = logging.getLogger(__name__)
+
+A = TypeVar("A")
+R = TypeVar("R")
+
+#: A batch handler runs several operations of one kind on the batch's connection and returns one
+#: result per argument, in order; a ``Failed`` result fails only that operation's caller.
+_TRANSIENT_RETRIES = 3
+
+Handler = Callable[[Connection, list[Any]], Sequence[Any]]
+
+
+class Failed:
+    """A per-operation failure a handler reports without aborting the shared transaction.
+
+    Use it only when the operation had no effect on the database (e.g. validation failures).
+    """
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+@dataclass(slots=True)
+class _Pending:
+    handler: Handler
+    arg: Any
+    future: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
+
+
+class StoreClosedError(RuntimeError):
+    """A write was submitted after the store was closed."""
+
+
+class BatchWriter:
+    """The single writer thread and its queue (see the module docstring)."""
+
+    def __init__(self, engine: Engine, *, batch_max: int = 512, stats: StoreStats | None = None) -> None:
+        if batch_max < 1:
+            raise ValueError("batch_max must be at least 1")
+        self._engine = engine
+        self._batch_max = batch_max
+        self.stats = stats if stats is not None else StoreStats()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="devicectl-store-writer")
+        self._lock = threading.Lock()
+        self._queue: deque[_Pending] = deque()
+        # True while a drain is scheduled or running; it owns the queue until it finds it empty.
+        self._active = False
+        self._closed = False
+
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        """The writer thread, for work that must be serialised with writes (in-memory SQLite reads)."""
+        return self._executor
+
+    def submit(self, handler: Handler, arg: Any) -> asyncio.Future[Any]:
+        """Queue one operation; the returned future resolves after its transaction committed."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError("the store is closed")
+            self._queue.append(_Pending(handler, arg, future, loop))
+            if self._active:
+                return future
+            self._active = True
+        # Start the drain from the loop's next turn, not now: every task that is already runnable
+        # gets to enqueue first, so a burst of concurrent callers lands in a single batch.
+        loop.call_soon(self._start_drain)
+        return future
+
+    def _start_drain(self) -> None:
+        try:
+            self._executor.submit(self._drain)
+        except RuntimeError:  # executor shut down under us: fail whatever is queued
+            self._fail_queued(StoreClosedError("the store is closed"))
+
+    def _fail_queued(self, exc: BaseException) -> None:
+        with self._lock:
+            pending = list(self._queue)
+            self._queue.clear()
+            self._active = False
+        self._resolve([(p, exc, True) for p in pending])
+
+    def _take(self) -> list[_Pending]:
+        """The next batch; when there is none, mark the writer idle (under the same lock)."""
+        with self._lock:
+            if not self._queue:
+                self._active = False
+                return []
+            n = min(len(self._queue), self._batch_max)
+            return [self._queue.popleft() for _ in range(n)]
+
+    def _drain(self) -> None:
+        batch = self._take()
+        while batch:
+            try:
+                outcomes = self._run_batch(batch)
+            except BaseException as exc:  # never strand a caller, whatever went wrong
+                log.exception("store writer failed unexpectedly")
+                outcomes = [(p, exc, True) for p in batch]
+            # Take the next batch (or go idle) BEFORE waking the callers: a caller that submits
+            # again as soon as it is woken then finds the writer idle, and its burst is gathered
+            # into one batch by `submit` instead of being split by a racing writer.
+            batch = self._take()
+            self._resolve(outcomes)
+
+    def _run_batch(self, batch: list[_Pending]) -> list[tuple[_Pending, Any, bool]]:
+        stats = self.stats
+        stats.batches += 1
+        stats.largest_batch = max(stats.largest_batch, len(batch))
+        try:
+            return self._transaction(batch)
+        except Exception as exc:
+            if len(batch) == 1:
+                return [(batch[0], exc, True)]
+            # One op may have poisoned the shared transaction (a constraint violation, say):
+            # re-run each op alone so only the culprit's caller sees the error.
+            log.warning("batch of %d writes failed (%s); retrying them one by one", len(batch), exc)
+            stats.retried_batches += 1
+            outcomes: list[tuple[_Pending, Any, bool]] = []
+            for pending in batch:
+                try:
+                    outcomes.extend(self._transaction([pending]))
+                except Exception as one_exc:
+                    outcomes.append((pending, one_exc, True))
+            return outcomes
+
+    def _transaction(self, batch: list[_Pending]) -> list[tuple[_Pending, Any, bool]]:
+        """Run ``batch`` in one transaction, retrying when PostgreSQL chose it as a deadlock or
+        serialisation victim (it was rolled back entirely, so running it again is safe)."""
+        for attempt in range(_TRANSIENT_RETRIES + 1):
+            self.stats.transactions += 1
+            try:
+                with self._engine.begin() as conn:
+                    return self._execute(conn, batch)
+            except DBAPIError as exc:
+                if attempt == _TRANSIENT_RETRIES or not _is_transient(exc):
+                    raise
+                self.stats.transient_retries += 1
+                log.info("write transaction rolled back by the database (%s); retrying", exc.orig)
+                time.sleep(0.005 * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _execute(self, conn: Connection, batch: list[_Pending]) -> list[tuple[_Pending, Any, bool]]:
+        """Run the batch's ops in order, grouping consecutive ops that share a handler."""
+        outcomes: list[tuple[_Pending, Any, bool]] = []
+        i = 0
+        while i < len(batch):
+            handler = batch[i].handler
+            j = i + 1
+            while j < len(batch) and batch[j].handler is handler:
+                j += 1
+            group = batch[i:j]
+            results = handler(conn, [p.arg for p in group])
+            if len(results) != len(group):  # pragma: no cover - handler bug
+                raise RuntimeError(f"{handler!r} returned {len(results)} results for {len(group)} ops")
+            for pending, result in zip(group, results, strict=True):
+                if isinstance(result, Failed):
+                    outcomes.append((pending, result.exc, True))
+                else:
+                    outcomes.append((pending, result, False))
+            i = j
+        return outcomes
+
+    def _resolve(self, outcomes: list[tuple[_Pending, Any, bool]]) -> None:
+        """Hand results back to the callers' loops, with one wake-up per loop rather than per op."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Pending, Any, bool]]] = {}
+        for outcome in outcomes:
+            pending, _, is_error = outcome
+            self.stats.ops += 1
+            if is_error:
+                self.stats.failed_ops += 1
+            by_loop.setdefault(pending.loop, []).append(outcome)
+        for loop, items in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_set_results, items)
+            except RuntimeError:  # the caller's loop is closed; nobody is waiting any more
+                log.debug("dropping %d results for a closed event loop", len(items))
+
+    async def close(self) -> None:
+        """Refuse new writes, wait for the queued ones to commit, stop the writer thread."""
+        barrier: asyncio.Future[Any] | None = None
+        with self._lock:
+            already = self._closed
+        if not already:
+            # A no-op behind everything queued: when it resolves, every earlier write has been done.
+            barrier = self.submit(_noop, None)
+            with self._lock:
+                self._closed = True
+        if barrier is not None:
+            await barrier
+        await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown, True)
+
+
+def _is_transient(exc: DBAPIError) -> bool:
+    # psycopg exposes the SQLSTATE: 40P01 deadlock_detected, 40001 serialization_failure.
+    return getattr(exc.orig, "sqlstate", None) in ("40P01", "40001")
+
+
+def _noop(_conn: Connection, args: list[Any]) -> list[None]:
+    return [None for _ in args]
+
+
+def _set_results(items: list[tuple[_Pending, Any, bool]]) -> None:
+    for pending, value, is_error in items:
+        if pending.future.done():  # the caller was cancelled; the write still happened
+            continue
+        if is_error:
+            pending.future.set_exception(value)
+        else:
+            pending.future.set_result(value)
+
+
+__all__ = ["BatchWriter", "Failed", "Handler", "StoreClosedError"]

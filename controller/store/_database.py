@@ -1,0 +1,201 @@
+"""Engines, connection settings and schema migrations.
+
+SQLite is configured per connection (WAL, ``synchronous``, ``busy_timeout``, foreign keys) and
+SQLAlchemy, not the ``sqlite3`` module, issues BEGIN: writes use ``BEGIN IMMEDIATE`` so a write
+transaction takes the database's write lock up front instead of failing half-way when another
+process wrote in between. PostgreSQL goes through psycopg 3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.pool import NullPool, StaticPool
+
+from ._types import SchemaStatus
+
+T = TypeVar("T")
+
+SQLITE_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+READ_POOL_SIZE = 4
+
+# Serialises `upgrade()` across processes sharing one PostgreSQL database (arbitrary constant).
+_MIGRATION_LOCK_KEY = 0x64657663  # "devc"
+
+
+class SchemaOutdatedError(RuntimeError):
+    """The database schema is not at the head revision this code needs."""
+
+    def __init__(self, status: SchemaStatus, display_url: str) -> None:
+        self.status = status
+        current = status.current or "empty (no schema)"
+        super().__init__(
+            f"database schema at {display_url} is {current}, this version needs {status.head}; "
+            "run `devicectl db upgrade` (or start `devicectl serve` with --auto-upgrade)"
+        )
+
+
+def normalise_url(url: str | URL) -> URL:
+    """Parse a database URL, pinning PostgreSQL to psycopg 3 and SQLite to the stdlib driver."""
+    parsed = make_url(url) if isinstance(url, str) else url
+    backend = parsed.get_backend_name()
+    if backend in ("postgresql", "postgres"):
+        if parsed.drivername != "postgresql+psycopg":
+            parsed = parsed.set(drivername="postgresql+psycopg")
+    elif backend == "sqlite":
+        if parsed.get_driver_name() != "pysqlite":
+            raise ValueError(f"unsupported SQLite driver in {parsed.drivername!r}; use sqlite:///PATH")
+    else:
+        raise ValueError(f"unsupported database URL {parsed.render_as_string()!r}: use sqlite or postgresql")
+    return parsed
+
+
+def display_url(url: URL) -> str:
+    """The URL with any password masked, for logs and error messages."""
+    return url.render_as_string(hide_password=True)
+
+
+def is_sqlite_memory(url: URL) -> bool:
+    """True for URLs that name a private in-memory SQLite database."""
+    return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+
+
+def _sqlite_file(url: URL) -> Path | None:
+    if is_sqlite_memory(url) or url.query.get("uri") in ("true", "1") or url.database is None:
+        return None
+    return Path(url.database)
+
+
+def _configure_sqlite(engine: Engine, *, synchronous: str, begin: str) -> None:
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy issue BEGIN (see the module docstring); sqlite3 still issues COMMIT/ROLLBACK.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute(f"PRAGMA synchronous = {synchronous}")
+            cursor.execute("PRAGMA foreign_keys = ON")
+        finally:
+            cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql(begin)
+
+
+def create_engines(
+    url: URL, *, sqlite_synchronous: str = "FULL", read_pool_size: int = READ_POOL_SIZE
+) -> tuple[Engine, Engine]:
+    """Build ``(write_engine, read_engine)`` for ``url``.
+
+    The write engine holds one connection, used only by the writer thread. For a private in-memory
+    SQLite database both are the same single-connection engine (the caller must then serialise
+    reads with writes).
+    """
+    if url.get_backend_name() == "sqlite":
+        sync = sqlite_synchronous.upper()
+        if sync not in SQLITE_SYNCHRONOUS:
+            raise ValueError(
+                f"sqlite_synchronous must be one of {SQLITE_SYNCHRONOUS}, got {sqlite_synchronous!r}"
+            )
+        connect_args = {"check_same_thread": False}
+        if is_sqlite_memory(url):
+            engine = sa.create_engine(url, connect_args=connect_args, poolclass=StaticPool)
+            _configure_sqlite(engine, synchronous=sync, begin="BEGIN IMMEDIATE")
+            return engine, engine
+        path = _sqlite_file(url)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        writer = sa.create_engine(url, connect_args=connect_args, pool_size=1, max_overflow=0)
+        _configure_sqlite(writer, synchronous=sync, begin="BEGIN IMMEDIATE")
+        reader = sa.create_engine(url, connect_args=connect_args, pool_size=read_pool_size, max_overflow=0)
+        _configure_sqlite(reader, synchronous=sync, begin="BEGIN")
+        return writer, reader
+    writer = sa.create_engine(url, pool_size=1, max_overflow=0, pool_pre_ping=True)
+    reader = sa.create_engine(url, pool_size=read_pool_size, max_overflow=0, pool_pre_ping=True)
+    return writer, reader
+
+
+def create_migration_engine(url: URL, *, sqlite_synchronous: str = "FULL") -> Engine:
+    """A short-lived engine for migrations and schema checks (no pooled connections left behind)."""
+    if url.get_backend_name() == "sqlite":
+        path = _sqlite_file(url)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        engine = sa.create_engine(url, connect_args={"check_same_thread": False}, poolclass=NullPool)
+        _configure_sqlite(engine, synchronous=sqlite_synchronous.upper(), begin="BEGIN IMMEDIATE")
+        return engine
+    return sa.create_engine(url, poolclass=NullPool)
+
+
+def migrations_dir() -> Path:
+    """The packaged ``migrations`` directory (Alembic's script location)."""
+    import migrations
+
+    # ``__path__`` rather than ``__file__``: an editable install made before ``migrations`` had an
+    # ``__init__.py`` still maps it as a namespace package, which has no ``__file__``.
+    return Path(next(iter(migrations.__path__))).resolve()
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    """An Alembic config for the packaged migrations; ``connection`` is handed to ``env.py``."""
+    config = Config(str(migrations_dir() / "alembic.ini"))
+    config.set_main_option("script_location", str(migrations_dir()))
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+def head_revision() -> str:
+    """The newest revision shipped with this code."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:  # pragma: no cover - the package always ships a revision
+        raise RuntimeError("no Alembic revisions found in the migrations package")
+    return head
+
+
+def schema_status(engine: Engine) -> SchemaStatus:
+    """Compare the database's revision with the head revision."""
+    head = head_revision()
+    with engine.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+    return SchemaStatus(current=current, head=head, up_to_date=current == head)
+
+
+def upgrade(engine: Engine) -> None:
+    """Apply all pending migrations in one transaction."""
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # Two controllers starting with --upgrade-db at once must not both run the DDL.
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+        command.upgrade(alembic_config(conn), "head")
+
+
+def is_postgres(conn: Connection) -> bool:
+    """True on PostgreSQL (row locks, SKIP LOCKED and server-side time are available)."""
+    return conn.dialect.name == "postgresql"
+
+
+def dialect_insert(conn: Connection, table: sa.Table) -> Any:
+    """An INSERT that supports ``ON CONFLICT`` on the connection's backend."""
+    if is_postgres(conn):
+        return postgresql.insert(table)
+    return sqlite.insert(table)
+
+
+def chunks(items: Sequence[T], size: int = 500) -> Iterator[Sequence[T]]:
+    """Split ``items`` so IN lists stay well under the backends' bound-parameter limits."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,253 @@
+"""Devices: inventory sync, state with version and audit trail, and the device views."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ._database import chunks, dialect_insert, is_postgres
+from ._models import DEVICES, STATE_AUDIT, UTCDateTime
+from ._types import AuditView, Completion, DeviceUpsert, DeviceView
+
+D = DEVICES
+A = STATE_AUDIT
+
+_DEVICE_FIELDS = tuple(c.name for c in D.columns)
+# Columns an upsert may overwrite; created_at stays as first written.
+_UPSERT_FIELDS = tuple(name for name in _DEVICE_FIELDS if name not in ("id", "created_at"))
+
+
+def normalise_json(value: Any) -> Any:
+    """The value as it will read back from a JSON column (tuples become lists, keys strings...).
+
+    Comparing normalised values keeps "did the state change?" exact: a state that only differs
+    in Python-side representation is not a change, and a non-JSON value fails here, loudly.
+    """
+    return json.loads(json.dumps(value, allow_nan=False))
+
+
+def state_diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> dict[str, Any]:
+    """``{key: {"before": old, "after": new}}`` for every top-level key whose value changed."""
+    old = before or {}
+    return {
+        key: {"before": old.get(key), "after": after.get(key)}
+        for key in sorted(set(old) | set(after))
+        if old.get(key) != after.get(key) or (key in old) != (key in after)
+    }
+
+
+def _upsert(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    stmt = dialect_insert(conn, D)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[D.c.id], set_={name: stmt.excluded[name] for name in _UPSERT_FIELDS}
+    )
+    conn.execute(stmt, rows)
+
+
+def apply_completions(
+    conn: Connection,
+    completions: Sequence[Completion],
+    *,
+    trace_ids: Mapping[str, str],
+    kinds: Mapping[str, str],
+) -> None:
+    """Apply the device side of completions (in order) inside the completing transaction.
+
+    Each device row is read once (locked on PostgreSQL), changed in memory by every completion
+    of the batch in turn, and written once; each state change appends one audit row.
+    """
+    wanted = sorted({c.device for c in completions if c.touch_device or c.new_state is not None})
+    if not wanted:
+        return
+    rows: dict[str, dict[str, Any]] = {}
+    for part in chunks(wanted):
+        query = sa.select(D).where(D.c.id.in_(part)).order_by(D.c.id)
+        if is_postgres(conn):
+            query = query.with_for_update()
+        rows.update({row.id: dict(row._mapping) for row in conn.execute(query)})
+
+    audits: list[dict[str, Any]] = []
+    touched: dict[str, dict[str, Any]] = {}
+    for c in completions:
+        if not (c.touch_device or c.new_state is not None):
+            continue
+        kind = c.kind or kinds.get(c.request_id, "")
+        row = rows.get(c.device)
+        if row is None:
+            # First time this device is written; a device someone runs requests on is in inventory.
+            row = {
+                "id": c.device,
+                "plugin": c.plugin,
+                "model_json": None,
+                "state_json": None,
+                "state_version": 0,
+                "created_at": c.finished_at,
+                "updated_at": c.finished_at,
+                "last_request_id": "",
+                "last_kind": "",
+                "last_outcome": "",
+                "last_error": "",
+                "in_inventory": True,
+            }
+            rows[c.device] = row
+        if c.touch_device:
+            row["last_request_id"] = c.request_id
+            row["last_kind"] = kind
+            row["last_outcome"] = c.outcome
+            row["last_error"] = c.error
+            row["updated_at"] = c.finished_at
+            if c.plugin:
+                row["plugin"] = c.plugin
+            if c.model_json is not None:
+                row["model_json"] = normalise_json(c.model_json)
+        if c.new_state is not None:
+            new_state = normalise_json(c.new_state)
+            if new_state != row["state_json"]:
+                summary = state_diff(row["state_json"], new_state)
+                row["state_json"] = new_state
+                row["state_version"] += 1
+                row["updated_at"] = c.finished_at
+                audits.append(
+                    {
+                        "device": c.device,
+                        "request_id": c.request_id,
+                        "trace_id": c.trace_id or trace_ids.get(c.request_id, ""),
+                        "kind": kind,
+                        "at": c.finished_at,
+                        "state_version": row["state_version"],
+                        "summary": summary,
+                    }
+                )
+        touched[c.device] = row
+    _upsert(conn, list(touched.values()))
+    if audits:
+        conn.execute(sa.insert(A), audits)
+
+
+_INVENTORY_UPDATE = (
+    sa.update(D)
+    .where(D.c.id == sa.bindparam("b_id"))
+    .values(
+        plugin=sa.bindparam("b_plugin"),
+        model_json=sa.bindparam("b_model_json", type_=D.c.model_json.type),
+        in_inventory=sa.bindparam("b_in_inventory", type_=sa.Boolean()),
+        updated_at=sa.bindparam("b_updated_at", type_=UTCDateTime()),
+    )
+)
+
+
+def sync_inventory_one(conn: Connection, devices: Sequence[DeviceUpsert]) -> None:
+    """Make the devices table match an inventory; states and request history are kept."""
+    now = datetime.now(UTC)
+    listed = {d.id: d for d in devices}  # a later entry for the same id wins
+    existing = {
+        row.id: row for row in conn.execute(sa.select(D.c.id, D.c.plugin, D.c.model_json, D.c.in_inventory))
+    }
+    inserts: list[dict[str, Any]] = []
+    updates: list[dict[str, Any]] = []
+    for d in listed.values():
+        model = normalise_json(d.model_json)
+        row = existing.get(d.id)
+        if row is None:
+            inserts.append(
+                {
+                    "id": d.id,
+                    "plugin": d.plugin,
+                    "model_json": model,
+                    "state_json": None,
+                    "state_version": 0,
+                    "created_at": now,
+                    "updated_at": now,
+                    "last_request_id": "",
+                    "last_kind": "",
+                    "last_outcome": "",
+                    "last_error": "",
+                    "in_inventory": d.in_inventory,
+                }
+            )
+        elif (row.plugin, row.model_json, row.in_inventory) != (d.plugin, model, d.in_inventory):
+            updates.append(
+                {
+                    "b_id": d.id,
+                    "b_plugin": d.plugin,
+                    "b_model_json": model,
+                    "b_in_inventory": d.in_inventory,
+                    "b_updated_at": now,
+                }
+            )
+    for device_id, row in existing.items():
+        if device_id not in listed and row.in_inventory:
+            updates.append(
+                {
+                    "b_id": device_id,
+                    "b_plugin": row.plugin,
+                    "b_model_json": row.model_json,
+                    "b_in_inventory": False,
+                    "b_updated_at": now,
+                }
+            )
+    if inserts:
+        # Upsert, not insert: another controller may be syncing the same inventory right now.
+        stmt = dialect_insert(conn, D)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[D.c.id],
+            set_={
+                "plugin": stmt.excluded.plugin,
+                "model_json": stmt.excluded.model_json,
+                "in_inventory": stmt.excluded.in_inventory,
+                "updated_at": stmt.excluded.updated_at,
+            },
+        )
+        conn.execute(stmt, inserts)
+    if updates:
+        conn.execute(_INVENTORY_UPDATE, updates)
+
+
+def sync_inventory_many(conn: Connection, args: list[Sequence[DeviceUpsert]]) -> list[None]:
+    """Group-commit handler for ``sync_inventory`` (each inventory applied in turn)."""
+    for devices in args:
+        sync_inventory_one(conn, devices)
+    return [None for _ in args]
+
+
+# --- reads ----------------------------------------------------------------------------------------
+
+
+def _device_view(row: Any) -> DeviceView:
+    m = row._mapping
+    return DeviceView(**{name: m[name] for name in _DEVICE_FIELDS})
+
+
+def device_state(conn: Connection, device_id: str) -> tuple[dict[str, Any] | None, int]:
+    """The device's state and its version; ``(None, 0)`` for an unknown device."""
+    row = conn.execute(sa.select(D.c.state_json, D.c.state_version).where(D.c.id == device_id)).first()
+    if row is None:
+        return None, 0
+    return row.state_json, row.state_version
+
+
+def get_device(conn: Connection, device_id: str) -> DeviceView | None:
+    """One device, or None."""
+    row = conn.execute(sa.select(D).where(D.c.id == device_id)).first()
+    return _device_view(row) if row is not None else None
+
+
+def list_devices(conn: Connection, limit: int) -> list[DeviceView]:
+    """Devices ordered by id."""
+    return [_device_view(row) for row in conn.execute(sa.select(D).order_by(D.c.id).limit(limit))]
+
+
+def list_audit(conn: Connection, device: str | None, limit: int) -> list[AuditView]:
+    """State changes, newest first."""
+    query = sa.select(A)
+    if device is not None:
+        query = query.where(A.c.device == device)
+    query = query.order_by(A.c.id.desc()).limit(limit)
+    return [AuditView(**dict(row._mapping)) for row in conn.execute(query)]

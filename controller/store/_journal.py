@@ -1,0 +1,312 @@
+"""The request journal: accept, start, complete and claim requests; read them back.
+
+Write functions here are group-commit handlers (``fn(conn, args) -> results``, see ``_batch``):
+they run on the writer thread inside the batch's transaction and treat their argument list as a
+unit, so a burst of operations costs a handful of statements instead of one per operation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from . import _devices, _outbox, _verifications
+from ._batch import Failed
+from ._database import chunks, dialect_insert, is_postgres
+from ._models import CONTROLLER_LEASES, OUTBOX, REQUESTS, UTCDateTime
+from ._types import Accepted, Completion, JournalRow, NewRequest, RequestStatus, RequestView
+
+R = REQUESTS
+OB = OUTBOX
+L = CONTROLLER_LEASES
+
+UNFINISHED = (RequestStatus.QUEUED.value, RequestStatus.RUNNING.value)
+COMPLETED = RequestStatus.COMPLETED.value
+
+_JOURNAL_COLUMNS = (
+    R.c.seq,
+    R.c.request_id,
+    R.c.device,
+    R.c.kind,
+    R.c.payload,
+    R.c.trace_id,
+    R.c.status,
+    R.c.outcome,
+    R.c.error,
+    R.c.attempts,
+    R.c.accepted_at,
+    R.c.deadline_at,
+    R.c.started_at,
+    R.c.finished_at,
+    R.c.owner,
+)
+
+
+def journal_row(row: Any) -> JournalRow:
+    """A ``JournalRow`` from a row selected with the journal's columns."""
+    m = row._mapping
+    return JournalRow(**{c.name: m[c.name] for c in _JOURNAL_COLUMNS})
+
+
+def _request_view(row: Any) -> RequestView:
+    m = row._mapping
+    return RequestView(
+        **{c.name: m[c.name] for c in _JOURNAL_COLUMNS},
+        response=m["response"],
+        delivered_at=m["delivered_at"],
+        delivery_attempts=m["delivery_attempts"] or 0,
+        delivery_error=m["delivery_error"] or "",
+    )
+
+
+# --- writes (group-commit handlers) -------------------------------------------------------------
+
+
+_NEXT_SEQS = sa.text("SELECT nextval(pg_get_serial_sequence('requests', 'seq')) FROM generate_series(1, :n)")
+
+
+def accept_many(conn: Connection, batches: list[Sequence[NewRequest]]) -> list[list[Accepted]]:
+    """Journal every request not journaled yet; report the seq of each (new or existing) row.
+
+    The first occurrence of a request id in the batch is inserted (unless the database already has
+    it); any later occurrence is a duplicate. ``ON CONFLICT DO NOTHING ... RETURNING`` reports only
+    the rows this statement really inserted, which stays correct when another process inserts the
+    same request id concurrently (PostgreSQL waits for that transaction, then skips the row).
+    """
+    first: dict[str, NewRequest] = {}
+    for rows in batches:
+        for row in rows:
+            first.setdefault(row.request_id, row)
+    inserted: dict[str, int] = {}
+    existing: dict[str, int] = {}
+    if first:
+        params: list[dict[str, Any]] = [
+            {
+                "request_id": r.request_id,
+                "device": r.device,
+                "kind": r.kind,
+                "payload": r.payload,
+                "trace_id": r.trace_id,
+                "status": RequestStatus.QUEUED.value,
+                "outcome": "",
+                "error": "",
+                "attempts": 0,
+                "accepted_at": r.accepted_at,
+                "deadline_at": r.deadline_at,
+                "owner": r.owner,
+            }
+            for r in first.values()
+        ]
+        if is_postgres(conn):
+            # Two controllers inserting overlapping request ids in different orders would deadlock
+            # on the unique index. Insert in request-id order (one global lock order) instead, with
+            # seqs drawn up front and handed out in arrival order so seq still means arrival.
+            seqs = sorted(conn.execute(_NEXT_SEQS, {"n": len(params)}).scalars())
+            for param, seq in zip(params, seqs, strict=True):
+                param["seq"] = seq
+            params.sort(key=lambda param: param["request_id"])
+        stmt = (
+            dialect_insert(conn, R)
+            .on_conflict_do_nothing(index_elements=[R.c.request_id])
+            .returning(R.c.seq, R.c.request_id)
+        )
+        inserted = {rid: seq for seq, rid in conn.execute(stmt, params)}
+        missing = [rid for rid in first if rid not in inserted]
+        for part in chunks(missing):
+            query = sa.select(R.c.request_id, R.c.seq).where(R.c.request_id.in_(part))
+            existing.update({rid: seq for rid, seq in conn.execute(query)})
+    results: list[list[Accepted]] = []
+    claimed: set[str] = set()
+    for rows in batches:
+        out: list[Accepted] = []
+        for row in rows:
+            rid = row.request_id
+            if rid in inserted and rid not in claimed:
+                claimed.add(rid)
+                out.append(Accepted(rid, True, inserted[rid]))
+            else:
+                seq = inserted.get(rid, existing.get(rid))
+                if seq is None:  # pragma: no cover - the row must exist after the insert
+                    raise RuntimeError(f"request {rid!r} neither inserted nor found")
+                out.append(Accepted(rid, False, seq))
+        results.append(out)
+    return results
+
+
+_MARK_RUNNING = (
+    sa.update(R)
+    .where(R.c.request_id == sa.bindparam("b_request_id"), R.c.status != COMPLETED)
+    .values(
+        status=RequestStatus.RUNNING.value,
+        started_at=sa.bindparam("b_at", type_=UTCDateTime()),
+        attempts=R.c.attempts + 1,
+    )
+)
+
+
+def mark_running_many(conn: Connection, args: list[tuple[str, datetime]]) -> list[None]:
+    """Mark requests running (never a completed one: a late start must not reopen it)."""
+    conn.execute(_MARK_RUNNING, [{"b_request_id": rid, "b_at": at} for rid, at in args])
+    return [None for _ in args]
+
+
+_COMPLETE = (
+    sa.update(R)
+    .where(R.c.request_id == sa.bindparam("b_request_id"))
+    .values(
+        status=COMPLETED,
+        outcome=sa.bindparam("b_outcome"),
+        error=sa.bindparam("b_error"),
+        finished_at=sa.bindparam("b_finished_at", type_=UTCDateTime()),
+    )
+)
+
+
+def complete_many(conn: Connection, completions: list[Completion]) -> list[bool | Failed]:
+    """Finish requests: journal row, device row and state, audit, outbox and verification at once.
+
+    A request that is already completed (by an earlier batch, an earlier item of this batch or
+    another process) is left alone and reported False. On PostgreSQL the journal rows are locked
+    first (in a fixed order, against deadlocks) so two processes racing to complete the same
+    request serialise and the second sees it completed.
+    """
+    rids = sorted({c.request_id for c in completions})
+    current: dict[str, Any] = {}
+    for part in chunks(rids):
+        query = (
+            sa.select(R.c.request_id, R.c.status, R.c.trace_id, R.c.kind)
+            .where(R.c.request_id.in_(part))
+            .order_by(R.c.request_id)
+        )
+        if is_postgres(conn):
+            query = query.with_for_update()
+        current.update({row.request_id: row for row in conn.execute(query)})
+
+    results: list[bool | Failed] = []
+    applied: list[Completion] = []
+    done = {rid for rid, row in current.items() if row.status == COMPLETED}
+    for c in completions:
+        row = current.get(c.request_id)
+        if row is None:
+            results.append(Failed(LookupError(f"cannot complete unknown request {c.request_id!r}")))
+        elif c.request_id in done:
+            results.append(False)
+        else:
+            done.add(c.request_id)
+            applied.append(c)
+            results.append(True)
+    if not applied:
+        return results
+
+    conn.execute(
+        _COMPLETE,
+        [
+            {
+                "b_request_id": c.request_id,
+                "b_outcome": c.outcome,
+                "b_error": c.error,
+                "b_finished_at": c.finished_at,
+            }
+            for c in applied
+        ],
+    )
+    # Audit rows carry the journal's trace id and kind when the completion leaves them empty.
+    _devices.apply_completions(
+        conn,
+        applied,
+        trace_ids={rid: row.trace_id for rid, row in current.items()},
+        kinds={rid: row.kind for rid, row in current.items()},
+    )
+    _outbox.insert_responses(conn, applied)
+    _verifications.insert_many(
+        conn, [(c.verification, c.finished_at) for c in applied if c.verification is not None]
+    )
+    return results
+
+
+def claim_unfinished_one(
+    conn: Connection, owner: str, lease_ttl: float, limit: int | None
+) -> list[JournalRow]:
+    """Take over unfinished requests that are ours or whose owner's lease has lapsed."""
+    if is_postgres(conn):
+        # The database's clock, so controllers on hosts with skewed clocks agree on liveness.
+        cutoff: Any = sa.func.now() - sa.literal(timedelta(seconds=lease_ttl), sa.Interval())
+    else:
+        cutoff = datetime.now(UTC) - timedelta(seconds=lease_ttl)
+    live = sa.exists().where(L.c.owner == R.c.owner, L.c.heartbeat_at >= cutoff)
+    query = (
+        sa.select(*_JOURNAL_COLUMNS)
+        .where(R.c.status.in_(UNFINISHED), sa.or_(R.c.owner == owner, ~live))
+        .order_by(R.c.seq)
+    )
+    if limit is not None:
+        query = query.limit(limit)
+    if is_postgres(conn):
+        # Rows another controller is claiming right now are skipped, not waited for.
+        query = query.with_for_update(of=R, skip_locked=True)
+    rows = [journal_row(row) for row in conn.execute(query)]
+    taken = [row.seq for row in rows if row.owner != owner]
+    for part in chunks(taken):
+        conn.execute(sa.update(R).where(R.c.seq.in_(part)).values(owner=owner))
+    return [row if row.owner == owner else _with_owner(row, owner) for row in rows]
+
+
+def _with_owner(row: JournalRow, owner: str) -> JournalRow:
+    fields = {c.name: getattr(row, c.name) for c in _JOURNAL_COLUMNS}
+    fields["owner"] = owner
+    return JournalRow(**fields)
+
+
+def claim_unfinished_many(
+    conn: Connection, args: list[tuple[str, float, int | None]]
+) -> list[list[JournalRow]]:
+    """Group-commit handler for ``claim_unfinished``."""
+    return [claim_unfinished_one(conn, owner, ttl, limit) for owner, ttl, limit in args]
+
+
+def heartbeat_many(conn: Connection, owners: list[str]) -> list[None]:
+    """Upsert the lease rows of ``owners`` with the current time."""
+    at: Any = sa.func.now() if is_postgres(conn) else datetime.now(UTC)
+    for owner in dict.fromkeys(owners):
+        stmt = dialect_insert(conn, L).values(owner=owner, heartbeat_at=at)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[L.c.owner], set_={"heartbeat_at": stmt.excluded.heartbeat_at}
+        )
+        conn.execute(stmt)
+    return [None for _ in owners]
+
+
+# --- reads ----------------------------------------------------------------------------------------
+
+_VIEW_QUERY = sa.select(
+    *_JOURNAL_COLUMNS,
+    OB.c.response,
+    OB.c.delivered_at,
+    OB.c.attempts.label("delivery_attempts"),
+    OB.c.last_error.label("delivery_error"),
+).select_from(R.outerjoin(OB, OB.c.request_id == R.c.request_id))
+
+
+def get_request(conn: Connection, request_id: str) -> RequestView | None:
+    """One request with its delivery state, or None."""
+    row = conn.execute(_VIEW_QUERY.where(R.c.request_id == request_id)).first()
+    return _request_view(row) if row is not None else None
+
+
+def list_requests(
+    conn: Connection, device: str | None, status: str | None, undelivered_only: bool, limit: int
+) -> list[RequestView]:
+    """Requests, newest first. ``undelivered_only``: a response is written but not delivered yet."""
+    query = _VIEW_QUERY
+    if device is not None:
+        query = query.where(R.c.device == device)
+    if status is not None:
+        query = query.where(R.c.status == status)
+    if undelivered_only:
+        query = query.where(OB.c.id.is_not(None), OB.c.delivered_at.is_(None))
+    query = query.order_by(R.c.seq.desc()).limit(limit)
+    return [_request_view(row) for row in conn.execute(query)]

@@ -1,0 +1,228 @@
+"""SQLAlchemy 2 declarative models: the schema that ``migrations/`` creates.
+
+The store queries these tables with Core statements built from the mapped classes; callers see only
+the dataclasses in ``_types``. Any change here needs a new Alembic revision (a test compares the
+migrated schema with this metadata).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Dialect,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Explicit constraint names keep migrations reproducible, and SQLite batch migrations need them.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend.
+
+    PostgreSQL stores ``timestamptz``. SQLite has no time zones, so values are stored as naive UTC
+    (which also keeps its text representation sortable) and tagged UTC again when read back.
+    Naive datetimes are refused rather than guessed at.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"naive datetime {value!r}: the store needs timezone-aware datetimes")
+        value = value.astimezone(UTC)
+        if dialect.name == "sqlite":
+            return value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+# SQL NULL (not JSON 'null') for None, so "no state yet" is testable with IS NULL.
+JSONDoc = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
+# SQLite only aliases the rowid (and autoincrements) for a column typed exactly INTEGER.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    """Declarative base; ``Base.metadata`` is what Alembic migrates to."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class DeviceModel(Base):
+    """A managed device: its inventory entry, its current state and a summary of its last request."""
+
+    __tablename__ = "devices"
+
+    id: Mapped[str] = mapped_column(String, primary_key=True)
+    plugin: Mapped[str] = mapped_column(String, nullable=False, server_default="")
+    model_json: Mapped[Any | None] = mapped_column(JSONDoc, nullable=True)
+    state_json: Mapped[Any | None] = mapped_column(JSONDoc, nullable=True)
+    state_version: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    last_request_id: Mapped[str] = mapped_column(String, nullable=False, server_default="")
+    last_kind: Mapped[str] = mapped_column(String, nullable=False, server_default="")
+    last_outcome: Mapped[str] = mapped_column(String, nullable=False, server_default="")
+    last_error: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
+    in_inventory: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=text("true"))
+
+
+class RequestModel(Base):
+    """The request journal: the source of truth for accepted and pending work."""
+
+    __tablename__ = "requests"
+    # AUTOINCREMENT on SQLite: seq must never be reused, even after the newest rows are purged.
+    __table_args__ = (
+        Index("ix_requests_device_seq", "device", "seq"),
+        Index("ix_requests_status_seq", "status", "seq"),
+        {"sqlite_autoincrement": True},
+    )
+
+    seq: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    request_id: Mapped[str] = mapped_column(String, nullable=False, unique=True)
+    device: Mapped[str] = mapped_column(String, nullable=False)
+    kind: Mapped[str] = mapped_column(String, nullable=False)
+    payload: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    trace_id: Mapped[str] = mapped_column(String, nullable=False, server_default="")
+    status: Mapped[str] = mapped_column(String, nullable=False)
+    outcome: Mapped[str] = mapped_column(String, nullable=False, server_default="")
+    error: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    accepted_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    deadline_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    owner: Mapped[str] = mapped_column(String, nullable=False, server_default="")
+
+
+class OutboxModel(Base):
+    """Responses to deliver to the topology server, written with the request's completion."""
+
+    __tablename__ = "outbox"
+    __table_args__ = (
+        # Only undelivered rows are ever scanned for delivery; keep that index small.
+        Index(
+            "ix_outbox_undelivered_device_id",
+            "device",
+            "id",
+            sqlite_where=text("delivered_at IS NULL"),
+            postgresql_where=text("delivered_at IS NULL"),
+        ),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    device: Mapped[str] = mapped_column(String, nullable=False)
+    request_id: Mapped[str] = mapped_column(String, nullable=False, unique=True)
+    response: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    last_error: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
+
+
+class AuditModel(Base):
+    """Append-only log of device state changes."""
+
+    __tablename__ = "state_audit"
+    __table_args__ = (Index("ix_state_audit_device_id", "device", "id"), {"sqlite_autoincrement": True})
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    device: Mapped[str] = mapped_column(String, nullable=False)
+    request_id: Mapped[str] = mapped_column(String, nullable=False)
+    trace_id: Mapped[str] = mapped_column(String, nullable=False, server_default="")
+    kind: Mapped[str] = mapped_column(String, nullable=False, server_default="")
+    at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    state_version: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    summary: Mapped[Any] = mapped_column(JSONDoc, nullable=False)
+
+
+class VerificationModel(Base):
+    """Deferred checks that a change really took effect on the device."""
+
+    __tablename__ = "verifications"
+    __table_args__ = (
+        Index("ix_verifications_status_due_at", "status", "due_at"),
+        Index("ix_verifications_device_created_at", "device", "created_at"),
+    )
+
+    verification_id: Mapped[str] = mapped_column(String, primary_key=True)
+    device: Mapped[str] = mapped_column(String, nullable=False)
+    request_id: Mapped[str] = mapped_column(String, nullable=False)
+    kind: Mapped[str] = mapped_column(String, nullable=False)
+    payload: Mapped[Any] = mapped_column(JSONDoc, nullable=False)
+    status: Mapped[str] = mapped_column(String, nullable=False)
+    detail: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
+    checks: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    max_checks: Mapped[int] = mapped_column(Integer, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    due_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class LeaseModel(Base):
+    """Liveness of controller processes: a journal row whose owner has no fresh lease is up for grabs."""
+
+    __tablename__ = "controller_leases"
+
+    owner: Mapped[str] = mapped_column(String, primary_key=True)
+    heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+
+
+# The mapped classes' tables typed as Table (``Model.__table__`` is only typed as a FromClause).
+DEVICES: Table = Base.metadata.tables["devices"]
+REQUESTS: Table = Base.metadata.tables["requests"]
+OUTBOX: Table = Base.metadata.tables["outbox"]
+STATE_AUDIT: Table = Base.metadata.tables["state_audit"]
+VERIFICATIONS: Table = Base.metadata.tables["verifications"]
+CONTROLLER_LEASES: Table = Base.metadata.tables["controller_leases"]
+
+__all__ = [
+    "CONTROLLER_LEASES",
+    "DEVICES",
+    "OUTBOX",
+    "REQUESTS",
+    "STATE_AUDIT",
+    "VERIFICATIONS",
+    "AuditModel",
+    "Base",
+    "DeviceModel",
+    "LeaseModel",
+    "OutboxModel",
+    "RequestModel",
+    "UTCDateTime",
+    "VerificationModel",
+]

@@ -1,0 +1,96 @@
+"""The response outbox: written with each completion, delivered in per-device order with backoff."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ._models import OUTBOX, UTCDateTime
+from ._types import Completion, OutboxItem
+
+OB = OUTBOX
+
+
+def insert_responses(conn: Connection, completions: Sequence[Completion]) -> None:
+    """One outbox row per completion, due at once (``next_attempt_at`` = the finish time)."""
+    if not completions:
+        return
+    conn.execute(
+        sa.insert(OB),
+        [
+            {
+                "device": c.device,
+                "request_id": c.request_id,
+                "response": c.response,
+                "created_at": c.finished_at,
+                "attempts": 0,
+                "next_attempt_at": c.finished_at,
+                "delivered_at": None,
+                "last_error": "",
+            }
+            for c in completions
+        ],
+    )
+
+
+_MARK_DELIVERED = (
+    sa.update(OB)
+    .where(OB.c.id == sa.bindparam("b_id"), OB.c.delivered_at.is_(None))
+    .values(delivered_at=sa.bindparam("b_at", type_=UTCDateTime()))
+)
+
+
+def mark_delivered_many(conn: Connection, args: list[tuple[int, datetime]]) -> list[None]:
+    """Record deliveries (the first delivery time wins)."""
+    conn.execute(_MARK_DELIVERED, [{"b_id": oid, "b_at": at} for oid, at in args])
+    return [None for _ in args]
+
+
+_DELIVERY_FAILED = (
+    sa.update(OB)
+    .where(OB.c.id == sa.bindparam("b_id"), OB.c.delivered_at.is_(None))
+    .values(
+        attempts=OB.c.attempts + 1,
+        last_error=sa.bindparam("b_error"),
+        next_attempt_at=sa.bindparam("b_next", type_=UTCDateTime()),
+    )
+)
+
+
+def delivery_failed_many(conn: Connection, args: list[tuple[int, str, datetime]]) -> list[None]:
+    """Count failed delivery attempts and push the next attempt back."""
+    conn.execute(_DELIVERY_FAILED, [{"b_id": oid, "b_error": err, "b_next": nxt} for oid, err, nxt in args])
+    return [None for _ in args]
+
+
+def due_outbox(conn: Connection, now: datetime, limit: int) -> list[OutboxItem]:
+    """Each device's oldest undelivered response, if it is due.
+
+    A device whose head response is backing off blocks its later responses, so the topology
+    server always receives one device's responses in completion order. Served by the partial
+    index on (device, id) of undelivered rows.
+    """
+    heads = (
+        sa.select(OB.c.device, sa.func.min(OB.c.id).label("head_id"))
+        .where(OB.c.delivered_at.is_(None))
+        .group_by(OB.c.device)
+        .subquery()
+    )
+    query = (
+        sa.select(OB.c.id, OB.c.device, OB.c.request_id, OB.c.response, OB.c.attempts, OB.c.created_at)
+        .join(heads, OB.c.id == heads.c.head_id)
+        .where(OB.c.next_attempt_at <= now)
+        .order_by(OB.c.id)
+        .limit(limit)
+    )
+    return [OutboxItem(**dict(row._mapping)) for row in conn.execute(query)]
+
+
+def undelivered_count(conn: Connection) -> int:
+    """How many responses await delivery."""
+    value: Any = conn.execute(sa.select(sa.func.count()).select_from(OB).where(OB.c.delivered_at.is_(None)))
+    return int(value.scalar_one())

@@ -1,0 +1,299 @@
+"""``Store``: the asyncio facade over the synchronous SQLAlchemy code.
+
+Writes go through the group-commit writer (one thread, see ``_batch``); reads run on a small
+thread pool with their own connections. The event loop never waits on the database directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy.engine import URL, Connection
+
+from . import _database, _devices, _journal, _outbox, _verifications
+from ._batch import BatchWriter, Handler
+from ._types import (
+    Accepted,
+    AuditView,
+    Completion,
+    DeviceUpsert,
+    DeviceView,
+    JournalRow,
+    NewRequest,
+    OutboxItem,
+    RequestView,
+    SchemaStatus,
+    StoreStats,
+    VerificationRow,
+)
+
+T = TypeVar("T")
+
+
+def _require_aware(name: str, value: datetime | None) -> None:
+    # Fail in the caller, not later inside a shared batch where it would cost a retry round.
+    if value is not None and (value.tzinfo is None or value.utcoffset() is None):
+        raise ValueError(f"{name} must be a timezone-aware datetime, got {value!r}")
+
+
+class Store:
+    """Persistence for devicectl: journal, devices, outbox, audit log, verifications, leases.
+
+    Create with :meth:`from_url`, check or apply the schema (:meth:`schema_status`,
+    :meth:`upgrade`), then ``await start()`` and finally ``await close()``. All datetimes passed in
+    must be timezone-aware; all datetimes returned are UTC.
+    """
+
+    def __init__(
+        self,
+        url: URL,
+        *,
+        batch_max: int = 512,
+        sqlite_synchronous: str = "FULL",
+        read_pool_size: int = _database.READ_POOL_SIZE,
+    ) -> None:
+        self._url = url
+        self._sqlite_synchronous = sqlite_synchronous.upper()
+        self._write_engine, self._read_engine = _database.create_engines(
+            url, sqlite_synchronous=sqlite_synchronous, read_pool_size=read_pool_size
+        )
+        self._memory = _database.is_sqlite_memory(url)
+        #: Group-commit counters (batches, transactions, ops, retries, failures).
+        self.stats = StoreStats()
+        self._writer = BatchWriter(self._write_engine, batch_max=batch_max, stats=self.stats)
+        # A private in-memory SQLite database is one connection: reads must queue behind writes.
+        self._read_pool = (
+            self._writer.executor
+            if self._memory
+            else ThreadPoolExecutor(max_workers=read_pool_size, thread_name_prefix="devicectl-store-read")
+        )
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str, *, batch_max: int = 512, sqlite_synchronous: str = "FULL") -> Store:
+        """A store for ``sqlite:///PATH`` (parent directories are created) or ``postgresql://...``.
+
+        ``postgresql://`` and ``postgres://`` URLs are served by psycopg 3. ``sqlite_synchronous``
+        is SQLite's ``PRAGMA synchronous``: FULL (the default) makes every acknowledged write
+        survive power loss; NORMAL in WAL mode may lose the last commits on power loss.
+        """
+        return cls(_database.normalise_url(url), batch_max=batch_max, sqlite_synchronous=sqlite_synchronous)
+
+    # --- lifecycle and schema -------------------------------------------------------------------
+
+    @property
+    def url_for_display(self) -> str:
+        """The database URL with the password masked."""
+        return _database.display_url(self._url)
+
+    @property
+    def dialect(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        return str(self._url.get_backend_name())
+
+    def _with_migration_engine(self, fn: Callable[[Any], T]) -> T:
+        if self._memory:
+            return fn(self._write_engine)
+        engine = _database.create_migration_engine(self._url, sqlite_synchronous=self._sqlite_synchronous)
+        try:
+            return fn(engine)
+        finally:
+            engine.dispose()
+
+    def schema_status(self) -> SchemaStatus:
+        """The database's schema revision against the head revision (synchronous)."""
+        return self._with_migration_engine(_database.schema_status)
+
+    def upgrade(self) -> None:
+        """Apply pending migrations (synchronous; safe to run from several processes at once)."""
+        self._with_migration_engine(_database.upgrade)
+
+    def ensure_schema(self, *, upgrade: bool = False) -> SchemaStatus:
+        """Return the schema status if up to date; upgrade first when ``upgrade`` is set.
+
+        Raises :class:`SchemaOutdatedError` (whose message names the command to run) otherwise.
+        """
+        status = self.schema_status()
+        if status.up_to_date:
+            return status
+        if not upgrade:
+            raise _database.SchemaOutdatedError(status, self.url_for_display)
+        self.upgrade()
+        return self.schema_status()
+
+    async def start(self) -> None:
+        """Open the writer's and a reader's connection now, so a bad URL fails at startup."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._writer.executor, _ping, self._write_engine)
+        if not self._memory:
+            await loop.run_in_executor(self._read_pool, _ping, self._read_engine)
+
+    async def close(self) -> None:
+        """Finish every queued write, then release threads and connections. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._writer.close()
+        if self._read_pool is not self._writer.executor:
+            await asyncio.get_running_loop().run_in_executor(None, self._read_pool.shutdown, True)
+        self._write_engine.dispose()
+        self._read_engine.dispose()
+
+    # --- plumbing -----------------------------------------------------------------------------------
+
+    async def _write(self, handler: Handler, arg: Any) -> Any:
+        return await self._writer.submit(handler, arg)
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._read_pool, self._run_read, fn, args)
+
+    def _run_read(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        with self._read_engine.connect() as conn:
+            return fn(conn, *args)
+
+    # --- journal ------------------------------------------------------------------------------------
+
+    async def accept(self, rows: Sequence[NewRequest]) -> list[Accepted]:
+        """Journal requests durably; a request id already journaled is reported, not re-inserted."""
+        if not rows:
+            return []
+        for row in rows:
+            _require_aware("accepted_at", row.accepted_at)
+            _require_aware("deadline_at", row.deadline_at)
+        result: list[Accepted] = await self._write(_journal.accept_many, list(rows))
+        return result
+
+    async def accept_one(self, row: NewRequest) -> Accepted:
+        """Journal one request; concurrent calls share a transaction (group commit)."""
+        return (await self.accept([row]))[0]
+
+    async def mark_running(self, request_id: str, at: datetime) -> None:
+        """Record that the request started: status running, started_at, attempts + 1."""
+        _require_aware("at", at)
+        await self._write(_journal.mark_running_many, (request_id, at))
+
+    async def complete(self, c: Completion) -> bool:
+        """Finish a request; the journal, device, state/audit, outbox and verification rows
+        are written in one transaction. False (and no effect) if it was already completed.
+
+        Raises LookupError for a request id that was never journaled.
+        """
+        _require_aware("finished_at", c.finished_at)
+        if c.verification is not None:
+            _require_aware("verification.due_at", c.verification.due_at)
+        result: bool = await self._write(_journal.complete_many, c)
+        return result
+
+    async def claim_unfinished(
+        self, owner: str, lease_ttl: float, *, limit: int | None = None
+    ) -> list[JournalRow]:
+        """Take ownership of unfinished requests (queued or running) that are ``owner``'s or whose
+        owner's lease is older than ``lease_ttl`` seconds (or absent); ordered by seq.
+
+        On PostgreSQL rows being claimed by another controller at the same moment are skipped
+        (``FOR UPDATE SKIP LOCKED``), so two claimers never get the same row.
+        """
+        result: list[JournalRow] = await self._write(
+            _journal.claim_unfinished_many, (owner, lease_ttl, limit)
+        )
+        return result
+
+    async def heartbeat(self, owner: str) -> None:
+        """Renew ``owner``'s lease (database time on PostgreSQL)."""
+        await self._write(_journal.heartbeat_many, owner)
+
+    async def get_request(self, request_id: str) -> RequestView | None:
+        """One request with its response and delivery state, or None."""
+        return await self._read(_journal.get_request, request_id)
+
+    async def list_requests(
+        self,
+        device: str | None = None,
+        status: str | None = None,
+        undelivered_only: bool = False,
+        limit: int = 100,
+    ) -> list[RequestView]:
+        """Requests, newest first; ``undelivered_only`` keeps those with a response not yet delivered."""
+        return await self._read(_journal.list_requests, device, status, undelivered_only, limit)
+
+    # --- devices ------------------------------------------------------------------------------------
+
+    async def sync_inventory(self, devices: Sequence[DeviceUpsert]) -> None:
+        """Insert or update the listed devices (state kept); mark unlisted ones out of inventory."""
+        await self._write(_devices.sync_inventory_many, list(devices))
+
+    async def device_state(self, device_id: str) -> tuple[dict[str, Any] | None, int]:
+        """The device's state JSON and state version; ``(None, 0)`` for an unknown device."""
+        return await self._read(_devices.device_state, device_id)
+
+    async def get_device(self, device_id: str) -> DeviceView | None:
+        """One device, or None."""
+        return await self._read(_devices.get_device, device_id)
+
+    async def list_devices(self, limit: int = 1000) -> list[DeviceView]:
+        """Devices ordered by id."""
+        return await self._read(_devices.list_devices, limit)
+
+    async def list_audit(self, device: str | None = None, limit: int = 100) -> list[AuditView]:
+        """State changes, newest first."""
+        return await self._read(_devices.list_audit, device, limit)
+
+    # --- outbox -------------------------------------------------------------------------------------
+
+    async def due_outbox(self, now: datetime, limit: int = 500) -> list[OutboxItem]:
+        """For each device, its oldest undelivered response if that one is due (per-device order)."""
+        _require_aware("now", now)
+        return await self._read(_outbox.due_outbox, now, limit)
+
+    async def mark_delivered(self, outbox_id: int, at: datetime) -> None:
+        """Record a successful delivery."""
+        _require_aware("at", at)
+        await self._write(_outbox.mark_delivered_many, (outbox_id, at))
+
+    async def delivery_failed(self, outbox_id: int, error: str, next_attempt_at: datetime) -> None:
+        """Record a failed delivery attempt and when to try again."""
+        _require_aware("next_attempt_at", next_attempt_at)
+        await self._write(_outbox.delivery_failed_many, (outbox_id, error, next_attempt_at))
+
+    async def undelivered_count(self) -> int:
+        """How many responses await delivery."""
+        return await self._read(_outbox.undelivered_count)
+
+    # --- verifications ------------------------------------------------------------------------------
+
+    async def due_verifications(self, now: datetime, limit: int = 100) -> list[VerificationRow]:
+        """Pending verifications whose next check is due, soonest first."""
+        _require_aware("now", now)
+        return await self._read(_verifications.due_verifications, now, limit)
+
+    async def update_verification(
+        self,
+        verification_id: str,
+        status: str,
+        detail: str,
+        due_at: datetime | None,
+        checks: int,
+        finished_at: datetime | None,
+    ) -> None:
+        """Record a check's result; ``due_at=None`` keeps the current due time."""
+        _require_aware("due_at", due_at)
+        _require_aware("finished_at", finished_at)
+        await self._write(
+            _verifications.update_many, (verification_id, status, detail, due_at, checks, finished_at)
+        )
+
+    async def list_verifications(
+        self, device: str | None = None, verification_id: str | None = None, limit: int = 100
+    ) -> list[VerificationRow]:
+        """Verifications, newest first."""
+        return await self._read(_verifications.list_verifications, device, verification_id, limit)
+
+
+def _ping(engine: Any) -> None:
+    conn: Connection
+    with engine.connect() as conn:
+        conn.exec_driver_sql("SELECT 1")

@@ -1,0 +1,215 @@
+"""Plain, frozen row types that cross the store's API (callers never see SQLAlchemy objects).
+
+Every datetime going in must be timezone-aware; every datetime coming out is timezone-aware UTC.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+class RequestStatus(enum.StrEnum):
+    """Journal status of a request. Values are what the ``requests.status`` column holds."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+
+
+class VerificationStatus(enum.StrEnum):
+    """Status of a post-change verification. Values are what ``verifications.status`` holds."""
+
+    PENDING = "pending"
+    VERIFIED = "verified"
+    MISMATCH = "mismatch"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaStatus:
+    """Where the database's schema stands relative to the migrations shipped with this code."""
+
+    current: str | None
+    head: str
+    up_to_date: bool
+
+
+@dataclass(slots=True)
+class StoreStats:
+    """Counters of the group-commit writer (mutated only by the writer thread; read them freely).
+
+    ``batches`` counts batches taken off the queue, ``transactions`` every committed or attempted
+    write transaction (a batch that had to be re-run op by op adds one per op), ``ops`` the write
+    operations resolved, ``retried_batches`` the batches whose shared transaction failed and were
+    re-run op by op, ``failed_ops`` the operations whose caller got an exception,
+    ``transient_retries`` transactions re-run after PostgreSQL aborted them (deadlock victim).
+    """
+
+    batches: int = 0
+    transactions: int = 0
+    ops: int = 0
+    retried_batches: int = 0
+    failed_ops: int = 0
+    largest_batch: int = 0
+    transient_retries: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NewRequest:
+    """A request to journal when it is acknowledged."""
+
+    request_id: str
+    device: str
+    kind: str
+    payload: bytes
+    trace_id: str
+    accepted_at: datetime
+    deadline_at: datetime
+    owner: str
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """Result of journaling one request: ``inserted`` is False for a duplicate ``request_id``."""
+
+    request_id: str
+    inserted: bool
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class NewVerification:
+    """A verification to schedule in the same transaction as a request's completion."""
+
+    verification_id: str
+    device: str
+    request_id: str
+    kind: str
+    payload: dict[str, Any]
+    due_at: datetime
+    max_checks: int
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """Everything that becomes durable when a request finishes, written in one transaction."""
+
+    request_id: str
+    device: str
+    outcome: str
+    error: str
+    finished_at: datetime
+    response: bytes
+    new_state: dict[str, Any] | None
+    touch_device: bool
+    plugin: str = ""
+    model_json: dict[str, Any] | None = None
+    verification: NewVerification | None = None
+    trace_id: str = ""
+    kind: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JournalRow:
+    """One row of the request journal."""
+
+    seq: int
+    request_id: str
+    device: str
+    kind: str
+    payload: bytes
+    trace_id: str
+    status: str
+    outcome: str
+    error: str
+    attempts: int
+    accepted_at: datetime
+    deadline_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    owner: str
+
+
+@dataclass(frozen=True, slots=True)
+class RequestView(JournalRow):
+    """A journal row joined with its outbox row (delivery fields are empty until completed)."""
+
+    response: bytes | None
+    delivered_at: datetime | None
+    delivery_attempts: int
+    delivery_error: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceUpsert:
+    """One device from the inventory: its plugin and model (never its state)."""
+
+    id: str
+    plugin: str
+    model_json: dict[str, Any] = field(default_factory=dict)
+    in_inventory: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceView:
+    """One row of ``devices``."""
+
+    id: str
+    plugin: str
+    model_json: dict[str, Any] | None
+    state_json: dict[str, Any] | None
+    state_version: int
+    created_at: datetime
+    updated_at: datetime
+    last_request_id: str
+    last_kind: str
+    last_outcome: str
+    last_error: str
+    in_inventory: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AuditView:
+    """One state change: for each changed top-level key of the state, ``{"before":…, "after":…}``."""
+
+    id: int
+    device: str
+    request_id: str
+    trace_id: str
+    kind: str
+    at: datetime
+    state_version: int
+    summary: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxItem:
+    """A response waiting for delivery to the topology server."""
+
+    id: int
+    device: str
+    request_id: str
+    response: bytes
+    attempts: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationRow:
+    """One row of ``verifications``."""
+
+    verification_id: str
+    device: str
+    request_id: str
+    kind: str
+    payload: dict[str, Any]
+    status: str
+    detail: str
+    checks: int
+    max_checks: int
+    created_at: datetime
+    due_at: datetime
+    finished_at: datetime | None

@@ -1,0 +1,1 @@
+"""Alembic migrations for the devicectl database (packaged; applied by `devicectl db upgrade`)."""

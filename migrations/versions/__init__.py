@@ -1,0 +1,1 @@
+"""Alembic revision scripts (a package so that wheels always ship them)."""

@@ -1,0 +1,100 @@
+"""Shared fixtures: a database URL per backend (SQLite file, fresh PostgreSQL database) and a Store.
+
+PostgreSQL comes from ``DEVICECTL_TEST_PG_URL`` (default: the local ``test`` database, used only as
+the admin connection that creates and drops one throw-away database per test). When PostgreSQL is
+unreachable the postgres variants are skipped locally but fail in CI (``CI`` set), so CI can never
+go green without having run them.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.pool import NullPool
+
+from controller.store import Store
+
+DEFAULT_PG_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+_pg_unreachable: str | None = None
+_pg_checked = False
+
+
+def pg_admin_url() -> URL:
+    """The admin connection's URL (normalised to psycopg 3)."""
+    url = make_url(os.environ.get("DEVICECTL_TEST_PG_URL", DEFAULT_PG_ADMIN_URL))
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+    return url
+
+
+def _admin_engine() -> sa.Engine:
+    return sa.create_engine(
+        pg_admin_url(),
+        isolation_level="AUTOCOMMIT",  # CREATE/DROP DATABASE cannot run in a transaction
+        poolclass=NullPool,
+        connect_args={"connect_timeout": 3},
+    )
+
+
+def _require_postgres() -> None:
+    global _pg_checked, _pg_unreachable
+    if not _pg_checked:
+        _pg_checked = True
+        engine = _admin_engine()
+        try:
+            with engine.connect() as conn:
+                conn.exec_driver_sql("SELECT 1")
+        except Exception as exc:
+            _pg_unreachable = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        finally:
+            engine.dispose()
+    if _pg_unreachable is not None:
+        where = pg_admin_url().render_as_string(hide_password=True)
+        message = f"PostgreSQL at {where} is unreachable ({_pg_unreachable}); set DEVICECTL_TEST_PG_URL"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message}. CI must run the PostgreSQL tests.", pytrace=False)
+        pytest.skip(message)
+
+
+@pytest.fixture
+def pg_database() -> Iterator[URL]:
+    """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
+    _require_postgres()
+    name = f"devicectl_test_{uuid.uuid4().hex[:16]}"
+    engine = _admin_engine()
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        yield pg_admin_url().set(database=name)
+    finally:
+        with engine.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database's URL: a temporary SQLite file or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'var' / 'devicectl.db'}"
+    url: URL = request.getfixturevalue("pg_database")
+    return url.render_as_string(hide_password=False)
+
+
+@pytest.fixture
+async def store(db_url: str) -> AsyncIterator[Store]:
+    """A migrated, started Store on ``db_url``; closed after the test."""
+    s = Store.from_url(db_url)
+    s.upgrade()
+    await s.start()
+    try:
+        yield s
+    finally:
+        await s.close()
