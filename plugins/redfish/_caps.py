@@ -1,0 +1,256 @@
+"""Writing one component's cap safely: read, validate, write, and read back.
+
+Every change follows the same steps, whatever the mechanism:
+
+1. GET the limit resource: current value, `AllowableMin/Max`, `Increment`, units and the ETag
+   (the value before the first change is what "restore" later puts back);
+2. validate against the BMC's own limits (the spec's were checked before) and round to `Increment`;
+   nothing is written when the value is already in force;
+3. write with `If-Match` where the resource has an ETag. A 412 means someone else changed it: GET
+   again and write once more only if still needed. NVIDIA `0x600`, a dropped connection or a read
+   timeout after the write was sent mean it may have landed: GET again before writing once more;
+4. GET again and report what the BMC now says (`applied`), next to what was asked (`requested`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from plugins.base import DeviceControllerError
+from plugins.redfish._client import BmcClient, Document
+from plugins.redfish._discovery import Component
+from plugins.redfish._errors import (
+    ConnectionFailedError,
+    DeadlineExceededError,
+    PreconditionFailedError,
+    RedfishHTTPError,
+    RequestTimeoutError,
+    TlsError,
+    WriteMaybeAppliedError,
+)
+from plugins.redfish._platforms import CapRequest, LimitReading, Mechanism, Prior, mechanism_for
+from plugins.redfish._platforms._base import same_watts
+
+_UNREACHABLE = (ConnectionFailedError, RequestTimeoutError, TlsError, DeadlineExceededError)
+
+
+class OpBmc:
+    """The BMC as one operation sees it: a client, the request's deadline, and reachability.
+
+    Attributes:
+        reached_at: when the BMC last answered (any HTTP status) during this operation.
+        reach_error: the last transport failure (unreachable, TLS, timeout), if any.
+    """
+
+    def __init__(self, client: BmcClient, deadline: float) -> None:
+        self.client = client
+        self.deadline = deadline
+        self.reached_at: datetime | None = None
+        self.reach_error = ""
+        self.calls = 0
+
+    @property
+    def origin(self) -> str:
+        """The BMC's `https://host:port`."""
+        return self.client.origin
+
+    def remaining(self) -> float:
+        """Seconds left before the deadline."""
+        return max(0.0, self.deadline - time.monotonic())
+
+    async def get(self, path: str) -> Document:
+        """GET a resource."""
+        return await self._track(self.client.get(path, deadline=self.deadline))
+
+    async def send(self, request: CapRequest, etag: str | None) -> None:
+        """Send a cap request (PATCH or action POST); 202 is waited for."""
+        if request.method == "PATCH":
+            await self._track(
+                self.client.patch(request.path, request.body, deadline=self.deadline, etag=etag)
+            )
+        else:
+            await self._track(self.client.post(request.path, request.body, deadline=self.deadline))
+
+    async def post(self, path: str, body: Mapping[str, Any]) -> None:
+        """POST an action; 202 is waited for."""
+        await self._track(self.client.post(path, body, deadline=self.deadline))
+
+    async def ping(self, attempts: int) -> Document:
+        """GET the service root without authentication."""
+        return await self._track(self.client.ping(deadline=self.deadline, attempts=attempts))
+
+    async def _track(self, awaitable: Any) -> Any:
+        self.calls += 1
+        try:
+            result = await awaitable
+        except RedfishHTTPError:
+            self.reached_at = datetime.now(UTC)
+            raise
+        except _UNREACHABLE as exc:
+            self.reach_error = str(exc)
+            raise
+        self.reached_at = datetime.now(UTC)
+        return result
+
+
+@dataclass(frozen=True)
+class CapChange:
+    """What happened to one component's cap.
+
+    Attributes:
+        component: the component.
+        ok: whether the BMC now shows what was asked.
+        requested: watts asked for (None for clear/restore to "no cap").
+        before: the reading before any write (the prior value to record), if read.
+        after: the reading after the change (read back), if read.
+        wrote: whether a write was sent.
+        message: why it failed, or how the applied value differs from the request.
+        error: the exception behind a failure, if any.
+    """
+
+    component: Component
+    ok: bool
+    requested: float | None = None
+    before: LimitReading | None = None
+    after: LimitReading | None = None
+    wrote: bool = False
+    message: str = ""
+    error: DeviceControllerError | None = None
+
+    @property
+    def applied(self) -> float | None:
+        """The cap in force afterwards (None: no cap, or unknown)."""
+        return self.after.watts if self.after is not None else None
+
+
+async def set_cap(bmc: OpBmc, component: Component, watts: float) -> CapChange:
+    """Set an explicit cap of `watts` on one component (see the module docstring)."""
+    mech = mechanism_for(component)
+    label = component.label
+    if mech is None:
+        return CapChange(component, False, watts, message=f"{label}: no writable power limit")
+    try:
+        doc = await bmc.get(component.limit_uri)
+        current = mech.parse(component, doc)
+        before = current
+        problem = _check(label, watts, current)
+        if problem:
+            return CapChange(component, False, watts, before=before, after=before, message=problem)
+        value = _quantize(watts, current.increment)
+        if current.capped and same_watts(current.watts, value):
+            return CapChange(component, True, watts, before=before, after=current)
+
+        def satisfied(r: LimitReading) -> bool:
+            return r.capped and same_watts(r.watts, value)
+
+        await _write(
+            bmc,
+            mech,
+            component,
+            lambda cur, _doc: mech.set_request(component, value, cur),
+            current,
+            doc,
+            satisfied,
+        )
+        after = mech.parse(component, await bmc.get(component.limit_uri))
+    except DeviceControllerError as exc:
+        return CapChange(component, False, watts, message=f"{label}: {exc}", error=exc)
+    ok = satisfied(after)
+    message = (
+        "" if ok else f"{label}: requested {_w(value)}, the BMC reports {_w(after.watts)} after the write"
+    )
+    return CapChange(component, ok, watts, before=before, after=after, wrote=True, message=message)
+
+
+async def restore_cap(bmc: OpBmc, component: Component, prior: Prior) -> CapChange:
+    """Put back the value a component had before devicectl changed it."""
+    mech = mechanism_for(component)
+    label = component.label
+    if mech is None:
+        return CapChange(component, False, prior.watts, message=f"{label}: no writable power limit")
+    try:
+        doc = await bmc.get(component.limit_uri)
+        current = mech.parse(component, doc)
+        if mech.matches(current, prior):
+            return CapChange(component, True, prior.watts, before=current, after=current)
+        after = await _write(
+            bmc,
+            mech,
+            component,
+            lambda cur, d: mech.restore_request(component, prior, cur, d),
+            current,
+            doc,
+            lambda r: mech.matches(r, prior),
+        )
+    except DeviceControllerError as exc:
+        return CapChange(component, False, prior.watts, message=f"{label}: {exc}", error=exc)
+    ok = mech.matches(after, prior)
+    wanted = _w(prior.watts) if prior.capped else "no cap (the BMC default)"
+    message = "" if ok else f"{label}: restoring {wanted}, the BMC reports {_describe(after)}"
+    return CapChange(component, ok, prior.watts, before=current, after=after, wrote=True, message=message)
+
+
+async def _write(
+    bmc: OpBmc,
+    mech: Mechanism,
+    component: Component,
+    build: Callable[[LimitReading, Document], CapRequest],
+    current: LimitReading,
+    doc: Document,
+    satisfied: Callable[[LimitReading], bool],
+) -> LimitReading:
+    """Send the change and read it back; on 412 or "maybe applied", re-read and send once more only
+    if still needed. Returns the reading after the change."""
+    for attempt in (1, 2):
+        request = build(current, doc)
+        try:
+            await bmc.send(request, current.etag if request.if_match else None)
+            return mech.parse(component, await bmc.get(component.limit_uri))
+        except PreconditionFailedError:
+            if attempt == 2:
+                raise
+        except (WriteMaybeAppliedError, ConnectionFailedError, RequestTimeoutError) as exc:
+            if attempt == 2 or not getattr(exc, "sent", True):
+                raise
+            # NOTE: NVIDIA 0x600 ("settings may or may not have applied") and a write whose reply was
+            # lost may have landed: read before writing again (redfish.md §2.2, §3).
+        doc = await bmc.get(component.limit_uri)
+        current = mech.parse(component, doc)
+        if satisfied(current):
+            return current  # it landed after all: this read is the read-back
+    raise AssertionError("unreachable")
+
+
+def _check(label: str, watts: float, current: LimitReading) -> str:
+    if not current.in_watts:
+        return (
+            f"{label}: the BMC's limit is in {current.units!r}, not watts; percent set points are "
+            "unsupported on this platform"
+        )
+    lo, hi = current.min_watts, current.max_watts
+    span = f"the BMC allows {_w(lo) if lo is not None else '?'}..{_w(hi) if hi is not None else '?'}"
+    if lo is not None and watts < lo - 1e-9:
+        return f"{label}: {_w(watts)} is below the BMC's AllowableMin of {_w(lo)} ({span})"
+    if hi is not None and watts > hi + 1e-9:
+        return f"{label}: {_w(watts)} is above the BMC's AllowableMax of {_w(hi)} ({span})"
+    return ""
+
+
+def _quantize(watts: float, increment: float | None) -> int:
+    if increment and increment > 0:
+        return round(round(watts / increment) * increment)
+    return round(watts)
+
+
+def _w(value: float | None) -> str:
+    return "no cap" if value is None else f"{value:g} W"
+
+
+def _describe(reading: LimitReading) -> str:
+    if reading.watts is None:
+        return "no cap"
+    return f"{reading.watts:g} W ({'explicit cap' if reading.capped else 'default'})"

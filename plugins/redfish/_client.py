@@ -1,0 +1,432 @@
+"""One BMC connection: `AsyncRedfishClient` plus login, retries, ETags, tasks and typed errors.
+
+`BmcClient` is the only code that issues Redfish requests. Its rules:
+
+- one long-lived Redfish session per BMC, created on the first authenticated request and reused;
+  a 401 on a GET is re-logged-in by `AsyncRedfishClient` itself (single flight), a 401 on a write
+  re-logs in once here (single flight too) and the write is sent once more; `SessionLimitExceeded`
+  at login falls back to Basic auth with a warning; `logout()` DELETEs the session;
+- transient failures (connection errors, 502/503/504, 429, NVIDIA `0x50A`) are retried with
+  tenacity, waiting `Retry-After` when the BMC sends one, never past the request's deadline;
+  writes are retried only when they certainly did not land (connect failures, 5xx that the
+  protocol defines as "nothing changed"): a dropped connection or a read timeout after a write was
+  sent, and NVIDIA `0x600`, raise to the caller, which reads the resource before trying again;
+- `patch()` sends `If-Match` when given an ETag; `202 Accepted` is followed through the task
+  monitor until the task ends or the deadline passes;
+- every unsuccessful reply becomes a typed error through `raise_for_response`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from redfish.aio import AsyncRedfishClient
+from redfish.aio import exceptions as dmtf
+from redfish.aio.response import AsyncRestResponse
+from tenacity import AsyncRetrying, RetryCallState, RetryError, retry_if_exception
+
+from plugins.base import HostEnvironmentError
+from plugins.redfish._config import ConnectionSettings
+from plugins.redfish._errors import (
+    AccessError,
+    BmcBusyError,
+    ConnectionFailedError,
+    DeadlineExceededError,
+    ProtocolError,
+    RedfishError,
+    RedfishHTTPError,
+    RequestTimeoutError,
+    ServiceUnavailableError,
+    TaskFailedError,
+    error_for_response,
+    parse_retry_after,
+    raise_for_response,
+)
+from plugins.redfish._transport import BmcTransport, SslParam, deadline_scope
+
+log = logging.getLogger(__name__)
+
+SERVICE_ROOT = "/redfish/v1/"
+_READS = frozenset({"GET", "HEAD"})
+_TASK_DONE_OK = frozenset({"Completed"})
+_TASK_FAILED = frozenset({"Exception", "Killed", "Cancelled", "Interrupted"})
+
+
+@dataclass(frozen=True)
+class Document:
+    """A resource as read: its JSON body and its ETag (header, else `@odata.etag`)."""
+
+    path: str
+    body: Mapping[str, Any]
+    etag: str | None = None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Shortcut for `body.get`."""
+        return self.body.get(key, default)
+
+
+class BmcClient:
+    """Everything needed to talk to one BMC; shared by all devices behind that BMC.
+
+    Args:
+        http: the process-wide `aiohttp.ClientSession`.
+        settings: this BMC's connection settings.
+        ssl_param: what to pass as aiohttp's `ssl=` (a context, True, or False when insecure).
+    """
+
+    def __init__(self, http: aiohttp.ClientSession, settings: ConnectionSettings, ssl_param: SslParam):
+        self.settings = settings
+        self.transport = BmcTransport(http, settings, ssl_param)
+        self._redfish = AsyncRedfishClient(
+            settings.url, settings.username, settings.password, session=self.transport
+        )
+        self._auth: str | None = None
+        self._login_lock = asyncio.Lock()
+        self._closed = False
+        #: in-process cache of this BMC's discovery (the device state holds the durable copy)
+        self.discovery: Any = None
+
+    @property
+    def origin(self) -> str:
+        """`https://host:port` of the BMC."""
+        return self.settings.origin
+
+    def retune(self, settings: ConnectionSettings) -> None:
+        """Take new timeouts and back-offs (same URL, credentials and TLS) without a new login."""
+        self.settings = settings
+        self.transport.retune(settings)
+
+    @property
+    def auth_mode(self) -> str | None:
+        """The auth mode in use (`session`/`basic`), None before the first login."""
+        return self._auth
+
+    # ---- reading ------------------------------------------------------------------------------
+
+    async def get(self, path: str, *, deadline: float) -> Document:
+        """GET a resource as JSON, retrying transient failures."""
+        reply = await self.call("GET", path, deadline=deadline)
+        return self.document(path, reply)
+
+    async def ping(self, *, deadline: float, attempts: int = 1) -> Document:
+        """GET the service root, which needs no authentication (reachability check)."""
+        reply = await self.call(
+            "GET", SERVICE_ROOT, deadline=deadline, attempts=attempts, authenticated=False
+        )
+        return self.document(SERVICE_ROOT, reply)
+
+    def document(self, path: str, reply: AsyncRestResponse) -> Document:
+        """Parse a reply body into a `Document`; invalid JSON is a precise `ProtocolError`."""
+        text = reply.text
+        try:
+            body = json.loads(text) if text.strip() else {}
+        except ValueError:
+            raise ProtocolError(
+                f"{self.origin}: GET {path}: the reply is not valid JSON ({len(reply.read)} bytes, "
+                f"starts {text[:40]!r})"
+            ) from None
+        if not isinstance(body, dict):
+            raise ProtocolError(f"{self.origin}: GET {path}: the reply is not a JSON object")
+        etag = reply.getheader("ETag") or body.get("@odata.etag")
+        return Document(path, body, str(etag) if etag else None)
+
+    # ---- writing ------------------------------------------------------------------------------
+
+    async def patch(
+        self, path: str, body: Mapping[str, Any], *, deadline: float, etag: str | None = None
+    ) -> AsyncRestResponse:
+        """PATCH with `If-Match` when `etag` is given; a 202 is followed to the task's end."""
+        headers = {"If-Match": etag} if etag else None
+        reply = await self.call("PATCH", path, dict(body), deadline=deadline, headers=headers)
+        if reply.status == 202:
+            await self.wait_task(reply, "PATCH", path, deadline=deadline)
+        return reply
+
+    async def post(
+        self, path: str, body: Mapping[str, Any] | None = None, *, deadline: float
+    ) -> AsyncRestResponse:
+        """POST (an action); a 202 is followed to the task's end."""
+        reply = await self.call("POST", path, dict(body or {}), deadline=deadline)
+        if reply.status == 202:
+            await self.wait_task(reply, "POST", path, deadline=deadline)
+        return reply
+
+    async def wait_task(
+        self, accepted: AsyncRestResponse, method: str, path: str, *, deadline: float
+    ) -> None:
+        """Poll the task monitor of a `202 Accepted` until the task ends (or the deadline passes)."""
+        monitor = accepted.getheader("Location")
+        if not monitor:
+            try:
+                body = json.loads(accepted.text or "{}")
+            except ValueError:
+                body = {}
+            monitor = body.get("TaskMonitor") or body.get("@odata.id") if isinstance(body, dict) else None
+        if not monitor:
+            raise ProtocolError(f"{self.origin}: {method} {path}: 202 Accepted without a task monitor")
+        reply = accepted
+        while True:
+            wait = _retry_after(reply) or self.settings.task_poll_interval
+            if time.monotonic() + wait >= deadline:
+                raise DeadlineExceededError(
+                    f"{self.origin}: {method} {path}: the BMC's task {monitor} had not finished when the "
+                    "request's deadline passed"
+                )
+            await asyncio.sleep(wait)
+            reply = await self.call("GET", monitor, deadline=deadline, allow_404=True)
+            if reply.status == 202:
+                continue
+            if reply.status in (204, 404):
+                # NOTE: openbmc answers 204 once when the task is done and 404 afterwards
+                # (redfish.md §3, openbmc/bmcweb redfish-core/lib/task.hpp): both mean "finished".
+                return
+            task = self.document(monitor, reply).body
+            state = str(task.get("TaskState") or "")
+            if state in _TASK_FAILED or str(task.get("TaskStatus") or "OK") not in ("OK", ""):
+                raise TaskFailedError(
+                    f"{self.origin}: {method} {path}: task {monitor} ended {state or 'with an error'}: "
+                    + _task_messages(task)
+                )
+            if state in _TASK_DONE_OK or not state:
+                return
+
+    # ---- the request engine -------------------------------------------------------------------
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        deadline: float,
+        headers: Mapping[str, str] | None = None,
+        attempts: int | None = None,
+        authenticated: bool = True,
+        allow_404: bool = False,
+    ) -> AsyncRestResponse:
+        """One logical request; returns a successful reply or raises a typed error.
+
+        Transient failures are retried (see the module docstring) within `attempts` (default
+        `max_attempts`) and the deadline. With `allow_404`, a 404 reply is returned, not raised.
+        """
+        if self._closed:
+            raise ConnectionFailedError(f"{self.origin}: the connection was closed", sent=False)
+        method = method.upper()
+        limit = attempts if attempts is not None else self.settings.max_attempts
+        retrying = AsyncRetrying(
+            stop=_StopAt(deadline, limit),
+            wait=self._wait,
+            retry=retry_if_exception(_retryable_for(method)),
+            reraise=False,
+        )
+        last: AsyncRestResponse | None = None
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    last = await self._attempt(method, path, body, headers, deadline, authenticated)
+                    if not (allow_404 and last.status == 404):
+                        raise_for_response(self.origin, method, path, last)
+        except RetryError as exc:
+            error = exc.last_attempt.exception()
+            assert isinstance(error, BaseException)
+            raise _gave_up(error, exc.last_attempt.attempt_number, deadline) from error
+        assert last is not None
+        return last
+
+    async def _attempt(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        headers: Mapping[str, str] | None,
+        deadline: float,
+        authenticated: bool,
+    ) -> AsyncRestResponse:
+        with deadline_scope(deadline):
+            if authenticated:
+                await self._ensure_login()
+            generation = self.transport.session_generation
+            reply = await self._send(method, path, body, headers)
+            if reply.status == 401 and authenticated and self._auth == "session" and method not in _READS:
+                # NOTE: AsyncRedfishClient re-logs in on 401 only for GET/HEAD and never resends
+                # writes (DMTF/python-redfish-library#189); a 401 means the write was not applied,
+                # so log in once more (unless a concurrent request already did) and resend once.
+                await self._relogin(generation)
+                reply = await self._send(method, path, body, headers)
+            return reply
+
+    async def _send(
+        self, method: str, path: str, body: Any, headers: Mapping[str, str] | None
+    ) -> AsyncRestResponse:
+        hdrs = {"Accept": "application/json", **(headers or {})}
+        client = self._redfish
+        try:
+            if method == "GET":
+                return await client.get(path, headers=hdrs)
+            if method == "PATCH":
+                return await client.patch(path, body=body, headers=hdrs)
+            if method == "POST":
+                return await client.post(path, body=body, headers=hdrs)
+            if method == "DELETE":
+                return await client.delete(path, headers=hdrs)
+            if method == "HEAD":
+                return await client.head(path, headers=hdrs)
+        except dmtf.RedfishError as exc:  # only the client's own failures reach here
+            raise self._map_dmtf(exc, method, path) from exc
+        raise ValueError(f"unsupported method {method}")
+
+    # ---- authentication -----------------------------------------------------------------------
+
+    async def _ensure_login(self) -> None:
+        if self._auth is not None:
+            return
+        async with self._login_lock:
+            if self._auth is None:
+                await self._login(self.settings.auth)
+
+    async def _relogin(self, generation: int) -> None:
+        async with self._login_lock:
+            if self.transport.session_generation == generation:
+                log.info("%s: Redfish session rejected (401); logging in again", self.origin)
+                await self._login("session")
+
+    async def _login(self, mode: str) -> None:
+        s = self.settings
+        if not s.username or s.password is None:
+            raise HostEnvironmentError(
+                f"{self.origin}: no credentials for this BMC; give the device a secret in the inventory"
+            )
+        try:
+            await self._redfish.login(auth=mode)
+        except dmtf.RedfishPasswordChangeRequiredError as exc:
+            raise AccessError(
+                f"{self.origin}: login refused: the BMC requires a password change for {s.username!r}",
+                status=403,
+                method="POST",
+            ) from exc
+        except dmtf.RedfishAuthenticationError as exc:
+            raise AccessError(
+                f"{self.origin}: login refused for user {s.username!r} (HTTP 401/403): check the "
+                "device's secret",
+                status=401,
+                method="POST",
+            ) from exc
+        except dmtf.RedfishHTTPError as exc:
+            error = self._map_dmtf(exc, "POST", "/redfish/v1/SessionService/Sessions")
+            assert isinstance(error, RedfishHTTPError)
+            if mode == "session" and error.has_message("SessionLimitExceeded"):
+                # NOTE: leaked sessions fill small BMC session tables (iDRAC RAC0218, redfish.md §3);
+                # Basic auth needs no session slot, so fall back to it rather than fail.
+                log.warning("%s: Redfish session limit reached; falling back to Basic auth", self.origin)
+                await self._redfish.login(auth="basic")
+                self._auth = "basic"
+                return
+            raise error from exc
+        except dmtf.RedfishError as exc:
+            raise self._map_dmtf(exc, "POST", "/redfish/v1/SessionService/Sessions") from exc
+        self._auth = mode
+        if mode == "session":
+            log.debug("%s: Redfish session opened", self.origin)
+
+    async def logout(self) -> None:
+        """Delete the Redfish session (best effort, bounded by `logout_timeout`) and stop."""
+        self._closed = True
+        if self._auth is None:
+            return
+        try:
+            with deadline_scope(time.monotonic() + self.settings.logout_timeout):
+                await self._redfish.logout()
+        except (dmtf.RedfishError, RedfishError, OSError, TimeoutError) as exc:
+            log.warning("%s: could not delete the Redfish session: %s", self.origin, exc)
+        finally:
+            self._auth = None
+
+    # ---- retry policy -------------------------------------------------------------------------
+
+    def _wait(self, state: RetryCallState) -> float:
+        s = self.settings
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, BmcBusyError):
+            # NOTE: NVIDIA 0x50A means "SMBPBI busy, retry after 60 seconds" (redfish.md §2.2).
+            return s.busy_backoff
+        if isinstance(exc, RedfishHTTPError) and exc.retry_after is not None:
+            return exc.retry_after
+        base = min(s.max_retry_wait, s.retry_backoff * 2 ** (state.attempt_number - 1))
+        return base * (0.5 + random.random() / 2)
+
+    def _map_dmtf(self, exc: dmtf.RedfishError, method: str, path: str) -> RedfishError:
+        if isinstance(exc, dmtf.RedfishHTTPError):
+            request = getattr(exc.response, "request", None)
+            if request is not None:  # the failing request may be the login's service-root GET
+                method, path = request.method, request.path
+            return error_for_response(self.origin, method, path, exc.response)
+        if isinstance(exc, dmtf.RedfishProtocolError):
+            return ProtocolError(f"{self.origin}: {method} {path}: {exc}")
+        return ConnectionFailedError(f"{self.origin}: {method} {path}: {exc}", sent=True)
+
+
+class _StopAt:
+    """Stop when attempts run out or the next wait would end past the deadline."""
+
+    def __init__(self, deadline: float, attempts: int):
+        self.deadline = deadline
+        self.attempts = attempts
+
+    def __call__(self, state: RetryCallState) -> bool:
+        if state.attempt_number >= self.attempts:
+            return True
+        return time.monotonic() + state.upcoming_sleep >= self.deadline
+
+
+def _retryable_for(method: str) -> Any:
+    reading = method in _READS
+
+    def retryable(exc: BaseException) -> bool:
+        if isinstance(exc, ServiceUnavailableError | BmcBusyError):
+            return True  # the protocol says nothing was changed
+        if isinstance(exc, ConnectionFailedError | RequestTimeoutError):
+            return reading or not exc.sent
+        return False
+
+    return retryable
+
+
+def _gave_up(error: BaseException, attempts: int, deadline: float) -> BaseException:
+    """The last error, its message saying why no further attempt was made."""
+    if not isinstance(error, RedfishError) or not _retryable_any(error):
+        return error
+    left = max(0.0, deadline - time.monotonic())
+    wait = ""
+    if isinstance(error, RedfishHTTPError) and error.retry_after is not None:
+        wait = f" the BMC asked to wait {error.retry_after:g} s and"
+    plural = "s" if attempts != 1 else ""
+    note = f" (gave up after {attempts} attempt{plural};{wait} {left:.1f} s of the deadline left)"
+    error.message += note
+    error.args = (error.message,)
+    return error
+
+
+def _retryable_any(exc: BaseException) -> bool:
+    return isinstance(
+        exc, ServiceUnavailableError | BmcBusyError | ConnectionFailedError | RequestTimeoutError
+    )
+
+
+def _retry_after(reply: AsyncRestResponse) -> float | None:
+    return parse_retry_after(reply.getheader("Retry-After"))
+
+
+def _task_messages(task: Mapping[str, Any]) -> str:
+    texts = []
+    for item in task.get("Messages") or ():
+        if isinstance(item, Mapping) and item.get("Message"):
+            texts.append(f"{item.get('MessageId', '')}: {item['Message']}".lstrip(": "))
+    return "; ".join(texts) or "no message"

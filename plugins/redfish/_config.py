@@ -1,0 +1,211 @@
+"""Connection settings: plugin-wide defaults, overridden per device by the inventory's `options`.
+
+Per-device options (all optional):
+
+| option | default | meaning |
+|---|---|---|
+| `auth` | `"session"` | `"session"` (one long-lived Redfish session per BMC) or `"basic"` |
+| `concurrency` | 2 | requests in flight to this BMC at once (control, metrics and ping together) |
+| `connect_timeout` / `read_timeout` | 5 / 30 s | per HTTP request, always cut to the request's deadline |
+| `insecure` | false | skip TLS verification (logged as a warning) |
+| `ca_bundle` | - | CA bundle file for this BMC (else the plugin-wide one, else the system store) |
+| `keepalive` | true | reuse connections; false sends `Connection: close` (BMCs that mishandle keep-alive) |
+| `busy_backoff` | 60 s | wait after NVIDIA `0x50A` (SMBPBI busy) before retrying |
+| `retry_backoff` | 0.5 s | first back-off for 502/503/504 and connection errors (doubles, with jitter) |
+| `max_retry_wait` | 30 s | cap on one back-off, including a BMC's `Retry-After` |
+| `max_attempts` | 4 | attempts per HTTP call for transient failures (always bounded by the deadline) |
+| `task_poll_interval` | 1 s | task-monitor polling when the BMC sends no `Retry-After` |
+| `verify_after` | 2 s | delay before the asynchronous workload-profile verification |
+| `platform` | the model's | force one: `environment_metrics`, `controls`, `legacy_power`, `node_manager` |
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+from plugins.base import Endpoint, HostEnvironmentError, InvalidRequestError
+
+log = logging.getLogger(__name__)
+
+AUTH_MODES = ("session", "basic")
+
+
+@dataclass(frozen=True)
+class RedfishSettings:
+    """Plugin-wide defaults for every BMC (each may be overridden by a device's options)."""
+
+    auth: str = "session"
+    concurrency: int = 2
+    connect_timeout: float = 5.0
+    read_timeout: float = 30.0
+    ca_bundle: str | None = None
+    keepalive: bool = True
+    busy_backoff: float = 60.0
+    retry_backoff: float = 0.5
+    max_retry_wait: float = 30.0
+    max_attempts: int = 4
+    task_poll_interval: float = 1.0
+    verify_after: float = 2.0
+    #: how long `close()` / `forget()` wait for each Redfish session DELETE
+    logout_timeout: float = 5.0
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """Everything needed to talk to one BMC. The password is never printed."""
+
+    url: str
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    auth: str = "session"
+    concurrency: int = 2
+    connect_timeout: float = 5.0
+    read_timeout: float = 30.0
+    insecure: bool = False
+    ca_bundle: str | None = None
+    keepalive: bool = True
+    busy_backoff: float = 60.0
+    retry_backoff: float = 0.5
+    max_retry_wait: float = 30.0
+    max_attempts: int = 4
+    task_poll_interval: float = 1.0
+    verify_after: float = 2.0
+    logout_timeout: float = 5.0
+    platform: str | None = None
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @property
+    def origin(self) -> str:
+        """`https://host:port`, for messages (never credentials)."""
+        return origin_of(self.url)
+
+    def transport_key(self) -> tuple[Any, ...]:
+        """What identifies one BMC connection: a change in any of these needs a new client."""
+        return (
+            self.url,
+            self.username,
+            self.password,
+            self.auth,
+            self.concurrency,
+            self.insecure,
+            self.ca_bundle,
+            self.keepalive,
+        )
+
+    @classmethod
+    def from_endpoint(cls, endpoint: Endpoint, defaults: RedfishSettings) -> ConnectionSettings:
+        """Merge an inventory endpoint (URL, credentials, TLS, options) over the plugin defaults."""
+        url = normalize_url(endpoint.url)
+        options = dict(endpoint.options or {})
+        known = {f.name for f in fields(cls)} - {"url", "username", "password"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise InvalidRequestError(f"{origin_of(url)}: unknown Redfish option(s): {', '.join(unknown)}")
+        base = {f.name: getattr(defaults, f.name) for f in fields(defaults)}
+        insecure = bool(options.pop("insecure", False)) or not endpoint.verify_tls
+        ca_bundle = options.pop("ca_bundle", None) or endpoint.ca_bundle or defaults.ca_bundle
+        creds = endpoint.credentials
+        try:
+            settings = cls(
+                url=url,
+                username=creds.username if creds else None,
+                password=creds.password if creds else None,
+                insecure=insecure,
+                **{**base, "ca_bundle": ca_bundle, **options},
+            )
+        except (TypeError, ValueError) as exc:
+            raise InvalidRequestError(f"{origin_of(url)}: bad Redfish option: {exc}") from exc
+        return settings
+
+    def with_auth(self, auth: str) -> ConnectionSettings:
+        """The same settings with another auth mode."""
+        return replace(self, auth=auth)
+
+
+def config_schema() -> Mapping[str, Any]:
+    """JSON-schema-like description of the per-device options."""
+    number = {"type": "number", "exclusiveMinimum": 0}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "auth": {"type": "string", "enum": list(AUTH_MODES), "default": "session"},
+            "concurrency": {"type": "integer", "minimum": 1, "maximum": 16, "default": 2},
+            "connect_timeout": {**number, "default": 5.0},
+            "read_timeout": {**number, "default": 30.0},
+            "insecure": {"type": "boolean", "default": False},
+            "ca_bundle": {"type": "string"},
+            "keepalive": {"type": "boolean", "default": True},
+            "busy_backoff": {"type": "number", "minimum": 0, "default": 60.0},
+            "retry_backoff": {"type": "number", "minimum": 0, "default": 0.5},
+            "max_retry_wait": {"type": "number", "minimum": 0, "default": 30.0},
+            "max_attempts": {"type": "integer", "minimum": 1, "default": 4},
+            "task_poll_interval": {**number, "default": 1.0},
+            "verify_after": {"type": "number", "minimum": 0, "default": 2.0},
+            "logout_timeout": {**number, "default": 5.0},
+            "platform": {
+                "type": "string",
+                "enum": ["auto", "environment_metrics", "controls", "legacy_power", "node_manager"],
+            },
+        },
+    }
+
+
+def normalize_url(url: str) -> str:
+    """`https://host:port` (scheme and authority only); raises on anything else."""
+    if not url:
+        raise InvalidRequestError("no BMC URL: set Redfish.URL in the device model or `url` in the inventory")
+    parts = urlsplit(url if "://" in url else f"https://{url}")
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise InvalidRequestError(f"bad BMC URL {url!r}: expected https://host[:port]")
+    if parts.username or parts.password:
+        raise InvalidRequestError("the BMC URL must not contain credentials; use the inventory secret")
+    host = parts.hostname
+    if ":" in host:
+        host = f"[{host}]"
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}"
+
+
+def origin_of(url: str) -> str:
+    """The URL's scheme, host and port, for log lines and messages."""
+    try:
+        return normalize_url(url)
+    except InvalidRequestError:
+        return "<invalid BMC URL>"
+
+
+def _validate(obj: RedfishSettings | ConnectionSettings) -> None:
+    if obj.auth not in AUTH_MODES:
+        raise ValueError(f"auth must be one of {AUTH_MODES}, not {obj.auth!r}")
+    if int(obj.concurrency) < 1:
+        raise ValueError("concurrency must be at least 1")
+    if int(obj.max_attempts) < 1:
+        raise ValueError("max_attempts must be at least 1")
+    for name in ("connect_timeout", "read_timeout", "task_poll_interval", "logout_timeout"):
+        if float(getattr(obj, name)) <= 0:
+            raise ValueError(f"{name} must be positive")
+    for name in ("busy_backoff", "retry_backoff", "max_retry_wait", "verify_after"):
+        if float(getattr(obj, name)) < 0:
+            raise ValueError(f"{name} must not be negative")
+    bundle = obj.ca_bundle
+    if bundle is not None and not isinstance(bundle, str):
+        raise ValueError("ca_bundle must be a file path")
+
+
+def check_ca_bundle(path: str) -> None:
+    """Raise a clear configuration error when a CA bundle file cannot be read."""
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise HostEnvironmentError(f"CA bundle {path!r} cannot be read: {exc.strerror or exc}") from exc

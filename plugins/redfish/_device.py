@@ -1,0 +1,121 @@
+"""`Device`: everything one operation needs, and how it is prepared (connection, state, discovery)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from plugins.base import DeviceContext, SystemSpec
+from plugins.redfish._caps import OpBmc
+from plugins.redfish._client import BmcClient
+from plugins.redfish._config import ConnectionSettings, RedfishSettings
+from plugins.redfish._discovery import Discovery, discover, platform_hint
+from plugins.redfish._errors import (
+    ConnectionFailedError,
+    DeadlineExceededError,
+    RequestTimeoutError,
+    TlsError,
+)
+from plugins.redfish._pool import BmcPool
+from plugins.redfish._state import DeviceState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Device:
+    """One device during one operation.
+
+    Attributes:
+        ctx: the operation's context (deadline, model, state in).
+        bmc: the BMC as this operation sees it (deadline, reachability).
+        discovery: the BMC's platform and resource URIs.
+        state: the working copy of the device state (returned in `Outcome.state`).
+        spec: the device spec, with counts taken from what the BMC shows.
+        settings: the BMC's connection settings.
+    """
+
+    ctx: DeviceContext
+    bmc: OpBmc
+    discovery: Discovery
+    state: DeviceState
+    spec: SystemSpec
+    settings: ConnectionSettings
+
+    @property
+    def name(self) -> str:
+        """The device's name for metrics and messages."""
+        return self.spec.name or self.ctx.device_id
+
+
+async def connect(
+    pool: BmcPool, defaults: RedfishSettings, ctx: DeviceContext
+) -> tuple[BmcClient, ConnectionSettings]:
+    """The BMC client for a device (its endpoint, else the URL in its model JSON)."""
+    endpoint = ctx.endpoint
+    if not endpoint.url:
+        url = SystemSpec.from_model(ctx.model).redfish_url
+        endpoint = replace(endpoint, url=url)
+    settings = ConnectionSettings.from_endpoint(endpoint, defaults)
+    client = await pool.client(settings, ctx.device_id)
+    return client, settings
+
+
+async def prepare(pool: BmcPool, defaults: RedfishSettings, ctx: DeviceContext) -> Device:
+    """Connect, load the state and make sure discovery is known (from state, cache, or the BMC)."""
+    client, settings = await connect(pool, defaults, ctx)
+    bmc = OpBmc(client, ctx.deadline)
+    state = DeviceState(ctx.state)
+    spec = SystemSpec.from_model(ctx.model)
+    model_name = str(ctx.model.get("Model") or ctx.model.get("model") or spec.model or "")
+    hint = platform_hint(model_name, settings.platform)
+    discovery = _usable(state.discovery, client.origin, model_name, hint)
+    if discovery is None:
+        discovery = _usable(client.discovery, client.origin, model_name, hint)
+        if discovery is not None:
+            state.discovery = discovery
+    if discovery is None:
+        log.info("%s: discovering the Redfish service (%s)", client.origin, hint)
+        try:
+            discovery = await discover(bmc.client, model=model_name, hint=hint, deadline=ctx.deadline)
+        except (ConnectionFailedError, RequestTimeoutError, TlsError, DeadlineExceededError) as exc:
+            bmc.reach_error = str(exc)
+            raise
+        bmc.reached_at = datetime.now(UTC)
+        state.discovery = discovery
+    client.discovery = discovery
+    return Device(ctx, bmc, discovery, state, _fit(spec, discovery), settings)
+
+
+def invalidate(device: Device) -> None:
+    """Drop the cached discovery (a cached URI answered 404): the next request discovers again."""
+    device.state.discovery = None
+    device.bmc.client.discovery = None
+
+
+def _usable(found: Discovery | None, origin: str, model: str, hint: str) -> Discovery | None:
+    if found is None or found.url != origin or found.model != model:
+        return None
+    if hint != "auto" and found.platform != hint:
+        return None
+    return found
+
+
+def _fit(spec: SystemSpec, discovery: Discovery) -> SystemSpec:
+    """The spec with component counts as the BMC shows them (the split is across real devices)."""
+    updates = {}
+    for kind, found in (("gpu", discovery.gpus), ("cpu", discovery.cpus)):
+        comp = getattr(spec, kind)
+        if found and comp.count != len(found):
+            if comp.count:
+                log.warning(
+                    "%s: the device spec says %d %ss, the BMC shows %d; splitting across %d",
+                    discovery.url,
+                    comp.count,
+                    kind.upper(),
+                    len(found),
+                    len(found),
+                )
+            updates[kind] = replace(comp, count=len(found))
+    return replace(spec, **updates) if updates else spec

@@ -1,0 +1,416 @@
+"""Typed Redfish errors and the one mapping from an HTTP reply to them (sushy's `raise_for_response`).
+
+Every error is a `plugins.base` error as well, so the controller maps it to the response without
+knowing Redfish: a 400 is a `DeviceRejectedError`, a 503 a `TransientError`, a refused connection a
+`DeviceUnreachableError`. Messages name the BMC (scheme, host and port only), the method and the
+path, and carry the BMC's own words from `@Message.ExtendedInfo`. They never contain credentials
+or session tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from http import HTTPStatus
+from typing import Any, Protocol
+
+from plugins.base import (
+    DeviceControllerError,
+    DeviceRejectedError,
+    DeviceTimeoutError,
+    DeviceUnreachableError,
+    TransientError,
+    UnsupportedError,
+)
+
+#: NVIDIA bmcweb: SMBPBI busy, "retry after 60 seconds" (HTTP 500).
+NVIDIA_BUSY = "0x50A"
+#: NVIDIA bmcweb: D-Bus timeout, "settings may or may not have applied" (HTTP 500).
+NVIDIA_TIMEOUT = "0x600"
+
+_NVIDIA_CODE = re.compile(r"\b0x(50a|600)\b", re.IGNORECASE)
+
+
+class Reply(Protocol):
+    """What `raise_for_response` needs from a reply (`redfish.aio` `AsyncRestResponse` fits)."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def text(self) -> str: ...
+
+    def getheader(self, name: str) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class ExtendedInfo:
+    """One `@Message.ExtendedInfo` entry."""
+
+    message_id: str = ""
+    message: str = ""
+    resolution: str = ""
+    severity: str = ""
+    args: tuple[str, ...] = ()
+    related: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """`MessageId: Message` with the related properties, if any."""
+        text = self.message or ", ".join(self.args)
+        head = f"{_short_id(self.message_id)}: {text}" if self.message_id else text
+        if self.related:
+            head += f" [{', '.join(self.related)}]"
+        return head
+
+
+def parse_extended_info(body: Any) -> tuple[str, str, tuple[ExtendedInfo, ...]]:
+    """Split a Redfish error body into (code, message, extended infos).
+
+    Accepts the standard `{"error": {...}}` envelope and bodies that carry
+    `@Message.ExtendedInfo` at top level (partial-success PATCH replies).
+    """
+    if not isinstance(body, Mapping):
+        return "", "", ()
+    container: Mapping[str, Any] = body
+    error = body.get("error")
+    if isinstance(error, Mapping):
+        container = error
+    code = str(container.get("code") or "")
+    message = str(container.get("message") or "")
+    infos: list[ExtendedInfo] = []
+    for item in container.get("@Message.ExtendedInfo") or ():
+        if not isinstance(item, Mapping):
+            continue
+        infos.append(
+            ExtendedInfo(
+                message_id=str(item.get("MessageId") or ""),
+                message=str(item.get("Message") or ""),
+                resolution=str(item.get("Resolution") or ""),
+                severity=str(item.get("Severity") or item.get("MessageSeverity") or ""),
+                args=tuple(str(a) for a in item.get("MessageArgs") or () if a is not None),
+                related=tuple(str(p) for p in item.get("RelatedProperties") or () if p is not None),
+            )
+        )
+    return code, message, tuple(infos)
+
+
+def nvidia_code(body: Any, text: str = "") -> str | None:
+    """The NVIDIA bmcweb status code (`0x50A` or `0x600`) carried anywhere in an error body."""
+    # NOTE: NVIDIA bmcweb reports SMBPBI "busy" and D-Bus "timeout" as HTTP 500 with the hex code in
+    # the message text or arguments (redfish.md §2.2, NVIDIA/bmcweb redfish-core/lib/control.hpp);
+    # the exact field differs between firmware drops, so scan all of them.
+    haystack = [text]
+    code, message, infos = parse_extended_info(body)
+    haystack += [code, message]
+    for info in infos:
+        haystack += [info.message_id, info.message, info.resolution, *info.args]
+    for piece in haystack:
+        found = _NVIDIA_CODE.search(piece or "")
+        if found:
+            return "0x" + found.group(1).upper()
+    return None
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a `Retry-After` header (delta-seconds or HTTP-date)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - (now if now is not None else time.time()))
+
+
+# ---- the hierarchy ---------------------------------------------------------------------------
+
+
+class RedfishError(DeviceControllerError):
+    """Root of the Redfish plugin's errors (always also a `plugins.base` error)."""
+
+
+class RedfishHTTPError(RedfishError):
+    """The BMC answered with an unsuccessful HTTP status.
+
+    Attributes:
+        status: the HTTP status code.
+        method: the request method.
+        path: the request path.
+        code: the error body's `code` (a MessageId), if any.
+        infos: the parsed `@Message.ExtendedInfo` entries.
+        retry_after: seconds from the `Retry-After` header, if any.
+        nvidia_code: `0x50A` / `0x600` when the BMC is NVIDIA bmcweb and said so.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        method: str = "",
+        path: str = "",
+        error_code: str = "",
+        infos: Sequence[ExtendedInfo] = (),
+        retry_after: float | None = None,
+        nvidia: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.method = method
+        self.path = path
+        self.error_code = error_code
+        self.infos = tuple(infos)
+        self.retry_after = retry_after
+        self.nvidia_code = nvidia
+
+    @property
+    def message_ids(self) -> tuple[str, ...]:
+        """Every MessageId in the body (the envelope's `code` first)."""
+        ids = [self.error_code] if self.error_code else []
+        return tuple(ids + [i.message_id for i in self.infos if i.message_id])
+
+    def has_message(self, suffix: str) -> bool:
+        """Whether any MessageId ends with `suffix` (registry prefixes vary between vendors)."""
+        return any(mid.endswith(suffix) for mid in self.message_ids)
+
+
+class BadRequestError(RedfishHTTPError, DeviceRejectedError):
+    """400: the BMC refused the payload (bad value, read-only property, out of range)."""
+
+
+class AccessError(RedfishHTTPError, DeviceRejectedError):
+    """401/403: credentials refused or not allowed."""
+
+    code = "AUTHENTICATION_FAILED"
+
+
+class ResourceNotFoundError(RedfishHTTPError, DeviceRejectedError):
+    """404: the resource does not exist (stale discovery, other firmware)."""
+
+
+class MethodNotAllowedError(RedfishHTTPError, UnsupportedError):
+    """405/501: the BMC does not implement this operation on this resource."""
+
+
+class ConflictError(RedfishHTTPError, DeviceRejectedError):
+    """409: the resource is in a state that forbids the change."""
+
+
+class PreconditionFailedError(RedfishHTTPError, DeviceRejectedError):
+    """412: the `If-Match` ETag no longer matches; nothing was changed."""
+
+
+class ServiceUnavailableError(RedfishHTTPError, TransientError):
+    """429/502/503/504: the BMC (or its proxy) is temporarily unable to serve."""
+
+
+class BmcBusyError(RedfishHTTPError, TransientError):
+    """NVIDIA `0x50A`: SMBPBI busy; nothing was applied, retry after about 60 seconds."""
+
+
+class WriteMaybeAppliedError(RedfishHTTPError, TransientError):
+    """NVIDIA `0x600`: the write timed out inside the BMC and may or may not have landed."""
+
+
+class ServerSideError(RedfishHTTPError, DeviceRejectedError):
+    """Any other 5xx."""
+
+
+class ConnectionFailedError(RedfishError, DeviceUnreachableError):
+    """The BMC could not be reached or dropped the connection.
+
+    `sent` is False when the request certainly never reached the BMC (connect failed), so a write
+    may be repeated without reading first.
+    """
+
+    def __init__(self, message: str, *, sent: bool) -> None:
+        super().__init__(message)
+        self.sent = sent
+
+
+class TlsError(RedfishError, DeviceUnreachableError):
+    """TLS failed (certificate not trusted, hostname mismatch); repeating will not help."""
+
+    code = "TLS_ERROR"
+    retryable = False
+
+
+class RequestTimeoutError(RedfishError, DeviceTimeoutError):
+    """A connect or read timeout. `sent` as for `ConnectionFailedError`."""
+
+    def __init__(self, message: str, *, sent: bool) -> None:
+        super().__init__(message)
+        self.sent = sent
+
+
+class DeadlineExceededError(RedfishError, DeviceTimeoutError):
+    """The request's deadline passed; no further attempt is made."""
+
+    retryable = False
+
+
+class ProtocolError(RedfishError, DeviceRejectedError):
+    """The BMC answered with something that is not valid Redfish (bad JSON, missing fields)."""
+
+
+class TaskFailedError(RedfishError, DeviceRejectedError):
+    """A Redfish task finished in a state other than `Completed`/OK."""
+
+
+class PlatformUnsupportedError(RedfishError, UnsupportedError):
+    """The platform has no (supported) control path for this component or operation."""
+
+
+_BY_STATUS: dict[int, type[RedfishHTTPError]] = {
+    400: BadRequestError,
+    401: AccessError,
+    403: AccessError,
+    404: ResourceNotFoundError,
+    405: MethodNotAllowedError,
+    409: ConflictError,
+    412: PreconditionFailedError,
+    429: ServiceUnavailableError,
+    501: MethodNotAllowedError,
+    502: ServiceUnavailableError,
+    503: ServiceUnavailableError,
+    504: ServiceUnavailableError,
+}
+
+
+def raise_for_response(bmc: str, method: str, path: str, reply: Reply) -> None:
+    """Raise the typed error for an unsuccessful reply; return for 1xx-3xx.
+
+    Args:
+        bmc: the BMC's origin for messages (`https://host:port`, no credentials).
+        method: the request method.
+        path: the request path.
+        reply: the reply (status, text, headers).
+    """
+    status = reply.status
+    if status < 400:
+        return
+    raise error_for_response(bmc, method, path, reply)
+
+
+def error_for_response(bmc: str, method: str, path: str, reply: Reply) -> RedfishHTTPError:
+    """The typed error for an unsuccessful reply (see `raise_for_response`)."""
+    status = reply.status
+    text = reply.text or ""
+    body = _json_or_none(text)
+    error_code, error_message, infos = parse_extended_info(body)
+    nv = nvidia_code(body, text if body is None else "") if status >= 500 else None
+    retry_after = parse_retry_after(reply.getheader("Retry-After"))
+    cls: type[RedfishHTTPError]
+    if nv == NVIDIA_BUSY:
+        cls = BmcBusyError
+    elif nv == NVIDIA_TIMEOUT:
+        cls = WriteMaybeAppliedError
+    else:
+        cls = _BY_STATUS.get(status, ServerSideError if status >= 500 else BadRequestError)
+    detail = _detail(error_code, error_message, infos, text if body is None else "")
+    try:
+        reason = HTTPStatus(status).phrase
+    except ValueError:
+        reason = ""
+    message = f"{bmc}: {method} {path} failed: HTTP {status}{' ' + reason if reason else ''}"
+    if detail:
+        message += f": {detail}"
+    if nv == NVIDIA_BUSY:
+        message += " (NVIDIA 0x50A: BMC busy, nothing applied; retry after about 60 s)"
+    elif nv == NVIDIA_TIMEOUT:
+        message += " (NVIDIA 0x600: the BMC timed out; the setting may or may not have been applied)"
+    if retry_after is not None and cls is ServiceUnavailableError:
+        message += f" (Retry-After: {retry_after:g} s)"
+    return cls(
+        message,
+        status=status,
+        method=method,
+        path=path,
+        error_code=error_code,
+        infos=infos,
+        retry_after=retry_after,
+        nvidia=nv,
+    )
+
+
+def extended_info_messages(body: Any) -> list[str]:
+    """Human-readable `@Message.ExtendedInfo` lines of a successful reply (partial PATCH success)."""
+    _, _, infos = parse_extended_info(body)
+    return [i.describe() for i in infos if not i.message_id.endswith(".Success")]
+
+
+def _detail(code: str, message: str, infos: Sequence[ExtendedInfo], raw: str) -> str:
+    parts = [i.describe() for i in infos]
+    resolutions = [i.resolution for i in infos if i.resolution]
+    if not parts and (code or message):
+        parts.append(f"{_short_id(code)}: {message}" if code and message else code or message)
+    elif message and not any(message in p for p in parts) and not message.startswith("A general error"):
+        parts.insert(0, message)
+    if not parts and raw.strip():
+        parts.append(_clip(" ".join(raw.split()), 200))
+    text = "; ".join(parts)
+    if resolutions:
+        text += f" (resolution: {resolutions[0]})"
+    return text
+
+
+def _short_id(message_id: str) -> str:
+    """`Base.1.12.PropertyValueNotInList` -> `Base.PropertyValueNotInList` (keeps the registry)."""
+    pieces = message_id.split(".")
+    if len(pieces) >= 3:
+        return f"{pieces[0]}.{pieces[-1]}"
+    return message_id
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _json_or_none(text: str) -> Any:
+    if not text or not text.lstrip().startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+__all__ = [
+    "NVIDIA_BUSY",
+    "NVIDIA_TIMEOUT",
+    "AccessError",
+    "BadRequestError",
+    "BmcBusyError",
+    "ConflictError",
+    "ConnectionFailedError",
+    "DeadlineExceededError",
+    "ExtendedInfo",
+    "MethodNotAllowedError",
+    "PlatformUnsupportedError",
+    "PreconditionFailedError",
+    "ProtocolError",
+    "RedfishError",
+    "RedfishHTTPError",
+    "RequestTimeoutError",
+    "ResourceNotFoundError",
+    "ServerSideError",
+    "ServiceUnavailableError",
+    "TaskFailedError",
+    "TlsError",
+    "WriteMaybeAppliedError",
+    "error_for_response",
+    "extended_info_messages",
+    "nvidia_code",
+    "parse_extended_info",
+    "parse_retry_after",
+    "raise_for_response",
+]

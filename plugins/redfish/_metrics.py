@@ -1,0 +1,113 @@
+"""Readings: node and per-GPU/CPU power, energy, limits and temperature, and the raw documents.
+
+Sources, by preference (redfish.md §1.5): `EnvironmentMetrics` (`PowerWatts`, `EnergyJoules`,
+`TemperatureCelsius`, `PowerLimitWatts`), a `Control`'s `Sensor.Reading` and limits, and the legacy
+`Power.PowerControl[].PowerConsumedWatts`. One GET per resource, all of a request's GETs concurrent
+under the BMC's limit; a failed GET fails only the readings it carries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from plugins.base import ComponentMetrics, DeviceControllerError, NodeMetrics
+from plugins.redfish._caps import OpBmc
+from plugins.redfish._discovery import MECH_CONTROL, MECH_LEGACY, Component, Discovery
+from plugins.redfish._platforms._base import number
+
+
+@dataclass
+class Readings:
+    """Documents read for one metrics request, and what could not be read."""
+
+    documents: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+
+def sources(discovery: Discovery, components: Sequence[Component], *, node: bool) -> list[str]:
+    """URIs to read for these components (and the node reading)."""
+    uris: list[str] = []
+    if node and discovery.node_metrics[1]:
+        uris.append(discovery.node_metrics[1])
+    for comp in components:
+        if comp.metrics_uri:
+            uris.append(comp.metrics_uri)
+        if comp.mechanism == MECH_CONTROL and comp.limit_uri:
+            uris.append(comp.limit_uri)
+    return list(dict.fromkeys(uris))
+
+
+async def read(bmc: OpBmc, uris: Sequence[str]) -> Readings:
+    """GET every URI (concurrently, paced by the BMC's limit); failures are collected, not raised."""
+    out = Readings()
+
+    async def one(uri: str) -> None:
+        try:
+            out.documents[uri] = (await bmc.get(uri)).body
+        except DeviceControllerError as exc:
+            out.errors.append(str(exc))
+
+    await asyncio.gather(*(one(u) for u in uris))
+    return out
+
+
+def component_metrics(comp: Component, docs: Mapping[str, Mapping[str, Any]]) -> ComponentMetrics:
+    """A GPU's or CPU's metrics from its EnvironmentMetrics and/or Control."""
+    em = docs.get(comp.metrics_uri, {}) if comp.metrics_uri else {}
+    control = docs.get(comp.limit_uri, {}) if comp.mechanism == MECH_CONTROL else {}
+    limit = em.get("PowerLimitWatts") if isinstance(em.get("PowerLimitWatts"), Mapping) else {}
+    power = _reading(em, "PowerWatts")
+    if power is None and control:
+        sensor = control.get("Sensor")
+        power = number(sensor.get("Reading")) if isinstance(sensor, Mapping) else None
+    set_point = number(limit.get("SetPoint")) if limit else number(control.get("SetPoint"))
+    source = limit or control
+    return ComponentMetrics(
+        id=str(comp.index),
+        power_watts=power or 0.0,
+        energy_joules=_reading(em, "EnergyJoules") or 0.0,
+        limit_watts=set_point or 0.0,
+        min_watts=number(source.get("AllowableMin")) or 0.0,
+        max_watts=number(source.get("AllowableMax")) or 0.0,
+        temperature_celsius=_reading(em, "TemperatureCelsius") or 0.0,
+    )
+
+
+def node_power(discovery: Discovery, docs: Mapping[str, Mapping[str, Any]]) -> float | None:
+    """The node's power reading, if its source was read."""
+    kind, uri = discovery.node_metrics
+    doc = docs.get(uri)
+    if not doc:
+        return None
+    if kind == MECH_LEGACY:
+        member = discovery.node[0].member if discovery.node else 0
+        controls = doc.get("PowerControl") or []
+        if member < len(controls) and isinstance(controls[member], Mapping):
+            return number(controls[member].get("PowerConsumedWatts"))
+        return None
+    if kind == MECH_CONTROL:
+        sensor = doc.get("Sensor")
+        return number(sensor.get("Reading")) if isinstance(sensor, Mapping) else None
+    return _reading(doc, "PowerWatts")
+
+
+def node_metrics(name: str, discovery: Discovery, readings: Readings, memory_units: int) -> NodeMetrics:
+    """The `NodeMetrics` of one std-metrics request."""
+    docs = readings.documents
+    return NodeMetrics(
+        name=name,
+        power_watts=node_power(discovery, docs) or 0.0,
+        gpus=tuple(component_metrics(c, docs) for c in discovery.gpus),
+        cpus=tuple(component_metrics(c, docs) for c in discovery.cpus),
+        memory_units=memory_units,
+        sampled_at=datetime.now(UTC),
+    )
+
+
+def _reading(doc: Mapping[str, Any], name: str) -> float | None:
+    value = doc.get(name)
+    return number(value.get("Reading")) if isinstance(value, Mapping) else None

@@ -1,0 +1,361 @@
+"""Policy request kinds on top of a platform: allocations, topology policy, GPU policies.
+
+Policy semantics (dps.md §5, `plugins.base._policy`): element watts are node totals split evenly
+across the devices of that type (on GB200 the node cap is split across the processor modules),
+per-GPU policies override a GPU's share, percentages resolve against the device maximum, and a
+value outside a component's limits is rejected for that component only.
+
+"Restore" means what was there before: the first change a scope (`topology`, `rg:<group>`) makes
+to a component records its prior value in the device state; deactivating the scope puts the prior
+values back and forgets them (topology deactivation applies the spec's idle policy instead where
+one is given).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from plugins.base import (
+    AllocationResult,
+    ComponentResult,
+    ElementType,
+    GpuPoliciesChange,
+    GpuPoliciesResult,
+    GpuPolicy,
+    GpuResult,
+    Policy,
+    PolicyAction,
+    PolicyChange,
+    element_share,
+    gpu_targets,
+)
+from plugins.redfish._caps import CapChange, restore_cap, set_cap
+from plugins.redfish._device import Device, invalidate
+from plugins.redfish._discovery import Component
+from plugins.redfish._errors import ResourceNotFoundError
+from plugins.redfish._platforms import unsupported_message
+
+_GPU_PREFIX = re.compile(r"^GPU (\d+)(\b.*)$", re.S)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One thing to do for one element: set `watts` on `component`, or report `error`."""
+
+    element: ElementType
+    component: Component | None
+    watts: float | None
+    error: str = ""
+    #: the element total this target is part of (node/CPU/memory results report totals)
+    total: float | None = None
+
+
+@dataclass
+class Applied:
+    """What a batch of cap changes did, by element."""
+
+    targets: list[Target]
+    changes: dict[str, CapChange]
+
+
+# ---- planning ---------------------------------------------------------------------------------
+
+
+def plan(
+    device: Device,
+    policy: Policy | None,
+    gpu_policies: Sequence[GpuPolicy] = (),
+    *,
+    elements: Iterable[ElementType] = tuple(ElementType),
+) -> list[Target]:
+    """Targets for a node policy plus GPU-specific policies (see the module docstring)."""
+    disc, spec = device.discovery, device.spec
+    wanted = set(elements)
+    targets: list[Target] = []
+    if ElementType.NODE in wanted:
+        targets += _node_targets(device, policy)
+    for element, comps in ((ElementType.CPU, disc.cpus), (ElementType.MEMORY, ())):
+        if element not in wanted:
+            continue
+        share = element_share(spec, policy, element)
+        if share is None:
+            continue
+        total = share.watts * max(len(comps), 1) if share.watts is not None else None
+        capable = [c for c in comps if c.mechanism]
+        if not capable:
+            what = f"{element.value.upper() if element is ElementType.CPU else element.value} power limits"
+            targets.append(Target(element, None, share.watts, unsupported_message(disc, what), total))
+        elif share.error:
+            targets.append(Target(element, None, share.watts, share.error, total))
+        else:
+            targets += [Target(element, c, share.watts, total=total) for c in capable]
+    if ElementType.GPU in wanted:
+        targets += _gpu_targets(device, policy, gpu_policies)
+    return targets
+
+
+def _node_targets(device: Device, policy: Policy | None) -> list[Target]:
+    disc = device.discovery
+    share = element_share(device.spec, policy, ElementType.NODE)
+    if share is None:
+        return []
+    if not disc.node:
+        return [Target(ElementType.NODE, None, share.watts, unsupported_message(disc, "node power limit"))]
+    if share.error or share.watts is None:
+        return [Target(ElementType.NODE, None, share.watts, share.error or "node: no limit", share.watts)]
+    per = share.watts / len(disc.node)
+    # NOTE: on GB200/GB300 the node (compute tray) cap is the sum of the superchip module caps
+    # (DPS ComputerSystemSpec.redfish_environment_metrics_path "Chassis/HGX_ProcessorModule_%d").
+    return [Target(ElementType.NODE, c, per, total=share.watts) for c in disc.node]
+
+
+def _gpu_targets(device: Device, policy: Policy | None, gpu_policies: Sequence[GpuPolicy]) -> list[Target]:
+    disc = device.discovery
+    if not disc.gpus:
+        wants = (policy is not None and policy.limit_for(ElementType.GPU) is not None) or bool(gpu_policies)
+        if wants and device.spec.gpu.count:
+            msg = unsupported_message(disc, "GPU power limits") + " (the BMC shows no GPUs)"
+            return [Target(ElementType.GPU, None, None, msg)]
+        return []
+    by_index = {c.index: c for c in disc.gpus}
+    out: list[Target] = []
+    for gpu_id, cap in sorted(gpu_targets(device.spec, policy, gpu_policies, by_index).items()):
+        comp = by_index.get(gpu_id)
+        error = cap.error
+        if not error and comp is not None and not comp.mechanism:
+            error = unsupported_message(disc, f"GPU {gpu_id} power limit")
+        if comp is None:
+            comp = Component(key=f"gpu/{gpu_id}", kind="gpu", index=gpu_id, name=f"GPU {gpu_id}")
+        out.append(Target(ElementType.GPU, comp, cap.watts, error))
+    return out
+
+
+# ---- executing --------------------------------------------------------------------------------
+
+
+async def apply_targets(device: Device, targets: list[Target], scope: str) -> Applied:
+    """Set every target concurrently (the BMC's limit paces them); record priors and applied caps."""
+    runnable = [t for t in targets if not t.error and t.component is not None and t.watts is not None]
+    results = await asyncio.gather(*(set_cap(device.bmc, t.component, t.watts) for t in runnable))  # type: ignore[arg-type]
+    changes: dict[str, CapChange] = {}
+    for change in results:
+        key = change.component.key
+        changes[key] = change
+        if change.before is not None:
+            device.state.record_prior(scope, key, change.before.prior())
+        if change.after is not None:
+            after = change.after
+            device.state.set_applied(key, after.watts if after.capped else None, change.requested, scope)
+        if isinstance(change.error, ResourceNotFoundError):
+            invalidate(device)
+    return Applied(targets, changes)
+
+
+async def restore_scope(device: Device, scope: str, keys: Iterable[str] | None = None) -> Applied:
+    """Put back the prior values recorded in `scope` (all, or only `keys`) and forget them."""
+    priors = device.state.priors(scope)
+    if keys is not None:
+        wanted = set(keys)
+        priors = {k: v for k, v in priors.items() if k in wanted}
+    targets: list[Target] = []
+    jobs = []
+    for key, prior in sorted(priors.items()):
+        comp = device.discovery.by_key(key)
+        element = _element_of(key)
+        if comp is None:
+            device.state.drop_prior(scope, key)  # the BMC no longer has it: nothing to restore
+            continue
+        targets.append(Target(element, comp, prior.watts, total=None))
+        jobs.append(restore_cap(device.bmc, comp, prior))
+    changes: dict[str, CapChange] = {}
+    for change in await asyncio.gather(*jobs):
+        key = change.component.key
+        changes[key] = change
+        if change.ok:
+            device.state.drop_prior(scope, key)
+        if change.after is not None:
+            after = change.after
+            device.state.set_applied(key, after.watts if after.capped else None, None, scope)
+        if isinstance(change.error, ResourceNotFoundError):
+            invalidate(device)
+    return Applied(targets, changes)
+
+
+# ---- request kinds ----------------------------------------------------------------------------
+
+
+async def apply_policy_change(
+    device: Device,
+    scope: str,
+    change: PolicyChange | None,
+    gpu_change: GpuPoliciesChange | None,
+) -> tuple[Applied, Policy | None]:
+    """Apply a node-policy change and/or GPU-policy change in one scope (one batch of writes)."""
+    policy = change.policy if change is not None and change.action is PolicyAction.SET else None
+    # GPUs without a GPU-specific policy take their share of the node policy (the one being set,
+    # or, for a GPU-policy change alone, the policy currently in force)
+    gpu_share_policy = policy
+    if gpu_share_policy is None and gpu_change is not None:
+        gpu_share_policy = gpu_change.current_policy
+    gpu_specific: Sequence[GpuPolicy] = ()
+    if gpu_change is not None and gpu_change.action is PolicyAction.SET:
+        gpu_specific = gpu_change.policies
+    targets: list[Target] = []
+    if policy is not None:
+        targets += plan(device, policy, elements=(ElementType.NODE, ElementType.CPU, ElementType.MEMORY))
+    if policy is not None or gpu_change is not None:
+        targets += plan(device, gpu_share_policy, gpu_specific, elements=(ElementType.GPU,))
+    applied = await apply_targets(device, targets, scope)
+    # restore what the change released: an UNSET policy, or reset GPUs that got no share
+    release: set[str] = set()
+    if change is not None and change.action is PolicyAction.UNSET:
+        release |= {k for k in device.state.priors(scope) if _element_of(k) is not ElementType.GPU}
+        if gpu_change is None:
+            release |= {k for k in device.state.priors(scope) if _element_of(k) is ElementType.GPU}
+    if gpu_change is not None and gpu_change.action is PolicyAction.UNSET:
+        targeted = {t.component.key for t in targets if t.component is not None}
+        release |= {
+            k for k in device.state.priors(scope) if _element_of(k) is ElementType.GPU and k not in targeted
+        }
+    if release:
+        restored = await restore_scope(device, scope, release)
+        applied.targets += restored.targets
+        applied.changes.update(restored.changes)
+    if change is not None:
+        device.state.set_policy(scope, policy.name if policy is not None else None)
+    return applied, policy
+
+
+def allocation_result(
+    applied: Applied, *, resource_group: str = "", policy: Policy | None = None, device: Device
+) -> AllocationResult:
+    """Assemble the per-component results of a batch into an `AllocationResult`."""
+    by_element: dict[ElementType, list[Target]] = {}
+    for target in applied.targets:
+        by_element.setdefault(target.element, []).append(target)
+    node = _element_result(ElementType.NODE, by_element.get(ElementType.NODE, []), applied.changes)
+    cpu = _element_result(ElementType.CPU, by_element.get(ElementType.CPU, []), applied.changes)
+    memory = _element_result(ElementType.MEMORY, by_element.get(ElementType.MEMORY, []), applied.changes)
+    gpus = gpu_results(by_element.get(ElementType.GPU, []), applied.changes)
+    failures = [r.message for r in (node, cpu, memory) if r is not None and not r.ok]
+    failures += [g.message for g in gpus if not g.ok]
+    failures += [t.error for t in by_element.get(ElementType.GPU, []) if t.component is None]
+    power_cap = node.applied_watts if node is not None and node.ok else _node_cap_in_force(device)
+    return AllocationResult(
+        ok=not failures,
+        error=summarize(failures),
+        resource_group=resource_group,
+        policy=policy,
+        power_cap_watts=power_cap,
+        gpu_policies=GpuPoliciesResult(resource_group, tuple(gpus)) if gpus else None,
+        node=node,
+        cpu=cpu,
+        memory=memory,
+    )
+
+
+def gpu_results(targets: list[Target], changes: dict[str, CapChange]) -> list[GpuResult]:
+    """One `GpuResult` per GPU target."""
+    out = []
+    for target in sorted(targets, key=lambda t: t.component.index if t.component else -1):
+        if target.component is None:
+            continue  # no GPU to report on (e.g. the BMC shows none): the error goes to the result
+        gid = target.component.index
+        change = changes.get(target.component.key)
+        if target.error or change is None:
+            out.append(GpuResult(gid, False, requested_watts=target.watts, message=target.error))
+            continue
+        applied = change.applied or 0.0
+        requested = change.requested
+        differs = requested is not None and abs(applied - requested) > 0.5
+        out.append(
+            GpuResult(
+                gid,
+                change.ok,
+                applied_watts=applied,
+                requested_watts=requested if differs or not change.ok else None,
+                message=change.message
+                or (_differs(target.component.label, requested, applied) if differs else ""),
+            )
+        )
+    return out
+
+
+def _element_result(
+    element: ElementType, targets: list[Target], changes: dict[str, CapChange]
+) -> ComponentResult | None:
+    if not targets:
+        return None
+    errors = [t.error for t in targets if t.error]
+    found = [
+        changes[t.component.key] for t in targets if t.component is not None and t.component.key in changes
+    ]
+    errors += [c.message for c in found if not c.ok and c.message]
+    applied = sum(c.applied or 0.0 for c in found)
+    requested_parts = [t.watts for t in targets if t.watts is not None]
+    requested = (
+        targets[0].total
+        if targets[0].total is not None
+        else (sum(requested_parts) if requested_parts else None)
+    )
+    ok = not errors and all(c.ok for c in found) and len(found) == len(targets)
+    differs = requested is not None and abs(applied - requested) > 0.5 * max(len(found), 1)
+    message = "; ".join(errors)
+    if ok and differs:
+        message = _differs(element.value, requested, applied)
+    return ComponentResult(
+        ok=ok,
+        applied_watts=applied,
+        requested_watts=requested if differs or not ok else None,
+        message=message,
+    )
+
+
+def summarize(messages: Sequence[str]) -> str:
+    """Join failure messages, folding identical per-GPU messages into one line ("GPU 0, 1, 2 …")."""
+    folded: dict[str, list[str]] = {}
+    order: list[str] = []
+    for message in messages:
+        match = _GPU_PREFIX.match(message)
+        key, gpu = (match.group(2), match.group(1)) if match else (message, "")
+        if key not in folded:
+            folded[key] = []
+            order.append(key)
+        if gpu:
+            folded[key].append(gpu)
+    out = []
+    for key in order:
+        gpus = folded[key]
+        if not gpus:
+            out.append(key)
+        elif len(gpus) == 1:
+            out.append(f"GPU {gpus[0]}{key}")
+        else:
+            out.append(f"GPUs {', '.join(gpus)}{key}")
+    return "; ".join(out)
+
+
+def _differs(label: str, requested: float | None, applied: float) -> str:
+    asked = "no cap" if requested is None else f"{requested:g} W"
+    return f"{label}: requested {asked}, applied {applied:g} W (as reported by the BMC)"
+
+
+def _node_cap_in_force(device: Device) -> float:
+    total = 0.0
+    for comp in device.discovery.node:
+        value = device.state.applied(comp.key)
+        if value is not None:
+            total += value
+    return total
+
+
+def _element_of(key: str) -> ElementType:
+    kind = key.split("/", 1)[0]
+    return {
+        "gpu": ElementType.GPU,
+        "cpu": ElementType.CPU,
+        "memory": ElementType.MEMORY,
+    }.get(kind, ElementType.NODE)

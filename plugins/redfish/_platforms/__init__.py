@@ -1,0 +1,42 @@
+"""Cap mechanisms: how one component's power limit is read, set, cleared and restored.
+
+Three standard shapes exist (redfish.md §1): NVIDIA/DMTF `EnvironmentMetrics.PowerLimitWatts`
+(`environment_metrics`), DMTF `Control` resources (`controls`) and the deprecated
+`Chassis/{id}/Power` `PowerControl[].PowerLimit` (`legacy_power`). Each module here turns a
+resource into a `LimitReading` and builds the request that changes it; `plugins.redfish._caps`
+runs the requests (ETag, 412, 0x600 and read-back handling are the same for all of them).
+`node_manager` explains why Node Manager platforms are not supported yet.
+"""
+
+from __future__ import annotations
+
+from plugins.redfish._discovery import MECH_CONTROL, MECH_EM, MECH_LEGACY, Component
+from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior
+from plugins.redfish._platforms.controls import ControlMechanism
+from plugins.redfish._platforms.environment_metrics import EnvironmentMetricsMechanism
+from plugins.redfish._platforms.legacy_power import LegacyPowerMechanism
+from plugins.redfish._platforms.node_manager import unsupported_message
+
+_MECHANISMS: dict[str, Mechanism] = {
+    MECH_EM: EnvironmentMetricsMechanism(),
+    MECH_CONTROL: ControlMechanism(),
+    MECH_LEGACY: LegacyPowerMechanism(),
+}
+
+
+def mechanism_for(component: Component) -> Mechanism | None:
+    """The mechanism that writes this component's cap, or None when it has none."""
+    return _MECHANISMS.get(component.mechanism)
+
+
+__all__ = [
+    "CapRequest",
+    "ControlMechanism",
+    "EnvironmentMetricsMechanism",
+    "LegacyPowerMechanism",
+    "LimitReading",
+    "Mechanism",
+    "Prior",
+    "mechanism_for",
+    "unsupported_message",
+]

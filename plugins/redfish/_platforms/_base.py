@@ -1,0 +1,129 @@
+"""What every cap mechanism provides: a parsed reading and the requests that change it."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from plugins.redfish._client import Document
+from plugins.redfish._discovery import Component
+
+
+@dataclass(frozen=True)
+class LimitReading:
+    """One component's cap as the BMC reports it.
+
+    Attributes:
+        watts: the set point in force (None: no cap at all).
+        capped: whether an explicit (out-of-band) cap is in force, as opposed to the BMC default.
+        min_watts / max_watts: the BMC's `AllowableMin` / `AllowableMax`, when published.
+        default_watts: `DefaultSetPoint`, when published.
+        increment: the smallest step (`Increment`), when published.
+        units: `W` (or the BMC's spelling of it) or `%`.
+        mode: `ControlMode`, when published.
+        power_watts: the power reading next to the limit, when published.
+        etag: the resource's ETag (for `If-Match`).
+    """
+
+    watts: float | None
+    capped: bool
+    min_watts: float | None = None
+    max_watts: float | None = None
+    default_watts: float | None = None
+    increment: float | None = None
+    units: str = "W"
+    mode: str | None = None
+    power_watts: float | None = None
+    etag: str | None = None
+
+    @property
+    def in_watts(self) -> bool:
+        """Whether set points are in watts (not percent)."""
+        return self.units.strip().lower() in ("w", "watt", "watts", "")
+
+    def prior(self) -> Prior:
+        """The value to put back later ("restore means what was there before")."""
+        return Prior(self.watts, self.capped, self.mode)
+
+
+@dataclass(frozen=True)
+class Prior:
+    """A component's cap before devicectl first changed it; stored in the device state."""
+
+    watts: float | None
+    capped: bool
+    mode: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON for the device state."""
+        return {"watts": self.watts, "capped": self.capped, "mode": self.mode}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Prior:
+        """Parse the state's JSON."""
+        watts = data.get("watts")
+        mode = data.get("mode")
+        return cls(
+            float(watts) if watts is not None else None,
+            bool(data.get("capped")),
+            str(mode) if mode is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class CapRequest:
+    """A request that changes a cap. `if_match` sends the reading's ETag."""
+
+    method: str
+    path: str
+    body: Mapping[str, Any]
+    if_match: bool = True
+
+
+class Mechanism(ABC):
+    """How one kind of cap resource is read and written."""
+
+    #: mechanism name, as in `Component.mechanism`
+    name: str = ""
+
+    @abstractmethod
+    def parse(self, component: Component, doc: Document) -> LimitReading:
+        """The cap shown by the component's limit resource."""
+
+    @abstractmethod
+    def set_request(self, component: Component, watts: int, current: LimitReading) -> CapRequest:
+        """The request that sets an explicit cap of `watts`."""
+
+    @abstractmethod
+    def clear_request(self, component: Component, current: LimitReading, doc: Document) -> CapRequest:
+        """The request that removes devicectl's cap (back to the BMC default / no cap)."""
+
+    def restore_request(
+        self, component: Component, prior: Prior, current: LimitReading, doc: Document
+    ) -> CapRequest:
+        """The request that puts a prior value back (default: set it, or clear when it was uncapped)."""
+        if prior.capped and prior.watts is not None:
+            return self.set_request(component, round(prior.watts), current)
+        return self.clear_request(component, current, doc)
+
+    def matches(self, reading: LimitReading, prior: Prior) -> bool:
+        """Whether a reading shows the prior value in force (restore is then a no-op)."""
+        if not prior.capped:
+            return not reading.capped
+        return reading.capped and same_watts(reading.watts, prior.watts)
+
+
+def same_watts(a: float | None, b: float | None, tolerance: float = 0.5) -> bool:
+    """Equal set points (None only equals None)."""
+    if a is None or b is None:
+        return a is None and b is None
+    return abs(a - b) <= tolerance
+
+
+def number(value: Any) -> float | None:
+    """A JSON number as float; None for null, booleans and anything else."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)

@@ -1,0 +1,67 @@
+"""DMTF `Control` resources (`Chassis/{id}/Controls/{id}`, `ControlType: Power`): node and component caps.
+
+Set: `PATCH {"SetPoint": <int>, "ControlMode": "Manual"}`; remove: `{"SetPoint": null, "ControlMode":
+"Disabled"}` (Lenovo XCC requires null and Disabled together, redfish.md §1.1); restore puts back the
+prior `SetPoint` and `ControlMode` exactly.
+"""
+
+from __future__ import annotations
+
+from plugins.redfish._client import Document
+from plugins.redfish._discovery import MECH_CONTROL, Component
+from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior, number
+
+RESET_TO_DEFAULTS = "#Control.ResetToDefaults"
+
+
+class ControlMechanism(Mechanism):
+    """Caps in DMTF `Control` resources with `SetPointType: Single`."""
+
+    name = MECH_CONTROL
+
+    def parse(self, component: Component, doc: Document) -> LimitReading:
+        body = doc.body
+        set_point = number(body.get("SetPoint"))
+        mode = body.get("ControlMode")
+        sensor = body.get("Sensor")
+        reading = number(sensor.get("Reading")) if isinstance(sensor, dict) else None
+        return LimitReading(
+            watts=set_point,
+            # "Automatic" is the BMC managing its own default; only Manual/Override are a client's cap
+            capped=set_point is not None and mode in ("Manual", "Override", None),
+            min_watts=number(body.get("AllowableMin")),
+            max_watts=number(body.get("AllowableMax")),
+            default_watts=number(body.get("DefaultSetPoint")),
+            increment=number(body.get("Increment")),
+            units=str(body.get("SetPointUnits") or "W"),
+            mode=str(mode) if mode is not None else None,
+            power_watts=reading,
+            etag=doc.etag,
+        )
+
+    def set_request(self, component: Component, watts: int, current: LimitReading) -> CapRequest:
+        mode = current.mode if current.mode in ("Manual", "Override") else "Manual"
+        return CapRequest("PATCH", component.limit_uri, {"SetPoint": int(watts), "ControlMode": mode})
+
+    def clear_request(self, component: Component, current: LimitReading, doc: Document) -> CapRequest:
+        actions = doc.get("Actions")
+        reset = actions.get(RESET_TO_DEFAULTS) if isinstance(actions, dict) else None
+        if current.default_watts is not None and isinstance(reset, dict) and reset.get("target"):
+            return CapRequest("POST", str(reset["target"]), {}, if_match=False)
+        return CapRequest("PATCH", component.limit_uri, {"SetPoint": None, "ControlMode": "Disabled"})
+
+    def restore_request(
+        self, component: Component, prior: Prior, current: LimitReading, doc: Document
+    ) -> CapRequest:
+        if prior.watts is None or prior.mode == "Disabled":
+            return CapRequest("PATCH", component.limit_uri, {"SetPoint": None, "ControlMode": "Disabled"})
+        body: dict[str, object] = {"SetPoint": round(prior.watts)}
+        if prior.mode:
+            body["ControlMode"] = prior.mode
+        return CapRequest("PATCH", component.limit_uri, body)
+
+    def matches(self, reading: LimitReading, prior: Prior) -> bool:
+        if prior.watts is None or prior.mode == "Disabled":
+            return reading.watts is None or reading.mode == "Disabled"
+        same_mode = prior.mode is None or reading.mode == prior.mode
+        return same_mode and reading.watts is not None and abs(reading.watts - prior.watts) <= 0.5

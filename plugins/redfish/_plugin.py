@@ -1,0 +1,298 @@
+"""`RedfishPlugin`: the request kinds, on top of discovery, cap mechanisms and the BMC pool."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+from plugins.base import (
+    Allocation,
+    AllocationResult,
+    DeviceContext,
+    DeviceControllerError,
+    DevicePlugin,
+    DeviceTarget,
+    Empty,
+    FingerprintResponse,
+    GpuMetricsQuery,
+    GpuMetricsResult,
+    GpuPoliciesChange,
+    GpuPoliciesResult,
+    GpuUsage,
+    InvalidRequestError,
+    Outcome,
+    PendingVerification,
+    Ping,
+    PingResult,
+    PluginInfo,
+    PolicyAction,
+    PolicyChange,
+    ProfileChange,
+    ProfileResult,
+    RawMetricsResult,
+    StatsResponse,
+    StdMetricsResult,
+    VerificationResult,
+)
+from plugins.redfish import _metrics, _operations, _profiles, _streams
+from plugins.redfish._caps import OpBmc
+from plugins.redfish._config import RedfishSettings, config_schema
+from plugins.redfish._device import Device, connect, prepare
+from plugins.redfish._errors import PlatformUnsupportedError
+from plugins.redfish._operations import apply_policy_change, restore_scope
+from plugins.redfish._pool import BmcPool
+from plugins.redfish._state import TOPOLOGY, rg_scope
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+
+__version__ = "1.0.0"
+
+
+class RedfishPlugin(DevicePlugin):
+    """Power control of server nodes through their BMCs over Redfish.
+
+    One instance per process serves every Redfish device. It keeps no device state: discovery,
+    prior values, applied caps and profile masks travel in the device state JSON. Login sessions
+    and connections are process caches (one Redfish session and one concurrency limit per BMC),
+    released by `forget()` and `close()`.
+
+    Args:
+        settings: plugin-wide defaults (per-device inventory `options` override them).
+    """
+
+    info = PluginInfo(
+        name="redfish",
+        version=__version__,
+        vendor="devicectl",
+        description="BMC power limits over Redfish: NVIDIA EnvironmentMetrics (GB200/GB300/B200EM/B300EM), "
+        "DMTF Controls and legacy Chassis Power; WPPS; metrics",
+    )
+
+    def __init__(self, settings: RedfishSettings | None = None) -> None:
+        self.settings = settings or RedfishSettings()
+        self.pool = BmcPool(self.settings)
+
+    def config_schema(self) -> Mapping[str, Any]:
+        """The per-device `options` (see `plugins.redfish._config`)."""
+        return config_schema()
+
+    async def start(self) -> None:
+        """Open the shared HTTP session. Never touches any BMC (limits survive controller restarts)."""
+        await self.pool.start()
+
+    async def close(self) -> None:
+        """Delete every Redfish session and close the shared HTTP session."""
+        await self.pool.close()
+
+    async def forget(self, device_id: str) -> None:
+        """Drop a device; its BMC's Redfish session is deleted if no other device uses it."""
+        await self.pool.forget(device_id)
+
+    # ---- allocations and policies ---------------------------------------------------------------
+
+    async def activate_allocation(self, ctx: DeviceContext, req: Allocation) -> Outcome[AllocationResult]:
+        """Resource group activation: node policy, GPU policies and workload profiles."""
+        return await self._allocation(ctx, req)
+
+    async def update_allocation(self, ctx: DeviceContext, req: Allocation) -> Outcome[AllocationResult]:
+        """Resource group update (same as activation; prior values already recorded are kept)."""
+        return await self._allocation(ctx, req)
+
+    async def deactivate_allocation(self, ctx: DeviceContext, req: Allocation) -> Outcome[AllocationResult]:
+        """Resource group deactivation: restore what the group's activation found."""
+        device = await prepare(self.pool, self.settings, ctx)
+        scope = rg_scope(req.resource_group)
+        applied = await restore_scope(device, scope)
+        profiles = await _profiles.restore_profiles(device, scope)
+        device.state.set_policy(scope, None)
+        result = _operations.allocation_result(applied, resource_group=req.resource_group, device=device)
+        result = _with_profiles(result, profiles)
+        return self._outcome(device, result)
+
+    async def set_policy(self, ctx: DeviceContext, req: PolicyChange) -> Outcome[AllocationResult]:
+        """Topology activation: apply the node policy (recording prior values)."""
+        if req.action is PolicyAction.UNSET:
+            return await self.unset_policy(ctx, req)
+        if req.policy is None:
+            raise InvalidRequestError("topology activation without a policy")
+        device = await prepare(self.pool, self.settings, ctx)
+        applied, policy = await apply_policy_change(device, TOPOLOGY, req, None)
+        return self._outcome(device, _operations.allocation_result(applied, policy=policy, device=device))
+
+    async def unset_policy(self, ctx: DeviceContext, req: PolicyChange) -> Outcome[AllocationResult]:
+        """Topology deactivation: the spec's idle policy where given, else restore prior values."""
+        device = await prepare(self.pool, self.settings, ctx)
+        idle = device.spec.idle_policy
+        if idle is not None:
+            targets = _operations.plan(device, idle)
+            applied = await _operations.apply_targets(device, targets, TOPOLOGY)
+            covered = {t.component.key for t in targets if t.component is not None}
+            rest = [k for k in device.state.priors(TOPOLOGY) if k not in covered]
+            if rest:
+                restored = await restore_scope(device, TOPOLOGY, rest)
+                applied.targets += restored.targets
+                applied.changes.update(restored.changes)
+            for key in covered:
+                change = applied.changes.get(key)
+                if change is not None and change.ok:
+                    device.state.drop_prior(TOPOLOGY, key)
+            policy = idle
+        else:
+            applied = await restore_scope(device, TOPOLOGY)
+            policy = None
+        device.state.set_policy(TOPOLOGY, None)
+        return self._outcome(device, _operations.allocation_result(applied, policy=policy, device=device))
+
+    async def update_gpu_policies(
+        self, ctx: DeviceContext, req: GpuPoliciesChange
+    ) -> Outcome[GpuPoliciesResult]:
+        """GPU-specific caps (or their reset), each GPU answered with the cap the BMC reports."""
+        device = await prepare(self.pool, self.settings, ctx)
+        applied, _ = await apply_policy_change(device, rg_scope(req.resource_group), None, req)
+        gpu_targets = [t for t in applied.targets if t.element.value == "gpu"]
+        results = _operations.gpu_results(gpu_targets, applied.changes)
+        errors = [t.error for t in gpu_targets if t.component is None]
+        if errors and not results:
+            raise PlatformUnsupportedError(errors[0])
+        return self._outcome(device, GpuPoliciesResult(req.resource_group, tuple(results)))
+
+    # ---- workload profiles ----------------------------------------------------------------------
+
+    async def enable_profiles(self, ctx: DeviceContext, req: ProfileChange) -> Outcome[ProfileResult]:
+        """Enable workload power profiles on every GPU (ids are out-of-band ids, 3..258)."""
+        return await self._profiles(ctx, req)
+
+    async def disable_profiles(self, ctx: DeviceContext, req: ProfileChange) -> Outcome[ProfileResult]:
+        """Disable workload power profiles (ids given as `enable` are read as ids to disable)."""
+        if req.enable and not req.disable:
+            req = ProfileChange(enable=(), disable=req.enable, verify=req.verify)
+        return await self._profiles(ctx, req)
+
+    async def update_profiles(self, ctx: DeviceContext, req: ProfileChange) -> Outcome[ProfileResult]:
+        """Disable `disable`, then enable `enable`, in one request."""
+        return await self._profiles(ctx, req)
+
+    async def verify(self, ctx: DeviceContext, pending: PendingVerification) -> VerificationResult:
+        """The follow-up check of a workload-profile change."""
+        if pending.payload.get("kind") != _profiles.VERIFY_KIND:
+            return VerificationResult(True, "failed", f"unknown verification {pending.payload.get('kind')!r}")
+        client, _ = await connect(self.pool, self.settings, ctx)
+        return await _profiles.verify_profiles(OpBmc(client, ctx.deadline), pending.payload)
+
+    # ---- reachability and metrics ---------------------------------------------------------------
+
+    async def ping(self, ctx: DeviceContext, req: Ping) -> Outcome[PingResult]:
+        """GET the service root (no login needed), retried `retry_count` times."""
+        client, _ = await connect(self.pool, self.settings, ctx)
+        bmc = OpBmc(client, ctx.deadline)
+        try:
+            await bmc.ping(attempts=max(1, req.retry_count + 1))
+        except DeviceControllerError as exc:
+            return Outcome(PingResult(False, str(exc)), reached_at=bmc.reached_at, reach_error=str(exc))
+        return Outcome(PingResult(True), reached_at=bmc.reached_at)
+
+    async def gpu_metrics(self, ctx: DeviceContext, req: GpuMetricsQuery) -> Outcome[GpuMetricsResult]:
+        """Per-GPU power readings (all GPUs when `gpu_ids` is empty)."""
+        device = await prepare(self.pool, self.settings, ctx)
+        gpus = device.discovery.gpus
+        if not gpus:
+            return self._outcome(device, GpuMetricsResult(False, "the BMC shows no GPUs on this node"))
+        known = {g.index: g for g in gpus}
+        wanted = list(req.gpu_ids) or sorted(known)
+        missing = [i for i in wanted if i not in known]
+        if missing:
+            ids = ", ".join(map(str, sorted(known)))
+            error = f"no GPU {', '.join(map(str, missing))} on this node (GPUs: {ids})"
+            return self._outcome(device, GpuMetricsResult(False, error))
+        comps = [known[i] for i in wanted]
+        readings = await _metrics.read(device.bmc, [c.metrics_uri for c in comps if c.metrics_uri])
+        usage = []
+        for comp in comps:
+            metrics = _metrics.component_metrics(comp, readings.documents)
+            usage.append(GpuUsage(comp.index, metrics.power_watts))
+        result = GpuMetricsResult(not readings.errors, "; ".join(readings.errors), tuple(usage))
+        return self._outcome(device, result)
+
+    async def std_metrics(self, ctx: DeviceContext, req: Empty) -> Outcome[StdMetricsResult]:
+        """Node power, and per-GPU/CPU power, energy, limits and temperature."""
+        device = await prepare(self.pool, self.settings, ctx)
+        disc = device.discovery
+        uris = _metrics.sources(disc, [*disc.gpus, *disc.cpus], node=True)
+        readings = await _metrics.read(device.bmc, uris)
+        metrics = _metrics.node_metrics(device.name, disc, readings, device.spec.memory.count)
+        return self._outcome(
+            device, StdMetricsResult(not readings.errors, "; ".join(readings.errors), metrics)
+        )
+
+    async def raw_metrics(self, ctx: DeviceContext, req: Empty) -> Outcome[RawMetricsResult]:
+        """The raw Redfish documents behind the standard metrics, keyed by URI."""
+        device = await prepare(self.pool, self.settings, ctx)
+        disc = device.discovery
+        uris = _metrics.sources(disc, [*disc.gpus, *disc.cpus, *disc.node], node=True)
+        readings = await _metrics.read(device.bmc, uris)
+        result = RawMetricsResult(not readings.errors, "; ".join(readings.errors), dict(readings.documents))
+        return self._outcome(device, result)
+
+    # ---- streams --------------------------------------------------------------------------------
+
+    def fingerprint(self, targets: Sequence[DeviceTarget]) -> AsyncIterator[FingerprintResponse]:
+        """Inventory and health of every target's GPUs and CPUs, re-sent when it changes."""
+        return _streams.fingerprint(self.pool, self.settings, targets)
+
+    def stats(self, targets: Sequence[DeviceTarget], interval: float) -> AsyncIterator[StatsResponse]:
+        """Power, energy, limit and temperature of every target's node, GPUs and CPUs."""
+        return _streams.stats(self.pool, self.settings, targets, interval)
+
+    # ---- helpers --------------------------------------------------------------------------------
+
+    async def _allocation(self, ctx: DeviceContext, req: Allocation) -> Outcome[AllocationResult]:
+        if req.profiles is not None:
+            _profiles.validate(req.profiles)
+        device = await prepare(self.pool, self.settings, ctx)
+        scope = rg_scope(req.resource_group)
+        applied, policy = await apply_policy_change(device, scope, req.policy, req.gpu_policies)
+        result = _operations.allocation_result(
+            applied, resource_group=req.resource_group, policy=policy, device=device
+        )
+        pending = None
+        if req.profiles is not None:
+            profiles, pending = await _profiles.change_profiles(device, req.profiles, scope=scope)
+            result = _with_profiles(result, profiles)
+        return self._outcome(device, result, pending)
+
+    async def _profiles(self, ctx: DeviceContext, req: ProfileChange) -> Outcome[ProfileResult]:
+        _profiles.validate(req)
+        device = await prepare(self.pool, self.settings, ctx)
+        result, pending = await _profiles.change_profiles(device, req)
+        return self._outcome(device, result, pending)
+
+    @staticmethod
+    def _outcome(device: Device, result: R, pending: PendingVerification | None = None) -> Outcome[R]:
+        bmc = device.bmc
+        return Outcome(
+            result,
+            state=device.state.to_json(),
+            reached_at=bmc.reached_at,
+            reach_error=bmc.reach_error,
+            verification=pending,
+        )
+
+
+def _with_profiles(result: AllocationResult, profiles: ProfileResult | None) -> AllocationResult:
+    if profiles is None:
+        return result
+    errors = [e for e in (result.error, profiles.error) if e]
+    return AllocationResult(
+        ok=result.ok and profiles.ok,
+        error="; ".join(errors),
+        resource_group=result.resource_group,
+        policy=result.policy,
+        power_cap_watts=result.power_cap_watts,
+        gpu_policies=result.gpu_policies,
+        profiles=profiles,
+        node=result.node,
+        cpu=result.cpu,
+        memory=result.memory,
+    )

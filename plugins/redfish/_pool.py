@@ -1,0 +1,148 @@
+"""The per-process registry of BMC connections over one shared `aiohttp.ClientSession`.
+
+One `BmcClient` per BMC URL, whatever the number of devices behind it, so the per-BMC concurrency
+limit and the Redfish session are shared by everything that talks to that BMC. Clients are created
+on first use and retired (their Redfish session deleted) when the last device using them is
+forgotten, when their settings change (a rotated secret, a new CA bundle), and on `close()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Iterable
+
+import aiohttp
+
+from plugins.redfish._client import BmcClient
+from plugins.redfish._config import ConnectionSettings, RedfishSettings, check_ca_bundle
+from plugins.redfish._transport import SslParam
+
+log = logging.getLogger(__name__)
+
+
+class BmcPool:
+    """BMC clients keyed by URL, plus the shared HTTP session and TLS contexts.
+
+    Args:
+        defaults: plugin-wide settings (each device's options override them).
+    """
+
+    def __init__(self, defaults: RedfishSettings | None = None) -> None:
+        self.defaults = defaults or RedfishSettings()
+        self._http: aiohttp.ClientSession | None = None
+        self._clients: dict[str, BmcClient] = {}
+        self._users: dict[str, set[str]] = {}  # BMC URL -> device ids using it
+        self._device_bmc: dict[str, str] = {}  # device id -> BMC URL
+        self._ssl: dict[str, ssl.SSLContext] = {}
+        self._warned_insecure: set[str] = set()
+        self._lock = asyncio.Lock()
+
+    @property
+    def started(self) -> bool:
+        """Whether the shared HTTP session is open."""
+        return self._http is not None and not self._http.closed
+
+    async def start(self) -> None:
+        """Open the shared HTTP session (idempotent)."""
+        if self.started:
+            return
+        connector = aiohttp.TCPConnector(
+            # the per-BMC semaphores are the real limit; this is only a safety net
+            limit=0,
+            limit_per_host=0,
+            enable_cleanup_closed=True,
+        )
+        self._http = aiohttp.ClientSession(
+            connector=connector,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            raise_for_status=False,
+            auto_decompress=True,
+        )
+
+    async def client(self, settings: ConnectionSettings, device_id: str = "") -> BmcClient:
+        """The client for a BMC, created (or re-created after a settings change) on demand."""
+        await self.start()
+        assert self._http is not None
+        retired: BmcClient | None = None
+        async with self._lock:
+            current = self._clients.get(settings.url)
+            if current is not None and current.settings.transport_key() != settings.transport_key():
+                log.info("%s: connection settings changed; opening a new connection", settings.origin)
+                retired = current
+                current = None
+            if current is None:
+                current = BmcClient(self._http, settings, self._ssl_for(settings))
+                self._clients[settings.url] = current
+            elif current.settings != settings:
+                # same connection, other tuning (timeouts, back-off): keep the session, take the values
+                current.retune(settings)
+            if device_id:
+                previous = self._device_bmc.get(device_id)
+                if previous is not None and previous != settings.url:
+                    self._users.get(previous, set()).discard(device_id)
+                self._device_bmc[device_id] = settings.url
+                self._users.setdefault(settings.url, set()).add(device_id)
+        if retired is not None:
+            await retired.logout()
+        return current
+
+    def get(self, url: str) -> BmcClient | None:
+        """The existing client for a BMC URL, if any."""
+        return self._clients.get(url)
+
+    def clients(self) -> list[BmcClient]:
+        """Every live client."""
+        return list(self._clients.values())
+
+    async def forget(self, device_id: str) -> None:
+        """Drop a device; the BMC's session is deleted when no other device uses it."""
+        retired: BmcClient | None = None
+        async with self._lock:
+            url = self._device_bmc.pop(device_id, None)
+            if url is None:
+                return
+            users = self._users.get(url, set())
+            users.discard(device_id)
+            if not users:
+                self._users.pop(url, None)
+                retired = self._clients.pop(url, None)
+        if retired is not None:
+            await retired.logout()
+
+    async def close(self) -> None:
+        """Delete every Redfish session, then close the shared HTTP session."""
+        async with self._lock:
+            clients = list(self._clients.values())
+            self._clients.clear()
+            self._users.clear()
+            self._device_bmc.clear()
+        await _logout_all(clients)
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
+
+    def _ssl_for(self, settings: ConnectionSettings) -> SslParam:
+        if settings.insecure:
+            if settings.url not in self._warned_insecure:
+                self._warned_insecure.add(settings.url)
+                log.warning(
+                    "%s: TLS certificate verification is OFF for this BMC (insecure); its identity is "
+                    "not checked",
+                    settings.origin,
+                )
+            return False
+        bundle = settings.ca_bundle
+        if not bundle:
+            return True  # the system trust store
+        context = self._ssl.get(bundle)
+        if context is None:
+            check_ca_bundle(bundle)
+            context = ssl.create_default_context(cafile=bundle)
+            self._ssl[bundle] = context
+        return context
+
+
+async def _logout_all(clients: Iterable[BmcClient]) -> None:
+    await asyncio.gather(*(c.logout() for c in clients), return_exceptions=True)

@@ -1,0 +1,188 @@
+"""The Redfish plugin's device state JSON: read from `ctx.state`, returned in `Outcome.state`.
+
+Shape (version 1):
+
+```json
+{
+  "version": 1,
+  "discovery": {"platform": "environment_metrics", "url": "https://…", "firmware": "…",
+                "gpus": [{"key": "gpu/0", "name": "GPU_0", "limit_uri": "…", …}], …},
+  "priors": {"topology": {"gpu/0": {"watts": 1200, "capped": false, "mode": "Automatic"}},
+             "rg:job-42": {"module/0": {"watts": 2820, "capped": false, "mode": "Automatic"}}},
+  "applied": {"gpu/0": {"watts": 700, "requested": 700, "scope": "topology", "at": "2025-…Z"}},
+  "profiles": {"priors": {"rg:job-42": {"gpu/0": "0x…"}},
+               "gpus": {"gpu/0": {"requested": [5], "enforced": [5], "at": "…"}}},
+  "policies": {"topology": "Node-High", "rg:job-42": "Node-Low"}
+}
+```
+
+`priors` are per scope (`topology`, `rg:<resource group>`): the value each component had before
+the first change made in that scope. A second activation never overwrites them; deactivation
+restores and then drops them. Nothing secret is ever stored here.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from plugins.redfish._discovery import Discovery
+from plugins.redfish._platforms import Prior
+
+STATE_VERSION = 1
+TOPOLOGY = "topology"
+
+
+def rg_scope(resource_group: str) -> str:
+    """The prior-value scope of a resource group."""
+    return f"rg:{resource_group}"
+
+
+class DeviceState:
+    """A mutable working copy of the state; `to_json()` is what the operation returns."""
+
+    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+        raw: dict[str, Any] = {}
+        if isinstance(data, Mapping):
+            try:
+                raw = json.loads(json.dumps(dict(data)))
+            except (TypeError, ValueError):
+                raw = {}
+        if raw.get("version") not in (None, STATE_VERSION):
+            raw = {}  # NOTE: an unknown layout is dropped rather than misread; discovery is redone
+        self._data = raw
+        self._data["version"] = STATE_VERSION
+        self.changed = False
+
+    # ---- discovery ------------------------------------------------------------------------------
+
+    @property
+    def discovery(self) -> Discovery | None:
+        """The cached discovery, if valid."""
+        data = self._data.get("discovery")
+        return Discovery.from_json(data) if isinstance(data, Mapping) else None
+
+    @discovery.setter
+    def discovery(self, value: Discovery | None) -> None:
+        if value is None:
+            self._data.pop("discovery", None)
+        else:
+            self._data["discovery"] = value.to_json()
+        self.changed = True
+
+    # ---- prior values ---------------------------------------------------------------------------
+
+    def prior(self, scope: str, key: str) -> Prior | None:
+        """The prior value of one component in a scope."""
+        data = self._section("priors").get(scope, {}).get(key)
+        return Prior.from_json(data) if isinstance(data, Mapping) else None
+
+    def priors(self, scope: str) -> dict[str, Prior]:
+        """Every prior value recorded in a scope."""
+        return {
+            key: Prior.from_json(value)
+            for key, value in self._section("priors").get(scope, {}).items()
+            if isinstance(value, Mapping)
+        }
+
+    def record_prior(self, scope: str, key: str, prior: Prior) -> bool:
+        """Record a prior value unless one is already recorded (returns whether it was new)."""
+        scoped = self._section("priors").setdefault(scope, {})
+        if key in scoped:
+            return False
+        scoped[key] = prior.to_json()
+        self.changed = True
+        return True
+
+    def drop_prior(self, scope: str, key: str) -> None:
+        """Forget one prior value (after it was restored)."""
+        priors = self._section("priors")
+        scoped = priors.get(scope, {})
+        if key in scoped:
+            del scoped[key]
+            self.changed = True
+        if not scoped:
+            priors.pop(scope, None)
+
+    def scopes(self) -> list[str]:
+        """Scopes with recorded prior values."""
+        return sorted(self._section("priors"))
+
+    # ---- applied caps ---------------------------------------------------------------------------
+
+    def set_applied(self, key: str, watts: float | None, requested: float | None, scope: str) -> None:
+        """Remember the cap read back after a change (None: no cap / BMC default)."""
+        applied = self._section("applied")
+        if watts is None:
+            applied.pop(key, None)
+        else:
+            applied[key] = {"watts": watts, "requested": requested, "scope": scope, "at": _now()}
+        self.changed = True
+
+    def applied(self, key: str) -> float | None:
+        """The last cap read back for a component, if any."""
+        entry = self._section("applied").get(key)
+        if isinstance(entry, Mapping) and isinstance(entry.get("watts"), int | float):
+            return float(entry["watts"])
+        return None
+
+    # ---- policies -------------------------------------------------------------------------------
+
+    def set_policy(self, scope: str, name: str | None) -> None:
+        """Remember which policy a scope applied (None forgets it)."""
+        policies = self._section("policies")
+        if name is None:
+            policies.pop(scope, None)
+        else:
+            policies[scope] = name
+        self.changed = True
+
+    # ---- workload profiles ----------------------------------------------------------------------
+
+    def profile_prior(self, scope: str, key: str) -> str | None:
+        """The requested-profile mask a GPU had before the scope's first profile change."""
+        value = self._section("profiles").get("priors", {}).get(scope, {}).get(key)
+        return str(value) if value is not None else None
+
+    def profile_priors(self, scope: str) -> dict[str, str]:
+        """Every recorded profile mask of a scope."""
+        return dict(self._section("profiles").get("priors", {}).get(scope, {}))
+
+    def record_profile_prior(self, scope: str, key: str, mask: str) -> None:
+        """Record a GPU's requested mask unless already recorded for this scope."""
+        scoped = self._section("profiles").setdefault("priors", {}).setdefault(scope, {})
+        if key not in scoped:
+            scoped[key] = mask
+            self.changed = True
+
+    def drop_profile_priors(self, scope: str) -> None:
+        """Forget a scope's profile masks."""
+        priors = self._section("profiles").get("priors", {})
+        if scope in priors:
+            del priors[scope]
+            self.changed = True
+
+    def set_profiles(self, key: str, requested: list[int], enforced: list[int]) -> None:
+        """Remember a GPU's requested and enforced profile ids (as read back)."""
+        gpus = self._section("profiles").setdefault("gpus", {})
+        gpus[key] = {"requested": requested, "enforced": enforced, "at": _now()}
+        self.changed = True
+
+    # ---- output ---------------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        """A deep copy for `Outcome.state`."""
+        return copy.deepcopy(self._data)
+
+    def _section(self, name: str) -> dict[str, Any]:
+        section = self._data.get(name)
+        if not isinstance(section, dict):
+            section = self._data[name] = {}
+        return section
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")

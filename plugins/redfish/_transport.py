@@ -1,0 +1,229 @@
+"""The per-BMC view of the process-wide `aiohttp.ClientSession` that `AsyncRedfishClient` talks through.
+
+`redfish.aio.AsyncRedfishClient` needs a caller-owned session and only ever calls
+`session.request(method, url, **kwargs)` on it. `BmcTransport` stands in for that session: it
+forwards to the one shared `aiohttp.ClientSession` and adds, for every HTTP request to its BMC
+(logins, logouts and the client's own 401 re-logins included):
+
+- the per-BMC concurrency limit (an `asyncio.Semaphore`, shared by control, metrics and ping);
+- the BMC's TLS settings (`ssl=`: a CA-bundle context, the system store, or off when `insecure`);
+- connect and read timeouts cut to the current request's deadline (a context variable set by the
+  caller, so the client's internal requests are bounded too);
+- translation of transport failures into precise typed errors (which the client passes through
+  untouched because they are not `aiohttp` exceptions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import ssl
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+from yarl import URL
+
+from plugins.redfish._config import ConnectionSettings
+from plugins.redfish._errors import (
+    ConnectionFailedError,
+    DeadlineExceededError,
+    RedfishError,
+    RequestTimeoutError,
+    TlsError,
+)
+
+#: absolute deadline (time.monotonic()) of the request being served in this task
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("redfish_deadline", default=None)
+
+SslParam = ssl.SSLContext | bool
+
+
+@contextmanager
+def deadline_scope(deadline: float) -> Iterator[None]:
+    """Bound every HTTP request made inside the block (in this task) by `deadline`."""
+    token = _DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+class BmcTransport:
+    """Session stand-in for one BMC (see the module docstring).
+
+    Attributes:
+        requests: HTTP requests sent so far.
+        in_flight: requests holding a slot right now.
+        max_in_flight: the most requests ever in flight at once (never above `concurrency`).
+        session_generation: bumped on every successful Redfish session login (single-flight
+            re-login uses it to tell whether someone else already logged in again).
+    """
+
+    def __init__(self, session: aiohttp.ClientSession, settings: ConnectionSettings, ssl_param: SslParam):
+        self._session = session
+        self._settings = settings
+        self._ssl = ssl_param
+        self._slots = asyncio.Semaphore(settings.concurrency)
+        self.requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.session_generation = 0
+
+    @property
+    def origin(self) -> str:
+        """`https://host:port` of the BMC."""
+        return self._settings.origin
+
+    def retune(self, settings: ConnectionSettings) -> None:
+        """Take new timeouts (the concurrency limit and TLS are part of the connection's identity)."""
+        self._settings = settings
+
+    def request(self, method: str, url: URL | str, **kwargs: Any) -> _Call:
+        """Same contract as `aiohttp.ClientSession.request` (an async context manager)."""
+        return _Call(self, method, URL(url), kwargs)
+
+    def timeout_for(self, deadline: float | None) -> aiohttp.ClientTimeout:
+        """Connect and read timeouts, never past the deadline."""
+        s = self._settings
+        if deadline is None:
+            return aiohttp.ClientTimeout(
+                total=s.connect_timeout + s.read_timeout,
+                sock_connect=s.connect_timeout,
+                sock_read=s.read_timeout,
+            )
+        remaining = max(0.001, deadline - time.monotonic())
+        return aiohttp.ClientTimeout(
+            total=remaining,
+            sock_connect=min(s.connect_timeout, remaining),
+            sock_read=min(s.read_timeout, remaining),
+        )
+
+    def _acquired(self) -> None:
+        self.requests += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def _released(self) -> None:
+        self.in_flight -= 1
+        self._slots.release()
+
+    def _translate(self, exc: BaseException, method: str, path: str, deadline: float | None) -> RedfishError:
+        s = self._settings
+        where = f"{self.origin}: {method} {path}"
+        if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+            return TlsError(
+                f"{where}: TLS certificate verification failed ({exc.certificate_error}); "
+                "give the BMC's CA with `ca_bundle`, or set `insecure` for this device"
+            )
+        if isinstance(exc, aiohttp.ClientSSLError):
+            return TlsError(f"{where}: TLS handshake failed ({_reason(exc)})")
+        if isinstance(exc, aiohttp.ConnectionTimeoutError):
+            return RequestTimeoutError(
+                f"{where}: no connection within {_secs(s.connect_timeout)}", sent=False
+            )
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            return ConnectionFailedError(f"{where}: cannot connect ({_reason(exc)})", sent=False)
+        if isinstance(exc, aiohttp.SocketTimeoutError):
+            return RequestTimeoutError(f"{where}: no reply within {_secs(s.read_timeout)}", sent=True)
+        if isinstance(exc, TimeoutError):
+            if deadline is not None and time.monotonic() >= deadline - 0.005:
+                return DeadlineExceededError(f"{where}: the request's deadline passed before the BMC replied")
+            return RequestTimeoutError(f"{where}: timed out waiting for the BMC", sent=True)
+        if isinstance(exc, aiohttp.ServerDisconnectedError):
+            return ConnectionFailedError(f"{where}: the BMC closed the connection without a reply", sent=True)
+        if isinstance(exc, aiohttp.ClientError):
+            return ConnectionFailedError(f"{where}: connection failed ({_reason(exc)})", sent=True)
+        return ConnectionFailedError(f"{where}: {_reason(exc)}", sent=True)
+
+
+class _Call:
+    """One request through the transport: slot, TLS, timeouts, body read, error translation."""
+
+    def __init__(self, transport: BmcTransport, method: str, url: URL, kwargs: dict[str, Any]):
+        self._t = transport
+        self._method = method.upper()
+        self._url = url
+        self._kwargs = kwargs
+        self._cm: Any = None
+        self._holding = False
+
+    async def __aenter__(self) -> aiohttp.ClientResponse:
+        t = self._t
+        deadline = _DEADLINE.get()
+        path = self._url.path
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DeadlineExceededError(
+                    f"{t.origin}: {self._method} {path}: the request's deadline passed"
+                )
+            try:
+                async with asyncio.timeout(remaining):
+                    await t._slots.acquire()
+            except TimeoutError:
+                raise DeadlineExceededError(
+                    f"{t.origin}: {self._method} {path}: the deadline passed while waiting for a free "
+                    f"connection slot (per-BMC limit {t._settings.concurrency})"
+                ) from None
+        else:
+            await t._slots.acquire()
+        t._acquired()
+        self._holding = True
+        kwargs = dict(self._kwargs)
+        kwargs["timeout"] = t.timeout_for(deadline)
+        kwargs["ssl"] = t._ssl
+        if not t._settings.keepalive:
+            headers = dict(kwargs.get("headers") or {})
+            headers["Connection"] = "close"
+            kwargs["headers"] = headers
+        try:
+            self._cm = t._session.request(self._method, self._url, **kwargs)
+            response: aiohttp.ClientResponse = await self._cm.__aenter__()
+            try:
+                await response.read()  # cached by aiohttp; read here so read errors are ours
+            except BaseException as exc:
+                await self._cm.__aexit__(type(exc), exc, exc.__traceback__)
+                raise
+        except (aiohttp.ClientError, TimeoutError, OSError, ssl.SSLError) as exc:
+            self._release()
+            raise t._translate(exc, self._method, path, deadline) from exc
+        except BaseException:
+            self._release()
+            raise
+        if (
+            self._method == "POST"
+            and 200 <= response.status < 300
+            and path.rstrip("/").endswith("/SessionService/Sessions")
+        ):
+            t.session_generation += 1
+        return response
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if self._cm is not None:
+                await self._cm.__aexit__(exc_type, exc, tb)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if self._holding:
+            self._holding = False
+            self._t._released()
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, aiohttp.ClientConnectorError) and exc.os_error is not None:
+        err = exc.os_error
+        return err.strerror or str(err) or type(err).__name__
+    text = str(exc).strip()
+    return text or type(exc).__name__
+
+
+def _secs(value: float) -> str:
+    return f"{value:g} s"
