@@ -82,7 +82,8 @@ class SystemSpec:
             if kind not in ("gpu", "cpu", "memory"):
                 continue
             current: ComponentSpec = getattr(spec, kind)
-            sub = device.get("spec") if isinstance(device.get("spec"), Mapping) else device
+            inner = device.get("spec")
+            sub: Mapping[str, Any] = inner if isinstance(inner, Mapping) else device
             merged = _limits(current, sub, count=int(device.get("count", current.count) or 0))
             merged = replace(merged, model=str(device.get("model", current.model)))
             updates[kind] = merged

@@ -1,0 +1,201 @@
+"""Assembles the controller process: store, plugins, dispatcher, delivery, verifier and the gRPC
+server (DeviceController, admin, health, reflection), with recovery at start and a graceful stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from controller._proto.devicecontroller.v1 import (
+    admin_pb2,
+    admin_pb2_grpc,
+    devicecontroller_pb2,
+    devicecontroller_pb2_grpc,
+)
+from controller.config import Settings
+from controller.delivery import Delivery
+from controller.dispatch import Dispatcher, Job
+from controller.inventory import DeviceEntry, load_inventory
+from controller.plugin_host import PluginHost
+from controller.runner import RequestRunner
+from controller.secrets import SecretStore
+from controller.service import AdminService, DeviceControllerService, Watchers
+from controller.store import DeviceUpsert, Store
+from controller.verifier import Verifier
+from plugins.base import RequestKind
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAMES = (
+    devicecontroller_pb2.DESCRIPTOR.services_by_name["DeviceController"].full_name,
+    admin_pb2.DESCRIPTOR.services_by_name["DeviceControllerAdmin"].full_name,
+)
+
+
+class SchemaOutdatedError(RuntimeError):
+    """The database schema is older than the code; the message says which command to run."""
+
+
+class Controller:
+    """One controller process. `await start()`, then `await stop()`."""
+
+    def __init__(self, settings: Settings, inventory: Mapping[str, DeviceEntry] | None = None) -> None:
+        self.settings = settings
+        self.inventory = (
+            dict(inventory)
+            if inventory is not None
+            else (load_inventory(settings.inventory) if settings.inventory else {})
+        )
+        self.store = Store.from_url(settings.database_url)
+        self.plugins = PluginHost()
+        self.watchers = Watchers()
+        self.delivery = Delivery(
+            self.store,
+            settings.callback,
+            concurrency=settings.delivery_concurrency,
+            max_backoff=settings.delivery_max_backoff,
+            timeout=settings.delivery_timeout,
+        )
+        self.runner = RequestRunner(
+            self.store,
+            self.plugins,
+            settings,
+            self.inventory,
+            SecretStore(settings.secrets_dir or None),
+            on_complete=self._completed,
+        )
+        self.dispatcher = Dispatcher(
+            self.runner.run, max_concurrency=settings.max_concurrency, queue_limit=settings.queue_limit
+        )
+        self.service = DeviceControllerService(self.store, self.dispatcher, settings, self.runner.reject)
+        self._health = health.aio.HealthServicer()
+        self._server: grpc.aio.Server | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.port = 0
+        self._stopped = False
+
+    def _completed(self, request_id: str) -> None:
+        self.watchers.notify(request_id)
+        self.delivery.notify()
+
+    def check_schema(self) -> None:
+        status = self.store.schema_status()
+        if status.up_to_date:
+            return
+        if self.settings.auto_upgrade:
+            log.info("upgrading database schema %s -> %s", status.current, status.head)
+            self.store.upgrade()
+            return
+        raise SchemaOutdatedError(
+            f"database schema is at {status.current or 'empty'} but this devicectl needs {status.head}: run "
+            f"`devicectl db upgrade --database-url {self.store.url_for_display}` "
+            "(or start with --auto-upgrade)"
+        )
+
+    async def start(self) -> int:
+        """Start serving; returns the bound port. Unfinished journaled work is queued first."""
+        self.check_schema()
+        await self.store.start()
+        await self.store.sync_inventory(
+            [
+                DeviceUpsert(id=e.id, plugin=e.plugin, model_json=dict(e.model))
+                for e in self.inventory.values()
+            ]
+        )
+        await self.recover()
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        devicecontroller_pb2_grpc.add_DeviceControllerServicer_to_server(self.service, server)
+        admin_pb2_grpc.add_DeviceControllerAdminServicer_to_server(
+            AdminService(self.store, self.dispatcher, self.inventory, self.watchers), server
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        reflection.enable_server_reflection(
+            (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        )
+        self.port = server.add_insecure_port(self.settings.listen)
+        if self.port == 0:
+            raise OSError(f"cannot listen on {self.settings.listen}")
+        await server.start()
+        self._server = server
+        for name in ("", *SERVICE_NAMES):
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self._tasks = [
+            asyncio.create_task(self.delivery.run(), name="delivery"),
+            asyncio.create_task(Verifier(self.store, self.runner).run(), name="verifier"),
+            asyncio.create_task(self._lease_loop(), name="lease"),
+        ]
+        log.info(
+            "serving on %s (port %d), database %s, callback %s, %d devices in inventory",
+            self.settings.listen,
+            self.port,
+            self.store.url_for_display,
+            self.settings.callback or "-",
+            len(self.inventory),
+        )
+        return self.port
+
+    async def recover(self) -> int:
+        """Queue journaled requests that never finished (ours, or orphaned by a dead peer)."""
+        rows = await self.store.claim_unfinished(self.settings.instance_id, self.settings.lease_ttl)
+        await self.store.heartbeat(self.settings.instance_id)
+        queued = 0
+        for row in rows:
+            if self.dispatcher.knows(row.request_id):
+                continue
+            job = Job(
+                row.seq,
+                row.request_id,
+                row.device,
+                RequestKind(row.kind),
+                row.payload,
+                row.trace_id,
+                row.deadline_at,
+            )
+            if not self.dispatcher.submit(job):
+                await self.runner.reject(job, "device queue full during recovery; request not run")
+            queued += 1
+        if queued:
+            log.info("recovery: %d unfinished requests queued again", queued)
+        return queued
+
+    async def _lease_loop(self) -> None:
+        interval = max(self.settings.lease_ttl / 3, 0.5)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.recover()  # also renews our lease
+            except Exception:
+                log.exception("lease renewal failed")
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop accepting, let in-flight work finish (or stay journaled), flush deliveries."""
+        if self._stopped:
+            return
+        self._stopped = True
+        grace = self.settings.shutdown_grace if grace is None else grace
+        if self._server is not None:
+            for name in ("", *SERVICE_NAMES):
+                await self._health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+            await self._server.stop(grace)
+        if not await self.dispatcher.drain(grace):
+            log.warning(
+                "shutdown: work still running after %.1f s stays journaled and runs after restart", grace
+            )
+            await self.dispatcher.cancel()
+        await self.delivery.flush(timeout=min(grace, 5.0))
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self.plugins.close()
+        await self.store.close()
+        log.info("stopped at %s", datetime.now(UTC).isoformat())

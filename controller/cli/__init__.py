@@ -1,0 +1,191 @@
+"""The `devicectl` command line: serve, send, inspect, migrate, and local helpers."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from controller import logs
+from controller.cli import _query, _send
+from controller.cli._render import console, err_console, print_json
+from controller.config import Settings, load_settings
+
+DEFAULT_SERVER = os.environ.get("DEVICECTL_SERVER", "127.0.0.1:50051")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="devicectl", description="Datacenter power-control device controller."
+    )
+    parser.add_argument(
+        "--server",
+        default=DEFAULT_SERVER,
+        help="controller address for client commands (env DEVICECTL_SERVER)",
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("serve", help="run the controller")
+    _settings_flags(p)
+    p.add_argument("--print-config", action="store_true", help="print the effective settings and exit")
+    p.set_defaults(func=cmd_serve)
+
+    db = sub.add_parser("db", help="database schema").add_subparsers(dest="action", required=True)
+    p = db.add_parser("upgrade", help="apply migrations up to the newest schema")
+    p.add_argument("--config")
+    p.add_argument("--database-url")
+    p.set_defaults(func=cmd_db_upgrade)
+    p = db.add_parser("status", help="show the schema revision")
+    p.add_argument("--config")
+    p.add_argument("--database-url")
+    p.set_defaults(func=cmd_db_status)
+
+    _send.add_parser(sub)
+    _query.add_parsers(sub)
+
+    p = sub.add_parser("topology-sink", help="receive and print responses (a local TopologyCallback)")
+    p.add_argument("--listen", default="127.0.0.1:50052")
+    p.add_argument("--record", help="append each response as a JSON line to this file")
+    p.set_defaults(func=cmd_sink)
+
+    p = sub.add_parser("bmc-sim", help="run simulated Redfish BMCs over HTTPS", add_help=False)
+    p.add_argument("sim_args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_bmc_sim)
+
+    p = sub.add_parser("demo", help="simulated fleet + controller + sink: activate, show, deactivate")
+    p.add_argument("--nodes", type=int, default=16)
+    p.add_argument("--workdir", default="var/demo")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def _settings_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="TOML config file (env DEVICECTL_CONFIG)")
+    p.add_argument("--listen")
+    p.add_argument("--database-url")
+    p.add_argument("--callback", help="topology callback address (TopologyCallback service)")
+    p.add_argument("--inventory", help="device inventory TOML file")
+    p.add_argument("--secrets-dir")
+    p.add_argument("--ca-bundle")
+    p.add_argument("--device-call-timeout", type=float)
+    p.add_argument("--max-concurrency", type=int)
+    p.add_argument("--queue-limit", type=int)
+    p.add_argument("--instance-id")
+    p.add_argument("--auto-upgrade", action="store_true", default=None)
+    p.add_argument("--log-level")
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    names = set(Settings.__dataclass_fields__)
+    overrides = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    return load_settings(getattr(args, "config", None), overrides=overrides)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    if args.print_config:
+        print_json(settings.display())
+        return 0
+    logs.setup(settings.log_level)
+    from controller.app import Controller, SchemaOutdatedError
+
+    async def main() -> int:
+        controller = Controller(settings)
+        try:
+            await controller.start()
+        except SchemaOutdatedError as exc:
+            err_console.print(f"[red]error[/red]: {exc}")
+            return 2
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await controller.stop()
+        return 0
+
+    return asyncio.run(main())
+
+
+def _store(args: argparse.Namespace) -> Any:
+    from controller.store import Store
+
+    settings = load_settings(args.config, overrides={"database_url": args.database_url})
+    return Store.from_url(settings.database_url)
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    store = _store(args)
+    before = store.schema_status()
+    store.upgrade()
+    after = store.schema_status()
+    console.print(f"{store.url_for_display}: schema {before.current or 'empty'} -> {after.current}")
+    return 0
+
+
+def cmd_db_status(args: argparse.Namespace) -> int:
+    status = _store(args).schema_status()
+    if args.json:
+        print_json({"current": status.current, "head": status.head, "up_to_date": status.up_to_date})
+    else:
+        state = "up to date" if status.up_to_date else "outdated: run `devicectl db upgrade`"
+        console.print(f"schema {status.current or 'empty'} (newest {status.head}): {state}")
+    return 0 if status.up_to_date else 1
+
+
+def cmd_sink(args: argparse.Namespace) -> int:
+    from controller import translate
+    from controller.sink import TopologySink
+
+    def show(response: Any) -> None:
+        ok, error = translate.success_of(response)
+        kind = response.WhichOneof("response")
+        text = "ok" if ok else f"FAILED: {error}"
+        print(f"{response.device} {kind} {response.request_id}: {text}", flush=True)
+
+    async def main() -> int:
+        sink = TopologySink(args.listen, record=args.record, on_response=show)
+        await sink.start()
+        print(f"topology sink listening on {sink.address}", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await sink.stop()
+        return 0
+
+    return asyncio.run(main())
+
+
+def cmd_bmc_sim(args: argparse.Namespace) -> int:
+    from plugins.redfish.simulator.cli import main as sim_main
+
+    return int(sim_main(list(args.sim_args)))
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from controller.cli._demo import run_demo
+
+    return run_demo(nodes=args.nodes, workdir=args.workdir)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        with contextlib.suppress(Exception):
+            sys.stdout.close()
+        return 0
+    except (ValueError, OSError) as exc:
+        err_console.print(f"[red]error[/red]: {exc}")
+        return 2

@@ -1,0 +1,254 @@
+"""`devicectl requests|devices|verifications|plugins`: operator views through the admin API."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import grpc
+
+from controller._proto.devicecontroller.v1 import admin_pb2 as apb
+from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
+from controller.cli._render import console, err_console, print_json, table, when
+from controller.cli._responses import render_response
+from plugins import registry
+
+
+def add_parsers(sub: Any) -> None:
+    req = sub.add_parser("requests", help="inspect the request journal").add_subparsers(
+        dest="action", required=True
+    )
+    p = req.add_parser("list", help="recent requests, newest first")
+    p.add_argument("--device")
+    p.add_argument("--status", choices=["queued", "running", "completed"])
+    p.add_argument("--undelivered", action="store_true")
+    p.add_argument("--limit", type=int, default=50)
+    p.set_defaults(func=requests_list)
+    p = req.add_parser("show", help="one request with its response")
+    p.add_argument("request_id")
+    p.set_defaults(func=requests_show)
+
+    dev = sub.add_parser("devices", help="inspect devices and their state").add_subparsers(
+        dest="action", required=True
+    )
+    p = dev.add_parser("list", help="known devices")
+    p.add_argument("--limit", type=int, default=1000)
+    p.set_defaults(func=devices_list)
+    p = dev.add_parser("show", help="one device with its state JSON")
+    p.add_argument("device")
+    p.set_defaults(func=devices_show)
+
+    p = sub.add_parser("verifications", help="asynchronous profile verifications")
+    p.add_argument("--device")
+    p.add_argument("--id", dest="verification_id")
+    p.add_argument("--limit", type=int, default=50)
+    p.set_defaults(func=verifications_list)
+
+    p = sub.add_parser("plugins", help="plugins installed (entry-point group devicectl.plugins)")
+    p.set_defaults(func=plugins_list)
+
+
+def _admin(args: argparse.Namespace) -> tuple[grpc.Channel, agrpc.DeviceControllerAdminStub]:
+    channel = grpc.insecure_channel(args.server)
+    return channel, agrpc.DeviceControllerAdminStub(channel)
+
+
+def _call(args: argparse.Namespace, method: str, request: Any) -> Any:
+    channel, stub = _admin(args)
+    with channel:
+        try:
+            return getattr(stub, method)(request, timeout=30)
+        except grpc.RpcError as exc:
+            err_console.print(f"[red]{exc.code().name}[/red]: {exc.details()}")
+            raise SystemExit(2) from None
+
+
+_STATUS = {"queued": apb.QUEUED, "running": apb.RUNNING, "completed": apb.COMPLETED}
+
+
+def _status(record: apb.RequestRecord) -> str:
+    return apb.RequestStatus.Name(record.status).lower()
+
+
+def requests_list(args: argparse.Namespace) -> int:
+    res = _call(
+        args,
+        "ListRequests",
+        apb.ListRequestsRequest(
+            device=args.device or "",
+            status=_STATUS.get(args.status or "", apb.REQUEST_STATUS_UNSPECIFIED),
+            undelivered_only=args.undelivered,
+            limit=args.limit,
+        ),
+    )
+    if args.json:
+        print_json(list(res.requests))
+        return 0
+    table(
+        "requests",
+        ("request_id", "device", "kind", "status", "outcome", "accepted", "finished", "delivered", "error"),
+        (
+            (
+                r.request_id,
+                r.device,
+                r.kind,
+                _status(r),
+                r.outcome,
+                when(r.accepted_at),
+                when(r.finished_at),
+                when(r.delivered_at) or (f"pending ({r.delivery_attempts} tries)" if r.outcome else ""),
+                r.error,
+            )
+            for r in res.requests
+        ),
+    )
+    return 0
+
+
+def requests_show(args: argparse.Namespace) -> int:
+    r = _call(args, "GetRequest", apb.GetRequestRequest(request_id=args.request_id))
+    if args.json:
+        print_json(r)
+        return 0
+    table(
+        f"request {r.request_id}",
+        ("field", "value"),
+        [
+            ("device", r.device),
+            ("kind", r.kind),
+            ("trace_id", r.trace_id),
+            ("status", _status(r)),
+            ("outcome", r.outcome),
+            ("error", r.error),
+            ("attempts", r.attempts),
+            ("accepted", when(r.accepted_at)),
+            ("started", when(r.started_at)),
+            ("finished", when(r.finished_at)),
+            ("deadline", when(r.deadline_at)),
+            ("delivered", when(r.delivered_at)),
+            ("delivery attempts", r.delivery_attempts),
+            ("delivery error", r.delivery_error),
+        ],
+    )
+    if r.HasField("response"):
+        render_response(r.response)
+    return 0
+
+
+def devices_list(args: argparse.Namespace) -> int:
+    res = _call(args, "ListDevices", apb.ListDevicesRequest(limit=args.limit))
+    if args.json:
+        print_json(list(res.devices))
+        return 0
+    table(
+        "devices",
+        (
+            "device",
+            "plugin",
+            "inventory",
+            "state v",
+            "last request",
+            "kind",
+            "outcome",
+            "queued",
+            "updated",
+            "error",
+        ),
+        (
+            (
+                d.id,
+                d.plugin,
+                "yes" if d.in_inventory else "no",
+                d.state_version,
+                d.last_request_id,
+                d.last_kind,
+                d.last_outcome,
+                d.queued,
+                when(d.updated_at),
+                d.last_error,
+            )
+            for d in res.devices
+        ),
+    )
+    return 0
+
+
+def devices_show(args: argparse.Namespace) -> int:
+    d = _call(args, "GetDevice", apb.GetDeviceRequest(id=args.device))
+    if args.json:
+        print_json(d)
+        return 0
+    table(
+        f"device {d.id}",
+        ("field", "value"),
+        [
+            ("plugin", d.plugin),
+            ("in inventory", d.in_inventory),
+            ("state version", d.state_version),
+            ("last request", d.last_request_id),
+            ("last kind", d.last_kind),
+            ("last outcome", d.last_outcome),
+            ("last error", d.last_error),
+            ("queued", d.queued),
+            ("updated", when(d.updated_at)),
+        ],
+    )
+    state = json.loads(d.state_json) if d.state_json else None
+    console.print_json(data=state) if state is not None else console.print("state: none")
+    return 0
+
+
+def verifications_list(args: argparse.Namespace) -> int:
+    res = _call(
+        args,
+        "ListVerifications",
+        apb.ListVerificationsRequest(
+            device=args.device or "", verification_id=args.verification_id or "", limit=args.limit
+        ),
+    )
+    if args.json:
+        print_json(list(res.verifications))
+        return 0
+    table(
+        "verifications",
+        ("verification_id", "device", "request_id", "kind", "status", "created", "finished", "detail"),
+        (
+            (
+                v.verification_id,
+                v.device,
+                v.request_id,
+                v.kind,
+                v.status,
+                when(v.created_at),
+                when(v.finished_at),
+                v.detail,
+            )
+            for v in res.verifications
+        ),
+    )
+    return 0
+
+
+def plugins_list(args: argparse.Namespace) -> int:
+    """Installed plugins, read locally from the entry-point group (no server needed)."""
+    rows = []
+    for source in registry.available():
+        try:
+            info = registry.load_class(source.name).info
+            rows.append(
+                {"name": source.name, "version": info.version, "vendor": info.vendor, "source": source.target}
+            )
+        except Exception as exc:  # a broken third-party plugin must not hide the others
+            rows.append(
+                {"name": source.name, "version": f"unloadable: {exc}", "vendor": "", "source": source.target}
+            )
+    if args.json:
+        print_json(rows)
+        return 0
+    table(
+        "plugins",
+        ("name", "version", "vendor", "source"),
+        ((r["name"], r["version"], r["vendor"], r["source"]) for r in rows),
+    )
+    return 0

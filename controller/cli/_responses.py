@@ -1,0 +1,80 @@
+"""Human rendering of a DeviceControllerResponse: one summary line and per-component tables."""
+
+from __future__ import annotations
+
+from controller import translate
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller.cli._render import console, table
+
+
+def _w(value: float | None) -> str:
+    return "" if value is None else f"{value:g} W"
+
+
+def render_response(response: pb.DeviceControllerResponse) -> None:
+    ok, error = translate.success_of(response)
+    kind = response.WhichOneof("response") or "?"
+    status = "[green]ok[/green]" if ok else f"[red]failed[/red]: {error}"
+    console.print(f"{response.device} {kind} request_id={response.request_id}: {status}")
+    if response.device_ping_error:
+        console.print(f"  device unreachable: {response.device_ping_error}")
+    member = getattr(response, kind) if kind != "?" else None
+    if member is None:
+        return
+    rows: list[tuple[str, str, str, str]] = []
+    if isinstance(member, pb.DeviceControllerResponse.AllocationResponse):
+        for name in ("node", "cpu", "memory"):
+            field = f"allocated_{name}_policy"
+            if member.HasField(field):
+                comp = getattr(member, field)
+                rows.append((name, "ok" if comp.ok else "failed", _w(comp.power_cap_watts), comp.diag_msg))
+        if member.HasField("allocated_gpu_policies"):
+            for gpu in member.allocated_gpu_policies.results:
+                rows.append(
+                    (f"GPU {gpu.gpu_id}", "ok" if gpu.ok else "failed", _w(gpu.power_cap_watts), gpu.diag_msg)
+                )
+        if member.HasField("workload_profile_result"):
+            _profiles(member.workload_profile_result, rows)
+    elif isinstance(member, pb.DeviceControllerResponse.GPUPoliciesUpdateResponse):
+        for gpu in member.results:
+            rows.append(
+                (f"GPU {gpu.gpu_id}", "ok" if gpu.ok else "failed", _w(gpu.power_cap_watts), gpu.diag_msg)
+            )
+    elif isinstance(member, pb.DeviceControllerResponse.PowerProfileResponse):
+        _profiles(member, rows)
+    elif isinstance(member, pb.DeviceControllerResponse.GPUMetricsResponse):
+        for m in member.metrics:
+            rows.append((f"GPU {m.gpu_id}", "", _w(m.usage), "power usage"))
+    elif isinstance(member, pb.DeviceControllerResponse.StdMetricsResponse) and member.HasField("metrics"):
+        node = member.metrics
+        rows.append(("node", "", _w(node.power_usage), f"{node.num_gpus} GPUs, {node.num_cpus} CPUs"))
+        for label, items in (("GPU", node.gpus), ("CPU", node.cpus)):
+            for d in items:
+                rows.append(
+                    (
+                        f"{label} {d.id}",
+                        "",
+                        _w(d.power_usage),
+                        f"limit {d.set_limit:g} W ({d.min_limit:g}..{d.max_limit:g}), "
+                        f"{d.energy_usage:g} {d.energy_usage_unit}, {d.temperature_celsius:g} °C",
+                    )
+                )
+    if rows:
+        table("", ("component", "result", "power", "detail"), rows)
+
+
+def _profiles(
+    member: pb.DeviceControllerResponse.PowerProfileResponse, rows: list[tuple[str, str, str, str]]
+) -> None:
+    for st in member.gpu_statuses:
+        enforced = ",".join(str(i) for i in st.enforced_workload_profile_ids) or "none"
+        rows.append(
+            (
+                f"GPU {st.gpu_id} profiles",
+                "ok" if st.success else "failed",
+                "",
+                f"enforced {enforced} {st.diag_msg}".strip(),
+            )
+        )
+    if member.verification_id:
+        rows.append(("verification", "pending", "", member.verification_id))

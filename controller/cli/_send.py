@@ -1,0 +1,240 @@
+"""`devicectl send KIND ...`: build any request kind from flags (or a JSON file) and send it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+
+from controller import translate
+from controller._proto.devicecontroller.v1 import admin_pb2 as apb
+from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
+from controller.cli._render import console, err_console, print_json
+from controller.cli._responses import render_response
+from plugins.base import (
+    Allocation,
+    ElementType,
+    Empty,
+    EntityModification,
+    GpuMetricsQuery,
+    GpuPoliciesChange,
+    GpuPolicy,
+    Ping,
+    Policy,
+    PolicyAction,
+    PolicyChange,
+    PolicyLimit,
+    PowerLimit,
+    ProfileChange,
+    RequestKind,
+)
+
+#: CLI names of request kinds
+KINDS: dict[str, RequestKind] = {
+    "rg-activate": RequestKind.RESOURCE_GROUP_ACTIVATE,
+    "rg-update": RequestKind.RESOURCE_GROUP_UPDATE,
+    "rg-deactivate": RequestKind.RESOURCE_GROUP_DEACTIVATE,
+    "topology-activate": RequestKind.TOPOLOGY_ACTIVATE,
+    "topology-deactivate": RequestKind.TOPOLOGY_DEACTIVATE,
+    "gpu-policies": RequestKind.GPU_POLICIES_UPDATE,
+    "profiles-enable": RequestKind.ENABLE_WORKLOAD_PROFILE,
+    "profiles-disable": RequestKind.DISABLE_WORKLOAD_PROFILE,
+    "profiles-update": RequestKind.UPDATE_WORKLOAD_PROFILE,
+    "ping": RequestKind.PING,
+    "gpu-metrics": RequestKind.GPU_METRICS,
+    "raw-metrics": RequestKind.RAW_METRICS,
+    "std-metrics": RequestKind.STD_METRICS,
+    "modify-entity": RequestKind.MODIFY_ENTITY_MODEL,
+}
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "send",
+        help="send a request to a running controller",
+        description="Build a request from flags (or --file) and send it with SendDeviceRequest.",
+    )
+    p.add_argument("kind", nargs="?", choices=sorted(KINDS), help="request kind (omit with --file)")
+    p.add_argument("--file", help="a DeviceControllerRequest in protobuf JSON form (any kind)")
+    p.add_argument("--device", help="device id in the topology")
+    p.add_argument("--request-id", default="", help="default: a new UUID")
+    p.add_argument("--trace-id", default="")
+    p.add_argument("--timeout", type=int, default=0, help="timeout_seconds (0: the controller's default)")
+    p.add_argument("--model-json", help="file with device_model_json")
+    p.add_argument("--state-json", help="file with device_state_json")
+    p.add_argument("--resource-group", default="")
+    p.add_argument("--policy-name", default="cli", help="name of the node policy built from the flags below")
+    p.add_argument("--node", type=float, help="node policy: node total watts")
+    p.add_argument("--gpu-total", type=float, help="node policy: watts across all GPUs")
+    p.add_argument("--cpu", type=float, help="node policy: watts across all CPUs")
+    p.add_argument("--memory", type=float, help="node policy: watts across memory")
+    p.add_argument("--unset", action="store_true", help="unset/reset instead of set")
+    p.add_argument(
+        "--gpu",
+        action="append",
+        default=[],
+        metavar="ID=WATTS",
+        help="GPU-specific cap, e.g. --gpu 0=500 (WATTS may be 80%% or 'none' to remove)",
+    )
+    p.add_argument(
+        "--enable", action="append", type=int, default=[], metavar="ID", help="profile id to enable"
+    )
+    p.add_argument(
+        "--disable", action="append", type=int, default=[], metavar="ID", help="profile id to disable"
+    )
+    p.add_argument("--no-verify", action="store_true", help="disable asynchronous profile verification")
+    p.add_argument("--retry-count", type=int, default=0)
+    p.add_argument(
+        "--gpu-id", action="append", type=int, default=[], help="gpu-metrics: GPU ids (default all)"
+    )
+    p.add_argument("--phase", type=int, default=0)
+    p.add_argument("--old-model", help="modify-entity: file with the old device model JSON")
+    p.add_argument("--new-model", help="modify-entity: file with the new device model JSON")
+    p.add_argument("--wait", action="store_true", help="wait for the response and print it")
+    p.add_argument("--wait-delivery", action="store_true", help="with --wait: also wait until delivered")
+    p.set_defaults(func=run)
+
+
+def _read(path: str | None) -> bytes:
+    return Path(path).read_bytes() if path else b""
+
+
+def _limit(text: str) -> PowerLimit | None:
+    text = text.strip().lower()
+    if text in ("none", "unset", ""):
+        return None
+    if text.endswith("%"):
+        return PowerLimit(percent=float(text[:-1]))
+    return PowerLimit(watts=float(text.removesuffix("w")))
+
+
+def _policy(args: argparse.Namespace) -> Policy | None:
+    limits = [
+        PolicyLimit(element, PowerLimit(watts=value))
+        for element, value in (
+            (ElementType.NODE, args.node),
+            (ElementType.GPU, args.gpu_total),
+            (ElementType.CPU, args.cpu),
+            (ElementType.MEMORY, args.memory),
+        )
+        if value is not None
+    ]
+    return Policy(args.policy_name, tuple(limits)) if limits else None
+
+
+def _gpu_policies(args: argparse.Namespace) -> tuple[GpuPolicy, ...]:
+    out = []
+    for item in args.gpu:
+        gpu, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--gpu {item!r}: expected ID=WATTS, e.g. 0=500")
+        out.append(GpuPolicy(int(gpu), _limit(value)))
+    return tuple(out)
+
+
+def build_request(args: argparse.Namespace) -> pb.DeviceControllerRequest:
+    if args.file:
+        msg = json_format.Parse(Path(args.file).read_text(), pb.DeviceControllerRequest())
+        if args.device:
+            msg.device = args.device
+        if not msg.request_id:
+            msg.request_id = args.request_id or str(uuid.uuid4())
+        return msg
+    if not args.kind or not args.device:
+        raise SystemExit("send: give a kind and --device (or --file)")
+    kind = KINDS[args.kind]
+    action = PolicyAction.UNSET if args.unset else PolicyAction.SET
+    policy = _policy(args)
+    profiles = ProfileChange(tuple(args.enable), tuple(args.disable), verify=not args.no_verify)
+    request: Any
+    if kind in (
+        RequestKind.RESOURCE_GROUP_ACTIVATE,
+        RequestKind.RESOURCE_GROUP_UPDATE,
+        RequestKind.RESOURCE_GROUP_DEACTIVATE,
+    ):
+        gpus = _gpu_policies(args)
+        request = Allocation(
+            resource_group=args.resource_group,
+            policy=PolicyChange(action, policy) if policy or args.unset else None,
+            gpu_policies=GpuPoliciesChange(args.resource_group, action, policy, gpus)
+            if gpus or args.unset
+            else None,
+            profiles=profiles if args.enable or args.disable else None,
+        )
+    elif kind in (RequestKind.TOPOLOGY_ACTIVATE, RequestKind.TOPOLOGY_DEACTIVATE):
+        request = PolicyChange(action, policy)
+    elif kind is RequestKind.GPU_POLICIES_UPDATE:
+        request = GpuPoliciesChange(args.resource_group, action, policy, _gpu_policies(args))
+    elif kind in (
+        RequestKind.ENABLE_WORKLOAD_PROFILE,
+        RequestKind.DISABLE_WORKLOAD_PROFILE,
+        RequestKind.UPDATE_WORKLOAD_PROFILE,
+    ):
+        request = profiles
+    elif kind is RequestKind.PING:
+        request = Ping(args.retry_count)
+    elif kind is RequestKind.GPU_METRICS:
+        request = GpuMetricsQuery(tuple(args.gpu_id))
+    elif kind is RequestKind.MODIFY_ENTITY_MODEL:
+        request = EntityModification(
+            args.phase,
+            json.loads(_read(args.old_model) or b"{}"),
+            json.loads(_read(args.new_model) or b"{}"),
+            resource_group=args.resource_group,
+        )
+    else:
+        request = Empty()
+    return translate.request_to_proto(
+        kind,
+        request,
+        device=args.device,
+        request_id=args.request_id or str(uuid.uuid4()),
+        timeout_seconds=args.timeout,
+        trace_id=args.trace_id,
+        device_model_json=_read(args.model_json),
+        device_state_json=_read(args.state_json),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    msg = build_request(args)
+    with grpc.insecure_channel(args.server) as channel:
+        try:
+            dgrpc.DeviceControllerStub(channel).SendDeviceRequest(msg, timeout=30)
+        except grpc.RpcError as exc:
+            err_console.print(f"[red]rejected[/red] ({exc.code().name}): {exc.details()}")
+            return 2
+        if not args.wait:
+            if args.json:
+                print_json({"request_id": msg.request_id, "accepted": True})
+            else:
+                console.print(f"accepted request_id={msg.request_id}")
+            return 0
+        admin = agrpc.DeviceControllerAdminStub(channel)
+        record = None
+        wait = apb.WaitRequestRequest(request_id=msg.request_id, wait_for_delivery=args.wait_delivery)
+        with console.status(f"waiting for {msg.request_id}...") if not args.json else _null():
+            for update in admin.WaitRequest(wait, timeout=max(args.timeout, 600) + 30):
+                record = update  # the last update is the completed record
+    if record is None:
+        return 1
+    if args.json:
+        print_json(record)
+    else:
+        render_response(record.response)
+    return 0 if record.outcome == "ok" else 1
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None

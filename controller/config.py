@@ -1,0 +1,133 @@
+"""One settings object: defaults ← config file (TOML) ← environment (DEVICECTL_*) ← flags."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+ENV_PREFIX = "DEVICECTL_"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Controller settings. Every field can come from the config file, DEVICECTL_<NAME> or a flag."""
+
+    #: gRPC listen address for DeviceController, the admin API, health and reflection
+    listen: str = "127.0.0.1:50051"
+    #: SQLAlchemy URL: SQLite file (default) or postgresql+psycopg://...
+    database_url: str = "sqlite:///var/devicectl.db"
+    #: where TopologyCallback.DeviceResponse is served; empty keeps responses in the outbox
+    callback: str = "127.0.0.1:50052"
+    #: device inventory file (TOML)
+    inventory: str = ""
+    #: directory with one file per secret name (like a mounted Kubernetes secret)
+    secrets_dir: str = ""
+    #: CA bundle for every device that does not name its own
+    ca_bundle: str = ""
+    #: deadline of a request whose timeout_seconds is 0
+    device_call_timeout: float = 60.0
+    #: most requests running at once across all devices
+    max_concurrency: int = 1024
+    #: most requests waiting per device; beyond it a request is answered with an error
+    queue_limit: int = 1000
+    #: plugin for devices known only from device_model_json that name none
+    default_plugin: str = "redfish"
+    #: identity of this controller process in the journal (work claims, leases)
+    instance_id: str = dataclasses.field(default_factory=socket.gethostname)
+    #: seconds after which another controller may take over this one's unfinished work
+    lease_ttl: float = 30.0
+    #: responses being delivered at once (one per device)
+    delivery_concurrency: int = 64
+    #: cap of the exponential backoff between delivery attempts, seconds
+    delivery_max_backoff: float = 30.0
+    #: per-attempt timeout of a delivery call, seconds
+    delivery_timeout: float = 10.0
+    #: upgrade the database schema at start instead of refusing to run on an old one
+    auto_upgrade: bool = False
+    #: seconds to let in-flight work finish at shutdown
+    shutdown_grace: float = 10.0
+    log_level: str = "INFO"
+
+    def display(self) -> dict[str, Any]:
+        """The settings as a dict, with passwords in URLs masked."""
+        out = dataclasses.asdict(self)
+        out["database_url"] = mask_url(self.database_url)
+        return out
+
+
+def mask_url(url: str) -> str:
+    """`scheme://user:***@host/db` for URLs carrying a password."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "***"
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def load_settings(
+    config_file: str | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Build settings from the layers, each overriding the one before.
+
+    Raises:
+        ValueError: unknown keys or values of the wrong type, naming the source.
+    """
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    path = config_file or env.get(f"{ENV_PREFIX}CONFIG")
+    if path:
+        with Path(path).open("rb") as fh:
+            data = tomllib.load(fh)
+        data = data.get("devicectl", data)
+        values.update(_coerce_all(data, f"config file {path}"))
+    names = {f.name for f in fields(Settings)}
+    for name in names:
+        key = f"{ENV_PREFIX}{name.upper()}"
+        if key in env:
+            values[name] = _coerce(name, env[key], f"environment {key}")
+    for name, value in (overrides or {}).items():
+        if value is not None:
+            values[name] = _coerce(name, value, f"flag --{name.replace('_', '-')}")
+    return Settings(**values)
+
+
+_TYPES = {f.name: f.type for f in fields(Settings)}
+
+
+def _coerce_all(data: Mapping[str, Any], source: str) -> dict[str, Any]:
+    unknown = sorted(set(data) - set(_TYPES))
+    if unknown:
+        raise ValueError(f"{source}: unknown setting(s) {', '.join(unknown)}")
+    return {k: _coerce(k, v, source) for k, v in data.items()}
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    kind = _TYPES.get(name)
+    if kind is None:
+        raise ValueError(f"{source}: unknown setting {name!r}")
+    try:
+        if kind == "bool":
+            if isinstance(value, str):
+                if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                    raise ValueError(value)
+                return value.lower() in ("1", "true", "yes", "on")
+            return bool(value)
+        if kind == "int":
+            return int(value)
+        if kind == "float":
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{source}: {name} must be a {kind}, got {value!r}") from None

@@ -1,0 +1,111 @@
+"""Per-device lanes: requests for one device run one at a time in arrival order; different
+devices run concurrently under a global limit. Lanes are bounded; overflow is reported to the
+caller (who answers the request with an error), never dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from plugins.base import RequestKind
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One journaled request, as the dispatcher and runner see it."""
+
+    seq: int
+    request_id: str
+    device: str
+    kind: RequestKind
+    payload: bytes  # the serialized DeviceControllerRequest
+    trace_id: str
+    deadline_at: datetime
+
+
+class Dispatcher:
+    """Runs jobs through `execute`, one lane per device, at most `max_concurrency` at once."""
+
+    def __init__(
+        self, execute: Callable[[Job], Awaitable[None]], *, max_concurrency: int, queue_limit: int
+    ) -> None:
+        self._execute = execute
+        self._slots = asyncio.Semaphore(max_concurrency)
+        self._queue_limit = queue_limit
+        self._lanes: dict[str, deque[Job]] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._known: set[str] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def submit(self, job: Job) -> bool:
+        """Queue a job on its device's lane. False when the lane is full (the job is not queued)."""
+        if job.request_id in self._known:
+            return True  # already queued or running here (e.g. re-claimed during recovery)
+        lane = self._lanes.setdefault(job.device, deque())
+        if len(lane) >= self._queue_limit:
+            return False
+        lane.append(job)
+        self._known.add(job.request_id)
+        self._idle.clear()
+        if job.device not in self._tasks:
+            self._tasks[job.device] = asyncio.create_task(
+                self._run_lane(job.device), name=f"lane:{job.device}"
+            )
+        return True
+
+    def queued(self, device: str) -> int:
+        """Jobs waiting (not running) on a device's lane."""
+        return len(self._lanes.get(device, ()))
+
+    def knows(self, request_id: str) -> bool:
+        return request_id in self._known
+
+    @property
+    def active_lanes(self) -> int:
+        return len(self._tasks)
+
+    async def _run_lane(self, device: str) -> None:
+        lane = self._lanes[device]
+        try:
+            while lane:
+                job = lane.popleft()
+                try:
+                    async with self._slots:
+                        await self._execute(job)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # the runner answers errors itself; this is a last line of defence
+                    log.exception("lane %s: unexpected error running %s", device, job.request_id)
+                finally:
+                    self._known.discard(job.request_id)
+        finally:
+            self._tasks.pop(device, None)
+            if not lane:
+                self._lanes.pop(device, None)
+            if not self._tasks:
+                self._idle.set()
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait until every lane is empty; True if that happened within `timeout`."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    async def cancel(self) -> None:
+        """Stop all lanes. Cancelled work stays journaled and runs again after restart."""
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._lanes.clear()
+        self._known.clear()

@@ -1,0 +1,41 @@
+"""One started instance per plugin name, created on first use and closed at shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from plugins import registry
+from plugins.base import DevicePlugin
+
+log = logging.getLogger(__name__)
+
+
+class PluginHost:
+    def __init__(self) -> None:
+        self._plugins: dict[str, DevicePlugin] = {}
+        self._lock = asyncio.Lock()
+
+    async def get(self, name: str) -> DevicePlugin:
+        """The started plugin `name` (entry-point name or module:Class). Raises HostEnvironmentError."""
+        plugin = self._plugins.get(name)
+        if plugin is not None:
+            return plugin
+        async with self._lock:
+            if name not in self._plugins:
+                instance = registry.load_class(name)()
+                await instance.start()
+                log.info("plugin %s %s started", instance.info.name, instance.info.version)
+                self._plugins[name] = instance
+            return self._plugins[name]
+
+    def started(self) -> dict[str, DevicePlugin]:
+        return dict(self._plugins)
+
+    async def close(self) -> None:
+        for name, plugin in list(self._plugins.items()):
+            try:
+                await plugin.close()
+            except Exception:
+                log.exception("plugin %s failed to close cleanly", name)
+        self._plugins.clear()

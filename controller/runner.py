@@ -1,0 +1,255 @@
+"""Runs one journaled request: resolve the device, call its plugin under the deadline, and write
+the result, new state and response in one transaction. Every path ends in exactly one completion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from controller import translate
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller.config import Settings
+from controller.dispatch import Job
+from controller.inventory import DeviceEntry, entry_from_model, parse_model_json
+from controller.logs import request_context
+from controller.plugin_host import PluginHost
+from controller.secrets import SecretStore
+from controller.store import Completion, NewVerification, Store
+from plugins.base import (
+    DeviceContext,
+    DeviceControllerError,
+    DevicePlugin,
+    DeviceUnreachableError,
+    Endpoint,
+    Outcome,
+    PendingVerification,
+    RequestKind,
+    UnknownDeviceError,
+    run_operation,
+)
+
+log = logging.getLogger(__name__)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    entry: DeviceEntry
+    plugin: DevicePlugin
+    endpoint: Endpoint
+    model: dict[str, Any]
+    state: dict[str, Any]
+
+
+class RequestRunner:
+    """Executes jobs for the dispatcher and answers the ones that cannot run."""
+
+    def __init__(
+        self,
+        store: Store,
+        plugins: PluginHost,
+        settings: Settings,
+        inventory: Mapping[str, DeviceEntry],
+        secrets: SecretStore,
+        on_complete: Callable[[str], None],
+    ) -> None:
+        self._store = store
+        self._plugins = plugins
+        self._settings = settings
+        self._inventory = inventory
+        self._secrets = secrets
+        self._on_complete = on_complete
+
+    async def run(self, job: Job) -> None:
+        with request_context(job.device, job.request_id, job.trace_id):
+            await self._run(job)
+
+    async def _run(self, job: Job) -> None:
+        msg = pb.DeviceControllerRequest.FromString(job.payload)
+        remaining = (job.deadline_at - utcnow()).total_seconds()
+        if remaining <= 0:
+            await self._fail(
+                job,
+                msg,
+                "expired",
+                f"deadline passed before the request could run (deadline {job.deadline_at.isoformat()})",
+            )
+            return
+        try:
+            resolved = await self.resolve(job.device, msg.device_model_json, msg.device_state_json)
+        except DeviceControllerError as exc:
+            await self._fail(job, msg, "rejected", str(exc))
+            return
+        kind, request = translate.request_from_proto(msg)
+        ctx = DeviceContext(
+            device_id=job.device,
+            model=resolved.model,
+            endpoint=resolved.endpoint,
+            request_id=job.request_id,
+            trace_id=job.trace_id,
+            deadline=time.monotonic() + remaining,
+            state=resolved.state,
+        )
+        await self._store.mark_running(job.request_id, utcnow())
+        started = time.monotonic()
+        try:
+            outcome = await asyncio.wait_for(run_operation(resolved.plugin, kind, ctx, request), remaining)
+        except TimeoutError:
+            await self._fail(
+                job,
+                msg,
+                "timeout",
+                f"timed out after {remaining:.1f} s (request deadline)",
+                request=request,
+                touch=True,
+            )
+            return
+        except DeviceUnreachableError as exc:
+            await self._fail(job, msg, "failed", str(exc), request=request, touch=True, ping_error=str(exc))
+            return
+        except DeviceControllerError as exc:
+            await self._fail(job, msg, "failed", str(exc), request=request, touch=True)
+            return
+        except Exception as exc:
+            log.exception("plugin %s raised an unexpected error", resolved.entry.plugin)
+            await self._fail(
+                job,
+                msg,
+                "failed",
+                f"internal error in plugin {resolved.entry.plugin}: {type(exc).__name__}: {exc}",
+                request=request,
+                touch=True,
+            )
+            return
+        log.info("%s done in %.3f s", kind.value, time.monotonic() - started)
+        await self._succeed(job, kind, resolved, outcome)
+
+    async def resolve(self, device: str, model_json: bytes, state_json: bytes) -> Resolved:
+        """The device's inventory entry, started plugin, merged model and current state."""
+        request_model = parse_model_json(model_json) if model_json else {}
+        entry = self._inventory.get(device)
+        stored_state, _ = await self._store.device_state(device)
+        stored_device = None
+        if entry is None:
+            model_for_entry = request_model
+            if not model_for_entry:
+                stored_device = await self._store.get_device(device)
+                model_for_entry = dict(stored_device.model_json or {}) if stored_device else {}
+            entry = entry_from_model(device, model_for_entry, self._settings.default_plugin)
+        if entry is None:
+            raise UnknownDeviceError(
+                f"unknown device {device!r}: not in the inventory, and no device_model_json says how to "
+                "reach it (Redfish.URL and Redfish.SecretName)"
+            )
+        model = {**entry.model, **request_model}
+        if not request_model and entry.id in self._inventory:
+            stored_device = stored_device or await self._store.get_device(device)
+            if stored_device and stored_device.model_json:
+                model = {**entry.model, **stored_device.model_json}
+        state = parse_model_json(state_json) if state_json else dict(stored_state or {})
+        endpoint = entry.endpoint(self._secrets, self._settings.ca_bundle)
+        plugin = await self._plugins.get(entry.plugin)
+        return Resolved(entry, plugin, endpoint, model, state)
+
+    async def _succeed(self, job: Job, kind: RequestKind, resolved: Resolved, outcome: Outcome[Any]) -> None:
+        new_state = dict(outcome.state) if outcome.state is not None else None
+        state_bytes = json.dumps(new_state, sort_keys=True).encode() if new_state is not None else None
+        response = translate.response_to_proto(
+            kind,
+            outcome.result,
+            device=job.device,
+            request_id=job.request_id,
+            trace_id=job.trace_id,
+            state_json=state_bytes,
+            ping_time=outcome.reached_at,
+            ping_error=outcome.reach_error,
+        )
+        ok, error = translate.success_of(response)
+        verification = None
+        if outcome.verification is not None:
+            verification = _new_verification(job, kind, outcome.verification)
+        await self._complete(
+            Completion(
+                request_id=job.request_id,
+                device=job.device,
+                outcome="ok" if ok else "failed",
+                error=error,
+                finished_at=utcnow(),
+                response=response.SerializeToString(),
+                new_state=new_state,
+                touch_device=True,
+                plugin=resolved.entry.plugin,
+                model_json=resolved.model or None,
+                verification=verification,
+                trace_id=job.trace_id,
+                kind=kind.value,
+            )
+        )
+
+    async def _fail(
+        self,
+        job: Job,
+        msg: pb.DeviceControllerRequest,
+        outcome: str,
+        error: str,
+        *,
+        request: Any = None,
+        touch: bool = False,
+        ping_error: str = "",
+    ) -> None:
+        log.warning("%s %s: %s", job.kind.value, outcome, error)
+        response = translate.error_response(
+            job.kind,
+            error,
+            device=job.device,
+            request_id=job.request_id,
+            trace_id=job.trace_id,
+            ping_error=ping_error,
+            request=request,
+        )
+        await self._complete(
+            Completion(
+                request_id=job.request_id,
+                device=job.device,
+                outcome=outcome,
+                error=error,
+                finished_at=utcnow(),
+                response=response.SerializeToString(),
+                new_state=None,
+                touch_device=touch,
+                trace_id=job.trace_id,
+                kind=job.kind.value,
+            )
+        )
+
+    async def reject(self, job: Job, error: str) -> None:
+        """Answer a job that could not be queued (e.g. its lane is full)."""
+        with request_context(job.device, job.request_id, job.trace_id):
+            msg = pb.DeviceControllerRequest.FromString(job.payload)
+            await self._fail(job, msg, "rejected", error)
+
+    async def _complete(self, completion: Completion) -> None:
+        await self._store.complete(completion)
+        self._on_complete(completion.request_id)
+
+
+def _new_verification(job: Job, kind: RequestKind, pending: PendingVerification) -> NewVerification:
+    return NewVerification(
+        verification_id=pending.verification_id,
+        device=job.device,
+        request_id=job.request_id,
+        kind=kind.value,
+        payload=dict(pending.payload),
+        due_at=utcnow() + timedelta(seconds=pending.check_after_seconds),
+        max_checks=pending.max_checks,
+    )

@@ -1,0 +1,292 @@
+"""The gRPC servicers: DeviceController (the topology server's entry point) and the operator-facing
+DeviceControllerAdmin. Translation of store rows to admin records lives here too."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import grpc
+from google.protobuf import empty_pb2, timestamp_pb2
+
+from controller._proto.devicecontroller.v1 import admin_pb2 as apb
+from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
+from controller.config import Settings
+from controller.dispatch import Dispatcher, Job
+from controller.inventory import DeviceEntry
+from controller.logs import request_context
+from controller.store import DeviceView, NewRequest, RequestView, Store, VerificationRow
+from controller.validate import validate_request
+from plugins import registry
+from plugins.base import InvalidRequestError, RequestKind
+
+log = logging.getLogger(__name__)
+
+
+class Watchers:
+    """Wakes admin WaitRequest streams when a request changes state in this process."""
+
+    def __init__(self) -> None:
+        self._events: dict[str, list[asyncio.Event]] = defaultdict(list)
+
+    def notify(self, request_id: str) -> None:
+        for event in self._events.pop(request_id, ()):
+            event.set()
+
+    async def wait(self, request_id: str, timeout: float) -> None:
+        event = asyncio.Event()
+        self._events[request_id].append(event)
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            pass
+        finally:
+            waiters = self._events.get(request_id)
+            if waiters and event in waiters:
+                waiters.remove(event)
+                if not waiters:
+                    del self._events[request_id]
+
+
+class DeviceControllerService(dgrpc.DeviceControllerServicer):
+    """Validates, journals (committed before the ack) and queues each request."""
+
+    def __init__(
+        self,
+        store: Store,
+        dispatcher: Dispatcher,
+        settings: Settings,
+        reject: Callable[[Job, str], Coroutine[Any, Any, None]],
+    ) -> None:
+        self._store = store
+        self._dispatcher = dispatcher
+        self._settings = settings
+        self._reject = reject
+        self.accepted = 0
+
+    async def SendDeviceRequest(
+        self, request: pb.DeviceControllerRequest, context: grpc.aio.ServicerContext
+    ) -> empty_pb2.Empty:
+        with request_context(request.device, request.request_id, request.trace_id):
+            try:
+                validate_request(request)
+            except InvalidRequestError as exc:
+                log.info("rejected: %s", exc)
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            kind = RequestKind(request.WhichOneof("request"))
+            now = datetime.now(UTC)
+            timeout = request.timeout_seconds or self._settings.device_call_timeout
+            row = NewRequest(
+                request_id=request.request_id,
+                device=request.device,
+                kind=kind.value,
+                payload=request.SerializeToString(),
+                trace_id=request.trace_id,
+                accepted_at=now,
+                deadline_at=now + timedelta(seconds=timeout),
+                owner=self._settings.instance_id,
+            )
+            try:
+                accepted = await self._store.accept_one(row)
+            except Exception:
+                log.exception("journal write failed")
+                await context.abort(grpc.StatusCode.UNAVAILABLE, "request journal unavailable; retry later")
+            if not accepted.inserted:
+                log.info("duplicate request_id: acknowledged without a second execution")
+                return empty_pb2.Empty()
+            self.accepted += 1
+            job = Job(
+                accepted.seq, row.request_id, row.device, kind, row.payload, row.trace_id, row.deadline_at
+            )
+            if not self._dispatcher.submit(job):
+                task = asyncio.ensure_future(
+                    self._reject(
+                        job,
+                        (
+                            f"device {row.device!r} has {self._settings.queue_limit} requests queued "
+                            "(queue_limit); "
+                            "request not run"
+                        ),
+                    )
+                )
+                _background.add(task)
+                task.add_done_callback(_background.discard)
+            return empty_pb2.Empty()
+
+
+_background: set[asyncio.Future[None]] = set()
+
+_STATUS = {"queued": apb.QUEUED, "running": apb.RUNNING, "completed": apb.COMPLETED}
+_STATUS_NAME = {v: k for k, v in _STATUS.items()}
+
+
+def _ts(value: datetime | None) -> timestamp_pb2.Timestamp | None:
+    if value is None:
+        return None
+    ts = timestamp_pb2.Timestamp()
+    ts.FromDatetime(value)
+    return ts
+
+
+def request_record(view: RequestView) -> apb.RequestRecord:
+    record = apb.RequestRecord(
+        request_id=view.request_id,
+        device=view.device,
+        kind=view.kind,
+        trace_id=view.trace_id,
+        status=_STATUS.get(view.status, apb.REQUEST_STATUS_UNSPECIFIED),
+        outcome=view.outcome or "",
+        error=view.error or "",
+        attempts=view.attempts,
+        delivery_attempts=view.delivery_attempts or 0,
+        delivery_error=view.delivery_error or "",
+        accepted_at=_ts(view.accepted_at),
+        started_at=_ts(view.started_at),
+        finished_at=_ts(view.finished_at),
+        deadline_at=_ts(view.deadline_at),
+        delivered_at=_ts(view.delivered_at),
+    )
+    if view.response:
+        record.response.ParseFromString(view.response)
+    return record
+
+
+def device_record(view: DeviceView, queued: int, in_inventory: bool) -> apb.DeviceRecord:
+    import json
+
+    return apb.DeviceRecord(
+        id=view.id,
+        plugin=view.plugin or "",
+        model_json=json.dumps(view.model_json or {}).encode(),
+        state_json=json.dumps(view.state_json).encode() if view.state_json is not None else b"",
+        state_version=view.state_version,
+        created_at=_ts(view.created_at),
+        updated_at=_ts(view.updated_at),
+        last_request_id=view.last_request_id or "",
+        last_kind=view.last_kind or "",
+        last_outcome=view.last_outcome or "",
+        last_error=view.last_error or "",
+        queued=queued,
+        in_inventory=in_inventory,
+    )
+
+
+def verification_record(row: VerificationRow) -> apb.VerificationRecord:
+    return apb.VerificationRecord(
+        verification_id=row.verification_id,
+        device=row.device,
+        request_id=row.request_id,
+        kind=row.kind,
+        status=row.status,
+        detail=row.detail or "",
+        created_at=_ts(row.created_at),
+        due_at=_ts(row.due_at),
+        finished_at=_ts(row.finished_at),
+    )
+
+
+class AdminService(agrpc.DeviceControllerAdminServicer):
+    """Read-only views of the journal, devices and verifications for operators and the CLI."""
+
+    def __init__(
+        self, store: Store, dispatcher: Dispatcher, inventory: Mapping[str, DeviceEntry], watchers: Watchers
+    ) -> None:
+        self._store = store
+        self._dispatcher = dispatcher
+        self._inventory = inventory
+        self._watchers = watchers
+
+    async def GetRequest(
+        self, request: apb.GetRequestRequest, context: grpc.aio.ServicerContext
+    ) -> apb.RequestRecord:
+        view = await self._store.get_request(request.request_id)
+        if view is None:
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND, f"no request with request_id {request.request_id!r}"
+            )
+        assert view is not None
+        return request_record(view)
+
+    async def ListRequests(
+        self, request: apb.ListRequestsRequest, context: grpc.aio.ServicerContext
+    ) -> apb.ListRequestsResponse:
+        views = await self._store.list_requests(
+            device=request.device or None,
+            status=_STATUS_NAME.get(request.status),
+            undelivered_only=request.undelivered_only,
+            limit=request.limit or 100,
+        )
+        return apb.ListRequestsResponse(requests=[request_record(v) for v in views])
+
+    async def WaitRequest(
+        self, request: apb.WaitRequestRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[apb.RequestRecord]:
+        last: bytes | None = None
+        while True:
+            view = await self._store.get_request(request.request_id)
+            if view is None:
+                await context.abort(
+                    grpc.StatusCode.NOT_FOUND, f"no request with request_id {request.request_id!r}"
+                )
+            assert view is not None
+            record = request_record(view)
+            encoded = record.SerializeToString()
+            if encoded != last:
+                last = encoded
+                yield record
+            finished = view.status == "completed" and (not request.wait_for_delivery or view.delivered_at)
+            if finished:
+                return
+            # Woken by this process's runner; the timeout covers other processes and delivery.
+            await self._watchers.wait(request.request_id, timeout=0.5)
+
+    async def GetDevice(
+        self, request: apb.GetDeviceRequest, context: grpc.aio.ServicerContext
+    ) -> apb.DeviceRecord:
+        view = await self._store.get_device(request.id)
+        if view is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no device {request.id!r} has been seen")
+        assert view is not None
+        return device_record(view, self._dispatcher.queued(view.id), view.id in self._inventory)
+
+    async def ListDevices(
+        self, request: apb.ListDevicesRequest, context: grpc.aio.ServicerContext
+    ) -> apb.ListDevicesResponse:
+        views = await self._store.list_devices(limit=request.limit or 1000)
+        return apb.ListDevicesResponse(
+            devices=[device_record(v, self._dispatcher.queued(v.id), v.id in self._inventory) for v in views]
+        )
+
+    async def ListVerifications(
+        self, request: apb.ListVerificationsRequest, context: grpc.aio.ServicerContext
+    ) -> apb.ListVerificationsResponse:
+        rows = await self._store.list_verifications(
+            device=request.device or None,
+            verification_id=request.verification_id or None,
+            limit=request.limit or 100,
+        )
+        return apb.ListVerificationsResponse(verifications=[verification_record(r) for r in rows])
+
+    async def ListPlugins(
+        self, request: empty_pb2.Empty, context: grpc.aio.ServicerContext
+    ) -> apb.ListPluginsResponse:
+        out = []
+        for source in registry.available():
+            try:
+                info = registry.load_class(source.name).info
+                out.append(
+                    apb.PluginInfo(
+                        name=source.name, version=info.version, vendor=info.vendor, source=source.target
+                    )
+                )
+            except Exception as exc:  # a broken third-party plugin must not break the listing
+                out.append(
+                    apb.PluginInfo(name=source.name, version=f"unloadable: {exc}", source=source.target)
+                )
+        return apb.ListPluginsResponse(plugins=out)
