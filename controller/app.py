@@ -120,9 +120,7 @@ class Controller:
         reflection.enable_server_reflection(
             (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
         )
-        self.port = server.add_insecure_port(self.settings.listen)
-        if self.port == 0:
-            raise OSError(f"cannot listen on {self.settings.listen}")
+        self.port = await self._bind(server)
         await server.start()
         self._server = server
         for name in ("", *SERVICE_NAMES):
@@ -141,6 +139,17 @@ class Controller:
             len(self.inventory),
         )
         return self.port
+
+    async def _bind(self, server: grpc.aio.Server) -> int:
+        # NOTE: right after a crash the old process's port can linger for a moment; retry briefly.
+        for attempt in range(20):
+            try:
+                return int(server.add_insecure_port(self.settings.listen))
+            except RuntimeError:
+                if attempt == 19:
+                    break
+                await asyncio.sleep(0.25)
+        raise OSError(f"cannot listen on {self.settings.listen}: address in use or invalid")
 
     async def recover(self) -> int:
         """Queue journaled requests that never finished (ours, or orphaned by a dead peer)."""

@@ -1,0 +1,234 @@
+"""`devicectl demo`: the whole system on one machine.
+
+Starts a simulated fleet of GB200-like BMCs (HTTPS, sessions, ETags), the controller on SQLite and
+a topology sink, all in this process; reads each node's limits, activates a resource group (node
+policy, per-GPU caps, a workload profile) on every node, shows requested vs applied per
+component, then deactivates and shows that the previous values came back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from pathlib import Path
+
+import grpc
+from rich.progress import Progress
+
+from plugins.base import (
+    Allocation,
+    ElementType,
+    Empty,
+    GpuPoliciesChange,
+    GpuPolicy,
+    Policy,
+    PolicyAction,
+    PolicyChange,
+    PolicyLimit,
+    PowerLimit,
+    ProfileChange,
+    RequestKind,
+)
+
+from controller import translate
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
+from controller.app import Controller
+from controller.config import Settings
+from controller.sink import TopologySink
+from controller.cli._render import console, table
+
+GPU_CAPS = {0: 900.0, 1: 850.0, 2: 800.0, 3: 750.0}
+POLICY = Policy(
+    "demo-high",
+    (
+        PolicyLimit(ElementType.NODE, PowerLimit(watts=5000)),
+        PolicyLimit(ElementType.CPU, PowerLimit(watts=600)),
+    ),
+)
+PROFILE = 4  # out-of-band id (nvidia-smi profile 1)
+
+
+def run_demo(nodes: int = 16, workdir: str = "var/demo") -> int:
+    logging.basicConfig(level=logging.WARNING)
+    return asyncio.run(_demo(nodes, Path(workdir)))
+
+
+async def _send_all(
+    stub: dgrpc.DeviceControllerStub,
+    sink: TopologySink,
+    ids: list[str],
+    kind: RequestKind,
+    request: object,
+    label: str,
+) -> dict[str, pb.DeviceControllerResponse]:
+    sent = {}
+    with Progress(console=console, transient=False) as progress:
+        task = progress.add_task(label, total=len(ids))
+        for device in ids:
+            rid = f"{kind.value}-{device}-{uuid.uuid4().hex[:8]}"
+            msg = translate.request_to_proto(kind, request, device=device, request_id=rid, timeout_seconds=60)
+            await stub.SendDeviceRequest(msg)
+            sent[rid] = device
+        while len(set(sent) & set(sink.counts)) < len(sent):
+            progress.update(task, completed=len(set(sent) & set(sink.counts)))
+            await asyncio.sleep(0.05)
+        progress.update(task, completed=len(sent))
+    got = sink.unique()
+    return {sent[rid]: got[rid] for rid in sent}
+
+
+def _w(value: float | None) -> str:
+    return "-" if value is None else f"{value:g} W"
+
+
+async def _demo(nodes: int, workdir: Path) -> int:
+    from plugins.redfish.simulator import SimulatorFleet
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    db = workdir / "devicectl.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    console.rule("devicectl demo")
+    async with SimulatorFleet(n=nodes, model="gb200", cert_dir=workdir / "tls", latency=0.02) as fleet:
+        fleet.write_inventory(workdir / "inventory.toml", workdir / "secrets")
+        console.print(
+            f"{nodes} simulated GB200 BMCs on https://127.0.0.1 ports "
+            f"{fleet.bmcs[0].url.rsplit(':', 1)[1]}..{fleet.bmcs[-1].url.rsplit(':', 1)[1]}"
+        )
+        sink = TopologySink("127.0.0.1:0")
+        await sink.start()
+        settings = Settings(
+            listen="127.0.0.1:0",
+            database_url=f"sqlite:///{db}",
+            callback=sink.address,
+            inventory=str(workdir / "inventory.toml"),
+            secrets_dir=str(workdir / "secrets"),
+            auto_upgrade=True,
+            log_level="WARNING",
+        )
+        controller = Controller(settings)
+        await controller.start()
+        console.print(
+            f"controller on 127.0.0.1:{controller.port} (SQLite {db}), topology sink on {sink.address}"
+        )
+        ids = sorted(controller.inventory)
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{controller.port}") as channel:
+                stub = dgrpc.DeviceControllerStub(channel)
+                before = await _send_all(stub, sink, ids, RequestKind.STD_METRICS, Empty(), "reading limits")
+                activation = Allocation(
+                    "demo-rg",
+                    policy=PolicyChange(PolicyAction.SET, POLICY),
+                    gpu_policies=GpuPoliciesChange(
+                        "demo-rg",
+                        PolicyAction.SET,
+                        POLICY,
+                        tuple(GpuPolicy(g, PowerLimit(watts=w)) for g, w in GPU_CAPS.items()),
+                    ),
+                    profiles=ProfileChange(enable=(PROFILE,)),
+                )
+                active = await _send_all(
+                    stub,
+                    sink,
+                    ids,
+                    RequestKind.RESOURCE_GROUP_ACTIVATE,
+                    activation,
+                    "activating resource group",
+                )
+                deactivation = Allocation(
+                    "demo-rg",
+                    policy=PolicyChange(PolicyAction.UNSET),
+                    gpu_policies=GpuPoliciesChange("demo-rg", PolicyAction.UNSET),
+                    profiles=ProfileChange(disable=(PROFILE,)),
+                )
+                restored = await _send_all(
+                    stub, sink, ids, RequestKind.RESOURCE_GROUP_DEACTIVATE, deactivation, "deactivating"
+                )
+        finally:
+            await controller.stop()
+            await sink.stop()
+        _report(ids, before, active, restored)
+        leaked = sum(bmc.stats.open_sessions for bmc in fleet.bmcs)
+        console.print(f"Redfish sessions left open on the BMCs after shutdown: {leaked}")
+    failed = [
+        d for d in ids if not translate.success_of(active[d])[0] or not translate.success_of(restored[d])[0]
+    ]
+    console.print(
+        "[green]all nodes activated and restored[/green]"
+        if not failed
+        else f"[red]failed on {', '.join(failed)}[/red]"
+    )
+    return 1 if failed else 0
+
+
+def _report(
+    ids: list[str],
+    before: dict[str, pb.DeviceControllerResponse],
+    active: dict[str, pb.DeviceControllerResponse],
+    restored: dict[str, pb.DeviceControllerResponse],
+) -> None:
+    rows = []
+    for device in ids:
+        start = before[device].std_metrics.metrics
+        act = active[device].resource_group_activate
+        end = restored[device].resource_group_deactivate
+        gpu_before = {int(g.id): g.set_limit for g in start.gpus}
+        gpu_applied = {r.gpu_id: r for r in act.allocated_gpu_policies.results}
+        gpu_restored = {r.gpu_id: r.power_cap_watts for r in end.allocated_gpu_policies.results}
+        for gpu, want in GPU_CAPS.items():
+            got = gpu_applied.get(gpu)
+            rows.append(
+                (
+                    device,
+                    f"GPU {gpu}",
+                    _w(gpu_before.get(gpu)),
+                    _w(want),
+                    _w(got.power_cap_watts) if got and got.ok else f"failed: {got.diag_msg if got else '-'}",
+                    _w(gpu_restored.get(gpu)),
+                )
+            )
+        cpu = act.allocated_cpu_policy
+        rows.append(
+            (
+                device,
+                "CPUs (total)",
+                _w(sum(c.set_limit for c in start.cpus) if start.cpus else None),
+                _w(600.0),
+                _w(cpu.power_cap_watts) if cpu.ok else f"failed: {cpu.diag_msg}",
+                _w(end.allocated_cpu_policy.power_cap_watts),
+            )
+        )
+        node = act.allocated_node_policy
+        rows.append(
+            (
+                device,
+                "node",
+                "-",
+                _w(5000.0),
+                _w(node.power_cap_watts) if node.ok else f"failed: {node.diag_msg}",
+                _w(end.allocated_node_policy.power_cap_watts),
+            )
+        )
+        enforced = {tuple(s.enforced_workload_profile_ids) for s in act.workload_profile_result.gpu_statuses}
+        rows.append(
+            (
+                device,
+                "profiles",
+                "-",
+                str(PROFILE),
+                ",".join(str(i) for e in enforced for i in e) or "-",
+                ",".join(
+                    str(i)
+                    for s in end.workload_profile_result.gpu_statuses
+                    for i in s.enforced_workload_profile_ids
+                )
+                or "none",
+            )
+        )
+    table(
+        "requested vs applied, and what deactivation restored",
+        ("node", "component", "before", "requested", "applied", "after deactivate"),
+        rows,
+    )
