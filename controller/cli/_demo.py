@@ -16,6 +16,13 @@ from pathlib import Path
 import grpc
 from rich.progress import Progress
 
+from controller import translate
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
+from controller.app import Controller
+from controller.cli._render import console, table
+from controller.config import Settings
+from controller.sink import TopologySink
 from plugins.base import (
     Allocation,
     ElementType,
@@ -31,14 +38,6 @@ from plugins.base import (
     RequestKind,
 )
 
-from controller import translate
-from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
-from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
-from controller.app import Controller
-from controller.config import Settings
-from controller.sink import TopologySink
-from controller.cli._render import console, table
-
 GPU_CAPS = {0: 900.0, 1: 850.0, 2: 800.0, 3: 750.0}
 POLICY = Policy(
     "demo-high",
@@ -52,7 +51,11 @@ PROFILE = 4  # out-of-band id (nvidia-smi profile 1)
 
 def run_demo(nodes: int = 16, workdir: str = "var/demo") -> int:
     logging.basicConfig(level=logging.WARNING)
-    return asyncio.run(_demo(nodes, Path(workdir)))
+    path = Path(workdir)
+    path.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal", "-shm"):  # every demo starts from an empty database
+        Path(f"{path / 'devicectl.db'}{suffix}").unlink(missing_ok=True)
+    return asyncio.run(_demo(nodes, path))
 
 
 async def _send_all(
@@ -86,10 +89,7 @@ def _w(value: float | None) -> str:
 async def _demo(nodes: int, workdir: Path) -> int:
     from plugins.redfish.simulator import SimulatorFleet
 
-    workdir.mkdir(parents=True, exist_ok=True)
     db = workdir / "devicectl.db"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
     console.rule("devicectl demo")
     async with SimulatorFleet(n=nodes, model="gb200", cert_dir=workdir / "tls", latency=0.02) as fleet:
         fleet.write_inventory(workdir / "inventory.toml", workdir / "secrets")
