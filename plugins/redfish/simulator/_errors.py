@@ -1,0 +1,408 @@
+"""Redfish error and message bodies, shaped like a real BMC's.
+
+Error replies follow `redfish-error.v1_0_2`: `{"error": {"code", "message", "@Message.ExtendedInfo": [...]}}`.
+With one message the top-level code and message are that message's (as bmcweb does); with several the
+top-level code is `GeneralError`. Clients are expected to match `MessageId`s by suffix, so the registry
+prefix is a single constant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: registry prefix of every Base message this simulator emits
+BASE = "Base.1.18.1."
+#: prefix NVIDIA bmcweb uses for asynchronous D-Bus command failures (busy, timeout)
+NVIDIA_ASYNC_ERROR = "OpenBMC.0.4.1.AsyncError"
+
+NVIDIA_BUSY_CODE = "0x50A"
+NVIDIA_BUSY_RESOLUTION = "SMBPBI Command failed with error busy, please try after 60 seconds"
+NVIDIA_TIMEOUT_CODE = "0x600"
+NVIDIA_TIMEOUT_RESOLUTION = "Settings may/maynot have applied, please check get response before patching"
+
+JsonDict = dict[str, Any]
+
+
+def message(
+    message_id: str,
+    text: str,
+    args: Sequence[str] = (),
+    *,
+    severity: str = "Warning",
+    resolution: str = "None.",
+    related: Sequence[str] = (),
+) -> JsonDict:
+    """Build one `#Message.v1_1_1.Message` entry."""
+    entry: JsonDict = {
+        "@odata.type": "#Message.v1_1_1.Message",
+        "MessageId": message_id,
+        "Message": text,
+        "MessageArgs": list(args),
+        "MessageSeverity": severity,
+        "Resolution": resolution,
+    }
+    if related:
+        entry["RelatedProperties"] = list(related)
+    return entry
+
+
+def error_body(messages: Sequence[JsonDict]) -> JsonDict:
+    """Wrap messages into a Redfish error body."""
+    if len(messages) == 1:
+        code, text = messages[0]["MessageId"], messages[0]["Message"]
+    else:
+        code = BASE + "GeneralError"
+        text = "A general error has occurred. See Resolution for information on how to resolve the error."
+    return {"error": {"code": code, "message": text, "@Message.ExtendedInfo": list(messages)}}
+
+
+def success_body() -> JsonDict:
+    """The body of an action or PATCH that succeeded without returning a resource."""
+    return {
+        "@Message.ExtendedInfo": [
+            message(BASE + "Success", "The request completed successfully.", severity="OK")
+        ]
+    }
+
+
+class RedfishError(Exception):
+    """An HTTP error reply with a Redfish error body; raised by resource handlers."""
+
+    def __init__(
+        self,
+        status: int,
+        messages: Sequence[JsonDict],
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(messages[0]["Message"] if messages else str(status))
+        self.status = status
+        self.messages = list(messages)
+        self.headers = dict(headers or {})
+
+    @property
+    def body(self) -> JsonDict:
+        """The JSON error document."""
+        return error_body(self.messages)
+
+
+# --- the messages this simulator needs (text from the DMTF Base registry) ----------------------------
+
+
+def resource_not_found(path: str) -> RedfishError:
+    """404 for a URI that names no resource."""
+    return RedfishError(
+        404,
+        [
+            message(
+                BASE + "ResourceMissingAtURI",
+                f"The resource at the URI '{path}' was not found.",
+                [path],
+                severity="Critical",
+                resolution="Place a valid resource at the URI or correct the URI and resubmit the request.",
+            )
+        ],
+    )
+
+
+def method_not_allowed(method: str, allowed: Sequence[str]) -> RedfishError:
+    """405 for a method the resource does not implement (read-only resources, collections)."""
+    return RedfishError(
+        405,
+        [
+            message(
+                BASE + "OperationNotAllowed",
+                f"The HTTP method {method} is not allowed on this resource.",
+                [method],
+                severity="Critical",
+                resolution="None.",
+            )
+        ],
+        headers={"Allow": ", ".join(allowed)},
+    )
+
+
+def malformed_json() -> RedfishError:
+    """400 for a body that is not JSON (or not a JSON object)."""
+    return RedfishError(
+        400,
+        [
+            message(
+                BASE + "MalformedJSON",
+                "The request body submitted was malformed JSON and could not be parsed by the receiving "
+                "service.",
+                severity="Critical",
+                resolution="Ensure that the request body is valid JSON and resubmit the request.",
+            )
+        ],
+    )
+
+
+def empty_json() -> RedfishError:
+    """400 for a PATCH without any property."""
+    return RedfishError(
+        400,
+        [
+            message(
+                BASE + "EmptyJSON",
+                "The request body submitted contained an empty JSON object and the service is unable "
+                "to process it.",
+                resolution="Add properties in the JSON object and resubmit the request.",
+            )
+        ],
+    )
+
+
+def property_unknown(prop: str) -> JsonDict:
+    """Message for a property the resource does not have."""
+    return message(
+        BASE + "PropertyUnknown",
+        f"The property {prop} is not in the list of valid properties for the resource.",
+        [prop],
+        resolution="Remove the unknown property from the request body and resubmit the request if the "
+        "operation failed.",
+        related=[_pointer(prop)],
+    )
+
+
+def property_not_writable(prop: str) -> JsonDict:
+    """Message for a read-only property in a PATCH."""
+    return message(
+        BASE + "PropertyNotWritable",
+        f"The property {prop} is a read-only property and cannot be assigned a value.",
+        [prop],
+        resolution="Remove the property from the request body and resubmit the request if the operation "
+        "failed.",
+        related=[_pointer(prop)],
+    )
+
+
+def property_value_type_error(value: object, prop: str) -> JsonDict:
+    """Message for a value of the wrong JSON type."""
+    shown = _show(value)
+    return message(
+        BASE + "PropertyValueTypeError",
+        f"The value '{shown}' for the property {prop} is not a type that the property can accept.",
+        [shown, prop],
+        resolution="Correct the value for the property in the request body and resubmit the request if "
+        "the operation failed.",
+        related=[_pointer(prop)],
+    )
+
+
+def property_value_not_in_list(value: object, prop: str) -> JsonDict:
+    """Message for an enum value the property does not allow."""
+    shown = _show(value)
+    return message(
+        BASE + "PropertyValueNotInList",
+        f"The value '{shown}' for the property {prop} is not in the list of acceptable values.",
+        [shown, prop],
+        resolution="Choose a value from the enumeration list that the implementation can support and "
+        "resubmit the request if the operation failed.",
+        related=[_pointer(prop)],
+    )
+
+
+def property_value_out_of_range(value: object, prop: str, low: int, high: int) -> JsonDict:
+    """Message for a set point outside [AllowableMin, AllowableMax]; names the limits."""
+    shown = _show(value)
+    return message(
+        BASE + "PropertyValueOutOfRange",
+        f"The value '{shown}' for the property {prop} is not in the supported range of acceptable "
+        f"values (AllowableMin {low}, AllowableMax {high}).",
+        [shown, prop],
+        resolution=f"Correct the value for the property to be within {low} and {high} and resubmit the "
+        "request if the operation failed.",
+        related=[_pointer(prop)],
+    )
+
+
+def property_value_incorrect(prop: str, value: object) -> JsonDict:
+    """Message for a value the service refuses for another reason."""
+    shown = _show(value)
+    return message(
+        BASE + "PropertyValueIncorrect",
+        f"The property {prop} with the requested value of {shown} could not be written because the "
+        "value does not meet the constraints of the implementation.",
+        [prop, shown],
+        resolution="No resolution is required.",
+        related=[_pointer(prop)],
+    )
+
+
+def property_missing(prop: str) -> JsonDict:
+    """Message for a required property that is absent."""
+    return message(
+        BASE + "PropertyMissing",
+        f"The property {prop} is a required property and must be included in the request.",
+        [prop],
+        resolution="Ensure that the property is in the request body and has a valid value and resubmit "
+        "the request if the operation failed.",
+        related=[_pointer(prop)],
+    )
+
+
+def action_parameter_unknown(action: str, param: str) -> JsonDict:
+    """Message for a parameter the action does not take."""
+    return message(
+        BASE + "ActionParameterUnknown",
+        f"The action {action} was submitted with the invalid parameter {param}.",
+        [action, param],
+        resolution="Correct the invalid parameter and resubmit the request if the operation failed.",
+    )
+
+
+def action_parameter_missing(action: str, param: str) -> JsonDict:
+    """Message for a required action parameter that is absent."""
+    return message(
+        BASE + "ActionParameterMissing",
+        f"The action {action} requires the parameter {param} to be present in the request body.",
+        [action, param],
+        severity="Critical",
+        resolution="Supply the action with the required parameter in the request body when the request "
+        "is resubmitted.",
+    )
+
+
+def action_parameter_value_error(value: object, action: str) -> JsonDict:
+    """Message NVIDIA bmcweb returns for an unparsable `ProfileMask`."""
+    shown = _show(value)
+    return message(
+        BASE + "ActionParameterValueError",
+        f"The value for the parameter {shown} in the action {action} is invalid.",
+        [shown, action],
+        resolution="Correct the invalid parameter and resubmit the request if the operation failed.",
+    )
+
+
+def bad_request(messages: Sequence[JsonDict]) -> RedfishError:
+    """400 carrying the given messages."""
+    return RedfishError(400, messages)
+
+
+def precondition_failed() -> RedfishError:
+    """412: the If-Match ETag no longer matches; nothing was changed."""
+    return RedfishError(
+        412,
+        [
+            message(
+                BASE + "PreconditionFailed",
+                "The ETag supplied did not match the ETag required to change this resource.",
+                severity="Critical",
+                resolution="Try the operation again using the appropriate ETag.",
+            )
+        ],
+    )
+
+
+def no_valid_session() -> RedfishError:
+    """401 for a missing, unknown or expired credential."""
+    return RedfishError(
+        401,
+        [
+            message(
+                BASE + "NoValidSession",
+                "There is no valid session established with the implementation.",
+                severity="Critical",
+                resolution="Establish a session before attempting any operations.",
+            )
+        ],
+    )
+
+
+def login_failed(path: str) -> RedfishError:
+    """401 for a login with wrong credentials (the credentials are never echoed)."""
+    return RedfishError(
+        401,
+        [
+            message(
+                BASE + "ResourceAtUriUnauthorized",
+                f"While accessing the resource at '{path}', the service received an authorization error "
+                "'Invalid username or password'.",
+                [path, "Invalid username or password"],
+                severity="Critical",
+                resolution="Ensure that the appropriate access is provided for the service in order for it "
+                "to access the URI.",
+            )
+        ],
+    )
+
+
+def session_limit_exceeded() -> RedfishError:
+    """503 when the BMC's Redfish session table is full."""
+    return RedfishError(
+        503,
+        [
+            message(
+                BASE + "SessionLimitExceeded",
+                "The session establishment failed due to the number of simultaneous sessions exceeding "
+                "the limit of the implementation.",
+                severity="Critical",
+                resolution="Reduce the number of other sessions before trying to establish the session or "
+                "increase the limit of simultaneous sessions, if supported.",
+            )
+        ],
+    )
+
+
+def internal_error() -> RedfishError:
+    """Plain 500."""
+    return RedfishError(
+        500,
+        [
+            message(
+                BASE + "InternalError",
+                "The request failed due to an internal service error.  The service is still operational.",
+                severity="Critical",
+                resolution="Resubmit the request.  If the problem persists, consider resetting the service.",
+            )
+        ],
+    )
+
+
+def service_unavailable(retry_after: int) -> RedfishError:
+    """503 with `Retry-After`, as openbmc sends it."""
+    return RedfishError(
+        503,
+        [
+            message(
+                BASE + "ServiceTemporarilyUnavailable",
+                f"The service is temporarily unavailable.  Retry in {retry_after} seconds.",
+                [str(retry_after)],
+                severity="Critical",
+                resolution="Wait for the indicated retry duration and retry the operation.",
+            )
+        ],
+        headers={"Retry-After": str(retry_after)},
+    )
+
+
+def nvidia_async_error(code: str, resolution: str) -> RedfishError:
+    """NVIDIA bmcweb's 500 for a failed asynchronous D-Bus write (`0x50A` busy, `0x600` timeout)."""
+    return RedfishError(
+        500,
+        [message(NVIDIA_ASYNC_ERROR, f"Async command failed with rc:{code}", [code], resolution=resolution)],
+    )
+
+
+def nvidia_busy() -> RedfishError:
+    """SMBPBI busy: nothing was applied; retry after 60 s."""
+    return nvidia_async_error(NVIDIA_BUSY_CODE, NVIDIA_BUSY_RESOLUTION)
+
+
+def nvidia_timeout() -> RedfishError:
+    """D-Bus timeout: the setting may or may not have been applied."""
+    return nvidia_async_error(NVIDIA_TIMEOUT_CODE, NVIDIA_TIMEOUT_RESOLUTION)
+
+
+def _pointer(prop: str) -> str:
+    # RelatedProperties are JSON pointers; "PowerLimitWatts/SetPoint" -> "#/PowerLimitWatts/SetPoint"
+    return "#/" + prop.lstrip("#/")
+
+
+def _show(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
