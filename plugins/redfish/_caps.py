@@ -147,7 +147,7 @@ async def set_cap(bmc: OpBmc, component: Component, watts: float) -> CapChange:
         def satisfied(r: LimitReading) -> bool:
             return r.capped and same_watts(r.watts, value)
 
-        await _write(
+        after = await _write(
             bmc,
             mech,
             component,
@@ -156,7 +156,6 @@ async def set_cap(bmc: OpBmc, component: Component, watts: float) -> CapChange:
             doc,
             satisfied,
         )
-        after = mech.parse(component, await bmc.get(component.limit_uri))
     except DeviceControllerError as exc:
         return CapChange(component, False, watts, message=f"{label}: {exc}", error=exc)
     ok = satisfied(after)
@@ -232,11 +231,14 @@ def _check(label: str, watts: float, current: LimitReading) -> str:
             "unsupported on this platform"
         )
     lo, hi = current.min_watts, current.max_watts
-    span = f"the BMC allows {_w(lo) if lo is not None else '?'}..{_w(hi) if hi is not None else '?'}"
+    if lo is not None and hi is not None:
+        span = f"the BMC allows {_w(lo)}..{_w(hi)}"
+    else:
+        span = f"the BMC allows at least {_w(lo)}" if lo is not None else f"the BMC allows up to {_w(hi)}"
     if lo is not None and watts < lo - 1e-9:
-        return f"{label}: {_w(watts)} is below the BMC's AllowableMin of {_w(lo)} ({span})"
+        return f"{label}: {_w(watts)} is below the BMC's {current.min_name} of {_w(lo)} ({span})"
     if hi is not None and watts > hi + 1e-9:
-        return f"{label}: {_w(watts)} is above the BMC's AllowableMax of {_w(hi)} ({span})"
+        return f"{label}: {_w(watts)} is above the BMC's {current.max_name} of {_w(hi)} ({span})"
     return ""
 
 

@@ -86,8 +86,14 @@ def plan(
         total = share.watts * max(len(comps), 1) if share.watts is not None else None
         capable = [c for c in comps if c.mechanism]
         if not capable:
-            what = f"{element.value.upper() if element is ElementType.CPU else element.value} power limits"
-            targets.append(Target(element, None, share.watts, unsupported_message(disc, what), total))
+            if element is ElementType.MEMORY:
+                # NOTE: which Redfish resource carries a memory power limit is unpublished for the
+                # NVIDIA platforms and absent from the DMTF mockups (redfish.md §1.2, §6).
+                reason = "no Redfish memory power-limit resource is known for it"
+                message = unsupported_message(disc, "memory power limits", reason)
+            else:
+                message = unsupported_message(disc, "CPU power limits")
+            targets.append(Target(element, None, share.watts, message, total))
         elif share.error:
             targets.append(Target(element, None, share.watts, share.error, total))
         else:
@@ -115,11 +121,12 @@ def _node_targets(device: Device, policy: Policy | None) -> list[Target]:
 def _gpu_targets(device: Device, policy: Policy | None, gpu_policies: Sequence[GpuPolicy]) -> list[Target]:
     disc = device.discovery
     if not disc.gpus:
-        wants = (policy is not None and policy.limit_for(ElementType.GPU) is not None) or bool(gpu_policies)
-        if wants and device.spec.gpu.count:
-            msg = unsupported_message(disc, "GPU power limits") + " (the BMC shows no GPUs)"
+        share = policy is not None and policy.limit_for(ElementType.GPU) is not None
+        if share and device.spec.gpu.count:
+            msg = unsupported_message(disc, "GPU power limits", "the BMC shows no GPUs")
             return [Target(ElementType.GPU, None, None, msg)]
-        return []
+        if not gpu_policies:
+            return []  # neither the spec nor the BMC has GPUs: a GPU share has nothing to apply to
     by_index = {c.index: c for c in disc.gpus}
     out: list[Target] = []
     for gpu_id, cap in sorted(gpu_targets(device.spec, policy, gpu_policies, by_index).items()):

@@ -37,6 +37,9 @@ class LimitReading:
     mode: str | None = None
     power_watts: float | None = None
     etag: str | None = None
+    #: the BMC properties the bounds come from (for messages)
+    min_name: str = "AllowableMin"
+    max_name: str = "AllowableMax"
 
     @property
     def in_watts(self) -> bool:

@@ -33,6 +33,7 @@ class LegacyPowerMechanism(Mechanism):
             # NOTE: Power has no AllowableMin/Max; PowerCapacityWatts bounds what a cap can mean
             # (RP Power.v1_7_3.json), and the BMC validates the rest.
             max_watts=number(control.get("PowerCapacityWatts")),
+            max_name="PowerCapacityWatts",
             power_watts=number(control.get("PowerConsumedWatts")),
             etag=doc.etag,
         )

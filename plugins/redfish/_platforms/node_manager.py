@@ -11,8 +11,8 @@ from __future__ import annotations
 from plugins.redfish._discovery import Discovery
 
 
-def unsupported_message(discovery: Discovery, what: str) -> str:
+def unsupported_message(discovery: Discovery, what: str, reason: str = "") -> str:
     """`<what>: unsupported on this platform (<model>, <platform>): <reason>`."""
     model = discovery.model or discovery.product or "this BMC"
-    reason = discovery.note or "the BMC offers no writable resource for it"
+    reason = reason or discovery.note or "the BMC offers no writable resource for it"
     return f"{what}: unsupported on this platform ({model}, {discovery.platform}): {reason}"

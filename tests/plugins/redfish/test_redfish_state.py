@@ -1,0 +1,150 @@
+"""Device state: prior values per scope, discovery caching and invalidation, restarts, verification."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from plugins.base import (
+    Allocation,
+    ElementType,
+    Empty,
+    GpuPoliciesChange,
+    GpuPolicy,
+    Policy,
+    PolicyAction,
+    PolicyChange,
+    PolicyLimit,
+    PowerLimit,
+    ProfileChange,
+)
+from plugins.redfish import RedfishPlugin
+from tests.plugins.redfish.harness import Harness
+
+PROC_EM = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}/EnvironmentMetrics"
+
+
+def gpu_policy(watts: float, name: str = "P") -> Policy:
+    return Policy(name, (PolicyLimit(ElementType.GPU, PowerLimit(watts=watts)),))
+
+
+def gpu0(h: Harness) -> int | None:
+    return h.fleet.bmcs[0].state.caps["GPU_0"].set_point
+
+
+async def test_scopes_stack_resource_group_restores_the_topology_values(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    await gb200.call("set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(3200)))
+    assert gpu0(gb200) == 800
+    rg = Allocation("job", policy=PolicyChange(PolicyAction.SET, gpu_policy(2000)))
+    out = await gb200.call("activate_allocation", bmc, rg)
+    assert gpu0(gb200) == 500
+    assert out.state["priors"]["rg:job"]["gpu/0"]["watts"] == 800
+    assert out.state["priors"]["topology"]["gpu/0"]["watts"] == 1200
+    assert out.state["policies"] == {"topology": "P", "rg:job": "P"}
+
+    out = await gb200.call("deactivate_allocation", bmc, Allocation("job"))
+    assert out.result.ok and gpu0(gb200) == 800  # the topology's value, not the BMC default
+    assert "rg:job" not in out.state["priors"]
+    model = {"Model": "X", "Name": "node0", "spec": {"devices": [{"type": "GPU", "count": 4}]}}
+    out = await gb200.call(
+        "unset_policy", bmc, PolicyChange(PolicyAction.UNSET), model=model,
+        options={"platform": "environment_metrics"},
+    )  # fmt: skip
+    assert out.result.ok and gpu0(gb200) == 1200
+    assert not bmc.state.caps["GPU_0"].oob_active
+
+
+async def test_policy_unset_inside_an_allocation_restores_that_groups_values(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    await gb200.call(
+        "activate_allocation", bmc, Allocation("g", policy=PolicyChange(PolicyAction.SET, gpu_policy(2400)))
+    )
+    assert gpu0(gb200) == 600
+    out = await gb200.call("update_allocation", bmc, Allocation("g", policy=PolicyChange(PolicyAction.UNSET)))
+    assert out.result.ok, out.result.error
+    assert gpu0(gb200) == 1200 and not out.state.get("priors")
+
+
+async def test_restart_neither_resets_limits_nor_touches_the_bmc(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    await gb200.call("set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(2000)))
+    await gb200.plugin.close()
+    gb200.reset()
+    gb200.plugin = RedfishPlugin()
+    await gb200.plugin.start()
+    assert bmc.stats.total_calls == 0 and gpu0(gb200) == 500
+    # the new process still knows the priors (they are in the state) and restores them
+    out = await gb200.call("deactivate_allocation", bmc, Allocation("never-activated"))
+    assert out.result.ok and gpu0(gb200) == 500
+    await gb200.call("set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(2400)))
+    assert gb200.states[0]["priors"]["topology"]["gpu/0"]["watts"] == 1200
+
+
+async def test_discovery_is_cached_in_state_and_in_process(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    await gb200.call("std_metrics", bmc, Empty())
+    gb200.reset()
+    # the stored state was lost (or another device id): the process cache answers
+    out = await gb200.call("std_metrics", bmc, Empty(), state={})
+    assert "GET /redfish/v1/Systems" not in gb200.calls(bmc)
+    assert out.state["discovery"]["platform"] == "environment_metrics"
+    # a new process with the stored state: no discovery either
+    await gb200.plugin.close()
+    gb200.plugin = RedfishPlugin()
+    await gb200.plugin.start()
+    gb200.reset()
+    await gb200.call("std_metrics", bmc, Empty())
+    assert "GET /redfish/v1/Systems" not in gb200.calls(bmc)
+    assert gb200.calls(bmc)["POST /redfish/v1/SessionService/Sessions"] == 1
+
+
+async def test_a_stale_uri_404_drops_discovery_and_the_next_request_rediscovers(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    await gb200.call("std_metrics", bmc, Empty())
+    state = copy.deepcopy(gb200.states[0])
+    stale = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/GPU_9/EnvironmentMetrics"
+    state["discovery"]["gpus"][0]["limit_uri"] = stale  # firmware renamed the resource
+    gb200.plugin.pool.get(bmc.url).discovery = None
+    change = GpuPoliciesChange("rg", PolicyAction.SET, policies=(GpuPolicy(0, PowerLimit(watts=500)),))
+    out = await gb200.call("update_gpu_policies", bmc, change, state=state)
+    result = out.result.results[0]
+    assert not result.ok and f"GET {stale} failed: HTTP 404 Not Found" in result.message
+    assert "Base.ResourceMissingAtURI" in result.message
+    assert "discovery" not in out.state
+    gb200.reset()
+    out = await gb200.call("update_gpu_policies", bmc, change)
+    assert out.result.results[0].ok and gpu0(gb200) == 500
+    assert gb200.calls(bmc)["GET /redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}"] == 6
+
+
+async def test_state_is_json_and_holds_no_secrets(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    alloc = Allocation(
+        "job",
+        policy=PolicyChange(PolicyAction.SET, gpu_policy(2400)),
+        profiles=ProfileChange(enable=(5,), verify=False),
+    )
+    out = await gb200.call("activate_allocation", bmc, alloc)
+    text = json.dumps(out.state)
+    assert bmc.password not in text and "X-Auth-Token" not in text
+    client = gb200.plugin.pool.get(bmc.url)
+    assert client is not None
+    token = client._redfish._session_key  # the live token must not leak into the state
+    assert token and token not in text
+    assert set(out.state) >= {"version", "discovery", "priors", "applied", "profiles", "policies"}
+    assert out.state["profiles"]["priors"]["rg:job"]["gpu/0"] == "0x" + "0" * 64
+
+
+async def test_verification_stays_pending_until_the_bmc_shows_the_change(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    out = await gb200.call("enable_profiles", bmc, ProfileChange(enable=(8,)))
+    pending = out.verification
+    assert pending is not None and pending.check_after_seconds == 0.0
+    assert pending.payload["kind"] == "workload_profiles" and len(pending.payload["gpus"]) == 4
+    bmc.state.profiles["GPU_2"].requested = 0  # the firmware dropped it
+    check = await gb200.plugin.verify(gb200.ctx(bmc), pending)
+    assert not check.done and check.status == "pending" and "GPU 2" in check.detail
+    bmc.state.profiles["GPU_2"].requested = 1 << 5
+    check = await gb200.plugin.verify(gb200.ctx(bmc), pending)
+    assert check.done and check.status == "verified" and "GPU 3: enforced 8" in check.detail
