@@ -16,7 +16,8 @@ Typical use::
         assert bmc.state.caps["GPU_0"].set_point == 700
 """
 
-from plugins.redfish.simulator._bmc import DEFAULT_PASSWORD, BmcConfig, SimulatedBmc
+from plugins.redfish.simulator._bmc import SimulatedBmc
+from plugins.redfish.simulator._config import DEFAULT_PASSWORD, BmcConfig
 from plugins.redfish.simulator._faults import FaultMode, Faults
 from plugins.redfish.simulator._fleet import SimulatorFleet
 from plugins.redfish.simulator._inventory import (

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import math
 import secrets
 import socket
@@ -18,12 +17,12 @@ import ssl
 import struct
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
 from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator._config import BmcConfig
 from plugins.redfish.simulator._faults import PRE_AUTH_MODES, FaultMode, Faults
 from plugins.redfish.simulator._platforms import get_platform
 from plugins.redfish.simulator._routing import Reply, Route, SimRequest, Write, normalize_path
@@ -32,38 +31,7 @@ from plugins.redfish.simulator._stats import UNMATCHED, BmcStats
 from plugins.redfish.simulator._tasks import Task, TaskStore
 from plugins.redfish.simulator._tls import compact_tls_factory
 
-log = logging.getLogger(__name__)
-
-#: password of the simulated BMC user unless the caller configures one
-DEFAULT_PASSWORD = "bmc-sim-password"
 _BODY_METHODS = frozenset({"PATCH", "POST", "PUT", "DELETE"})
-
-
-@dataclass
-class BmcConfig:
-    """Settings of one simulated BMC. `latency`, `async_writes` and `task_delay` may change at runtime.
-
-    Attributes:
-        model: platform model: "gb200", "dmtf", "dmtf-legacy" or "dgx-h100".
-        username: the BMC account.
-        password: its password (never logged).
-        session_limit: Redfish sessions allowed at once; one more login gets 503 SessionLimitExceeded.
-        session_timeout: seconds of inactivity before a session expires.
-        latency: seconds added to every request.
-        async_writes: PATCH on caps answers 202 + task instead of 200.
-        task_delay: seconds a task stays Running before its write lands.
-        firmware_version: reported BMC firmware; None uses the model's default.
-    """
-
-    model: str = "gb200"
-    username: str = "admin"
-    password: str = DEFAULT_PASSWORD
-    session_limit: int = 4
-    session_timeout: float = 1800.0
-    latency: float = 0.0
-    async_writes: bool = False
-    task_delay: float = 1.0
-    firmware_version: str | None = None
 
 
 class _BmcHttpServer(web.Server):

@@ -177,14 +177,15 @@ def _task_service(bmc: SimulatedBmc, req: SimRequest) -> Reply:
 
 def _tasks(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     members = [f"{TASKS_PATH}/{tid}" for tid in bmc.tasks.ids()]
-    return Reply(body=collection(TASKS_PATH, "#TaskCollection.TaskCollection", "Task Collection", members))
+    body = collection(TASKS_PATH, "#TaskCollection.TaskCollection", "Task Collection", members)
+    return Reply(body=body, revision=len(members))
 
 
 def _task(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     task = bmc.tasks.get(req.params["id"])
     if task is None:
         raise _errors.resource_not_found(req.path)
-    return Reply(body=task.document())
+    return Reply(body=task.document(), revision=int(task.state == "Completed"))
 
 
 # --- managers, top-level collections, firmware -------------------------------------------------------------
@@ -241,7 +242,8 @@ def _systems(bmc: SimulatedBmc, req: SimRequest) -> Reply:
 def _chassis(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     path = f"{ROOT}/Chassis"
     members = [f"{path}/{c}" for c in bmc.platform.chassis]
-    return Reply(body=collection(path, "#ChassisCollection.ChassisCollection", "Chassis Collection", members))
+    body = collection(path, "#ChassisCollection.ChassisCollection", "Chassis Collection", members)
+    return Reply(body=body, revision=0)
 
 
 def _update_service(bmc: SimulatedBmc, req: SimRequest) -> Reply:

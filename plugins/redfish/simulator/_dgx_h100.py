@@ -86,9 +86,8 @@ def _chassis_metrics(bmc: SimulatedBmc, req: SimRequest) -> Reply:
 
 def _processors(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     members = [f"{PROCESSORS}/{g}" for g in GPUS]
-    return Reply(
-        body=collection(PROCESSORS, "#ProcessorCollection.ProcessorCollection", "Processors", members)
-    )
+    body = collection(PROCESSORS, "#ProcessorCollection.ProcessorCollection", "Processors", members)
+    return Reply(body=body, revision=0)
 
 
 def _processor(bmc: SimulatedBmc, req: SimRequest) -> Reply:
@@ -167,7 +166,8 @@ def _nm_collection(name: str) -> Route:
 
     def handler(bmc: SimulatedBmc, req: SimRequest) -> Reply:
         # payloads of AMI Node Manager domains and policies are unpublished: expose no members
-        return Reply(body=collection(path, f"#AMI{name}Collection.AMI{name}Collection", name, []))
+        body = collection(path, f"#AMI{name}Collection.AMI{name}Collection", name, [])
+        return Reply(body=body, revision=0)
 
     return Route(path, get=handler)
 

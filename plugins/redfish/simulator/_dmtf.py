@@ -70,7 +70,8 @@ def _control_cap(bmc: SimulatedBmc, req: SimRequest) -> Cap:
 
 def _controls(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     members = [f"{CONTROLS}/{name}" for name in dmtf_state(bmc).caps]
-    return Reply(body=collection(CONTROLS, "#ControlCollection.ControlCollection", "Controls", members))
+    body = collection(CONTROLS, "#ControlCollection.ControlCollection", "Controls", members)
+    return Reply(body=body, revision=0)
 
 
 def _control(bmc: SimulatedBmc, req: SimRequest) -> Reply:
@@ -220,7 +221,8 @@ def _system(bmc: SimulatedBmc, req: SimRequest) -> Reply:
 def _processors(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     path = f"{SYSTEM}/Processors"
     members = [f"{path}/{cpu}" for cpu in CPUS]
-    return Reply(body=collection(path, "#ProcessorCollection.ProcessorCollection", "Processors", members))
+    body = collection(path, "#ProcessorCollection.ProcessorCollection", "Processors", members)
+    return Reply(body=body, revision=0)
 
 
 def _processor(bmc: SimulatedBmc, req: SimRequest) -> Reply:

@@ -16,7 +16,8 @@ from typing import Any
 
 from aiohttp import web
 
-from plugins.redfish.simulator._bmc import DEFAULT_PASSWORD, BmcConfig, SimulatedBmc
+from plugins.redfish.simulator._bmc import SimulatedBmc
+from plugins.redfish.simulator._config import DEFAULT_PASSWORD, BmcConfig
 from plugins.redfish.simulator._control import start_control_server
 from plugins.redfish.simulator._inventory import InventoryEntry, device_id, write_inventory
 from plugins.redfish.simulator._platforms import get_platform

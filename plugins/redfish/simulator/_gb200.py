@@ -278,9 +278,8 @@ def _system(bmc: SimulatedBmc, req: SimRequest) -> Reply:
 
 def _processors(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     members = [f"{PROCESSORS}/{p}" for p in GPUS + CPUS]
-    return Reply(
-        body=collection(PROCESSORS, "#ProcessorCollection.ProcessorCollection", "Processors", members)
-    )
+    body = collection(PROCESSORS, "#ProcessorCollection.ProcessorCollection", "Processors", members)
+    return Reply(body=body, revision=0)
 
 
 def _processor(bmc: SimulatedBmc, req: SimRequest) -> Reply:

@@ -16,7 +16,7 @@ import signal
 import sys
 from pathlib import Path
 
-from plugins.redfish.simulator._bmc import DEFAULT_PASSWORD
+from plugins.redfish.simulator._config import DEFAULT_PASSWORD
 from plugins.redfish.simulator._fleet import SimulatorFleet
 from plugins.redfish.simulator._platforms import MODELS
 
