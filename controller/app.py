@@ -205,6 +205,10 @@ class Controller:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        await self.plugins.close()
-        await self.store.close()
+        # Bounded, so a stuck BMC logout or database cannot hang the shutdown.
+        for step, timeout in ((self.plugins.close(), 10.0), (self.store.close(), 30.0)):
+            try:
+                await asyncio.wait_for(step, timeout)
+            except TimeoutError:
+                log.error("shutdown: a step did not finish within %.0f s", timeout)
         log.info("stopped at %s", datetime.now(UTC).isoformat())
