@@ -9,7 +9,6 @@ The BMC simulator used by the tests lives in `plugins.redfish.simulator`. See do
 """
 
 from plugins.redfish._config import ConnectionSettings, RedfishSettings
-from plugins.redfish._discovery import Component, Discovery
 from plugins.redfish._errors import (
     AccessError,
     BadRequestError,
@@ -30,6 +29,7 @@ from plugins.redfish._errors import (
     WriteMaybeAppliedError,
     raise_for_response,
 )
+from plugins.redfish._layout import Component, Discovery
 from plugins.redfish._plugin import RedfishPlugin
 
 __all__ = [

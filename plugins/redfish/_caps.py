@@ -22,7 +22,6 @@ from typing import Any
 
 from plugins.base import DeviceControllerError
 from plugins.redfish._client import BmcClient, Document
-from plugins.redfish._discovery import Component
 from plugins.redfish._errors import (
     ConnectionFailedError,
     DeadlineExceededError,
@@ -32,6 +31,7 @@ from plugins.redfish._errors import (
     TlsError,
     WriteMaybeAppliedError,
 )
+from plugins.redfish._layout import Component
 from plugins.redfish._platforms import CapRequest, LimitReading, Mechanism, Prior, mechanism_for
 from plugins.redfish._platforms._base import same_watts
 

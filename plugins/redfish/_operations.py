@@ -34,8 +34,8 @@ from plugins.base import (
 )
 from plugins.redfish._caps import CapChange, restore_cap, set_cap
 from plugins.redfish._device import Device, invalidate
-from plugins.redfish._discovery import Component
 from plugins.redfish._errors import ResourceNotFoundError
+from plugins.redfish._layout import Component
 from plugins.redfish._platforms import unsupported_message
 
 _GPU_PREFIX = re.compile(r"^GPU (\d+)(\b.*)$", re.S)

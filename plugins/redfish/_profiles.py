@@ -25,7 +25,7 @@ from plugins.base import (
 )
 from plugins.redfish._caps import OpBmc
 from plugins.redfish._device import Device
-from plugins.redfish._discovery import Component
+from plugins.redfish._layout import Component
 from plugins.redfish._operations import summarize
 from plugins.redfish._platforms import unsupported_message
 

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from plugins.redfish._discovery import Discovery
+from plugins.redfish._layout import Discovery
 from plugins.redfish._platforms import Prior
 
 STATE_VERSION = 1

@@ -10,7 +10,7 @@ runs the requests (ETag, 412, 0x600 and read-back handling are the same for all 
 
 from __future__ import annotations
 
-from plugins.redfish._discovery import MECH_CONTROL, MECH_EM, MECH_LEGACY, Component
+from plugins.redfish._layout import MECH_CONTROL, MECH_EM, MECH_LEGACY, Component
 from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior
 from plugins.redfish._platforms.controls import ControlMechanism
 from plugins.redfish._platforms.environment_metrics import EnvironmentMetricsMechanism

@@ -7,8 +7,11 @@ prior `SetPoint` and `ControlMode` exactly.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
+
 from plugins.redfish._client import Document
-from plugins.redfish._discovery import MECH_CONTROL, Component
+from plugins.redfish._layout import CONTROLS, MECH_CONTROL, Component, Discovery, generic_node_metrics
 from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior, number
 
 RESET_TO_DEFAULTS = "#Control.ResetToDefaults"
@@ -65,3 +68,49 @@ class ControlMechanism(Mechanism):
             return reading.watts is None or reading.mode == "Disabled"
         same_mode = prior.mode is None or reading.mode == prior.mode
         return same_mode and reading.watts is not None and abs(reading.watts - prior.watts) <= 0.5
+
+
+# ---- discovery -----------------------------------------------------------------------------------
+
+
+def discover_controls(
+    base: Discovery,
+    chassis: list[Document],
+    controls: list[tuple[Document, Document]],
+    gpus: list[Component],
+    cpus: list[Component],
+) -> Discovery:
+    """Power Controls: GPU/CPU caps by `RelatedItem`, the node cap from the first other one."""
+    by_uri = {c.resource_uri: c for c in gpus + cpus}
+    node: list[Component] = []
+    updated: dict[str, Component] = {}
+    for ch, control in controls:
+        related = [
+            str(item.get("@odata.id"))
+            for item in control.get("RelatedItem") or ()
+            if isinstance(item, Mapping)
+        ]
+        target = next((by_uri[r] for r in related if r in by_uri), None)
+        if target is not None:
+            updated[target.key] = replace(target, mechanism=MECH_CONTROL, limit_uri=control.path)
+        elif not node:
+            node.append(
+                Component(
+                    key="node",
+                    kind="node",
+                    index=0,
+                    name=str(control.get("Id") or ""),
+                    mechanism=MECH_CONTROL,
+                    limit_uri=control.path,
+                    resource_uri=ch.path,
+                )
+            )
+    return replace(
+        base,
+        platform=CONTROLS,
+        node=tuple(node),
+        gpus=tuple(updated.get(c.key, c) for c in gpus),
+        cpus=tuple(updated.get(c.key, c) for c in cpus),
+        node_metrics=generic_node_metrics(chassis, node),
+        note="" if node else "no node-level Power Control on this BMC",
+    )

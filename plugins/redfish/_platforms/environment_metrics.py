@@ -8,10 +8,21 @@ Clear: the `ClearOOBSetPoint` OEM action where advertised, else `SetPoint = Defa
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from plugins.redfish._client import Document
-from plugins.redfish._discovery import MECH_EM, Component
+from plugins.redfish._layout import (
+    ENVIRONMENT_METRICS,
+    MECH_EM,
+    Component,
+    Discovery,
+    generic_node_metrics,
+    id_of,
+    link_of,
+    natural_key,
+    nvidia_node_metrics_uri,
+)
 from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, number
 
 CLEAR_OOB = "NvidiaEnvironmentMetrics.ClearOOBSetPoint"
@@ -91,3 +102,82 @@ def _clear_target(body: Mapping[str, Any]) -> str:
 def _reading(body: Mapping[str, Any], name: str) -> float | None:
     value = body.get(name)
     return number(value.get("Reading")) if isinstance(value, Mapping) else None
+
+
+# ---- discovery -----------------------------------------------------------------------------------
+
+
+def discover_nvidia_em(
+    base: Discovery, chassis: list[Document], gpus: list[Component], cpus: list[Component]
+) -> Discovery:
+    """GPU/CPU caps on their Processor EnvironmentMetrics, node caps on the processor modules."""
+
+    def capped(c: Component) -> Component:
+        uri = c.metrics_uri or f"{c.resource_uri}/EnvironmentMetrics"
+        return replace(c, mechanism=MECH_EM, limit_uri=uri, metrics_uri=uri)
+
+    modules = sorted(
+        (ch for ch in chassis if "ProcessorModule" in id_of(ch)),
+        key=lambda ch: natural_key(id_of(ch)),
+    )
+    node = tuple(
+        Component(
+            key=f"module/{i}",
+            kind="module",
+            index=i,
+            name=id_of(ch),
+            mechanism=MECH_EM,
+            limit_uri=f"{ch.path}/EnvironmentMetrics",
+            metrics_uri=f"{ch.path}/EnvironmentMetrics",
+            resource_uri=ch.path,
+        )
+        for i, ch in enumerate(modules)
+    )
+    note = "" if node else "this platform has no processor-module caps (Chassis/*ProcessorModule*)"
+    return replace(
+        base,
+        platform=ENVIRONMENT_METRICS,
+        node=node,
+        gpus=tuple(capped(c) for c in gpus),
+        cpus=tuple(capped(c) for c in cpus),
+        node_metrics=(MECH_EM, nvidia_node_metrics_uri(chassis)),
+        note=note,
+    )
+
+
+def discover_generic_em(
+    base: Discovery,
+    chassis: list[Document],
+    gpus: list[Component],
+    cpus: list[Component],
+    caps: dict[str, Document],
+) -> Discovery:
+    """Caps on whichever EnvironmentMetrics resources showed `PowerLimitWatts` when probed."""
+
+    def capped(c: Component) -> Component:
+        if c.metrics_uri in caps:
+            return replace(c, mechanism=MECH_EM, limit_uri=c.metrics_uri)
+        return c
+
+    node: list[Component] = []
+    modules = [ch for ch in chassis if link_of(ch.body, "EnvironmentMetrics") in caps]
+    module_like = [ch for ch in modules if str(ch.get("ChassisType")) == "Module"]
+    if module_like:
+        for i, ch in enumerate(sorted(module_like, key=lambda c: natural_key(id_of(c)))):
+            uri = link_of(ch.body, "EnvironmentMetrics")
+            node.append(Component(f"module/{i}", "module", i, id_of(ch), MECH_EM, uri, resource_uri=ch.path))
+    elif modules:
+        ch = modules[0]
+        uri = link_of(ch.body, "EnvironmentMetrics")
+        node.append(
+            Component("node", "node", 0, id_of(ch), MECH_EM, uri, resource_uri=ch.path, metrics_uri=uri)
+        )
+    return replace(
+        base,
+        platform=ENVIRONMENT_METRICS,
+        node=tuple(node),
+        gpus=tuple(capped(c) for c in gpus),
+        cpus=tuple(capped(c) for c in cpus),
+        node_metrics=generic_node_metrics(chassis, node),
+        note="" if node else "no chassis-level EnvironmentMetrics power limit on this BMC",
+    )

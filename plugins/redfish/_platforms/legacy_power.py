@@ -7,10 +7,11 @@ Node caps only.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from plugins.redfish._client import Document
-from plugins.redfish._discovery import MECH_LEGACY, Component
+from plugins.redfish._layout import LEGACY_POWER, MECH_LEGACY, Component, Discovery, generic_node_metrics
 from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, number
 
 
@@ -50,3 +51,43 @@ class LegacyPowerMechanism(Mechanism):
         members: list[dict[str, Any]] = [{} for _ in range(max(component.members, component.member + 1))]
         members[component.member] = {"PowerLimit": {"LimitInWatts": value}}
         return CapRequest("PATCH", component.limit_uri, {"PowerControl": members})
+
+
+# ---- discovery -----------------------------------------------------------------------------------
+
+
+def discover_legacy(
+    base: Discovery,
+    chassis: list[Document],
+    legacy: tuple[Document, Document] | None,
+    gpus: list[Component],
+    cpus: list[Component],
+) -> Discovery:
+    """The node cap in `PowerControl[]` of the chassis `Power` resource; nothing else."""
+    node: tuple[Component, ...] = ()
+    if legacy is not None:
+        ch, power = legacy
+        controls = list(power.get("PowerControl") or [])
+        member = next(i for i, c in enumerate(controls) if isinstance(c, Mapping) and "PowerLimit" in c)
+        node = (
+            Component(
+                key="node",
+                kind="node",
+                index=0,
+                name=f"PowerControl/{member}",
+                mechanism=MECH_LEGACY,
+                limit_uri=power.path,
+                member=member,
+                members=len(controls),
+                resource_uri=ch.path,
+            ),
+        )
+    return replace(
+        base,
+        platform=LEGACY_POWER,
+        node=node,
+        gpus=tuple(gpus),
+        cpus=tuple(cpus),
+        node_metrics=generic_node_metrics(chassis, list(node)),
+        note="the legacy Chassis Power resource caps the whole node only" if node else "no PowerLimit",
+    )

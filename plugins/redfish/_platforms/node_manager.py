@@ -8,7 +8,10 @@ ping and metrics work as on any other BMC.
 
 from __future__ import annotations
 
-from plugins.redfish._discovery import Discovery
+from dataclasses import replace
+
+from plugins.redfish._client import Document
+from plugins.redfish._layout import NODE_MANAGER, Component, Discovery, readings_only
 
 
 def unsupported_message(discovery: Discovery, what: str, reason: str = "") -> str:
@@ -16,3 +19,16 @@ def unsupported_message(discovery: Discovery, what: str, reason: str = "") -> st
     model = discovery.model or discovery.product or "this BMC"
     reason = reason or discovery.note or "the BMC offers no writable resource for it"
     return f"{what}: unsupported on this platform ({model}, {discovery.platform}): {reason}"
+
+
+def discover_node_manager(
+    base: Discovery, chassis: list[Document], gpus: list[Component], cpus: list[Component]
+) -> Discovery:
+    """Readings only: every cap answers "unsupported on this platform"."""
+    return replace(
+        readings_only(base, chassis, gpus, cpus),
+        platform=NODE_MANAGER,
+        note="power limits on this platform go through NVIDIA/AMI Node Manager domains "
+        "(Managers/BMC/NodeManager/Domains), whose payload is unpublished; devicectl does not support "
+        "them yet",
+    )

@@ -35,9 +35,12 @@ def make_harness(sim_certs: Path) -> Callable[..., Any]:
             await self.plugin.start()
             return Harness(self.fleet, self.plugin)
 
-        async def __aexit__(self, *exc: object) -> None:
+        async def __aexit__(self, exc_type: object, *exc: object) -> None:
             try:
                 await self.plugin.close()
+                if exc_type is None:  # every test also checks that no Redfish session leaked
+                    leaked = {b.url: b.stats.open_sessions for b in self.fleet.bmcs if b.stats.open_sessions}
+                    assert not leaked, f"Redfish sessions left open after close(): {leaked}"
             finally:
                 await self.fleet.stop()
 

@@ -216,3 +216,4 @@ async def test_persistent_503_on_reads_fails_only_that_bmcs_metrics(make_harness
         result = outs[1].result
         assert not result.ok and "HTTP 503" in result.error and "gave up after 3 attempts" in result.error
         assert h.fleet.bmcs[1].stats.faults_injected["http503"] == 7 * 3  # 7 resources, 3 attempts each
+        h.fleet.clear_faults()

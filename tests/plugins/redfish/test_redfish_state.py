@@ -79,6 +79,8 @@ async def test_restart_neither_resets_limits_nor_touches_the_bmc(gb200: Harness)
     assert out.result.ok and gpu0(gb200) == 500
     await gb200.call("set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(2400)))
     assert gb200.states[0]["priors"]["topology"]["gpu/0"]["watts"] == 1200
+    await gb200.plugin.close()
+    assert bmc.stats.open_sessions == 0
 
 
 async def test_discovery_is_cached_in_state_and_in_process(gb200: Harness) -> None:
@@ -97,6 +99,8 @@ async def test_discovery_is_cached_in_state_and_in_process(gb200: Harness) -> No
     await gb200.call("std_metrics", bmc, Empty())
     assert "GET /redfish/v1/Systems" not in gb200.calls(bmc)
     assert gb200.calls(bmc)["POST /redfish/v1/SessionService/Sessions"] == 1
+    await gb200.plugin.close()
+    assert bmc.stats.open_sessions == 0
 
 
 async def test_a_stale_uri_404_drops_discovery_and_the_next_request_rediscovers(gb200: Harness) -> None:

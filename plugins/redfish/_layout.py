@@ -1,0 +1,268 @@
+"""The discovery result's data model (`Component`, `Discovery`) and small Redfish document helpers.
+
+Shared by discovery (`plugins.redfish._discovery`) and the platform modules that build its result.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from plugins.redfish._client import Document
+
+ENVIRONMENT_METRICS = "environment_metrics"
+CONTROLS = "controls"
+LEGACY_POWER = "legacy_power"
+NODE_MANAGER = "node_manager"
+AUTO = "auto"
+PLATFORMS = (ENVIRONMENT_METRICS, CONTROLS, LEGACY_POWER, NODE_MANAGER)
+
+# cap mechanisms of one component
+MECH_EM = "environment_metrics"
+MECH_CONTROL = "control"
+MECH_LEGACY = "legacy_power"
+
+#: DPS topology models and their power-policy interface (redfish.md §2.1)
+MODEL_PLATFORMS: dict[str, str] = {
+    "DGX_GB200": ENVIRONMENT_METRICS,
+    "DGX_GB300": ENVIRONMENT_METRICS,
+    "DGX_B200EM": ENVIRONMENT_METRICS,
+    "DGX_B300EM": ENVIRONMENT_METRICS,
+    "DGX_VR_NVL72": ENVIRONMENT_METRICS,
+    "DGX_H100": NODE_MANAGER,
+    "DGX_H200": NODE_MANAGER,
+    "DGX_B200": NODE_MANAGER,
+    "DGX_B300": NODE_MANAGER,
+}
+
+ROOT = "/redfish/v1"
+#: bump when the shape changes: older cached discoveries are then redone
+DISCOVERY_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Component:
+    """One cap-able (or at least measurable) part of the node.
+
+    Attributes:
+        key: state key, e.g. `gpu/0`, `cpu/1`, `node`, `module/0`.
+        kind: `gpu`, `cpu`, `node` or `module`.
+        index: 0-based index within its kind (GPU ids are 0..n-1, ordered by the BMC's numbering).
+        name: the BMC's id (`GPU_0`, `GPU_SXM_1`, `HGX_ProcessorModule_0`, `PowerLimit`).
+        mechanism: how the cap is written (`environment_metrics`, `control`, `legacy_power`), or
+            empty when this component has no writable cap on this platform.
+        limit_uri: the resource holding the cap.
+        member: index in `PowerControl[]` (legacy Power only).
+        members: length of `PowerControl[]` (legacy Power only; PATCH pads the others with `{}`).
+        resource_uri: the Processor or Chassis resource.
+        metrics_uri: EnvironmentMetrics with the component's readings (may equal `limit_uri`).
+        wpps_uri: the NVIDIA WorkloadPowerProfile resource (GPUs with WPPS).
+        model: the component's model, when known.
+    """
+
+    key: str
+    kind: str
+    index: int
+    name: str
+    mechanism: str = ""
+    limit_uri: str = ""
+    member: int = 0
+    members: int = 1
+    resource_uri: str = ""
+    metrics_uri: str = ""
+    wpps_uri: str = ""
+    model: str = ""
+
+    @property
+    def label(self) -> str:
+        """How messages name the component ("GPU 0", "CPU 1", "node", "module 0")."""
+        if self.kind == "node":
+            return "node"
+        return f"{self.kind.upper() if self.kind in ('gpu', 'cpu') else self.kind} {self.index}"
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """What discovery found on one BMC; stored in the device state under `discovery`."""
+
+    platform: str
+    url: str = ""
+    model: str = ""
+    vendor: str = ""
+    product: str = ""
+    redfish_version: str = ""
+    firmware: str = ""
+    #: node-cap components: one (Control / legacy Power) or the processor modules (split evenly)
+    node: tuple[Component, ...] = ()
+    gpus: tuple[Component, ...] = ()
+    cpus: tuple[Component, ...] = ()
+    #: node power readings: (kind, uri); kind is `environment_metrics`, `legacy_power` or `control`
+    node_metrics: tuple[str, str] = ("", "")
+    #: why a control path is missing (shown in "unsupported" messages)
+    note: str = ""
+    discovered_at: str = ""
+    version: int = DISCOVERY_VERSION
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def node_split(self) -> bool:
+        """Whether the node cap is the sum of several module caps."""
+        return len(self.node) > 1 or any(c.kind == "module" for c in self.node)
+
+    def components(self) -> list[Component]:
+        """Every component (node parts, GPUs, CPUs)."""
+        return [*self.node, *self.gpus, *self.cpus]
+
+    def by_key(self, key: str) -> Component | None:
+        """A component by state key."""
+        for comp in self.components():
+            if comp.key == key:
+                return comp
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON for the device state."""
+        data = asdict(self)
+        data["node_metrics"] = list(self.node_metrics)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Discovery | None:
+        """Parse a stored discovery; None when missing, malformed or of another version."""
+        try:
+            if int(data.get("version", 0)) != DISCOVERY_VERSION or data.get("platform") not in PLATFORMS:
+                return None
+            comps = {
+                name: tuple(Component(**c) for c in data.get(name) or ()) for name in ("node", "gpus", "cpus")
+            }
+            metrics = data.get("node_metrics") or ("", "")
+            return cls(
+                platform=str(data["platform"]),
+                url=str(data.get("url", "")),
+                model=str(data.get("model", "")),
+                vendor=str(data.get("vendor", "")),
+                product=str(data.get("product", "")),
+                redfish_version=str(data.get("redfish_version", "")),
+                firmware=str(data.get("firmware", "")),
+                node=comps["node"],
+                gpus=comps["gpus"],
+                cpus=comps["cpus"],
+                node_metrics=(str(metrics[0]), str(metrics[1])),
+                note=str(data.get("note", "")),
+                discovered_at=str(data.get("discovered_at", "")),
+                extra=dict(data.get("extra") or {}),
+            )
+        except (TypeError, ValueError, KeyError, IndexError):
+            return None
+
+
+def platform_hint(model_name: str, option: str | None) -> str:
+    """The platform to use: the `platform` option, else the DPS model's, else `auto` (probe)."""
+    if option and option != AUTO:
+        return option
+    return MODEL_PLATFORMS.get(model_name.upper(), AUTO)
+
+
+def processor_components(processors: list[Document], kind: str) -> list[Component]:
+    """GPUs or CPUs (`kind`) among Processor documents, numbered 0..n-1 in the BMC's order."""
+    wanted = kind.upper()
+    picked = []
+    for doc in processors:
+        ptype = str(doc.get("ProcessorType") or "").upper()
+        pid = str(doc.get("Id") or doc.path.rstrip("/").rsplit("/", 1)[-1])
+        if ptype != wanted and not (not ptype and pid.upper().startswith(wanted)):
+            continue
+        em = link_of(doc.body, "EnvironmentMetrics")
+        oem = (doc.get("Oem") or {}).get("Nvidia") or {}
+        wpps = link_of(oem, "WorkloadPowerProfile") if isinstance(oem, Mapping) else ""
+        picked.append((pid, doc.path, em, wpps, str(doc.get("Model") or "")))
+    picked.sort(key=lambda p: natural_key(p[0]))
+    return [
+        Component(
+            key=f"{kind}/{i}",
+            kind=kind,
+            index=i,
+            name=pid,
+            resource_uri=path,
+            metrics_uri=em,
+            wpps_uri=wpps,
+            model=model,
+        )
+        for i, (pid, path, em, wpps, model) in enumerate(picked)
+    ]
+
+
+def nvidia_node_metrics_uri(chassis: list[Document]) -> str:
+    """The node's EnvironmentMetrics on NVIDIA HGX BMCs."""
+    ids = [id_of(ch) for ch in chassis]
+    # NOTE: NVIDIA node readings are Chassis_0 (whole tray) then HGX_Chassis_0 (dps.md §7)
+    for wanted in ("Chassis_0", "HGX_Chassis_0"):
+        if wanted in ids:
+            return f"{chassis[ids.index(wanted)].path}/EnvironmentMetrics"
+    for ch in chassis:
+        if str(ch.get("ChassisType")) == "RackMount" and link_of(ch.body, "EnvironmentMetrics"):
+            return link_of(ch.body, "EnvironmentMetrics")
+    return f"{chassis[0].path}/EnvironmentMetrics" if chassis else ""
+
+
+def generic_node_metrics(chassis: list[Document], node: Sequence[Component]) -> tuple[str, str]:
+    """(kind, uri) of the node power reading on a generic BMC."""
+    for ch in chassis:
+        em = link_of(ch.body, "EnvironmentMetrics")
+        if em and str(ch.get("ChassisType")) != "Module":
+            return MECH_EM, em
+    for comp in node:
+        if comp.mechanism == MECH_LEGACY:
+            return MECH_LEGACY, comp.limit_uri
+        if comp.mechanism == MECH_CONTROL:
+            return MECH_CONTROL, comp.limit_uri
+    for ch in chassis:
+        power = link_of(ch.body, "Power")
+        if power:
+            return MECH_LEGACY, power
+    return "", ""
+
+
+def members_of(doc: Document) -> list[str]:
+    """`@odata.id`s of a collection's members."""
+    out = []
+    for item in doc.get("Members") or ():
+        if isinstance(item, Mapping) and isinstance(item.get("@odata.id"), str):
+            out.append(item["@odata.id"])
+    return out
+
+
+def link_of(body: Mapping[str, Any], name: str) -> str:
+    """The `@odata.id` of a navigation property (without a trailing slash), or ''."""
+    value = body.get(name)
+    if isinstance(value, Mapping) and isinstance(value.get("@odata.id"), str):
+        return str(value["@odata.id"]).rstrip("/")
+    return ""
+
+
+def id_of(doc: Document) -> str:
+    """A resource's `Id` (else the last URI segment)."""
+    return str(doc.get("Id") or doc.path.rstrip("/").rsplit("/", 1)[-1])
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """Sort key ordering `GPU_2` before `GPU_10`."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
+
+
+def readings_only(
+    base: Discovery, chassis: list[Document], gpus: list[Component], cpus: list[Component]
+) -> Discovery:
+    """A discovery with readings but no writable caps."""
+
+    def fill(c: Component) -> Component:
+        return replace(c, metrics_uri=c.metrics_uri or "")
+
+    return replace(
+        base,
+        gpus=tuple(fill(c) for c in gpus),
+        cpus=tuple(fill(c) for c in cpus),
+        node_metrics=(MECH_EM, nvidia_node_metrics_uri(chassis)) if chassis else ("", ""),
+    )
