@@ -54,9 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--record", help="append each response as a JSON line to this file")
     p.set_defaults(func=cmd_sink)
 
-    p = sub.add_parser("bmc-sim", help="run simulated Redfish BMCs over HTTPS", add_help=False)
-    p.add_argument("sim_args", nargs=argparse.REMAINDER)
-    p.set_defaults(func=cmd_bmc_sim)
+    # Dispatched before parsing (see main); listed here for --help.
+    sub.add_parser("bmc-sim", help="run simulated Redfish BMCs over HTTPS (devicectl bmc-sim --help)")
 
     p = sub.add_parser("demo", help="simulated fleet + controller + sink: activate, show, deactivate")
     p.add_argument("--nodes", type=int, default=16)
@@ -164,12 +163,6 @@ def cmd_sink(args: argparse.Namespace) -> int:
     return asyncio.run(main())
 
 
-def cmd_bmc_sim(args: argparse.Namespace) -> int:
-    from plugins.redfish.simulator.cli import main as sim_main
-
-    return int(sim_main(list(args.sim_args)))
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
     from controller.cli._demo import run_demo
 
@@ -177,6 +170,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bmc-sim"]:  # the simulator owns its own flags (argparse cannot pass them through)
+        from plugins.redfish.simulator.cli import main as sim_main
+
+        return int(sim_main(argv[1:]))
     args = _parser().parse_args(argv)
     try:
         return int(args.func(args))
