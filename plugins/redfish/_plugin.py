@@ -13,6 +13,7 @@ from plugins.base import (
     DeviceControllerError,
     DevicePlugin,
     DeviceTarget,
+    ElementType,
     Empty,
     FingerprintResponse,
     GpuMetricsQuery,
@@ -151,7 +152,7 @@ class RedfishPlugin(DevicePlugin):
         """GPU-specific caps (or their reset), each GPU answered with the cap the BMC reports."""
         device = await prepare(self.pool, self.settings, ctx)
         applied, _ = await apply_policy_change(device, rg_scope(req.resource_group), None, req)
-        gpu_targets = [t for t in applied.targets if t.element.value == "gpu"]
+        gpu_targets = [t for t in applied.targets if t.element is ElementType.GPU]
         results = _operations.gpu_results(gpu_targets, applied.changes)
         errors = [t.error for t in gpu_targets if t.component is None]
         if errors and not results:
