@@ -23,7 +23,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -222,7 +222,7 @@ class BmcClient:
         method = method.upper()
         limit = attempts if attempts is not None else self.settings.max_attempts
         retrying = AsyncRetrying(
-            stop=_StopAt(deadline, limit),
+            stop=_StopAt(deadline, limit, self._wait_floor),
             wait=self._wait,
             retry=retry_if_exception(_retryable_for(method)),
             reraise=False,
@@ -352,15 +352,24 @@ class BmcClient:
     # ---- retry policy -------------------------------------------------------------------------
 
     def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        floor = self._wait_floor(state)
+        if isinstance(exc, BmcBusyError) or (
+            isinstance(exc, RedfishHTTPError) and exc.retry_after is not None
+        ):
+            return floor
+        return floor * (1.0 + random.random())  # jitter: spread retries of many devices
+
+    def _wait_floor(self, state: RetryCallState) -> float:
+        """The wait before the next attempt, without jitter."""
         s = self.settings
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, BmcBusyError):
             # NOTE: NVIDIA 0x50A means "SMBPBI busy, retry after 60 seconds" (redfish.md §2.2).
             return s.busy_backoff
         if isinstance(exc, RedfishHTTPError) and exc.retry_after is not None:
-            return exc.retry_after
-        base = min(s.max_retry_wait, s.retry_backoff * 2 ** (state.attempt_number - 1))
-        return base * (0.5 + random.random() / 2)
+            return exc.retry_after  # honoured as sent (the deadline bounds it)
+        return min(s.max_retry_wait, s.retry_backoff * 2 ** (state.attempt_number - 1)) / 2
 
     def _map_dmtf(self, exc: dmtf.RedfishError, method: str, path: str) -> RedfishError:
         if isinstance(exc, dmtf.RedfishHTTPError):
@@ -376,14 +385,18 @@ class BmcClient:
 class _StopAt:
     """Stop when attempts run out or the next wait would end past the deadline."""
 
-    def __init__(self, deadline: float, attempts: int):
+    def __init__(self, deadline: float, attempts: int, floor: Callable[[RetryCallState], float]):
         self.deadline = deadline
         self.attempts = attempts
+        self.floor = floor
 
     def __call__(self, state: RetryCallState) -> bool:
         if state.attempt_number >= self.attempts:
             return True
-        return time.monotonic() + state.upcoming_sleep >= self.deadline
+        # NOTE: tenacity >= 8.3 computes the wait before asking stop (`upcoming_sleep`); older ones
+        # do not, so fall back to the wait's deterministic part.
+        upcoming = state.upcoming_sleep or self.floor(state)
+        return time.monotonic() + upcoming >= self.deadline
 
 
 def _retryable_for(method: str) -> Any:

@@ -216,8 +216,15 @@ async def apply_policy_change(
     if policy is not None or gpu_change is not None:
         targets += plan(device, gpu_share_policy, gpu_specific, elements=(ElementType.GPU,))
     applied = await apply_targets(device, targets, scope)
-    # restore what the change released: an UNSET policy, or reset GPUs that got no share
+    # restore what the change released: an UNSET policy, elements a new policy no longer limits
+    # (the topology sends full desired state), or reset GPUs that got no share
     release: set[str] = set()
+    if policy is not None:
+        release |= {
+            k
+            for k in device.state.priors(scope)
+            if _element_of(k) is not ElementType.GPU and policy.limit_for(_element_of(k)) is None
+        }
     if change is not None and change.action is PolicyAction.UNSET:
         release |= {k for k in device.state.priors(scope) if _element_of(k) is not ElementType.GPU}
         if gpu_change is None:

@@ -66,6 +66,28 @@ async def test_policy_unset_inside_an_allocation_restores_that_groups_values(gb2
     assert gpu0(gb200) == 1200 and not out.state.get("priors")
 
 
+async def test_an_update_that_drops_an_element_restores_it(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    both = Policy(
+        "A",
+        (
+            PolicyLimit(ElementType.NODE, PowerLimit(watts=5000)),
+            PolicyLimit(ElementType.CPU, PowerLimit(watts=300)),
+        ),
+    )
+    node_only = Policy("B", (PolicyLimit(ElementType.NODE, PowerLimit(watts=4000)),))
+    await gb200.call("activate_allocation", bmc, Allocation("g", policy=PolicyChange(PolicyAction.SET, both)))
+    assert bmc.state.caps["CPU_0"].set_point == 150
+    out = await gb200.call(
+        "update_allocation", bmc, Allocation("g", policy=PolicyChange(PolicyAction.SET, node_only))
+    )
+    assert out.result.ok, out.result.error
+    assert (
+        bmc.state.caps["CPU_0"].set_point == 420 and bmc.state.caps["HGX_ProcessorModule_0"].set_point == 2000
+    )
+    assert set(out.state["priors"]["rg:g"]) == {"module/0", "module/1"}
+
+
 async def test_restart_neither_resets_limits_nor_touches_the_bmc(gb200: Harness) -> None:
     bmc = gb200.fleet.bmcs[0]
     await gb200.call("set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(2000)))
