@@ -16,6 +16,7 @@ Per-device options (all optional):
 | `max_attempts` | 4 | attempts per HTTP call for transient failures (always bounded by the deadline) |
 | `task_poll_interval` | 1 s | task-monitor polling when the BMC sends no `Retry-After` |
 | `verify_after` | 2 s | delay before the asynchronous workload-profile verification |
+| `logout_timeout` | 5 s | time allowed for each Redfish session DELETE at shutdown |
 | `platform` | the model's | force one: `environment_metrics`, `controls`, `legacy_power`, `node_manager` |
 """
 
