@@ -25,6 +25,7 @@ from controller.config import Settings
 from controller.sink import TopologySink
 from plugins.base import (
     Allocation,
+    DeviceRequest,
     ElementType,
     Empty,
     GpuPoliciesChange,
@@ -63,7 +64,7 @@ async def _send_all(
     sink: TopologySink,
     ids: list[str],
     kind: RequestKind,
-    request: object,
+    request: DeviceRequest,
     label: str,
 ) -> dict[str, pb.DeviceControllerResponse]:
     sent = {}
