@@ -29,6 +29,7 @@ from plugins.base._plugin import (
     run_operation,
 )
 from plugins.base._policy import CapTarget, check_range, element_share, gpu_target, gpu_targets
+from plugins.base._profiles import ProfileChecks
 from plugins.base._spec import CATALOGUE, ComponentSpec, SystemSpec, policy_from_element_map
 from plugins.base._streams import (
     DEVICE_TYPE_GPU,
@@ -142,6 +143,7 @@ __all__ = [
     "PolicyLimit",
     "PowerLimit",
     "ProfileChange",
+    "ProfileChecks",
     "ProfileResult",
     "RawMetricsResult",
     "RequestKind",

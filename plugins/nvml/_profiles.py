@@ -23,6 +23,7 @@ from plugins.base import (
     DeviceControllerError,
     GpuProfileStatus,
     InvalidRequestError,
+    ProfileChecks,
     ProfileResult,
     VerificationResult,
 )
@@ -291,18 +292,11 @@ def restore(inv: Inventory, state: NvmlState) -> ProfileResult | None:
 
 
 def verify(payload: Mapping[str, Any]) -> VerificationResult:
-    """Re-read the masks an earlier change asked for, as the Redfish plugin does.
-
-    The requested set not showing the change yet is `pending` (the controller checks again);
-    the enforced set differing from it is a `mismatch` (the GPU arbitrated: reported, not
-    retried); otherwise `verified`.
-    """
+    """Re-read the masks an earlier change asked for (verdicts: `plugins.base.ProfileChecks`)."""
     gpus = payload.get("gpus")
     if not isinstance(gpus, Mapping) or not gpus:
         return VerificationResult(True, "verified", "nothing to verify")
-    pending: list[str] = []
-    mismatches: list[str] = []
-    verified: list[str] = []
+    checks = ProfileChecks(name_ids)
     for uuid, expect in gpus.items():
         label = f"GPU {expect.get('gpu_id', '?')} ({uuid})"
         try:
@@ -310,21 +304,11 @@ def verify(payload: Mapping[str, Any]) -> VerificationResult:
         except pynvml.NVMLError as exc:
             code = error_code(exc)
             if code in TRANSIENT:
-                pending.append(f"{label}: {describe(code)}")
+                checks.not_yet(label, describe(code))
                 continue
             # lost, reset, unknown UUID, profiles gone after a driver change: checking again
             # will not help, so the verification ends as failed
             return VerificationResult(True, "failed", f"{label}: {describe(code)}")
         on, off = set(expect.get("on", ())), set(expect.get("off", ()))
-        seen = f"requested {name_ids(current.requested)}, enforced {name_ids(current.enforced)}"
-        if not on <= current.requested or off & current.requested:
-            pending.append(f"{label}: the requested profiles do not show the change ({seen})")
-        elif not on <= current.enforced or off & current.enforced:
-            mismatches.append(f"{label}: {seen} (the GPU arbitrates conflicting profiles)")
-        else:
-            verified.append(f"{label}: {seen}")
-    if pending:
-        return VerificationResult(False, "pending", " | ".join(pending))
-    if mismatches:
-        return VerificationResult(True, "mismatch", " | ".join(mismatches + verified))
-    return VerificationResult(True, "verified", " | ".join(verified))
+        checks.observe(label, on, off, set(current.requested), set(current.enforced))
+    return checks.result()

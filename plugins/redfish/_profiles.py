@@ -20,6 +20,7 @@ from plugins.base import (
     InvalidRequestError,
     PendingVerification,
     ProfileChange,
+    ProfileChecks,
     ProfileResult,
     VerificationResult,
 )
@@ -157,30 +158,19 @@ async def restore_profiles(device: Device, scope: str) -> ProfileResult | None:
 
 async def verify_profiles(bmc: OpBmc, payload: Mapping[str, Any]) -> VerificationResult:
     """Check that every GPU's requested mask shows the change; report what is enforced."""
-    pending: list[str] = []
-    mismatched: list[str] = []
-    verified: list[str] = []
+    checks = ProfileChecks(_ids)
     for gpu in payload.get("gpus") or ():
         label = f"GPU {gpu.get('gpu_id')}"
         try:
             doc = await bmc.get(str(gpu["uri"]))
         except DeviceControllerError as exc:
-            pending.append(f"{label}: {exc}")
+            checks.not_yet(label, str(exc))
             continue
         requested = set(to_ids(parse_mask(doc.get("RequestedProfileMask"))))
         enforced = set(to_ids(parse_mask(doc.get("EnforcedProfileMask"))))
         on, off = set(gpu.get("on") or ()), set(gpu.get("off") or ())
-        if not on <= requested or off & requested:
-            pending.append(f"{label}: requested {_ids(requested)} does not show the change yet")
-        elif not on <= enforced or off & enforced:
-            mismatched.append(f"{label}: requested {_ids(requested)}, enforced {_ids(enforced)}")
-        else:
-            verified.append(f"{label}: enforced {_ids(enforced)}")
-    if pending:
-        return VerificationResult(False, "pending", "; ".join(pending))
-    if mismatched:
-        return VerificationResult(True, "mismatch", "; ".join(mismatched + verified))
-    return VerificationResult(True, "verified", "; ".join(verified))
+        checks.observe(label, on, off, requested, enforced)
+    return checks.result()
 
 
 async def _apply_gpu(device: Device, gpu: Component, on: int, off: int, scope: str | None) -> _GpuOutcome:

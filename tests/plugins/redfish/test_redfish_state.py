@@ -173,4 +173,4 @@ async def test_verification_stays_pending_until_the_bmc_shows_the_change(gb200: 
     assert not check.done and check.status == "pending" and "GPU 2" in check.detail
     bmc.state.profiles["GPU_2"].requested = 1 << 5
     check = await gb200.plugin.verify(gb200.ctx(bmc), pending)
-    assert check.done and check.status == "verified" and "GPU 3: enforced 8" in check.detail
+    assert check.done and check.status == "verified" and "GPU 3: requested 8, enforced 8" in check.detail
