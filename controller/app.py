@@ -5,7 +5,6 @@ server (DeviceController, admin, health, reflection), with recovery at start and
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -200,11 +199,13 @@ class Controller:
             )
             await self.dispatcher.cancel()
         await self.delivery.flush(timeout=min(grace, 5.0))
+        self.delivery.stop()
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        # Bounded: a background loop that missed its cancellation must not hang the shutdown.
+        _, stuck = await asyncio.wait(self._tasks, timeout=5.0)
+        for task in stuck:
+            log.error("shutdown: background task %s did not stop", task.get_name())
         # Bounded, so a stuck BMC logout or database cannot hang the shutdown.
         for step, timeout in ((self.plugins.close(), 10.0), (self.store.close(), 30.0)):
             try:

@@ -8,6 +8,7 @@ outlive topology outages and controller restarts; tenacity's wait strategy compu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from datetime import UTC, datetime, timedelta
 
@@ -53,6 +54,7 @@ class Delivery:
         self._channel: grpc.aio.Channel | None = None
         self._stub: cb.TopologyCallbackStub | None = None
         self.delivered = 0
+        self._stopping = False
 
     def notify(self) -> None:
         self._wake.set()
@@ -64,13 +66,13 @@ class Delivery:
         self._channel = grpc.aio.insecure_channel(self._target)
         self._stub = cb.TopologyCallbackStub(self._channel)
         try:
-            while True:
+            while not self._stopping:
                 self._wake.clear()
                 await self.pass_once()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), timeout=0.5)
-                except TimeoutError:
-                    pass
+                # asyncio.timeout, unlike wait_for on 3.11, never swallows a cancellation
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(0.5):
+                        await self._wake.wait()
         finally:
             await self._stop_tasks()
             await self._channel.close()
@@ -91,6 +93,11 @@ class Delivery:
             started += 1
         self._finished = {d: p for d, p in self._finished.items() if p >= this_pass}
         return started
+
+    def stop(self) -> None:
+        """Ask the delivery loop to end after its current pass."""
+        self._stopping = True
+        self._wake.set()
 
     async def flush(self, timeout: float) -> None:
         """Best effort at shutdown: deliver what is due now, within `timeout`."""
