@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import json
 import time
+from pathlib import Path
 
 import grpc
 import pytest
@@ -273,3 +274,39 @@ async def test_graceful_shutdown_lets_in_flight_work_finish(start_controller, si
     await asyncio.sleep(0.1)
     await h.controller.stop(grace=3)
     assert sink.counts["g1"] == 1
+
+
+async def test_health_and_reflection_are_served(start_controller) -> None:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    h = await start_controller()
+    health = health_pb2_grpc.HealthStub(h.channel)
+    for service in ("", "devicecontroller.v1.DeviceController", "devicecontroller.v1.DeviceControllerAdmin"):
+        reply = await health.Check(health_pb2.HealthCheckRequest(service=service))
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    stub = reflection_pb2_grpc.ServerReflectionStub(h.channel)
+    answers = [
+        a
+        async for a in stub.ServerReflectionInfo(
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")])
+        )
+    ]
+    names = {s.name for s in answers[0].list_services_response.service}
+    assert {"devicecontroller.v1.DeviceController", "devicecontroller.v1.DeviceControllerAdmin"} <= names
+
+
+async def test_secrets_never_reach_state_database_or_responses(start_controller, sink, tmp_path) -> None:
+    (tmp_path / "node-secret").write_text('{"username": "admin", "password": "hunter2-secret"}')
+    inventory = {
+        "node000": DeviceEntry(
+            "node000", MEMORY, {"Model": "DGX_GB200"}, url="https://bmc", secret="node-secret"
+        )
+    }
+    h = await start_controller(inventory, secrets_dir=str(tmp_path))
+    await h.stub.SendDeviceRequest(gpu_caps("node000", "sec1", {0: 500}))
+    await sink.wait_for({"sec1"})
+    assert b"hunter2" not in sink.unique()["sec1"].SerializeToString()
+    db = Path(h.controller.settings.database_url.removeprefix("sqlite:///"))
+    for path in db.parent.glob(db.name + "*"):
+        assert b"hunter2" not in path.read_bytes()
