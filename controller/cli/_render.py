@@ -25,7 +25,16 @@ def print_json(value: Any) -> None:
         value = as_dict(value)
     elif isinstance(value, list) and value and isinstance(value[0], Message):
         value = [as_dict(v) for v in value]
-    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
+    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=_plain) + "\n")
+
+
+def _plain(value: Any) -> Any:
+    """JSON for values json does not know: datetimes as ISO text, enums by value, errors as text."""
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if hasattr(value, "value"):
+        return value.value
+    return str(value)
 
 
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:

@@ -1,0 +1,149 @@
+"""`devicectl fingerprint` and `devicectl stats`: the plugins' Nomad-shaped streams, read locally.
+
+They load the inventory, start each plugin the inventory names, and print the first fingerprint
+(inventory and health) or `--samples` rounds of statistics. No controller needs to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+from collections import defaultdict
+from typing import Any
+
+from controller.cli._render import err_console, print_json, table
+from controller.config import load_settings
+from controller.inventory import DeviceEntry, load_inventory
+from controller.plugin_host import PluginHost
+from controller.secrets import SecretStore
+from plugins.base import DeviceControllerError, DeviceTarget, StatObject, StatValue
+
+
+def add_parsers(sub: Any) -> None:
+    for name, helptext in (
+        ("fingerprint", "devices, health and attributes, from each plugin"),
+        ("stats", "power, energy, limits and more, from each plugin"),
+    ):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("--config")
+        p.add_argument("--inventory")
+        p.add_argument("--secrets-dir")
+        p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait per plugin")
+        if name == "stats":
+            p.add_argument("--interval", type=float, default=1.0)
+            p.add_argument("--samples", type=int, default=1)
+        p.set_defaults(func=run_fingerprint if name == "fingerprint" else run_stats)
+
+
+def _targets(args: argparse.Namespace) -> dict[str, list[DeviceTarget]]:
+    settings = load_settings(
+        args.config, overrides={"inventory": args.inventory, "secrets_dir": args.secrets_dir}
+    )
+    if not settings.inventory:
+        raise ValueError("give --inventory (or set inventory in the config)")
+    secrets = SecretStore(settings.secrets_dir or None)
+    by_plugin: dict[str, list[DeviceTarget]] = defaultdict(list)
+    entry: DeviceEntry
+    for entry in load_inventory(settings.inventory).values():
+        by_plugin[entry.plugin].append(
+            DeviceTarget(
+                device_id=entry.id,
+                model=dict(entry.model),
+                endpoint=entry.endpoint(secrets, settings.ca_bundle),
+            )
+        )
+    return by_plugin
+
+
+async def _first(stream: Any, count: int, timeout: float) -> list[Any]:
+    out: list[Any] = []
+    try:
+        async with asyncio.timeout(timeout):
+            async for item in stream:
+                out.append(item)
+                if len(out) >= count:
+                    break
+    finally:
+        await stream.aclose()
+    return out
+
+
+async def _collect(args: argparse.Namespace, kind: str) -> list[tuple[str, Any]]:
+    host = PluginHost()
+    results: list[tuple[str, Any]] = []
+    try:
+        for plugin_name, targets in _targets(args).items():
+            try:
+                plugin = await host.get(plugin_name)
+                if kind == "fingerprint":
+                    items = await _first(plugin.fingerprint(targets), 1, args.timeout)
+                else:
+                    items = await _first(plugin.stats(targets, args.interval), args.samples, args.timeout)
+            except (DeviceControllerError, TimeoutError) as exc:
+                err_console.print(f"[red]{plugin_name}[/red]: {exc or 'timed out'}")
+                continue
+            results.extend((plugin_name, item) for item in items)
+    finally:
+        await host.close()
+    return results
+
+
+def _value(v: StatValue) -> str:
+    for number, total in ((v.float_numerator, v.float_denominator), (v.int_numerator, v.int_denominator)):
+        if number is not None:
+            return (
+                f"{number:g}"
+                + (f" / {total:g}" if total is not None else "")
+                + (f" {v.unit}" if v.unit else "")
+            )
+    if v.string is not None:
+        return v.string
+    return "" if v.boolean is None else str(v.boolean)
+
+
+def _flatten(obj: StatObject, prefix: str = "") -> list[tuple[str, str]]:
+    rows = [(prefix + name, _value(value)) for name, value in obj.attributes.items()]
+    for name, child in obj.nested.items():
+        rows.extend(_flatten(child, f"{prefix}{name}."))
+    return rows
+
+
+def run_fingerprint(args: argparse.Namespace) -> int:
+    results = asyncio.run(_collect(args, "fingerprint"))
+    if args.json:
+        print_json([{"plugin": p, **dataclasses.asdict(r)} for p, r in results])
+        return 0
+    rows = []
+    for plugin, response in results:
+        if response.error is not None:
+            rows.append((plugin, "", "", "error", str(response.error), ""))
+        for group in response.groups:
+            attrs = ", ".join(f"{k}={a.value}{a.unit}" for k, a in sorted(group.attributes.items()))
+            for device in group.devices:
+                locality = device.locality.pci_bus_id if device.locality else ""
+                health = "healthy" if device.healthy else f"unhealthy: {device.health_description}"
+                rows.append(
+                    (plugin, f"{group.vendor} {group.type} {group.name}", device.id, health, locality, attrs)
+                )
+    table("fingerprint", ("plugin", "group", "device", "health", "locality", "attributes"), rows)
+    return 0 if results else 1
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    results = asyncio.run(_collect(args, "stats"))
+    if args.json:
+        print_json([{"plugin": p, **dataclasses.asdict(r)} for p, r in results])
+        return 0
+    rows = []
+    for plugin, response in results:
+        if response.error is not None:
+            rows.append((plugin, "", "error", str(response.error), ""))
+        for group in response.groups:
+            for instance, stats in sorted(group.instance_stats.items()):
+                for name, value in _flatten(stats.stats):
+                    rows.append(
+                        (plugin, instance, name, value, stats.timestamp.isoformat(timespec="seconds"))
+                    )
+    table("stats", ("plugin", "device", "statistic", "value", "at"), rows)
+    return 0 if results else 1
