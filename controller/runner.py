@@ -90,7 +90,11 @@ class RequestRunner:
         except DeviceControllerError as exc:
             await self._fail(job, msg, "rejected", str(exc))
             return
-        kind, request = translate.request_from_proto(msg)
+        try:
+            kind, request = translate.request_from_proto(msg)
+        except DeviceControllerError as exc:  # validated at the edge; this guards journaled rows
+            await self._fail(job, msg, "rejected", str(exc))
+            return
         ctx = DeviceContext(
             device_id=job.device,
             model=resolved.model,
