@@ -4,6 +4,7 @@ DeviceControllerAdmin. Translation of store rows to admin records lives here too
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
@@ -158,8 +159,6 @@ def request_record(view: RequestView) -> apb.RequestRecord:
 
 
 def device_record(view: DeviceView, queued: int, in_inventory: bool) -> apb.DeviceRecord:
-    import json
-
     return apb.DeviceRecord(
         id=view.id,
         plugin=view.plugin or "",
