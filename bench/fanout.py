@@ -1,0 +1,376 @@
+"""Fleet fan-out: one resource-group activation per simulated GB200 BMC, until every response
+has reached the topology sink; compared with the floor and with a synchronous-client baseline.
+
+Per fleet size the run goes:
+
+1. start the BMC simulators (own processes, fixed per-call latency) and the controller (own
+   process, SQLite, `--max-concurrency` = fleet size, per-BMC concurrency 2: the plugin default);
+2. devicectl, "first contact": one activation per BMC on the fresh controller. Each BMC is new to
+   it, so the plugin logs in and discovers the service before setting the caps;
+3. devicectl, "steady state": a second activation (another resource group, other values). The
+   controller now holds a Redfish session and the discovery (in the device state) for each BMC,
+   as it does in production after the first request, so only the cap calls remain;
+4. the baseline (`bench.baseline`), both ways, after the controller has stopped: first contact
+   walks the service like the plugin does; steady state is the operator's script proper, with the
+   platform's URIs hard-coded; both log in and out every time, as a script run does.
+
+The activation sets the node policy (split over the tray's two superchip modules), 4 GPU caps and
+2 CPU caps: 8 writes per BMC, each one GET, PATCH and read-back GET.
+
+The floor, per BMC: `calls x latency / concurrency`, with `calls` counted by the simulator for the
+phase. The BMCs are independent and served in parallel, so the fleet's floor is the largest
+per-BMC floor. It is a lower bound: calls that depend on each other (a read-back after its PATCH,
+discovery's walk down the resource tree) cannot overlap, so no client could reach it exactly when
+the dependencies are longer than the slots allow; in steady state it is exact (8 independent
+GET-PATCH-GET chains on 2 slots take 4 rounds of 3 calls, i.e. 24 x latency / 2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from bench.baseline import PASSWORD_ENV
+from bench.processes import ControllerProcess, database, run_json
+from bench.profiling import Profiler
+from bench.responses import ResponseTracker
+from bench.simulators import PASSWORD, USERNAME, SimulatorProcesses
+from bench.util import child_env, jsonable, say
+from controller import translate
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
+from controller.inventory import load_inventory
+from plugins.base import (
+    Allocation,
+    ElementType,
+    Policy,
+    PolicyAction,
+    PolicyChange,
+    PolicyLimit,
+    PowerLimit,
+    RequestKind,
+)
+
+#: cap writes one activation makes on a GB200 tray: 2 superchip modules (the node policy), 4 GPUs, 2 CPUs
+EXPECTED_WRITES = 8
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One activation: its resource group and the policy's node, GPU and CPU totals (watts)."""
+
+    name: str
+    group: str
+    node: int
+    gpu: int
+    cpu: int
+
+    @property
+    def per_component(self) -> dict[str, int]:
+        """Watts per cap resource: module (node / 2), GPU (gpu / 4), CPU (cpu / 2)."""
+        return {"module": self.node // 2, "gpu": self.gpu // 4, "cpu": self.cpu // 2}
+
+
+# Different values in the two phases, all different from the simulator's defaults, so every cap
+# is written in both (the plugin skips writes of values already in force).
+PHASES = (
+    Phase("first contact", "bench-first", node=5000, gpu=3200, cpu=600),
+    Phase("steady state", "bench-steady", node=4800, gpu=3000, cpu=500),
+)
+
+
+@dataclass(frozen=True)
+class FanoutConfig:
+    """Sizes and settings of the fan-out benchmark."""
+
+    sizes: tuple[int, ...] = (100, 1000, 2000, 4000)
+    latency: float = 0.05
+    per_process: int = 1000
+    #: per-BMC concurrency of the Redfish plugin (its default; checked against the simulator)
+    concurrency: int = 2
+    baseline_workers: int = 64
+    baseline: bool = True
+    backend: str = "sqlite"
+    log_level: str = "INFO"
+    #: write py-spy profiles of the controller per phase here (None: no profiling)
+    profile_dir: Path | None = None
+
+
+QUICK_FANOUT = FanoutConfig(sizes=(3,), latency=0.02, per_process=2, baseline_workers=4)
+
+
+def activation(device: str, request_id: str, phase: Phase) -> pb.DeviceControllerRequest:
+    """The resource-group activation a topology server would send for `phase`."""
+    policy = Policy(
+        "bench",
+        (
+            PolicyLimit(ElementType.NODE, PowerLimit(watts=phase.node)),
+            PolicyLimit(ElementType.GPU, PowerLimit(watts=phase.gpu)),
+            PolicyLimit(ElementType.CPU, PowerLimit(watts=phase.cpu)),
+        ),
+    )
+    return translate.request_to_proto(
+        RequestKind.RESOURCE_GROUP_ACTIVATE,
+        Allocation(phase.group, PolicyChange(PolicyAction.SET, policy)),
+        device=device,
+        request_id=request_id,
+    )
+
+
+async def run_fanout(config: FanoutConfig, workdir: Path) -> dict[str, Any]:
+    """Every fleet size in turn."""
+    out: dict[str, Any] = {"config": jsonable(asdict(config)), "sizes": [], "failed_sizes": []}
+    for n in config.sizes:
+        try:
+            out["sizes"].append(await _one_size(n, config, workdir / f"fanout-{n}"))
+        except Exception as exc:  # one size failing (e.g. out of file descriptors) must not lose the others
+            say(f"fanout n={n}: FAILED: {type(exc).__name__}: {exc}")
+            out["failed_sizes"].append({"n": n, "error": f"{type(exc).__name__}: {exc}"[:2000]})
+    return out
+
+
+async def _one_size(n: int, config: FanoutConfig, workdir: Path) -> dict[str, Any]:
+    sims = SimulatorProcesses(workdir, n, latency=config.latency, per_process=config.per_process)
+    say(f"fanout n={n}: starting {n} simulated BMCs in {sims.processes} process(es)")
+    began = time.monotonic()
+    await sims.start()
+    say(f"fanout n={n}: simulators ready after {time.monotonic() - began:.1f} s")
+    result: dict[str, Any] = {"n": n, "simulator_processes": sims.processes}
+    try:
+        result.update(await _devicectl(n, config, workdir, sims))
+        if config.baseline:
+            result["baseline"] = [await _baseline(n, config, workdir, sims, phase) for phase in PHASES]
+            for ours, theirs in zip(result["phases"], result["baseline"], strict=True):
+                ours["speedup"] = theirs["elapsed"] / ours["elapsed"] if ours["elapsed"] > 0 else 0.0
+                theirs["differs_from_devicectl"] = _call_diff(ours["calls_per_bmc"], theirs["calls_per_bmc"])
+    finally:
+        await sims.stop()
+    return result
+
+
+async def _devicectl(n: int, config: FanoutConfig, workdir: Path, sims: SimulatorProcesses) -> dict[str, Any]:
+    devices = sorted(load_inventory(sims.inventory))
+    if len(devices) != n:
+        raise RuntimeError(f"the simulators' inventory lists {len(devices)} devices, expected {n}")
+    tracker = ResponseTracker()
+    callback = await tracker.start()
+    phases = []
+    try:
+        with database(config.backend, workdir) as url:
+            controller = ControllerProcess(
+                workdir,
+                database_url=url,
+                callback=callback,
+                inventory=sims.inventory,
+                secrets_dir=sims.secrets_dir,
+                max_concurrency=max(n, 1024),
+                device_call_timeout=600.0,
+                log_level=config.log_level,
+                name=f"controller-{n}",
+            )
+            try:
+                await controller.start()
+                async with grpc.aio.insecure_channel(controller.address) as channel:
+                    await channel.channel_ready()  # connect before any clock starts
+                    stub = dgrpc.DeviceControllerStub(channel)
+                    for phase in PHASES:
+                        phases.append(
+                            await _phase(n, config, controller, sims, tracker, stub, devices, phase)
+                        )
+            finally:
+                final = await controller.stop()
+    finally:
+        await tracker.stop()
+    return {
+        "max_concurrency": max(n, 1024),
+        "phases": phases,
+        "peak_rss_mb": final.peak_rss_bytes / 2**20 if final else 0.0,
+    }
+
+
+async def _phase(
+    n: int,
+    config: FanoutConfig,
+    controller: ControllerProcess,
+    sims: SimulatorProcesses,
+    tracker: ResponseTracker,
+    stub: dgrpc.DeviceControllerStub,
+    devices: list[str],
+    phase: Phase,
+) -> dict[str, Any]:
+    label = f"fanout n={n} devicectl {phase.name}"
+    await sims.reset()
+    ids = [f"{phase.group}-{device}" for device in devices]
+    requests = [activation(d, rid, phase) for d, rid in zip(devices, ids, strict=True)]
+    tracker.expect(ids)
+    slots = asyncio.Semaphore(500)
+
+    async def send(request: pb.DeviceControllerRequest) -> None:
+        async with slots:
+            await stub.SendDeviceRequest(request, timeout=120)
+
+    say(f"{label}: sending {n} activations")
+    profile = f"fanout-{n}-{phase.group}"
+    async with Profiler(config.profile_dir).attach(controller.pid, profile):
+        cpu_before, sim_before, own_before = (
+            controller.sample().cpu_seconds,
+            sims.cpu_seconds(),
+            time.process_time(),
+        )
+        started = time.monotonic()
+        await asyncio.gather(*(send(r) for r in requests))
+        acked = time.monotonic()
+        last = await tracker.wait(120 + n * 0.5, label)
+    sample = controller.sample()
+    cpu = sample.cpu_seconds - cpu_before
+    sim_cpu, own_cpu = sims.cpu_seconds() - sim_before, time.process_time() - own_before
+    stats = await sims.stats()
+    summary = _counters(stats, config)
+    elapsed = last - started
+    summary.update(
+        {
+            "phase": phase.name,
+            "elapsed": elapsed,
+            "acked_after": acked - started,
+            "ratio_to_floor": elapsed / summary["floor"] if summary["floor"] > 0 else 0.0,
+            "responses": len(tracker.arrivals),
+            "failures": len(tracker.failures),
+            "failure_examples": sorted(set(tracker.failures.values()))[:3],
+            "duplicates": tracker.duplicates,
+            "unexpected": tracker.unexpected,
+            "controller_cpu_s": cpu,
+            "cpu_ms_per_call": cpu / summary["calls"] * 1000 if summary["calls"] else 0.0,
+            "simulator_cpu_s": sim_cpu,
+            "bench_cpu_s": own_cpu,
+            "rss_mb": sample.rss_bytes / 2**20,
+        }
+    )
+    summary["problems"] = _problems(summary, n, config)
+    say(
+        f"{label}: {elapsed:.2f} s (floor {summary['floor']:.2f} s, x{summary['ratio_to_floor']:.1f}), "
+        f"{summary['calls']} BMC calls, controller {summary['cpu_ms_per_call']:.2f} ms CPU/call, "
+        f"RSS {summary['rss_mb']:.0f} MB"
+        + (f"; PROBLEMS: {summary['problems']}" if summary["problems"] else "")
+    )
+    return summary
+
+
+def _counters(stats: list[dict[str, Any]], config: FanoutConfig) -> dict[str, Any]:
+    """Per-BMC call counts, writes and concurrency from the simulators' counters, and the floor."""
+    calls = [int(b["total_calls"]) for b in stats]
+    writes = [int(b["writes_applied"]) for b in stats]
+    templates: Counter[str] = Counter()
+    for bmc in stats:
+        templates.update(bmc["calls"])
+    n = len(stats)
+    return {
+        "calls": sum(calls),
+        "calls_per_bmc_max": max(calls, default=0),
+        "calls_per_bmc_min": min(calls, default=0),
+        "calls_per_bmc": {k: v / n for k, v in sorted(templates.items())} if n else {},
+        "writes_per_bmc_min": min(writes, default=0),
+        "writes_per_bmc_max": max(writes, default=0),
+        "max_in_flight_per_bmc": max((int(b["max_in_flight"]) for b in stats), default=0),
+        "sessions_created": sum(int(b["sessions_created"]) for b in stats),
+        "connections_opened": sum(int(b["connections_opened"]) for b in stats),
+        "floor": max(calls, default=0) * config.latency / config.concurrency,
+    }
+
+
+def _problems(summary: dict[str, Any], n: int, config: FanoutConfig) -> list[str]:
+    """What makes this measurement untrustworthy (empty when it measured the intended work)."""
+    problems = []
+    if summary["responses"] != n:
+        problems.append(f"{summary['responses']} of {n} responses")
+    if summary["failures"]:
+        problems.append(f"{summary['failures']} failed responses: {summary['failure_examples']}")
+    if summary["duplicates"] or summary["unexpected"]:
+        problems.append(f"{summary['duplicates']} duplicate and {summary['unexpected']} unexpected responses")
+    if summary["writes_per_bmc_min"] != EXPECTED_WRITES or summary["writes_per_bmc_max"] != EXPECTED_WRITES:
+        problems.append(
+            f"cap writes per BMC {summary['writes_per_bmc_min']}..{summary['writes_per_bmc_max']}, "
+            f"expected {EXPECTED_WRITES}"
+        )
+    if summary["max_in_flight_per_bmc"] > config.concurrency:
+        problems.append(
+            f"{summary['max_in_flight_per_bmc']} calls in flight on one BMC (limit {config.concurrency})"
+        )
+    if summary["elapsed"] < summary["floor"]:
+        problems.append("faster than the floor: the counters or the clock are wrong")
+    return problems
+
+
+async def _baseline(
+    n: int, config: FanoutConfig, workdir: Path, sims: SimulatorProcesses, phase: Phase
+) -> dict[str, Any]:
+    label = f"fanout n={n} baseline {phase.name}"
+    await sims.reset()
+    plan = workdir / "baseline-plan.json"
+    plan.write_text(
+        json.dumps(
+            {
+                "urls": sims.urls,
+                "ca_bundle": str(sims.ca_bundle),
+                "username": USERNAME,
+                "workers": min(config.baseline_workers, n),
+                "discover": phase is PHASES[0],
+                "watts": phase.per_component,
+            }
+        )
+    )
+    say(f"{label}: {n} BMCs, {min(config.baseline_workers, n)} threads")
+    sim_before = sims.cpu_seconds()
+    result = await run_json(
+        [sys.executable, "-m", "bench.baseline", "--plan", str(plan)],
+        label=label,
+        timeout=600 + n * 2.0,
+        progress=lambda: "running",
+        env=child_env(**{PASSWORD_ENV: os.environ.get(PASSWORD_ENV, PASSWORD)}),
+        every=10.0,
+    )
+    sim_cpu = sims.cpu_seconds() - sim_before
+    stats = await sims.stats()
+    summary = _counters(stats, config)
+    summary.update(
+        {
+            "phase": phase.name,
+            "elapsed": float(result["elapsed"]),
+            "workers": result["workers"],
+            "client_cpu_s": float(result["cpu_seconds"]),
+            "client_cpu_ms_per_call": float(result["cpu_seconds"]) / summary["calls"] * 1000
+            if summary["calls"]
+            else 0.0,
+            "simulator_cpu_s": sim_cpu,
+            "failed": int(result["failed"]),
+            "errors": result["errors"],
+        }
+    )
+    problems = []
+    if summary["failed"]:
+        problems.append(f"{summary['failed']} BMCs failed: {summary['errors']}")
+    if summary["writes_per_bmc_min"] != EXPECTED_WRITES or summary["writes_per_bmc_max"] != EXPECTED_WRITES:
+        problems.append(
+            f"cap writes per BMC {summary['writes_per_bmc_min']}..{summary['writes_per_bmc_max']}, "
+            f"expected {EXPECTED_WRITES}"
+        )
+    summary["problems"] = problems
+    say(
+        f"{label}: {summary['elapsed']:.2f} s, {summary['calls']} BMC calls"
+        + (f"; PROBLEMS: {problems}" if problems else "")
+    )
+    return summary
+
+
+def _call_diff(ours: dict[str, float], theirs: dict[str, float]) -> dict[str, list[float]]:
+    """Per-BMC call counts that differ between devicectl and the baseline: {call: [ours, theirs]}."""
+    keys = sorted(set(ours) | set(theirs))
+    return {k: [ours.get(k, 0.0), theirs.get(k, 0.0)] for k in keys if ours.get(k, 0.0) != theirs.get(k, 0.0)}

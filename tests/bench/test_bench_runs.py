@@ -1,0 +1,121 @@
+"""Each benchmark at tiny size: it must have measured real work, checked by what arrived at the
+topology sink and by what the BMC simulators counted — never by the performance targets."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.__main__ import main
+from bench.fanout import EXPECTED_WRITES, QUICK_FANOUT, run_fanout
+from bench.ingest import QUICK_INGEST, run_ingest
+from bench.recovery import QUICK_RECOVERY, run_recovery
+from tests.bench.conftest import require_postgres
+
+LOGIN_AND_LOGOUT = {
+    "POST /redfish/v1/SessionService/Sessions",
+    "DELETE /redfish/v1/SessionService/Sessions/{id}",
+    "GET /redfish/v1",  # the synchronous client reads the service root before logging in
+}
+
+
+def _check_ingest_scenario(s: dict[str, Any], requests: int) -> None:
+    assert s["acked"] == s["responses"] == requests
+    assert (s["failures"], s["duplicates"], s["unexpected"]) == (0, 0, 0)
+    assert s["acks_per_s"] > 0 and s["responses_per_s"] > 0
+    lat = s["latency_ms"]
+    assert 0 < lat["p50"] <= lat["p99"] <= lat["max"]
+    assert s["controller_cpu_s"] > 0
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_ingest_measures_acks_and_delivered_responses(tmp_path: Path, backend: str) -> None:
+    if backend == "postgres":
+        require_postgres()
+    config = replace(QUICK_INGEST, backends=(backend,), fixed_requests=60, max_requests=150)
+    result = await run_ingest(config, tmp_path)
+    run = result["backends"][backend]
+    _check_ingest_scenario(run["fixed"], 60)
+    _check_ingest_scenario(run["max"], 150)
+    assert run["fixed"]["offered_rate"] == config.rate
+    assert run["peak_rss_mb"] > 10
+
+
+async def test_fanout_sees_the_expected_calls_on_every_bmc(tmp_path: Path) -> None:
+    result = await run_fanout(QUICK_FANOUT, tmp_path)
+    (size,) = result["sizes"]
+    assert size["n"] == 3 and size["simulator_processes"] == 2, "the fleet is split over two processes"
+    assert size["peak_rss_mb"] > 10
+    first, steady = size["phases"]
+    for phase in (first, steady):
+        assert phase["problems"] == []
+        assert phase["responses"] == 3 and phase["failures"] == 0 and phase["duplicates"] == 0
+        assert phase["writes_per_bmc_min"] == phase["writes_per_bmc_max"] == EXPECTED_WRITES
+        assert phase["max_in_flight_per_bmc"] <= QUICK_FANOUT.concurrency
+        assert phase["calls_per_bmc_max"] >= 2 * EXPECTED_WRITES  # at least a read and a write each
+        patches = sum(n for call, n in phase["calls_per_bmc"].items() if call.startswith("PATCH"))
+        assert patches == EXPECTED_WRITES
+        assert phase["floor"] == pytest.approx(
+            phase["calls_per_bmc_max"] * QUICK_FANOUT.latency / QUICK_FANOUT.concurrency
+        )
+        assert phase["elapsed"] >= phase["floor"] > 0
+        assert phase["controller_cpu_s"] > 0 and phase["cpu_ms_per_call"] > 0
+    assert first["sessions_created"] == 3 and steady["sessions_created"] == 0
+    assert first["calls_per_bmc_max"] > steady["calls_per_bmc_max"], "first contact also discovers"
+    for ours, theirs in zip(size["phases"], size["baseline"], strict=True):
+        assert theirs["problems"] == [] and theirs["failed"] == 0
+        assert theirs["writes_per_bmc_min"] == theirs["writes_per_bmc_max"] == EXPECTED_WRITES
+        assert set(theirs["differs_from_devicectl"]) <= LOGIN_AND_LOGOUT, "the baseline makes the same calls"
+        assert theirs["elapsed"] > 0 and ours["speedup"] == pytest.approx(theirs["elapsed"] / ours["elapsed"])
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_recovery_answers_every_journaled_request_once_after_a_crash(
+    tmp_path: Path, backend: str
+) -> None:
+    if backend == "postgres":
+        require_postgres()
+    config = replace(QUICK_RECOVERY, backends=(backend,), requests=120)
+    run = (await run_recovery(config, tmp_path))["backends"][backend]
+    assert run["problems"] == []
+    assert run["answered_before_restart"] == 0, "nothing may finish before the crash"
+    assert (run["failures"], run["duplicates"], run["unexpected"]) == (0, 0, 0)
+    assert 0 < run["first_response_s"] <= run["all_responses_s"]
+    assert run["serving_s"] > 0 and run["responses_per_s"] > 0
+
+
+def test_main_writes_the_report_and_keeps_other_results(tmp_path: Path) -> None:
+    results, md, plot = tmp_path / "results.json", tmp_path / "BENCHMARKS.md", tmp_path / "fanout.png"
+    config = {
+        "latency": 0.05,
+        "per_process": 1000,
+        "backend": "sqlite",
+        "concurrency": 2,
+        "baseline_workers": 64,
+    }
+    earlier = {"command": "python -m bench --only fanout", "result": {"config": config, "sizes": []}}
+    results.write_text(json.dumps({"fanout": earlier}))
+    args = ["--quick", "--only", "recovery", "--backends", "sqlite", "--recovery-requests", "50"]
+    args += ["--workdir", str(tmp_path / "work"), "--results", str(results), "--markdown", str(md)]
+    args += ["--plot", str(plot)]
+    assert main(args) == 0
+    data = json.loads(results.read_text())
+    assert data["fanout"] == earlier, "a partial run keeps the other benchmarks' results"
+    assert data["recovery"]["command"].startswith("python -m bench --quick --only recovery")
+    assert data["recovery"]["result"]["backends"]["sqlite"]["requests"] == 50
+    assert data["machine"]["cores"] >= 1
+    assert "## 3. Recovery" in md.read_text()
+
+
+@pytest.mark.slow
+async def test_fanout_at_a_hundred_bmcs_over_two_simulator_processes(tmp_path: Path) -> None:
+    config = replace(QUICK_FANOUT, sizes=(100,), per_process=50, baseline=False)
+    (size,) = (await run_fanout(config, tmp_path))["sizes"]
+    assert size["simulator_processes"] == 2
+    for phase in size["phases"]:
+        assert phase["problems"] == [] and phase["responses"] == 100
+        assert phase["writes_per_bmc_min"] == phase["writes_per_bmc_max"] == EXPECTED_WRITES
