@@ -62,6 +62,16 @@ from plugins.base import (
 
 #: cap writes one activation makes on a GB200 tray: 2 superchip modules (the node policy), 4 GPUs, 2 CPUs
 EXPECTED_WRITES = 8
+#: refusals a sender retries (the controller sheds load with CANCELLED when it cannot pick calls up)
+RETRY_CODES = frozenset(
+    {
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+    }
+)
+SEND_ATTEMPTS = 10
 
 
 @dataclass(frozen=True)
@@ -213,10 +223,22 @@ async def _phase(
     requests = [activation(d, rid, phase) for d, rid in zip(devices, ids, strict=True)]
     tracker.expect(ids)
     slots = asyncio.Semaphore(500)
+    retries = 0
 
     async def send(request: pb.DeviceControllerRequest) -> None:
+        nonlocal retries
         async with slots:
-            await stub.SendDeviceRequest(request, timeout=120)
+            for attempt in range(SEND_ATTEMPTS):
+                try:
+                    await stub.SendDeviceRequest(request, timeout=120)
+                    return
+                except grpc.aio.AioRpcError as exc:
+                    # A topology server retries a refusal; the request_id makes a repeat harmless
+                    # (a journaled duplicate is acknowledged and not run again).
+                    if exc.code() not in RETRY_CODES or attempt == SEND_ATTEMPTS - 1:
+                        raise
+                    retries += 1
+                    await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
 
     say(f"{label}: sending {n} activations")
     profile = f"fanout-{n}-{phase.group}"
@@ -241,6 +263,7 @@ async def _phase(
             "phase": phase.name,
             "elapsed": elapsed,
             "acked_after": acked - started,
+            "send_retries": retries,
             "ratio_to_floor": elapsed / summary["floor"] if summary["floor"] > 0 else 0.0,
             "responses": len(tracker.arrivals),
             "failures": len(tracker.failures),
@@ -269,8 +292,10 @@ def _counters(stats: list[dict[str, Any]], config: FanoutConfig) -> dict[str, An
     calls = [int(b["total_calls"]) for b in stats]
     writes = [int(b["writes_applied"]) for b in stats]
     templates: Counter[str] = Counter()
+    statuses: Counter[str] = Counter()
     for bmc in stats:
         templates.update(bmc["calls"])
+        statuses.update(bmc["responses"])
     n = len(stats)
     return {
         "calls": sum(calls),
@@ -282,6 +307,9 @@ def _counters(stats: list[dict[str, Any]], config: FanoutConfig) -> dict[str, An
         "max_in_flight_per_bmc": max((int(b["max_in_flight"]) for b in stats), default=0),
         "sessions_created": sum(int(b["sessions_created"]) for b in stats),
         "connections_opened": sum(int(b["connections_opened"]) for b in stats),
+        # HTTP status codes the BMCs answered with ("0": the connection went away without a reply);
+        # calls beyond the expected ones are the client's retries
+        "statuses": dict(sorted(statuses.items())),
         "floor": max(calls, default=0) * config.latency / config.concurrency,
     }
 

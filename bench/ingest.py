@@ -160,7 +160,7 @@ async def _scenario(
     last = max((tracker.arrivals[r] for r in measured), default=time.monotonic())
     span = last - float(result["started"])
     cpu = after.cpu_seconds - before.cpu_seconds
-    handled = requests + config.warmup
+    handled = len(measured) + config.warmup  # refused requests never reached the Python handler
     summary = {
         "requests": requests,
         "offered_rate": rate,

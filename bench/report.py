@@ -301,19 +301,28 @@ def _fanout(section: Mapping[str, Any], plot: str) -> list[str]:
                         phase["phase"],
                         str(size["simulator_processes"]),
                         _f(phase["acked_after"], 2),
+                        str(phase.get("send_retries", 0)),
                         _f(phase["controller_cpu_s"], 1),
                         _f(phase["simulator_cpu_s"], 1),
                         str(phase["max_in_flight_per_bmc"]),
                         str(phase["connections_opened"]),
                         str(phase["sessions_created"]),
+                        ", ".join(
+                            f"{k}: {v}"
+                            for k, v in phase.get("statuses", {}).items()
+                            if k not in ("200", "201")
+                        )
+                        or "-",
                     ]
                 )
         lines += [
             "",
-            "Where the time went (devicectl runs): all acks were in after *acked*; CPU seconds of the "
+            "Where the time went (devicectl runs): all acks were in after *acked* (sends the controller "
+            "refused were retried, as a topology server would: *send retries*); CPU seconds of the "
             "controller "
             "and of the simulator processes during the phase; the most calls the simulator saw in flight on "
-            "one BMC; TCP connections and Redfish sessions the BMCs saw opened.",
+            "one BMC; TCP connections and Redfish sessions the BMCs saw opened; HTTP statuses other than "
+            "200/201 (retried calls).",
             "",
             *_table(
                 [
@@ -321,11 +330,13 @@ def _fanout(section: Mapping[str, Any], plot: str) -> list[str]:
                     "phase",
                     "sim processes",
                     "acked s",
+                    "send retries",
                     "controller CPU s",
                     "simulator CPU s",
                     "max in flight/BMC",
                     "connections",
                     "sessions",
+                    "other statuses",
                 ],
                 detail,
             ),

@@ -107,6 +107,7 @@ def _phase(name: str, elapsed: float, floor: float) -> dict[str, Any]:
         "calls_per_bmc": {"PATCH /x": 8.0},
         "problems": [],
         "acked_after": 0.1,
+        "send_retries": 0,
         "controller_cpu_s": 1.0,
         "simulator_cpu_s": 1.0,
         "max_in_flight_per_bmc": 2,
