@@ -73,6 +73,8 @@ class Delivery:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(0.5):
                         await self._wake.wait()
+                        # let completions that land together share one outbox query
+                        await asyncio.sleep(0.005)
         finally:
             await self._stop_tasks()
             await self._channel.close()
