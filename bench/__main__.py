@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shlex
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -112,6 +114,8 @@ async def _run(args: argparse.Namespace, command: str, save: Callable[[dict[str,
     }
     for name in args.only or BENCHMARKS:
         say(f"=== {name} ===")
+        # Load averages before and after: anything else running on these cores shows up here.
+        load_before = os.getloadavg()
         result = await runs[name]()
         # Saved as each benchmark finishes, so a late failure does not lose the earlier results.
         save(
@@ -120,10 +124,31 @@ async def _run(args: argparse.Namespace, command: str, save: Callable[[dict[str,
                     "command": command,
                     "quick": bool(args.quick),
                     "finished_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+                    "load_before": [round(x, 2) for x in load_before],
+                    "load_after": [round(x, 2) for x in os.getloadavg()],
+                    "code": _code_version(),
                     "result": jsonable(result),
                 }
             }
         )
+
+
+def _code_version() -> str:
+    """The commit the benchmarked code is at (and whether the tree had local changes)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "controller", "plugins", "migrations"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + (" with local changes" if dirty else "")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

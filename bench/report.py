@@ -132,7 +132,13 @@ def _machine(results: Mapping[str, Any]) -> list[str]:
 
 
 def _run_line(section: Mapping[str, Any]) -> str:
-    return f"Command: `{section.get('command', '?')}` — finished {section.get('finished_at', '?')}."
+    line = f"Command: `{section.get('command', '?')}` — finished {section.get('finished_at', '?')}"
+    if "code" in section:
+        line += f", code at {section['code']}"
+    if "load_before" in section:
+        before, after = section["load_before"][0], section["load_after"][0]
+        line += f", 1-minute load average {before:.1f} before and {after:.1f} after"
+    return line + "."
 
 
 def _ingest(section: Mapping[str, Any]) -> list[str]:
