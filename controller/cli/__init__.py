@@ -93,7 +93,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print_json(settings.display())
         return 0
     logs.setup(settings.log_level)
+    from controller import runtime
     from controller.app import Controller, SchemaOutdatedError
+
+    runtime.tune_process()
 
     async def main() -> int:
         controller = Controller(settings)
@@ -102,6 +105,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         except SchemaOutdatedError as exc:
             err_console.print(f"[red]error[/red]: {exc}")
             return 2
+        runtime.freeze_startup_objects()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

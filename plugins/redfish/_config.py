@@ -53,9 +53,15 @@ class RedfishSettings:
     verify_after: float = 2.0
     #: how long `close()` / `forget()` wait for each Redfish session DELETE
     logout_timeout: float = 5.0
+    #: seconds an idle keep-alive connection stays open for the next request (plugin-wide: the
+    #: connection pool is shared). aiohttp's 15 s default meant a new TLS handshake for nearly
+    #: every request to a BMC, ~1.8 ms of CPU each; a BMC that closes sooner is simply reconnected.
+    keepalive_timeout: float = 300.0
 
     def __post_init__(self) -> None:
         _validate(self)
+        if float(self.keepalive_timeout) <= 0:
+            raise ValueError("keepalive_timeout must be positive")
 
 
 @dataclass(frozen=True)
@@ -111,7 +117,7 @@ class ConnectionSettings:
         unknown = sorted(set(options) - known)
         if unknown:
             raise InvalidRequestError(f"{origin_of(url)}: unknown Redfish option(s): {', '.join(unknown)}")
-        base = {f.name: getattr(defaults, f.name) for f in fields(defaults)}
+        base = {f.name: getattr(defaults, f.name) for f in fields(defaults) if f.name in known}
         insecure = bool(options.pop("insecure", False)) or not endpoint.verify_tls
         ca_bundle = options.pop("ca_bundle", None) or endpoint.ca_bundle or defaults.ca_bundle
         creds = endpoint.credentials

@@ -52,6 +52,7 @@ class BmcPool:
             # the per-BMC semaphores are the real limit; this is only a safety net
             limit=0,
             limit_per_host=0,
+            keepalive_timeout=self.defaults.keepalive_timeout,
             enable_cleanup_closed=True,
         )
         self._http = aiohttp.ClientSession(

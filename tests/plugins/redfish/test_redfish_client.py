@@ -225,3 +225,24 @@ async def test_202_task_past_the_deadline_is_a_timeout(gb200: Harness) -> None:
     out = await gb200.call("update_gpu_policies", bmc, one_gpu(3, 720), timeout=1.0)
     result = out.result.results[0]
     assert not result.ok and "had not finished when the request's deadline passed" in result.message
+
+
+@pytest.mark.parametrize(("keepalive_timeout", "reconnects"), [(300.0, False), (0.2, True)])
+async def test_idle_connections_are_kept_for_keepalive_timeout(
+    make_harness: Callable[..., Any], keepalive_timeout: float, reconnects: bool
+) -> None:
+    settings = RedfishSettings(keepalive_timeout=keepalive_timeout)
+    async with make_harness(settings, n=1, model="gb200", latency=0.0) as h:
+        bmc = h.fleet.bmcs[0]
+        opts = {"concurrency": 1}
+        await h.call("std_metrics", bmc, Empty(), options=opts)
+        opened = bmc.stats.connections_opened
+        assert opened >= 1
+        await asyncio.sleep(0.6)  # idle: past the short timeout, far below the default
+        await h.call("std_metrics", bmc, Empty(), options=opts)
+        assert (bmc.stats.connections_opened > opened) is reconnects
+
+
+def test_keepalive_timeout_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="keepalive_timeout must be positive"):
+        RedfishSettings(keepalive_timeout=0)
