@@ -190,7 +190,12 @@ def is_postgres(conn: Connection) -> bool:
 
 def dialect_insert(conn: Connection, table: sa.Table) -> Any:
     """An INSERT that supports ``ON CONFLICT`` on the connection's backend."""
-    if is_postgres(conn):
+    return insert_for(conn.dialect.name, table)
+
+
+def insert_for(dialect: str, table: sa.Table) -> Any:
+    """An INSERT that supports ``ON CONFLICT`` on the named backend (`conn.dialect.name`)."""
+    if dialect == "postgresql":
         return postgresql.insert(table)
     return sqlite.insert(table)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -10,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ._database import chunks, dialect_insert, is_postgres
+from ._database import chunks, dialect_insert, insert_for, is_postgres
 from ._models import DEVICES, STATE_AUDIT, UTCDateTime
 from ._types import AuditView, Completion, DeviceUpsert, DeviceView
 
@@ -42,13 +43,18 @@ def state_diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> di
 
 
 def _upsert(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    if not rows:
-        return
-    stmt = dialect_insert(conn, D)
-    stmt = stmt.on_conflict_do_update(
+    if rows:
+        conn.execute(_upsert_statement(conn.dialect.name), rows)
+
+
+@functools.cache
+def _upsert_statement(dialect: str) -> Any:
+    # NOTE: built once per backend: `insert.excluded` builds a column collection each time it is
+    # asked for, which showed in the completion path's profile.
+    stmt = insert_for(dialect, D)
+    return stmt.on_conflict_do_update(
         index_elements=[D.c.id], set_={name: stmt.excluded[name] for name in _UPSERT_FIELDS}
     )
-    conn.execute(stmt, rows)
 
 
 def apply_completions(

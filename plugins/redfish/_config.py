@@ -22,6 +22,7 @@ Per-device options (all optional):
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -90,9 +91,9 @@ class ConnectionSettings:
     def __post_init__(self) -> None:
         _validate(self)
 
-    @property
+    @functools.cached_property
     def origin(self) -> str:
-        """`https://host:port`, for messages (never credentials)."""
+        """`https://host:port`, for messages (never credentials); asked for on every HTTP call."""
         return origin_of(self.url)
 
     def transport_key(self) -> tuple[Any, ...]:
