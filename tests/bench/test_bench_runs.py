@@ -119,3 +119,19 @@ async def test_fanout_at_a_hundred_bmcs_over_two_simulator_processes(tmp_path: P
     for phase in size["phases"]:
         assert phase["problems"] == [] and phase["responses"] == 100
         assert phase["writes_per_bmc_min"] == phase["writes_per_bmc_max"] == EXPECTED_WRITES
+
+
+def test_client_only_counts_every_call_and_reuses_connections(tmp_path: Path) -> None:
+    from bench.client_only import CALLS_PER_PHASE
+    from bench.client_only import main as client_only
+
+    out = tmp_path / "client-only.json"
+    argv = ["--bmcs", "2", "--latency", "0", "--phases", "2", "--untuned"]  # untuned: leave this process be
+    assert client_only([*argv, "--workdir", str(tmp_path / "work"), "--json", str(out)]) == 0
+    first, steady = json.loads(out.read_text())["phases"]
+    # the first phase also logs in and opens the connections; the second reuses both
+    assert first["calls"] > 2 * CALLS_PER_PHASE and first["connections_opened"] >= 2
+    assert steady["calls"] == 2 * CALLS_PER_PHASE and steady["connections_opened"] == 0
+    for phase in (first, steady):
+        assert phase["writes"] == 2 * CALLS_PER_PHASE // 3
+        assert phase["cpu_s"] > 0 and phase["cpu_ms_per_call"] > 0 and phase["rss_mb"] > 10
