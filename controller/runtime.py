@@ -11,13 +11,20 @@ more than the work itself.
 - asyncio gives every TLS connection a 256 KiB read buffer (`SSLProtocol.max_size`): 2,000
   connections pin 500 MB for Redfish replies of a few KiB. 16 KiB is one full TLS record; with it
   an open connection costs ~53 KB in all (OpenSSL's state included) instead of ~290 KB.
+- glibc gives each thread that contends for `malloc` an arena of its own (up to 8 per core); with
+  the store's and gRPC's threads those arenas held ~100 MB of fragmented free memory at 2,000
+  BMCs. Two arenas (`MALLOC_ARENA_MAX=2`, a common setting for Python services) cost no measurable
+  CPU. An operator's own `MALLOC_ARENA_MAX` wins.
 """
 
 from __future__ import annotations
 
 import asyncio.sslproto
+import ctypes
 import gc
 import logging
+import os
+import platform
 
 log = logging.getLogger(__name__)
 
@@ -25,13 +32,33 @@ log = logging.getLogger(__name__)
 GC_THRESHOLDS = (50_000, 20, 10)
 #: bytes asyncio reads from a TLS connection at a time (CPython's default: 256 KiB)
 TLS_READ_BUFFER = 16 * 1024
+#: glibc malloc arenas (glibc's default: 8 per core)
+MALLOC_ARENAS = 2
+_M_ARENA_MAX = -8  # from glibc's <malloc.h>
 
 
 def tune_process() -> None:
     """Apply the thresholds and the TLS buffer size; call once, before the event loop starts."""
     gc.set_threshold(*GC_THRESHOLDS)
     asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
-    log.debug("gc thresholds %s, TLS read buffer %d bytes", GC_THRESHOLDS, TLS_READ_BUFFER)
+    arenas = limit_malloc_arenas(MALLOC_ARENAS)
+    log.debug(
+        "gc thresholds %s, TLS read buffer %d bytes, malloc arenas %s",
+        GC_THRESHOLDS,
+        TLS_READ_BUFFER,
+        arenas or "unchanged",
+    )
+
+
+def limit_malloc_arenas(arenas: int) -> int | None:
+    """Cap glibc's malloc arenas (before threads start); the cap applied, or None where not."""
+    if "MALLOC_ARENA_MAX" in os.environ or platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return None
+    return arenas if mallopt(_M_ARENA_MAX, arenas) == 1 else None
 
 
 def freeze_startup_objects() -> None:

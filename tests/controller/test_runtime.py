@@ -3,26 +3,31 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+
+import pytest
 
 from controller import runtime
 
 PROBE = """
-import asyncio.sslproto, gc, json
+import asyncio.sslproto, gc, json, platform
 from controller import runtime
 before = {"gc": gc.get_threshold(), "tls": asyncio.sslproto.SSLProtocol.max_size}
 runtime.tune_process()
+arenas = runtime.limit_malloc_arenas(runtime.MALLOC_ARENAS)
 runtime.freeze_startup_objects()
 after = {"gc": gc.get_threshold(), "tls": asyncio.sslproto.SSLProtocol.max_size,
-         "frozen": gc.get_freeze_count()}
+         "frozen": gc.get_freeze_count(), "arenas": arenas, "glibc": platform.libc_ver()[0] == "glibc"}
 print(json.dumps({"before": before, "after": after}))
 """
 
 
 def test_tune_process_sets_gc_thresholds_tls_buffer_and_freezes_startup_objects() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
     out = subprocess.run(
-        [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=60
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=60, env=env
     ).stdout
     result = json.loads(out)
     assert result["before"]["gc"] != list(runtime.GC_THRESHOLDS)
@@ -30,3 +35,9 @@ def test_tune_process_sets_gc_thresholds_tls_buffer_and_freezes_startup_objects(
     assert result["after"]["gc"] == list(runtime.GC_THRESHOLDS)
     assert result["after"]["tls"] == runtime.TLS_READ_BUFFER
     assert result["after"]["frozen"] > 1000  # the imported modules' objects at least
+    assert result["after"]["arenas"] == (runtime.MALLOC_ARENAS if result["after"]["glibc"] else None)
+
+
+def test_an_operators_malloc_arena_max_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert runtime.limit_malloc_arenas(2) is None
