@@ -11,10 +11,10 @@ more than the work itself.
 - asyncio gives every TLS connection a 256 KiB read buffer (`SSLProtocol.max_size`): 2,000
   connections pin 500 MB for Redfish replies of a few KiB. 16 KiB is one full TLS record; with it
   an open connection costs ~53 KB in all (OpenSSL's state included) instead of ~290 KB.
-- glibc gives each thread that contends for `malloc` an arena of its own (up to 8 per core); with
-  the store's and gRPC's threads those arenas held ~100 MB of fragmented free memory at 2,000
-  BMCs. Two arenas (`MALLOC_ARENA_MAX=2`, a common setting for Python services) cost no measurable
-  CPU. An operator's own `MALLOC_ARENA_MAX` wins.
+- glibc gives each thread that contends for `malloc` an arena of its own (up to 8 per core), and
+  the store's and gRPC's threads each fragment one. Two arenas (`MALLOC_ARENA_MAX=2`, a common
+  setting for Python services) cost no measurable CPU; the peak RSS they save varied between runs
+  (up to ~100 MB at 2,000 BMCs). An operator's own `MALLOC_ARENA_MAX` wins.
 """
 
 from __future__ import annotations
