@@ -31,9 +31,8 @@ from bench.fanout import PHASES
 from bench.simulators import PASSWORD, USERNAME, SimulatorProcesses
 from bench.util import ROOT, jsonable, say
 from controller import runtime
-from plugins.redfish import RedfishSettings
+from plugins.redfish import ConnectionSettings, RedfishSettings
 from plugins.redfish._client import BmcClient
-from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._pool import BmcPool
 
 #: calls one BMC takes per phase once logged in: 8 caps x (GET, PATCH, GET)

@@ -189,6 +189,22 @@ async def test_state_json_round_trip(start_controller, sink) -> None:
     assert device.state_version == 3
 
 
+async def test_a_restarted_controller_continues_from_the_stored_state(start_controller, sink, db_url) -> None:
+    # The runner keeps a write-through copy of each device's state; a new process starts without
+    # one and must read what the previous process stored.
+    first = await start_controller(memory_inventory(1))
+    await first.stub.SendDeviceRequest(gpu_caps("node000", "r1", {0: 500, 1: 450}))
+    await sink.wait_for({"r1"})
+    await first.controller.stop()
+    second = await start_controller(memory_inventory(1))
+    await second.stub.SendDeviceRequest(gpu_caps("node000", "r2", {2: 300}))
+    await sink.wait_for({"r2"})
+    state = json.loads(sink.unique()["r2"].device_state_json)
+    assert state["gpus"] == {"0": 500.0, "1": 450.0, "2": 300.0}
+    device = await second.admin.GetDevice(apb.GetDeviceRequest(id="node000"))
+    assert json.loads(device.state_json) == state and device.state_version == 2
+
+
 async def test_unknown_device_is_accepted_and_answered_with_an_error(start_controller, sink) -> None:
     h = await start_controller()
     await h.stub.SendDeviceRequest(ping("nobody", "u1"))
