@@ -132,9 +132,27 @@ class DevicePlugin(ABC):
 
     info: ClassVar[PluginInfo]
 
+    #: version of the state JSON this plugin writes; `load_state` migrates older versions
+    state_version: ClassVar[int] = 1
+
     def config_schema(self) -> Mapping[str, Any]:
         """JSON-schema-like description of the `options` this plugin accepts per device."""
         return {"type": "object", "properties": {}}
+
+    def load_state(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """Check (and migrate from an older `state_version`) a device's state JSON before use.
+
+        The state comes from the database or from a request's `device_state_json`, so it is
+        untrusted input. Raise `InvalidRequestError` with a one-line message naming the bad key
+        when it does not fit this plugin's schema; never let a malformed value reach device code.
+        """
+        return dict(state)
+
+    def check_model(self, model: Mapping[str, Any]) -> None:
+        """Check a device model JSON (from the inventory or a request) against this plugin's schema.
+
+        Raise `InvalidRequestError` with a one-line message naming the bad key.
+        """
 
     async def start(self) -> None:
         """Open shared resources (HTTP sessions, libraries). Called once per process."""
