@@ -55,6 +55,29 @@ class Settings:
     shutdown_grace: float = 10.0
     log_level: str = "INFO"
 
+    # --- security (docs/security.md) ---
+    #: PEM certificate and key the gRPC server presents; both empty serves plaintext (loopback only)
+    tls_cert: str = ""
+    tls_key: str = ""
+    #: CA bundle client certificates must chain to; set = mutual TLS, a client certificate required
+    tls_client_ca: str = ""
+    #: certificate identity (CN or SAN) -> role: "identity=role[+role],..." or a TOML table;
+    #: roles are topology, operator, admin; "*" matches any verified certificate
+    roles: str = ""
+    #: allow plaintext gRPC (server and callback) on non-loopback addresses; logged as a warning
+    insecure: bool = False
+    #: serve gRPC server reflection (needs the operator role under mutual TLS)
+    reflection: bool = False
+    #: TLS on the callback channel (implied by any callback_* file): CA that verifies the topology
+    #: service (empty: the system's), client certificate and key, and a server-name override
+    callback_tls: bool = False
+    callback_ca_cert: str = ""
+    callback_cert: str = ""
+    callback_key: str = ""
+    callback_server_name: str = ""
+    #: accept secret files readable by group or others (logged as a warning) instead of refusing them
+    secrets_allow_readable: bool = False
+
     def display(self) -> dict[str, Any]:
         """The settings as a dict, with passwords in URLs masked."""
         out = dataclasses.asdict(self)
@@ -117,6 +140,10 @@ def _coerce(name: str, value: Any, source: str) -> Any:
     kind = _TYPES.get(name)
     if kind is None:
         raise ValueError(f"{source}: unknown setting {name!r}")
+    if name == "roles" and isinstance(value, Mapping):  # TOML table: identity = role or [roles]
+        value = ",".join(
+            f"{k}={'+'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in value.items()
+        )
     try:
         if kind == "bool":
             if isinstance(value, str):

@@ -18,6 +18,7 @@ import tenacity
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import topology_callback_pb2_grpc as cb
 from controller.store import OutboxItem, Store
+from controller.tls import ClientTls, client_channel
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +38,18 @@ class Delivery:
     """Delivers due outbox rows; `notify()` wakes it when new rows are committed."""
 
     def __init__(
-        self, store: Store, target: str, *, concurrency: int, max_backoff: float, timeout: float
+        self,
+        store: Store,
+        target: str,
+        *,
+        concurrency: int,
+        max_backoff: float,
+        timeout: float,
+        tls: ClientTls | None = None,
     ) -> None:
         self._store = store
         self._target = target
+        self._tls = tls or ClientTls()
         self._max_backoff = max_backoff
         self._timeout = timeout
         self._slots = asyncio.Semaphore(concurrency)
@@ -63,7 +72,7 @@ class Delivery:
         if not self._target:
             log.warning("no topology callback address configured: responses stay in the outbox")
             return
-        self._channel = grpc.aio.insecure_channel(self._target)
+        self._channel = client_channel(self._target, self._tls, what="topology callback")
         self._stub = cb.TopologyCallbackStub(self._channel)
         try:
             while not self._stopping:
