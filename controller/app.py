@@ -13,6 +13,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from controller import authz, tls
 from controller._proto.devicecontroller.v1 import (
     admin_pb2,
     admin_pb2_grpc,
@@ -62,6 +63,7 @@ class Controller:
             concurrency=settings.delivery_concurrency,
             max_backoff=settings.delivery_max_backoff,
             timeout=settings.delivery_timeout,
+            tls=tls.callback_tls(settings),
         )
         self.runner = RequestRunner(
             self.store,
@@ -101,6 +103,10 @@ class Controller:
 
     async def start(self) -> int:
         """Start serving; returns the bound port. Unfinished journaled work is queued first."""
+        interceptors = authz.server_interceptors(self.settings)  # bad security settings fail first
+        callback = tls.callback_tls(self.settings)
+        if self.settings.callback and not callback.enabled:
+            tls.allow_plaintext(self.settings.callback, callback.insecure, "topology callback")
         self.check_schema()
         await self.store.start()
         await self.store.sync_inventory(
@@ -110,15 +116,16 @@ class Controller:
             ]
         )
         await self.recover()
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=interceptors)
         devicecontroller_pb2_grpc.add_DeviceControllerServicer_to_server(self.service, server)
         admin_pb2_grpc.add_DeviceControllerAdminServicer_to_server(
             AdminService(self.store, self.dispatcher, self.inventory, self.watchers), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        reflection.enable_server_reflection(
-            (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
+        if self.settings.reflection:
+            reflection.enable_server_reflection(
+                (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+            )
         self.port = await self._bind(server)
         await server.start()
         self._server = server
@@ -143,7 +150,13 @@ class Controller:
         # NOTE: right after a crash the old process's port can linger for a moment; retry briefly.
         for attempt in range(20):
             try:
-                return int(server.add_insecure_port(self.settings.listen))
+                return tls.add_port(
+                    server,
+                    self.settings.listen,
+                    tls.server_tls(self.settings),
+                    insecure=self.settings.insecure,
+                    what="listen address",
+                )
             except RuntimeError:
                 if attempt == 19:
                     break

@@ -1,7 +1,8 @@
 """A small TopologyCallback receiver: prints and records every response it gets.
 
 For local use, the demo and tests. It counts receipts per request_id, so duplicates are visible,
-and appends each response as one JSON line to a record file when asked.
+and appends each response as one JSON line to a record file when asked. It serves TLS, or mutual
+TLS when given a client CA (then it records which certificate delivered), like a real receiver.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from google.protobuf import empty_pb2, json_format
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import topology_callback_pb2_grpc as cb
+from controller.tls import ServerTls, add_port
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +32,14 @@ class TopologySink(cb.TopologyCallbackServicer):
         listen: str = "127.0.0.1:50052",
         record: str | Path | None = None,
         on_response: Callable[[pb.DeviceControllerResponse], None] | None = None,
+        *,
+        tls: ServerTls | None = None,
+        insecure: bool = False,
     ) -> None:
         self.listen = listen
+        self.tls = tls or ServerTls()
+        self.insecure = insecure
+        self.peers: Counter[str] = Counter()  # verified client-certificate CNs (mutual TLS)
         self.record = Path(record) if record else None
         self.on_response = on_response
         self.responses: list[pb.DeviceControllerResponse] = []
@@ -47,6 +55,8 @@ class TopologySink(cb.TopologyCallbackServicer):
         if not self.available:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "topology service unavailable")
         self.counts[request.request_id] += 1
+        for name in context.auth_context().get("x509_common_name", ()):
+            self.peers[name.decode(errors="replace")] += 1
         self.responses.append(request)
         if self.record is not None:
             with self.record.open("a") as fh:
@@ -78,7 +88,7 @@ class TopologySink(cb.TopologyCallbackServicer):
     async def start(self) -> int:
         self._server = grpc.aio.server()
         cb.add_TopologyCallbackServicer_to_server(self, self._server)
-        self.port = self._server.add_insecure_port(self.listen)
+        self.port = add_port(self._server, self.listen, self.tls, insecure=self.insecure, what="sink")
         if self.port == 0:
             raise OSError(f"cannot listen on {self.listen}")
         await self._server.start()

@@ -13,6 +13,7 @@ from typing import Any
 
 from controller import logs
 from controller.cli import _inspect, _query, _send
+from controller.cli._channel import add_client_flags
 from controller.cli._render import console, err_console, print_json
 from controller.config import Settings, load_settings
 
@@ -29,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
         help="controller address for client commands (env DEVICECTL_SERVER)",
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_client_flags(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("serve", help="run the controller")
@@ -53,7 +55,18 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("topology-sink", help="receive and print responses (a local TopologyCallback)")
     p.add_argument("--listen", default="127.0.0.1:50052")
     p.add_argument("--record", help="append each response as a JSON line to this file")
+    _server_tls_flags(p)
     p.set_defaults(func=cmd_sink)
+
+    p = sub.add_parser("certs", help="a local test CA and certificates for TLS, mutual TLS and roles")
+    p.add_argument("action", choices=["init"])
+    p.add_argument("--dir", required=True, help="directory for the CA, server and client certificates")
+    p.add_argument(
+        "--name",
+        action="append",
+        help="client certificate CN (repeatable; default: topology, operator, admin)",
+    )
+    p.set_defaults(func=cmd_certs)
 
     # Dispatched before parsing (see main); listed here for --help.
     sub.add_parser("bmc-sim", help="run simulated Redfish BMCs over HTTPS (devicectl bmc-sim --help)")
@@ -61,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="simulated fleet + controller + sink: activate, show, deactivate")
     p.add_argument("--nodes", type=int, default=16)
     p.add_argument("--workdir", default="var/demo")
+    p.add_argument("--mtls", action="store_true", help="run it over mutual TLS with roles (test CA)")
     p.set_defaults(func=cmd_demo)
     return parser
 
@@ -79,6 +93,28 @@ def _settings_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instance-id")
     p.add_argument("--auto-upgrade", action="store_true", default=None)
     p.add_argument("--log-level")
+    _server_tls_flags(p)
+    p.add_argument("--roles", help="certificate identity -> role: identity=role[+role],...")
+    p.add_argument("--reflection", action="store_true", default=None, help="serve gRPC reflection")
+    p.add_argument("--callback-ca-cert", help="CA that verifies the topology callback (enables TLS)")
+    p.add_argument("--callback-cert", help="client certificate for the topology callback")
+    p.add_argument("--callback-key", help="its private key")
+    p.add_argument("--callback-server-name", help="name expected in the callback's certificate")
+    p.add_argument("--callback-tls", action="store_true", default=None, help="TLS to the callback")
+    p.add_argument("--secrets-allow-readable", action="store_true", default=None)
+
+
+def _server_tls_flags(p: argparse.ArgumentParser) -> None:
+    # SUPPRESS: `devicectl --insecure serve` (the main parser's flag) must not be reset here
+    p.add_argument("--tls-cert", help="server certificate (PEM); with --tls-key serves TLS")
+    p.add_argument("--tls-key", help="server private key (PEM)")
+    p.add_argument("--tls-client-ca", help="CA for client certificates: mutual TLS, certificate required")
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="allow plaintext on a non-loopback address (logged as a warning)",
+    )
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -146,6 +182,7 @@ def cmd_db_status(args: argparse.Namespace) -> int:
 def cmd_sink(args: argparse.Namespace) -> int:
     from controller import translate
     from controller.sink import TopologySink
+    from controller.tls import ServerTls
 
     def show(response: Any) -> None:
         ok, error = translate.success_of(response)
@@ -154,7 +191,13 @@ def cmd_sink(args: argparse.Namespace) -> int:
         print(f"{response.device} {kind} {response.request_id}: {text}", flush=True)
 
     async def main() -> int:
-        sink = TopologySink(args.listen, record=args.record, on_response=show)
+        sink = TopologySink(
+            args.listen,
+            record=args.record,
+            on_response=show,
+            tls=ServerTls(args.tls_cert or "", args.tls_key or "", args.tls_client_ca or ""),
+            insecure=bool(getattr(args, "insecure", False)),
+        )
         await sink.start()
         print(f"topology sink listening on {sink.address}", flush=True)
         stop = asyncio.Event()
@@ -171,7 +214,33 @@ def cmd_sink(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from controller.cli._demo import run_demo
 
-    return run_demo(nodes=args.nodes, workdir=args.workdir)
+    return run_demo(nodes=args.nodes, workdir=args.workdir, mtls=args.mtls)
+
+
+def cmd_certs(args: argparse.Namespace) -> int:
+    from controller import certs
+
+    made = certs.init(args.dir, tuple(args.name) if args.name else certs.DEFAULT_CLIENTS)
+    if args.json:
+        print_json(
+            {
+                "ca": str(made.ca),
+                "server_cert": str(made.server_cert),
+                "server_key": str(made.server_key),
+                "clients": {n: {"cert": str(c), "key": str(k)} for n, (c, k) in made.clients.items()},
+            }
+        )
+        return 0
+    console.print(f"CA          {made.ca}")
+    console.print(f"server      {made.server_cert} (key {made.server_key}; SAN localhost, 127.0.0.1, ::1)")
+    for name, (cert, key) in made.clients.items():
+        console.print(f"client      {cert} (key {key}; CN {name})")
+    roles = ",".join(f"{n}={n}" for n in made.clients if n in ("topology", "operator", "admin"))
+    console.print(
+        f"serve with: --tls-cert {made.server_cert} --tls-key {made.server_key} --tls-client-ca {made.ca}"
+        + (f' --roles "{roles}"' if roles else "")
+    )
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

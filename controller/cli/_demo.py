@@ -12,17 +12,18 @@ import asyncio
 import logging
 import uuid
 from pathlib import Path
+from typing import Any
 
-import grpc
 from rich.progress import Progress
 
-from controller import translate
+from controller import certs, translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller.app import Controller
 from controller.cli._render import console, table
 from controller.config import Settings
 from controller.sink import TopologySink
+from controller.tls import ClientTls, ServerTls, client_channel
 from plugins.base import (
     Allocation,
     DeviceRequest,
@@ -50,13 +51,13 @@ POLICY = Policy(
 PROFILE = 4  # out-of-band id (nvidia-smi profile 1)
 
 
-def run_demo(nodes: int = 16, workdir: str = "var/demo") -> int:
+def run_demo(nodes: int = 16, workdir: str = "var/demo", mtls: bool = False) -> int:
     logging.basicConfig(level=logging.WARNING)
     path = Path(workdir)
     path.mkdir(parents=True, exist_ok=True)
     for suffix in ("", "-wal", "-shm"):  # every demo starts from an empty database
         Path(f"{path / 'devicectl.db'}{suffix}").unlink(missing_ok=True)
-    return asyncio.run(_demo(nodes, path))
+    return asyncio.run(_demo(nodes, path, mtls))
 
 
 async def _send_all(
@@ -87,7 +88,24 @@ def _w(value: float | None) -> str:
     return "-" if value is None else f"{value:g} W"
 
 
-async def _demo(nodes: int, workdir: Path) -> int:
+def _mtls(workdir: Path) -> tuple[dict[str, Any], ServerTls, ClientTls]:
+    """Controller settings, sink TLS and client TLS for a demo over mutual TLS with roles."""
+    made = certs.init(workdir / "pki", ("topology", "controller"))
+    ca, server = str(made.ca), (str(made.server_cert), str(made.server_key))
+    settings = {
+        "tls_cert": server[0],
+        "tls_key": server[1],
+        "tls_client_ca": ca,
+        "roles": "topology=topology",
+        "callback_ca_cert": ca,
+        "callback_cert": str(made.clients["controller"][0]),
+        "callback_key": str(made.clients["controller"][1]),
+    }
+    cert, key = made.clients["topology"]
+    return settings, ServerTls(*server, ca), ClientTls(ca_cert=ca, cert=str(cert), key=str(key))
+
+
+async def _demo(nodes: int, workdir: Path, mtls: bool = False) -> int:
     from plugins.redfish.simulator import SimulatorFleet
 
     db = workdir / "devicectl.db"
@@ -98,7 +116,8 @@ async def _demo(nodes: int, workdir: Path) -> int:
             f"{nodes} simulated GB200 BMCs on https://127.0.0.1 ports "
             f"{fleet.bmcs[0].url.rsplit(':', 1)[1]}..{fleet.bmcs[-1].url.rsplit(':', 1)[1]}"
         )
-        sink = TopologySink("127.0.0.1:0")
+        security, sink_tls, client = _mtls(workdir) if mtls else ({}, ServerTls(), ClientTls())
+        sink = TopologySink("127.0.0.1:0", tls=sink_tls)
         await sink.start()
         settings = Settings(
             listen="127.0.0.1:0",
@@ -108,15 +127,17 @@ async def _demo(nodes: int, workdir: Path) -> int:
             secrets_dir=str(workdir / "secrets"),
             auto_upgrade=True,
             log_level="WARNING",
+            **security,
         )
         controller = Controller(settings)
         await controller.start()
         console.print(
             f"controller on 127.0.0.1:{controller.port} (SQLite {db}), topology sink on {sink.address}"
+            + (" (mutual TLS both ways; certificates in " + str(workdir / "pki") + ")" if mtls else "")
         )
         ids = sorted(controller.inventory)
         try:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{controller.port}") as channel:
+            async with client_channel(f"127.0.0.1:{controller.port}", client) as channel:
                 stub = dgrpc.DeviceControllerStub(channel)
                 before = await _send_all(stub, sink, ids, RequestKind.STD_METRICS, Empty(), "reading limits")
                 activation = Allocation(
@@ -151,6 +172,9 @@ async def _demo(nodes: int, workdir: Path) -> int:
             await controller.stop()
             await sink.stop()
         _report(ids, before, active, restored)
+        if mtls:
+            who = ", ".join(f"{name} ({count})" for name, count in sink.peers.items()) or "nobody"
+            console.print(f"responses delivered over mutual TLS by certificate: {who}")
         leaked = sum(bmc.stats.open_sessions for bmc in fleet.bmcs)
         console.print(f"Redfish sessions left open on the BMCs after shutdown: {leaked}")
     failed = [

@@ -10,6 +10,7 @@ import grpc
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
+from controller.cli._channel import add_client_flags, channel
 from controller.cli._render import console, err_console, print_json, table, when
 from controller.cli._responses import render_response
 from plugins import registry
@@ -24,9 +25,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--status", choices=["queued", "running", "completed"])
     p.add_argument("--undelivered", action="store_true")
     p.add_argument("--limit", type=int, default=50)
+    add_client_flags(p)
     p.set_defaults(func=requests_list)
     p = req.add_parser("show", help="one request with its response")
     p.add_argument("request_id")
+    add_client_flags(p)
     p.set_defaults(func=requests_show)
 
     dev = sub.add_parser("devices", help="inspect devices and their state").add_subparsers(
@@ -34,15 +37,18 @@ def add_parsers(sub: Any) -> None:
     )
     p = dev.add_parser("list", help="known devices")
     p.add_argument("--limit", type=int, default=1000)
+    add_client_flags(p)
     p.set_defaults(func=devices_list)
     p = dev.add_parser("show", help="one device with its state JSON")
     p.add_argument("device")
+    add_client_flags(p)
     p.set_defaults(func=devices_show)
 
     p = sub.add_parser("verifications", help="asynchronous profile verifications")
     p.add_argument("--device")
     p.add_argument("--id", dest="verification_id")
     p.add_argument("--limit", type=int, default=50)
+    add_client_flags(p)
     p.set_defaults(func=verifications_list)
 
     p = sub.add_parser("plugins", help="plugins installed (entry-point group devicectl.plugins)")
@@ -50,8 +56,8 @@ def add_parsers(sub: Any) -> None:
 
 
 def _admin(args: argparse.Namespace) -> tuple[grpc.Channel, agrpc.DeviceControllerAdminStub]:
-    channel = grpc.insecure_channel(args.server)
-    return channel, agrpc.DeviceControllerAdminStub(channel)
+    chan = channel(args)
+    return chan, agrpc.DeviceControllerAdminStub(chan)
 
 
 def _call(args: argparse.Namespace, method: str, request: Any) -> Any:

@@ -16,6 +16,8 @@ from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
+from controller.cli._channel import add_client_flags
+from controller.cli._channel import channel as client_channel
 from controller.cli._render import console, err_console, print_json
 from controller.cli._responses import render_response
 from plugins.base import (
@@ -99,6 +101,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--new-model", help="modify-entity: file with the new device model JSON")
     p.add_argument("--wait", action="store_true", help="wait for the response and print it")
     p.add_argument("--wait-delivery", action="store_true", help="with --wait: also wait until delivered")
+    add_client_flags(p)
     p.set_defaults(func=run)
 
 
@@ -205,7 +208,7 @@ def build_request(args: argparse.Namespace) -> pb.DeviceControllerRequest:
 
 def run(args: argparse.Namespace) -> int:
     msg = build_request(args)
-    with grpc.insecure_channel(args.server) as channel:
+    with client_channel(args) as channel:
         try:
             dgrpc.DeviceControllerStub(channel).SendDeviceRequest(msg, timeout=30)
         except grpc.RpcError as exc:

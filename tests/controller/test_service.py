@@ -296,7 +296,7 @@ async def test_health_and_reflection_are_served(start_controller) -> None:
     from grpc_health.v1 import health_pb2, health_pb2_grpc
     from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-    h = await start_controller()
+    h = await start_controller(reflection=True)  # reflection is off unless enabled
     health = health_pb2_grpc.HealthStub(h.channel)
     for service in ("", "devicecontroller.v1.DeviceController", "devicecontroller.v1.DeviceControllerAdmin"):
         reply = await health.Check(health_pb2.HealthCheckRequest(service=service))
