@@ -103,10 +103,8 @@ class Controller:
 
     async def start(self) -> int:
         """Start serving; returns the bound port. Unfinished journaled work is queued first."""
-        interceptors = authz.server_interceptors(self.settings)  # bad security settings fail first
-        callback = tls.callback_tls(self.settings)
-        if self.settings.callback and not callback.enabled:
-            tls.allow_plaintext(self.settings.callback, callback.insecure, "topology callback")
+        tls.check_settings(self.settings)  # bad security settings fail before anything starts
+        interceptors = authz.server_interceptors(self.settings)
         self.check_schema()
         await self.store.start()
         await self.store.sync_inventory(

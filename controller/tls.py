@@ -218,3 +218,21 @@ def callback_tls(settings: Settings) -> ClientTls:
         tls=settings.callback_tls,
         insecure=settings.insecure,
     )
+
+
+def check_settings(settings: Settings) -> None:
+    """Fail fast (ValueError) on TLS settings that cannot work, before anything is started.
+
+    Plaintext beyond loopback without `insecure` is refused here; the warning for an accepted one
+    is logged when the port is bound or the channel opened.
+    """
+    server = server_tls(settings)
+    server.check("listen address")
+    if not server.enabled and not settings.insecure and not is_loopback(settings.listen):
+        allow_plaintext(settings.listen, False, "listen address")
+    callback = callback_tls(settings)
+    if settings.callback:
+        if callback.enabled:
+            callback.credentials()  # reads the files: a missing one is named now
+        elif not settings.insecure and not is_loopback(settings.callback):
+            allow_plaintext(settings.callback, False, "topology callback")
