@@ -18,6 +18,10 @@ Per-device options (all optional):
 | `verify_after` | 2 s | delay before the asynchronous workload-profile verification |
 | `logout_timeout` | 5 s | time allowed for each Redfish session DELETE at shutdown |
 | `platform` | the model's | force one: `environment_metrics`, `controls`, `legacy_power`, `node_manager` |
+| `basic_fallback` | false | use Basic auth when the BMC's session table is full (else the request fails) |
+| `etag_policy` | the platform's | `strong` (If-Match with the ETag), `body-hash` or `none` (no If-Match) |
+| `persistent_caps` | false | NVIDIA: caps survive BMC/host resets (`Oem.Nvidia.PowerLimitPersistency`) |
+| `min_cap_watts` | 100 | safety floor for a cap when neither the BMC nor the device spec gives a minimum |
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ from plugins.base import Endpoint, HostEnvironmentError, InvalidRequestError
 log = logging.getLogger(__name__)
 
 AUTH_MODES = ("session", "basic")
+#: how a platform's ETags behave (see docs/redfish.md, "ETag policy")
+ETAG_POLICIES = ("strong", "body-hash", "none")
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,10 @@ class RedfishSettings:
     #: connection pool is shared). aiohttp's 15 s default meant a new TLS handshake for nearly
     #: every request to a BMC, ~1.8 ms of CPU each; a BMC that closes sooner is simply reconnected.
     keepalive_timeout: float = 300.0
+    basic_fallback: bool = False
+    etag_policy: str | None = None
+    persistent_caps: bool = False
+    min_cap_watts: float = 100.0
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -87,6 +97,10 @@ class ConnectionSettings:
     verify_after: float = 2.0
     logout_timeout: float = 5.0
     platform: str | None = None
+    basic_fallback: bool = False
+    etag_policy: str | None = None
+    persistent_caps: bool = False
+    min_cap_watts: float = 100.0
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -164,6 +178,10 @@ def config_schema() -> Mapping[str, Any]:
                 "type": "string",
                 "enum": ["auto", "environment_metrics", "controls", "legacy_power", "node_manager"],
             },
+            "basic_fallback": {"type": "boolean", "default": False},
+            "etag_policy": {"type": "string", "enum": list(ETAG_POLICIES)},
+            "persistent_caps": {"type": "boolean", "default": False},
+            "min_cap_watts": {"type": "number", "minimum": 0, "default": 100.0},
         },
     }
 
@@ -205,6 +223,10 @@ def _validate(obj: RedfishSettings | ConnectionSettings) -> None:
     for name in ("busy_backoff", "retry_backoff", "max_retry_wait", "verify_after"):
         if float(getattr(obj, name)) < 0:
             raise ValueError(f"{name} must not be negative")
+    if obj.etag_policy is not None and obj.etag_policy not in ETAG_POLICIES:
+        raise ValueError(f"etag_policy must be one of {ETAG_POLICIES}, not {obj.etag_policy!r}")
+    if float(obj.min_cap_watts) < 0:
+        raise ValueError("min_cap_watts must not be negative")
     bundle = obj.ca_bundle
     if bundle is not None and not isinstance(bundle, str):
         raise ValueError("ca_bundle must be a file path")

@@ -18,6 +18,7 @@ from plugins.redfish._errors import (
     TlsError,
 )
 from plugins.redfish._pool import BmcPool
+from plugins.redfish._schema import check_model
 from plugins.redfish._state import DeviceState
 
 log = logging.getLogger(__name__)
@@ -64,9 +65,12 @@ async def connect(
 
 async def prepare(pool: BmcPool, defaults: RedfishSettings, ctx: DeviceContext) -> Device:
     """Connect, load the state and make sure discovery is known (from state, cache, or the BMC)."""
+    check_model(ctx.model)
+    state = DeviceState(ctx.state)  # checked and migrated first: hostile state never reaches the BMC code
     client, settings = await connect(pool, defaults, ctx)
     bmc = OpBmc(client, ctx.deadline)
-    state = DeviceState(ctx.state)
+    client.note_sessions(state.sessions(client.origin))
+    await client.reap_if_logged_in(ctx.deadline)
     spec = SystemSpec.from_model(ctx.model)
     model_name = str(ctx.model.get("Model") or ctx.model.get("model") or spec.model or "")
     hint = platform_hint(model_name, settings.platform)
@@ -86,6 +90,13 @@ async def prepare(pool: BmcPool, defaults: RedfishSettings, ctx: DeviceContext) 
         state.discovery = discovery
     client.discovery = discovery
     return Device(ctx, bmc, discovery, state, _fit(spec, discovery), settings)
+
+
+def record_session(device: Device) -> None:
+    """Keep the URI of the BMC session in use (and of leftovers not deleted yet) in the device state."""
+    client = device.bmc.client
+    uris = [*client.stale_sessions, client.session_uri] if client.session_uri else client.stale_sessions
+    device.state.set_sessions(client.origin, [u for u in uris if u])
 
 
 def invalidate(device: Device) -> None:

@@ -221,6 +221,12 @@ class WriteMaybeAppliedError(RedfishHTTPError, TransientError):
     """NVIDIA `0x600`: the write timed out inside the BMC and may or may not have landed."""
 
 
+class SessionLimitError(RedfishHTTPError, DeviceRejectedError):
+    """`SessionLimitExceeded` at login with nothing of ours to free and no `basic_fallback`."""
+
+    retryable = False
+
+
 class ServerSideError(RedfishHTTPError, DeviceRejectedError):
     """Any other 5xx."""
 

@@ -36,10 +36,10 @@ from plugins.base import (
     StdMetricsResult,
     VerificationResult,
 )
-from plugins.redfish import _metrics, _operations, _profiles, _streams
+from plugins.redfish import _metrics, _operations, _profiles, _schema, _streams
 from plugins.redfish._caps import OpBmc
 from plugins.redfish._config import RedfishSettings, config_schema
-from plugins.redfish._device import Device, connect, prepare
+from plugins.redfish._device import Device, connect, prepare, record_session
 from plugins.redfish._errors import PlatformUnsupportedError
 from plugins.redfish._operations import apply_policy_change, restore_scope
 from plugins.redfish._pool import BmcPool
@@ -75,9 +75,19 @@ class RedfishPlugin(DevicePlugin):
         self.settings = settings or RedfishSettings()
         self.pool = BmcPool(self.settings)
 
+    state_version = _schema.STATE_VERSION
+
     def config_schema(self) -> Mapping[str, Any]:
         """The per-device `options` (see `plugins.redfish._config`)."""
         return config_schema()
+
+    def load_state(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """Check the state JSON against the plugin's schema and migrate older versions."""
+        return _schema.load_state(state)
+
+    def check_model(self, model: Mapping[str, Any]) -> None:
+        """Check the device model JSON fields the plugin reads."""
+        _schema.check_model(model)
 
     async def start(self) -> None:
         """Open the shared HTTP session. Never touches any BMC (limits survive controller restarts)."""
@@ -271,6 +281,7 @@ class RedfishPlugin(DevicePlugin):
 
     @staticmethod
     def _outcome(device: Device, result: R, pending: PendingVerification | None = None) -> Outcome[R]:
+        record_session(device)
         bmc = device.bmc
         return Outcome(
             result,

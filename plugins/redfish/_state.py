@@ -1,10 +1,10 @@
 """The Redfish plugin's device state JSON: read from `ctx.state`, returned in `Outcome.state`.
 
-Shape (version 1):
+Shape (version 2; `plugins.redfish._schema` checks it and migrates version 1 and unversioned state):
 
 ```json
 {
-  "version": 1,
+  "version": 2,
   "discovery": {"platform": "environment_metrics", "url": "https://…", "firmware": "…",
                 "gpus": [{"key": "gpu/0", "name": "GPU_0", "limit_uri": "…", …}], …},
   "priors": {"topology": {"gpu/0": {"watts": 1200, "capped": false, "mode": "Automatic"}},
@@ -12,27 +12,30 @@ Shape (version 1):
   "applied": {"gpu/0": {"watts": 700, "requested": 700, "scope": "topology", "at": "2025-…Z"}},
   "profiles": {"priors": {"rg:job-42": {"gpu/0": "0x…"}},
                "gpus": {"gpu/0": {"requested": [5], "enforced": [5], "at": "…"}}},
-  "policies": {"topology": "Node-High", "rg:job-42": "Node-Low"}
+  "policies": {"topology": "Node-High", "rg:job-42": "Node-Low"},
+  "sessions": {"https://10.0.0.5:443": ["/redfish/v1/SessionService/Sessions/8f3a"]},
+  "readings": {"gpu/0": {"watts": 700, "capped": true, "min": 200, "max": 1200, "mode": "Manual", …}}
 }
 ```
 
 `priors` are per scope (`topology`, `rg:<resource group>`): the value each component had before
 the first change made in that scope. A second activation never overwrites them; deactivation
-restores and then drops them. Nothing secret is ever stored here.
+restores and then drops them. `sessions` are the URIs (never the tokens) of the Redfish sessions
+this controller opened, so a restarted process can delete the ones a crash left behind. Nothing
+secret is ever stored here.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from plugins.redfish._layout import Discovery
 from plugins.redfish._platforms import Prior
+from plugins.redfish._schema import STATE_VERSION, load_state
 
-STATE_VERSION = 1
 TOPOLOGY = "topology"
 
 
@@ -45,15 +48,8 @@ class DeviceState:
     """A mutable working copy of the state; `to_json()` is what the operation returns."""
 
     def __init__(self, data: Mapping[str, Any] | None = None) -> None:
-        raw: dict[str, Any] = {}
-        if isinstance(data, Mapping):
-            try:
-                raw = json.loads(json.dumps(dict(data)))
-            except (TypeError, ValueError):
-                raw = {}
-        if raw.get("version") not in (None, STATE_VERSION):
-            raw = {}  # NOTE: an unknown layout is dropped rather than misread; discovery is redone
-        self._data = raw
+        # checked and migrated (raises InvalidRequestError on anything malformed), then deep-copied
+        self._data = copy.deepcopy(load_state(data or {}))
         self._data["version"] = STATE_VERSION
         self.changed = False
 
@@ -169,6 +165,23 @@ class DeviceState:
         """Remember a GPU's requested and enforced profile ids (as read back)."""
         gpus = self._section("profiles").setdefault("gpus", {})
         gpus[key] = {"requested": requested, "enforced": enforced, "at": _now()}
+        self.changed = True
+
+    # ---- Redfish sessions ------------------------------------------------------------------------
+
+    def sessions(self, origin: str) -> list[str]:
+        """URIs of the Redfish sessions recorded for a BMC (ours, possibly left by a crashed process)."""
+        return list(self._section("sessions").get(origin, []))
+
+    def set_sessions(self, origin: str, uris: list[str]) -> None:
+        """Record the session URIs this controller holds open on a BMC (never tokens)."""
+        sessions = self._section("sessions")
+        if sessions.get(origin, []) == uris:
+            return
+        if uris:
+            sessions[origin] = list(uris)[-8:]
+        else:
+            sessions.pop(origin, None)
         self.changed = True
 
     # ---- output ---------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from plugins.base import (
 )
 from plugins.redfish import RedfishSettings
 from plugins.redfish._caps import OpBmc
+from plugins.redfish._errors import SessionLimitError
 from tests.plugins.redfish.harness import Harness
 
 PROC_EM = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}/EnvironmentMetrics"
@@ -100,16 +101,20 @@ async def test_basic_auth_option_opens_no_session(gb200: Harness) -> None:
     assert bmc.stats.open_sessions == 0
 
 
-async def test_session_limit_falls_back_to_basic_auth(
+async def test_session_limit_falls_back_to_basic_auth_only_when_allowed(
     gb200: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
     bmc = gb200.fleet.bmcs[0]
     bmc.configure(session_limit=0)
+    with pytest.raises(SessionLimitError, match=r"session table is full .* set `basic_fallback = true`"):
+        await gb200.call("std_metrics", bmc, Empty())
+    assert bmc.stats.session_limit_rejections == 1  # not retried: waiting frees nothing
+    assert bmc.stats.calls.get(("GET", "/redfish/v1/Systems")) is None  # no Basic requests either
     with caplog.at_level(logging.WARNING, logger="plugins.redfish"):
-        out = await gb200.call("std_metrics", bmc, Empty())
+        out = await gb200.call("std_metrics", bmc, Empty(), options={"basic_fallback": True})
     assert out.result.ok
-    assert bmc.stats.session_limit_rejections == 1 and bmc.stats.open_sessions == 0
-    assert "session limit reached; falling back to Basic auth" in caplog.text
+    assert bmc.stats.session_limit_rejections == 2 and bmc.stats.open_sessions == 0
+    assert "session limit reached; using Basic auth (basic_fallback)" in caplog.text
 
 
 async def test_insecure_switch_works_and_is_logged(gb200: Harness, caplog: pytest.LogCaptureFixture) -> None:

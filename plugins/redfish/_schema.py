@@ -1,0 +1,328 @@
+"""The schema of the Redfish plugin's state JSON and device model, checked before any device code runs.
+
+State and model come from the database or from a request (`device_state_json`,
+`device_model_json`), so both are untrusted. `load_state` checks every section the plugin reads
+and migrates older layouts; `check_model` checks the model fields the plugin uses. Either raises
+`InvalidRequestError` with one line naming the bad key, never `RecursionError`/`TypeError`/
+`ValueError` from deep inside the plugin.
+
+State versions:
+
+- unversioned and 1: `discovery`, `priors`, `applied`, `profiles`, `policies` (1 had a `version`);
+- 2: the same plus `sessions` (Redfish session URIs this controller opened, per BMC origin; never
+  tokens) and `readings` (each component's last limit reading, so a cap can skip its pre-write GET).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from plugins.base import InvalidRequestError, SystemSpec
+from plugins.redfish._layout import DISCOVERY_VERSION, PLATFORMS, Component
+
+STATE_VERSION = 2
+#: nesting deeper than this is refused before anything walks it recursively
+MAX_DEPTH = 24
+#: JSON values (objects, arrays and scalars) in one state or model document
+MAX_NODES = 50_000
+CONTROL_MODES = ("Automatic", "Manual", "Override", "Disabled")
+_KINDS = ("gpu", "cpu", "node", "module")
+_MECHANISMS = ("", "environment_metrics", "control", "legacy_power")
+_NODE_METRICS = ("", "environment_metrics", "control", "legacy_power")
+_COMPONENT_FIELDS: dict[str, type] = {
+    "key": str,
+    "kind": str,
+    "index": int,
+    "name": str,
+    "mechanism": str,
+    "limit_uri": str,
+    "member": int,
+    "members": int,
+    "resource_uri": str,
+    "metrics_uri": str,
+    "wpps_uri": str,
+    "model": str,
+}
+_DISCOVERY_STRINGS = (
+    "url",
+    "model",
+    "vendor",
+    "product",
+    "redfish_version",
+    "firmware",
+    "note",
+    "discovered_at",
+)
+
+
+def load_state(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A checked, migrated copy of a device's state (see the module docstring)."""
+    if not isinstance(state, Mapping):
+        raise InvalidRequestError(f"device state: expected a JSON object, got {_type(state)}")
+    check_shape(state, "device state")
+    data = dict(state)
+    version = data.get("version")
+    if version is not None and (not _is_int(version) or version not in (1, STATE_VERSION)):
+        raise InvalidRequestError(
+            f"device state: unknown version {_short(version)} (this plugin reads versions 1..{STATE_VERSION})"
+        )
+    out: dict[str, Any] = {"version": STATE_VERSION}
+    discovery = data.get("discovery")
+    if discovery is not None:
+        found = _discovery(discovery)
+        if found is not None:
+            out["discovery"] = found
+    out["priors"] = _scoped(data.get("priors"), "priors", _prior)
+    out["applied"] = _keyed(data.get("applied"), "applied", _applied)
+    out["profiles"] = _profiles(data.get("profiles"))
+    out["policies"] = _keyed(data.get("policies"), "policies", _string)
+    out["sessions"] = _keyed(data.get("sessions"), "sessions", _session_list)
+    out["readings"] = _keyed(data.get("readings"), "readings", _reading)
+    return {k: v for k, v in out.items() if v != {} or k == "version"}
+
+
+def check_model(model: Mapping[str, Any]) -> None:
+    """Check a device model JSON: shape limits, then the fields the plugin reads."""
+    if not isinstance(model, Mapping):
+        raise InvalidRequestError(f"device model: expected a JSON object, got {_type(model)}")
+    check_shape(model, "device model")
+    for key in ("Model", "model", "Name", "name"):
+        if key in model and model[key] is not None and not isinstance(model[key], str):
+            raise InvalidRequestError(f"device model: {key}: expected a string, got {_type(model[key])}")
+    redfish = model.get("Redfish", model.get("redfish"))
+    if redfish is not None:
+        if not isinstance(redfish, Mapping):
+            raise InvalidRequestError(f"device model: Redfish: expected an object, got {_type(redfish)}")
+        for key, value in redfish.items():
+            if not isinstance(value, str):
+                raise InvalidRequestError(
+                    f"device model: Redfish.{_short(key)}: expected a string, got {_type(value)}"
+                )
+    try:
+        SystemSpec.from_model(model)
+    except InvalidRequestError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
+        raise InvalidRequestError(f"device model: {_short(str(exc), 160)}") from None
+
+
+def check_shape(value: Any, what: str) -> None:
+    """Refuse documents nested deeper than `MAX_DEPTH` or larger than `MAX_NODES` (iteratively)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    nodes = 0
+    while stack:
+        item, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise InvalidRequestError(f"{what}: more than {MAX_NODES} JSON values")
+        if isinstance(item, Mapping | list | tuple):
+            if depth >= MAX_DEPTH:
+                raise InvalidRequestError(f"{what}: nested deeper than {MAX_DEPTH} levels")
+            children = item.values() if isinstance(item, Mapping) else item
+            stack.extend((child, depth + 1) for child in children)
+        elif not (item is None or isinstance(item, str | int | float | bool)):
+            raise InvalidRequestError(f"{what}: not JSON ({_type(item)})")
+
+
+# ---- sections ------------------------------------------------------------------------------------
+
+
+def _discovery(data: Any) -> dict[str, Any] | None:
+    where = "discovery"
+    obj = _object(data, where)
+    version = obj.get("version", 0)
+    if not _is_int(version):
+        raise InvalidRequestError(f"device state: {where}.version: expected an integer, got {_type(version)}")
+    if version != DISCOVERY_VERSION:
+        return None  # an older discovery layout: migrated by discovering again
+    platform = obj.get("platform")
+    if platform not in PLATFORMS:
+        raise InvalidRequestError(
+            f"device state: {where}.platform: {_short(platform)} is not one of {', '.join(PLATFORMS)}"
+        )
+    for name in _DISCOVERY_STRINGS:
+        if name in obj and not isinstance(obj[name], str):
+            raise InvalidRequestError(
+                f"device state: {where}.{name}: expected a string, got {_type(obj[name])}"
+            )
+    for name in ("node", "gpus", "cpus"):
+        items = obj.get(name) or []
+        if not isinstance(items, list | tuple):
+            raise InvalidRequestError(f"device state: {where}.{name}: expected a list, got {_type(items)}")
+        for i, comp in enumerate(items):
+            _component(comp, f"{where}.{name}[{i}]")
+    metrics = obj.get("node_metrics") or ["", ""]
+    if (
+        not isinstance(metrics, list | tuple)
+        or len(metrics) != 2
+        or not all(isinstance(m, str) for m in metrics)
+        or metrics[0] not in _NODE_METRICS
+    ):
+        raise InvalidRequestError(f"device state: {where}.node_metrics: expected [kind, uri]")
+    extra = obj.get("extra") or {}
+    if not isinstance(extra, Mapping):
+        raise InvalidRequestError(f"device state: {where}.extra: expected an object, got {_type(extra)}")
+    return dict(obj)
+
+
+def _component(data: Any, where: str) -> None:
+    obj = _object(data, where)
+    for name in obj:
+        if name not in _COMPONENT_FIELDS:
+            raise InvalidRequestError(f"device state: {where}: unknown key {_short(name)}")
+    for name, kind in _COMPONENT_FIELDS.items():
+        if name in ("key", "kind", "index", "name"):
+            if name not in obj:
+                raise InvalidRequestError(f"device state: {where}.{name}: missing")
+        value = obj.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, kind) or isinstance(value, bool):
+            wanted = "an integer" if kind is int else "a string"
+            raise InvalidRequestError(f"device state: {where}.{name}: expected {wanted}, got {_type(value)}")
+    if obj["kind"] not in _KINDS:
+        raise InvalidRequestError(
+            f"device state: {where}.kind: {_short(obj['kind'])} is not one of {', '.join(_KINDS)}"
+        )
+    if obj.get("mechanism", "") not in _MECHANISMS:
+        raise InvalidRequestError(f"device state: {where}.mechanism: {_short(obj['mechanism'])} is not known")
+    if obj["index"] < 0 or obj.get("member", 0) < 0 or obj.get("members", 1) < 0:
+        raise InvalidRequestError(f"device state: {where}: negative index")
+    Component(**obj)  # every field is checked above; this cannot raise
+
+
+def _prior(data: Any, where: str) -> dict[str, Any]:
+    obj = _object(data, where)
+    return {
+        "watts": _number(obj.get("watts"), f"{where}.watts"),
+        "capped": _bool(obj.get("capped", False), f"{where}.capped"),
+        "mode": _mode(obj.get("mode"), f"{where}.mode"),
+    }
+
+
+def _applied(data: Any, where: str) -> dict[str, Any]:
+    obj = _object(data, where)
+    return {
+        "watts": _number(obj.get("watts"), f"{where}.watts"),
+        "requested": _number(obj.get("requested"), f"{where}.requested"),
+        "scope": _string(obj.get("scope", ""), f"{where}.scope"),
+        "at": _string(obj.get("at", ""), f"{where}.at"),
+    }
+
+
+def _reading(data: Any, where: str) -> dict[str, Any]:
+    obj = _object(data, where)
+    out: dict[str, Any] = {}
+    for name in ("watts", "min", "max", "default", "increment"):
+        out[name] = _number(obj.get(name), f"{where}.{name}")
+    out["capped"] = _bool(obj.get("capped", False), f"{where}.capped")
+    out["mode"] = _mode(obj.get("mode"), f"{where}.mode")
+    out["units"] = _string(obj.get("units", "W"), f"{where}.units")
+    out["modes"] = [_mode(m, f"{where}.modes") for m in _list(obj.get("modes") or [], f"{where}.modes")]
+    return out
+
+
+def _profiles(data: Any) -> dict[str, Any]:
+    if data is None:
+        return {}
+    obj = _object(data, "profiles")
+    out: dict[str, Any] = {}
+    priors = _scoped(obj.get("priors"), "profiles.priors", _string)
+    if priors:
+        out["priors"] = priors
+    gpus = _keyed(obj.get("gpus"), "profiles.gpus", _gpu_profiles)
+    if gpus:
+        out["gpus"] = gpus
+    return out
+
+
+def _gpu_profiles(data: Any, where: str) -> dict[str, Any]:
+    obj = _object(data, where)
+    out: dict[str, Any] = {}
+    for name in ("requested", "enforced"):
+        ids = _list(obj.get(name) or [], f"{where}.{name}")
+        if not all(_is_int(i) for i in ids):
+            raise InvalidRequestError(f"device state: {where}.{name}: expected a list of integers")
+        out[name] = ids
+    out["at"] = _string(obj.get("at", ""), f"{where}.at")
+    return out
+
+
+def _session_list(data: Any, where: str) -> list[str]:
+    uris = _list(data, where)
+    for uri in uris:
+        if not isinstance(uri, str) or not uri.startswith("/redfish/v1/SessionService/Sessions/"):
+            raise InvalidRequestError(f"device state: {where}: not a Redfish session URI: {_short(uri)}")
+    return list(uris)[-8:]
+
+
+# ---- scalars and containers ----------------------------------------------------------------------
+
+
+def _scoped(data: Any, where: str, item: Callable[[Any, str], Any]) -> dict[str, Any]:
+    return _keyed(data, where, lambda value, at: _keyed(value, at, item))
+
+
+def _keyed(data: Any, where: str, item: Callable[[Any, str], Any]) -> dict[str, Any]:
+    if data is None:
+        return {}
+    obj = _object(data, where)
+    return {str(key): item(value, f"{where}.{_short(key, 40)}") for key, value in obj.items()}
+
+
+def _object(data: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise InvalidRequestError(f"device state: {where}: expected an object, got {_type(data)}")
+    return data
+
+
+def _list(data: Any, where: str) -> list[Any]:
+    if not isinstance(data, list | tuple):
+        raise InvalidRequestError(f"device state: {where}: expected a list, got {_type(data)}")
+    return list(data)
+
+
+def _number(value: Any, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or abs(value) > 1e9:
+        raise InvalidRequestError(f"device state: {where}: expected watts (a number), got {_type(value)}")
+    return value
+
+
+def _bool(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidRequestError(f"device state: {where}: expected true or false, got {_type(value)}")
+    return value
+
+
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidRequestError(f"device state: {where}: expected a string, got {_type(value)}")
+    return value
+
+
+def _mode(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if value not in CONTROL_MODES:
+        raise InvalidRequestError(
+            f"device state: {where}: {_short(value)} is not a ControlMode ({', '.join(CONTROL_MODES)})"
+        )
+    return str(value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _type(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(value), "null" if value is None else type(value).__name__
+    )
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,121 @@
+"""Hostile device state and model JSON: one-line `InvalidRequestError`s, never crashes in device code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from plugins.base import Empty, InvalidRequestError, PolicyAction, PolicyChange
+from plugins.redfish import RedfishPlugin
+from tests.plugins.redfish.harness import Harness
+from tests.plugins.redfish.test_redfish_gb200 import node_policy
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    for _ in range(levels):
+        doc = {"x": doc}
+    return doc
+
+
+HOSTILE: list[tuple[Any, str]] = [
+    ({"priors": _deep(100_000)}, "nested deeper than"),
+    ({"version": "one"}, "unknown version 'one'"),
+    ({"version": 99}, "unknown version 99"),
+    ({"priors": []}, "priors: expected an object, got a list"),
+    (
+        {"priors": {"topology": {"gpu/0": {"watts": "700"}}}},
+        "priors.'topology'.'gpu/0'.watts: expected watts",
+    ),
+    ({"priors": {"topology": {"gpu/0": {"watts": 700, "mode": "bogus"}}}}, "'bogus' is not a ControlMode"),
+    ({"applied": {"gpu/0": {"watts": True}}}, "applied.'gpu/0'.watts"),
+    ({"profiles": {"gpus": {"gpu/0": {"requested": ["x"]}}}}, "expected a list of integers"),
+    ({"discovery": {"version": 1, "platform": "bogus"}}, "'bogus' is not one of"),
+    (
+        {
+            "discovery": {
+                "version": 1,
+                "platform": "controls",
+                "gpus": [{"key": "g", "kind": "bogus", "index": 0, "name": "x"}],
+            }
+        },
+        "discovery.gpus[0].kind: 'bogus' is not one of",
+    ),
+    (
+        {
+            "discovery": {
+                "version": 1,
+                "platform": "controls",
+                "node": [{"key": "n", "kind": "node", "index": "0", "name": "x"}],
+            }
+        },
+        "discovery.node[0].index: expected an integer",
+    ),
+    (
+        {
+            "discovery": {
+                "version": 1,
+                "platform": "controls",
+                "node": [{"key": "n", "kind": "node", "index": 0, "name": "x", "evil": 1}],
+            }
+        },
+        "unknown key 'evil'",
+    ),
+    ({"sessions": {"https://x": ["/etc/passwd"]}}, "not a Redfish session URI"),
+    ({"readings": {"gpu/0": {"watts": float("nan")}}}, "readings.'gpu/0'.watts"),
+]
+
+
+@pytest.mark.parametrize(("state", "message"), HOSTILE, ids=[m for _, m in HOSTILE])
+def test_load_state_refuses_hostile_state_with_one_line(state: Any, message: str) -> None:
+    with pytest.raises(InvalidRequestError) as info:
+        RedfishPlugin().load_state(state)
+    text = str(info.value)
+    assert message in text and "\n" not in text and len(text) < 300
+
+
+def test_load_state_migrates_unversioned_and_version_1_state() -> None:
+    old = {
+        "priors": {"topology": {"gpu/0": {"watts": 1200, "capped": False, "mode": "Automatic"}}},
+        "applied": {
+            "gpu/0": {"watts": 700, "requested": 700, "scope": "topology", "at": "2025-01-01T00:00:00+00:00"}
+        },
+        "policies": {"topology": "P"},
+        # an older discovery layout is dropped (discovered again), not misread
+        "discovery": {"version": 0, "platform": "environment_metrics"},
+    }
+    for version in ({}, {"version": 1}):
+        state = RedfishPlugin().load_state({**old, **version})
+        assert state["version"] == 2 == RedfishPlugin.state_version
+        assert state["priors"] == old["priors"] and state["applied"] == old["applied"]
+        assert state["policies"] == {"topology": "P"} and "discovery" not in state
+
+
+def test_check_model_refuses_bad_types() -> None:
+    plugin = RedfishPlugin()
+    plugin.check_model({"Model": "DGX_GB200", "Redfish": {"URL": "https://x", "SecretName": "s"}})
+    for model, message in (
+        ({"Model": 5}, "Model: expected a string"),
+        ({"Redfish": ["x"]}, "Redfish: expected an object"),
+        ({"Redfish": {"URL": {"a": 1}}}, "Redfish.'URL': expected a string"),
+        ({"spec": {"devices": [{"type": "GPU", "count": "many"}]}}, "device model:"),
+        (_deep(5000), "nested deeper than"),
+    ):
+        with pytest.raises(InvalidRequestError, match=message):
+            plugin.check_model(model)
+
+
+async def test_hostile_state_in_a_request_is_refused_before_the_bmc_is_called(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    for state, _message in HOSTILE:
+        with pytest.raises(InvalidRequestError, match="device state"):
+            await gb200.call("std_metrics", bmc, Empty(), state=state)
+        with pytest.raises(InvalidRequestError):
+            await gb200.call(
+                "set_policy", bmc, PolicyChange(PolicyAction.SET, node_policy(4000)), state=state
+            )
+    assert bmc.stats.total_calls == 0
+    # a good state after all that still works
+    out = await gb200.call("std_metrics", bmc, Empty())
+    assert out.result.ok and out.state["version"] == 2
