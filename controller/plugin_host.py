@@ -1,10 +1,17 @@
-"""One started instance per plugin name, created on first use and closed at shutdown."""
+"""One started instance per plugin name, created on first use and closed at shutdown.
+
+A name declared as an external plugin (an inventory `[[plugin]]` table) gets a `RemotePlugin`:
+the same `DevicePlugin` interface, served by its own supervised process.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 
+from controller.plugin_process import ExternalPlugin
+from controller.plugin_remote import RemotePlugin
 from plugins import registry
 from plugins.base import DevicePlugin
 
@@ -12,7 +19,8 @@ log = logging.getLogger(__name__)
 
 
 class PluginHost:
-    def __init__(self) -> None:
+    def __init__(self, external: Mapping[str, ExternalPlugin] | None = None) -> None:
+        self._external = dict(external or {})
         self._plugins: dict[str, DevicePlugin] = {}
         self._lock = asyncio.Lock()
 
@@ -23,7 +31,8 @@ class PluginHost:
             return plugin
         async with self._lock:
             if name not in self._plugins:
-                instance = registry.load_class(name)()
+                spec = self._external.get(name)
+                instance = RemotePlugin(spec) if spec is not None else registry.load_class(name)()
                 await instance.start()
                 log.info("plugin %s %s started", instance.info.name, instance.info.version)
                 self._plugins[name] = instance

@@ -162,4 +162,16 @@ __all__ = [
     "gpu_targets",
     "policy_from_element_map",
     "run_operation",
+    "serve",
 ]
+
+
+def serve(plugin: DevicePlugin, *, address: str | None = None, manual: bool = False) -> int:
+    """Serve `plugin` as its own process, as a Nomad device plugin (see docs/plugins.md).
+
+    `address`: "unix:PATH" or "HOST:PORT" (None: a fresh Unix socket); `manual`: run without
+    the magic cookie a host sets. Returns the process exit status.
+    """
+    from plugins.base._serve import serve as _serve  # gRPC and protobuf load only when serving
+
+    return _serve(plugin, address=address, manual=manual)

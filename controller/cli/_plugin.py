@@ -1,0 +1,287 @@
+"""`devicectl plugin serve|launch`: serve an installed plugin out of process, or talk to one directly.
+
+`launch` plays the host's part without a controller (like Nomad's plugin launcher): it starts or
+dials the plugin, negotiates, sends the config, then runs one action. Streams print each update
+as it arrives: a table per update by default, one JSON object per line with `--json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shlex
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from controller.cli._render import console, err_console, table
+from plugins.base import (
+    OPERATIONS,
+    DeviceContext,
+    DeviceControllerError,
+    DeviceTarget,
+    Endpoint,
+    FingerprintResponse,
+    RequestKind,
+    StatsResponse,
+)
+
+
+def add_parser(sub: Any) -> None:
+    plugin = sub.add_parser("plugin", help="serve or drive out-of-process device plugins").add_subparsers(
+        dest="action", required=True
+    )
+    p = plugin.add_parser(
+        "serve", help="serve an installed plugin as its own process (go-plugin/Nomad protocol)"
+    )
+    p.add_argument("name", help="installed plugin name (e.g. redfish, nvml, filedevices) or module:Class")
+    p.add_argument("--address", help='"unix:PATH" or "HOST:PORT" (default: a fresh Unix socket)')
+    p.add_argument("--manual", action="store_true", help="run without the magic cookie a host sets")
+    p.set_defaults(func=cmd_serve)
+
+    p = plugin.add_parser("launch", help="start or dial a plugin and drive it without a controller")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--command", help='command that serves the plugin, e.g. "devicectl plugin serve filedevices"'
+    )
+    where.add_argument("--address", help="dial a plugin served elsewhere (unix:PATH or HOST:PORT)")
+    p.add_argument("--config", default="{}", help="plugin config: JSON object, or @FILE")
+    p.add_argument("--timeout", type=float, default=10.0, help="handshake and call timeout, seconds")
+    p.add_argument("--json", action="store_true", dest="as_json", help="JSON output (one object per line)")
+    acts = p.add_subparsers(dest="what", required=True)
+    acts.add_parser("info", help="plugin info and negotiated API version")
+    acts.add_parser("schema", help="the plugin's config schema")
+    acts.add_parser("config", help="negotiate and send --config, report whether it was accepted")
+    a = acts.add_parser("fingerprint", help="print device groups as they stream")
+    a.add_argument("--count", type=int, default=0, help="stop after this many updates (0: until Ctrl-C)")
+    a = acts.add_parser("stats", help="print statistics at an interval")
+    a.add_argument("--interval", type=float, default=1.0)
+    a.add_argument("--count", type=int, default=0)
+    a = acts.add_parser("reserve", help="reserve devices: environment, mounts, device nodes")
+    a.add_argument("device_ids", nargs="+")
+    a = acts.add_parser("op", help="run one power operation")
+    a.add_argument("kind", choices=[k.value for k in RequestKind])
+    a.add_argument("--device", required=True)
+    a.add_argument("--request", default="{}", help="the kind's request: JSON object, or @FILE")
+    a.add_argument("--model", default="{}", help="device model JSON object, or @FILE")
+    a.add_argument("--state", default="{}", help="device state JSON object, or @FILE")
+    a.add_argument("--url", default="", help="device endpoint URL")
+    a.add_argument("--options", default="{}", help="endpoint options JSON object, or @FILE")
+    p.set_defaults(func=cmd_launch)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from plugins import registry
+    from plugins.base import serve
+
+    try:
+        plugin = registry.load_class(args.name)()
+    except DeviceControllerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return serve(plugin, address=args.address, manual=args.manual)
+
+
+def _json_arg(text: str, what: str) -> dict[str, Any]:
+    try:
+        raw = Path(text[1:]).read_text() if text.startswith("@") else text
+        value = json.loads(raw)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{what}: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{what}: must be a JSON object")
+    return value
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    from controller.plugin_process import ExternalPlugin
+    from controller.plugin_remote import RemotePlugin
+
+    spec = ExternalPlugin(
+        name="launched",
+        command=tuple(shlex.split(args.command)) if args.command else (),
+        address=args.address or "",
+        config=_json_arg(args.config, "--config"),
+        handshake_timeout=args.timeout,
+    )
+
+    async def main() -> int:
+        plugin = RemotePlugin(spec)
+        try:
+            await plugin.start(supervise=False)
+        except DeviceControllerError as exc:
+            err_console.print(f"[red]error[/red]: {exc}")
+            return 1
+        try:
+            return await _act(plugin, args)
+        except DeviceControllerError as exc:
+            err_console.print(f"[red]error[/red]: {exc}")
+            return 1
+        finally:
+            await plugin.close()
+
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:
+        return 130
+
+
+def _emit(value: Mapping[str, Any]) -> None:
+    sys.stdout.write(json.dumps(value, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+async def _act(plugin: Any, args: argparse.Namespace) -> int:
+    from controller._proto.nomad.plugins.base import base_pb2
+    from controller.plugin_remote import RemotePlugin
+    from plugins.base import _nomad
+    from plugins.base._codec import decode, encode
+    from plugins.base._wire import BY_METHOD
+
+    assert isinstance(plugin, RemotePlugin)
+    conn = plugin.connection
+    assert conn is not None
+    if args.what in ("info", "config"):
+        info = {
+            "name": conn.info.name,
+            "version": conn.info.plugin_version,
+            "api_versions": list(conn.info.plugin_api_versions),
+            "negotiated": conn.api_version,
+            "config": "accepted",
+        }
+        if args.as_json:
+            _emit(info)
+        else:
+            table("plugin", ["field", "value"], info.items())
+        return 0
+    if args.what == "schema":
+        reply = await conn.base.ConfigSchema(base_pb2.ConfigSchemaRequest(), timeout=args.timeout)
+        rows = _nomad.hcl_to_rows(reply.spec)
+        if args.as_json:
+            _emit({"attributes": rows})
+        else:
+            table(
+                "config schema",
+                ["name", "type", "required"],
+                [(r["name"], r["type"], r["required"]) for r in rows],
+            )
+        return 0
+    if args.what == "fingerprint":
+        seen = 0
+        async for update in plugin.fingerprint(()):
+            _show_fingerprint(args, update)
+            if update.error is not None:
+                return 1
+            seen += 1
+            if args.count and seen >= args.count:
+                return 0
+        return 0
+    if args.what == "stats":
+        seen = 0
+        async for stats in plugin.stats((), args.interval):
+            _show_stats(args, stats)
+            if stats.error is not None:
+                return 1
+            seen += 1
+            if args.count and seen >= args.count:
+                return 0
+        return 0
+    if args.what == "reserve":
+        res = await plugin.reserve(args.device_ids)
+        if args.as_json:
+            _emit(encode(res))
+        else:
+            table("environment", ["name", "value"], sorted(res.envs.items()))
+            table(
+                "mounts",
+                ["task path", "host path", "read only"],
+                [(m.task_path, m.host_path, m.read_only) for m in res.mounts],
+            )
+            table(
+                "device nodes",
+                ["task path", "host path", "permissions"],
+                [(d.task_path, d.host_path, d.cgroup_perms) for d in res.devices],
+            )
+        return 0
+    # a power operation
+    kind = RequestKind(args.kind)
+    rpc = BY_METHOD[OPERATIONS[kind]]
+    request = decode(rpc.request, _json_arg(args.request, "--request"), "--request")
+    target = DeviceTarget(
+        device_id=args.device,
+        model=_json_arg(args.model, "--model"),
+        endpoint=Endpoint(url=args.url, options=_json_arg(args.options, "--options")),
+    )
+    ctx = DeviceContext(
+        device_id=target.device_id,
+        model=target.model,
+        endpoint=target.endpoint,
+        request_id=f"launch-{int(time.time())}",
+        deadline=time.monotonic() + args.timeout,
+        state=_json_arg(args.state, "--state"),
+    )
+    outcome = await getattr(plugin, rpc.method)(ctx, request)
+    out = {
+        "result": encode(outcome.result),
+        "state": encode(outcome.state),
+        "reach_error": outcome.reach_error,
+    }
+    if args.as_json:
+        _emit(out)
+    else:
+        table(
+            f"{kind.value} on {args.device}", ["field", "value"], [(k, json.dumps(v)) for k, v in out.items()]
+        )
+    return 0
+
+
+def _show_fingerprint(args: argparse.Namespace, update: FingerprintResponse) -> None:
+    from plugins.base._codec import encode
+
+    if args.as_json:
+        _emit(encode(update))
+        return
+    if update.error is not None:
+        err_console.print(f"[red]fingerprint error[/red]: {update.error}")
+        return
+    rows = [
+        (
+            f"{g.vendor}/{g.type}/{g.name}",
+            d.id,
+            "healthy" if d.healthy else f"unhealthy: {d.health_description}",
+        )
+        for g in update.groups
+        for d in g.devices
+    ]
+    table("fingerprint", ["group", "device", "health"], rows)
+
+
+def _show_stats(args: argparse.Namespace, stats: StatsResponse) -> None:
+    from plugins.base._codec import encode
+
+    if args.as_json:
+        _emit(encode(stats))
+        return
+    if stats.error is not None:
+        err_console.print(f"[red]stats error[/red]: {stats.error}")
+        return
+    rows = []
+    for g in stats.groups:
+        for device, st in sorted(g.instance_stats.items()):
+            s = st.summary
+            value = next(
+                v for v in (s.int_numerator, s.float_numerator, s.string, s.boolean, "") if v is not None
+            )
+            rows.append(
+                (
+                    f"{g.vendor}/{g.type}/{g.name}",
+                    device,
+                    f"{value} {s.unit}".strip(),
+                    st.timestamp.isoformat(),
+                )
+            )
+    table("stats", ["group", "device", "summary", "at"], rows)
+    console.print()

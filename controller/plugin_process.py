@@ -1,0 +1,274 @@
+"""Start (or dial) one out-of-process device plugin and negotiate with it, as a Nomad client does.
+
+go-plugin's protocol: the host sets the magic cookie and the app protocol versions it accepts in
+the child's environment; the child prints one line on stdout, `CORE|APP|NETWORK|ADDR|grpc`; the
+host dials that address, waits for the `plugin` health service to be SERVING, reads PluginInfo,
+picks a device API version both sides speak and sends SetConfig. Every failure is one clear
+`HostEnvironmentError` naming the plugin, and a started process is never left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import msgpack
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from controller._proto.devicectl.plugin.v1 import power_pb2_grpc
+from controller._proto.goplugin import grpc_controller_pb2, grpc_controller_pb2_grpc
+from controller._proto.nomad.plugins.base import base_pb2, base_pb2_grpc
+from controller._proto.nomad.plugins.device import device_pb2_grpc
+from plugins.base import HostEnvironmentError
+from plugins.base._serve import (
+    API_VERSIONS,
+    APP_PROTOCOL_VERSION,
+    CORE_PROTOCOL_VERSION,
+    MAGIC_COOKIE_KEY,
+    MAGIC_COOKIE_VALUE,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ExternalPlugin:
+    """An inventory `[[plugin]]` entry: a plugin served by its own process.
+
+    Exactly one of `command` (start it, one process per plugin) or `address` (dial a plugin that
+    something else runs, e.g. a root-owned NVML plugin: "unix:/run/x.sock" or "127.0.0.1:7001").
+    """
+
+    name: str
+    command: tuple[str, ...] = ()
+    address: str = ""
+    #: plugin-level config, sent with SetConfig (msgpack, as Nomad does)
+    config: Mapping[str, Any] = field(default_factory=dict)
+    #: extra environment for the started process
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: seconds to wait for the handshake line and the first health check
+    handshake_timeout: float = 10.0
+
+
+def load_external_plugins(path: str | Path) -> dict[str, ExternalPlugin]:
+    """The `[[plugin]]` tables of an inventory file (none when the file has none)."""
+    where = str(path)
+    with Path(path).open("rb") as fh:
+        raw = tomllib.load(fh).get("plugin", [])
+    if not isinstance(raw, list):
+        raise HostEnvironmentError(f"{where}: `plugin` must be an array of tables ([[plugin]])")
+    out: dict[str, ExternalPlugin] = {}
+    for i, item in enumerate(raw):
+        at = f"{where}: plugin[{i}]"
+        unknown = sorted(set(item) - {"name", "command", "address", "config", "env", "handshake_timeout"})
+        if unknown:
+            raise HostEnvironmentError(f"{at}: unknown key(s) {', '.join(unknown)}")
+        name, command, address = item.get("name"), item.get("command", []), item.get("address", "")
+        if not isinstance(name, str) or not name:
+            raise HostEnvironmentError(f"{at}: `name` must be a non-empty string")
+        if isinstance(command, str):
+            command = command.split()
+        if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
+            raise HostEnvironmentError(f"{at} ({name}): `command` must be a list of strings")
+        if bool(command) == bool(address):
+            raise HostEnvironmentError(f"{at} ({name}): give exactly one of `command` or `address`")
+        if name in out:
+            raise HostEnvironmentError(f"{at}: duplicate plugin name {name!r}")
+        out[name] = ExternalPlugin(
+            name=name,
+            command=tuple(command),
+            address=str(address),
+            config=dict(item.get("config", {})),
+            env={str(k): str(v) for k, v in dict(item.get("env", {})).items()},
+            handshake_timeout=float(item.get("handshake_timeout", 10.0)),
+        )
+    return out
+
+
+@dataclass
+class Connection:
+    """A negotiated plugin: stubs for every service, and the process when we started it."""
+
+    name: str
+    target: str
+    channel: grpc.aio.Channel
+    info: base_pb2.PluginInfoResponse
+    api_version: str
+    process: asyncio.subprocess.Process | None = None
+    stderr_tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=20))
+    _drains: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.device = device_pb2_grpc.DevicePluginStub(self.channel)
+        self.base = base_pb2_grpc.BasePluginStub(self.channel)
+        self.power = power_pb2_grpc.PowerOperationsStub(self.channel)
+        self.controller = grpc_controller_pb2_grpc.GRPCControllerStub(self.channel)
+        self.health = health_pb2_grpc.HealthStub(self.channel)
+
+    async def healthy(self, timeout: float) -> bool:
+        try:
+            reply = await self.health.Check(health_pb2.HealthCheckRequest(service="plugin"), timeout=timeout)
+        except grpc.aio.AioRpcError:
+            return False
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+    async def close(self, *, graceful: bool = True) -> None:
+        """Ask the process to shut down (go-plugin's Shutdown), then make sure it is gone."""
+        proc = self.process
+        if proc is not None and proc.returncode is None and graceful:
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await self.controller.Shutdown(grpc_controller_pb2.Empty(), timeout=2.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), 5.0)
+        await _reap(proc)
+        await self.channel.close()
+        for task in self._drains:
+            task.cancel()
+
+
+async def _reap(proc: asyncio.subprocess.Process | None) -> None:
+    if proc is None or proc.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    await proc.wait()
+
+
+async def _drain(stream: asyncio.StreamReader, name: str, tail: collections.deque[str]) -> None:
+    """Forward the plugin's output to our log (stdout after the handshake, and stderr)."""
+    while line := await stream.readline():
+        text = line.decode(errors="replace").rstrip()
+        tail.append(text)
+        log.info("plugin %s: %s", name, text)
+
+
+def parse_handshake(name: str, line: str) -> str:
+    """The gRPC target from go-plugin's handshake line; a clear error for anything else."""
+    parts = line.strip().split("|")
+    if len(parts) < 4:
+        raise HostEnvironmentError(f"plugin {name}: bad handshake line {line.strip()[:200]!r}")
+    core, app, network, addr = parts[:4]
+    if core != str(CORE_PROTOCOL_VERSION):
+        raise HostEnvironmentError(
+            f"plugin {name}: version mismatch: go-plugin core protocol {core!r}, "
+            f"devicectl speaks {CORE_PROTOCOL_VERSION}"
+        )
+    if app != str(APP_PROTOCOL_VERSION):
+        raise HostEnvironmentError(
+            f"plugin {name}: version mismatch: plugin protocol version {app!r}, "
+            f"Nomad device plugins and devicectl use {APP_PROTOCOL_VERSION}"
+        )
+    if len(parts) >= 5 and parts[4] and parts[4] != "grpc":
+        raise HostEnvironmentError(f"plugin {name}: speaks {parts[4]!r}; only grpc plugins are supported")
+    if network == "unix":
+        return f"unix:{addr}"
+    if network == "tcp":
+        return addr
+    raise HostEnvironmentError(f"plugin {name}: unknown network type {network!r} in its handshake")
+
+
+async def _launch(spec: ExternalPlugin) -> Connection:
+    env = {
+        **os.environ,
+        **spec.env,
+        MAGIC_COOKIE_KEY: MAGIC_COOKIE_VALUE,
+        "PLUGIN_PROTOCOL_VERSIONS": str(APP_PROTOCOL_VERSION),
+    }
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *spec.command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            start_new_session=True,  # our signals (Ctrl-C) are not the plugin's
+        )
+    except OSError as exc:
+        raise HostEnvironmentError(
+            f"plugin {spec.name}: cannot start {spec.command[0]!r}: {exc.strerror}"
+        ) from None
+    assert proc.stdout is not None and proc.stderr is not None
+    tail: collections.deque[str] = collections.deque(maxlen=20)
+    drains = [asyncio.create_task(_drain(proc.stderr, spec.name, tail))]
+    try:
+        line = (await asyncio.wait_for(proc.stdout.readline(), spec.handshake_timeout)).decode(
+            errors="replace"
+        )
+        if not line:
+            status = await proc.wait()
+            await asyncio.sleep(0.05)  # let the stderr drain catch the last words
+            said = f": {tail[-1]}" if tail else ""
+            raise HostEnvironmentError(
+                f"plugin {spec.name}: exited with status {status} before its handshake{said}"
+            )
+        target = parse_handshake(spec.name, line)
+    except BaseException as exc:
+        await _reap(proc)
+        for task in drains:
+            task.cancel()
+        if isinstance(exc, TimeoutError):
+            raise HostEnvironmentError(
+                f"plugin {spec.name}: never announced itself "
+                f"(no handshake line within {spec.handshake_timeout:g} s)"
+            ) from None
+        raise
+    drains.append(asyncio.create_task(_drain(proc.stdout, spec.name, tail)))
+    channel = grpc.aio.insecure_channel(target)
+    return Connection(spec.name, target, channel, base_pb2.PluginInfoResponse(), "", proc, tail, drains)
+
+
+async def connect(spec: ExternalPlugin, *, config: Mapping[str, Any] | None = None) -> Connection:
+    """Start or dial the plugin, then health-check and negotiate. Raises HostEnvironmentError."""
+    if spec.command:
+        conn = await _launch(spec)
+    else:
+        channel = grpc.aio.insecure_channel(spec.address.replace("unix:///", "unix:/", 1))
+        conn = Connection(spec.name, spec.address, channel, base_pb2.PluginInfoResponse(), "")
+    try:
+        await _negotiate(conn, spec, dict(spec.config if config is None else config))
+    except BaseException:
+        await conn.close(graceful=False)
+        raise
+    return conn
+
+
+async def _negotiate(conn: Connection, spec: ExternalPlugin, config: Mapping[str, Any]) -> None:
+    timeout = spec.handshake_timeout
+    try:
+        await asyncio.wait_for(conn.channel.channel_ready(), timeout)
+    except TimeoutError:
+        raise HostEnvironmentError(
+            f"plugin {spec.name}: cannot connect to {conn.target} within {timeout:g} s"
+        ) from None
+    if not await conn.healthy(timeout):
+        raise HostEnvironmentError(f"plugin {spec.name}: health check of service 'plugin' is not SERVING")
+    try:
+        conn.info = await conn.base.PluginInfo(base_pb2.PluginInfoRequest(), timeout=timeout)
+        if conn.info.type != base_pb2.DEVICE:
+            raise HostEnvironmentError(
+                f"plugin {spec.name}: is a {base_pb2.PluginType.Name(conn.info.type)} plugin"
+            )
+        common = [v for v in API_VERSIONS if v in conn.info.plugin_api_versions]
+        if not common:
+            raise HostEnvironmentError(
+                f"plugin {spec.name}: version mismatch: plugin speaks API "
+                f"{', '.join(conn.info.plugin_api_versions) or 'none'}, devicectl {', '.join(API_VERSIONS)}"
+            )
+        conn.api_version = common[0]
+        await conn.base.SetConfig(
+            base_pb2.SetConfigRequest(
+                msgpack_config=msgpack.packb(dict(config)), plugin_api_version=common[0]
+            ),
+            timeout=timeout,
+        )
+    except grpc.aio.AioRpcError as err:
+        raise HostEnvironmentError(f"plugin {spec.name}: negotiation failed: {err.details()}") from None

@@ -1,0 +1,293 @@
+"""Serve a `DevicePlugin` as its own process, the way a Nomad client expects (go-plugin over gRPC).
+
+One gRPC server carries Nomad's `DevicePlugin` and `BasePlugin` services, go-plugin's health
+(`plugin` SERVING) and `GRPCController`, and devicectl's `PowerOperations` extension. The process
+refuses to start without Nomad's magic cookie (unless run by hand), then prints the one handshake
+line on stdout and serves until the host calls `Shutdown` or sends SIGTERM. Logs go to stderr:
+stdout belongs to the handshake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import grpc
+import msgpack
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from controller._proto.devicectl.plugin.v1 import power_pb2 as ppb
+from controller._proto.goplugin import grpc_controller_pb2 as gcpb
+from controller._proto.goplugin import grpc_controller_pb2_grpc as gcgrpc
+from controller._proto.nomad.plugins.base import base_pb2 as bpb
+from controller._proto.nomad.plugins.base import base_pb2_grpc as bgrpc
+from controller._proto.nomad.plugins.device import device_pb2 as dpb
+from controller._proto.nomad.plugins.device import device_pb2_grpc as dgrpc
+from plugins.base import _errors as e
+from plugins.base import _nomad as n
+from plugins.base import _wire as w
+from plugins.base._codec import decode
+from plugins.base._plugin import DevicePlugin, DeviceTarget, PendingVerification
+
+log = logging.getLogger(__name__)
+
+#: go-plugin's handshake as Nomad configures it (Nomad's plugins/base/plugin.go)
+MAGIC_COOKIE_KEY = "NOMAD_PLUGIN_MAGIC_COOKIE"
+MAGIC_COOKIE_VALUE = "e4327c2e01eabfd75a8a67adb114fb34a757d57eee7728d857a8cec6e91a7255"
+CORE_PROTOCOL_VERSION = 1
+APP_PROTOCOL_VERSION = 2
+#: device plugin API versions this server speaks (Nomad's device.ApiVersion010)
+API_VERSIONS = ("v0.1.0",)
+
+
+def plugin_config_schema(plugin: DevicePlugin) -> Mapping[str, Any]:
+    """The plugin-level config schema: `plugin_config_schema()` when defined, else `config_schema()`."""
+    hook = getattr(plugin, "plugin_config_schema", None)
+    return dict(hook()) if callable(hook) else dict(plugin.config_schema())
+
+
+async def apply_config(plugin: DevicePlugin, config: Mapping[str, Any]) -> None:
+    """Hand plugin-level config to the plugin's optional `set_config` hook."""
+    hook: Callable[[Mapping[str, Any]], Any] | None = getattr(plugin, "set_config", None)
+    if hook is None:
+        if config:
+            raise e.InvalidRequestError(f"plugin {plugin.info.name} takes no plugin config")
+        return
+    result = hook(config)
+    if inspect.isawaitable(result):
+        await result
+
+
+async def _abort(context: grpc.aio.ServicerContext, exc: e.DeviceControllerError) -> None:
+    context.set_trailing_metadata(w.error_trailers(exc))
+    await context.abort(w.status_of(exc), exc.message)
+
+
+class _State:
+    """The served plugin, the API version the host chose, and the stop signal."""
+
+    def __init__(self, plugin: DevicePlugin) -> None:
+        self.plugin = plugin
+        self.api_version = ""
+        self.stopped = asyncio.Event()
+
+
+class BasePluginServicer(bgrpc.BasePluginServicer):
+    def __init__(self, state: _State) -> None:
+        self._s = state
+
+    async def PluginInfo(self, request: Any, context: Any) -> bpb.PluginInfoResponse:
+        info = self._s.plugin.info
+        return bpb.PluginInfoResponse(
+            type=bpb.DEVICE,
+            plugin_api_versions=list(API_VERSIONS),
+            plugin_version=info.version,
+            name=info.name,
+        )
+
+    async def ConfigSchema(self, request: Any, context: Any) -> bpb.ConfigSchemaResponse:
+        return bpb.ConfigSchemaResponse(spec=n.schema_to_hcl(plugin_config_schema(self._s.plugin)))
+
+    async def SetConfig(self, request: bpb.SetConfigRequest, context: Any) -> bpb.SetConfigResponse:
+        if request.plugin_api_version not in API_VERSIONS:
+            await _abort(
+                context,
+                e.InvalidRequestError(
+                    f"plugin API version {request.plugin_api_version!r} is not supported "
+                    f"(this plugin speaks {', '.join(API_VERSIONS)})"
+                ),
+            )
+        try:
+            config = msgpack.unpackb(request.msgpack_config, raw=False) if request.msgpack_config else {}
+        except (ValueError, msgpack.ExtraData) as exc:
+            await _abort(context, e.InvalidRequestError(f"config is not valid msgpack: {exc}"))
+        if config is None:
+            config = {}
+        if not isinstance(config, dict):
+            await _abort(context, e.InvalidRequestError("config must be a map"))
+        try:
+            await apply_config(self._s.plugin, config)
+        except e.DeviceControllerError as exc:
+            await _abort(context, exc)
+        self._s.api_version = request.plugin_api_version
+        return bpb.SetConfigResponse()
+
+
+async def _stream(
+    items: AsyncIterator[Any], context: grpc.aio.ServicerContext, convert: Callable[[Any], Any]
+) -> AsyncIterator[Any]:
+    """Responses as messages; an error ends the stream with its status, as Nomad's server does."""
+    try:
+        async for item in items:
+            if item.error is not None:
+                await _abort(context, item.error)
+            yield convert(item.groups)
+    except e.DeviceControllerError as exc:
+        await _abort(context, exc)
+
+
+class DevicePluginServicer(dgrpc.DevicePluginServicer):
+    def __init__(self, state: _State) -> None:
+        self._s = state
+
+    async def Fingerprint(self, request: Any, context: Any) -> AsyncIterator[dpb.FingerprintResponse]:
+        async for msg in _stream(self._s.plugin.fingerprint(()), context, n.groups_to_pb):
+            yield msg
+
+    async def Stats(self, request: dpb.StatsRequest, context: Any) -> AsyncIterator[dpb.StatsResponse]:
+        interval = request.collection_interval.ToNanoseconds() / 1e9 or 1.0
+        async for msg in _stream(self._s.plugin.stats((), interval), context, n.stats_to_pb):
+            yield msg
+
+    async def Reserve(self, request: dpb.ReserveRequest, context: Any) -> dpb.ReserveResponse:
+        try:
+            res = await self._s.plugin.reserve(tuple(request.device_ids))
+        except e.DeviceControllerError as exc:
+            await _abort(context, exc)
+        return n.reservation_to_pb(res)
+
+
+class ControllerServicer(gcgrpc.GRPCControllerServicer):
+    def __init__(self, state: _State) -> None:
+        self._s = state
+
+    async def Shutdown(self, request: Any, context: Any) -> gcpb.Empty:
+        self._s.stopped.set()
+        return gcpb.Empty()
+
+
+def _power_handler(state: _State) -> grpc.GenericRpcHandler:
+    """PowerOperations: every RPC decodes a context and request, runs the coroutine, encodes the outcome."""
+
+    def unary(rpc: w.PowerRpc) -> Callable[[ppb.OperationRequest, Any], Awaitable[ppb.OperationResponse]]:
+        async def call(request: ppb.OperationRequest, context: Any) -> ppb.OperationResponse:
+            try:
+                ctx = w.context_from_pb(request)
+                outcome = await getattr(state.plugin, rpc.method)(ctx, w.request_from_pb(rpc, request))
+                return w.outcome_to_pb(outcome)
+            except e.DeviceControllerError as exc:
+                return ppb.OperationResponse(error=w.error_to_pb(exc))
+            except Exception as exc:  # reported as data: the host answers the request with it
+                log.exception("%s raised an unexpected error", rpc.method)
+                error = e.DeviceControllerError(f"internal error in plugin: {type(exc).__name__}: {exc}")
+                return ppb.OperationResponse(error=w.error_to_pb(error))
+
+        return call
+
+    async def verify(request: ppb.VerifyRequest, context: Any) -> ppb.VerifyResponse:
+        try:
+            pending = decode(PendingVerification, json.loads(request.pending_json), "pending")
+            result = await state.plugin.verify(w.context_from_pb(request.context), pending)
+        except e.DeviceControllerError as exc:
+            return ppb.VerifyResponse(error=w.error_to_pb(exc))
+        return ppb.VerifyResponse(done=result.done, status=result.status, detail=result.detail)
+
+    def targets(msg: Any) -> tuple[DeviceTarget, ...]:
+        return tuple(DeviceTarget(**w.target_from_pb(t)) for t in msg.targets)
+
+    async def fingerprint(
+        request: ppb.TargetsRequest, context: Any
+    ) -> AsyncIterator[dpb.FingerprintResponse]:
+        async for msg in _stream(state.plugin.fingerprint(targets(request)), context, n.groups_to_pb):
+            yield msg
+
+    async def stats(request: ppb.StatsTargetsRequest, context: Any) -> AsyncIterator[dpb.StatsResponse]:
+        interval = request.collection_interval.ToNanoseconds() / 1e9 or 1.0
+        async for msg in _stream(state.plugin.stats(targets(request), interval), context, n.stats_to_pb):
+            yield msg
+
+    async def forget(request: ppb.ForgetRequest, context: Any) -> ppb.ForgetResponse:
+        await state.plugin.forget(request.device_id)
+        return ppb.ForgetResponse()
+
+    def h(fn: Any, req: Any, resp: Any, stream: bool = False) -> grpc.RpcMethodHandler:
+        make = grpc.unary_stream_rpc_method_handler if stream else grpc.unary_unary_rpc_method_handler
+        return make(fn, request_deserializer=req.FromString, response_serializer=resp.SerializeToString)
+
+    handlers = {r.name: h(unary(r), ppb.OperationRequest, ppb.OperationResponse) for r in w.POWER_RPCS}
+    handlers["Verify"] = h(verify, ppb.VerifyRequest, ppb.VerifyResponse)
+    handlers["FingerprintTargets"] = h(fingerprint, ppb.TargetsRequest, dpb.FingerprintResponse, True)
+    handlers["StatsTargets"] = h(stats, ppb.StatsTargetsRequest, dpb.StatsResponse, True)
+    handlers["Forget"] = h(forget, ppb.ForgetRequest, ppb.ForgetResponse)
+    return grpc.method_handlers_generic_handler(w.SERVICE, handlers)
+
+
+def check_cookie(env: Mapping[str, str], manual: bool) -> str | None:
+    """Why this process must not serve, or None. Nomad sets the cookie; a person uses `--manual`."""
+    if manual or env.get(MAGIC_COOKIE_KEY) == MAGIC_COOKIE_VALUE:
+        return None
+    return (
+        f"this is a device plugin, started by a Nomad client or devicectl (they set {MAGIC_COOKIE_KEY}); "
+        "to run it by hand, pass --manual"
+    )
+
+
+async def serve_async(
+    plugin: DevicePlugin,
+    *,
+    address: str | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until Shutdown or SIGTERM. `address`: "unix:PATH", "HOST:PORT", or None (a fresh socket)."""
+    state = _State(plugin)
+    await plugin.start()
+    server = grpc.aio.server()
+    dgrpc.add_DevicePluginServicer_to_server(DevicePluginServicer(state), server)
+    bgrpc.add_BasePluginServicer_to_server(BasePluginServicer(state), server)
+    gcgrpc.add_GRPCControllerServicer_to_server(ControllerServicer(state), server)
+    server.add_generic_rpc_handlers((_power_handler(state),))
+    checks = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(checks, server)
+    tmpdir: str | None = None
+    if address is None:
+        tmpdir = tempfile.mkdtemp(prefix="devicectl-plugin-", dir=os.environ.get("PLUGIN_UNIX_SOCKET_DIR"))
+        address = f"unix:{Path(tmpdir) / 'plugin.sock'}"
+    port = server.add_insecure_port(address)
+    if address.startswith("unix:"):
+        network, where = "unix", address.removeprefix("unix:").removeprefix("//")
+    else:
+        network, where = "tcp", f"{address.rsplit(':', 1)[0]}:{port}"
+    await server.start()
+    for name in ("plugin", ""):
+        await checks.set(name, health_pb2.HealthCheckResponse.SERVING)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, state.stopped.set)
+    (announce or _print_line)(f"{CORE_PROTOCOL_VERSION}|{APP_PROTOCOL_VERSION}|{network}|{where}|grpc")
+    try:
+        await state.stopped.wait()
+    finally:
+        await server.stop(grace=2.0)
+        await plugin.close()
+        if tmpdir is not None:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _print_line(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def serve(plugin: DevicePlugin, *, address: str | None = None, manual: bool = False) -> int:
+    """Serve `plugin` out of process (go-plugin handshake on stdout); returns the exit status."""
+    problem = check_cookie(os.environ, manual)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        asyncio.run(serve_async(plugin, address=address))
+    except e.DeviceControllerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0

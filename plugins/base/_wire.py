@@ -1,0 +1,202 @@
+"""The power-operation extension's messages ⇄ `plugins.base` types, shared by server and client.
+
+`POWER_RPCS` is the one table of RPC name → plugin coroutine, request type and result type.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC
+from typing import Any
+
+import grpc
+from google.protobuf.duration_pb2 import Duration
+
+from controller._proto.devicectl.plugin.v1 import power_pb2 as ppb
+from plugins.base import _errors as e
+from plugins.base import _plugin as p
+from plugins.base import _types as t
+from plugins.base._codec import decode, encode, error_from
+
+SERVICE = "devicectl.plugin.v1.PowerOperations"
+
+
+@dataclass(frozen=True)
+class PowerRpc:
+    name: str  # RPC name in PowerOperations
+    method: str  # DevicePlugin coroutine
+    request: type
+    result: type
+
+
+POWER_RPCS: tuple[PowerRpc, ...] = (
+    PowerRpc("ActivateAllocation", "activate_allocation", t.Allocation, t.AllocationResult),
+    PowerRpc("UpdateAllocation", "update_allocation", t.Allocation, t.AllocationResult),
+    PowerRpc("DeactivateAllocation", "deactivate_allocation", t.Allocation, t.AllocationResult),
+    PowerRpc("SetPolicy", "set_policy", t.PolicyChange, t.AllocationResult),
+    PowerRpc("UnsetPolicy", "unset_policy", t.PolicyChange, t.AllocationResult),
+    PowerRpc("UpdateGpuPolicies", "update_gpu_policies", t.GpuPoliciesChange, t.GpuPoliciesResult),
+    PowerRpc("EnableProfiles", "enable_profiles", t.ProfileChange, t.ProfileResult),
+    PowerRpc("DisableProfiles", "disable_profiles", t.ProfileChange, t.ProfileResult),
+    PowerRpc("UpdateProfiles", "update_profiles", t.ProfileChange, t.ProfileResult),
+    PowerRpc("Ping", "ping", t.Ping, t.PingResult),
+    PowerRpc("GpuMetrics", "gpu_metrics", t.GpuMetricsQuery, t.GpuMetricsResult),
+    PowerRpc("RawMetrics", "raw_metrics", t.Empty, t.RawMetricsResult),
+    PowerRpc("StdMetrics", "std_metrics", t.Empty, t.StdMetricsResult),
+    PowerRpc("ModifyEntity", "modify_entity", t.EntityModification, t.EntityModificationResult),
+)
+BY_METHOD: Mapping[str, PowerRpc] = {r.method: r for r in POWER_RPCS}
+
+#: gRPC status for each error class when a stream has to end with one
+_STATUS = {
+    e.InvalidRequestError.code: grpc.StatusCode.INVALID_ARGUMENT,
+    e.UnknownDeviceError.code: grpc.StatusCode.NOT_FOUND,
+    e.UnsupportedError.code: grpc.StatusCode.UNIMPLEMENTED,
+    e.HostEnvironmentError.code: grpc.StatusCode.FAILED_PRECONDITION,
+    e.DeviceRejectedError.code: grpc.StatusCode.FAILED_PRECONDITION,
+    e.DeviceTimeoutError.code: grpc.StatusCode.DEADLINE_EXCEEDED,
+}
+ERROR_CODE_KEY = "devicectl-error-code"
+ERROR_RETRYABLE_KEY = "devicectl-error-retryable"
+
+
+def status_of(exc: e.DeviceControllerError) -> grpc.StatusCode:
+    if exc.retryable and exc.code not in _STATUS:
+        return grpc.StatusCode.UNAVAILABLE
+    return _STATUS.get(exc.code, grpc.StatusCode.UNKNOWN)
+
+
+def error_trailers(exc: e.DeviceControllerError) -> tuple[tuple[str, str], ...]:
+    return ((ERROR_CODE_KEY, exc.code), (ERROR_RETRYABLE_KEY, "1" if exc.retryable else "0"))
+
+
+def error_from_status(err: grpc.aio.AioRpcError, plugin: str) -> e.DeviceControllerError:
+    """The plugin's error back from a status that ended a call (or a transport failure)."""
+    trailers = {k: v for k, v in (err.trailing_metadata() or ()) if isinstance(v, str)}
+    if ERROR_CODE_KEY in trailers:
+        return error_from(
+            trailers[ERROR_CODE_KEY], err.details() or "", trailers.get(ERROR_RETRYABLE_KEY) == "1"
+        )
+    code = err.code()
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return e.UnsupportedError(f"plugin {plugin}: not supported ({err.details()})")
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+        return e.TransientError(f"plugin {plugin} is not reachable: {err.details()}")
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return e.DeviceTimeoutError(f"plugin {plugin} did not answer in time")
+    return e.DeviceControllerError(f"plugin {plugin}: {code.name}: {err.details()}")
+
+
+def error_to_pb(exc: e.DeviceControllerError) -> ppb.OperationError:
+    return ppb.OperationError(code=exc.code, message=exc.message, retryable=exc.retryable)
+
+
+# ---- targets and contexts ---------------------------------------------------------------------
+
+
+def target_to_pb(target: p.DeviceTarget) -> ppb.DeviceTarget:
+    ep = target.endpoint
+    out = ppb.DeviceTarget(device_id=target.device_id, model_json=json.dumps(encode(target.model)))
+    out.endpoint.CopyFrom(
+        ppb.Endpoint(
+            url=ep.url,
+            has_credentials=ep.credentials is not None,
+            username=ep.credentials.username if ep.credentials else "",
+            password=ep.credentials.password if ep.credentials else "",
+            verify_tls=ep.verify_tls,
+            ca_bundle=ep.ca_bundle or "",
+            options_json=json.dumps(encode(ep.options)),
+        )
+    )
+    return out
+
+
+def _json_object(text: str, where: str) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise e.InvalidRequestError(f"{where}: not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise e.InvalidRequestError(f"{where}: must be a JSON object")
+    return value
+
+
+def target_from_pb(msg: ppb.DeviceTarget) -> dict[str, Any]:
+    """Keyword arguments of a `DeviceTarget` (also the base of a `DeviceContext`)."""
+    ep = msg.endpoint
+    return {
+        "device_id": msg.device_id,
+        "model": _json_object(msg.model_json, "model_json"),
+        "endpoint": p.Endpoint(
+            url=ep.url,
+            credentials=p.Credentials(ep.username, ep.password) if ep.has_credentials else None,
+            verify_tls=ep.verify_tls,
+            ca_bundle=ep.ca_bundle or None,
+            options=_json_object(ep.options_json, "options_json"),
+        ),
+    }
+
+
+def request_to_pb(ctx: p.DeviceContext, request: Any) -> ppb.OperationRequest:
+    remaining = Duration()
+    remaining.FromNanoseconds(int(ctx.remaining() * 1e9))
+    return ppb.OperationRequest(
+        target=target_to_pb(ctx),
+        request_id=ctx.request_id,
+        trace_id=ctx.trace_id,
+        remaining=remaining,
+        state_json=json.dumps(encode(ctx.state)),
+        request_json=json.dumps(encode(request)),
+    )
+
+
+def context_from_pb(msg: ppb.OperationRequest) -> p.DeviceContext:
+    return p.DeviceContext(
+        **target_from_pb(msg.target),
+        request_id=msg.request_id,
+        trace_id=msg.trace_id,
+        deadline=time.monotonic() + msg.remaining.ToNanoseconds() / 1e9,
+        state=_json_object(msg.state_json, "state_json"),
+    )
+
+
+def request_from_pb(rpc: PowerRpc, msg: ppb.OperationRequest) -> Any:
+    return decode(rpc.request, json.loads(msg.request_json or "{}"), "request")
+
+
+# ---- outcomes ---------------------------------------------------------------------------------
+
+
+def outcome_to_pb(outcome: p.Outcome[Any]) -> ppb.OperationResponse:
+    out = ppb.OperationResponse(
+        result_json=json.dumps(encode(outcome.result)),
+        has_state=outcome.state is not None,
+        state_json=json.dumps(encode(outcome.state)) if outcome.state is not None else "",
+        reach_error=outcome.reach_error,
+        verification_json=json.dumps(encode(outcome.verification)) if outcome.verification else "",
+    )
+    if outcome.reached_at is not None:
+        out.reached_at.FromDatetime(outcome.reached_at.astimezone(UTC))
+    return out
+
+
+def outcome_from_pb(rpc: PowerRpc, msg: ppb.OperationResponse) -> p.Outcome[Any]:
+    """The plugin's outcome, or its error raised."""
+    if msg.HasField("error"):
+        raise error_from(msg.error.code, msg.error.message, msg.error.retryable)
+    return p.Outcome(
+        result=decode(rpc.result, json.loads(msg.result_json), "result"),
+        state=_json_object(msg.state_json, "state_json") if msg.has_state else None,
+        reached_at=msg.reached_at.ToDatetime(tzinfo=UTC) if msg.HasField("reached_at") else None,
+        reach_error=msg.reach_error,
+        verification=(
+            decode(p.PendingVerification, json.loads(msg.verification_json), "verification")
+            if msg.verification_json
+            else None
+        ),
+    )
