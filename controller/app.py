@@ -21,9 +21,18 @@ from controller._proto.devicecontroller.v1 import (
     devicecontroller_pb2_grpc,
 )
 from controller.config import Settings
+from controller.decode import DecodeGuard
 from controller.delivery import Delivery
 from controller.dispatch import Dispatcher, Job
-from controller.inventory import DeviceEntry, load_inventory
+from controller.inventory import (
+    DeviceEntry,
+    InventoryError,
+    check_inventory,
+    load_inventory,
+    load_secret_rules,
+    plugin_registry,
+    secret_policy,
+)
 from controller.plugin_host import PluginHost
 from controller.runner import RequestRunner
 from controller.secrets import SecretStore
@@ -57,6 +66,13 @@ class Controller:
         self.store = Store.from_url(settings.database_url)
         self.plugins = PluginHost()
         self.watchers = Watchers()
+        self.secrets = SecretStore(
+            settings.secrets_dir or None,
+            policy=secret_policy(
+                self.inventory, load_secret_rules(settings.inventory) if settings.inventory else {}
+            ),
+            allow_readable=settings.secrets_allow_readable,
+        )
         self.delivery = Delivery(
             self.store,
             settings.callback,
@@ -70,7 +86,7 @@ class Controller:
             self.plugins,
             settings,
             self.inventory,
-            SecretStore(settings.secrets_dir or None),
+            self.secrets,
             on_complete=self._completed,
         )
         self.dispatcher = Dispatcher(
@@ -104,7 +120,13 @@ class Controller:
     async def start(self) -> int:
         """Start serving; returns the bound port. Unfinished journaled work is queued first."""
         tls.check_settings(self.settings)  # bad security settings fail before anything starts
-        interceptors = authz.server_interceptors(self.settings)
+        # the decode guard is innermost: a caller without the role is refused before decoding matters
+        interceptors = [*authz.server_interceptors(self.settings), DecodeGuard()]
+        problems = check_inventory(
+            self.inventory, plugin_registry(self.inventory, self.settings.default_plugin), self.secrets
+        )
+        if problems:
+            raise InventoryError("the inventory cannot be served:\n  " + "\n  ".join(problems))
         self.check_schema()
         await self.store.start()
         await self.store.sync_inventory(

@@ -1,8 +1,10 @@
 """The device inventory: which devices exist, their plugin, model and how to reach them.
 
-A TOML file with one `[[device]]` table per device (see docs/operations.md). Devices not in the
-inventory can still be served when a request's `device_model_json` says how to reach them
-(entity `Redfish.URL` and `Redfish.SecretName`).
+A TOML file with one `[[device]]` table per device (see docs/operations.md), and optional
+`[secrets.<name>] allow = [...]` tables saying where else a secret may be sent (docs/security.md).
+Devices not in the inventory can still be served when a request's `device_model_json` says how to
+reach them (entity `Redfish.URL` and `Redfish.SecretName`); their plugin must be a registered one
+and their secret must be allowed for their URL.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.secrets import SecretStore
+from controller.secrets import SecretPolicy, SecretStore
+from plugins import registry
 from plugins.base import Endpoint, HostEnvironmentError, SystemSpec
 
 _CONNECTION_KEYS = {"url", "secret", "ca_bundle", "insecure"}
@@ -33,11 +36,16 @@ class DeviceEntry:
     insecure: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
 
-    def endpoint(self, secrets: SecretStore, default_ca: str = "") -> Endpoint:
-        """Resolve the secret now, so rotated credentials apply on the next request."""
+    def endpoint(self, secrets: SecretStore, default_ca: str = "", url: str | None = None) -> Endpoint:
+        """Resolve the secret now, so rotated credentials apply on the next request.
+
+        `url` (default: the entry's) is where the plugin will connect: the secret is handed out only
+        when the operator's policy allows it for that URL.
+        """
+        url = self.url if url is None else url
         return Endpoint(
-            url=self.url,
-            credentials=secrets.credentials(self.secret) if self.secret else None,
+            url=url,
+            credentials=secrets.credentials(self.secret, for_url=url) if self.secret else None,
             verify_tls=not self.insecure,
             ca_bundle=self.ca_bundle or default_ca or None,
             options=dict(self.options),
@@ -129,3 +137,111 @@ def parse_model_json(data: bytes) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise HostEnvironmentError("model JSON is not an object")
     return value
+
+
+def load_secret_rules(path: str | Path) -> dict[str, tuple[str, ...]]:
+    """The inventory's `[secrets.<name>] allow = ["host", "*.domain", "10.0.0.0/24", ...]` tables."""
+    where = str(path)
+    try:
+        with Path(path).open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise InventoryError(f"{where}: inventory file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InventoryError(f"{where}: not valid TOML: {exc}") from None
+    table = data.get("secrets", {})
+    if not isinstance(table, Mapping):
+        raise InventoryError(f"{where}: `secrets` must be a table of [secrets.<name>] tables")
+    rules: dict[str, tuple[str, ...]] = {}
+    for name, body in table.items():
+        allow = body.get("allow") if isinstance(body, Mapping) else None
+        extra = sorted(set(body) - {"allow"}) if isinstance(body, Mapping) else []
+        if not isinstance(allow, list) or not all(isinstance(a, str) and a for a in allow) or extra:
+            raise InventoryError(
+                f'{where}: [secrets.{name}] must hold only allow = ["host", "*.domain", "10.0.0.0/24", ...]'
+            )
+        rules[str(name)] = tuple(allow)
+    return rules
+
+
+def secret_policy(entries: Mapping[str, DeviceEntry], rules: Mapping[str, tuple[str, ...]]) -> SecretPolicy:
+    """Each inventory device binds its secret to its own BMC URL; `rules` add allowed hosts."""
+    bound: dict[str, list[str]] = {}
+    for entry in entries.values():
+        if entry.secret and entry.url:
+            bound.setdefault(entry.secret, []).append(entry.url)
+    return SecretPolicy(bound, rules)
+
+
+def plugin_registry(entries: Mapping[str, DeviceEntry], default_plugin: str) -> registry.PluginRegistry:
+    """Installed plugins plus the module paths the operator named (inventory, default_plugin)."""
+    return registry.PluginRegistry([*(e.plugin for e in entries.values()), default_plugin])
+
+
+def check_inventory(
+    entries: Mapping[str, DeviceEntry], plugins: registry.PluginRegistry, secrets: SecretStore
+) -> list[str]:
+    """Every problem found at start: unknown plugins, options their schema does not accept, secret
+    files readable by others (unless allowed). Loads plugin classes; imports only registered names."""
+    problems: list[str] = []
+    schemas: dict[str, Mapping[str, Any] | None] = {}
+    for entry in entries.values():
+        if entry.plugin not in plugins:
+            known = ", ".join(plugins.names())
+            problems.append(f"device {entry.id!r}: unknown plugin {entry.plugin!r} (installed: {known})")
+            continue
+        if entry.plugin not in schemas:
+            try:
+                schemas[entry.plugin] = registry.load_class(entry.plugin)().config_schema()
+            except Exception as exc:  # a broken plugin is a start-time problem, named once
+                problems.append(f"plugin {entry.plugin!r} cannot be loaded: {exc}")
+                schemas[entry.plugin] = None
+        schema = schemas[entry.plugin]
+        if schema is not None:
+            problems.extend(f"device {entry.id!r}: {p}" for p in option_errors(schema, entry.options))
+    seen: set[str] = set()
+    if not secrets.allows_readable:
+        for entry in entries.values():
+            if entry.secret and entry.secret not in seen:
+                seen.add(entry.secret)
+                problems.extend(secrets.readable_by_others(entry.secret))
+    return problems
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+}
+
+
+def option_errors(schema: Mapping[str, Any], options: Mapping[str, Any]) -> list[str]:
+    """Options checked against a plugin's config_schema(): names, types, enums and bounds."""
+    properties: Mapping[str, Any] = schema.get("properties", {})
+    errors = []
+    if schema.get("additionalProperties", True) is False or properties:
+        unknown = sorted(set(options) - set(properties))
+        if unknown:
+            known = ", ".join(sorted(properties)) or "none"
+            errors.append(f"unknown option(s) {', '.join(unknown)} (known: {known})")
+    for key, value in options.items():
+        rule = properties.get(key)
+        if not isinstance(rule, Mapping):
+            continue
+        types = _JSON_TYPES.get(str(rule.get("type", "")), ())
+        if types and (not isinstance(value, types) or (isinstance(value, bool) and bool not in types)):
+            errors.append(f"option {key} must be a {rule['type']}, got {value!r}")
+            continue
+        if "enum" in rule and value not in rule["enum"]:
+            errors.append(f"option {key} must be one of {', '.join(map(str, rule['enum']))}, got {value!r}")
+        for bound, ok in (
+            ("minimum", lambda v, b: v >= b),
+            ("maximum", lambda v, b: v <= b),
+            ("exclusiveMinimum", lambda v, b: v > b),
+        ):
+            if bound in rule and isinstance(value, int | float) and not ok(value, rule[bound]):
+                errors.append(f"option {key} = {value!r} is out of range ({bound} {rule[bound]})")
+    return errors

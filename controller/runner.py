@@ -17,8 +17,8 @@ from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.config import Settings
 from controller.dispatch import Job
-from controller.inventory import DeviceEntry, entry_from_model, parse_model_json
-from controller.logs import request_context
+from controller.inventory import DeviceEntry, entry_from_model, parse_model_json, plugin_registry
+from controller.logs import clip, request_context
 from controller.plugin_host import PluginHost
 from controller.secrets import SecretStore
 from controller.store import Completion, NewVerification, Store
@@ -28,9 +28,11 @@ from plugins.base import (
     DevicePlugin,
     DeviceUnreachableError,
     Endpoint,
+    InvalidRequestError,
     Outcome,
     PendingVerification,
     RequestKind,
+    SystemSpec,
     UnknownDeviceError,
     run_operation,
 )
@@ -78,6 +80,7 @@ class RequestRunner:
         self._secrets = secrets
         self._on_complete = on_complete
         self._devices: dict[str, _Known] = {}
+        self._plugin_names = plugin_registry(inventory, settings.default_plugin)
 
     async def run(self, job: Job) -> None:
         with request_context(job.device, job.request_id, job.trace_id):
@@ -98,6 +101,10 @@ class RequestRunner:
             resolved = await self.resolve(job.device, msg.device_model_json, msg.device_state_json)
         except DeviceControllerError as exc:
             await self._fail(job, msg, "rejected", str(exc))
+            return
+        except Exception as exc:  # answered once with the real reason, never retried until expiry
+            log.debug("resolve failed", exc_info=True)
+            await self._fail(job, msg, "rejected", f"cannot resolve the device: {type(exc).__name__}: {clip(exc)}")
             return
         try:
             kind, request = translate.request_from_proto(msg)
@@ -153,7 +160,12 @@ class RequestRunner:
         known = await self._known(device)
         entry = self._inventory.get(device)
         if entry is None:
-            entry = entry_from_model(device, request_model or known.model, self._settings.default_plugin)
+            try:
+                entry = entry_from_model(device, request_model or known.model, self._settings.default_plugin)
+            except (TypeError, ValueError, AttributeError) as exc:  # e.g. {"spec": {"devices": 5}}
+                raise InvalidRequestError(
+                    f"device_model_json: not a usable device model ({type(exc).__name__}: {clip(exc)})"
+                ) from None
         if entry is None:
             raise UnknownDeviceError(
                 f"unknown device {device!r}: not in the inventory, and no device_model_json says how to "
@@ -162,8 +174,18 @@ class RequestRunner:
         # The request's model wins; without one, the last stored model (from an earlier request).
         model = {**entry.model, **(request_model or known.model)}
         state = parse_model_json(state_json) if state_json else dict(known.state or {})
-        endpoint = entry.endpoint(self._secrets, self._settings.ca_bundle)
+        # Only registered plugin names reach the loader: a request never chooses code to import.
+        self._plugin_names.lookup(entry.plugin, "request" if device not in self._inventory else "inventory")
+        # The URL the plugin will connect to is fixed here, so the secret is checked against it.
+        endpoint = entry.endpoint(self._secrets, self._settings.ca_bundle, url=_device_url(entry, model))
         plugin = await self._plugins.get(entry.plugin)
+        # the plugin's schema: hostile or outdated JSON is refused (or migrated) before device code
+        plugin.check_model(model)
+        try:
+            state = plugin.load_state(state)
+        except InvalidRequestError as exc:
+            source = "device_state_json" if state_json else "stored device state"
+            raise InvalidRequestError(f"{source}: {exc.message}") from None
         return Resolved(entry, plugin, endpoint, model, state)
 
     async def _known(self, device: str) -> _Known:
@@ -267,6 +289,16 @@ class RequestRunner:
         done = await self._store.complete(completion)
         self._on_complete(completion.request_id)
         return done
+
+
+def _device_url(entry: DeviceEntry, model: Mapping[str, Any]) -> str:
+    """The inventory's URL, else the model's `Redfish.URL` (checked against the secret's policy)."""
+    if entry.url:
+        return entry.url
+    try:
+        return SystemSpec.from_model(model).redfish_url
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise InvalidRequestError(f"device_model_json: {type(exc).__name__}: {str(exc)[:200]}") from None
 
 
 def _new_verification(job: Job, kind: RequestKind, pending: PendingVerification) -> NewVerification:

@@ -6,17 +6,31 @@ Accepted layouts for secret `node001`:
 - `<dir>/node001/bmc` — the same JSON (`kubectl create secret ... --from-literal=bmc='{...}'`);
 - `<dir>/node001/username` and `<dir>/node001/password` — one value per file;
 - environment `DEVICECTL_SECRET_NODE001` holding the JSON (name upper-cased, `-` and `.` as `_`).
+
+A secret file readable by group or others is refused (`secrets_allow_readable` turns that into a
+warning), as ssh does with private keys: on a shared host anyone could read the BMC password.
+
+Which secret may be sent where is the operator's decision (`SecretPolicy`): a secret is usable for
+the exact BMC origin of each inventory device that names it, and for the hosts or networks its
+`[secrets.<name>] allow` list in the inventory gives. A request's model can name a secret, but
+never send it to a URL the operator did not allow.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import logging
 import os
 import re
-from collections.abc import Mapping
+import stat
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from plugins.base import Credentials, HostEnvironmentError
+
+log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 
@@ -24,18 +38,31 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 class SecretStore:
     """Resolves secret names to credentials, reading them afresh each time (rotation-friendly)."""
 
-    def __init__(self, directory: str | Path | None = None, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        directory: str | Path | None = None,
+        env: Mapping[str, str] | None = None,
+        *,
+        policy: SecretPolicy | None = None,
+        allow_readable: bool = False,
+    ) -> None:
         self._dir = Path(directory) if directory else None
         self._env = os.environ if env is None else env
+        self.policy = policy or SecretPolicy()
+        self.allows_readable = allow_readable
+        self._warned: set[Path] = set()
 
-    def credentials(self, name: str) -> Credentials:
-        """The username/password of secret `name`.
+    def credentials(self, name: str, *, for_url: str | None = None) -> Credentials:
+        """The username/password of secret `name`; with `for_url`, only if the policy allows it there.
 
         Raises:
-            HostEnvironmentError: the secret is missing or malformed (the message names only the secret).
+            HostEnvironmentError: the secret is missing, malformed, readable by others, or not allowed
+                for `for_url` (the message names only the secret and the URL's origin).
         """
         if not _NAME.match(name):
-            raise HostEnvironmentError(f"secret name {name!r} is not a valid name")
+            raise HostEnvironmentError(f"secret name {name[:64]!r} is not a valid name")
+        if for_url is not None:
+            self.policy.check(name, for_url)
         raw = self._read(name)
         if raw is None:
             where = f"{self._dir}/{name}" if self._dir else "no secrets directory configured"
@@ -54,15 +81,122 @@ class SecretStore:
         if self._dir is not None:
             path = self._dir / name
             if path.is_file():
-                return path.read_text()
+                return self._text(name, path)
             if path.is_dir():
                 if (path / "bmc").is_file():
-                    return (path / "bmc").read_text()
+                    return self._text(name, path / "bmc")
                 user, pw = path / "username", path / "password"
                 if user.is_file() and pw.is_file():
-                    return (user.read_text().strip(), pw.read_text().rstrip("\n"))
+                    return (self._text(name, user).strip(), self._text(name, pw).rstrip("\n"))
         return self._env.get(self._env_key(name))
+
+    def files(self, name: str) -> list[Path]:
+        """The files secret `name` would be read from (none when it lives in the environment)."""
+        if self._dir is None or not _NAME.match(name):
+            return []
+        path = self._dir / name
+        if path.is_file():
+            return [path]
+        if path.is_dir():
+            if (path / "bmc").is_file():
+                return [path / "bmc"]
+            return [p for p in (path / "username", path / "password") if p.is_file()]
+        return []
+
+    def readable_by_others(self, name: str) -> list[str]:
+        """A one-line problem per file of secret `name` that group or others may read."""
+        problems = []
+        for path in self.files(name):
+            mode = stat.S_IMODE(path.stat().st_mode)  # follows symlinks (Kubernetes ..data links)
+            if mode & 0o077:
+                problems.append(
+                    f"secret {name!r}: {path} is readable by group or others (mode {mode:04o}); "
+                    "chmod 600 it (Kubernetes: defaultMode 0400), or set secrets_allow_readable = true"
+                )
+        return problems
+
+    def _text(self, name: str, path: Path) -> str:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            if not self.allows_readable:
+                raise HostEnvironmentError(
+                    f"secret {name!r} refused: its file is readable by group or others (mode {mode:04o}); "
+                    "chmod 600 it, or set secrets_allow_readable = true"
+                )
+            if path not in self._warned:
+                self._warned.add(path)
+                log.warning("secret %r: %s is readable by group or others (mode %04o)", name, path, mode)
+        return path.read_text()
 
     @staticmethod
     def _env_key(name: str) -> str:
         return "DEVICECTL_SECRET_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def origin(url: str) -> str:
+    """`scheme://host:port` of a URL, lower-cased, with the default port filled in ("" if unusable)."""
+    try:
+        parts = urlsplit(url if "://" in url else f"https://{url}")
+        port = parts.port
+    except ValueError:
+        return ""
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        return ""
+    host = parts.hostname.lower()
+    port = port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+class SecretPolicy:
+    """Which secret may be sent to which BMC: the operator's inventory decides, never a request.
+
+    `bound`: secret -> the exact origins of the inventory devices that use it. `allow`: secret ->
+    patterns from the inventory's `[secrets.<name>] allow`: a host name, `*.domain`, an IP address
+    or a CIDR network, each optionally with `:port`; `*` allows any host (not recommended).
+    """
+
+    def __init__(
+        self,
+        bound: Mapping[str, Iterable[str]] | None = None,
+        allow: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        self._bound = {k: {origin(u) for u in v} - {""} for k, v in (bound or {}).items()}
+        self._allow = {k: tuple(v) for k, v in (allow or {}).items()}
+
+    def check(self, secret: str, url: str) -> None:
+        """Raise HostEnvironmentError unless `secret` may be sent to `url`."""
+        target = origin(url)
+        if target and (
+            target in self._bound.get(secret, ()) or _allowed(target, self._allow.get(secret, ()))
+        ):
+            return
+        shown = target or "(no usable URL)"
+        raise HostEnvironmentError(
+            f"secret {secret!r} is not allowed for {shown}: the operator binds secrets to the inventory "
+            f"devices that use them and to the hosts listed in [secrets.{secret}] allow"
+        )
+
+
+def _allowed(target: str, patterns: Sequence[str]) -> bool:
+    parts = urlsplit(target)
+    host, port = (parts.hostname or "").lower(), parts.port
+    for pattern in patterns:
+        pattern = pattern.strip().lower()
+        want_port: int | None = None
+        if pattern.count(":") == 1 and "/" not in pattern.split(":")[1]:
+            pattern, _, port_text = pattern.partition(":")
+            want_port = int(port_text) if port_text.isdigit() else -1
+        pattern = pattern.strip("[]")
+        if want_port is not None and want_port != port:
+            continue
+        if pattern == "*" or pattern == host:
+            return True
+        if pattern.startswith("*.") and host.endswith(pattern[1:]):
+            return True
+        try:
+            network = ipaddress.ip_network(pattern, strict=False)
+            if ipaddress.ip_address(host) in network:
+                return True
+        except ValueError:
+            continue
+    return False

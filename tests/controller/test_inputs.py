@@ -115,6 +115,9 @@ def test_secret_layouts(tmp_path: Path) -> None:
     (tmp_path / "split").mkdir()
     (tmp_path / "split" / "username").write_text("u3\n")
     (tmp_path / "split" / "password").write_text("p3\n")
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            path.chmod(0o600)  # group/other-readable secret files are refused
     store = SecretStore(tmp_path, env={"DEVICECTL_SECRET_FROM_ENV": '{"username": "u4", "password": "p4"}'})
     assert store.credentials("flat").password == "p1"
     assert store.credentials("k8s").username == "u2"
@@ -125,6 +128,7 @@ def test_secret_layouts(tmp_path: Path) -> None:
 
 def test_secret_errors_never_show_the_secret(tmp_path: Path) -> None:
     (tmp_path / "broken").write_text('{"username": "u", "pass": "hunter2"}')
+    (tmp_path / "broken").chmod(0o600)
     store = SecretStore(tmp_path, env={})
     with pytest.raises(HostEnvironmentError) as info:
         store.credentials("broken")

@@ -314,6 +314,7 @@ async def test_health_and_reflection_are_served(start_controller) -> None:
 
 async def test_secrets_never_reach_state_database_or_responses(start_controller, sink, tmp_path) -> None:
     (tmp_path / "node-secret").write_text('{"username": "admin", "password": "hunter2-secret"}')
+    (tmp_path / "node-secret").chmod(0o600)
     inventory = {
         "node000": DeviceEntry(
             "node000", MEMORY, {"Model": "DGX_GB200"}, url="https://bmc", secret="node-secret"
