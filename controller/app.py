@@ -34,6 +34,7 @@ from controller.inventory import (
     secret_policy,
 )
 from controller.plugin_host import PluginHost
+from controller.plugin_process import load_external_plugins
 from controller.runner import RequestRunner
 from controller.secrets import SecretStore
 from controller.service import AdminService, DeviceControllerService, Watchers
@@ -64,7 +65,8 @@ class Controller:
             else (load_inventory(settings.inventory) if settings.inventory else {})
         )
         self.store = Store.from_url(settings.database_url)
-        self.plugins = PluginHost()
+        # out-of-process plugins are declared in the inventory file ([[plugin]] tables)
+        self.plugins = PluginHost(load_external_plugins(settings.inventory) if settings.inventory else {})
         self.watchers = Watchers()
         self.secrets = SecretStore(
             settings.secrets_dir or None,

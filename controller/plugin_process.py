@@ -28,6 +28,7 @@ from controller._proto.devicectl.plugin.v1 import power_pb2_grpc
 from controller._proto.goplugin import grpc_controller_pb2, grpc_controller_pb2_grpc
 from controller._proto.nomad.plugins.base import base_pb2, base_pb2_grpc
 from controller._proto.nomad.plugins.device import device_pb2_grpc
+from controller.inventory import InventoryError
 from plugins.base import HostEnvironmentError
 from plugins.base._serve import (
     API_VERSIONS,
@@ -65,24 +66,24 @@ def load_external_plugins(path: str | Path) -> dict[str, ExternalPlugin]:
     with Path(path).open("rb") as fh:
         raw = tomllib.load(fh).get("plugin", [])
     if not isinstance(raw, list):
-        raise HostEnvironmentError(f"{where}: `plugin` must be an array of tables ([[plugin]])")
+        raise InventoryError(f"{where}: `plugin` must be an array of tables ([[plugin]])")
     out: dict[str, ExternalPlugin] = {}
     for i, item in enumerate(raw):
         at = f"{where}: plugin[{i}]"
         unknown = sorted(set(item) - {"name", "command", "address", "config", "env", "handshake_timeout"})
         if unknown:
-            raise HostEnvironmentError(f"{at}: unknown key(s) {', '.join(unknown)}")
+            raise InventoryError(f"{at}: unknown key(s) {', '.join(unknown)}")
         name, command, address = item.get("name"), item.get("command", []), item.get("address", "")
         if not isinstance(name, str) or not name:
-            raise HostEnvironmentError(f"{at}: `name` must be a non-empty string")
+            raise InventoryError(f"{at}: `name` must be a non-empty string")
         if isinstance(command, str):
             command = command.split()
         if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
-            raise HostEnvironmentError(f"{at} ({name}): `command` must be a list of strings")
+            raise InventoryError(f"{at} ({name}): `command` must be a list of strings")
         if bool(command) == bool(address):
-            raise HostEnvironmentError(f"{at} ({name}): give exactly one of `command` or `address`")
+            raise InventoryError(f"{at} ({name}): give exactly one of `command` or `address`")
         if name in out:
-            raise HostEnvironmentError(f"{at}: duplicate plugin name {name!r}")
+            raise InventoryError(f"{at}: duplicate plugin name {name!r}")
         out[name] = ExternalPlugin(
             name=name,
             command=tuple(command),
