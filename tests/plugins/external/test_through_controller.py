@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controller import translate
 from google.protobuf import empty_pb2
 
+from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2 as pp
 from controller.plugin_remote import RemotePlugin
@@ -21,13 +21,17 @@ def ping(device: str, request_id: str) -> pb.DeviceControllerRequest:
     return R(device=device, request_id=request_id, ping=R.PingRequest(retry_count=0))
 
 
-async def test_example_plugin_runs_requests_out_of_process(controller, sink: TopologySink, tmp_path: Path) -> None:
+async def test_example_plugin_runs_requests_out_of_process(
+    controller, sink: TopologySink, tmp_path: Path
+) -> None:
     files = tmp_path / "files"
     files.mkdir()
     (files / "disk0.img").write_text("x" * 10)
     inventory = tmp_path / "inventory.toml"
     inventory.write_text(
-        plugin_table("filedevices", serve_command("filedevices"), config={"dir": str(files), "list_period": 0.2})
+        plugin_table(
+            "filedevices", serve_command("filedevices"), config={"dir": str(files), "list_period": 0.2}
+        )
         + device_table("disk0.img", "filedevices")
         + device_table("missing.img", "filedevices")
     )
