@@ -233,7 +233,7 @@ def option_errors(schema: Mapping[str, Any], options: Mapping[str, Any]) -> list
             continue
         types = _JSON_TYPES.get(str(rule.get("type", "")), ())
         if types and (not isinstance(value, types) or (isinstance(value, bool) and bool not in types)):
-            errors.append(f"option {key} must be a {rule['type']}, got {value!r}")
+            errors.append(f"option {key} must be of type {rule['type']}, got {value!r}")
             continue
         if "enum" in rule and value not in rule["enum"]:
             errors.append(f"option {key} must be one of {', '.join(map(str, rule['enum']))}, got {value!r}")
