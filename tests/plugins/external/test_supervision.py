@@ -1,0 +1,116 @@
+"""Supervision: a plugin process that dies or hangs is restarted, and no request is lost or stuck."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from controller import translate
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller.plugin_remote import RemotePlugin
+from controller.sink import TopologySink
+from plugins.base import DeviceContext, DeviceTimeoutError, Ping, TransientError
+from tests.plugins.external.conftest import MEMORY, device_table, plugin_table, serve_command, spec
+
+R = pb.DeviceControllerRequest
+
+
+async def until(predicate, timeout: float = 30.0) -> None:
+    """Wait (bounded) for a condition another task brings about."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.05)
+
+
+async def test_kill_mid_batch_restarts_and_answers_every_request_once(
+    controller, sink: TopologySink, tmp_path: Path
+) -> None:
+    devices = [f"node{i:03d}" for i in range(4)]
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(
+        plugin_table(MEMORY, serve_command(MEMORY))
+        + "".join(device_table(d, MEMORY, model={"Model": "DGX_GB200", "delay": 2.0}) for d in devices)
+    )
+    h = await controller(inventory)
+    batch = [(d, f"{d}-r{n}") for n in range(3) for d in devices]
+    for device, rid in batch:
+        await h.stub.SendDeviceRequest(R(device=device, request_id=rid, ping=R.PingRequest()))
+    await until(lambda: MEMORY in h.controller.plugins.started())  # started on first use
+    plugin = h.controller.plugins.started()[MEMORY]
+    assert isinstance(plugin, RemotePlugin)
+    conn = plugin.connection
+    assert conn is not None and conn.process is not None
+    old_pid = conn.process.pid
+
+    await sink.wait_for(len(devices), timeout=60)  # first round answered: the second is now running
+    await asyncio.sleep(0.3)
+    os.kill(old_pid, signal.SIGKILL)
+    await sink.wait_for({rid for _, rid in batch}, timeout=90)
+
+    results = {rid: translate.success_of(sink.unique()[rid]) for _, rid in batch}
+    failed = {rid: error for rid, (ok, error) in results.items() if not ok}
+    assert failed, "the requests running at the kill must be answered with an error"
+    assert len(failed) <= len(devices), "only the requests in flight at the crash may fail"
+    for error in failed.values():
+        assert "went away" in error and "may be retried" in error, error
+    # every device's last request ran on the restarted process
+    assert all(results[f"{d}-r2"] == (True, "") for d in devices)
+    assert set(sink.counts.values()) == {1}, "exactly one response per accepted request"
+    assert plugin.restarts == 1
+    new = plugin.connection
+    assert new is not None and new.process is not None and new.process.pid != old_pid
+
+    await h.stub.SendDeviceRequest(R(device="node000", request_id="later", ping=R.PingRequest()))
+    await sink.wait_for({"later"}, timeout=30)
+    assert translate.success_of(sink.unique()["later"]) == (True, "")
+
+
+def ctx(device: str, seconds: float) -> DeviceContext:
+    return DeviceContext(device_id=device, deadline=time.monotonic() + seconds, model={"Model": "DGX_GB200"})
+
+
+async def test_a_hung_plugin_times_requests_out_and_is_restarted(remote) -> None:
+    plugin: RemotePlugin = await remote(
+        spec("mem", serve_command(MEMORY)), health_interval=0.3, health_failures=2
+    )
+    assert (await plugin.ping(ctx("n1", 10), Ping())).result.ok
+    conn = plugin.connection
+    assert conn is not None and conn.process is not None
+    os.kill(conn.process.pid, signal.SIGSTOP)  # alive, but answers nothing
+    try:
+        with pytest.raises(DeviceTimeoutError, match="did not answer"):
+            await plugin.ping(ctx("n1", 1.0), Ping())
+        await until(lambda: plugin.restarts == 1)
+    finally:
+        if conn.process.returncode is None:
+            os.kill(conn.process.pid, signal.SIGKILL)
+    assert "health checks" in plugin.last_error
+    assert (await plugin.ping(ctx("n1", 10), Ping())).result.ok
+
+
+async def test_requests_wait_for_a_restart_within_their_deadline(remote) -> None:
+    plugin: RemotePlugin = await remote(spec("mem", serve_command(MEMORY)), min_backoff=0.5)
+    conn = plugin.connection
+    assert conn is not None and conn.process is not None
+    os.kill(conn.process.pid, signal.SIGKILL)
+    await until(lambda: plugin.connection is None)  # the supervisor saw it die
+    # a request arriving while the plugin restarts waits for it and runs
+    assert (await plugin.ping(ctx("n1", 20), Ping())).result.ok
+    assert plugin.restarts == 1
+
+
+async def test_a_request_whose_deadline_ends_before_the_restart_gets_a_retryable_error(remote) -> None:
+    plugin: RemotePlugin = await remote(spec("mem", serve_command(MEMORY)), min_backoff=5.0)
+    conn = plugin.connection
+    assert conn is not None and conn.process is not None
+    os.kill(conn.process.pid, signal.SIGKILL)
+    await until(lambda: plugin.connection is None)
+    with pytest.raises(TransientError, match="is not running") as info:
+        await plugin.ping(ctx("n1", 0.2), Ping())
+    assert info.value.retryable
