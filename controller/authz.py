@@ -16,9 +16,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
+
+from controller.tls import is_loopback
+
+if TYPE_CHECKING:
+    from controller.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -179,3 +184,24 @@ def _guarded(handler: grpc.RpcMethodHandler, method: str, guard: RoleInterceptor
     return grpc.stream_stream_rpc_method_handler(
         stream_stream, handler.request_deserializer, handler.response_serializer
     )
+
+
+def server_interceptors(settings: Settings) -> list[grpc.aio.ServerInterceptor]:
+    """The role interceptor when mutual TLS is on; validates the role settings (ValueError)."""
+    roles = parse_roles(settings.roles)
+    if not settings.tls_client_ca:
+        if roles:
+            raise ValueError("roles are given but tls_client_ca is not: roles need client certificates")
+        if settings.tls_cert and not is_loopback(settings.listen):
+            log.warning(
+                "TLS without client certificates on %s: any client that reaches it may call every "
+                "method (set tls_client_ca and roles)",
+                settings.listen,
+            )
+        return []
+    if not roles:
+        raise ValueError(
+            "tls_client_ca is set but no roles are: map certificate identities to roles, e.g. "
+            'roles = "topology-service=topology,ops=operator,alice=admin"'
+        )
+    return [RoleInterceptor(roles)]
