@@ -52,6 +52,10 @@ class OpBmc:
         self.reached_at: datetime | None = None
         self.reach_error = ""
         self.calls = 0
+        #: the `etag_policy` option (None: each mechanism's default, see `Mechanism.etag_policy`)
+        self.etag_policy: str | None = None
+        #: the `persistent_caps` option
+        self.persistent = False
 
     @property
     def origin(self) -> str:
@@ -127,17 +131,40 @@ class CapChange:
         return self.after.watts if self.after is not None else None
 
 
-async def set_cap(bmc: OpBmc, component: Component, watts: float) -> CapChange:
-    """Set an explicit cap of `watts` on one component (see the module docstring)."""
+async def set_cap(
+    bmc: OpBmc,
+    component: Component,
+    watts: float,
+    *,
+    stored: LimitReading | None = None,
+    bounds: Bounds | None = None,
+) -> CapChange:
+    """Set an explicit cap of `watts` on one component (see the module docstring).
+
+    Args:
+        stored: the component's last reading from the device state; when given, the write
+            policy needs no fresh ETag and the stored value differs from the target, the pre-write
+            GET is skipped (the read-back is still the proof).
+        bounds: limits to check against when the BMC publishes none (the spec's, else a floor).
+    """
     mech = mechanism_for(component)
     label = component.label
     if mech is None:
         return CapChange(component, False, watts, message=f"{label}: no writable power limit")
     try:
-        doc = await bmc.get(component.limit_uri)
-        current = mech.parse(component, doc)
+        skip_get = (
+            stored is not None
+            and etag_policy(bmc, mech) != "strong"
+            and not (stored.capped and same_watts(stored.watts, _quantize(watts, stored.increment)))
+        )
+        if skip_get:
+            assert stored is not None
+            doc, current = Document(component.limit_uri, {}), stored
+        else:
+            doc = await bmc.get(component.limit_uri)
+            current = mech.parse(component, doc)
         before = current
-        problem = _check(label, watts, current)
+        problem = _check(label, watts, current, bounds)
         if problem:
             return CapChange(component, False, watts, before=before, after=before, message=problem)
         value = _quantize(watts, current.increment)
@@ -202,35 +229,92 @@ async def _write(
     doc: Document,
     satisfied: Callable[[LimitReading], bool],
 ) -> LimitReading:
-    """Send the change and read it back; on 412 or "maybe applied", re-read and send once more only
-    if still needed. Returns the reading after the change."""
-    for attempt in (1, 2):
+    """Send the change and read it back; on 412 or "maybe applied", re-read and send again only
+    if still needed. Returns the reading after the change.
+
+    A 412 is retried with the fresh ETag; a second 412 while the property we change still reads the
+    same means the ETag is a hash over live readings (bmcweb): the third write goes without
+    `If-Match`, and the BMC is remembered as such (`BmcClient.etag_quirks`).
+    """
+    policy = etag_policy(bmc, mech)
+    maybe_applied_retried = conflicts = 0
+    while True:
         request = build(current, doc)
+        if bmc.persistent:
+            request = mech.persist(request, doc)
+        etag = current.etag if request.if_match and policy == "strong" else None
         try:
-            await bmc.send(request, current.etag if request.if_match else None)
+            await bmc.send(request, etag)
             return mech.parse(component, await bmc.get(component.limit_uri))
         except PreconditionFailedError:
-            if attempt == 2:
+            conflicts += 1
+            if conflicts > 2:
                 raise
+            previous = current
+            doc = await bmc.get(component.limit_uri)
+            current = mech.parse(component, doc)
+            if satisfied(current):
+                return current
+            if conflicts == 2 and _same_setting(previous, current):
+                # NOTE: bmcweb hashes the whole body, live readings included (real-firmware.md):
+                # the value we change is as read, so the write may go without If-Match.
+                policy = "body-hash"
+                bmc.client.etag_quirks[mech.name] = "body-hash"
+            continue
         except (WriteMaybeAppliedError, ConnectionFailedError, RequestTimeoutError) as exc:
-            if attempt == 2 or not getattr(exc, "sent", True):
+            if maybe_applied_retried or not getattr(exc, "sent", True):
                 raise
+            maybe_applied_retried += 1
             # NOTE: NVIDIA 0x600 ("settings may or may not have applied") and a write whose reply was
             # lost may have landed: read before writing again (redfish.md §2.2, §3).
         doc = await bmc.get(component.limit_uri)
         current = mech.parse(component, doc)
         if satisfied(current):
             return current  # it landed after all: this read is the read-back
-    raise AssertionError("unreachable")
 
 
-def _check(label: str, watts: float, current: LimitReading) -> str:
+def etag_policy(bmc: OpBmc, mech: Mechanism) -> str:
+    """The ETag policy for a mechanism on this BMC: the option, else what was learned, else its default."""
+    return bmc.etag_policy or bmc.client.etag_quirks.get(mech.name) or mech.etag_policy
+
+
+def _same_setting(a: LimitReading, b: LimitReading) -> bool:
+    return a.capped == b.capped and a.mode == b.mode and same_watts(a.watts, b.watts)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Limits for a cap when the BMC publishes none: the device spec's, else a safety floor."""
+
+    min_watts: float | None
+    max_watts: float | None
+    source: str
+    floor: float
+
+
+def _check(label: str, watts: float, current: LimitReading, bounds: Bounds | None = None) -> str:
     if not current.in_watts:
         return (
             f"{label}: the BMC's limit is in {current.units!r}, not watts; percent set points are "
             "unsupported on this platform"
         )
     lo, hi = current.min_watts, current.max_watts
+    if bounds is not None and (lo is None or hi is None):
+        # NOTE: a missing bound (or PowerCapacityWatts 0, "not reported") is unknown, not zero: the
+        # device spec's limits stand in; without them a floor keeps a 1 W cap from being sent.
+        if lo is None and bounds.min_watts is not None:
+            problem = _outside(label, watts, bounds.min_watts, None, bounds.source)
+            if problem:
+                return problem
+        elif lo is None and watts < bounds.floor - 1e-9:
+            return (
+                f"{label}: {_w(watts)} is below the safety floor of {_w(bounds.floor)} (neither the BMC "
+                "nor the device spec gives a minimum; option min_cap_watts)"
+            )
+        if hi is None and bounds.max_watts is not None:
+            problem = _outside(label, watts, None, bounds.max_watts, bounds.source)
+            if problem:
+                return problem
     if lo is not None and hi is not None:
         span = f"the BMC allows {_w(lo)}..{_w(hi)}"
     else:
@@ -239,6 +323,14 @@ def _check(label: str, watts: float, current: LimitReading) -> str:
         return f"{label}: {_w(watts)} is below the BMC's {current.min_name} of {_w(lo)} ({span})"
     if hi is not None and watts > hi + 1e-9:
         return f"{label}: {_w(watts)} is above the BMC's {current.max_name} of {_w(hi)} ({span})"
+    return ""
+
+
+def _outside(label: str, watts: float, lo: float | None, hi: float | None, source: str) -> str:
+    if lo is not None and watts < lo - 1e-9:
+        return f"{label}: {_w(watts)} is below the {source} minimum of {_w(lo)} (the BMC publishes none)"
+    if hi is not None and watts > hi + 1e-9:
+        return f"{label}: {_w(watts)} is above the {source} maximum of {_w(hi)} (the BMC publishes none)"
     return ""
 
 

@@ -101,6 +101,8 @@ class BmcClient:
         self._closed = False
         #: in-process cache of this BMC's discovery (the device state holds the durable copy)
         self.discovery: Any = None
+        #: ETag policies learned on this BMC, by mechanism (a 412 over an unchanged value: body hash)
+        self.etag_quirks: dict[str, str] = {}
 
     @property
     def origin(self) -> str:

@@ -69,6 +69,8 @@ async def prepare(pool: BmcPool, defaults: RedfishSettings, ctx: DeviceContext) 
     state = DeviceState(ctx.state)  # checked and migrated first: hostile state never reaches the BMC code
     client, settings = await connect(pool, defaults, ctx)
     bmc = OpBmc(client, ctx.deadline)
+    bmc.etag_policy = settings.etag_policy
+    bmc.persistent = settings.persistent_caps
     client.note_sessions(state.sessions(client.origin))
     await client.reap_if_logged_in(ctx.deadline)
     spec = SystemSpec.from_model(ctx.model)

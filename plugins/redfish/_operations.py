@@ -32,7 +32,7 @@ from plugins.base import (
     element_share,
     gpu_targets,
 )
-from plugins.redfish._caps import CapChange, restore_cap, set_cap
+from plugins.redfish._caps import Bounds, CapChange, restore_cap, set_cap
 from plugins.redfish._device import Device, invalidate
 from plugins.redfish._errors import ResourceNotFoundError
 from plugins.redfish._layout import Component
@@ -146,19 +146,53 @@ def _gpu_targets(device: Device, policy: Policy | None, gpu_policies: Sequence[G
 async def apply_targets(device: Device, targets: list[Target], scope: str) -> Applied:
     """Set every target concurrently (the BMC's limit paces them); record priors and applied caps."""
     runnable = [t for t in targets if not t.error and t.component is not None and t.watts is not None]
-    results = await asyncio.gather(*(set_cap(device.bmc, t.component, t.watts) for t in runnable))  # type: ignore[arg-type]
+    state = device.state
+    jobs = []
+    for t in runnable:
+        comp = t.component
+        assert comp is not None and t.watts is not None
+        # NOTE: the stored reading stands in for the pre-write GET only once the scope's prior value
+        # is recorded: the first change in a scope always reads what it will later restore.
+        stored = state.reading(comp.key) if state.prior(scope, comp.key) is not None else None
+        jobs.append(set_cap(device.bmc, comp, t.watts, stored=stored, bounds=_bounds(device, comp)))
     changes: dict[str, CapChange] = {}
-    for change in results:
+    for change in await asyncio.gather(*jobs):
         key = change.component.key
         changes[key] = change
         if change.before is not None:
-            device.state.record_prior(scope, key, change.before.prior())
+            state.record_prior(scope, key, change.before.prior())
+        _keep_reading(device, change)
         if change.after is not None:
             after = change.after
-            device.state.set_applied(key, after.watts if after.capped else None, change.requested, scope)
+            state.set_applied(key, after.watts if after.capped else None, change.requested, scope)
         if isinstance(change.error, ResourceNotFoundError):
             invalidate(device)
     return Applied(targets, changes)
+
+
+def _keep_reading(device: Device, change: CapChange) -> None:
+    """Store the read-back for the next change's skipped GET (dropped when the change failed)."""
+    if change.ok and change.after is not None:
+        device.state.set_reading(change.component.key, change.after)
+    else:
+        device.state.set_reading(change.component.key, None)
+
+
+def _bounds(device: Device, comp: Component) -> Bounds:
+    """The spec's limits for a component (for BMCs that publish none), and the safety floor."""
+    spec = device.spec
+    floor = device.settings.min_cap_watts
+    if comp.kind in ("gpu", "cpu"):
+        part = spec.gpu if comp.kind == "gpu" else spec.cpu
+        return Bounds(part.min_watts, part.max_watts, f"device spec's {comp.kind.upper()}", floor)
+    count = max(len(device.discovery.node), 1)
+    lo, hi = spec.node.min_watts, spec.node.max_watts
+    return Bounds(
+        lo / count if lo is not None else None,
+        hi / count if hi is not None else None,
+        "device spec's node",
+        floor,
+    )
 
 
 async def restore_scope(device: Device, scope: str, keys: Iterable[str] | None = None) -> Applied:
@@ -181,6 +215,7 @@ async def restore_scope(device: Device, scope: str, keys: Iterable[str] | None =
     for change in await asyncio.gather(*jobs):
         key = change.component.key
         changes[key] = change
+        _keep_reading(device, change)
         if change.ok:
             device.state.drop_prior(scope, key)
         if change.after is not None:

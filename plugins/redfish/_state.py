@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from plugins.redfish._layout import Discovery
-from plugins.redfish._platforms import Prior
+from plugins.redfish._platforms import LimitReading, Prior
 from plugins.redfish._schema import STATE_VERSION, load_state
 
 TOPOLOGY = "topology"
@@ -165,6 +165,23 @@ class DeviceState:
         """Remember a GPU's requested and enforced profile ids (as read back)."""
         gpus = self._section("profiles").setdefault("gpus", {})
         gpus[key] = {"requested": requested, "enforced": enforced, "at": _now()}
+        self.changed = True
+
+    # ---- last limit readings ---------------------------------------------------------------------
+
+    def reading(self, key: str) -> LimitReading | None:
+        """A component's last read-back limit (lets a later change skip its pre-write GET)."""
+        data = self._section("readings").get(key)
+        return LimitReading.from_json(data) if isinstance(data, Mapping) else None
+
+    def set_reading(self, key: str, reading: LimitReading | None) -> None:
+        """Remember (or forget) a component's last read-back limit."""
+        readings = self._section("readings")
+        if reading is None:
+            if readings.pop(key, None) is not None:
+                self.changed = True
+            return
+        readings[key] = reading.to_json()
         self.changed = True
 
     # ---- Redfish sessions ------------------------------------------------------------------------

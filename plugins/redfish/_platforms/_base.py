@@ -37,6 +37,8 @@ class LimitReading:
     mode: str | None = None
     power_watts: float | None = None
     etag: str | None = None
+    #: `ControlMode@Redfish.AllowableValues`, when published
+    modes: tuple[str, ...] = ()
     #: the BMC properties the bounds come from (for messages)
     min_name: str = "AllowableMin"
     max_name: str = "AllowableMax"
@@ -49,6 +51,35 @@ class LimitReading:
     def prior(self) -> Prior:
         """The value to put back later ("restore means what was there before")."""
         return Prior(self.watts, self.capped, self.mode)
+
+    def to_json(self) -> dict[str, Any]:
+        """The state's `readings` entry (no ETag: it is stale by the next request anyway)."""
+        return {
+            "watts": self.watts,
+            "capped": self.capped,
+            "min": self.min_watts,
+            "max": self.max_watts,
+            "default": self.default_watts,
+            "increment": self.increment,
+            "mode": self.mode,
+            "units": self.units,
+            "modes": list(self.modes),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LimitReading:
+        """A reading stored by `to_json` (already checked by the state schema)."""
+        return cls(
+            watts=data.get("watts"),
+            capped=bool(data.get("capped")),
+            min_watts=data.get("min"),
+            max_watts=data.get("max"),
+            default_watts=data.get("default"),
+            increment=data.get("increment"),
+            units=str(data.get("units") or "W"),
+            mode=data.get("mode"),
+            modes=tuple(data.get("modes") or ()),
+        )
 
 
 @dataclass(frozen=True)
@@ -90,6 +121,9 @@ class Mechanism(ABC):
 
     #: mechanism name, as in `Component.mechanism`
     name: str = ""
+    #: how this resource's ETag behaves by default: `strong` (If-Match is safe), `body-hash` (a hash
+    #: over a body with live readings: If-Match fails whenever a reading moved) or `none`
+    etag_policy: str = "strong"
 
     @abstractmethod
     def parse(self, component: Component, doc: Document) -> LimitReading:
@@ -102,6 +136,10 @@ class Mechanism(ABC):
     @abstractmethod
     def clear_request(self, component: Component, current: LimitReading, doc: Document) -> CapRequest:
         """The request that removes devicectl's cap (back to the BMC default / no cap)."""
+
+    def persist(self, request: CapRequest, doc: Document) -> CapRequest:
+        """The request asking the cap to survive BMC/host resets, where the BMC supports it."""
+        return request
 
     def restore_request(
         self, component: Component, prior: Prior, current: LimitReading, doc: Document

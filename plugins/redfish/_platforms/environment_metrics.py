@@ -32,6 +32,9 @@ class EnvironmentMetricsMechanism(Mechanism):
     """Caps in `EnvironmentMetrics.PowerLimitWatts` (a `ControlSingleExcerpt`)."""
 
     name = MECH_EM
+    # NOTE: EnvironmentMetrics carries live readings (PowerWatts, EnergyJoules); on bmcweb the ETag
+    # is a hash of the whole body, so If-Match fails whenever a reading moved (real-firmware.md).
+    etag_policy = "body-hash"
 
     def parse(self, component: Component, doc: Document) -> LimitReading:
         limit = doc.get("PowerLimitWatts")
@@ -55,6 +58,20 @@ class EnvironmentMetricsMechanism(Mechanism):
         # NOTE: NVIDIA bmcweb parses only SetPoint inside PowerLimitWatts (a ControlMode there is
         # rejected as unknown), and only integers (redfish.md §2.2, NVIDIA/bmcweb environment_util.hpp).
         return CapRequest("PATCH", component.limit_uri, {"PowerLimitWatts": {"SetPoint": int(watts)}})
+
+    def persist(self, request: CapRequest, doc: Document) -> CapRequest:
+        # NOTE: NVIDIA bmcweb takes Oem.Nvidia.PowerLimitPersistency next to the SetPoint (default
+        # false: the cap does not survive a BMC or host reset). Sent only where the resource shows
+        # NVIDIA's OEM section (or the body is unknown because the pre-write GET was skipped on a
+        # resource already known to be NVIDIA's).
+        limit = request.body.get("PowerLimitWatts")
+        if request.method != "PATCH" or not isinstance(limit, Mapping) or "SetPoint" not in limit:
+            return request
+        oem = doc.body.get("Oem") if doc.body else {"Nvidia": {}}
+        if not (isinstance(oem, Mapping) and isinstance(oem.get("Nvidia"), Mapping)):
+            return request
+        body = {**request.body, "Oem": {"Nvidia": {"PowerLimitPersistency": True}}}
+        return replace(request, body=body)
 
     def clear_request(self, component: Component, current: LimitReading, doc: Document) -> CapRequest:
         target = _clear_target(doc.body)

@@ -33,7 +33,8 @@ class LegacyPowerMechanism(Mechanism):
             capped=watts is not None,
             # NOTE: Power has no AllowableMin/Max; PowerCapacityWatts bounds what a cap can mean
             # (RP Power.v1_7_3.json), and the BMC validates the rest.
-            max_watts=number(control.get("PowerCapacityWatts")),
+            # NOTE: PowerCapacityWatts 0 means "not reported" (DMTF mockups), not a 0 W ceiling
+            max_watts=number(control.get("PowerCapacityWatts")) or None,
             max_name="PowerCapacityWatts",
             power_watts=number(control.get("PowerConsumedWatts")),
             etag=doc.etag,

@@ -22,7 +22,8 @@ from typing import Any
 from aiohttp import web
 
 from plugins.redfish.simulator import _errors
-from plugins.redfish.simulator._config import BmcConfig
+from plugins.redfish.simulator._bmcweb import RETRY_AFTER, allowed, body_etag, forbidden, if_match_ok
+from plugins.redfish.simulator._config import LAYOUTS, PROFILES, BmcConfig
 from plugins.redfish.simulator._faults import PRE_AUTH_MODES, FaultMode, Faults
 from plugins.redfish.simulator._platforms import get_platform
 from plugins.redfish.simulator._routing import Reply, Route, SimRequest, Write, normalize_path
@@ -132,6 +133,17 @@ class SimulatedBmc:
                 self.config.session_limit = self.sessions.limit = int(value)
             elif key == "session_timeout":
                 self.config.session_timeout = self.sessions.timeout = float(value)
+            elif key == "profile":
+                if value not in PROFILES:
+                    raise ValueError(f"unknown profile {value!r}; choose from {', '.join(PROFILES)}")
+                self.config.profile = value
+            elif key == "layout":
+                unknown = set(value) - set(LAYOUTS)
+                if unknown:
+                    raise ValueError(f"unknown layout variant(s) {sorted(unknown)}; choose from {LAYOUTS}")
+                self.config.layout = frozenset(value)
+            elif key in ("task_failure", "allow_list", "control_quirk"):
+                setattr(self.config, key, value)
             else:
                 raise ValueError(f"unknown setting {key!r}")
 
@@ -217,6 +229,8 @@ class SimulatedBmc:
             self._fault_fired(fault)
             return await self._transport_fault(request, fault)
         try:
+            if self.config.allow_list is not None and not allowed(self.config.allow_list, method, path):
+                raise forbidden(method, path)
             route, params = matched if matched else (None, {})
             if route is None or method not in route.public:
                 self._authenticate(request)
@@ -256,7 +270,16 @@ class SimulatedBmc:
             return
         raise _errors.no_valid_session()
 
+    @property
+    def bmcweb(self) -> bool:
+        """Whether this BMC follows the `bmcweb` behaviour profile."""
+        return self.config.profile == "bmcweb"
+
     def _check_if_match(self, route: Route, req: SimRequest, header: str) -> None:
+        if self.bmcweb:
+            if not if_match_ok(self, route, req, header):
+                raise _errors.precondition_failed()
+            return
         if route.get is None:
             return
         current = route.get(self, SimRequest("GET", req.path, req.params))
@@ -272,8 +295,11 @@ class SimulatedBmc:
             task = self.tasks.create(req.method, req.path, req.body)
             self.stats.tasks_created += 1
             delay = self.config.task_delay
-            self.call_later(delay, self._complete_task, task, write)
-            headers = {"Location": task.path, "Retry-After": str(max(1, math.ceil(delay)))}
+            self.call_later(delay, self._complete_task, task, write, self.config.task_failure)
+            if self.bmcweb:
+                headers = {"Location": task.monitor, "Retry-After": str(RETRY_AFTER)}
+            else:
+                headers = {"Location": task.path, "Retry-After": str(max(1, math.ceil(delay)))}
             return Reply(status=202, body=task.document(), headers=headers)
         self.apply(write)
         if write.reply == "resource" and route.get is not None:
@@ -294,7 +320,10 @@ class SimulatedBmc:
             revisions = [(cap, snap, cap.revision) for cap, snap in before]
             self.call_later(revert_after, _revert, revisions)
 
-    def _complete_task(self, task: Task, write: Write) -> None:
+    def _complete_task(self, task: Task, write: Write, failure: str | None) -> None:
+        if failure:
+            task.fail(failure)
+            return
         self.apply(write)
         task.complete()
 
@@ -342,7 +371,10 @@ class SimulatedBmc:
         body = reply.body
         if body is None:
             return web.Response(status=reply.status, headers=headers)
-        if reply.revision is not None:
+        if self.bmcweb:
+            if reply.status == 200 and body:
+                headers["ETag"] = body_etag(body)
+        elif reply.revision is not None:
             etag = self.etag(_resource_id(reply, path), reply.revision)
             headers["ETag"] = etag
             body = {**body, "@odata.etag": etag}

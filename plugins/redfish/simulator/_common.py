@@ -6,6 +6,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator._bmcweb import monitor_routes
 from plugins.redfish.simulator._routing import (
     JsonDict,
     Reply,
@@ -230,9 +231,25 @@ def _manager(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=manager_document(bmc), revision=0)
 
 
+def extra_systems(bmc: SimulatedBmc) -> tuple[str, ...]:
+    """Systems a layout variant or profile adds: a SmartNIC's SoC; the host of a bmcweb GB200 BMC."""
+    if bmc.platform.name.startswith("dmtf") and "smartnic" in bmc.config.layout:
+        return ("SmartNIC",)
+    if bmc.platform.name == "gb200" and bmc.config.profile == "bmcweb":
+        return ("System_0",)  # the host's system: not on the DPS proxy's allow-list
+    return ()
+
+
+def extra_chassis(bmc: SimulatedBmc) -> tuple[str, ...]:
+    """Chassis a layout variant adds, listed first: an enclosure with its own cap."""
+    if bmc.platform.name.startswith("dmtf") and "multi-chassis" in bmc.config.layout:
+        return ("Enclosure",)
+    return ()
+
+
 def _systems(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     path = f"{ROOT}/Systems"
-    members = [f"{path}/{s}" for s in bmc.platform.systems]
+    members = [f"{path}/{s}" for s in (*bmc.platform.systems, *extra_systems(bmc))]
     body = collection(
         path, "#ComputerSystemCollection.ComputerSystemCollection", "Computer System Collection", members
     )
@@ -241,7 +258,7 @@ def _systems(bmc: SimulatedBmc, req: SimRequest) -> Reply:
 
 def _chassis(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     path = f"{ROOT}/Chassis"
-    members = [f"{path}/{c}" for c in bmc.platform.chassis]
+    members = [f"{path}/{c}" for c in (*extra_chassis(bmc), *bmc.platform.chassis)]
     body = collection(path, "#ChassisCollection.ChassisCollection", "Chassis Collection", members)
     return Reply(body=body, revision=0)
 
@@ -300,6 +317,7 @@ def common_routes() -> list[Route]:
         Route(f"{ROOT}/TaskService", get=_task_service),
         Route(TASKS_PATH, get=_tasks),
         Route(f"{TASKS_PATH}/{{id}}", get=_task),
+        *monitor_routes(),
         Route(f"{ROOT}/Managers", get=_managers),
         Route(f"{ROOT}/Managers/{{id}}", get=_manager),
         Route(f"{ROOT}/Systems", get=_systems),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 #: password of the simulated BMC user unless the caller configures one
 DEFAULT_PASSWORD = "bmc-sim-password"
@@ -22,6 +22,17 @@ class BmcConfig:
         async_writes: PATCH on caps answers 202 + task instead of 200.
         task_delay: seconds a task stays Running before its write lands.
         firmware_version: reported BMC firmware; None uses the model's default.
+        profile: "default", or "bmcweb" to behave like OpenBMC bmcweb where it matters: ETags are
+            a hash of the whole body (live readings included) and `If-Match` is checked against a
+            fresh GET; a 202's task monitor is `TaskService/TaskMonitors/{id}` with `Retry-After: 30`,
+            answering 202 while running, 204 once when done (failed or not), then 404.
+        task_failure: when set, asynchronous writes fail: the task ends `Exception` with this
+            message and nothing is applied.
+        allow_list: `(method, path pattern)` pairs (`*` = one path segment) a BMC proxy lets
+            through; anything else is answered 403. None lets everything through.
+        layout: layout variants (see `LAYOUTS`).
+        control_quirk: "automatic" makes Controls accept caps only in `ControlMode: Automatic`
+            (HPE Cray EX style; `ControlMode@Redfish.AllowableValues` says so).
     """
 
     model: str = "gb200"
@@ -33,3 +44,20 @@ class BmcConfig:
     async_writes: bool = False
     task_delay: float = 1.0
     firmware_version: str | None = None
+    profile: str = "default"
+    task_failure: str | None = None
+    allow_list: tuple[tuple[str, str], ...] | None = None
+    layout: frozenset[str] = field(default_factory=frozenset)
+    control_quirk: str | None = None
+
+
+PROFILES = ("default", "bmcweb")
+#: layout variants seen in DMTF's public mockups and real firmware
+LAYOUTS = (
+    "no-em-link",  # dmtf: the chassis has no EnvironmentMetrics link (and the resource is absent)
+    "capacity-0",  # dmtf/dmtf-legacy: PowerControl PowerCapacityWatts is 0 ("not reported")
+    "smartnic",  # dmtf/dmtf-legacy: a second ComputerSystem (a SmartNIC's SoC) with its own ARM CPU
+    "multi-chassis",  # dmtf/dmtf-legacy: an enclosure chassis (with its own cap) listed first
+    "absent-readings",  # every power reading omitted (PowerWatts, Sensor, PowerConsumedWatts)
+    "no-bounds",  # no AllowableMin/AllowableMax/PowerCapacityWatts anywhere
+)

@@ -23,6 +23,7 @@ from plugins.redfish.simulator._dmtf_state import (
     dmtf_state,
     legacy_state,
 )
+from plugins.redfish.simulator._layouts import dmtf_layout_routes
 from plugins.redfish.simulator._routing import (
     JsonDict,
     Platform,
@@ -96,7 +97,13 @@ def _control(bmc: SimulatedBmc, req: SimRequest) -> Reply:
         "Sensor": {"Reading": rounded(readings["node" if is_node else cap.name.split("_")[0]])},
         "Status": status_ok(),
         "Actions": {f"#{_RESET}": {"target": f"{path}/Actions/{_RESET}"}},
+        "ControlMode@Redfish.AllowableValues": list(_modes(bmc)),
     }
+    layout = bmc.config.layout
+    if "absent-readings" in layout:
+        del body["Sensor"]
+    if "no-bounds" in layout:
+        del body["AllowableMin"], body["AllowableMax"]
     if is_node:
         body["RelatedItem"] = [link(CHASSIS)]
     else:
@@ -117,7 +124,7 @@ def _patch_control(bmc: SimulatedBmc, req: SimRequest) -> Write:
         elif key not in ("SetPoint", "ControlMode"):
             problems.append(_errors.property_unknown(key))
     mode = patch.get("ControlMode")
-    if "ControlMode" in patch and mode not in _MODES:
+    if "ControlMode" in patch and mode not in _modes(bmc):
         problems.append(_errors.property_value_not_in_list(mode, "ControlMode"))
     has_sp = "SetPoint" in patch
     set_point: Any = patch.get("SetPoint")
@@ -144,9 +151,14 @@ def _patch_control(bmc: SimulatedBmc, req: SimRequest) -> Write:
             return
         if has_sp:
             cap.set_point = int(set_point)
-        cap.control_mode = mode or "Manual"
+        cap.control_mode = mode or ("Automatic" if bmc.config.control_quirk == "automatic" else "Manual")
 
     return Write(apply=apply, caps=(cap,), deferrable=True)
+
+
+def _modes(bmc: SimulatedBmc) -> tuple[str, ...]:
+    """ControlMode values this BMC accepts: HPE Cray EX style caps only in Automatic."""
+    return ("Automatic", "Disabled") if bmc.config.control_quirk == "automatic" else _MODES
 
 
 def _reset_control(bmc: SimulatedBmc, req: SimRequest) -> Write:
@@ -181,14 +193,19 @@ def _chassis(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     }
     if has_controls(bmc):
         body["Controls"] = link(CONTROLS)
-        body["EnvironmentMetrics"] = link(f"{CHASSIS}/EnvironmentMetrics")
+        if "no-em-link" not in bmc.config.layout:
+            body["EnvironmentMetrics"] = link(f"{CHASSIS}/EnvironmentMetrics")
+    if "multi-chassis" in bmc.config.layout:
+        body["Links"]["ContainedBy"] = link("/redfish/v1/Chassis/Enclosure")
     return Reply(body=body, revision=0)
 
 
 def _chassis_metrics(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+    if "no-em-link" in bmc.config.layout:
+        raise _errors.resource_not_found(req.path)
     state, t = dmtf_state(bmc), now()
     watts = state.readings(t)["node"]
-    body = {
+    body: JsonDict = {
         "@odata.id": f"{CHASSIS}/EnvironmentMetrics",
         "@odata.type": "#EnvironmentMetrics.v1_3_0.EnvironmentMetrics",
         "Id": "EnvironmentMetrics",
@@ -197,6 +214,8 @@ def _chassis_metrics(bmc: SimulatedBmc, req: SimRequest) -> Reply:
         "EnergyJoules": {"Reading": rounded(state.energy("node", watts, t))},
         "TemperatureCelsius": {"Reading": rounded(22.0 + 10.0 * state.load("inlet", t))},
     }
+    if "absent-readings" in bmc.config.layout:
+        del body["PowerWatts"], body["EnergyJoules"]
     return Reply(body=body, revision=0)
 
 
@@ -253,6 +272,7 @@ def _routes(with_controls: bool) -> list[Route]:
         Route(f"{SYSTEM}/Processors/{{id}}", get=_processor),
         Route(CHASSIS, get=_chassis),
         *power_routes(),
+        *dmtf_layout_routes(),
     ]
     if with_controls:
         routes += [

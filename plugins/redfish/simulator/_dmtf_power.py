@@ -79,6 +79,14 @@ def _power(bmc: SimulatedBmc, req: SimRequest) -> Reply:
         }
         for n in range(2)
     ]
+    layout = bmc.config.layout
+    if "capacity-0" in layout:
+        control["PowerCapacityWatts"] = 0  # "not reported", as in DMTF mockups
+    if "no-bounds" in layout:
+        del control["PowerCapacityWatts"]
+    if "absent-readings" in layout:
+        for key in ("PowerConsumedWatts", "PowerAvailableWatts", "PowerMetrics"):
+            del control[key]
     body = {
         "@odata.id": POWER,
         "@odata.type": "#Power.v1_7_3.Power",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from plugins.redfish.simulator import _errors
 from plugins.redfish.simulator._common import common_routes, firmware_routes
+from plugins.redfish.simulator._layouts import gb200_layout_routes
 from plugins.redfish.simulator._routing import (
     JsonDict,
     Platform,
@@ -112,6 +113,9 @@ def _metrics_doc(bmc: SimulatedBmc, path: str, component: str, cap: Cap | None) 
         "EnergyJoules": {"Reading": rounded(state.energy(component, watts, t))},
         "TemperatureCelsius": {"Reading": rounded(28.0 + 50.0 * watts / scale)},
     }
+    absent = "absent-readings" in bmc.config.layout
+    if absent:
+        del body["PowerWatts"], body["EnergyJoules"]
     if cap is None:
         return Reply(body=body, revision=0)
     body["PowerLimitWatts"] = {
@@ -122,6 +126,8 @@ def _metrics_doc(bmc: SimulatedBmc, path: str, component: str, cap: Cap | None) 
         "ControlMode": cap.control_mode,
         "Reading": rounded(watts),
     }
+    if absent:
+        del body["PowerLimitWatts"]["Reading"]
     nvidia: JsonDict = {
         "@odata.type": "#NvidiaEnvironmentMetrics.v1_3_0.NvidiaEnvironmentMetrics",
         "PowerMode": "Custom" if cap.oob_active else "MaxP",
@@ -376,6 +382,7 @@ def _routes() -> list[Route]:
         Route(f"{chassis_metrics}/Actions/Oem/{_CLEAR_OOB}", post=_clear_chassis),
         Route(f"{CHASSIS}/{{id}}/Assembly", get=_assembly),
         *wpps_routes(),
+        *gb200_layout_routes(),
     ]
 
 

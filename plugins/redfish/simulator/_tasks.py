@@ -10,12 +10,13 @@ from typing import Any
 from plugins.redfish.simulator._errors import message, success_body
 
 TASKS_PATH = "/redfish/v1/TaskService/Tasks"
+MONITORS_PATH = "/redfish/v1/TaskService/TaskMonitors"
 
 
 class Task:
     """One asynchronous operation; `TaskState` goes Running -> Completed."""
 
-    __slots__ = ("end", "id", "method", "payload", "start", "state", "target")
+    __slots__ = ("end", "failure", "gave_204", "id", "method", "payload", "start", "state", "target")
 
     def __init__(self, task_id: str, method: str, target: str, payload: Any) -> None:
         self.id = task_id
@@ -25,27 +26,41 @@ class Task:
         self.state = "Running"
         self.start = _iso_now()
         self.end: str | None = None
+        self.failure: str | None = None
+        #: bmcweb's task monitor answers 204 once after the task ends, then 404
+        self.gave_204 = False
 
     @property
     def path(self) -> str:
         """The task's URI, which is also its task monitor."""
         return f"{TASKS_PATH}/{self.id}"
 
+    @property
+    def monitor(self) -> str:
+        """bmcweb's task monitor URI (the default profile uses the task's own URI)."""
+        return f"{MONITORS_PATH}/{self.id}"
+
     def complete(self) -> None:
         """Mark the task Completed (its write has just been applied)."""
         self.state = "Completed"
         self.end = _iso_now()
 
+    def fail(self, reason: str) -> None:
+        """Mark the task failed (`Exception`, `Critical`): its write was not applied."""
+        self.state = "Exception"
+        self.failure = reason
+        self.end = _iso_now()
+
     def document(self) -> dict[str, Any]:
         """The `#Task.v1_7_4.Task` document."""
-        done = self.state == "Completed"
+        done = self.state != "Running"
         doc: dict[str, Any] = {
             "@odata.id": self.path,
             "@odata.type": "#Task.v1_7_4.Task",
             "Id": self.id,
             "Name": f"Task {self.id}",
             "TaskState": self.state,
-            "TaskStatus": "OK",
+            "TaskStatus": "Critical" if self.failure else "OK",
             "PercentComplete": 100 if done else 0,
             "StartTime": self.start,
             "TaskMonitor": self.path,
@@ -55,7 +70,9 @@ class Task:
                 "JsonBody": json.dumps(self.payload, separators=(",", ":")),
             },
             "Messages": (
-                success_body()["@Message.ExtendedInfo"]
+                [message("TaskEvent.1.0.3.TaskAborted", self.failure, [self.id], severity="Critical")]
+                if self.failure
+                else success_body()["@Message.ExtendedInfo"]
                 if done
                 else [
                     message(

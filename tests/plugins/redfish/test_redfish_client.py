@@ -204,7 +204,8 @@ async def test_etag_mismatch_412_rereads_and_writes_once_more(
         await send(self, request, etag)
 
     monkeypatch.setattr(OpBmc, "send", someone_else_writes_first)
-    out = await gb200.call("update_gpu_policies", bmc, one_gpu(1, 480))
+    # EnvironmentMetrics is written without If-Match by default (body-hash ETags): force strong
+    out = await gb200.call("update_gpu_policies", bmc, one_gpu(1, 480), options={"etag_policy": "strong"})
     assert out.result.results[0].ok and out.result.results[0].applied_watts == 480
     assert len(sent) == 2 and sent[0] != sent[1] and all(sent)
     assert bmc.stats.responses[412] == 1

@@ -108,7 +108,7 @@ async def test_topology_activate_sets_every_component_and_reads_back(gb200: Harn
         "CPU_0": 300, "CPU_1": 300,
         "HGX_ProcessorModule_0": 2500, "HGX_ProcessorModule_1": 2500,
     }  # fmt: skip
-    # per component: GET (prior value + ETag), PATCH with If-Match, GET (read back)
+    # per component: GET (prior value), PATCH (no If-Match: body-hash ETags), GET (read back)
     assert gb200.calls(bmc) == {
         "GET " + CHASSIS_EM: 4,
         "GET " + PROC_EM: 12,
