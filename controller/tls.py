@@ -4,7 +4,8 @@ sink, the callback channel and the CLI's client channel. One home for "plaintext
 Server certificates are re-read when their files change (checked at each new connection's handshake
 through grpc's certificate-configuration fetcher), so a rotated certificate is served to new
 connections without a restart. Write rotated files with write-then-rename so a handshake never
-sees half a file; a pair that does not load is logged and the previous one kept.
+sees half a file; a pair that does not load or does not match (half-way through replacing key and
+certificate) is logged and the previous one kept until the next handshake finds a good pair.
 
 Client certificates are requested only when a client CA is configured, and then required: grpcio
 offers "require and verify" or "do not request", nothing in between.
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grpc
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 if TYPE_CHECKING:
     from controller.config import Settings
@@ -140,6 +143,7 @@ class _Reloader:
         self._tls = tls
         self._lock = threading.Lock()
         self._seen = self._stamp()
+        self._failed: tuple[tuple[int, int, int], ...] = ()
         self.reloads = 0
 
     def _paths(self) -> list[str]:
@@ -156,13 +160,16 @@ class _Reloader:
         return tuple(out)
 
     def config(self) -> grpc.ServerCertificateConfiguration:
+        key, cert = _read(self._tls.key), _read(self._tls.cert)
+        _check_pair(key, cert, self._tls)
         return grpc.ssl_server_certificate_configuration(
-            [(_read(self._tls.key), _read(self._tls.cert))],
+            [(key, cert)],
             root_certificates=_read(self._tls.client_ca) if self._tls.client_ca else None,
         )
 
     def __call__(self) -> grpc.ServerCertificateConfiguration | None:
         # Called by grpc at every handshake; must never raise.
+        stamp: tuple[tuple[int, int, int], ...] = ()
         try:
             with self._lock:
                 stamp = self._stamp()
@@ -173,8 +180,10 @@ class _Reloader:
                 self.reloads += 1
             log.info("TLS: reloaded certificate files (%s)", ", ".join(self._paths()))
             return config
-        except Exception as exc:  # keep serving the previous certificate
-            log.error("TLS: cannot reload certificate files, keeping the previous ones: %s", exc)
+        except Exception as exc:  # keep serving the previous certificate; say so once per change
+            if stamp != self._failed:
+                self._failed = stamp
+                log.error("TLS: cannot reload certificate files, keeping the previous ones: %s", exc)
             return None
 
 
@@ -196,6 +205,20 @@ def add_port(server: grpc.aio.Server, listen: str, tls: ServerTls, *, insecure: 
         return int(server.add_secure_port(listen, server_credentials(tls)))
     allow_plaintext(listen, insecure, what)
     return int(server.add_insecure_port(listen))
+
+
+def _check_pair(key_pem: bytes, cert_pem: bytes, tls: ServerTls) -> None:
+    """ValueError unless the key belongs to the certificate (e.g. half-way through a rotation)."""
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"TLS files {tls.cert} / {tls.key} do not load: {exc}") from None
+    if cert.public_key().public_bytes(*_SPKI) != key.public_key().public_bytes(*_SPKI):
+        raise ValueError(f"TLS key {tls.key} does not belong to certificate {tls.cert}")
+
+
+_SPKI = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
 def _read(path: str) -> bytes:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from controller.app import Controller
-from controller.config import Settings
+from controller.authz import parse_roles
+from controller.config import Settings, load_settings
 from controller.inventory import InventoryError, load_secret_rules, option_errors
 from controller.secrets import SecretPolicy, SecretStore
 from plugins.base import HostEnvironmentError
@@ -170,3 +171,13 @@ def test_option_errors_follow_the_plugins_schema() -> None:
     assert option_errors(schema, {"concurrency": True}) == [
         "option concurrency must be of type integer, got True"
     ]
+
+
+def test_roles_from_a_config_table_or_a_string(tmp_path: Path) -> None:
+    config = tmp_path / "devicectl.toml"
+    config.write_text('[roles]\n"topology.example" = "topology"\nalice = ["operator", "admin"]\n')
+    roles = parse_roles(load_settings(str(config), env={}).roles)
+    assert roles == {"topology.example": {"topology"}, "alice": {"operator", "admin"}}
+    assert parse_roles("a=topology, b=operator+admin,") == {"a": {"topology"}, "b": {"operator", "admin"}}
+    with pytest.raises(ValueError, match="unknown role"):
+        parse_roles({"x": "root"})

@@ -209,7 +209,7 @@ async def test_server_tls_without_client_ca_and_tls_only_callback(pki: Pki, tmp_
 
 
 async def test_a_rotated_server_certificate_is_served_to_new_connections(
-    start_secure: Any, pki: Pki, tmp_path: Path
+    start_secure: Any, pki: Pki, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     controller = await start_secure()
     old_ca = pki.client("admin")
@@ -225,9 +225,14 @@ async def test_a_rotated_server_certificate_is_served_to_new_connections(
     assert await health_with(old_ca) == grpc.StatusCode.OK
     # Rotate the server certificate to one from a new CA (write-then-rename, as an operator should).
     fresh = certs.init(tmp_path / "rotated", ())
-    certs.write_file(pki.ours.server_key, fresh.server_key.read_bytes(), private=True)
-    certs.write_file(pki.ours.server_cert, fresh.server_cert.read_bytes())
-    # The client still presents a certificate from our CA (client CA unchanged) but must now trust the new CA.
+    # The client still presents a certificate from our CA (client CA unchanged) but trusts the new CA.
     new_ca = ClientTls(ca_cert=str(fresh.ca), cert=old_ca.cert, key=old_ca.key)
+    caplog.set_level(logging.INFO, logger="controller.tls")
+    # Half-way (new certificate, old key): the mismatched pair is refused and the old one kept.
+    certs.write_file(pki.ours.server_cert, fresh.server_cert.read_bytes())
+    assert await health_with(old_ca) == grpc.StatusCode.OK
+    assert any("does not belong to certificate" in r.getMessage() for r in caplog.records)
+    certs.write_file(pki.ours.server_key, fresh.server_key.read_bytes(), private=True)
     assert await health_with(new_ca) == grpc.StatusCode.OK
     assert await health_with(old_ca) == grpc.StatusCode.UNAVAILABLE  # the old certificate is gone
+    assert any("reloaded certificate files" in r.getMessage() for r in caplog.records)
