@@ -55,6 +55,12 @@ class Settings:
     shutdown_grace: float = 10.0
     log_level: str = "INFO"
 
+    # --- hostile input (docs/security.md, "Input limits") ---
+    #: largest accepted device_model_json / device_state_json / entity model, bytes
+    max_json_bytes: int = 256 * 1024
+    #: deepest accepted nesting of arrays and objects in those JSON fields
+    max_json_depth: int = 32
+
     # --- security (docs/security.md) ---
     #: PEM certificate and key the gRPC server presents; both empty serves plaintext (loopback only)
     tls_cert: str = ""

@@ -6,6 +6,12 @@ import contextvars
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import IO
+
+#: longest value a log line carries for one untrusted field (ids, errors quoting input)
+MAX_LOGGED_CHARS = 200
+#: ids in the line prefix: the longest valid id (controller.validate.MAX_ID_CHARS) is never clipped
+_MAX_ID_CHARS = 256
 
 _context: contextvars.ContextVar[tuple[str, str, str]] = contextvars.ContextVar(
     "devicectl_log", default=("", "", "")
@@ -15,10 +21,25 @@ _context: contextvars.ContextVar[tuple[str, str, str]] = contextvars.ContextVar(
 class _ContextFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         device, request_id, trace_id = _context.get()
-        record.device = device or "-"
-        record.request_id = request_id or "-"
-        record.trace_id = trace_id or "-"
+        # set before validation, so a rejected request's ids may be anything: clip them here
+        record.device = clip(device, _MAX_ID_CHARS) if device else "-"
+        record.request_id = clip(request_id, _MAX_ID_CHARS) if request_id else "-"
+        record.trace_id = clip(trace_id, _MAX_ID_CHARS) if trace_id else "-"
         return True
+
+
+def clip(value: object, limit: int = MAX_LOGGED_CHARS) -> str:
+    """`value` as text of at most `limit` characters plus a "…(N more)" tail, on one line.
+
+    Every log line that quotes untrusted input goes through this, so a hostile 400 KB field costs
+    one short line, and an embedded newline cannot forge a second log record.
+    """
+    text = str(value)
+    if "\n" in text or "\r" in text:
+        text = text.replace("\r", "\\r").replace("\n", "\\n")
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}…({len(text) - limit} more)"
 
 
 @contextmanager
@@ -31,18 +52,23 @@ def request_context(device: str, request_id: str, trace_id: str) -> Iterator[Non
         _context.reset(token)
 
 
-def setup(level: str = "INFO") -> None:
-    """Configure the root logger once: one line per record, with the request context."""
-    handler = logging.StreamHandler()
-    handler.addFilter(_ContextFilter())
-    handler.setFormatter(
+def handler(stream: IO[str] | None = None) -> logging.Handler:
+    """A handler writing the controller's line format (with the request context) to `stream`."""
+    out = logging.StreamHandler(stream)
+    out.addFilter(_ContextFilter())
+    out.setFormatter(
         logging.Formatter(
             "%(asctime)s %(levelname)s %(name)s device=%(device)s request_id=%(request_id)s "
             "trace_id=%(trace_id)s %(message)s"
         )
     )
+    return out
+
+
+def setup(level: str = "INFO") -> None:
+    """Configure the root logger once: one line per record, with the request context."""
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = [handler()]
     root.setLevel(level.upper())
     for noisy in ("aiohttp.access", "alembic.runtime.migration"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -21,7 +21,7 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as d
 from controller.config import Settings
 from controller.dispatch import Dispatcher, Job
 from controller.inventory import DeviceEntry
-from controller.logs import request_context
+from controller.logs import clip, request_context
 from controller.store import DeviceView, NewRequest, RequestView, Store, VerificationRow
 from controller.validate import validate_request
 from plugins import registry
@@ -76,9 +76,13 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
     ) -> empty_pb2.Empty:
         with request_context(request.device, request.request_id, request.trace_id):
             try:
-                validate_request(request)
+                validate_request(
+                    request,
+                    max_json_bytes=self._settings.max_json_bytes,
+                    max_json_depth=self._settings.max_json_depth,
+                )
             except InvalidRequestError as exc:
-                log.info("rejected: %s", exc)
+                log.info("rejected: %s", clip(exc))
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             kind = RequestKind(request.WhichOneof("request"))
             now = datetime.now(UTC)

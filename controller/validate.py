@@ -30,6 +30,7 @@ from plugins.base import InvalidRequestError, RequestKind
 
 __all__ = [
     "DEFAULT_MAX_JSON_BYTES",
+    "DEFAULT_MAX_JSON_DEPTH",
     "DEFAULT_MAX_TIMEOUT_SECONDS",
     "MAX_ID_CHARS",
     "MAX_NAME_CHARS",
@@ -51,6 +52,9 @@ MAX_PROFILE_ID = 258
 MAX_PING_RETRIES = 100
 DEFAULT_MAX_TIMEOUT_SECONDS = 86_400
 DEFAULT_MAX_JSON_BYTES = 1 << 20
+#: deepest accepted nesting of arrays and objects in a JSON field; real models and states stay
+#: under 10, and deeper documents would make recursive code (json, deepcopy, plugins) blow up
+DEFAULT_MAX_JSON_DEPTH = 32
 #: how many problems one error message lists before it summarises the rest
 _MAX_LISTED = 10
 
@@ -96,17 +100,41 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
-def parse_json_object(data: bytes, field: str, *, max_bytes: int | None = None) -> dict[str, Any]:
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def json_depth_exceeds(text: str, limit: int) -> bool:
+    """True when `text` nests arrays/objects deeper than `limit`; iterative, linear time.
+
+    Brackets inside string literals do not count. Run before parsing, so a hostile document
+    never reaches a recursive parser or any code that walks it.
+    """
+    depth = 0
+    for match in _JSON_BRACKET.finditer(_JSON_STRING.sub("", text)):
+        if match.group() in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
+
+
+def parse_json_object(
+    data: bytes, field: str, *, max_bytes: int | None = None, max_depth: int = DEFAULT_MAX_JSON_DEPTH
+) -> dict[str, Any]:
     """Parse `data` as a UTF-8 JSON object; empty bytes mean an empty object.
 
     Args:
         data: the raw bytes field (e.g. `device_model_json`).
         field: the proto field path, used in error messages.
         max_bytes: refuse documents larger than this many bytes (None: no limit).
+        max_depth: refuse documents nesting arrays/objects deeper than this.
 
     Raises:
-        InvalidRequestError: naming `field`, when the bytes are too large, not UTF-8, not strict
-            JSON (NaN and Infinity are refused), or not an object.
+        InvalidRequestError: naming `field`, when the bytes are too large, nested too deeply, not
+            UTF-8, not strict JSON (NaN and Infinity are refused), or not an object.
     """
     if not data:
         return {}
@@ -118,6 +146,8 @@ def parse_json_object(data: bytes, field: str, *, max_bytes: int | None = None) 
         raise InvalidRequestError(
             f"{field}: not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
         ) from None
+    if json_depth_exceeds(text, max_depth):
+        raise InvalidRequestError(f"{field}: JSON nested deeper than {max_depth} levels")
     try:
         value = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
@@ -146,9 +176,10 @@ def _fmt(value: float) -> str:
 class _Checker:
     """Collects problems as `"<field path>: <what is wrong>"` strings."""
 
-    def __init__(self, max_json_bytes: int) -> None:
+    def __init__(self, max_json_bytes: int, max_json_depth: int = DEFAULT_MAX_JSON_DEPTH) -> None:
         self.problems: list[str] = []
         self.max_json_bytes = max_json_bytes
+        self.max_json_depth = max_json_depth
 
     def add(self, path: str, problem: str) -> None:
         self.problems.append(f"{path}: {problem}")
@@ -173,7 +204,7 @@ class _Checker:
 
     def json_object(self, path: str, data: bytes) -> None:
         try:
-            parse_json_object(data, path, max_bytes=self.max_json_bytes)
+            parse_json_object(data, path, max_bytes=self.max_json_bytes, max_depth=self.max_json_depth)
         except InvalidRequestError as exc:
             self.problems.append(exc.message)
 
@@ -324,12 +355,13 @@ def request_problems(
     *,
     max_timeout_seconds: int = DEFAULT_MAX_TIMEOUT_SECONDS,
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
 ) -> list[str]:
     """Every problem found in `msg`, each as `"<proto field path>: <what is wrong>"`.
 
     An empty list means the request is structurally valid. See `validate_request` for the rules.
     """
-    check = _Checker(max_json_bytes)
+    check = _Checker(max_json_bytes, max_json_depth)
     check.text("device", msg.device, required=True, max_chars=MAX_ID_CHARS, plain=True)
     check.text("request_id", msg.request_id, required=True, max_chars=MAX_ID_CHARS, plain=True)
     check.text("trace_id", msg.trace_id, required=False, max_chars=MAX_ID_CHARS, plain=True)
@@ -373,13 +405,15 @@ def validate_request(
     *,
     max_timeout_seconds: int = DEFAULT_MAX_TIMEOUT_SECONDS,
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
 ) -> None:
     """Refuse a request no device could carry out.
 
     Rules: `device` and `request_id` non-empty; `device`, `request_id`, `trace_id` at most 256
     characters and free of control characters; a request kind set; `timeout_seconds` at most
-    `max_timeout_seconds`; `device_model_json` / `device_state_json` empty or a UTF-8 JSON
-    object of at most `max_json_bytes`; every watt or percentage value finite and >= 0 and
+    `max_timeout_seconds`; `device_model_json` / `device_state_json` (and entity models)
+    empty or a UTF-8 JSON object of at most `max_json_bytes`, nested at most
+    `max_json_depth` deep; every watt or percentage value finite and >= 0 and
     percentages <= 100 (policy limits, GPU policies, current and default policies); one limit
     per element type and none COMP_UNSPECIFIED; policy actions set, and SET_POLICY with a
     policy; distinct GPU ids in GPU policies and GPU metrics queries; profile ids within 3..258,
@@ -392,7 +426,12 @@ def validate_request(
         InvalidRequestError: listing every problem found (the first ten, then a count), each
             prefixed with its proto field path.
     """
-    problems = request_problems(msg, max_timeout_seconds=max_timeout_seconds, max_json_bytes=max_json_bytes)
+    problems = request_problems(
+        msg,
+        max_timeout_seconds=max_timeout_seconds,
+        max_json_bytes=max_json_bytes,
+        max_json_depth=max_json_depth,
+    )
     if not problems:
         return
     text = "; ".join(problems[:_MAX_LISTED])

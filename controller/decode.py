@@ -1,0 +1,109 @@
+"""Undecodable requests are answered `INVALID_ARGUMENT`, with one log line and no traceback.
+
+grpc decodes a request before any servicer code runs, and a deserializer that raises makes the
+call fail with `UNKNOWN` and a traceback in the log. `DecodeGuard` wraps every method's request
+deserializer so a decode failure becomes a marker value, and the method's behaviour answers the
+marker with `INVALID_ARGUMENT` before the servicer (or anything else) sees it. It covers every
+service on the server, present and future.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from controller.logs import clip
+
+log = logging.getLogger(__name__)
+
+
+class Undecodable:
+    """Stands in for a request whose bytes could not be decoded."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _guarded_deserializer(method: str, inner: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    def deserialize(data: bytes) -> Any:
+        try:
+            return inner(data)
+        except Exception as exc:  # DecodeError, or anything a hostile payload provokes
+            # the library's message names the type, not the bytes: safe to echo, but keep it one line
+            detail = clip(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 160)
+            return Undecodable(
+                f"{method}: request is not a valid protobuf message ({len(data)} bytes): {detail}"
+            )
+
+    return deserialize
+
+
+async def _refuse(request: Any, context: grpc.aio.ServicerContext) -> None:
+    if isinstance(request, Undecodable):
+        log.info("rejected: %s", request.reason)
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.reason)
+
+
+def guard(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+    """`handler` with a deserializer that never raises and behaviour that refuses undecodable input."""
+    if handler.request_deserializer is None:
+        return handler
+    deserializer = _guarded_deserializer(method, handler.request_deserializer)
+    if handler.unary_unary is not None:
+        inner_uu = handler.unary_unary
+
+        async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await _refuse(request, context)
+            return await inner_uu(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(unary_unary, deserializer, handler.response_serializer)
+    if handler.unary_stream is not None:
+        inner_us = handler.unary_stream
+
+        async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            await _refuse(request, context)
+            async for item in inner_us(request, context):
+                yield item
+
+        return grpc.unary_stream_rpc_method_handler(unary_stream, deserializer, handler.response_serializer)
+
+    async def checked(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async for request in requests:
+            await _refuse(request, context)
+            yield request
+
+    if handler.stream_unary is not None:
+        inner_su = handler.stream_unary
+
+        async def stream_unary(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+            return await inner_su(checked(requests, context), context)
+
+        return grpc.stream_unary_rpc_method_handler(stream_unary, deserializer, handler.response_serializer)
+    inner_ss = handler.stream_stream
+
+    async def stream_stream(
+        requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
+        async for item in inner_ss(checked(requests, context), context):
+            yield item
+
+    return grpc.stream_stream_rpc_method_handler(stream_stream, deserializer, handler.response_serializer)
+
+
+class DecodeGuard(grpc.aio.ServerInterceptor):
+    """Applies `guard` to every method the server serves."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        return guard(handler, handler_call_details.method)
