@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from controller.cli._render import console, err_console, table
+from controller.cli._render import console, table
 from plugins.base import (
     OPERATIONS,
     DeviceContext,
@@ -101,7 +101,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
     from controller.plugin_remote import RemotePlugin
 
     spec = ExternalPlugin(
-        name="launched",
+        name=args.address or shlex.split(args.command)[-1],
         command=tuple(shlex.split(args.command)) if args.command else (),
         address=args.address or "",
         config=_json_arg(args.config, "--config"),
@@ -113,12 +113,12 @@ def cmd_launch(args: argparse.Namespace) -> int:
         try:
             await plugin.start(supervise=False)
         except DeviceControllerError as exc:
-            err_console.print(f"[red]error[/red]: {exc}")
+            print(f"error: {exc}", file=sys.stderr)  # one line: no wrapping, no markup
             return 1
         try:
             return await _act(plugin, args)
         except DeviceControllerError as exc:
-            err_console.print(f"[red]error[/red]: {exc}")
+            print(f"error: {exc}", file=sys.stderr)  # one line: no wrapping, no markup
             return 1
         finally:
             await plugin.close()
@@ -245,7 +245,7 @@ def _show_fingerprint(args: argparse.Namespace, update: FingerprintResponse) -> 
         _emit(encode(update))
         return
     if update.error is not None:
-        err_console.print(f"[red]fingerprint error[/red]: {update.error}")
+        print(f"fingerprint error: {update.error}", file=sys.stderr)
         return
     rows = [
         (
@@ -266,7 +266,7 @@ def _show_stats(args: argparse.Namespace, stats: StatsResponse) -> None:
         _emit(encode(stats))
         return
     if stats.error is not None:
-        err_console.print(f"[red]stats error[/red]: {stats.error}")
+        print(f"stats error: {stats.error}", file=sys.stderr)
         return
     rows = []
     for g in stats.groups:
