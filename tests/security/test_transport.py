@@ -17,6 +17,7 @@ from controller import certs
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc, devicecontroller_pb2_grpc
 from controller.app import Controller
+from controller.authz import allows, required_role
 from controller.config import Settings
 from controller.sink import TopologySink
 from controller.tls import ClientTls, ServerTls, client_channel, is_loopback
@@ -236,3 +237,19 @@ async def test_a_rotated_server_certificate_is_served_to_new_connections(
     assert await health_with(new_ca) == grpc.StatusCode.OK
     assert await health_with(old_ca) == grpc.StatusCode.UNAVAILABLE  # the old certificate is gone
     assert any("reloaded certificate files" in r.getMessage() for r in caplog.records)
+
+
+def test_method_to_role_table() -> None:
+    admin_api = "/devicecontroller.v1.DeviceControllerAdmin/"
+    assert required_role("/devicecontroller.v1.DeviceController/SendDeviceRequest") == "topology"
+    assert required_role("/devicecontroller.v1.DeviceController/SomethingNew") == ""  # nobody
+    assert required_role(admin_api + "ListRequests") == "operator"
+    assert required_role(admin_api + "WaitRequest") == "operator"
+    assert required_role(admin_api + "RequeueDeadLetter") == "admin"  # any write
+    assert required_role("/grpc.health.v1.Health/Check") is None
+    assert required_role("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo") == "operator"
+    assert required_role("/other.Service/Call") == ""
+    assert allows(frozenset({"admin"}), "operator") and allows(frozenset({"admin"}), "admin")
+    assert not allows(frozenset({"operator"}), "admin")
+    assert not allows(frozenset({"admin"}), "topology")  # sending requests is the topology's job
+    assert not allows(frozenset({"topology", "operator", "admin"}), "")
