@@ -42,26 +42,23 @@ from plugins.redfish._errors import (
     AccessError,
     BmcBusyError,
     ConnectionFailedError,
-    DeadlineExceededError,
     ProtocolError,
     RedfishError,
     RedfishHTTPError,
     RequestTimeoutError,
     ServiceUnavailableError,
     SessionLimitError,
-    TaskFailedError,
     error_for_response,
     parse_retry_after,
     raise_for_response,
 )
+from plugins.redfish._tasks import wait_task
 from plugins.redfish._transport import BmcTransport, SslParam, deadline_scope
 
 log = logging.getLogger(__name__)
 
 SERVICE_ROOT = "/redfish/v1/"
 _READS = frozenset({"GET", "HEAD"})
-_TASK_DONE_OK = frozenset({"Completed"})
-_TASK_FAILED = frozenset({"Exception", "Killed", "Cancelled", "Interrupted"})
 
 
 @dataclass(frozen=True)
@@ -172,41 +169,8 @@ class BmcClient:
     async def wait_task(
         self, accepted: AsyncRestResponse, method: str, path: str, *, deadline: float
     ) -> None:
-        """Poll the task monitor of a `202 Accepted` until the task ends (or the deadline passes)."""
-        monitor = accepted.getheader("Location")
-        if not monitor:
-            try:
-                body = json.loads(accepted.text or "{}")
-            except ValueError:
-                body = {}
-            monitor = body.get("TaskMonitor") or body.get("@odata.id") if isinstance(body, dict) else None
-        if not monitor:
-            raise ProtocolError(f"{self.origin}: {method} {path}: 202 Accepted without a task monitor")
-        reply = accepted
-        while True:
-            wait = _retry_after(reply) or self.settings.task_poll_interval
-            if time.monotonic() + wait >= deadline:
-                raise DeadlineExceededError(
-                    f"{self.origin}: {method} {path}: the BMC's task {monitor} had not finished when the "
-                    "request's deadline passed"
-                )
-            await asyncio.sleep(wait)
-            reply = await self.call("GET", monitor, deadline=deadline, allow_404=True)
-            if reply.status == 202:
-                continue
-            if reply.status in (204, 404):
-                # NOTE: openbmc answers 204 once when the task is done and 404 afterwards
-                # (redfish.md §3, openbmc/bmcweb redfish-core/lib/task.hpp): both mean "finished".
-                return
-            task = self.document(monitor, reply).body
-            state = str(task.get("TaskState") or "")
-            if state in _TASK_FAILED or str(task.get("TaskStatus") or "OK") not in ("OK", ""):
-                raise TaskFailedError(
-                    f"{self.origin}: {method} {path}: task {monitor} ended {state or 'with an error'}: "
-                    + _task_messages(task)
-                )
-            if state in _TASK_DONE_OK or not state:
-                return
+        """Follow a `202 Accepted` to the task's end (see `plugins.redfish._tasks`)."""
+        await wait_task(self, accepted, method, path, deadline=deadline)
 
     # ---- the request engine -------------------------------------------------------------------
 
@@ -505,11 +469,3 @@ def _retryable_any(exc: BaseException) -> bool:
 
 def _retry_after(reply: AsyncRestResponse) -> float | None:
     return parse_retry_after(reply.getheader("Retry-After"))
-
-
-def _task_messages(task: Mapping[str, Any]) -> str:
-    texts = []
-    for item in task.get("Messages") or ():
-        if isinstance(item, Mapping) and item.get("Message"):
-            texts.append(f"{item.get('MessageId', '')}: {item['Message']}".lstrip(": "))
-    return "; ".join(texts) or "no message"

@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 from plugins.redfish._client import BmcClient, Document
 from plugins.redfish._layout import (
@@ -75,8 +76,11 @@ async def discover(client: BmcClient, *, model: str, hint: str, deadline: float)
     firmware_task = asyncio.create_task(walker.firmware(root))
     try:
         nvidia_layout = hint in (ENVIRONMENT_METRICS, NODE_MANAGER)
-        processors = await walker.processors(root)
         chassis = await walker.chassis(root, fetch=not nvidia_layout)
+        systems = await walker.systems(root, chassis, nvidia=nvidia_layout)
+        if not nvidia_layout:
+            chassis = node_chassis(chassis, systems)
+        processors = await walker.processors(systems)
         firmware = await firmware_task
     finally:
         if not firmware_task.done():
@@ -117,6 +121,42 @@ async def discover(client: BmcClient, *, model: str, hint: str, deadline: float)
     )
 
 
+# ---- following links ---------------------------------------------------------------------------
+
+#: ComputerSystem types that are never the node's host (a SmartNIC's or DPU's SoC)
+_NOT_HOST = frozenset({"DPU"})
+
+
+def node_systems(systems: list[Document], chassis: list[Document]) -> list[Document]:
+    """The node's host systems: not a DPU/SmartNIC SoC, and linked from a chassis when any chassis
+    names its systems (`Links.ComputerSystems`)."""
+    hosts = [s for s in systems if str(s.get("SystemType") or "") not in _NOT_HOST] or systems
+    linked = {uri for ch in chassis for uri in links_of(ch.body, "ComputerSystems")}
+    chosen = [s for s in hosts if s.path.rstrip("/") in linked]
+    return chosen or hosts
+
+
+def node_chassis(chassis: list[Document], systems: list[Document]) -> list[Document]:
+    """The chassis of the node's own systems (`Links.ComputerSystems`), in collection order; all
+    chassis when none names a system (an enclosure's cap is never taken for the node's)."""
+    ours = {s.path.rstrip("/") for s in systems}
+    linked = [ch for ch in chassis if ours & set(links_of(ch.body, "ComputerSystems"))]
+    return linked or chassis
+
+
+def links_of(body: Mapping[str, Any], name: str) -> list[str]:
+    """`@odata.id`s of a `Links` array property."""
+    links = body.get("Links")
+    items = links.get(name) if isinstance(links, Mapping) else None
+    if not isinstance(items, list):
+        return []
+    return [
+        str(i["@odata.id"]).rstrip("/")
+        for i in items
+        if isinstance(i, Mapping) and isinstance(i.get("@odata.id"), str)
+    ]
+
+
 # ---- the walk ------------------------------------------------------------------------------------
 
 
@@ -154,16 +194,23 @@ class _Walker:
         manager = await self.get(ids[0])
         return str(manager.get("FirmwareVersion") or "")
 
-    async def processors(self, root: Document) -> list[Document]:
+    async def systems(self, root: Document, chassis: list[Document], *, nvidia: bool) -> list[Document]:
+        """The node's own ComputerSystems (see `node_systems`); on NVIDIA only `HGX_Baseboard_*`."""
         systems_path = link_of(root.body, "Systems")
         if not systems_path:
             return []
-        systems = await self.members(systems_path)
-        # NOTE: NVIDIA HGX puts GPUs and Grace CPUs under Systems/HGX_Baseboard_0 (redfish.md §2.1)
-        systems.sort(key=lambda s: ("Baseboard" not in s, s))
+        paths = await self.members(systems_path)
+        if nvidia:
+            # NOTE: NVIDIA HGX puts GPUs and Grace CPUs under Systems/HGX_Baseboard_0 (redfish.md §2.1),
+            # and the DPS proxy allows no other system (dps.md §7): the host's System_0 is never read
+            paths = [p for p in paths if p.rstrip("/").rsplit("/", 1)[-1].startswith("HGX_Baseboard")]
+            return await self.get_many(paths)
+        return node_systems(await self.get_many(paths), chassis)
+
+    async def processors(self, systems: list[Document]) -> list[Document]:
+        """The processors of the given systems only (never a SmartNIC's or another node's)."""
         out: list[Document] = []
-        for system_path in systems:
-            system = await self.get(system_path)
+        for system in systems:
             procs_path = link_of(system.body, "Processors")
             if not procs_path:
                 continue

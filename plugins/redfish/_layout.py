@@ -264,5 +264,9 @@ def readings_only(
         base,
         gpus=tuple(fill(c) for c in gpus),
         cpus=tuple(fill(c) for c in cpus),
-        node_metrics=(MECH_EM, nvidia_node_metrics_uri(chassis)) if chassis else ("", ""),
+        # NOTE: NVIDIA's layout is fixed (dps.md §7) and its chassis are not fetched; elsewhere only
+        # a linked resource: a guessed `{chassis}/EnvironmentMetrics` is a 404 on most BMCs
+        node_metrics=(MECH_EM, nvidia_node_metrics_uri(chassis))
+        if base.platform in (ENVIRONMENT_METRICS, NODE_MANAGER) and chassis
+        else generic_node_metrics(chassis, ()),
     )
