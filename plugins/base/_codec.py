@@ -92,10 +92,13 @@ def _decode(tp: Any, data: Any, where: str) -> Any:
     if isinstance(tp, type) and issubclass(tp, e.DeviceControllerError):
         raw = _dict(data, where)
         return error_from(str(raw.get("code", "")), str(raw.get("message", "")), bool(raw.get("retryable")))
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return tp(data)
-    if tp is datetime:
-        return datetime.fromisoformat(_typed(str, data, where))
+    try:
+        if isinstance(tp, type) and issubclass(tp, enum.Enum):
+            return tp(data)
+        if tp is datetime:
+            return datetime.fromisoformat(_typed(str, data, where))
+    except ValueError as exc:
+        raise e.InvalidRequestError(f"{where}: {exc}") from None
     if tp is float:
         if isinstance(data, bool) or not isinstance(data, int | float):
             raise e.InvalidRequestError(f"{where}: expected a number, got {type(data).__name__}")
@@ -120,12 +123,12 @@ def _decode_union(options: tuple[Any, ...], data: Any, where: str) -> Any:
             return None
         raise e.InvalidRequestError(f"{where}: must not be null")
     candidates = [o for o in options if o is not type(None)]
+    if len(candidates) == 1:
+        return _decode(candidates[0], data, where)
     if all(o in (int, float, str, bool) for o in candidates):  # a scalar of any of these types
         if isinstance(data, tuple(candidates)):
             return data
         raise e.InvalidRequestError(f"{where}: expected one of {', '.join(o.__name__ for o in candidates)}")
-    if len(candidates) == 1:
-        return _decode(candidates[0], data, where)
     raise TypeError(f"{where}: ambiguous union {options!r}")
 
 

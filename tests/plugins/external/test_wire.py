@@ -1,0 +1,153 @@
+"""The out-of-process encodings: domain types ⇄ JSON and Nomad's messages, both directions."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from plugins.base import (
+    OPERATIONS,
+    Allocation,
+    AllocationResult,
+    Attribute,
+    ComponentMetrics,
+    ComponentResult,
+    ContainerReservation,
+    Device,
+    DeviceGroup,
+    DeviceGroupStats,
+    DeviceLocality,
+    DeviceNode,
+    DeviceRejectedError,
+    DeviceStats,
+    ElementType,
+    FingerprintResponse,
+    GpuPoliciesChange,
+    GpuPolicy,
+    InvalidRequestError,
+    Mount,
+    NodeMetrics,
+    PendingVerification,
+    Policy,
+    PolicyAction,
+    PolicyChange,
+    PolicyLimit,
+    PowerLimit,
+    ProfileChange,
+    StatObject,
+    StatsResponse,
+    StatValue,
+    StdMetricsResult,
+)
+from plugins.base import _nomad as n
+from plugins.base._codec import decode, encode, error_from
+from plugins.base._wire import POWER_RPCS
+
+NOW = datetime(2026, 1, 2, 3, 4, 5, 600000, tzinfo=UTC)
+POLICY = Policy(
+    "cap",
+    (
+        PolicyLimit(ElementType.NODE, PowerLimit(watts=5000.0)),
+        PolicyLimit(ElementType.GPU, PowerLimit(percent=80)),
+    ),
+    {"owner": "rg-1", "nested": {"a": [1, 2]}},
+)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        Allocation(
+            "rg",
+            policy=PolicyChange(PolicyAction.SET, POLICY),
+            gpu_policies=GpuPoliciesChange(
+                "rg", PolicyAction.SET, POLICY, (GpuPolicy(0, PowerLimit(watts=700)), GpuPolicy(1, None))
+            ),
+            profiles=ProfileChange(enable=(3, 4), disable=(5,), verify=False),
+        ),
+        AllocationResult(
+            True, policy=POLICY, power_cap_watts=5000.0, node=ComponentResult(True, 4990.0, 5000.0)
+        ),
+        StdMetricsResult(
+            True, metrics=NodeMetrics("n1", 123.5, gpus=(ComponentMetrics("0", 700.0),), sampled_at=NOW)
+        ),
+        PendingVerification("v1", 2.5, {"ids": [3]}, max_checks=3),
+    ],
+)
+def test_domain_values_round_trip(value: object) -> None:
+    assert decode(type(value), encode(value)) == value
+
+
+def test_every_request_kind_has_one_power_rpc() -> None:
+    assert sorted(r.method for r in POWER_RPCS) == sorted(OPERATIONS.values())
+    assert len({r.name for r in POWER_RPCS}) == len(POWER_RPCS)
+
+
+def test_bad_shapes_name_the_field() -> None:
+    with pytest.raises(InvalidRequestError, match=r"request.action: 'sideways' is not a valid"):
+        decode(PolicyChange, {"action": "sideways"}, "request")
+    with pytest.raises(InvalidRequestError, match=r"x.enable\[1\]: expected int, got str"):
+        decode(ProfileChange, {"enable": [3, "4"]}, "x")
+    with pytest.raises(InvalidRequestError, match="expected an object"):
+        decode(Allocation, [1], "r")
+
+
+def test_errors_keep_their_class_and_retryable_flag() -> None:
+    err = error_from("DEVICE_REJECTED", "BMC said no", False)
+    assert isinstance(err, DeviceRejectedError) and str(err) == "BMC said no" and not err.retryable
+    assert decode(FingerprintResponse, encode(FingerprintResponse(error=err))).error.code == "DEVICE_REJECTED"
+
+
+def test_fingerprint_stats_and_reservation_round_trip_through_nomads_messages() -> None:
+    group = DeviceGroup(
+        "nvidia",
+        "gpu",
+        "H100",
+        (
+            Device("GPU-1", True, locality=DeviceLocality("0000:17:00.0")),
+            Device("GPU-2", False, "fell off the bus"),
+        ),
+        {
+            "memory": Attribute(81559, "MiB"),
+            "tdp": Attribute(700.5, "W"),
+            "mig": Attribute(False),
+            "arch": Attribute("hopper"),
+        },
+    )
+    assert n.groups_from_pb(n.groups_to_pb((group,))) == FingerprintResponse(groups=(group,))
+    value = StatValue(float_numerator=350.0, float_denominator=700.0, unit="W", desc="power")
+    stats = DeviceGroupStats(
+        "nvidia",
+        "gpu",
+        "H100",
+        {
+            "GPU-1": DeviceStats(
+                value,
+                StatObject(
+                    {"mem": StatObject(attributes={"used": StatValue(int_numerator=5)})},
+                    {"power": value, "ok": StatValue(boolean=True)},
+                ),
+                NOW,
+            )
+        },
+    )
+    assert n.stats_from_pb(n.stats_to_pb((stats,))) == StatsResponse(groups=(stats,))
+    res = ContainerReservation(
+        {"A": "1"}, (Mount("/t", "/h", False),), (DeviceNode("/dev/x", "/dev/y", "r"),)
+    )
+    assert n.reservation_from_pb(n.reservation_to_pb(res)) == res
+
+
+def test_a_json_schema_becomes_nomads_hcl_object_spec() -> None:
+    spec = n.schema_to_hcl(
+        {
+            "type": "object",
+            "properties": {"dir": {"type": "string"}, "ids": {"type": "array", "items": {"type": "integer"}}},
+            "required": ["dir"],
+        }
+    )
+    assert n.hcl_to_rows(spec) == [
+        {"name": "dir", "type": "string", "required": True},
+        {"name": "ids", "type": "list(number)", "required": False},
+    ]
