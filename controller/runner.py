@@ -104,7 +104,8 @@ class RequestRunner:
             return
         except Exception as exc:  # answered once with the real reason, never retried until expiry
             log.debug("resolve failed", exc_info=True)
-            await self._fail(job, msg, "rejected", f"cannot resolve the device: {type(exc).__name__}: {clip(exc)}")
+            reason = f"cannot resolve the device: {type(exc).__name__}: {clip(exc)}"
+            await self._fail(job, msg, "rejected", reason)
             return
         try:
             kind, request = translate.request_from_proto(msg)

@@ -4,13 +4,20 @@ Devices are simulated entirely in the state JSON the controller passes in and pe
 is steered per device by the model JSON: `delay` (seconds per operation), `fail`
 ("unreachable", "rejected", "crash"), `gpus` (count). Calls are recorded in `MemoryPlugin.calls`
 (class level, for assertions about ordering and concurrency) — instrumentation, not device state.
+
+State schema (`load_state`), so tests exercise the controller's check-and-migrate step:
+version 2 (current, also assumed when `version` is absent) keeps GPU caps in `gpus`
+({"<gpu id>": watts | null}) and their values before the first change in `prior`, the node cap in
+`node`, the resource group in `resource_group` and enabled profile ids in `profiles`. Version 1
+kept the GPU caps under `caps`; it is migrated by renaming that key.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -37,6 +44,7 @@ from plugins.base import (
     GpuProfileStatus,
     GpuResult,
     GpuUsage,
+    InvalidRequestError,
     NodeMetrics,
     Outcome,
     PendingVerification,
@@ -63,6 +71,41 @@ class MemoryPlugin(DevicePlugin):
     max_running: ClassVar[int] = 0
     started: ClassVar[int] = 0
     closed: ClassVar[int] = 0
+
+    state_version = 2
+
+    def load_state(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        data = dict(state)
+        version = data.get("version", self.state_version)
+        if version not in (1, 2) or isinstance(version, bool):
+            raise InvalidRequestError(f"memory state: version: {version!r} is not 1 or 2")
+        if version == 1:
+            data["gpus"] = data.pop("caps", {})
+        for key in ("gpus", "prior"):
+            caps = data.get(key, {})
+            if not isinstance(caps, Mapping):
+                raise InvalidRequestError(f"memory state: {key}: expected an object")
+            for gpu, watts in caps.items():
+                if not gpu.isdigit() or not (watts is None or _watts(watts)):
+                    raise InvalidRequestError(f"memory state: {key}.{gpu[:40]}: expected a GPU id and watts")
+        if "node" in data and not _watts(data["node"]):
+            raise InvalidRequestError("memory state: node: expected watts")
+        profiles = data.get("profiles", [])
+        if not isinstance(profiles, list) or not all(type(p) is int for p in profiles):
+            raise InvalidRequestError("memory state: profiles: expected a list of profile ids")
+        data["version"] = self.state_version
+        return data
+
+    def check_model(self, model: Mapping[str, Any]) -> None:
+        delay = model.get("delay", 0)
+        if not _watts(delay):  # same rule: a finite number >= 0
+            raise InvalidRequestError(f"device model: delay: expected seconds >= 0, got {delay!r:.40}")
+        if model.get("fail") not in (None, "unreachable", "rejected", "crash"):
+            raise InvalidRequestError(f"device model: fail: unknown failure {model['fail']!r:.40}")
+        try:
+            SystemSpec.from_model(model)
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise InvalidRequestError(f"device model: {str(exc)[:160]}") from None
 
     @classmethod
     def reset(cls) -> None:
@@ -229,3 +272,7 @@ class MemoryPlugin(DevicePlugin):
 
     async def reserve(self, device_ids: Sequence[str]) -> ContainerReservation:
         return ContainerReservation(envs={"MEMORY_DEVICES": ",".join(device_ids)})
+
+
+def _watts(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value) and value >= 0

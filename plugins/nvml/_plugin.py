@@ -48,7 +48,7 @@ from plugins.base import (
     SystemSpec,
     VerificationResult,
 )
-from plugins.nvml import _control, _profiles, _streams, _telemetry
+from plugins.nvml import _control, _profiles, _schema, _streams, _telemetry
 from plugins.nvml._gpus import KnownGpu, enumerate_gpus
 from plugins.nvml._library import NvmlLibrary, shared_library
 from plugins.nvml._power import GPU_SCOPE, SCOPES, to_watts
@@ -115,6 +115,14 @@ class NvmlPlugin(DevicePlugin):
             },
             "additionalProperties": False,
         }
+
+    state_version = _schema.STATE_VERSION
+
+    def load_state(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        return _schema.load_state(state)
+
+    def check_model(self, model: Mapping[str, Any]) -> None:
+        _schema.check_model(model)
 
     async def start(self) -> None:
         """Check the binding (fails if an unofficial `pynvml` shadows nvidia-ml-py) and init NVML."""

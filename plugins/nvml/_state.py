@@ -29,6 +29,7 @@ with POLICY = `{"name": …, "limits": [{"element": "gpu", "watts": 2800.0}], "p
   the requested set before devicectl's first change, and the ids devicectl enabled since.
 
 Unknown keys are kept as they are, so a newer plugin version's additions survive a rollback.
+The controller passes every state through `_schema.load_state` (checked, migrated) first.
 """
 
 from __future__ import annotations
@@ -45,8 +46,7 @@ from plugins.base import (
     PowerLimit,
 )
 from plugins.nvml._gpus import KnownGpu, known_from_state
-
-VERSION = 1
+from plugins.nvml._schema import STATE_VERSION as VERSION
 
 
 def policy_to_json(policy: Policy | None) -> dict[str, Any] | None:

@@ -98,6 +98,8 @@ class FakeNode:
         if outcome.state is not None:
             # the state goes into a JSON column: it must survive a round trip unchanged
             assert json.loads(json.dumps(outcome.state)) == outcome.state
+            # and the controller checks it against the plugin's schema before the next operation
+            assert self.plugin.load_state(outcome.state) == outcome.state
             self.state = dict(outcome.state)
         return outcome
 
