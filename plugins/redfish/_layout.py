@@ -60,6 +60,7 @@ class Component:
         metrics_uri: EnvironmentMetrics with the component's readings (may equal `limit_uri`).
         wpps_uri: the NVIDIA WorkloadPowerProfile resource (GPUs with WPPS).
         model: the component's model, when known.
+        cap_mode: the ControlMode caps are written with when a vendor quirk decides it.
     """
 
     key: str
@@ -74,6 +75,8 @@ class Component:
     metrics_uri: str = ""
     wpps_uri: str = ""
     model: str = ""
+    #: the ControlMode a cap is written with, when a vendor quirk decides it (see `controls.QUIRKS`)
+    cap_mode: str = ""
 
     @property
     def label(self) -> str:

@@ -55,8 +55,14 @@ async def read(bmc: OpBmc, uris: Sequence[str]) -> Readings:
     return out
 
 
-def component_metrics(comp: Component, docs: Mapping[str, Mapping[str, Any]]) -> ComponentMetrics:
-    """A GPU's or CPU's metrics from its EnvironmentMetrics and/or Control."""
+def component_metrics(
+    comp: Component, docs: Mapping[str, Mapping[str, Any]], absent: list[str] | None = None
+) -> ComponentMetrics:
+    """A GPU's or CPU's metrics from its EnvironmentMetrics and/or Control.
+
+    A reading the BMC does not report (no resource, or a resource read without the property) is
+    named in `absent` ("GPU 1 power"); its field stays 0 only because the wire type has no null.
+    """
     em = docs.get(comp.metrics_uri, {}) if comp.metrics_uri else {}
     control = docs.get(comp.limit_uri, {}) if comp.mechanism == MECH_CONTROL else {}
     limit = em.get("PowerLimitWatts") if isinstance(em.get("PowerLimitWatts"), Mapping) else {}
@@ -66,15 +72,33 @@ def component_metrics(comp: Component, docs: Mapping[str, Mapping[str, Any]]) ->
         power = number(sensor.get("Reading")) if isinstance(sensor, Mapping) else None
     set_point = number(limit.get("SetPoint")) if limit else number(control.get("SetPoint"))
     source = limit or control
+    energy = _reading(em, "EnergyJoules")
+    read = was_read(comp, docs)
+    if absent is not None and read:
+        if power is None:
+            absent.append(f"{comp.label} power")
+        if em and energy is None:
+            absent.append(f"{comp.label} energy")
     return ComponentMetrics(
         id=str(comp.index),
         power_watts=power or 0.0,
-        energy_joules=_reading(em, "EnergyJoules") or 0.0,
+        energy_joules=energy or 0.0,
         limit_watts=set_point or 0.0,
         min_watts=number(source.get("AllowableMin")) or 0.0,
         max_watts=number(source.get("AllowableMax")) or 0.0,
         temperature_celsius=_reading(em, "TemperatureCelsius") or 0.0,
     )
+
+
+def was_read(comp: Component, docs: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether every resource the component's readings come from was read (else a read error says why)."""
+    uris = [u for u in (comp.metrics_uri, comp.limit_uri if comp.mechanism == MECH_CONTROL else "") if u]
+    return all(u in docs for u in uris)
+
+
+def absent_message(absent: Sequence[str]) -> str:
+    """How a response names readings the BMC does not report."""
+    return f"not reported by the BMC (absent, not 0): {', '.join(absent)}" if absent else ""
 
 
 def node_power(discovery: Discovery, docs: Mapping[str, Mapping[str, Any]]) -> float | None:
@@ -95,14 +119,20 @@ def node_power(discovery: Discovery, docs: Mapping[str, Mapping[str, Any]]) -> f
     return _reading(doc, "PowerWatts")
 
 
-def node_metrics(name: str, discovery: Discovery, readings: Readings, memory_units: int) -> NodeMetrics:
-    """The `NodeMetrics` of one std-metrics request."""
+def node_metrics(
+    name: str, discovery: Discovery, readings: Readings, memory_units: int, absent: list[str]
+) -> NodeMetrics:
+    """The `NodeMetrics` of one std-metrics request; readings the BMC lacks are added to `absent`."""
     docs = readings.documents
+    power = node_power(discovery, docs)
+    uri = discovery.node_metrics[1]
+    if power is None and (not uri or uri in docs):
+        absent.append("node power" + ("" if uri else " (the BMC links no node power resource)"))
     return NodeMetrics(
         name=name,
-        power_watts=node_power(discovery, docs) or 0.0,
-        gpus=tuple(component_metrics(c, docs) for c in discovery.gpus),
-        cpus=tuple(component_metrics(c, docs) for c in discovery.cpus),
+        power_watts=power or 0.0,
+        gpus=tuple(component_metrics(c, docs, absent) for c in discovery.gpus),
+        cpus=tuple(component_metrics(c, docs, absent) for c in discovery.cpus),
         memory_units=memory_units,
         sampled_at=datetime.now(UTC),
     )

@@ -41,6 +41,7 @@ from plugins.redfish._caps import OpBmc
 from plugins.redfish._config import RedfishSettings, config_schema
 from plugins.redfish._device import Device, connect, prepare, record_session
 from plugins.redfish._errors import PlatformUnsupportedError
+from plugins.redfish._layout import MECH_CONTROL
 from plugins.redfish._operations import apply_policy_change, restore_scope
 from plugins.redfish._pool import BmcPool
 from plugins.redfish._state import TOPOLOGY, rg_scope
@@ -218,12 +219,24 @@ class RedfishPlugin(DevicePlugin):
             error = f"no GPU {', '.join(map(str, missing))} on this node (GPUs: {ids})"
             return self._outcome(device, GpuMetricsResult(False, error))
         comps = [known[i] for i in wanted]
-        readings = await _metrics.read(device.bmc, [c.metrics_uri for c in comps if c.metrics_uri])
+        readings = await _metrics.read(device.bmc, _metrics.sources(device.discovery, comps, node=False))
         usage = []
+        absent: list[str] = []
         for comp in comps:
-            metrics = _metrics.component_metrics(comp, readings.documents)
+            if not comp.metrics_uri and comp.mechanism != MECH_CONTROL:
+                absent.append(f"{comp.label} power")
+                continue
+            if not _metrics.was_read(comp, readings.documents):
+                continue  # the read error says why
+            found: list[str] = []
+            metrics = _metrics.component_metrics(comp, readings.documents, found)
+            if f"{comp.label} power" in found:
+                absent.append(f"{comp.label} power")
+                continue  # no reading: left out, never reported as 0 W
             usage.append(GpuUsage(comp.index, metrics.power_watts))
-        result = GpuMetricsResult(not readings.errors, "; ".join(readings.errors), tuple(usage))
+        # NOTE: unlike std metrics, power is all this answer carries: a GPU without it is a failure
+        errors = [*readings.errors, _metrics.absent_message(absent)] if absent else readings.errors
+        result = GpuMetricsResult(not errors, "; ".join(errors), tuple(usage))
         return self._outcome(device, result)
 
     async def std_metrics(self, ctx: DeviceContext, req: Empty) -> Outcome[StdMetricsResult]:
@@ -232,10 +245,12 @@ class RedfishPlugin(DevicePlugin):
         disc = device.discovery
         uris = _metrics.sources(disc, [*disc.gpus, *disc.cpus], node=True)
         readings = await _metrics.read(device.bmc, uris)
-        metrics = _metrics.node_metrics(device.name, disc, readings, device.spec.memory.count)
-        return self._outcome(
-            device, StdMetricsResult(not readings.errors, "; ".join(readings.errors), metrics)
-        )
+        absent: list[str] = []
+        metrics = _metrics.node_metrics(device.name, disc, readings, device.spec.memory.count, absent)
+        # NOTE: ok means every resource could be read; readings the BMC simply does not report are
+        # named in `error` (the wire type has no null, so their fields hold 0)
+        error = "; ".join([*readings.errors, _metrics.absent_message(absent)] if absent else readings.errors)
+        return self._outcome(device, StdMetricsResult(not readings.errors, error, metrics))
 
     async def raw_metrics(self, ctx: DeviceContext, req: Empty) -> Outcome[RawMetricsResult]:
         """The raw Redfish documents behind the standard metrics, keyed by URI."""

@@ -43,6 +43,7 @@ _COMPONENT_FIELDS: dict[str, type] = {
     "metrics_uri": str,
     "wpps_uri": str,
     "model": str,
+    "cap_mode": str,
 }
 _DISCOVERY_STRINGS = (
     "url",
@@ -187,6 +188,10 @@ def _component(data: Any, where: str) -> None:
         )
     if obj.get("mechanism", "") not in _MECHANISMS:
         raise InvalidRequestError(f"device state: {where}.mechanism: {_short(obj['mechanism'])} is not known")
+    if obj.get("cap_mode", "") not in ("", *CONTROL_MODES):
+        raise InvalidRequestError(
+            f"device state: {where}.cap_mode: {_short(obj['cap_mode'])} is not a ControlMode"
+        )
     if obj["index"] < 0 or obj.get("member", 0) < 0 or obj.get("members", 1) < 0:
         raise InvalidRequestError(f"device state: {where}: negative index")
     Component(**obj)  # every field is checked above; this cannot raise

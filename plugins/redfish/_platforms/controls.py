@@ -15,6 +15,34 @@ from plugins.redfish._layout import CONTROLS, MECH_CONTROL, Component, Discovery
 from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior, number
 
 RESET_TO_DEFAULTS = "#Control.ResetToDefaults"
+CLIENT_MODES = ("Manual", "Override")
+
+#: vendors whose power Controls hold a client's cap in `ControlMode: Automatic`, matched on the
+#: service root's `Vendor` and a `Product` substring (case-insensitive). HPE Cray EX sets caps with
+#: `{"ControlMode": "Automatic", "SetPoint": N}` (Cray-HPE hms-capmc tests; Cray-HPE docs-csm #1106).
+QUIRKS: tuple[tuple[str, str, str], ...] = (("HPE", "Cray", "Automatic"),)
+
+
+def quirk_mode(vendor: str, product: str) -> str:
+    """The ControlMode a vendor's caps are written with ('' when the DMTF default applies)."""
+    for q_vendor, q_product, mode in QUIRKS:
+        if vendor.strip().lower() == q_vendor.lower() and q_product.lower() in product.lower():
+            return mode
+    return ""
+
+
+def cap_mode(component: Component, reading: LimitReading) -> str:
+    """The ControlMode a cap is written with: the vendor quirk, else what the Control allows
+    (`ControlMode@Redfish.AllowableValues`), preferring the mode already in force, then Manual."""
+    if component.cap_mode:
+        return component.cap_mode
+    allowed = reading.modes
+    if reading.mode in CLIENT_MODES and (not allowed or reading.mode in allowed):
+        return reading.mode
+    for mode in ("Manual", "Override", "Automatic"):
+        if not allowed or mode in allowed:
+            return mode
+    return "Manual"
 
 
 class ControlMechanism(Mechanism):
@@ -28,10 +56,16 @@ class ControlMechanism(Mechanism):
         mode = body.get("ControlMode")
         sensor = body.get("Sensor")
         reading = number(sensor.get("Reading")) if isinstance(sensor, dict) else None
+        modes = body.get("ControlMode@Redfish.AllowableValues")
+        modes = tuple(str(m) for m in modes) if isinstance(modes, list) else ()
+        shown = LimitReading(set_point, False, mode=str(mode) if mode is not None else None, modes=modes)
+        # "Automatic" is usually the BMC managing its own default and Manual/Override a client's
+        # cap; where caps are written in Automatic (quirk, or the only mode allowed) it is a cap too
+        client_modes = {*CLIENT_MODES, cap_mode(component, shown), None}
         return LimitReading(
             watts=set_point,
-            # "Automatic" is the BMC managing its own default; only Manual/Override are a client's cap
-            capped=set_point is not None and mode in ("Manual", "Override", None),
+            capped=set_point is not None and mode in client_modes,
+            modes=modes,
             min_watts=number(body.get("AllowableMin")),
             max_watts=number(body.get("AllowableMax")),
             default_watts=number(body.get("DefaultSetPoint")),
@@ -43,7 +77,7 @@ class ControlMechanism(Mechanism):
         )
 
     def set_request(self, component: Component, watts: int, current: LimitReading) -> CapRequest:
-        mode = current.mode if current.mode in ("Manual", "Override") else "Manual"
+        mode = cap_mode(component, current)
         return CapRequest("PATCH", component.limit_uri, {"SetPoint": int(watts), "ControlMode": mode})
 
     def clear_request(self, component: Component, current: LimitReading, doc: Document) -> CapRequest:
@@ -82,6 +116,7 @@ def discover_controls(
 ) -> Discovery:
     """Power Controls: GPU/CPU caps by `RelatedItem`, the node cap from the first other one."""
     by_uri = {c.resource_uri: c for c in gpus + cpus}
+    mode = quirk_mode(base.vendor, base.product)
     node: list[Component] = []
     updated: dict[str, Component] = {}
     for ch, control in controls:
@@ -92,7 +127,9 @@ def discover_controls(
         ]
         target = next((by_uri[r] for r in related if r in by_uri), None)
         if target is not None:
-            updated[target.key] = replace(target, mechanism=MECH_CONTROL, limit_uri=control.path)
+            updated[target.key] = replace(
+                target, mechanism=MECH_CONTROL, limit_uri=control.path, cap_mode=mode
+            )
         elif not node:
             node.append(
                 Component(
@@ -103,6 +140,7 @@ def discover_controls(
                     mechanism=MECH_CONTROL,
                     limit_uri=control.path,
                     resource_uri=ch.path,
+                    cap_mode=mode,
                 )
             )
     return replace(
