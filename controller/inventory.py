@@ -9,6 +9,7 @@ and their secret must be allowed for their URL.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tomllib
 from collections.abc import Mapping
@@ -35,6 +36,8 @@ class DeviceEntry:
     ca_bundle: str = ""
     insecure: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: its plugin runs out of process (a [[plugin]] table in the same file; controller/plugin_process.py)
+    external: bool = False
 
     def endpoint(self, secrets: SecretStore, default_ca: str = "", url: str | None = None) -> Endpoint:
         """Resolve the secret now, so rotated credentials apply on the next request.
@@ -76,7 +79,8 @@ def load_inventory(path: str | Path) -> dict[str, DeviceEntry]:
         if entry.id in out:
             raise InventoryError(f"{where}: device[{index}]: duplicate id {entry.id!r}")
         out[entry.id] = entry
-    return out
+    external = {p.get("name") for p in data.get("plugin", []) if isinstance(p, Mapping)}
+    return {k: dataclasses.replace(e, external=True) if e.plugin in external else e for k, e in out.items()}
 
 
 def _entry(raw: Mapping[str, Any], where: str) -> DeviceEntry:
@@ -175,7 +179,10 @@ def secret_policy(entries: Mapping[str, DeviceEntry], rules: Mapping[str, tuple[
 
 def plugin_registry(entries: Mapping[str, DeviceEntry], default_plugin: str) -> registry.PluginRegistry:
     """Installed plugins plus the module paths the operator named (inventory, default_plugin)."""
-    return registry.PluginRegistry([*(e.plugin for e in entries.values()), default_plugin])
+    return registry.PluginRegistry(
+        [*(e.plugin for e in entries.values()), default_plugin],
+        external=[e.plugin for e in entries.values() if e.external],
+    )
 
 
 def check_inventory(
@@ -189,6 +196,8 @@ def check_inventory(
         if entry.plugin not in plugins:
             known = ", ".join(plugins.names())
             problems.append(f"device {entry.id!r}: unknown plugin {entry.plugin!r} (installed: {known})")
+            continue
+        if entry.external:  # its schema lives in the plugin's process, which checks its own options
             continue
         if entry.plugin not in schemas:
             try:

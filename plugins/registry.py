@@ -59,15 +59,19 @@ class PluginRegistry:
     `module:Class` paths the operator named (inventory, `default_plugin`). Built once at start;
     `lookup` never imports anything."""
 
-    def __init__(self, operator_named: Iterable[str] = ()) -> None:
+    def __init__(self, operator_named: Iterable[str] = (), external: Iterable[str] = ()) -> None:
         self._installed = {s.name for s in available()}
         self._paths = {n for n in operator_named if is_path(n)}
+        #: names of out-of-process plugins the operator declared (inventory [[plugin]] tables)
+        self._external = set(external)
 
     def names(self) -> list[str]:
-        return sorted(self._installed | self._paths)
+        return sorted(self._installed | self._paths | self._external)
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and (name in self._installed or name in self._paths)
+        return isinstance(name, str) and (
+            name in self._installed or name in self._paths or name in self._external
+        )
 
     def lookup(self, name: str, where: str = "request") -> str:
         """`name` when registered; HostEnvironmentError naming the known plugins otherwise."""

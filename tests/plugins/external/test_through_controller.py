@@ -91,3 +91,19 @@ async def test_redfish_plugin_runs_out_of_process_against_the_simulator(
         assert fleet.bmcs[1].stats.total_calls > 0 and fleet.bmcs[0].stats.total_calls > 0
         assert got["r-cap"].gpu_policies_update.results[0].power_cap_watts == 700
         assert isinstance(h.controller.plugins.started()["redfish"], RemotePlugin)
+
+
+async def test_a_plugin_known_only_by_its_plugin_table_is_accepted(
+    controller, sink: TopologySink, tmp_path: Path
+) -> None:
+    """A third-party plugin binary need not be installed in the controller's environment."""
+    (tmp_path / "f.bin").write_text("")
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(
+        plugin_table("acme-files", serve_command("filedevices"), config={"dir": str(tmp_path)})
+        + device_table("f.bin", "acme-files")
+    )
+    h = await controller(inventory)
+    await h.stub.SendDeviceRequest(ping("f.bin", "x1"))
+    await sink.wait_for({"x1"}, timeout=30)
+    assert translate.success_of(sink.unique()["x1"]) == (True, "")
