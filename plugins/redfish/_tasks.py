@@ -52,18 +52,24 @@ async def wait_task(
         asked = parse_retry_after(reply.getheader("Retry-After"))
         wait = asked if asked is not None else client.settings.task_poll_interval
         left = deadline - time.monotonic()
-        if wait >= left:
+        # a poll needs time after its wait too: keep as much again for the GET itself
+        if 2 * wait >= left:
             # NOTE: bmcweb always asks for 30 s; a request with less left polls sooner rather than
             # failing before its first look (the message says so if the deadline passes anyway)
             if asked is not None and asked > client.settings.task_poll_interval:
                 shortened = asked
             wait = client.settings.task_poll_interval
-            if wait >= left:
+            if 2 * wait >= left:
                 raise DeadlineExceededError(
                     f"{where} had not finished when the request's deadline passed" + _note(shortened)
                 )
         await asyncio.sleep(wait)
-        reply = await client.call("GET", target, deadline=deadline, allow_404=True)
+        try:
+            reply = await client.call("GET", target, deadline=deadline, allow_404=True)
+        except DeadlineExceededError:
+            raise DeadlineExceededError(
+                f"{where} had not finished when the request's deadline passed" + _note(shortened)
+            ) from None
         if reply.status in (204, 404) and target == monitor and task_uri == "":
             return  # the monitor says "ended" and no Task resource is known: the read-back decides
         if reply.status in (204, 404):
