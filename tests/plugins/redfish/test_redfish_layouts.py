@@ -1,0 +1,130 @@
+"""Layouts the plugin must not assume away (DMTF mockups, real BMCs): each gives the right result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from plugins.base import Empty, GpuMetricsQuery, PolicyAction, PolicyChange
+from plugins.redfish.simulator import BmcConfig
+from tests.plugins.redfish.test_redfish_platforms import policy
+
+SET = PolicyAction.SET
+
+
+def _fleet(model: str, *layout: str, **config: Any) -> dict[str, Any]:
+    return {"configs": [BmcConfig(model=model, layout=frozenset(layout), **config)]}
+
+
+async def test_no_environment_metrics_link_reads_the_control_instead(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(**_fleet("dmtf", "no-em-link")) as h:
+        bmc = h.fleet.bmcs[0]
+        out = await h.call("std_metrics", bmc, Empty())
+        assert out.result.ok and out.result.error == "", out.result.error
+        assert out.result.metrics.power_watts > 0  # from the node Control's Sensor
+        assert ("GET", "/redfish/v1/Chassis/1/EnvironmentMetrics") not in bmc.stats.calls
+        assert bmc.stats.responses[404] == 0
+
+
+async def test_power_capacity_0_is_unknown_not_a_ceiling(make_harness: Callable[..., Any]) -> None:
+    async with make_harness(**_fleet("dmtf-legacy", "capacity-0")) as h:
+        bmc = h.fleet.bmcs[0]
+        out = await h.call("set_policy", bmc, PolicyChange(SET, policy(node=400)))
+        assert out.result.ok, out.result.error
+        assert bmc.state.node_cap.set_point == 400
+        # the device spec's limits stand in for the missing bound (spec: node 200..1200 W)
+        out = await h.call("set_policy", bmc, PolicyChange(SET, policy(node=1500)))
+        assert not out.result.ok
+        assert out.result.error == "node: 1500 W is above the maximum of 1200 W (allowed 200..1200 W)"
+        assert bmc.state.node_cap.set_point == 400 and "PowerCapacityWatts" not in out.result.error
+
+
+async def test_missing_bounds_fall_back_to_the_spec_else_a_safety_floor(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(**_fleet("dmtf-legacy", "no-bounds")) as h:
+        bmc = h.fleet.bmcs[0]
+        spec = {"Model": "auto", "Name": "n", "spec": {"minLoadWatts": 300, "maxLoadWatts": 1100}}
+        out = await h.call("set_policy", bmc, PolicyChange(SET, policy(node=1)), model=spec)
+        assert not out.result.ok and bmc.state.node_cap.set_point is None
+        assert out.result.error == "node: 1 W is below the minimum of 300 W (allowed 300..1100 W)"
+        # no bounds anywhere: the safety floor refuses a 1 W cap with a clear message
+        bare = {"Model": "auto", "Name": "n"}
+        h.states.clear()
+        out = await h.call("set_policy", bmc, PolicyChange(SET, policy(node=1)), model=bare)
+        assert not out.result.ok and bmc.state.node_cap.set_point is None
+        assert "below the safety floor of 100 W" in out.result.error and "min_cap_watts" in out.result.error
+        out = await h.call("set_policy", bmc, PolicyChange(SET, policy(node=250)), model=bare)
+        assert out.result.ok and bmc.state.node_cap.set_point == 250
+
+
+async def test_a_smartnic_system_is_not_the_nodes_cpu(make_harness: Callable[..., Any]) -> None:
+    async with make_harness(**_fleet("dmtf", "smartnic")) as h:
+        bmc = h.fleet.bmcs[0]
+        out = await h.call("std_metrics", bmc, Empty())
+        assert out.result.ok, out.result.error
+        cpus = out.state["discovery"]["cpus"]
+        assert [c["name"] for c in cpus] == ["CPU1", "CPU2"]
+        assert all(c["resource_uri"].startswith("/redfish/v1/Systems/1/") for c in cpus)
+        assert ("GET", "/redfish/v1/Systems/SmartNIC/Processors") not in bmc.stats.calls
+        out = await h.call("set_policy", bmc, PolicyChange(SET, policy(node=900, cpu=500)))
+        assert out.result.ok, out.result.error
+        assert (
+            bmc.state.caps["CPU1_PowerLimit"].set_point == 250 == bmc.state.caps["CPU2_PowerLimit"].set_point
+        )
+
+
+async def test_several_chassis_take_the_cap_of_the_nodes_own_chassis(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(**_fleet("dmtf-legacy", "multi-chassis")) as h:
+        bmc = h.fleet.bmcs[0]
+        out = await h.call("set_policy", bmc, PolicyChange(SET, policy(node=700)))
+        assert out.result.ok, out.result.error
+        assert bmc.state.node_cap.set_point == 700
+        # the enclosure's cap (listed first) is not the node's: never even read
+        assert ("GET", "/redfish/v1/Chassis/Enclosure/Power") not in bmc.stats.calls
+        assert "EnclosureLimit" not in bmc.state.caps
+        assert out.state["discovery"]["node"][0]["limit_uri"] == "/redfish/v1/Chassis/1/Power"
+
+
+async def test_absent_readings_are_reported_as_absent_never_0(make_harness: Callable[..., Any]) -> None:
+    async with make_harness(**_fleet("dmtf-legacy", "absent-readings")) as h:
+        out = await h.call("std_metrics", h.fleet.bmcs[0], Empty())
+        assert out.result.ok  # everything could be read; the BMC just does not report node power
+        assert "not reported by the BMC (absent, not 0): node power" in out.result.error
+    async with make_harness(**_fleet("gb200", "absent-readings")) as h:
+        bmc = h.fleet.bmcs[0]
+        out = await h.call("gpu_metrics", bmc, GpuMetricsQuery(gpu_ids=(0, 1)))
+        assert not out.result.ok and out.result.metrics == ()  # no GPU reported as 0 W
+        assert "absent, not 0): GPU 0 power, GPU 1 power" in out.result.error
+        out = await h.call("std_metrics", bmc, Empty())
+        assert "GPU 3 power" in out.result.error and "CPU 1 power" in out.result.error
+        assert "node power" in out.result.error
+
+
+async def test_automatic_mode_caps_work_and_restore_exactly(make_harness: Callable[..., Any]) -> None:
+    async with make_harness(**_fleet("dmtf", control_quirk="automatic")) as h:
+        bmc = h.fleet.bmcs[0]
+        node = bmc.state.node_cap
+        node.set_point, node.control_mode = 900, "Automatic"  # a cap someone set before devicectl
+        out = await h.call("set_policy", bmc, PolicyChange(SET, policy(node=600)))
+        assert out.result.ok, out.result.error
+        assert (node.set_point, node.control_mode) == (600, "Automatic")
+        assert out.state["priors"]["topology"]["node"] == {
+            "watts": 900.0,
+            "capped": True,
+            "mode": "Automatic",
+        }
+        out = await h.call("unset_policy", bmc, PolicyChange(PolicyAction.UNSET, None))
+        assert out.result.ok, out.result.error
+        assert (node.set_point, node.control_mode) == (900, "Automatic")
+        # from no cap at all: restored to exactly that (SetPoint null, Disabled)
+        node.set_point, node.control_mode = None, "Disabled"
+        await h.call("set_policy", bmc, PolicyChange(SET, policy(node=650)))
+        assert (node.set_point, node.control_mode) == (650, "Automatic")
+        await h.call("unset_policy", bmc, PolicyChange(PolicyAction.UNSET, None))
+        assert (node.set_point, node.control_mode) == (None, "Disabled")
+        assert bmc.stats.responses[400] == 0  # Manual (not allowed here) was never sent
