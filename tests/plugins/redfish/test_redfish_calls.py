@@ -1,0 +1,60 @@
+"""BMC calls per cap (docs/redfish.md, "BMC calls per operation"): the pre-write GET is skipped when
+the state holds the component's last reading and the write needs no fresh ETag."""
+
+from __future__ import annotations
+
+from plugins.base import Empty, PolicyAction, PolicyChange
+from tests.plugins.redfish.harness import Harness
+from tests.plugins.redfish.test_redfish_client import one_gpu
+from tests.plugins.redfish.test_redfish_gb200 import CHASSIS_EM, PROC_EM, node_policy
+
+SET = PolicyAction.SET
+
+
+async def test_second_activation_in_a_scope_costs_patch_and_read_back_only(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    await gb200.call("std_metrics", bmc, Empty())
+    gb200.reset()
+    out = await gb200.call("set_policy", bmc, PolicyChange(SET, node_policy(5000, gpu=2800, cpu=600)))
+    assert out.result.ok and bmc.stats.total_calls == 24  # first change: GET (prior), PATCH, GET
+    gb200.reset()
+    out = await gb200.call("set_policy", bmc, PolicyChange(SET, node_policy(4800, gpu=2400, cpu=500)))
+    assert out.result.ok, out.result.error
+    assert (
+        bmc.state.caps["GPU_0"].set_point == 600 and bmc.state.caps["HGX_ProcessorModule_0"].set_point == 2400
+    )
+    # the stored reading stands in for the GET: PATCH and read-back only
+    assert gb200.calls(bmc) == {
+        "PATCH " + CHASSIS_EM: 2, "GET " + CHASSIS_EM: 2, "PATCH " + PROC_EM: 6, "GET " + PROC_EM: 6,
+    }  # fmt: skip
+    gb200.reset()
+    out = await gb200.call("set_policy", bmc, PolicyChange(SET, node_policy(4800, gpu=2400, cpu=500)))
+    assert out.result.ok and gb200.calls(bmc) == {"GET " + CHASSIS_EM: 2, "GET " + PROC_EM: 6}  # no write
+    # the priors recorded by the first activation are untouched
+    assert out.state["priors"]["topology"]["gpu/0"]["watts"] == 1200.0
+
+
+async def test_a_change_made_behind_our_back_is_still_caught_by_the_read_back(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    await gb200.call("update_gpu_policies", bmc, one_gpu(0, 700))
+    bmc.state.caps["GPU_0"].set_point = 650  # another tool changes it; our stored reading says 700
+    gb200.reset()
+    out = await gb200.call("update_gpu_policies", bmc, one_gpu(0, 700))
+    assert out.result.results[0].ok and bmc.state.caps["GPU_0"].set_point == 700
+    # stored == target: a GET checks first, finds 650 and writes (GET, PATCH, GET) ...
+    assert gb200.calls(bmc) == {"GET " + PROC_EM: 2, "PATCH " + PROC_EM: 1}
+    bmc.state.caps["GPU_0"].set_point = 650
+    gb200.reset()
+    out = await gb200.call("update_gpu_policies", bmc, one_gpu(0, 690))
+    assert out.result.results[0].ok and bmc.state.caps["GPU_0"].set_point == 690  # ... else PATCH, GET
+    assert gb200.calls(bmc) == {"PATCH " + PROC_EM: 1, "GET " + PROC_EM: 1}
+
+
+async def test_strong_etags_keep_the_pre_write_get(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    strong = {"etag_policy": "strong"}
+    await gb200.call("update_gpu_policies", bmc, one_gpu(1, 700), options=strong)
+    gb200.reset()
+    out = await gb200.call("update_gpu_policies", bmc, one_gpu(1, 710), options=strong)
+    assert out.result.results[0].ok
+    assert gb200.calls(bmc) == {"GET " + PROC_EM: 2, "PATCH " + PROC_EM: 1}
