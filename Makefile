@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo serve test lint typecheck pytest proto bench clean
+.PHONY: setup demo serve test lint typecheck pytest proto bench drills clean
 
 setup: $(STAMP)
 
@@ -41,6 +41,10 @@ test: lint typecheck pytest
 
 bench: setup
 	$(BIN)/python -m bench
+
+# reliability drills (docs/reliability.md); DRILLS_ARGS=--full for the full sizes
+drills: setup
+	$(BIN)/python -m drills $(DRILLS_ARGS)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

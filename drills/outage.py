@@ -1,0 +1,82 @@
+"""Topology outage drill: the receiver of responses goes away for a while, then comes back.
+
+Requests keep arriving during the outage; their responses pile up in the outbox. The figure is the
+drain time: from the moment the sink listens again to the last backlog response received. Each
+device's responses must still arrive once and in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from drills.common import backend_database, problems_of, skipped
+from drills.load import Load
+from drills.stack import Stack
+from drills.verdict import verdict
+
+
+@dataclass(frozen=True)
+class OutageConfig:
+    backends: tuple[str, ...] = ("sqlite",)
+    devices: int = 4
+    interval: float = 0.05
+    #: load before the outage, the outage itself
+    before: float = 1.0
+    outage: float = 3.0
+    drain_limit: float = 120.0
+
+
+REDUCED = OutageConfig()
+FULL = OutageConfig(backends=("sqlite", "postgres"), devices=16, interval=0.02, before=5.0, outage=60.0)
+
+
+async def run(config: OutageConfig, workdir: Path) -> dict[str, Any]:
+    rows = []
+    for backend in config.backends:
+        with backend_database(backend, workdir) as url:
+            if url is None:
+                rows.append(skipped(backend))
+                continue
+            rows.append(await run_backend(config, backend, url, workdir / f"outage-{backend}"))
+    return {"drill": "outage", "config": asdict(config), "rows": rows}
+
+
+async def run_backend(config: OutageConfig, backend: str, url: str, workdir: Path) -> dict[str, Any]:
+    stack = Stack(workdir, bmcs=config.devices, database_url=url, name=f"outage-{backend}")
+    try:
+        await stack.start()
+        load = Load(stack.ctl.address, stack.devices, prefix=f"outage-{backend}", interval=config.interval)
+        load.start()
+        try:
+            await asyncio.sleep(config.before)
+            await stack.sink.stop()
+            down_at = time.monotonic()
+            await asyncio.sleep(config.outage)
+        finally:
+            await load.stop()
+        during = [s for s in load.acked if s.acked_at >= down_at]
+        stack.sink.poll()
+        backlog = len({s.request_id for s in load.acked} - set(stack.sink.first()))
+        await stack.sink.start()
+        back_at = time.monotonic()
+        result = await verdict(
+            stack, load.acked, database_url=url, drain_limit=config.drain_limit, since=back_at
+        )
+        got = stack.sink.first()
+        after = [got[s.request_id].seen_at - back_at for s in load.acked if s.request_id in got]
+        after = [t for t in after if t >= 0]
+    finally:
+        await stack.close()
+    result.update(
+        backend=backend,
+        outage_s=config.outage,
+        acked_during_outage=len(during),
+        backlog=backlog,
+        first_after_s=round(min(after), 2) if after else None,
+    )
+    result["problems"] = problems_of(result)
+    return result

@@ -1,0 +1,67 @@
+"""A TCP proxy in front of PostgreSQL that a drill can close (connections refused, open ones cut)
+and reopen on the same port: the database "going away" without touching the real server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from bench.processes import free_port
+
+
+class TcpProxy:
+    """Forwards 127.0.0.1:`port` to `upstream_host`:`upstream_port` while open."""
+
+    def __init__(self, upstream_host: str, upstream_port: int) -> None:
+        self.upstream = (upstream_host, upstream_port)
+        self.port = free_port()
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.connections = 0
+
+    async def open(self) -> None:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port, reuse_address=True)
+
+    async def close(self) -> None:
+        """Stop listening (new connections are refused) and reset every open connection."""
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers |= {writer, up_writer}
+        pumps = [
+            asyncio.create_task(self._pump(reader, up_writer)),
+            asyncio.create_task(self._pump(up_reader, writer)),
+        ]
+        self._tasks.update(pumps)
+        try:
+            await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in pumps:
+                task.cancel()
+                self._tasks.discard(task)
+            for w in (writer, up_writer):
+                self._writers.discard(w)
+                w.transport.abort()
+
+    @staticmethod
+    async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
