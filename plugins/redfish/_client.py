@@ -29,7 +29,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 from redfish.aio import AsyncRedfishClient
@@ -47,11 +46,11 @@ from plugins.redfish._errors import (
     RedfishHTTPError,
     RequestTimeoutError,
     ServiceUnavailableError,
-    SessionLimitError,
     error_for_response,
     parse_retry_after,
     raise_for_response,
 )
+from plugins.redfish._sessions import LeftoverSessions
 from plugins.redfish._tasks import wait_task
 from plugins.redfish._transport import BmcTransport, SslParam, deadline_scope
 
@@ -74,7 +73,7 @@ class Document:
         return self.body.get(key, default)
 
 
-class BmcClient:
+class BmcClient(LeftoverSessions):
     """Everything needed to talk to one BMC; shared by all devices behind that BMC.
 
     Args:
@@ -89,12 +88,9 @@ class BmcClient:
         self._redfish = AsyncRedfishClient(
             settings.url, settings.username, settings.password, session=self.transport
         )
+        super().__init__()
         self._auth: str | None = None
         self._login_lock = asyncio.Lock()
-        #: session URIs from device state that are not ours: a crashed process's, to delete
-        self._stale: set[str] = set()
-        self._reaped: set[str] = set()
-        self.sessions_reaped = 0
         self._closed = False
         #: in-process cache of this BMC's discovery (the device state holds the durable copy)
         self.discovery: Any = None
@@ -304,102 +300,6 @@ class BmcClient:
         if mode == "session":
             log.debug("%s: Redfish session opened", self.origin)
             await self._reap_stale()
-
-    async def _session_table_full(self, error: RedfishHTTPError) -> None:
-        """`SessionLimitExceeded` at login: free our own leftovers, else Basic only when allowed.
-
-        NOTE: leaked sessions fill small BMC session tables (iDRAC RAC0218, redfish.md §3). The only
-        sessions deleted are those recorded in device state as opened by this controller (a crashed
-        process's); other clients' sessions on the same account are never touched.
-        """
-        if self._stale:
-            log.info(
-                "%s: Redfish session limit reached; deleting %d session(s) a previous devicectl "
-                "process left open",
-                self.origin,
-                len(self._stale),
-            )
-            await self._redfish.login(auth="basic")  # a DELETE needs some authentication
-            self._auth = "basic"
-            try:
-                await self._reap_stale()
-            finally:
-                self._auth = None
-            try:
-                await self._redfish.login(auth="session")
-            except dmtf.RedfishHTTPError as exc:
-                again = self._map_dmtf(exc, "POST", "/redfish/v1/SessionService/Sessions")
-                if not (isinstance(again, RedfishHTTPError) and again.has_message("SessionLimitExceeded")):
-                    raise again from exc
-                error = again
-            else:
-                self._auth = "session"
-                return
-        if self.settings.basic_fallback:
-            log.warning("%s: Redfish session limit reached; using Basic auth (basic_fallback)", self.origin)
-            await self._redfish.login(auth="basic")
-            self._auth = "basic"
-            return
-        raise SessionLimitError(
-            f"{self.origin}: the BMC's Redfish session table is full (SessionLimitExceeded) and none of "
-            "its sessions is one this controller left behind; free a session on the BMC, or set "
-            "`basic_fallback = true` for this device to use Basic auth",
-            status=error.status,
-            method="POST",
-            path=error.path,
-            infos=error.infos,
-        )
-
-    # ---- sessions this controller left behind ------------------------------------------------------
-
-    @property
-    def session_uri(self) -> str:
-        """The path of our Redfish session ('' without one). Never the token."""
-        if self._auth != "session":
-            return ""
-        location = getattr(self._redfish, "_session_location", None)
-        return urlsplit(location).path.rstrip("/") if isinstance(location, str) else ""
-
-    def note_sessions(self, uris: list[str]) -> None:
-        """Session URIs recorded in a device's state: any that is not ours now is a leftover."""
-        current = self.session_uri
-        for uri in uris:
-            if uri != current and uri not in self._reaped:
-                self._stale.add(uri)
-
-    @property
-    def stale_sessions(self) -> list[str]:
-        """Recorded sessions not yet deleted."""
-        return sorted(self._stale)
-
-    async def reap_if_logged_in(self, deadline: float) -> None:
-        """Delete leftover sessions now when a session is already open (else at the next login)."""
-        if self._stale and self._auth == "session":
-            with deadline_scope(deadline):
-                async with self._login_lock:
-                    await self._reap_stale()
-
-    async def _reap_stale(self) -> None:
-        """DELETE every recorded leftover session (404: already gone). Best effort, never raises."""
-        s = self.settings
-        while self._stale:
-            uri = self._stale.pop()
-            self._reaped.add(uri)
-            try:
-                reply = await self._send("DELETE", uri, None, None)
-            except RedfishError as exc:
-                log.warning("%s: could not delete a leftover Redfish session: %s", self.origin, exc)
-                continue
-            if reply.status < 300 or reply.status == 404:
-                self.sessions_reaped += reply.status < 300
-                log.info("%s: deleted a Redfish session a previous process left open", self.origin)
-            else:
-                log.warning(
-                    "%s: could not delete a leftover Redfish session: HTTP %d (user %r)",
-                    self.origin,
-                    reply.status,
-                    s.username,
-                )
 
     async def logout(self) -> None:
         """Delete the Redfish session (best effort, bounded by `logout_timeout`) and stop."""
