@@ -10,6 +10,7 @@ stdout belongs to the handshake.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import json
 import logging
@@ -37,7 +38,7 @@ from plugins.base import _errors as e
 from plugins.base import _nomad as n
 from plugins.base import _wire as w
 from plugins.base._codec import decode
-from plugins.base._plugin import DevicePlugin, DeviceTarget, PendingVerification
+from plugins.base._plugin import DeviceContext, DevicePlugin, DeviceTarget, PendingVerification
 
 log = logging.getLogger(__name__)
 
@@ -166,13 +167,25 @@ class ControllerServicer(gcgrpc.GRPCControllerServicer):
         return gcpb.Empty()
 
 
+def checked_context(plugin: DevicePlugin, request: ppb.OperationRequest) -> DeviceContext:
+    """The call's context after the plugin's own model and state checks (the host cannot run them:
+    they are synchronous hooks, so the process that owns the schema runs them)."""
+    ctx = w.context_from_pb(request)
+    plugin.check_model(ctx.model)
+    try:
+        loaded = plugin.load_state(ctx.state)
+    except e.InvalidRequestError as exc:
+        raise e.InvalidRequestError(f"device state: {exc.message}") from None
+    return dataclasses.replace(ctx, state=loaded)
+
+
 def _power_handler(state: _State) -> grpc.GenericRpcHandler:
     """PowerOperations: every RPC decodes a context and request, runs the coroutine, encodes the outcome."""
 
     def unary(rpc: w.PowerRpc) -> Callable[[ppb.OperationRequest, Any], Awaitable[ppb.OperationResponse]]:
         async def call(request: ppb.OperationRequest, context: Any) -> ppb.OperationResponse:
             try:
-                ctx = w.context_from_pb(request)
+                ctx = checked_context(state.plugin, request)
                 outcome = await getattr(state.plugin, rpc.method)(ctx, w.request_from_pb(rpc, request))
                 return w.outcome_to_pb(outcome)
             except e.DeviceControllerError as exc:
@@ -187,7 +200,7 @@ def _power_handler(state: _State) -> grpc.GenericRpcHandler:
     async def verify(request: ppb.VerifyRequest, context: Any) -> ppb.VerifyResponse:
         try:
             pending = decode(PendingVerification, json.loads(request.pending_json), "pending")
-            result = await state.plugin.verify(w.context_from_pb(request.context), pending)
+            result = await state.plugin.verify(checked_context(state.plugin, request.context), pending)
         except e.DeviceControllerError as exc:
             return ppb.VerifyResponse(error=w.error_to_pb(exc))
         return ppb.VerifyResponse(done=result.done, status=result.status, detail=result.detail)
