@@ -16,51 +16,25 @@ from typing import Any
 
 from bench.util import ROOT, jsonable, machine
 from drills import crash, dbfaults, matrix, outage, soak
+from drills.report import COLUMNS, markdown
 
 Runner = Callable[[Any, Path], Awaitable[dict[str, Any]]]
 
-#: name -> (run, reduced sizes, full sizes, table columns)
-DRILLS: dict[str, tuple[Runner, Any, Any, tuple[str, ...]]] = {
-    "crash": (
-        crash.run,
-        crash.REDUCED,
-        crash.FULL,
-        ("backend", "kills", "acked", "responses", "lost", "stuck", "duplicates", "order_violations",
-         "failed", "caps_wrong", "drain_s", "sessions_open"),
-    ),
-    "outage": (
-        outage.run,
-        outage.REDUCED,
-        outage.FULL,
-        ("backend", "outage_s", "acked", "backlog", "responses", "lost", "stuck", "duplicates",
-         "order_violations", "first_after_s", "drain_s"),
-    ),
-    "dbfaults": (
-        dbfaults.run,
-        dbfaults.REDUCED,
-        dbfaults.FULL,
-        ("fault", "acked", "responses", "lost", "stuck", "duplicates", "order_violations", "failed",
-         "drain_s", "health_during_fault", "tracebacks"),
-    ),
-    "matrix": (
-        matrix.run,
-        matrix.REDUCED,
-        matrix.FULL,
-        ("fault", "expected", "response", "answered_s", "neighbours_unharmed", "recovered"),
-    ),
-    "soak": (
-        soak.run,
-        soak.REDUCED,
-        soak.FULL,
-        ("backend", "duration_s", "acked", "lost", "stuck", "order_violations", "rss_start_mib",
-         "rss_end_mib", "fds_start", "fds_end"),
-    ),
-}  # fmt: skip
+#: name -> (run, reduced sizes, full sizes); the table columns are report.COLUMNS
+DRILLS: dict[str, tuple[Runner, Any, Any]] = {
+    "crash": (crash.run, crash.REDUCED, crash.FULL),
+    "outage": (outage.run, outage.REDUCED, outage.FULL),
+    "dbfaults": (dbfaults.run, dbfaults.REDUCED, dbfaults.FULL),
+    "matrix": (matrix.run, matrix.REDUCED, matrix.FULL),
+    "soak": (soak.run, soak.REDUCED, soak.FULL),
+}
 
 
 def problems(result: dict[str, Any]) -> list[str]:
     """Everything a drill found wrong (empty: it held)."""
     found = [f"{_label(row)}: {p}" for row in result.get("rows", []) for p in row.get("problems", [])]
+    if "error" in result:
+        found.append(f"the drill could not finish: {result['error']}")
     if "overall" in result:
         found += [f"overall: {p}" for p in result["overall"]["problems"]]
     return found
@@ -83,13 +57,13 @@ def _cell(value: Any, width: int = 60) -> str:
 
 def table(title: str, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
     """A plain-text table (the same text goes to a terminal or a CI log)."""
-    cells = [
-        [_cell(row.get(c, row.get("skipped") if c == "backend" else None)) for c in columns] for row in rows
-    ]
+    shown = [row for row in rows if "skipped" not in row]
+    cells = [[_cell(row.get(c)) for c in columns] for row in shown]
     widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
     lines = [title, "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
+    lines += [f"{_label(row)}: skipped ({row['skipped']})" for row in rows if "skipped" in row]
     return "\n".join(lines)
 
 
@@ -111,14 +85,19 @@ async def run(names: Sequence[str], *, full: bool, workdir: Path) -> dict[str, A
         "drills": {},
     }
     for name in names:
-        runner, reduced, full_size, columns = DRILLS[name]
+        runner, reduced, full_size = DRILLS[name]
         began = time.monotonic()
+        shutil.rmtree(workdir / name, ignore_errors=True)  # only what an earlier run of this drill left
         print(f"== {name} ({'full' if full else 'reduced'}) ...", flush=True)
-        result = await runner(full_size if full else reduced, workdir / name)
+        try:
+            result = await runner(full_size if full else reduced, workdir / name)
+        except Exception as exc:  # a drill that cannot finish is a finding, not the end of the run
+            first = (str(exc).strip().splitlines() or [""])[0]
+            result = {"drill": name, "rows": [], "error": f"{type(exc).__name__}: {first}"}
         result["seconds"] = round(time.monotonic() - began, 1)
         result["problems"] = problems(result)
         out["drills"][name] = result
-        print(table(f"{name}: {result['seconds']} s", columns, result.get("rows", [])), flush=True)
+        print(table(f"{name}: {result['seconds']} s", COLUMNS[name], result.get("rows", [])), flush=True)
         if "overall" in result:
             print(table("  overall", ("acked", "responses", "lost", "stuck", "duplicates",
                                       "order_violations", "tracebacks"), [result["overall"]]))  # fmt: skip
@@ -136,15 +115,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--full", action="store_true", help="full sizes (default: the reduced sizes CI runs)")
     p.add_argument("--out", type=Path, default=ROOT / "var" / "drills" / "result.json", help="JSON result")
     p.add_argument("--workdir", type=Path, default=ROOT / "var" / "drills" / "work", help="logs, databases")
+    p.add_argument("--markdown", action="store_true", help="also print the tables as Markdown")
     args = p.parse_args(argv)
     unknown = [n for n in args.names if n not in DRILLS]
     if unknown:
         p.error(f"unknown drill(s) {', '.join(unknown)}; choose from {', '.join(DRILLS)}")
-    shutil.rmtree(args.workdir, ignore_errors=True)
     args.workdir.mkdir(parents=True, exist_ok=True)
     result = asyncio.run(run(args.names or list(DRILLS), full=args.full, workdir=args.workdir))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(jsonable(result), indent=2) + "\n")
+    if args.markdown:
+        print(markdown(jsonable(result)))
     print(f"{'all drills held' if result['ok'] else 'PROBLEMS found'}; result in {args.out}")
     return 0 if result["ok"] else 1
 

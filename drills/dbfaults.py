@@ -216,6 +216,7 @@ def _hold_lock(url: str, seconds: float) -> None:
     done = threading.Event()
     try:
         with engine.connect() as conn, conn.begin():
+            conn.exec_driver_sql("SET LOCAL lock_timeout = '30s'")  # bounded, even behind a long transaction
             conn.exec_driver_sql("LOCK TABLE requests IN ACCESS EXCLUSIVE MODE")
             done.wait(seconds)
             with contextlib.suppress(Exception):

@@ -9,6 +9,7 @@ fault is cleared. Over the whole matrix: nothing lost or stuck, order kept, no t
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -140,9 +141,14 @@ class _Rounds:
 
 
 def _text(arrival: Any) -> str:
+    """The response in one line: "ok", or the first GPU's error without the BMC's URL (a port)."""
     if arrival is None:
         return "NO RESPONSE"
-    return "ok" if arrival.ok else "error: " + " ".join(arrival.error.split())[:160]
+    if arrival.ok:
+        return "ok"
+    first = re.split(r"; gpu \d+: ", arrival.error)[0]
+    first = re.sub(r"^gpu \d+: (GPU \d+: )?", "", first)
+    return "error: " + " ".join(re.sub(r"https://127\.0\.0\.1:\d+: ", "", first).split())[:200]
 
 
 async def _row(stack: Stack, rounds: _Rounds, row: Row, index: int) -> dict[str, Any]:
