@@ -50,6 +50,8 @@ class SimulatorFleet:
         async_writes, task_delay: answer cap PATCHes with 202 + task completing after `task_delay`.
         firmware_version: reported BMC firmware (None: the model's default).
         control_port: port of the plain-HTTP control endpoint (0 picks one); None disables it.
+        profile: "default" or "bmcweb" (see `BmcConfig.profile`).
+        allow_list: a BMC proxy's allow-list (`_bmcweb.DPS_ALLOW_LIST`); None allows everything.
         configs: explicit per-BMC configurations, overriding all the above per-BMC settings.
     """
 
@@ -72,6 +74,8 @@ class SimulatorFleet:
         firmware_version: str | None = None,
         control_port: int | None = None,
         configs: Sequence[BmcConfig] | None = None,
+        profile: str = "default",
+        allow_list: tuple[tuple[str, str], ...] | None = None,
     ) -> None:
         if configs is None:
             models = [model] if isinstance(model, str) else list(model)
@@ -86,6 +90,8 @@ class SimulatorFleet:
                 async_writes=async_writes,
                 task_delay=task_delay,
                 firmware_version=firmware_version,
+                profile=profile,
+                allow_list=allow_list,
             )
             configs = [
                 replace(

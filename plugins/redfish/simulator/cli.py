@@ -16,7 +16,8 @@ import signal
 import sys
 from pathlib import Path
 
-from plugins.redfish.simulator._config import DEFAULT_PASSWORD
+from plugins.redfish.simulator._bmcweb import DPS_ALLOW_LIST
+from plugins.redfish.simulator._config import DEFAULT_PASSWORD, PROFILES
 from plugins.redfish.simulator._fleet import SimulatorFleet
 from plugins.redfish.simulator._platforms import MODELS
 
@@ -55,6 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     add("--unique-passwords", action="store_true", help="give every BMC its own password and secret")
     add("--async-writes", action="store_true", help="answer cap PATCHes with 202 and a task")
     add("--task-delay", type=float, default=1.0, help="seconds until an async write completes")
+    add(
+        "--profile",
+        choices=PROFILES,
+        default="default",
+        help="behaviour profile: bmcweb = body-hash ETags over live readings, task monitors with "
+        "Retry-After: 30 (default: default)",
+    )
+    add("--dps-proxy", action="store_true", help="answer 403 to paths off the DPS proxy's allow-list")
     add("--inventory-out", type=Path, default=None, help="write a TOML inventory of the fleet here")
     add("--secrets-dir", type=Path, default=None, help="secrets directory (default: next to the inventory)")
     add("--secret-name", default="bmc-sim", help="secret name in the inventory (default bmc-sim)")
@@ -105,6 +114,8 @@ async def _run(args: argparse.Namespace, models: list[str]) -> int:
         async_writes=args.async_writes,
         task_delay=args.task_delay,
         control_port=args.control_port,
+        profile=args.profile,
+        allow_list=DPS_ALLOW_LIST if args.dps_proxy else None,
     )
     async with fleet:
         secrets_dir = None
