@@ -5,7 +5,7 @@ SQLAlchemy 2 on SQLite (WAL, the default) or PostgreSQL (psycopg 3); schema mana
 both are exposed as coroutines on :class:`Store`.
 """
 
-from ._batch import StoreClosedError
+from ._batch import StoreClosedError, WriteFailure, is_outage
 from ._database import SchemaOutdatedError
 from ._store import Store
 from ._types import (
@@ -45,4 +45,6 @@ __all__ = [
     "StoreStats",
     "VerificationRow",
     "VerificationStatus",
+    "WriteFailure",
+    "is_outage",
 ]

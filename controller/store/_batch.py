@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
@@ -64,6 +65,25 @@ class StoreClosedError(RuntimeError):
     """A write was submitted after the store was closed."""
 
 
+def is_outage(exc: BaseException) -> bool:
+    """True for errors meaning the database cannot be reached or cannot commit right now
+    (connection lost or refused, SQLite locked, server shutting down), as opposed to a bad
+    statement or a constraint violation."""
+    if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.DisconnectionError):
+        return True
+    if isinstance(exc, sa_exc.TimeoutError):  # no pooled connection became free
+        return True
+    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteFailure:
+    """Why the journal cannot commit, since when (``time.time()``)."""
+
+    since: float
+    reason: str
+
+
 class BatchWriter:
     """The single writer thread and its queue (see the module docstring)."""
 
@@ -79,6 +99,8 @@ class BatchWriter:
         # True while a drain is scheduled or running; it owns the queue until it finds it empty.
         self._active = False
         self._closed = False
+        #: set while write transactions fail for an outage (see ``is_outage``); cleared by a commit
+        self.failure: WriteFailure | None = None
 
     @property
     def executor(self) -> ThreadPoolExecutor:
@@ -165,8 +187,15 @@ class BatchWriter:
             self.stats.transactions += 1
             try:
                 with self._engine.begin() as conn:
-                    return self._execute(conn, batch)
-            except DBAPIError as exc:
+                    outcomes = self._execute(conn, batch)
+                self.failure = None
+                return outcomes
+            except Exception as exc:
+                if is_outage(exc) and self.failure is None:
+                    reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+                    self.failure = WriteFailure(time.time(), f"{type(exc).__name__}: {reason}")
+                if not isinstance(exc, DBAPIError):
+                    raise
                 if attempt == _TRANSIENT_RETRIES or not _is_transient(exc):
                     raise
                 self.stats.transient_retries += 1
@@ -244,4 +273,4 @@ def _set_results(items: list[tuple[_Pending, Any, bool]]) -> None:
             pending.future.set_result(value)
 
 
-__all__ = ["BatchWriter", "Failed", "Handler", "StoreClosedError"]
+__all__ = ["BatchWriter", "Failed", "Handler", "StoreClosedError", "WriteFailure", "is_outage"]

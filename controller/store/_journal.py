@@ -60,6 +60,7 @@ def _request_view(row: Any) -> RequestView:
         delivered_at=m["delivered_at"],
         delivery_attempts=m["delivery_attempts"] or 0,
         delivery_error=m["delivery_error"] or "",
+        dead_lettered_at=m["dead_lettered_at"],
     )
 
 
@@ -288,6 +289,7 @@ _VIEW_QUERY = sa.select(
     OB.c.delivered_at,
     OB.c.attempts.label("delivery_attempts"),
     OB.c.last_error.label("delivery_error"),
+    OB.c.dead_lettered_at,
 ).select_from(R.outerjoin(OB, OB.c.request_id == R.c.request_id))
 
 
@@ -298,15 +300,23 @@ def get_request(conn: Connection, request_id: str) -> RequestView | None:
 
 
 def list_requests(
-    conn: Connection, device: str | None, status: str | None, undelivered_only: bool, limit: int
+    conn: Connection,
+    device: str | None,
+    status: str | None,
+    undelivered_only: bool,
+    limit: int,
+    dead_letter_only: bool = False,
 ) -> list[RequestView]:
-    """Requests, newest first. ``undelivered_only``: a response is written but not delivered yet."""
+    """Requests, newest first. ``undelivered_only``: a response is written but not delivered yet
+    (nor dead-lettered); ``dead_letter_only``: the receiver refused the response for good."""
     query = _VIEW_QUERY
     if device is not None:
         query = query.where(R.c.device == device)
     if status is not None:
         query = query.where(R.c.status == status)
     if undelivered_only:
-        query = query.where(OB.c.id.is_not(None), OB.c.delivered_at.is_(None))
+        query = query.where(OB.c.id.is_not(None), _outbox.PENDING)
+    if dead_letter_only:
+        query = query.where(OB.c.dead_lettered_at.is_not(None))
     query = query.order_by(R.c.seq.desc()).limit(limit)
     return [_request_view(row) for row in conn.execute(query)]

@@ -152,6 +152,9 @@ class OutboxModel(Base):
     next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     last_error: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
+    #: set when the receiver refused the response for good (too large, malformed): it is never
+    #: sent again and no longer holds back the device's later responses
+    dead_lettered_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class AuditModel(Base):

@@ -67,16 +67,37 @@ def delivery_failed_many(conn: Connection, args: list[tuple[int, str, datetime]]
     return [None for _ in args]
 
 
+_DEAD_LETTER = (
+    sa.update(OB)
+    .where(OB.c.id == sa.bindparam("b_id"), OB.c.delivered_at.is_(None))
+    .values(
+        attempts=OB.c.attempts + 1,
+        last_error=sa.bindparam("b_error"),
+        dead_lettered_at=sa.bindparam("b_at", type_=UTCDateTime()),
+    )
+)
+
+
+def dead_letter_many(conn: Connection, args: list[tuple[int, str, datetime]]) -> list[None]:
+    """Give up on responses the receiver refused for good, recording why."""
+    conn.execute(_DEAD_LETTER, [{"b_id": oid, "b_error": err, "b_at": at} for oid, err, at in args])
+    return [None for _ in args]
+
+
+#: rows still to deliver: neither delivered nor given up on
+PENDING = sa.and_(OB.c.delivered_at.is_(None), OB.c.dead_lettered_at.is_(None))
+
+
 def due_outbox(conn: Connection, now: datetime, limit: int) -> list[OutboxItem]:
     """Each device's oldest undelivered response, if it is due.
 
     A device whose head response is backing off blocks its later responses, so the topology
-    server always receives one device's responses in completion order. Served by the partial
-    index on (device, id) of undelivered rows.
+    server always receives one device's responses in completion order. A dead-lettered row
+    is no longer a head. Served by the partial index on (device, id) of undelivered rows.
     """
     heads = (
         sa.select(OB.c.device, sa.func.min(OB.c.id).label("head_id"))
-        .where(OB.c.delivered_at.is_(None))
+        .where(PENDING)
         .group_by(OB.c.device)
         .subquery()
     )
@@ -92,5 +113,13 @@ def due_outbox(conn: Connection, now: datetime, limit: int) -> list[OutboxItem]:
 
 def undelivered_count(conn: Connection) -> int:
     """How many responses await delivery."""
-    value: Any = conn.execute(sa.select(sa.func.count()).select_from(OB).where(OB.c.delivered_at.is_(None)))
+    value: Any = conn.execute(sa.select(sa.func.count()).select_from(OB).where(PENDING))
+    return int(value.scalar_one())
+
+
+def dead_letter_count(conn: Connection) -> int:
+    """How many responses were given up on."""
+    value: Any = conn.execute(
+        sa.select(sa.func.count()).select_from(OB).where(OB.c.dead_lettered_at.is_not(None))
+    )
     return int(value.scalar_one())

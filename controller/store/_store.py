@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from sqlalchemy.engine import URL, Connection
 
 from . import _database, _devices, _journal, _outbox, _verifications
-from ._batch import BatchWriter, Handler
+from ._batch import BatchWriter, Handler, WriteFailure
 from ._types import (
     Accepted,
     AuditView,
@@ -216,9 +216,13 @@ class Store:
         status: str | None = None,
         undelivered_only: bool = False,
         limit: int = 100,
+        dead_letter_only: bool = False,
     ) -> list[RequestView]:
-        """Requests, newest first; ``undelivered_only`` keeps those with a response not yet delivered."""
-        return await self._read(_journal.list_requests, device, status, undelivered_only, limit)
+        """Requests, newest first; ``undelivered_only`` keeps those with a response not yet delivered,
+        ``dead_letter_only`` those whose response the receiver refused for good."""
+        return await self._read(
+            _journal.list_requests, device, status, undelivered_only, limit, dead_letter_only
+        )
 
     # --- devices ------------------------------------------------------------------------------------
 
@@ -258,6 +262,20 @@ class Store:
         """Record a failed delivery attempt and when to try again."""
         _require_aware("next_attempt_at", next_attempt_at)
         await self._write(_outbox.delivery_failed_many, (outbox_id, error, next_attempt_at))
+
+    async def dead_letter(self, outbox_id: int, error: str, at: datetime) -> None:
+        """Give up on a response the receiver refused for good (never sent again)."""
+        _require_aware("at", at)
+        await self._write(_outbox.dead_letter_many, (outbox_id, error, at))
+
+    async def dead_letter_count(self) -> int:
+        """How many responses were given up on."""
+        return await self._read(_outbox.dead_letter_count)
+
+    @property
+    def write_failure(self) -> WriteFailure | None:
+        """Set while write transactions fail because the database is unreachable or locked."""
+        return self._writer.failure
 
     async def undelivered_count(self) -> int:
         """How many responses await delivery."""

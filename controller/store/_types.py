@@ -141,6 +141,7 @@ class RequestView(JournalRow):
     delivered_at: datetime | None
     delivery_attempts: int
     delivery_error: str
+    dead_lettered_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

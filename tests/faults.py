@@ -1,0 +1,106 @@
+"""Real database faults for tests, on SQLite and PostgreSQL alike (no mocked store).
+
+- `CompletionFault`: a trigger makes the outbox insert of chosen request ids fail inside the
+  completion's transaction, as a lost connection or a full disk would, until cleared.
+- `DatabaseOutage`: the whole database goes away. PostgreSQL: the database stops accepting
+  connections and the controller's backends are terminated. SQLite: the outbox table vanishes
+  (reads of it fail) and another connection holds the write lock (every commit fails).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+
+from tests.conftest import pg_admin_url
+
+_SQLITE_TRIGGER = """
+CREATE TRIGGER fail_outbox BEFORE INSERT ON outbox
+WHEN EXISTS (SELECT 1 FROM test_fault WHERE request_id = NEW.request_id)
+BEGIN SELECT RAISE(ABORT, 'injected fault: outbox insert refused'); END
+"""
+_PG_FUNCTION = """
+CREATE FUNCTION fail_outbox() RETURNS trigger AS $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM test_fault WHERE request_id = NEW.request_id) THEN
+    RAISE EXCEPTION 'injected fault: outbox insert refused';
+  END IF;
+  RETURN NEW;
+END $$ LANGUAGE plpgsql
+"""
+_PG_TRIGGER = "CREATE TRIGGER fail_outbox BEFORE INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION fail_outbox()"
+
+
+def _engine(url: str) -> sa.Engine:
+    return sa.create_engine(url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
+
+
+class CompletionFault:
+    """Completions of the listed request ids fail (a real database error) until `clear()`."""
+
+    def __init__(self, url: str) -> None:
+        self._engine = _engine(url)
+        with self._engine.connect() as conn:
+            conn.exec_driver_sql("CREATE TABLE test_fault (request_id VARCHAR PRIMARY KEY)")
+            if conn.dialect.name == "sqlite":
+                conn.exec_driver_sql(_SQLITE_TRIGGER)
+            else:
+                conn.exec_driver_sql(_PG_FUNCTION)
+                conn.exec_driver_sql(_PG_TRIGGER)
+
+    def fail(self, *request_ids: str) -> None:
+        with self._engine.connect() as conn:
+            for rid in request_ids:
+                conn.execute(sa.text("INSERT INTO test_fault (request_id) VALUES (:r)"), {"r": rid})
+
+    def clear(self) -> None:
+        with self._engine.connect() as conn:
+            conn.exec_driver_sql("DELETE FROM test_fault")
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+
+class DatabaseOutage:
+    """The database becomes unusable between `start()` and `end()`."""
+
+    def __init__(self, url: str) -> None:
+        self._url = make_url(url)
+        self._lock: sqlite3.Connection | None = None
+
+    @property
+    def _sqlite_path(self) -> str:
+        return str(self._url.database)
+
+    def start(self) -> None:
+        if self._url.get_backend_name() == "sqlite":
+            conn = sqlite3.connect(self._sqlite_path, isolation_level=None, timeout=30)
+            conn.execute("ALTER TABLE outbox RENAME TO outbox_gone")
+            conn.execute("BEGIN EXCLUSIVE")  # held: every other commit fails with "locked"
+            self._lock = conn
+            return
+        admin = _engine(pg_admin_url().render_as_string(hide_password=False))
+        name = self._url.database
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+            conn.execute(
+                sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :d"),
+                {"d": name},
+            )
+        admin.dispose()
+
+    def end(self) -> None:
+        if self._url.get_backend_name() == "sqlite":
+            assert self._lock is not None
+            self._lock.execute("ALTER TABLE outbox_gone RENAME TO outbox")
+            self._lock.execute("COMMIT")
+            self._lock.close()
+            self._lock = None
+            return
+        admin = _engine(pg_admin_url().render_as_string(hide_password=False))
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'ALTER DATABASE "{self._url.database}" ALLOW_CONNECTIONS true')
+        admin.dispose()
