@@ -36,6 +36,7 @@ __all__ = [
     "MAX_NAME_CHARS",
     "MAX_PING_RETRIES",
     "MAX_PROFILE_ID",
+    "MAX_REPEATED",
     "MIN_PROFILE_ID",
     "parse_json_object",
     "request_problems",
@@ -50,6 +51,10 @@ MAX_NAME_CHARS = 256
 MIN_PROFILE_ID = 3
 MAX_PROFILE_ID = 258
 MAX_PING_RETRIES = 100
+#: most entries in a repeated request field (GPU policies, GPU ids, profile ids, policy limits):
+#: far above any node (an NVL72 rack has 72 GPUs), far below what could push a response past the
+#: receiver's 4 MiB message limit
+MAX_REPEATED = 1024
 DEFAULT_MAX_TIMEOUT_SECONDS = 86_400
 DEFAULT_MAX_JSON_BYTES = 1 << 20
 #: deepest accepted nesting of arrays and objects in a JSON field; real models and states stay
@@ -214,6 +219,13 @@ class _Checker:
         elif at_most is not None and value > at_most:
             self.add(path, f"must be at most {_fmt(at_most)}, got {_fmt(value)}")
 
+    def too_many(self, path: str, count: int, limit: int = MAX_REPEATED) -> bool:
+        """Flag a repeated field longer than `limit`; True when it is (its items are not checked)."""
+        if count > limit:
+            self.add(path, f"at most {limit} entries, got {count}")
+            return True
+        return False
+
     def duplicates(self, path: str, values: Iterable[int], what: str, suffix: str = "") -> None:
         """Flag repeated values of a repeated field: `path[i]` + `suffix` for each repeat."""
         first: dict[int, int] = {}
@@ -252,6 +264,8 @@ class _Checker:
 
     def policy(self, path: str, policy: policy_pb2.PolicyObject) -> None:
         self.name(f"{path}.name", policy.name)
+        if self.too_many(f"{path}.limits", len(policy.limits)):
+            return
         seen: dict[int, int] = {}
         for index, limit in enumerate(policy.limits):
             limit_path = f"{path}.limits[{index}]"
@@ -300,6 +314,8 @@ class _Checker:
         if req.gpu_policy_action == _Req.UNSET_POLICY:
             return  # a reset ignores gpu_policies (contract), so stale content there is harmless
         policies_path = f"{path}.gpu_policies.policies"
+        if self.too_many(policies_path, len(req.gpu_policies.policies)):
+            return
         self.duplicates(policies_path, (p.gpu_id for p in req.gpu_policies.policies), "GPU id", ".gpu_id")
         for index, policy in enumerate(req.gpu_policies.policies):
             # an absent power_limit is legal: it removes the GPU-specific policy
@@ -311,6 +327,8 @@ class _Checker:
             ("enable_profile_ids", req.enable_profile_ids),
             ("disable_profile_ids", req.disable_profile_ids),
         ):
+            if self.too_many(f"{path}.{name}", len(ids)):
+                return
             for index, profile_id in enumerate(ids):
                 if not MIN_PROFILE_ID <= profile_id <= MAX_PROFILE_ID:
                     self.add(
@@ -393,7 +411,8 @@ def request_problems(
                 "ping.retry_count", f"must be between 0 and {MAX_PING_RETRIES}, got {msg.ping.retry_count}"
             )
     elif kind is RequestKind.GPU_METRICS:
-        check.duplicates("gpu_metrics.gpu_ids", msg.gpu_metrics.gpu_ids, "GPU id")
+        if not check.too_many("gpu_metrics.gpu_ids", len(msg.gpu_metrics.gpu_ids)):
+            check.duplicates("gpu_metrics.gpu_ids", msg.gpu_metrics.gpu_ids, "GPU id")
     elif kind is RequestKind.MODIFY_ENTITY_MODEL:
         check.entity(member, msg.modify_entity_model)
     # raw_metrics and std_metrics carry google.protobuf.Empty: nothing to check
@@ -419,7 +438,8 @@ def validate_request(
     policy; distinct GPU ids in GPU policies and GPU metrics queries; profile ids within 3..258,
     distinct, and never both enabled and disabled; ping retry_count within 0..100; entity
     modification phase 0 or 1 with JSON-object device models; resource group and policy names
-    at most 256 characters. The GPU policies of a reset (UNSET_POLICY) are not checked: the
+    at most 256 characters; every repeated field (GPU policies and ids, profile ids, policy limits)
+    at most `MAX_REPEATED` entries. The GPU policies of a reset (UNSET_POLICY) are not checked: the
     contract says they are ignored.
 
     Raises:

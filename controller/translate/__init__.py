@@ -6,12 +6,13 @@ covered both ways.
 
 - `request_from_proto` / `request_to_proto`: `DeviceControllerRequest` <-> (kind, request).
 - `response_to_proto` / `response_from_proto`: (kind, result or Outcome) <-> response.
-- `error_response`: a failed response of the right member for a kind.
+- `error_response`: a failed response of the right member for a kind; `bounded_response` swaps
+  a response over `MAX_RESPONSE_BYTES` for one.
 - `success_of`: overall success and error text of any response.
 - `datetime_to_timestamp` / `timestamp_to_datetime`, `encode_json_object`.
 """
 
-from controller.translate._failures import error_response, success_of
+from controller.translate._failures import MAX_RESPONSE_BYTES, bounded_response, error_response, success_of
 from controller.translate._json import encode_json_object
 from controller.translate._kinds import REQUEST_TYPES, RESULT_TYPES, request_kind, response_kind
 from controller.translate._requests import request_from_proto, request_to_proto
@@ -20,8 +21,10 @@ from controller.translate._time import datetime_to_timestamp, timestamp_to_datet
 
 __all__ = [
     "ENERGY_UNIT",
+    "MAX_RESPONSE_BYTES",
     "REQUEST_TYPES",
     "RESULT_TYPES",
+    "bounded_response",
     "datetime_to_timestamp",
     "encode_json_object",
     "error_response",
