@@ -39,6 +39,7 @@ from controller.runner import RequestRunner
 from controller.secrets import SecretStore
 from controller.service import AdminService, DeviceControllerService, Watchers
 from controller.store import DeviceUpsert, Store
+from controller.supervise import Outage, supervise
 from controller.verifier import Verifier
 from plugins.base import RequestKind
 
@@ -80,6 +81,7 @@ class Controller:
             settings.callback,
             concurrency=settings.delivery_concurrency,
             max_backoff=settings.delivery_max_backoff,
+            probe_max=settings.delivery_probe_max_interval,
             timeout=settings.delivery_timeout,
             tls=tls.callback_tls(settings),
         )
@@ -92,7 +94,10 @@ class Controller:
             on_complete=self._completed,
         )
         self.dispatcher = Dispatcher(
-            self.runner.run, max_concurrency=settings.max_concurrency, queue_limit=settings.queue_limit
+            self.runner.run,
+            max_concurrency=settings.max_concurrency,
+            queue_limit=settings.queue_limit,
+            on_superseded=self.runner.supersede,
         )
         self.service = DeviceControllerService(self.store, self.dispatcher, settings, self.runner.reject)
         self._health = health.aio.HealthServicer()
@@ -141,7 +146,7 @@ class Controller:
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=interceptors)
         devicecontroller_pb2_grpc.add_DeviceControllerServicer_to_server(self.service, server)
         admin_pb2_grpc.add_DeviceControllerAdminServicer_to_server(
-            AdminService(self.store, self.dispatcher, self.inventory, self.watchers), server
+            AdminService(self.store, self.dispatcher, self.inventory, self.watchers, self.delivery), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         if self.settings.reflection:
@@ -153,10 +158,12 @@ class Controller:
         self._server = server
         for name in ("", *SERVICE_NAMES):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        verifier = Verifier(self.store, self.runner)
         self._tasks = [
-            asyncio.create_task(self.delivery.run(), name="delivery"),
-            asyncio.create_task(Verifier(self.store, self.runner).run(), name="verifier"),
-            asyncio.create_task(self._lease_loop(), name="lease"),
+            asyncio.create_task(supervise("delivery", self.delivery.run), name="delivery"),
+            asyncio.create_task(supervise("verifier", verifier.run), name="verifier"),
+            asyncio.create_task(supervise("lease", self._lease_loop), name="lease"),
+            asyncio.create_task(supervise("health", self._health_loop), name="health"),
         ]
         log.info(
             "serving on %s (port %d), database %s, callback %s, %d devices in inventory",
@@ -210,13 +217,56 @@ class Controller:
         return queued
 
     async def _lease_loop(self) -> None:
-        interval = max(self.settings.lease_ttl / 3, 0.5)
+        """Renew our lease and sweep our journal: unfinished requests in no lane (an ack that
+        failed after its commit, a peer's orphans) are queued again, by seq (see dispatch)."""
+        interval = max(min(self.settings.lease_ttl / 3, self.settings.sweep_interval), 0.2)
+        outage = Outage("lease renewal and journal sweep", log)
         while True:
             await asyncio.sleep(interval)
             try:
                 await self.recover()  # also renews our lease
-            except Exception:
-                log.exception("lease renewal failed")
+                outage.ok()
+            except Exception as exc:
+                await asyncio.sleep(outage.failed(exc))
+
+    @property
+    def journal_failure(self) -> str:
+        """Why the journal cannot commit ("" when it can)."""
+        failure = self.store.write_failure
+        return failure.reason if failure is not None else ""
+
+    async def _health_loop(self) -> None:
+        """NOT_SERVING while the journal cannot commit (acks would fail), SERVING again after.
+
+        Any failed write marks the journal down; while it is down a tiny write (our lease
+        heartbeat) probes it with backoff, so it comes back without waiting for traffic."""
+        serving = True
+        outage = Outage("request journal", log, cap=5.0)
+        while not self._stopped:
+            if self.store.write_failure is not None:
+                try:
+                    await self.store.heartbeat(self.settings.instance_id)
+                except Exception as exc:
+                    outage.failed(exc)
+            if self.store.write_failure is None:
+                outage.ok()
+            up = self.store.write_failure is None
+            if up != serving and not self._stopped:
+                serving = up
+                status = (
+                    health_pb2.HealthCheckResponse.SERVING
+                    if up
+                    else health_pb2.HealthCheckResponse.NOT_SERVING
+                )
+                if not up:
+                    log.error(
+                        "health NOT_SERVING: the request journal cannot commit (%s)", self.journal_failure
+                    )
+                else:
+                    log.warning("health SERVING: the request journal commits again")
+                for name in ("", *SERVICE_NAMES):
+                    await self._health.set(name, status)
+            await asyncio.sleep(self.settings.health_interval if up else outage.delay())
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop accepting, let in-flight work finish (or stay journaled), flush deliveries."""

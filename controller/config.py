@@ -55,6 +55,17 @@ class Settings:
     shutdown_grace: float = 10.0
     log_level: str = "INFO"
 
+    # --- keeping every ack without a human (docs/architecture.md, "Guarantees") ---
+    #: cap of the backoff while a completion (or a job's database read) is retried in its lane
+    completion_retry_max: float = 5.0
+    #: how often this instance's journal is swept for unfinished requests in no lane, seconds
+    sweep_interval: float = 10.0
+    #: how often the journal's health is checked (health NOT_SERVING while it cannot commit)
+    health_interval: float = 1.0
+    #: cap of the interval between probes of a topology callback that is down, seconds (one
+    #: probe at a time; its first success releases the whole backlog)
+    delivery_probe_max_interval: float = 5.0
+
     # --- hostile input (docs/security.md, "Input limits") ---
     #: largest accepted device_model_json / device_state_json / entity model, bytes
     max_json_bytes: int = 256 * 1024

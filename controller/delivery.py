@@ -1,8 +1,17 @@
 """Outbox delivery: post each response to the topology callback, in per-device order, retrying
 with capped exponential backoff and jitter until it is acknowledged.
 
-Retries are persisted (attempts, next attempt time) rather than held in a retry loop, so they
-outlive topology outages and controller restarts; tenacity's wait strategy computes the delays.
+Failures come in three kinds (by the receiver's status code):
+
+- the destination is down (`UNAVAILABLE`, `DEADLINE_EXCEEDED`, ...): one destination-level
+  state backs off and a single probe (the oldest due response) tries at the backoff interval;
+  the first success releases the whole backlog at once, still in order per device;
+- the receiver refuses this response for good (`RESOURCE_EXHAUSTED`, `INVALID_ARGUMENT`,
+  `OUT_OF_RANGE`): the row is dead-lettered with the error, so the device's later responses flow;
+- anything else: that row backs off on its own, persisted (attempts, next attempt time), so
+  retries outlive restarts; tenacity's wait strategy computes the delays.
+
+A failing database never ends the loop: a failed pass is logged once per outage and retried.
 """
 
 from __future__ import annotations
@@ -10,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import grpc
@@ -17,10 +28,26 @@ import tenacity
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import topology_callback_pb2_grpc as cb
-from controller.store import OutboxItem, Store
+from controller.store import OutboxItem, Store, StoreClosedError
+from controller.supervise import Outage
 from controller.tls import ClientTls, client_channel
 
 log = logging.getLogger(__name__)
+
+_Code = grpc.StatusCode
+#: the receiver (or the path to it) is down: say so once for the destination, probe, don't
+#: count it against each row
+DESTINATION_DOWN = frozenset(
+    {
+        _Code.UNAVAILABLE,
+        _Code.DEADLINE_EXCEEDED,
+        _Code.UNIMPLEMENTED,
+        _Code.UNAUTHENTICATED,
+        _Code.PERMISSION_DENIED,
+    }
+)
+#: the receiver refuses this very response (too large, malformed): retrying cannot help
+DEAD_LETTER = frozenset({_Code.RESOURCE_EXHAUSTED, _Code.INVALID_ARGUMENT, _Code.OUT_OF_RANGE})
 
 
 def _backoff(max_backoff: float) -> tenacity.wait.wait_base:
@@ -46,6 +73,7 @@ class Delivery:
         max_backoff: float,
         timeout: float,
         tls: ClientTls | None = None,
+        probe_max: float = 5.0,
     ) -> None:
         self._store = store
         self._target = target
@@ -63,7 +91,15 @@ class Delivery:
         self._channel: grpc.aio.Channel | None = None
         self._stub: cb.TopologyCallbackStub | None = None
         self.delivered = 0
+        self.dead_lettered = 0
         self._stopping = False
+        #: the destination's state: while it fails, only one probe at a time, at `_next_probe`
+        self.destination = Outage(f"topology callback {target}", log)
+        self._probe_max = probe_max
+        self._next_probe = 0.0  # time.monotonic()
+        self._probing = False
+        #: the database side of delivery (passes, recording outcomes)
+        self.database = Outage("delivery's database access", log)
 
     def notify(self) -> None:
         self._wake.set()
@@ -77,10 +113,17 @@ class Delivery:
         try:
             while not self._stopping:
                 self._wake.clear()
-                await self.pass_once()
+                wait = 0.5
+                try:
+                    await self.pass_once()
+                    self.database.ok()
+                except Exception as exc:  # a database outage must not end delivery for good
+                    wait = self.database.failed(exc)
+                if self.destination.failing and not self._probing:
+                    wait = min(wait, max(self._next_probe - time.monotonic(), 0.01))
                 # asyncio.timeout, unlike wait_for on 3.11, never swallows a cancellation
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(0.5):
+                    async with asyncio.timeout(wait):
                         await self._wake.wait()
                         # let completions that land together share one outbox query
                         await asyncio.sleep(0.005)
@@ -89,7 +132,11 @@ class Delivery:
             await self._channel.close()
 
     async def pass_once(self) -> int:
-        """Start deliveries for every due head-of-device row not already in flight."""
+        """Start deliveries for every due head-of-device row not already in flight; while the
+        destination is down, only one probe (the oldest due row) once its backoff has passed."""
+        probe = self.destination.failing
+        if probe and (self._probing or time.monotonic() < self._next_probe):
+            return 0
         this_pass = self._passes
         self._passes += 1
         due = await self._store.due_outbox(datetime.now(UTC), limit=2000)
@@ -98,10 +145,14 @@ class Delivery:
             if item.device in self._busy or self._finished.get(item.device, -1) >= this_pass:
                 continue
             self._busy.add(item.device)
-            task = asyncio.create_task(self._deliver(item))
+            if probe:
+                self._probing = True
+            task = asyncio.create_task(self._deliver(item, probe=probe))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             started += 1
+            if probe:
+                break
         self._finished = {d: p for d, p in self._finished.items() if p >= this_pass}
         return started
 
@@ -117,16 +168,24 @@ class Delivery:
         try:
             await asyncio.wait_for(self._flush(), timeout)
         except TimeoutError:
+            try:
+                left = await self._store.undelivered_count()
+            except Exception:  # the database may be what is failing
+                left = -1
             log.warning(
-                "shutdown: %d responses still undelivered; they are sent after restart",
-                await self._store.undelivered_count(),
+                "shutdown: %s responses still undelivered; they are sent after restart",
+                left if left >= 0 else "some",
             )
+        except Exception as exc:
+            log.warning("shutdown: delivery flush stopped (%s); responses are sent after restart", exc)
 
     async def _flush(self) -> None:
+        if self.destination.failing:
+            return  # the receiver is down: nothing to gain at shutdown
         while await self.pass_once() or self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    async def _deliver(self, item: OutboxItem) -> None:
+    async def _deliver(self, item: OutboxItem, *, probe: bool) -> None:
         try:
             async with self._slots:
                 assert self._stub is not None
@@ -134,26 +193,74 @@ class Delivery:
                 try:
                     await self._stub.DeviceResponse(response, timeout=self._timeout)
                 except grpc.aio.AioRpcError as exc:
-                    delay = backoff_delay(item.attempts + 1, self._max_backoff)
-                    error = f"{exc.code().name}: {exc.details()}"
-                    log.warning(
-                        "delivery of %s to %s failed (attempt %d): %s; next in %.1f s",
-                        item.request_id,
-                        self._target,
-                        item.attempts + 1,
-                        error,
-                        delay,
-                    )
-                    await self._store.delivery_failed(
-                        item.id, error, datetime.now(UTC) + timedelta(seconds=delay)
-                    )
+                    await self._failed(item, exc, probe=probe)
                     return
-                await self._store.mark_delivered(item.id, datetime.now(UTC))
+                if self.destination.failing:
+                    self.destination.ok()
+                    log.info("topology callback %s is back: releasing the backlog", self._target)
+                await self._record(self._store.mark_delivered, item.id, datetime.now(UTC))
                 self.delivered += 1
         finally:
+            if probe:
+                self._probing = False
             self._busy.discard(item.device)
             self._finished[item.device] = self._passes
-            self._wake.set()  # the device's next response may be due now
+            self._wake.set()  # the device's next response (or the whole backlog) may be due now
+
+    async def _failed(self, item: OutboxItem, exc: grpc.aio.AioRpcError, *, probe: bool) -> None:
+        code = exc.code()
+        error = f"{code.name}: {exc.details()}"
+        now = datetime.now(UTC)
+        if code not in DESTINATION_DOWN and self.destination.failing:
+            self.destination.ok()  # it answered: the receiver is up, only this response failed
+        if code in DEAD_LETTER:
+            log.error(
+                "delivery of %s to %s refused for good (%s): dead-lettered; the device's later "
+                "responses go on (devicectl requests list --dead-letter)",
+                item.request_id,
+                self._target,
+                error,
+            )
+            await self._record(self._store.dead_letter, item.id, error, now)
+            self.dead_lettered += 1
+            return
+        if code in DESTINATION_DOWN:
+            # Deliveries already in flight when the receiver went away fail together: only the
+            # first of them (or a probe) counts towards the destination's backoff.
+            if probe or not self.destination.failing:
+                delay = backoff_delay(self.destination.failures + 1, self._probe_max)
+                self.destination.failed(exc, traceback=False)
+                self._next_probe = time.monotonic() + delay
+            # recorded on the row for operators; due again at once, the destination gates it
+            await self._record(self._store.delivery_failed, item.id, error, now)
+            return
+        delay = backoff_delay(item.attempts + 1, self._max_backoff)
+        log.warning(
+            "delivery of %s to %s failed (attempt %d): %s; next in %.1f s",
+            item.request_id,
+            self._target,
+            item.attempts + 1,
+            error,
+            delay,
+        )
+        await self._record(self._store.delivery_failed, item.id, error, now + timedelta(seconds=delay))
+
+    async def _record(self, write: Callable[..., Awaitable[None]], *args: object) -> None:
+        """Persist a delivery outcome, retrying through a database outage (the device's next
+        response waits meanwhile); given up only at shutdown, when the row is simply sent again
+        after restart (the wire is at-least-once)."""
+        while True:
+            try:
+                await write(*args)
+                self.database.ok()
+                return
+            except StoreClosedError:
+                return
+            except Exception as exc:
+                delay = self.database.failed(exc)
+                if self._stopping:
+                    return
+                await asyncio.sleep(delay)
 
     async def _stop_tasks(self) -> None:
         for task in list(self._tasks):

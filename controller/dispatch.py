@@ -1,6 +1,11 @@
-"""Per-device lanes: requests for one device run one at a time in arrival order; different
-devices run concurrently under a global limit. Lanes are bounded; overflow is reported to the
-caller (who answers the request with an error), never dropped.
+"""Per-device lanes: requests for one device run one at a time in journal order (`seq`, which is
+arrival order); different devices run concurrently under a global limit. Lanes are bounded;
+overflow is reported to the caller (who answers the request with an error), never dropped.
+
+A job queued late (a journaled request that missed its lane, found again by the duplicate path or
+the sweep) is inserted by `seq`, so it still runs before newer requests of its device. If a newer
+state-changing request of the device has already started, running the old one would undo it: it
+is handed to `on_superseded` (answered with an error) instead of run.
 """
 
 from __future__ import annotations
@@ -15,6 +20,11 @@ from datetime import datetime
 from plugins.base import RequestKind
 
 log = logging.getLogger(__name__)
+
+#: kinds that only read: running one late changes nothing, so it is never superseded
+READ_ONLY_KINDS = frozenset(
+    {RequestKind.PING, RequestKind.GPU_METRICS, RequestKind.RAW_METRICS, RequestKind.STD_METRICS}
+)
 
 
 @dataclass(frozen=True)
@@ -34,9 +44,17 @@ class Dispatcher:
     """Runs jobs through `execute`, one lane per device, at most `max_concurrency` at once."""
 
     def __init__(
-        self, execute: Callable[[Job], Awaitable[None]], *, max_concurrency: int, queue_limit: int
+        self,
+        execute: Callable[[Job], Awaitable[None]],
+        *,
+        max_concurrency: int,
+        queue_limit: int,
+        on_superseded: Callable[[Job, int], Awaitable[None]] | None = None,
     ) -> None:
         self._execute = execute
+        self._on_superseded = on_superseded
+        #: per device, the highest seq of a state-changing job started in this process
+        self._started: dict[str, int] = {}
         self._slots = asyncio.Semaphore(max_concurrency)
         self._queue_limit = queue_limit
         self._lanes: dict[str, deque[Job]] = {}
@@ -52,7 +70,11 @@ class Dispatcher:
         lane = self._lanes.setdefault(job.device, deque())
         if len(lane) >= self._queue_limit:
             return False
-        lane.append(job)
+        # by seq: normally at the end, a late job (see the module docstring) further in
+        at = len(lane)
+        while at and lane[at - 1].seq > job.seq:
+            at -= 1
+        lane.insert(at, job)
         self._known.add(job.request_id)
         self._idle.clear()
         if job.device not in self._tasks:
@@ -78,6 +100,12 @@ class Dispatcher:
             while lane:
                 job = lane.popleft()
                 try:
+                    newer = self._started.get(device, -1)
+                    if job.seq < newer and job.kind not in READ_ONLY_KINDS and self._on_superseded:
+                        await self._on_superseded(job, newer)
+                        continue
+                    if job.kind not in READ_ONLY_KINDS:
+                        self._started[device] = max(newer, job.seq)
                     async with self._slots:
                         await self._execute(job)
                 except asyncio.CancelledError:

@@ -21,7 +21,8 @@ from controller.inventory import DeviceEntry, entry_from_model, parse_model_json
 from controller.logs import clip, request_context
 from controller.plugin_host import PluginHost
 from controller.secrets import SecretStore
-from controller.store import Completion, NewVerification, Store
+from controller.store import Completion, NewVerification, Store, StoreClosedError, is_outage
+from controller.supervise import Outage, describe
 from plugins.base import (
     DeviceContext,
     DeviceControllerError,
@@ -84,7 +85,20 @@ class RequestRunner:
 
     async def run(self, job: Job) -> None:
         with request_context(job.device, job.request_id, job.trace_id):
-            await self._run(job)
+            # A database outage before the completion (reading the device, say) is waited out
+            # here, in the device's lane, so nothing newer for the device overtakes this job.
+            outage = Outage(f"request {job.request_id}", log, cap=self._settings.completion_retry_max)
+            while True:
+                try:
+                    await self._run(job)
+                    break
+                except (asyncio.CancelledError, StoreClosedError):
+                    raise
+                except Exception as exc:
+                    if not is_outage(exc):
+                        raise
+                    await asyncio.sleep(outage.failed(exc))
+            outage.ok()
 
     async def _run(self, job: Job) -> None:
         msg = pb.DeviceControllerRequest.FromString(job.payload)
@@ -103,6 +117,8 @@ class RequestRunner:
             await self._fail(job, msg, "rejected", str(exc))
             return
         except Exception as exc:  # answered once with the real reason, never retried until expiry
+            if is_outage(exc):
+                raise  # the database, not the request: waited out in the lane by run()
             log.debug("resolve failed", exc_info=True)
             reason = f"cannot resolve the device: {type(exc).__name__}: {clip(exc)}"
             await self._fail(job, msg, "rejected", reason)
@@ -121,7 +137,12 @@ class RequestRunner:
             deadline=time.monotonic() + remaining,
             state=resolved.state,
         )
-        await self._store.mark_running(job.request_id, utcnow())
+        try:
+            await self._store.mark_running(job.request_id, utcnow())
+        except (StoreClosedError, LookupError):
+            raise
+        except Exception as exc:  # bookkeeping only: the completion is what must be written
+            log.warning("could not record the start (%s); running anyway", describe(exc))
         started = time.monotonic()
         try:
             outcome = await asyncio.wait_for(run_operation(resolved.plugin, kind, ctx, request), remaining)
@@ -153,7 +174,7 @@ class RequestRunner:
             )
             return
         log.debug("%s done in %.3f s", kind.value, time.monotonic() - started)
-        await self._succeed(job, kind, resolved, outcome)
+        await self._succeed(job, kind, resolved, outcome, request)
 
     async def resolve(self, device: str, model_json: bytes, state_json: bytes) -> Resolved:
         """The device's inventory entry, started plugin, merged model and current state."""
@@ -202,7 +223,9 @@ class RequestRunner:
                 self._devices[device] = known
         return known
 
-    async def _succeed(self, job: Job, kind: RequestKind, resolved: Resolved, outcome: Outcome[Any]) -> None:
+    async def _succeed(
+        self, job: Job, kind: RequestKind, resolved: Resolved, outcome: Outcome[Any], request: Any = None
+    ) -> None:
         new_state = dict(outcome.state) if outcome.state is not None else None
         state_bytes = json.dumps(new_state, sort_keys=True).encode() if new_state is not None else None
         response = translate.response_to_proto(
@@ -215,6 +238,8 @@ class RequestRunner:
             ping_time=outcome.reached_at,
             ping_error=outcome.reach_error,
         )
+        # a response no receiver would take must not block the device's later responses
+        response = translate.bounded_response(kind, response, request=request)
         ok, error = translate.success_of(response)
         verification = None
         if outcome.verification is not None:
@@ -286,8 +311,30 @@ class RequestRunner:
             msg = pb.DeviceControllerRequest.FromString(job.payload)
             await self._fail(job, msg, "rejected", error)
 
+    async def supersede(self, job: Job, newer_seq: int) -> None:
+        """Answer a late job whose device already started a newer state-changing request."""
+        await self.reject(
+            job,
+            f"not run: a newer request for device {job.device!r} (journal seq {newer_seq}) already "
+            f"started, and running this older one (seq {job.seq}) now would undo it",
+        )
+
     async def _complete(self, completion: Completion) -> bool:
-        done = await self._store.complete(completion)
+        """Write the completion, retrying in place (in the device's lane, so before anything newer
+        for the device runs) until it is written. A retry after a commit whose acknowledgement
+        was lost finds the request completed and returns False, like any recovery race."""
+        outage = Outage(
+            f"completion of {completion.request_id}", log, cap=self._settings.completion_retry_max
+        )
+        while True:
+            try:
+                done = await self._store.complete(completion)
+                break
+            except (LookupError, StoreClosedError):
+                raise
+            except Exception as exc:
+                await asyncio.sleep(outage.failed(exc))
+        outage.ok()
         self._on_complete(completion.request_id)
         return done
 

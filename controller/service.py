@@ -19,10 +19,12 @@ from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller.config import Settings
+from controller.delivery import Delivery
 from controller.dispatch import Dispatcher, Job
 from controller.inventory import DeviceEntry
 from controller.logs import clip, request_context
 from controller.store import DeviceView, NewRequest, RequestView, Store, VerificationRow
+from controller.supervise import describe
 from controller.validate import validate_request
 from plugins import registry
 from plugins.base import InvalidRequestError, RequestKind
@@ -97,35 +99,71 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
                 deadline_at=now + timedelta(seconds=timeout),
                 owner=self._settings.instance_id,
             )
+            task = asyncio.ensure_future(self._journal_and_queue(row, kind))
+            _background.add(task)
+            task.add_done_callback(_settle)
             try:
-                accepted = await self._store.accept_one(row)
-            except Exception:
-                log.exception("journal write failed")
+                # Shielded: a caller that gives up (deadline, disconnect) once the row may be
+                # committed must not leave the request journaled but in no lane.
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("journal write failed: %s", describe(exc))
                 await context.abort(grpc.StatusCode.UNAVAILABLE, "request journal unavailable; retry later")
-            if not accepted.inserted:
-                log.info("duplicate request_id: acknowledged without a second execution")
-                return empty_pb2.Empty()
-            self.accepted += 1
-            job = Job(
-                accepted.seq, row.request_id, row.device, kind, row.payload, row.trace_id, row.deadline_at
-            )
-            if not self._dispatcher.submit(job):
-                task = asyncio.ensure_future(
-                    self._reject(
-                        job,
-                        (
-                            f"device {row.device!r} has {self._settings.queue_limit} requests queued "
-                            "(queue_limit); "
-                            "request not run"
-                        ),
+            return empty_pb2.Empty()
+
+    async def _journal_and_queue(self, row: NewRequest, kind: RequestKind) -> None:
+        accepted = await self._store.accept_one(row)
+        if not accepted.inserted:
+            await self._duplicate(row.request_id)
+            return
+        self.accepted += 1
+        self._queue(
+            Job(accepted.seq, row.request_id, row.device, kind, row.payload, row.trace_id, row.deadline_at)
+        )
+
+    async def _duplicate(self, request_id: str) -> None:
+        """A repeated request_id is not run twice; but if its first ack failed after the commit,
+        the journaled request may be in no lane: then it is queued now (by seq, see dispatch)."""
+        if not self._dispatcher.knows(request_id):
+            view = await self._store.get_request(request_id)
+            if view is not None and view.status != "completed" and view.owner == self._settings.instance_id:
+                log.warning("duplicate request_id of a journaled request that was in no lane: queued now")
+                self._queue(
+                    Job(
+                        view.seq,
+                        view.request_id,
+                        view.device,
+                        RequestKind(view.kind),
+                        view.payload,
+                        view.trace_id,
+                        view.deadline_at,
                     )
                 )
-                _background.add(task)
-                task.add_done_callback(_background.discard)
-            return empty_pb2.Empty()
+                return
+        log.info("duplicate request_id: acknowledged without a second execution")
+
+    def _queue(self, job: Job) -> None:
+        if self._dispatcher.submit(job):
+            return
+        limit = self._settings.queue_limit
+        error = f"device {job.device!r} has {limit} requests queued (queue_limit); request not run"
+        task = asyncio.ensure_future(self._reject(job, error))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
 
 
 _background: set[asyncio.Future[None]] = set()
+
+
+def _settle(task: asyncio.Future[None]) -> None:
+    """Forget a finished accept task, retrieving its error (the waiting caller got it as UNAVAILABLE;
+    a caller that had already gone retries)."""
+    _background.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("accept task failed: %s", describe(task.exception()))  # type: ignore[arg-type]
+
 
 _STATUS = {"queued": apb.QUEUED, "running": apb.RUNNING, "completed": apb.COMPLETED}
 _STATUS_NAME = {v: k for k, v in _STATUS.items()}
@@ -156,6 +194,7 @@ def request_record(view: RequestView) -> apb.RequestRecord:
         finished_at=_ts(view.finished_at),
         deadline_at=_ts(view.deadline_at),
         delivered_at=_ts(view.delivered_at),
+        dead_lettered_at=_ts(view.dead_lettered_at),
     )
     if view.response:
         record.response.ParseFromString(view.response)
@@ -198,12 +237,43 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
     """Read-only views of the journal, devices and verifications for operators and the CLI."""
 
     def __init__(
-        self, store: Store, dispatcher: Dispatcher, inventory: Mapping[str, DeviceEntry], watchers: Watchers
+        self,
+        store: Store,
+        dispatcher: Dispatcher,
+        inventory: Mapping[str, DeviceEntry],
+        watchers: Watchers,
+        delivery: Delivery | None = None,
     ) -> None:
         self._store = store
         self._dispatcher = dispatcher
         self._inventory = inventory
         self._watchers = watchers
+        self._delivery = delivery
+
+    async def GetStatus(
+        self, request: empty_pb2.Empty, context: grpc.aio.ServicerContext
+    ) -> apb.ControllerStatus:
+        status = apb.ControllerStatus(journal_ok=True, callback_ok=True)
+        failure = self._store.write_failure
+        if failure is not None:
+            status.journal_ok = False
+            status.journal_error = failure.reason
+            status.journal_error_since.FromSeconds(int(failure.since))
+        if self._delivery is not None:
+            status.delivered = self._delivery.delivered
+            status.dead_lettered = self._delivery.dead_lettered
+            destination = self._delivery.destination
+            if destination.failing:
+                status.callback_ok = False
+                status.callback_error = destination.reason
+                status.callback_error_since.FromSeconds(int(destination.since or 0))
+        try:  # counts need the database, which may be what is failing
+            status.undelivered = await self._store.undelivered_count()
+            status.dead_letters = await self._store.dead_letter_count()
+        except Exception as exc:
+            if status.journal_ok:
+                status.journal_error = f"cannot read the outbox: {describe(exc)}"
+        return status
 
     async def GetRequest(
         self, request: apb.GetRequestRequest, context: grpc.aio.ServicerContext
@@ -224,6 +294,7 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
             status=_STATUS_NAME.get(request.status),
             undelivered_only=request.undelivered_only,
             limit=request.limit or 100,
+            dead_letter_only=request.dead_letter_only,
         )
         return apb.ListRequestsResponse(requests=[request_record(v) for v in views])
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from controller.logs import request_context
 from controller.runner import RequestRunner
 from controller.store import Store, VerificationRow
+from controller.supervise import Outage
 from plugins.base import DeviceContext, DeviceControllerError, PendingVerification
 
 log = logging.getLogger(__name__)
@@ -23,9 +24,14 @@ class Verifier:
         self._check_timeout = check_timeout
 
     async def run(self, interval: float = 0.5) -> None:
+        outage = Outage("verifier", log)
         while True:
-            await self.pass_once()
-            await asyncio.sleep(interval)
+            try:
+                await self.pass_once()
+                outage.ok()
+                await asyncio.sleep(interval)
+            except Exception as exc:  # a database outage must not end verification for good
+                await asyncio.sleep(max(outage.failed(exc), interval))
 
     async def pass_once(self) -> int:
         due = await self._store.due_verifications(datetime.now(UTC), limit=100)

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import grpc
+from google.protobuf import empty_pb2
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
@@ -24,6 +25,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--device")
     p.add_argument("--status", choices=["queued", "running", "completed"])
     p.add_argument("--undelivered", action="store_true")
+    p.add_argument("--dead-letter", action="store_true", help="responses the receiver refused for good")
     p.add_argument("--limit", type=int, default=50)
     add_client_flags(p)
     p.set_defaults(func=requests_list)
@@ -50,6 +52,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--limit", type=int, default=50)
     add_client_flags(p)
     p.set_defaults(func=verifications_list)
+
+    p = sub.add_parser("status", help="journal and callback health, responses waiting and dead-lettered")
+    add_client_flags(p)
+    p.set_defaults(func=status_show)
 
     p = sub.add_parser("plugins", help="plugins installed (entry-point group devicectl.plugins)")
     p.set_defaults(func=plugins_list)
@@ -86,6 +92,7 @@ def requests_list(args: argparse.Namespace) -> int:
             status=_STATUS.get(args.status or "", apb.REQUEST_STATUS_UNSPECIFIED),
             undelivered_only=args.undelivered,
             limit=args.limit,
+            dead_letter_only=args.dead_letter,
         ),
     )
     if args.json:
@@ -103,13 +110,36 @@ def requests_list(args: argparse.Namespace) -> int:
                 r.outcome,
                 when(r.accepted_at),
                 when(r.finished_at),
-                when(r.delivered_at) or (f"pending ({r.delivery_attempts} tries)" if r.outcome else ""),
+                when(r.delivered_at)
+                or ("dead-lettered" if r.HasField("dead_lettered_at") else "")
+                or (f"pending ({r.delivery_attempts} tries)" if r.outcome else ""),
                 r.error,
             )
             for r in res.requests
         ),
     )
     return 0
+
+
+def status_show(args: argparse.Namespace) -> int:
+    s = _call(args, "GetStatus", empty_pb2.Empty())
+    if args.json:
+        print_json(s)
+        return 0
+    table(
+        "controller status",
+        ("field", "value"),
+        [
+            ("journal", "ok" if s.journal_ok else f"FAILING since {when(s.journal_error_since)}"),
+            ("journal error", s.journal_error),
+            ("topology callback", "ok" if s.callback_ok else f"DOWN since {when(s.callback_error_since)}"),
+            ("callback error", s.callback_error),
+            ("undelivered", s.undelivered),
+            ("dead letters", s.dead_letters),
+            ("delivered (this process)", s.delivered),
+        ],
+    )
+    return 0 if s.journal_ok else 1
 
 
 def requests_show(args: argparse.Namespace) -> int:
@@ -135,6 +165,7 @@ def requests_show(args: argparse.Namespace) -> int:
             ("delivered", when(r.delivered_at)),
             ("delivery attempts", r.delivery_attempts),
             ("delivery error", r.delivery_error),
+            ("dead-lettered", when(r.dead_lettered_at) if r.HasField("dead_lettered_at") else ""),
         ],
     )
     if r.HasField("response"):

@@ -24,7 +24,7 @@ RUNNING: RequestStatus
 COMPLETED: RequestStatus
 
 class RequestRecord(_message.Message):
-    __slots__ = ("request_id", "device", "kind", "trace_id", "status", "outcome", "error", "attempts", "accepted_at", "started_at", "finished_at", "deadline_at", "delivered_at", "delivery_attempts", "delivery_error", "response")
+    __slots__ = ("request_id", "device", "kind", "trace_id", "status", "outcome", "error", "attempts", "accepted_at", "started_at", "finished_at", "deadline_at", "delivered_at", "delivery_attempts", "delivery_error", "response", "dead_lettered_at")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -41,6 +41,7 @@ class RequestRecord(_message.Message):
     DELIVERY_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_ERROR_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERED_AT_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     device: str
     kind: str
@@ -57,7 +58,8 @@ class RequestRecord(_message.Message):
     delivery_attempts: int
     delivery_error: str
     response: _devicecontroller_pb2.DeviceControllerResponse
-    def __init__(self, request_id: _Optional[str] = ..., device: _Optional[str] = ..., kind: _Optional[str] = ..., trace_id: _Optional[str] = ..., status: _Optional[_Union[RequestStatus, str]] = ..., outcome: _Optional[str] = ..., error: _Optional[str] = ..., attempts: _Optional[int] = ..., accepted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivery_attempts: _Optional[int] = ..., delivery_error: _Optional[str] = ..., response: _Optional[_Union[_devicecontroller_pb2.DeviceControllerResponse, _Mapping]] = ...) -> None: ...
+    dead_lettered_at: _timestamp_pb2.Timestamp
+    def __init__(self, request_id: _Optional[str] = ..., device: _Optional[str] = ..., kind: _Optional[str] = ..., trace_id: _Optional[str] = ..., status: _Optional[_Union[RequestStatus, str]] = ..., outcome: _Optional[str] = ..., error: _Optional[str] = ..., attempts: _Optional[int] = ..., accepted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivery_attempts: _Optional[int] = ..., delivery_error: _Optional[str] = ..., response: _Optional[_Union[_devicecontroller_pb2.DeviceControllerResponse, _Mapping]] = ..., dead_lettered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GetRequestRequest(_message.Message):
     __slots__ = ("request_id",)
@@ -66,16 +68,18 @@ class GetRequestRequest(_message.Message):
     def __init__(self, request_id: _Optional[str] = ...) -> None: ...
 
 class ListRequestsRequest(_message.Message):
-    __slots__ = ("device", "status", "undelivered_only", "limit")
+    __slots__ = ("device", "status", "undelivered_only", "limit", "dead_letter_only")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     UNDELIVERED_ONLY_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTER_ONLY_FIELD_NUMBER: _ClassVar[int]
     device: str
     status: RequestStatus
     undelivered_only: bool
     limit: int
-    def __init__(self, device: _Optional[str] = ..., status: _Optional[_Union[RequestStatus, str]] = ..., undelivered_only: _Optional[bool] = ..., limit: _Optional[int] = ...) -> None: ...
+    dead_letter_only: bool
+    def __init__(self, device: _Optional[str] = ..., status: _Optional[_Union[RequestStatus, str]] = ..., undelivered_only: _Optional[bool] = ..., limit: _Optional[int] = ..., dead_letter_only: _Optional[bool] = ...) -> None: ...
 
 class ListRequestsResponse(_message.Message):
     __slots__ = ("requests",)
@@ -194,3 +198,27 @@ class ListPluginsResponse(_message.Message):
     PLUGINS_FIELD_NUMBER: _ClassVar[int]
     plugins: _containers.RepeatedCompositeFieldContainer[PluginInfo]
     def __init__(self, plugins: _Optional[_Iterable[_Union[PluginInfo, _Mapping]]] = ...) -> None: ...
+
+class ControllerStatus(_message.Message):
+    __slots__ = ("journal_ok", "journal_error", "journal_error_since", "callback_ok", "callback_error", "callback_error_since", "undelivered", "dead_letters", "delivered", "dead_lettered")
+    JOURNAL_OK_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_ERROR_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_ERROR_SINCE_FIELD_NUMBER: _ClassVar[int]
+    CALLBACK_OK_FIELD_NUMBER: _ClassVar[int]
+    CALLBACK_ERROR_FIELD_NUMBER: _ClassVar[int]
+    CALLBACK_ERROR_SINCE_FIELD_NUMBER: _ClassVar[int]
+    UNDELIVERED_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
+    journal_ok: bool
+    journal_error: str
+    journal_error_since: _timestamp_pb2.Timestamp
+    callback_ok: bool
+    callback_error: str
+    callback_error_since: _timestamp_pb2.Timestamp
+    undelivered: int
+    dead_letters: int
+    delivered: int
+    dead_lettered: int
+    def __init__(self, journal_ok: _Optional[bool] = ..., journal_error: _Optional[str] = ..., journal_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., callback_ok: _Optional[bool] = ..., callback_error: _Optional[str] = ..., callback_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., undelivered: _Optional[int] = ..., dead_letters: _Optional[int] = ..., delivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ...) -> None: ...

@@ -70,6 +70,11 @@ class DeviceControllerAdminStub:
                 request_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
                 response_deserializer=devicecontroller_dot_v1_dot_admin__pb2.ListPluginsResponse.FromString,
                 _registered_method=True)
+        self.GetStatus = channel.unary_unary(
+                '/devicecontroller.v1.DeviceControllerAdmin/GetStatus',
+                request_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
+                response_deserializer=devicecontroller_dot_v1_dot_admin__pb2.ControllerStatus.FromString,
+                _registered_method=True)
 
 
 class DeviceControllerAdminServicer:
@@ -119,6 +124,14 @@ class DeviceControllerAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetStatus(self, request, context):
+        """Whether the journal commits and the topology callback answers, with why not, and counts of
+        responses waiting and dead-lettered.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DeviceControllerAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -156,6 +169,11 @@ def add_DeviceControllerAdminServicer_to_server(servicer, server):
                     servicer.ListPlugins,
                     request_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
                     response_serializer=devicecontroller_dot_v1_dot_admin__pb2.ListPluginsResponse.SerializeToString,
+            ),
+            'GetStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStatus,
+                    request_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+                    response_serializer=devicecontroller_dot_v1_dot_admin__pb2.ControllerStatus.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -347,6 +365,33 @@ class DeviceControllerAdmin:
             '/devicecontroller.v1.DeviceControllerAdmin/ListPlugins',
             google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
             devicecontroller_dot_v1_dot_admin__pb2.ListPluginsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/devicecontroller.v1.DeviceControllerAdmin/GetStatus',
+            google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
+            devicecontroller_dot_v1_dot_admin__pb2.ControllerStatus.FromString,
             options,
             channel_credentials,
             insecure,
