@@ -53,6 +53,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--per-sim", type=int, help="BMCs per simulator process (default 1000)")
     p.add_argument("--baseline-workers", type=int, help="baseline thread pool size (default 64)")
     p.add_argument("--no-baseline", action="store_true", help="skip the synchronous-client baseline")
+    p.add_argument(
+        "--plugin-process", action="store_true", help="fan-out with the Redfish plugin as its own process"
+    )
     p.add_argument("--ingest-rate", type=float, help="fixed offered rate, requests/s (default 1000)")
     p.add_argument("--ingest-requests", type=int, help="requests in the fixed-rate run (default 10000)")
     p.add_argument("--ingest-max-requests", type=int, help="requests in the max-rate run (default 20000)")
@@ -98,6 +101,8 @@ def _configs(args: argparse.Namespace) -> tuple[IngestConfig, FanoutConfig, Reco
     fanout = replace(fanout, **{k: v for k, v in overrides.items() if v is not None})
     if args.no_baseline:
         fanout = replace(fanout, baseline=False)
+    if args.plugin_process:
+        fanout = replace(fanout, plugin_process=True)
     if args.recovery_requests:
         recovery = replace(recovery, requests=args.recovery_requests)
     return ingest, fanout, recovery

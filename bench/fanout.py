@@ -41,6 +41,7 @@ import grpc
 
 from bench.baseline import PASSWORD_ENV
 from bench.processes import ControllerProcess, database, run_json
+from bench.procstats import cpu_seconds
 from bench.profiling import Profiler
 from bench.responses import ResponseTracker
 from bench.simulators import PASSWORD, USERNAME, SimulatorProcesses
@@ -113,6 +114,8 @@ class FanoutConfig:
     log_level: str = "INFO"
     #: write py-spy profiles of the controller per phase here (None: no profiling)
     profile_dir: Path | None = None
+    #: run the Redfish plugin as its own process (an inventory [[plugin]] table): the extra hop's cost
+    plugin_process: bool = False
 
 
 QUICK_FANOUT = FanoutConfig(sizes=(3,), latency=0.02, per_process=2, baseline_workers=4)
@@ -180,7 +183,7 @@ async def _devicectl(n: int, config: FanoutConfig, workdir: Path, sims: Simulato
                 workdir,
                 database_url=url,
                 callback=callback,
-                inventory=sims.inventory,
+                inventory=_inventory(sims, config, workdir),
                 secrets_dir=sims.secrets_dir,
                 max_concurrency=max(n, 1024),
                 device_call_timeout=600.0,
@@ -243,17 +246,19 @@ async def _phase(
     say(f"{label}: sending {n} activations")
     profile = f"fanout-{n}-{phase.group}"
     async with Profiler(config.profile_dir).attach(controller.pid, profile):
-        cpu_before, sim_before, own_before = (
+        cpu_before, sim_before, own_before, plugin_before = (
             controller.sample().cpu_seconds,
             sims.cpu_seconds(),
             time.process_time(),
+            _plugin_cpu(controller.pid),
         )
         started = time.monotonic()
         await asyncio.gather(*(send(r) for r in requests))
         acked = time.monotonic()
         last = await tracker.wait(120 + n * 0.5, label)
     sample = controller.sample()
-    cpu = sample.cpu_seconds - cpu_before
+    plugin_cpu = _plugin_cpu(controller.pid) - plugin_before
+    cpu = sample.cpu_seconds - cpu_before + plugin_cpu  # the plugin process works for the controller
     sim_cpu, own_cpu = sims.cpu_seconds() - sim_before, time.process_time() - own_before
     stats = await sims.stats()
     summary = _counters(stats, config)
@@ -271,6 +276,7 @@ async def _phase(
             "duplicates": tracker.duplicates,
             "unexpected": tracker.unexpected,
             "controller_cpu_s": cpu,
+            "plugin_process_cpu_s": plugin_cpu,
             "cpu_ms_per_call": cpu / summary["calls"] * 1000 if summary["calls"] else 0.0,
             "simulator_cpu_s": sim_cpu,
             "bench_cpu_s": own_cpu,
@@ -285,6 +291,31 @@ async def _phase(
         + (f"; PROBLEMS: {summary['problems']}" if summary["problems"] else "")
     )
     return summary
+
+
+def _inventory(sims: SimulatorProcesses, config: FanoutConfig, workdir: Path) -> Path:
+    """The simulators' inventory; with `plugin_process`, plus a [[plugin]] table serving Redfish."""
+    if not config.plugin_process:
+        return Path(sims.inventory)
+    path = workdir / "inventory-plugin-process.toml"
+    command = json.dumps([sys.executable, "-m", "controller", "plugin", "serve", "redfish"])
+    path.write_text(
+        Path(sims.inventory).read_text() + f'\n[[plugin]]\nname = "redfish"\ncommand = {command}\n'
+    )
+    return path
+
+
+def _plugin_cpu(pid: int) -> float:
+    """CPU seconds of the controller's child processes (its out-of-process plugins)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[1]) == pid:  # field 4 of proc(5): the parent's pid
+            kids.append(int(stat.parent.name))
+    return cpu_seconds(kids)
 
 
 def _counters(stats: list[dict[str, Any]], config: FanoutConfig) -> dict[str, Any]:
