@@ -9,8 +9,10 @@ and migrates older layouts; `check_model` checks the model fields the plugin use
 State versions:
 
 - unversioned and 1: `discovery`, `priors`, `applied`, `profiles`, `policies` (1 had a `version`);
-- 2: the same plus `sessions` (Redfish session URIs this controller opened, per BMC origin; never
-  tokens) and `readings` (each component's last limit reading, so a cap can skip its pre-write GET).
+- 2: the same plus `plugin: "redfish"`, `sessions` (Redfish session URIs this controller opened,
+  per BMC origin; never tokens) and `readings` (each component's last limit reading, so a cap can
+  skip its pre-write GET). State written by another plugin is refused; unknown top-level keys are
+  kept as they are.
 """
 
 from __future__ import annotations
@@ -68,7 +70,12 @@ def load_state(state: Mapping[str, Any]) -> dict[str, Any]:
         raise InvalidRequestError(
             f"device state: unknown version {_short(version)} (this plugin reads versions 1..{STATE_VERSION})"
         )
-    out: dict[str, Any] = {"version": STATE_VERSION}
+    plugin = data.get("plugin", "redfish")
+    if plugin != "redfish":
+        raise InvalidRequestError(f"device state: plugin: written by {_short(plugin)}, not by redfish")
+    # unknown top-level keys are kept as they are: a newer version's additions survive a rollback
+    out: dict[str, Any] = {k: v for k, v in data.items() if k not in _SECTIONS}
+    out.update(version=STATE_VERSION, plugin="redfish")
     discovery = data.get("discovery")
     if discovery is not None:
         found = _discovery(discovery)
@@ -80,7 +87,12 @@ def load_state(state: Mapping[str, Any]) -> dict[str, Any]:
     out["policies"] = _keyed(data.get("policies"), "policies", _string)
     out["sessions"] = _keyed(data.get("sessions"), "sessions", _session_list)
     out["readings"] = _keyed(data.get("readings"), "readings", _reading)
-    return {k: v for k, v in out.items() if v != {} or k == "version"}
+    return {k: v for k, v in out.items() if v != {} or k not in _SECTIONS}
+
+
+_SECTIONS = frozenset(
+    {"version", "plugin", "discovery", "priors", "applied", "profiles", "policies", "sessions", "readings"}
+)
 
 
 def check_model(model: Mapping[str, Any]) -> None:

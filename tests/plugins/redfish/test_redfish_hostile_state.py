@@ -23,6 +23,7 @@ HOSTILE: list[tuple[Any, str]] = [
     ({"priors": _deep(100_000)}, "nested deeper than"),
     ({"version": "one"}, "unknown version 'one'"),
     ({"version": 99}, "unknown version 99"),
+    ({"plugin": "nvml", "gpus": {}}, "plugin: written by 'nvml', not by redfish"),
     ({"priors": []}, "priors: expected an object, got a list"),
     (
         {"priors": {"topology": {"gpu/0": {"watts": "700"}}}},
@@ -87,7 +88,7 @@ def test_load_state_migrates_unversioned_and_version_1_state() -> None:
     }
     for version in ({}, {"version": 1}):
         state = RedfishPlugin().load_state({**old, **version})
-        assert state["version"] == 2 == RedfishPlugin.state_version
+        assert state["version"] == 2 == RedfishPlugin.state_version and state["plugin"] == "redfish"
         assert state["priors"] == old["priors"] and state["applied"] == old["applied"]
         assert state["policies"] == {"topology": "P"} and "discovery" not in state
 
