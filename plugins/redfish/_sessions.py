@@ -100,6 +100,8 @@ class LeftoverSessions:
         """The path of our Redfish session ('' without one). Never the token."""
         if self._auth != "session":
             return ""
+        # NOTE: AsyncRedfishClient keeps the session's Location only in a private attribute; read
+        # defensively (an absent attribute just means nothing is recorded, as before this feature)
         location = getattr(self._redfish, "_session_location", None)
         return urlsplit(location).path.rstrip("/") if isinstance(location, str) else ""
 
