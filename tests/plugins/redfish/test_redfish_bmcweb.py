@@ -15,6 +15,7 @@ from plugins.redfish.simulator._bmcweb import DPS_ALLOW_LIST
 from tests.plugins.redfish.harness import Harness
 from tests.plugins.redfish.test_redfish_client import one_gpu
 from tests.plugins.redfish.test_redfish_gb200 import CHASSIS_EM, PROC_EM, node_policy
+from tests.plugins.redfish.test_redfish_platforms import policy
 
 TASK = "/redfish/v1/TaskService/Tasks/{id}"
 MONITOR = "/redfish/v1/TaskService/TaskMonitors/{id}"
@@ -134,3 +135,18 @@ async def test_persistent_caps_option_sets_power_limit_persistency(bmcweb: Harne
     assert bmc.state.caps["GPU_0"].persistent is False
     out = await bmcweb.call("update_gpu_policies", bmc, one_gpu(1, 700), options={"persistent_caps": True})
     assert out.result.results[0].ok and bmc.state.caps["GPU_1"].persistent is True
+
+
+async def test_a_control_with_a_live_sensor_on_bmcweb_learns_the_body_hash_once(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(n=1, model="dmtf") as h:
+        bmc = h.fleet.bmcs[0]
+        bmc.configure(profile="bmcweb")
+        out = await h.call("set_policy", bmc, PolicyChange(PolicyAction.SET, policy(node=800)))
+        assert out.result.ok, out.result.error
+        assert bmc.state.node_cap.set_point == 800 and bmc.stats.responses[412] == 2
+        h.reset()
+        out = await h.call("set_policy", bmc, PolicyChange(PolicyAction.SET, policy(node=750)))
+        assert out.result.ok and bmc.state.node_cap.set_point == 750
+        assert bmc.stats.responses[412] == 0  # learned: no If-Match on this BMC's Controls any more
