@@ -155,6 +155,7 @@ async def set_cap(
         skip_get = (
             stored is not None
             and etag_policy(bmc, mech) != "strong"
+            and not bmc.persistent  # persistency is sent only where the body shows NVIDIA's OEM section
             and not (stored.capped and same_watts(stored.watts, _quantize(watts, stored.increment)))
         )
         if skip_get:

@@ -62,12 +62,11 @@ class EnvironmentMetricsMechanism(Mechanism):
     def persist(self, request: CapRequest, doc: Document) -> CapRequest:
         # NOTE: NVIDIA bmcweb takes Oem.Nvidia.PowerLimitPersistency next to the SetPoint (default
         # false: the cap does not survive a BMC or host reset). Sent only where the resource shows
-        # NVIDIA's OEM section (or the body is unknown because the pre-write GET was skipped on a
-        # resource already known to be NVIDIA's).
+        # NVIDIA's OEM section.
         limit = request.body.get("PowerLimitWatts")
         if request.method != "PATCH" or not isinstance(limit, Mapping) or "SetPoint" not in limit:
             return request
-        oem = doc.body.get("Oem") if doc.body else {"Nvidia": {}}
+        oem = doc.body.get("Oem")
         if not (isinstance(oem, Mapping) and isinstance(oem.get("Nvidia"), Mapping)):
             return request
         body = {**request.body, "Oem": {"Nvidia": {"PowerLimitPersistency": True}}}

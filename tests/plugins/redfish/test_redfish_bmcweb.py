@@ -133,7 +133,11 @@ async def test_persistent_caps_option_sets_power_limit_persistency(bmcweb: Harne
     bmc = bmcweb.fleet.bmcs[0]
     await bmcweb.call("update_gpu_policies", bmc, one_gpu(0, 700))
     assert bmc.state.caps["GPU_0"].persistent is False
-    out = await bmcweb.call("update_gpu_policies", bmc, one_gpu(1, 700), options={"persistent_caps": True})
+    persistent = {"persistent_caps": True}
+    out = await bmcweb.call("update_gpu_policies", bmc, one_gpu(1, 700), options=persistent)
+    assert out.result.results[0].ok and bmc.state.caps["GPU_1"].persistent is True
+    bmc.state.caps["GPU_1"].persistent = False  # e.g. a firmware update dropped it
+    out = await bmcweb.call("update_gpu_policies", bmc, one_gpu(1, 650), options=persistent)
     assert out.result.results[0].ok and bmc.state.caps["GPU_1"].persistent is True
 
 
