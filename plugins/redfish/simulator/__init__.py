@@ -7,6 +7,11 @@ One process serves many BMCs (one TLS listening socket each, all in one asyncio 
 - ``dmtf-legacy``: only the legacy ``Power`` resource
 - ``dgx-h100``: Node Manager platform with read-only GPU metrics
 
+Each BMC can also behave like OpenBMC bmcweb (``profile="bmcweb"``: body-hash ETags over drifting
+readings, task monitors with ``Retry-After: 30``), sit behind NVIDIA's DPS proxy (``allow_list=
+DPS_ALLOW_LIST``), fail its tasks (``task_failure``), cap only in ``Automatic`` (``control_quirk``)
+and take layout variants (``BmcConfig(layout=...)``, see ``LAYOUTS``).
+
 Typical use::
 
     async with SimulatorFleet(n=16, model="gb200", cert_dir=tmp_path) as fleet:
@@ -17,7 +22,8 @@ Typical use::
 """
 
 from plugins.redfish.simulator._bmc import SimulatedBmc
-from plugins.redfish.simulator._config import DEFAULT_PASSWORD, BmcConfig
+from plugins.redfish.simulator._bmcweb import DPS_ALLOW_LIST
+from plugins.redfish.simulator._config import DEFAULT_PASSWORD, LAYOUTS, PROFILES, BmcConfig
 from plugins.redfish.simulator._faults import FaultMode, Faults
 from plugins.redfish.simulator._fleet import SimulatorFleet
 from plugins.redfish.simulator._inventory import (
@@ -35,7 +41,10 @@ from plugins.redfish.simulator._wpps import SUPPORTED_MASK, ProfileState, format
 
 __all__ = [
     "DEFAULT_PASSWORD",
+    "DPS_ALLOW_LIST",
+    "LAYOUTS",
     "MODELS",
+    "PROFILES",
     "SUPPORTED_MASK",
     "UNMATCHED",
     "BmcConfig",
