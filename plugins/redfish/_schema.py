@@ -17,6 +17,8 @@ State versions:
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -29,6 +31,7 @@ MAX_DEPTH = 24
 #: JSON values (objects, arrays and scalars) in one state or model document
 MAX_NODES = 50_000
 CONTROL_MODES = ("Automatic", "Manual", "Override", "Disabled")
+_MODE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 _KINDS = ("gpu", "cpu", "node", "module")
 _MECHANISMS = ("", "environment_metrics", "control", "legacy_power")
 _NODE_METRICS = ("", "environment_metrics", "control", "legacy_power")
@@ -303,7 +306,9 @@ def _list(data: Any, where: str) -> list[Any]:
 def _number(value: Any, where: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or abs(value) > 1e9:
+    # NOTE: bounds come from the BMC (some show 4294967295 for "unlimited"): only non-numbers and
+    # non-finite values are refused, or a device's own state could lock it out
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidRequestError(f"device state: {where}: expected watts (a number), got {_type(value)}")
     return value
 
@@ -321,13 +326,15 @@ def _string(value: Any, where: str) -> str:
 
 
 def _mode(value: Any, where: str) -> str | None:
+    # NOTE: a mode comes from the BMC and restore must put back exactly what it showed, so a vendor's
+    # own spelling is kept; only what no BMC sends (not a short identifier) is refused
     if value is None:
         return None
-    if value not in CONTROL_MODES:
+    if not isinstance(value, str) or not _MODE.fullmatch(value):
         raise InvalidRequestError(
-            f"device state: {where}: {_short(value)} is not a ControlMode ({', '.join(CONTROL_MODES)})"
+            f"device state: {where}: {_short(value)} is not a ControlMode ({', '.join(CONTROL_MODES)}, …)"
         )
-    return str(value)
+    return value
 
 
 def _is_int(value: Any) -> bool:

@@ -29,7 +29,11 @@ HOSTILE: list[tuple[Any, str]] = [
         {"priors": {"topology": {"gpu/0": {"watts": "700"}}}},
         "priors.'topology'.'gpu/0'.watts: expected watts",
     ),
-    ({"priors": {"topology": {"gpu/0": {"watts": 700, "mode": "bogus"}}}}, "'bogus' is not a ControlMode"),
+    (
+        {"priors": {"topology": {"gpu/0": {"watts": 700, "mode": "x; rm -rf"}}}},
+        "'x; rm -rf' is not a ControlMode",
+    ),
+    ({"priors": {"topology": {"gpu/0": {"watts": 700, "mode": 3}}}}, "3 is not a ControlMode"),
     ({"applied": {"gpu/0": {"watts": True}}}, "applied.'gpu/0'.watts"),
     ({"profiles": {"gpus": {"gpu/0": {"requested": ["x"]}}}}, "expected a list of integers"),
     ({"discovery": {"version": 1, "platform": "bogus"}}, "'bogus' is not one of"),
@@ -91,6 +95,16 @@ def test_load_state_migrates_unversioned_and_version_1_state() -> None:
         assert state["version"] == 2 == RedfishPlugin.state_version and state["plugin"] == "redfish"
         assert state["priors"] == old["priors"] and state["applied"] == old["applied"]
         assert state["policies"] == {"topology": "P"} and "discovery" not in state
+
+
+def test_values_a_bmc_reports_are_kept_so_a_device_never_locks_itself_out() -> None:
+    reading = {"watts": 700, "capped": True, "max": 4294967295, "mode": "Static", "modes": ["Static"]}
+    prior = {"watts": None, "capped": False, "mode": "Static"}
+    state = RedfishPlugin().load_state(
+        {"readings": {"gpu/0": reading}, "priors": {"topology": {"gpu/0": prior}}}
+    )
+    assert state["readings"]["gpu/0"]["max"] == 4294967295 and state["priors"]["topology"]["gpu/0"] == prior
+    assert RedfishPlugin().load_state(state) == state  # idempotent
 
 
 def test_check_model_refuses_bad_types() -> None:
