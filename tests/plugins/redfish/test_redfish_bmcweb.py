@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from plugins.base import Empty, PolicyAction, PolicyChange
+from plugins.redfish.simulator import SimulatedBmc
 from plugins.redfish.simulator._bmcweb import DPS_ALLOW_LIST
 from tests.plugins.redfish.harness import Harness
 from tests.plugins.redfish.test_redfish_client import one_gpu
@@ -121,7 +122,7 @@ async def test_monitor_without_task_body_answers_204_once_then_404(bmcweb: Harne
     assert reply.status == 202 and reply.getheader("Retry-After") == "30"
     monitor = reply.getheader("Location")
     assert monitor.startswith("/redfish/v1/TaskService/TaskMonitors/")
-    await asyncio.sleep(0.3)
+    await _task_ended(bmc, "1")
     statuses = [
         (await client.call("GET", monitor, deadline=deadline, allow_404=True)).status for _ in range(3)
     ]
@@ -154,3 +155,13 @@ async def test_a_control_with_a_live_sensor_on_bmcweb_learns_the_body_hash_once(
         out = await h.call("set_policy", bmc, PolicyChange(PolicyAction.SET, policy(node=750)))
         assert out.result.ok and bmc.state.node_cap.set_point == 750
         assert bmc.stats.responses[412] == 0  # learned: no If-Match on this BMC's Controls any more
+
+
+async def _task_ended(bmc: SimulatedBmc, task_id: str) -> None:
+    """Wait (bounded) until the simulated BMC's task has ended."""
+    for _ in range(1000):  # bounded: 10 s at most
+        task = bmc.tasks.get(task_id)
+        if task is not None and task.state != "Running":
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"task {task_id} still running after 10 s")

@@ -50,7 +50,7 @@ async def test_task_monitor_202_then_204_once_then_404_and_failing_tasks(
     task = accepted.body["@odata.id"]
     assert monitor == "/redfish/v1/TaskService/TaskMonitors/1" and task == "/redfish/v1/TaskService/Tasks/1"
     assert (await client.get(monitor)).status == 202
-    await asyncio.sleep(0.2)
+    await _task_ended(bmcweb, "1")
     assert [(await client.get(monitor)).status for _ in range(3)] == [204, 404, 404]
     done = (await client.get(task)).body
     assert (done["TaskState"], done["TaskStatus"]) == ("Exception", "Critical")
@@ -105,3 +105,13 @@ async def test_layout_variants(cert_dir: Path, api: Callable[[SimulatedBmc], Api
         assert manual.status == 400
         ok = await quirk.patch("/redfish/v1/Chassis/1/Controls/PowerLimit", {"SetPoint": 500})
         assert ok.status == 200 and ok.body["ControlMode"] == "Automatic" and ok.body["SetPoint"] == 500
+
+
+async def _task_ended(bmc: SimulatedBmc, task_id: str) -> None:
+    """Wait (bounded) until the simulated BMC's task has ended."""
+    for _ in range(1000):  # bounded: 10 s at most
+        task = bmc.tasks.get(task_id)
+        if task is not None and task.state != "Running":
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"task {task_id} still running after 10 s")
