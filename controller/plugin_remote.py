@@ -2,7 +2,9 @@
 
 To the rest of the controller it is just another plugin. Underneath it starts (or dials) the
 plugin, health-checks it every `health_interval`, and when the process dies or stops answering
-it restarts it with capped exponential backoff.
+it restarts it with capped exponential backoff. A plugin counts as hung only when its health
+checks fail *and* none of its calls finished meanwhile: a plugin busy with a large fan-out may
+answer health checks late, and killing it would fail the work it is doing.
 
 A request in flight when the plugin dies is answered with a retryable `TransientError`, not re-run:
 the request that was running may be what killed the plugin, and re-running it could crash the
@@ -62,11 +64,15 @@ class RemotePlugin(DevicePlugin):
         min_backoff: float = 0.2,
         max_backoff: float = 30.0,
         health_interval: float = 2.0,
+        health_timeout: float = 5.0,
         health_failures: int = 3,
     ) -> None:
         self.spec = spec
         self._min, self._max = min_backoff, max_backoff
         self._health_interval, self._health_failures = health_interval, health_failures
+        self._health_timeout = health_timeout
+        #: monotonic time of the last reply to any call: progress proves the plugin is not hung
+        self._last_reply = 0.0
         self._conn: Connection | None = None
         self._ready = asyncio.Event()
         self._closing = False
@@ -137,7 +143,9 @@ class RemotePlugin(DevicePlugin):
                         return f"process exited with status {exited.result()}"
                 else:
                     await asyncio.sleep(self._health_interval)
-                failures = 0 if await conn.healthy(self._health_interval) else failures + 1
+                checked = time.monotonic()
+                healthy = await conn.healthy(self._health_timeout)
+                failures = 0 if healthy or self._last_reply >= checked else failures + 1
                 if failures >= self._health_failures:
                     return f"no answer to {failures} health checks in a row"
         finally:
@@ -170,8 +178,8 @@ class RemotePlugin(DevicePlugin):
         code = err.code()
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED) and not self._trailer_error(err):
             return TransientError(
-                f"plugin {self.spec.name} went away during {what} (it crashed or is restarting); "
-                "the request did not complete and may be retried"
+                f"plugin {self.spec.name} went away during {what} (it crashed or is restarting: "
+                f"{code.name}: {err.details()}); the request did not complete and may be retried"
             )
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
             return DeviceTimeoutError(f"plugin {self.spec.name} did not answer {what} before the deadline")
@@ -193,6 +201,7 @@ class RemotePlugin(DevicePlugin):
             reply = await call(w.request_to_pb(ctx, request), timeout=max(ctx.remaining(), 0.001))
         except grpc.aio.AioRpcError as err:
             raise self._error(err, f"{rpc.method} (devicectl power operations)") from None
+        self._last_reply = time.monotonic()
         return w.outcome_from_pb(rpc, reply)
 
     async def verify(self, ctx: DeviceContext, pending: PendingVerification) -> VerificationResult:

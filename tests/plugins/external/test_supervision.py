@@ -77,7 +77,7 @@ def ctx(device: str, seconds: float) -> DeviceContext:
 
 async def test_a_hung_plugin_times_requests_out_and_is_restarted(remote) -> None:
     plugin: RemotePlugin = await remote(
-        spec("mem", serve_command(MEMORY)), health_interval=0.3, health_failures=2
+        spec("mem", serve_command(MEMORY)), health_interval=0.3, health_timeout=0.3, health_failures=2
     )
     assert (await plugin.ping(ctx("n1", 10), Ping())).result.ok
     conn = plugin.connection
@@ -114,3 +114,14 @@ async def test_a_request_whose_deadline_ends_before_the_restart_gets_a_retryable
     with pytest.raises(TransientError, match="is not running") as info:
         await plugin.ping(ctx("n1", 0.2), Ping())
     assert info.value.retryable
+
+
+async def test_a_busy_plugin_that_keeps_answering_is_not_restarted(remote) -> None:
+    """Health checks answered late while calls keep finishing: busy, not hung."""
+    busy = "tests.plugins.external.busy_plugin:BusyPlugin"
+    plugin: RemotePlugin = await remote(
+        spec("busy", serve_command(busy)), health_interval=0.2, health_timeout=0.1, health_failures=2
+    )
+    for _ in range(12):  # each call blocks the plugin's event loop for 0.3 s: health checks time out
+        assert (await plugin.ping(ctx("n1", 10), Ping())).result.ok
+    assert plugin.restarts == 0 and plugin.last_error == ""
