@@ -43,10 +43,17 @@ async def test_sqlite_locked_by_another_process_loses_nothing(tmp_path: Path) ->
 
 
 @pytest.mark.postgres
-async def test_postgres_backend_termination_loses_nothing(pg_database: Any, tmp_path: Path) -> None:
+@pytest.mark.timeout(240)
+async def test_postgres_faults_lose_nothing(pg_database: Any, tmp_path: Path) -> None:
+    """Backend termination, connections refused, the journal locked: every ack kept by itself."""
     url = pg_database.render_as_string(hide_password=False)
-    (row,) = await dbfaults.postgres_rows(dbfaults.REDUCED, url, tmp_path, which=("terminate",))
-    held(row)
+    rows = await dbfaults.postgres_rows(dbfaults.REDUCED, url, tmp_path)
+    assert len(rows) == 3
+    for row in rows:
+        held(row)
+        assert row["controller_alive"] and row["health_after"] == "SERVING", row
+    refused = rows[1]
+    assert "NOT_SERVING" in refused["health_during_fault"], "health must say the journal cannot commit"
 
 
 def test_bmc_fault_matrix_rows(matrix_result: dict[str, Any]) -> None:
