@@ -13,12 +13,14 @@ cached URI drops the cache and the next request discovers again.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from plugins.redfish._client import BmcClient, Document
+from plugins.redfish._errors import PlatformUnsupportedError
 from plugins.redfish._layout import (
     AUTO,
     CONTROLS,
@@ -71,7 +73,7 @@ async def discover(client: BmcClient, *, model: str, hint: str, deadline: float)
         hint: a platform name, or `auto` to probe.
         deadline: the request's deadline.
     """
-    walker = _Walker(client, deadline)
+    walker = _Walker(client, deadline, DISCOVERY_PATHS.get(hint))
     root = await walker.get(ROOT)
     firmware_task = asyncio.create_task(walker.firmware(root))
     try:
@@ -121,6 +123,30 @@ async def discover(client: BmcClient, *, model: str, hint: str, deadline: float)
     )
 
 
+# ---- what discovery may read ----------------------------------------------------------------------
+
+_NVIDIA_PATHS = (
+    "/redfish/v1",
+    "/redfish/v1/Managers",
+    "/redfish/v1/Managers/*",
+    "/redfish/v1/Systems",
+    "/redfish/v1/Systems/HGX_Baseboard_*",
+    "/redfish/v1/Systems/HGX_Baseboard_*/Processors",
+    "/redfish/v1/Systems/HGX_Baseboard_*/Processors/*",
+    "/redfish/v1/Chassis",
+)
+#: GETs discovery may make per platform (`*` = within one path segment); None: follow links freely.
+#: NVIDIA's match what the DPS proxy allows (dps.md §7).
+DISCOVERY_PATHS: dict[str, tuple[str, ...]] = {
+    ENVIRONMENT_METRICS: _NVIDIA_PATHS,
+    NODE_MANAGER: _NVIDIA_PATHS,
+}
+
+
+def _pattern(pattern: str) -> re.Pattern[str]:
+    return re.compile("[^/]*".join(re.escape(part) for part in pattern.split("*")))
+
+
 # ---- following links ---------------------------------------------------------------------------
 
 #: ComputerSystem types that are never the node's host (a SmartNIC's or DPU's SoC)
@@ -163,14 +189,22 @@ def links_of(body: Mapping[str, Any], name: str) -> list[str]:
 class _Walker:
     """GETs for discovery, each resource at most once, two at a time (the BMC limit applies anyway)."""
 
-    def __init__(self, client: BmcClient, deadline: float) -> None:
+    def __init__(self, client: BmcClient, deadline: float, allowed: tuple[str, ...] | None = None) -> None:
         self.client = client
         self.deadline = deadline
         self._seen: dict[str, Document] = {}
+        self._allowed = [_pattern(p) for p in allowed] if allowed is not None else None
 
     async def get(self, path: str) -> Document:
         doc = self._seen.get(path)
         if doc is None:
+            clean = path.rstrip("/") or "/"
+            if self._allowed is not None and not any(p.fullmatch(clean) for p in self._allowed):
+                # a BMC whose links lead elsewhere: refuse rather than walk past the platform's paths
+                raise PlatformUnsupportedError(
+                    f"{self.client.origin}: discovery would read {clean}, which is not among the paths "
+                    "this platform needs (docs/redfish.md, Discovery)"
+                )
             doc = await self.client.get(path, deadline=self.deadline)
             self._seen[path] = doc
         return doc

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from plugins.base import Empty, PolicyAction, PolicyChange
+from plugins.base import Empty, Ping, PolicyAction, PolicyChange
+from plugins.redfish._discovery import DISCOVERY_PATHS, ENVIRONMENT_METRICS, _Walker
+from plugins.redfish._errors import PlatformUnsupportedError
 from plugins.redfish.simulator import SimulatedBmc
 from plugins.redfish.simulator._bmcweb import DPS_ALLOW_LIST
 from tests.plugins.redfish.harness import Harness
@@ -165,3 +167,16 @@ async def _task_ended(bmc: SimulatedBmc, task_id: str) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"task {task_id} still running after 10 s")
+
+
+async def test_discovery_never_reads_outside_the_platforms_paths(bmcweb: Harness) -> None:
+    bmc = bmcweb.fleet.bmcs[0]
+    await bmcweb.call("ping", bmc, Ping())
+    client = bmcweb.plugin.pool.clients()[0]
+    walker = _Walker(client, time.monotonic() + 5, DISCOVERY_PATHS[ENVIRONMENT_METRICS])
+    bmcweb.reset()
+    with pytest.raises(PlatformUnsupportedError, match="discovery would read /redfish/v1/Systems/System_0"):
+        await walker.get("/redfish/v1/Systems/System_0")
+    assert (await walker.get("/redfish/v1/Systems/HGX_Baseboard_0")).body["Id"] == "HGX_Baseboard_0"
+    assert ("GET", "/redfish/v1/Systems/System_0") not in bmc.stats.calls  # refused before any request
+    assert bmc.stats.calls[("GET", "/redfish/v1/Systems/HGX_Baseboard_0")] == 1
