@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from plugins.base import Empty, Ping, PolicyAction, PolicyChange
+from plugins.base import Empty, GpuMetricsQuery, Ping, PolicyAction, PolicyChange, ProfileChange
 from plugins.redfish._discovery import DISCOVERY_PATHS, ENVIRONMENT_METRICS, _Walker
 from plugins.redfish._errors import PlatformUnsupportedError
 from plugins.redfish.simulator import SimulatedBmc
@@ -180,3 +180,18 @@ async def test_discovery_never_reads_outside_the_platforms_paths(bmcweb: Harness
     assert (await walker.get("/redfish/v1/Systems/HGX_Baseboard_0")).body["Id"] == "HGX_Baseboard_0"
     assert ("GET", "/redfish/v1/Systems/System_0") not in bmc.stats.calls  # refused before any request
     assert bmc.stats.calls[("GET", "/redfish/v1/Systems/HGX_Baseboard_0")] == 1
+
+
+async def test_every_request_kind_works_behind_the_dps_proxy(bmcweb: Harness) -> None:
+    bmc = bmcweb.fleet.bmcs[0]
+    assert (await bmcweb.call("ping", bmc, Ping())).result.ok
+    assert (await bmcweb.call("std_metrics", bmc, Empty())).result.ok
+    assert (await bmcweb.call("raw_metrics", bmc, Empty())).result.ok
+    assert (await bmcweb.call("gpu_metrics", bmc, GpuMetricsQuery(gpu_ids=(0, 3)))).result.ok
+    out = await bmcweb.call("set_policy", bmc, PolicyChange(PolicyAction.SET, node_policy(5000, gpu=2800)))
+    assert out.result.ok, out.result.error
+    out = await bmcweb.call("enable_profiles", bmc, ProfileChange(enable=(5,), verify=False))
+    assert out.result.ok, out.result.error
+    out = await bmcweb.call("unset_policy", bmc, PolicyChange(PolicyAction.UNSET, None))
+    assert out.result.ok, out.result.error
+    assert bmc.stats.responses[403] == 0 and bmc.stats.responses[412] == 0
