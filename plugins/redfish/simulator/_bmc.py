@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import secrets
 import socket
@@ -32,6 +33,8 @@ from plugins.redfish.simulator._stats import UNMATCHED, BmcStats
 from plugins.redfish.simulator._tasks import Task, TaskStore
 from plugins.redfish.simulator._tls import compact_tls_factory
 
+log = logging.getLogger(__name__)
+
 _BODY_METHODS = frozenset({"PATCH", "POST", "PUT", "DELETE"})
 
 
@@ -42,14 +45,43 @@ class _BmcHttpServer(web.Server):
         # handler_cancellation: a client that gives up on a hung request must free the handler
         super().__init__(bmc.handle, handler_cancellation=True, access_log=None)
         self._stats = bmc.stats
+        self._open: dict[Any, asyncio.Transport] = {}  # handler -> its transport, until lost
+        self._none_open = asyncio.Event()
+        self._none_open.set()
 
     def connection_made(self, handler: Any, transport: asyncio.Transport) -> None:
         super().connection_made(handler, transport)
+        self._open[handler] = transport
+        self._none_open.clear()
         self._stats.connection_opened()
 
     def connection_lost(self, handler: Any, exc: BaseException | None = None) -> None:
         super().connection_lost(handler, exc)
+        self._open.pop(handler, None)
+        if not self._open:
+            self._none_open.set()
         self._stats.connection_closed()
+
+    async def close_all(self, grace: float) -> None:
+        """Close every connection and return only when all are gone (their sockets closed).
+
+        A graceful TLS close waits for the client's close_notify, which a hung or vanished client
+        never sends, and Python 3.11's `Server.wait_closed()` does not wait for connections: so
+        connections still open after `grace` are aborted, then waited for (bounded).
+        """
+        await self.shutdown(timeout=grace)  # cancels hung (fault-injected) handlers, closes the rest
+        if not await self._wait(grace):
+            for transport in list(self._open.values()):
+                transport.abort()
+        if not await self._wait(1.0):
+            log.warning("BMC simulator: %d connections did not close", len(self._open))
+
+    async def _wait(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self._none_open.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
 
 
 class SimulatedBmc:
@@ -193,8 +225,9 @@ class SimulatedBmc:
         if self._server is not None:
             self._server.close()
         if self._web is not None:
-            # short grace: hung (fault-injected) handlers are cancelled rather than awaited
-            await self._web.shutdown(timeout=0.05)
+            # short grace: hung (fault-injected) handlers are cancelled and unanswered TLS closes
+            # aborted rather than awaited; every connection's socket is closed when this returns
+            await self._web.close_all(grace=0.05)
         if self._server is not None:
             await self._server.wait_closed()
         self._server = None

@@ -77,6 +77,44 @@ async def test_fleet_of_200_starts_serves_and_stops_cleanly(cert_dir: Path, ssl_
     assert _open_fds() <= before + 2
 
 
+def _sockets_on(port: int) -> int:
+    """This process's TCP sockets whose local port is `port` (a BMC's side of its connections)."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            inodes.add(os.readlink(f"/proc/self/fd/{fd}").removeprefix("socket:[").removesuffix("]"))
+        except OSError:
+            continue
+    lines = Path("/proc/self/net/tcp").read_text().splitlines()[1:]
+    return sum(1 for f in map(str.split, lines) if f[9] in inodes and int(f[1].split(":")[1], 16) == port)
+
+
+async def test_stop_closes_every_connection_before_returning(cert_dir: Path, ssl_ctx: ssl.SSLContext) -> None:
+    # A client that holds a TLS connection and never answers the BMC's close_notify: a graceful TLS
+    # close waits for it (up to the 5 s shutdown timeout) and Python 3.11's Server.wait_closed() does
+    # not wait for connections at all, so stop() used to return with the BMC's socket still open.
+    fleet = SimulatorFleet(n=1, cert_dir=cert_dir)
+    client: ssl.SSLSocket | None = None
+    try:
+        async with fleet:
+            port = fleet.bmcs[0].port
+
+            def handshake() -> ssl.SSLSocket:
+                raw = socket.create_connection(("127.0.0.1", port))
+                return ssl_ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+
+            client = await asyncio.to_thread(handshake)
+            for _ in range(200):  # bounded wait for the BMC to see the connection
+                if fleet.bmcs[0].stats.open_connections:
+                    break
+                await asyncio.sleep(0.01)
+            assert _sockets_on(port) == 2  # the listening socket and the BMC's side of the connection
+        assert _sockets_on(port) == 0, "stop() returned with a connection still open"
+    finally:
+        if client is not None:
+            client.close()
+
+
 async def test_base_port_and_per_bmc_configs(cert_dir: Path, ssl_ctx: ssl.SSLContext) -> None:
     base = _free_base_port(3)
     configs = [
