@@ -3,13 +3,16 @@
 Every change follows the same steps, whatever the mechanism:
 
 1. GET the limit resource: current value, `AllowableMin/Max`, `Increment`, units and the ETag
-   (the value before the first change is what "restore" later puts back);
-2. validate against the BMC's own limits (the spec's were checked before) and round to `Increment`;
-   nothing is written when the value is already in force;
-3. write with `If-Match` where the resource has an ETag. A 412 means someone else changed it: GET
-   again and write once more only if still needed. NVIDIA `0x600`, a dropped connection or a read
-   timeout after the write was sent mean it may have landed: GET again before writing once more;
-4. GET again and report what the BMC now says (`applied`), next to what was asked (`requested`).
+   (the value before the first change is what "restore" later puts back). Skipped when the state
+   holds the component's last reading, the scope's prior is already recorded and the ETag policy
+   needs no fresh ETag (`body-hash`, `none`);
+2. validate against the BMC's own limits (missing ones: the spec's, else a safety floor) and round
+   to `Increment`; nothing is written when the value is already in force;
+3. write, with `If-Match` only under the `strong` ETag policy (see `_write` for 412 handling).
+   NVIDIA `0x600`, a dropped connection or a read timeout after the write was sent mean it may have
+   landed: GET again before writing once more;
+4. GET again and report what the BMC now says (`applied`), next to what was asked (`requested`):
+   the read-back is the proof under every ETag policy.
 """
 
 from __future__ import annotations
