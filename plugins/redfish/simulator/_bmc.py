@@ -13,9 +13,7 @@ import json
 import logging
 import math
 import secrets
-import socket
 import ssl
-import struct
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -24,8 +22,8 @@ from aiohttp import web
 
 from plugins.redfish.simulator import _errors
 from plugins.redfish.simulator._bmcweb import RETRY_AFTER, allowed, body_etag, forbidden, if_match_ok
-from plugins.redfish.simulator._config import LAYOUTS, PROFILES, BmcConfig
-from plugins.redfish.simulator._faults import PRE_AUTH_MODES, FaultMode, Faults
+from plugins.redfish.simulator._config import BEHAVIOUR, BmcConfig, checked
+from plugins.redfish.simulator._faults import PRE_AUTH_MODES, FaultMode, Faults, reset_connection
 from plugins.redfish.simulator._platforms import get_platform
 from plugins.redfish.simulator._routing import Reply, Route, SimRequest, Write, normalize_path
 from plugins.redfish.simulator._sessions import SessionStore
@@ -165,17 +163,8 @@ class SimulatedBmc:
                 self.config.session_limit = self.sessions.limit = int(value)
             elif key == "session_timeout":
                 self.config.session_timeout = self.sessions.timeout = float(value)
-            elif key == "profile":
-                if value not in PROFILES:
-                    raise ValueError(f"unknown profile {value!r}; choose from {', '.join(PROFILES)}")
-                self.config.profile = value
-            elif key == "layout":
-                unknown = set(value) - set(LAYOUTS)
-                if unknown:
-                    raise ValueError(f"unknown layout variant(s) {sorted(unknown)}; choose from {LAYOUTS}")
-                self.config.layout = frozenset(value)
-            elif key in ("task_failure", "allow_list", "control_quirk"):
-                setattr(self.config, key, value)
+            elif key in BEHAVIOUR:
+                setattr(self.config, key, checked(key, value))
             else:
                 raise ValueError(f"unknown setting {key!r}")
 
@@ -388,7 +377,7 @@ class SimulatedBmc:
             return self._error_response(err), err.status
         if fault is FaultMode.HANG:
             await asyncio.sleep(self.faults.hang_seconds)
-        _reset_connection(request)
+        reset_connection(request)
         # aiohttp swallows the ConnectionError of writing to the aborted transport
         return web.Response(status=500), None
 
@@ -445,17 +434,3 @@ def _revert(revisions: list[tuple[Any, tuple[Any, ...], int]]) -> None:
         # only undo our own write: a later write (or revert) wins
         if cap.revision == revision:
             cap.restore(snap)
-
-
-def _reset_connection(request: web.BaseRequest) -> None:
-    transport = request.transport
-    if transport is None:
-        return
-    sock = transport.get_extra_info("socket")
-    if sock is not None:
-        try:
-            # linger 0: close() sends a TCP RST instead of a FIN, like a crashing BMC web server
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        except OSError:
-            pass
-    transport.abort()

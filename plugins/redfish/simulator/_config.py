@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 #: password of the simulated BMC user unless the caller configures one
 DEFAULT_PASSWORD = "bmc-sim-password"
@@ -61,3 +62,20 @@ LAYOUTS = (
     "absent-readings",  # every power reading omitted (PowerWatts, Sensor, PowerConsumedWatts)
     "no-bounds",  # no AllowableMin/AllowableMax/PowerCapacityWatts anywhere
 )
+
+#: `SimulatedBmc.configure` keys handled by `checked`
+BEHAVIOUR = ("profile", "layout", "task_failure", "allow_list", "control_quirk")
+
+
+def checked(key: str, value: Any) -> Any:
+    """A behaviour setting's value, validated (ValueError names the choices)."""
+    if key == "profile" and value not in PROFILES:
+        raise ValueError(f"unknown profile {value!r}; choose from {', '.join(PROFILES)}")
+    if key == "layout":
+        unknown = set(value) - set(LAYOUTS)
+        if unknown:
+            raise ValueError(f"unknown layout variant(s) {sorted(unknown)}; choose from {LAYOUTS}")
+        return frozenset(value)
+    if key == "control_quirk" and value not in (None, "automatic"):
+        raise ValueError(f"unknown control_quirk {value!r}; choose from None, 'automatic'")
+    return value

@@ -8,9 +8,13 @@ like firmware that drops an out-of-band set point.
 
 from __future__ import annotations
 
+import socket
+import struct
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from aiohttp import web
 
 
 class FaultMode(StrEnum):
@@ -161,3 +165,18 @@ class Faults:
         if "revert_after" in spec:
             value = spec["revert_after"]
             self.revert_after = None if value is None else float(value)
+
+
+def reset_connection(request: web.BaseRequest) -> None:
+    """Abort the request's connection with a TCP RST, like a crashing BMC web server."""
+    transport = request.transport
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            # linger 0: close() sends a TCP RST instead of a FIN, like a crashing BMC web server
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+    transport.abort()
