@@ -246,21 +246,27 @@ class _Checker:
         else:
             self.add(path, "must set watts or percentage")
 
-    def struct(self, path: str, value: struct_pb2.Value) -> None:
+    def struct(self, path: str, value: struct_pb2.Value, depth: int = 1) -> None:
         # MessageToDict refuses NaN and Infinity, so they would make the request untranslatable
         kind = value.WhichOneof("kind")
         if kind == "number_value" and not math.isfinite(value.number_value):
             self.add(path, f"must be a finite number, got {_fmt(value.number_value)}")
         elif kind == "struct_value":
-            self.struct_fields(path, value.struct_value)
+            self.struct_fields(path, value.struct_value, depth + 1)
         elif kind == "list_value":
+            if depth + 1 > self.max_json_depth:  # the same bound as the JSON fields: it ends up in state
+                self.add(path, f"nested deeper than {self.max_json_depth} levels")
+                return
             for index, item in enumerate(value.list_value.values):
-                self.struct(f"{path}[{index}]", item)
+                self.struct(f"{path}[{index}]", item, depth + 1)
 
-    def struct_fields(self, path: str, struct: struct_pb2.Struct) -> None:
+    def struct_fields(self, path: str, struct: struct_pb2.Struct, depth: int = 1) -> None:
+        if depth > self.max_json_depth:
+            self.add(path, f"nested deeper than {self.max_json_depth} levels")
+            return
         for key, item in struct.fields.items():
             child = f"{path}.{key}" if _IDENTIFIER.fullmatch(key) else f"{path}[{json.dumps(key)}]"
-            self.struct(child, item)
+            self.struct(child, item, depth)
 
     def policy(self, path: str, policy: policy_pb2.PolicyObject) -> None:
         self.name(f"{path}.name", policy.name)

@@ -25,8 +25,9 @@ from typing import Any
 from plugins.base import ElementType, InvalidRequestError, SystemSpec
 
 STATE_VERSION = 1
-#: nesting deeper than this is refused before anything walks the document recursively
-MAX_DEPTH = 32
+#: nesting deeper than this is refused before anything walks the document recursively; above the
+#: edge's limit (32) plus the levels the state wraps around a policy's properties
+MAX_DEPTH = 48
 #: JSON values (objects, arrays and scalars) in one state or model document
 MAX_NODES = 100_000
 _SCOPES = ("gpu", "module")

@@ -85,3 +85,24 @@ def test_depth_check_ignores_brackets_in_strings_and_is_iterative() -> None:
     assert not json_depth_exceeds('{"a": "[[[[[[[[[[", "b": "\\"[[[["}', 1)
     assert json_depth_exceeds("[" * 1_000_000, 32)  # no recursion, however deep
     assert not json_depth_exceeds("[[]]", 2) and json_depth_exceeds("[[[]]]", 2)
+
+
+def test_policy_properties_share_the_json_depth_limit() -> None:
+    # properties end up in the plugin's stored state: deeper ones would make that state unloadable
+    from controller._proto.devicecontroller.v1 import policy_pb2 as pp
+    from controller.validate import request_problems
+
+    def policy(depth: int) -> pp.PolicyObject:
+        nested: dict = {}
+        for _ in range(depth - 1):
+            nested = {"a": nested}
+        out = pp.PolicyObject(name="p")
+        out.properties.update(nested)
+        return out
+
+    def problems(depth: int) -> list[str]:
+        member = R.PolicySetRequest(policy_action=R.SET_POLICY, policy=policy(depth))
+        return request_problems(R(device="d", request_id="r", topology_activate=member))
+
+    assert problems(32) == []
+    assert [p.endswith("nested deeper than 32 levels") for p in problems(33)] == [True]

@@ -77,7 +77,7 @@ def test_deep_state_is_refused_without_recursion() -> None:
     deep: Any = 1
     for _ in range(100_000):
         deep = [deep]
-    with pytest.raises(InvalidRequestError, match="nested deeper than 32 levels"):
+    with pytest.raises(InvalidRequestError, match="nested deeper than 48 levels"):
         NvmlPlugin.load_state(NvmlPlugin.__new__(NvmlPlugin), {"x": deep})
 
 
