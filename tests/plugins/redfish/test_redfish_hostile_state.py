@@ -134,3 +134,13 @@ async def test_hostile_state_in_a_request_is_refused_before_the_bmc_is_called(gb
     # a good state after all that still works
     out = await gb200.call("std_metrics", bmc, Empty())
     assert out.result.ok and out.state["version"] == 2
+
+
+def test_new_options_are_in_the_config_schema_the_inventory_checks() -> None:
+    from controller.inventory import option_errors
+
+    schema = RedfishPlugin().config_schema()
+    good = {"basic_fallback": True, "etag_policy": "body-hash", "persistent_caps": True, "min_cap_watts": 150}
+    assert option_errors(schema, good) == []
+    errors = option_errors(schema, {"etag_policy": "weak", "basic_fallback": "yes", "min_cap_watts": -1})
+    assert len(errors) == 3 and any("etag_policy must be one of strong, body-hash, none" in e for e in errors)
