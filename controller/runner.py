@@ -326,6 +326,8 @@ class RequestRunner:
         outage = Outage(
             f"completion of {completion.request_id}", log, cap=self._settings.completion_retry_max
         )
+        refused = 0  # failures that are no outage: the database refuses this very completion
+        stored_as_is = True
         while True:
             try:
                 done = await self._store.complete(completion)
@@ -333,10 +335,43 @@ class RequestRunner:
             except (LookupError, StoreClosedError):
                 raise
             except Exception as exc:
+                if not is_outage(exc):
+                    refused += 1
+                    if refused == _REFUSED_COMPLETIONS and stored_as_is:
+                        # e.g. a state PostgreSQL's JSONB cannot hold: answer without it rather
+                        # than block the device's lane for good
+                        completion = _without_result(completion, exc)
+                        stored_as_is = False
+                        self._devices.pop(completion.device, None)
                 await asyncio.sleep(outage.failed(exc))
         outage.ok()
         self._on_complete(completion.request_id)
-        return done
+        return done and stored_as_is
+
+
+#: a completion the database refuses this many times (not an outage) is stored without its result
+_REFUSED_COMPLETIONS = 3
+
+
+def _without_result(c: Completion, exc: BaseException) -> Completion:
+    """The completion as an error: no state, audit or verification, just why it failed."""
+    error = f"the result could not be stored ({describe(exc)}); the device may have been changed"
+    log.error("%s", error)
+    response = translate.error_response(
+        RequestKind(c.kind), error, device=c.device, request_id=c.request_id, trace_id=c.trace_id
+    )
+    return Completion(
+        request_id=c.request_id,
+        device=c.device,
+        outcome="failed",
+        error=error,
+        finished_at=c.finished_at,
+        response=response.SerializeToString(),
+        new_state=None,
+        touch_device=False,
+        trace_id=c.trace_id,
+        kind=c.kind,
+    )
 
 
 def _device_url(entry: DeviceEntry, model: Mapping[str, Any]) -> str:

@@ -1,7 +1,9 @@
 """Real database faults for tests, on SQLite and PostgreSQL alike (no mocked store).
 
 - `CompletionFault`: a trigger makes the outbox insert of chosen request ids fail inside the
-  completion's transaction, as a lost connection or a full disk would, until cleared.
+  completion's transaction until cleared. On PostgreSQL the error is a connection failure
+  (SQLSTATE 08006, an outage to the controller); SQLite can only raise a constraint error, which
+  the controller treats as the database refusing that completion.
 - `DatabaseOutage`: the whole database goes away. PostgreSQL: the database stops accepting
   connections and the controller's backends are terminated. SQLite: the outbox table vanishes
   (reads of it fail) and another connection holds the write lock (every commit fails).
@@ -26,7 +28,7 @@ _PG_FUNCTION = """
 CREATE FUNCTION fail_outbox() RETURNS trigger AS $$
 BEGIN
   IF EXISTS (SELECT 1 FROM test_fault WHERE request_id = NEW.request_id) THEN
-    RAISE EXCEPTION 'injected fault: outbox insert refused';
+    RAISE EXCEPTION 'injected fault: outbox insert refused' USING ERRCODE = '08006';
   END IF;
   RETURN NEW;
 END $$ LANGUAGE plpgsql
