@@ -162,9 +162,10 @@ async def _target_readings(
         )
     gpus: dict[str, DeviceStats] = {}
     for gpu in disc.gpus:
-        m = _metrics.component_metrics(gpu, readings.documents)
-        if gpu.metrics_uri not in readings.documents:
-            continue
+        absent: list[str] = []
+        m = _metrics.component_metrics(gpu, readings.documents, absent)
+        if gpu.metrics_uri not in readings.documents or f"{gpu.label} power" in absent:
+            continue  # no reading: no statistic (never a 0 W one)
         gpus[f"{target.device_id}/gpu/{gpu.index}"] = DeviceStats(
             StatValue(
                 float_numerator=m.power_watts,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from plugins.base import Credentials, DeviceTarget, Endpoint
+from plugins.redfish.simulator import BmcConfig
 from tests.plugins.redfish.harness import FAST, Harness, model_json
 
 
@@ -53,3 +56,12 @@ async def test_stats_report_power_energy_limit_and_temperature(mixed: Harness) -
     assert second.groups[0].instance_stats["node0"].timestamp >= nodes.instance_stats["node0"].timestamp
     # one session per BMC, shared with everything else
     assert [b.stats.sessions_created for b in mixed.fleet.bmcs] == [1, 1, 1, 1]
+
+
+async def test_stats_leave_out_readings_the_bmc_does_not_report(make_harness: Any) -> None:
+    async with make_harness(configs=[BmcConfig(model="gb200", layout=frozenset({"absent-readings"}))]) as h:
+        stream = h.plugin.stats(targets(h), interval=0.01)
+        first = await anext(stream)
+        await stream.aclose()
+        nodes, gpus = first.groups
+        assert nodes.instance_stats == {} and gpus.instance_stats == {}  # no 0 W statistics
