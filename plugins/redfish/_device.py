@@ -104,6 +104,7 @@ def record_session(device: Device) -> None:
 def invalidate(device: Device) -> None:
     """Drop the cached discovery (a cached URI answered 404): the next request discovers again."""
     device.state.discovery = None
+    device.state.clear_readings()  # they describe the resources discovery is about to replace
     device.bmc.client.discovery = None
 
 

@@ -184,6 +184,11 @@ class DeviceState:
         readings[key] = reading.to_json()
         self.changed = True
 
+    def clear_readings(self) -> None:
+        """Forget every stored reading (discovery is being redone)."""
+        if self._data.pop("readings", None):
+            self.changed = True
+
     # ---- Redfish sessions ------------------------------------------------------------------------
 
     def sessions(self, origin: str) -> list[str]:
