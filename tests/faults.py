@@ -5,8 +5,9 @@
   (SQLSTATE 08006, an outage to the controller); SQLite can only raise a constraint error, which
   the controller treats as the database refusing that completion.
 - `DatabaseOutage`: the whole database goes away. PostgreSQL: the database stops accepting
-  connections and the controller's backends are terminated. SQLite: the outbox table vanishes
-  (reads of it fail) and another connection holds the write lock (every commit fails).
+  connections and the controller's backends are terminated. SQLite: the outbox and verification
+  tables vanish (reads of them fail) and another connection holds the write lock (every commit
+  fails).
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ class DatabaseOutage:
         if self._url.get_backend_name() == "sqlite":
             conn = sqlite3.connect(self._sqlite_path, isolation_level=None, timeout=30)
             conn.execute("ALTER TABLE outbox RENAME TO outbox_gone")
+            conn.execute("ALTER TABLE verifications RENAME TO verifications_gone")
             conn.execute("BEGIN EXCLUSIVE")  # held: every other commit fails with "locked"
             self._lock = conn
             return
@@ -98,6 +100,7 @@ class DatabaseOutage:
         if self._url.get_backend_name() == "sqlite":
             assert self._lock is not None
             self._lock.execute("ALTER TABLE outbox_gone RENAME TO outbox")
+            self._lock.execute("ALTER TABLE verifications_gone RENAME TO verifications")
             self._lock.execute("COMMIT")
             self._lock.close()
             self._lock = None

@@ -71,6 +71,10 @@ def devicectl(*args: str) -> str:
     return run_devicectl(*args, timeout=60).stdout
 
 
+def logged(caplog: pytest.LogCaptureFixture, text: str) -> bool:
+    return any(text in record.getMessage() for record in caplog.records)
+
+
 def order_of(sink: TopologySink, device: str) -> list[str]:
     seen: list[str] = []
     for response in sink.responses:
@@ -100,6 +104,7 @@ async def test_delivery_and_health_recover_by_themselves_after_a_database_outage
     try:
         delivery = h.controller.delivery
         await until(lambda: delivery.database.failures >= 3, 30, "delivery passes failed")
+        await until(lambda: logged(caplog, "verifier failing"), 30, "verifier passes failed")
         await wait_health(h, health_pb2.HealthCheckResponse.NOT_SERVING, timeout=40)
         status = await h.admin.GetStatus(empty_pb2.Empty(), timeout=30)
         assert not status.journal_ok and status.journal_error
@@ -113,6 +118,20 @@ async def test_delivery_and_health_recover_by_themselves_after_a_database_outage
     await send_until_acked(h, ping("node000", "after"))
     await sink.wait_for({"after"}, timeout=30)
     assert sink.counts["after"] == 1
+    # so does verification
+    profiles = R.PowerProfileRequest(enable_profile_ids=[4])
+    await send_until_acked(h, R(device="node000", request_id="v1", enable_workload_profile=profiles))
+    await sink.wait_for({"v1"}, timeout=30)
+    vid = sink.unique()["v1"].enable_workload_profile.verification_id
+    query = apb.ListVerificationsRequest(verification_id=vid)
+    async with asyncio.timeout(30):
+        while True:
+            (verification,) = (await h.admin.ListVerifications(query)).verifications
+            if verification.status != "pending":
+                break
+            await asyncio.sleep(0.1)
+    assert verification.status == "verified"
+    assert all(not task.done() for task in h.controller._tasks), "every background loop still runs"
 
     # logged once per outage, not once per failed pass
     failing = [r for r in caplog.records if "delivery's database access failing" in r.getMessage()]
