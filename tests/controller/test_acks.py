@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -14,6 +15,7 @@ import grpc
 import pytest
 from google.protobuf import empty_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from sqlalchemy.engine import make_url
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
@@ -239,6 +241,26 @@ async def test_sweep_queues_an_unqueued_request_ahead_of_newer_ones(start_contro
         fault.close()
     assert calls_of("node000") == ["s0", "s1", "s2"]
     assert order_of(sink, "node000") == ["s0", "s1", "s2"]
+
+
+async def test_an_ack_that_times_out_on_a_locked_journal_still_queues_the_request(
+    start_controller, sink
+) -> None:
+    h = await start_controller(memory_inventory(1), lease_ttl=600, sweep_interval=600)
+    path = make_url(h.controller.settings.database_url).database
+    assert path is not None
+    lock = sqlite3.connect(path, isolation_level=None, timeout=10)
+    try:
+        lock.execute("BEGIN EXCLUSIVE")  # another process holds the journal's write lock
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await h.stub.SendDeviceRequest(ping("node000", "t1"), timeout=0.5)
+        assert caught.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+    finally:
+        lock.execute("COMMIT")
+        lock.close()
+    # the row committed once the lock went away; no retry, no sweep: it was queued all the same
+    await sink.wait_for({"t1"}, timeout=15)
+    assert calls_of("node000") == ["t1"]
 
 
 async def test_unqueued_request_found_after_a_newer_one_ran_is_answered_not_run(
