@@ -13,7 +13,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from controller import authz, tls
+from controller import authz, metrics, tls
 from controller._proto.devicecontroller.v1 import (
     admin_pb2,
     admin_pb2_grpc,
@@ -38,7 +38,7 @@ from controller.plugin_process import load_external_plugins
 from controller.runner import RequestRunner
 from controller.secrets import SecretStore
 from controller.service import AdminService, DeviceControllerService, Watchers
-from controller.store import DeviceUpsert, Store
+from controller.store import DeviceUpsert, RetentionPolicy, Store, prune
 from controller.supervise import Outage, supervise
 from controller.verifier import Verifier
 from plugins.base import RequestKind
@@ -49,6 +49,17 @@ SERVICE_NAMES = (
     devicecontroller_pb2.DESCRIPTOR.services_by_name["DeviceController"].full_name,
     admin_pb2.DESCRIPTOR.services_by_name["DeviceControllerAdmin"].full_name,
 )
+
+
+def retention_policy(s: Settings) -> RetentionPolicy:
+    """The retention_* settings as the store's policy (serve's loop and `devicectl db prune`)."""
+    return RetentionPolicy(
+        journal_days=s.retention_journal_days,
+        outbox_days=s.retention_outbox_days,
+        dead_letter_days=s.retention_dead_letter_days,
+        audit_days=s.retention_audit_days,
+        batch=max(1, s.retention_batch),
+    )
 
 
 class SchemaOutdatedError(RuntimeError):
@@ -105,6 +116,8 @@ class Controller:
         self._tasks: list[asyncio.Task[None]] = []
         self.port = 0
         self._stopped = False
+        metrics.configure(settings.metrics_per_device, settings.metrics_max_devices)
+        self.metrics_server: metrics.MetricsServer | None = None
 
     def _completed(self, request_id: str) -> None:
         self.watchers.notify(request_id)
@@ -165,6 +178,14 @@ class Controller:
             asyncio.create_task(supervise("lease", self._lease_loop), name="lease"),
             asyncio.create_task(supervise("health", self._health_loop), name="health"),
         ]
+        if self.settings.retention_interval > 0:
+            self._tasks.append(
+                asyncio.create_task(supervise("retention", self._retention_loop), name="retention")
+            )
+        if self.settings.metrics_listen:
+            self.metrics_server = metrics.MetricsServer(self)
+            port = await self.metrics_server.start(self.settings.metrics_listen)
+            log.info("metrics on http://%s:%d/metrics", self.settings.metrics_listen.rpartition(":")[0], port)
         log.info(
             "serving on %s (port %d), database %s, callback %s, %d devices in inventory",
             self.settings.listen,
@@ -230,6 +251,24 @@ class Controller:
                 await asyncio.sleep(outage.failed(exc))
 
     @property
+    def stopping(self) -> bool:
+        return self._stopped
+
+    async def _retention_loop(self) -> None:
+        """Prune old finished rows (controller/store/_retention.py) every retention_interval."""
+        outage = Outage("retention", log)
+        while not self._stopped:
+            try:
+                result = await prune(self.store, retention_policy(self.settings), datetime.now(UTC))
+                outage.ok()
+                if result.total:
+                    log.info("retention: deleted %s", result.deleted)
+            except Exception as exc:
+                await asyncio.sleep(outage.failed(exc))
+                continue
+            await asyncio.sleep(self.settings.retention_interval)
+
+    @property
     def journal_failure(self) -> str:
         """Why the journal cannot commit ("" when it can)."""
         failure = self.store.write_failure
@@ -278,6 +317,8 @@ class Controller:
             for name in ("", *SERVICE_NAMES):
                 await self._health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
             await self._server.stop(grace)
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         if not await self.dispatcher.drain(grace):
             log.warning(
                 "shutdown: work still running after %.1f s stays journaled and runs after restart", grace

@@ -95,6 +95,26 @@ class Settings:
     #: accept secret files readable by group or others (logged as a warning) instead of refusing them
     secrets_allow_readable: bool = False
 
+    # --- operations (docs/operations.md) ---
+    #: HOST:PORT serving /metrics, /healthz and /readyz over HTTP; empty: off
+    metrics_listen: str = ""
+    #: /readyz fails while the oldest undelivered response is older than this, seconds (0: never)
+    ready_max_backlog_age: float = 300.0
+    #: per-device requested/enforced power gauges (one series per device and component)
+    metrics_per_device: bool = False
+    #: most devices with per-device gauges; the least recently changed are dropped
+    metrics_max_devices: int = 1000
+    #: log line format: text or json
+    log_format: str = "text"
+    #: retention in days (0 keeps forever): completed+delivered journal rows, delivered outbox
+    #: rows, dead letters, audit rows; pruned every retention_interval seconds (0: never)
+    retention_journal_days: float = 30.0
+    retention_outbox_days: float = 30.0
+    retention_dead_letter_days: float = 90.0
+    retention_audit_days: float = 90.0
+    retention_interval: float = 3600.0
+    retention_batch: int = 1000
+
     def display(self) -> dict[str, Any]:
         """The settings as a dict, with passwords in URLs masked."""
         out = dataclasses.asdict(self)

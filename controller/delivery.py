@@ -26,8 +26,10 @@ from datetime import UTC, datetime, timedelta
 import grpc
 import tenacity
 
+from controller import metrics
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import topology_callback_pb2_grpc as cb
+from controller.logs import request_context
 from controller.store import OutboxItem, Store, StoreClosedError
 from controller.supervise import Outage
 from controller.tls import ClientTls, client_channel
@@ -190,16 +192,8 @@ class Delivery:
             async with self._slots:
                 assert self._stub is not None
                 response = pb.DeviceControllerResponse.FromString(item.response)
-                try:
-                    await self._stub.DeviceResponse(response, timeout=self._timeout)
-                except grpc.aio.AioRpcError as exc:
-                    await self._failed(item, exc, probe=probe)
-                    return
-                if self.destination.failing:
-                    self.destination.ok()
-                    log.info("topology callback %s is back: releasing the backlog", self._target)
-                await self._record(self._store.mark_delivered, item.id, datetime.now(UTC))
-                self.delivered += 1
+                with request_context(item.device, item.request_id, response.trace_id):
+                    await self._send(item, response, probe=probe)
         finally:
             if probe:
                 self._probing = False
@@ -207,12 +201,32 @@ class Delivery:
             self._finished[item.device] = self._passes
             self._wake.set()  # the device's next response (or the whole backlog) may be due now
 
+    async def _send(self, item: OutboxItem, response: pb.DeviceControllerResponse, *, probe: bool) -> None:
+        assert self._stub is not None
+        sent = time.monotonic()
+        try:
+            await self._stub.DeviceResponse(response, timeout=self._timeout)
+        except grpc.aio.AioRpcError as exc:
+            await self._failed(item, exc, probe=probe)
+            return
+        metrics.DELIVERY_SECONDS.observe(time.monotonic() - sent)
+        metrics.DELIVERY_ATTEMPTS.labels("ok").inc()
+        metrics.DELIVERY_LAG_SECONDS.observe((datetime.now(UTC) - item.created_at).total_seconds())
+        if self.destination.failing:
+            self.destination.ok()
+            log.info("topology callback %s is back: releasing the backlog", self._target)
+        await self._record(self._store.mark_delivered, item.id, datetime.now(UTC))
+        self.delivered += 1
+
     async def _failed(self, item: OutboxItem, exc: grpc.aio.AioRpcError, *, probe: bool) -> None:
         code = exc.code()
         error = f"{code.name}: {exc.details()}"
         now = datetime.now(UTC)
         if code not in DESTINATION_DOWN and self.destination.failing:
             self.destination.ok()  # it answered: the receiver is up, only this response failed
+        metrics.DELIVERY_ATTEMPTS.labels(
+            "dead_letter" if code in DEAD_LETTER else "receiver_down" if code in DESTINATION_DOWN else "retry"
+        ).inc()
         if code in DEAD_LETTER:
             log.error(
                 "delivery of %s to %s refused for good (%s): dead-lettered; the device's later "

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from controller import metrics
 from plugins.base import RequestKind
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,9 @@ class Dispatcher:
         self._known: set[str] = set()
         self._idle = asyncio.Event()
         self._idle.set()
+        #: jobs inside `execute` now (metrics: in flight)
+        self.running = 0
+        self._queued_at: dict[str, float] = {}
 
     def submit(self, job: Job) -> bool:
         """Queue a job on its device's lane. False when the lane is full (the job is not queued)."""
@@ -76,6 +81,7 @@ class Dispatcher:
             at -= 1
         lane.insert(at, job)
         self._known.add(job.request_id)
+        self._queued_at[job.request_id] = time.monotonic()
         self._idle.clear()
         if job.device not in self._tasks:
             self._tasks[job.device] = asyncio.create_task(
@@ -94,6 +100,11 @@ class Dispatcher:
     def active_lanes(self) -> int:
         return len(self._tasks)
 
+    @property
+    def waiting(self) -> int:
+        """Jobs waiting (not running) on all lanes."""
+        return sum(len(lane) for lane in list(self._lanes.values()))
+
     async def _run_lane(self, device: str) -> None:
         lane = self._lanes[device]
         try:
@@ -107,13 +118,21 @@ class Dispatcher:
                     if job.kind not in READ_ONLY_KINDS:
                         self._started[device] = max(newer, job.seq)
                     async with self._slots:
-                        await self._execute(job)
+                        queued_at = self._queued_at.pop(job.request_id, None)
+                        if queued_at is not None:
+                            metrics.QUEUE_SECONDS.observe(time.monotonic() - queued_at)
+                        self.running += 1
+                        try:
+                            await self._execute(job)
+                        finally:
+                            self.running -= 1
                 except asyncio.CancelledError:
                     raise
                 except Exception:  # the runner answers errors itself; this is a last line of defence
                     log.exception("lane %s: unexpected error running %s", device, job.request_id)
                 finally:
                     self._known.discard(job.request_id)
+                    self._queued_at.pop(job.request_id, None)
         finally:
             self._tasks.pop(device, None)
             if not lane:
@@ -137,3 +156,4 @@ class Dispatcher:
         await asyncio.gather(*tasks, return_exceptions=True)
         self._lanes.clear()
         self._known.clear()
+        self._queued_at.clear()

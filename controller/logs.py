@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextvars
+import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import IO
 
 #: longest value a log line carries for one untrusted field (ids, errors quoting input)
@@ -52,23 +54,52 @@ def request_context(device: str, request_id: str, trace_id: str) -> Iterator[Non
         _context.reset(token)
 
 
-def handler(stream: IO[str] | None = None) -> logging.Handler:
-    """A handler writing the controller's line format (with the request context) to `stream`."""
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, and device, request_id and
+    trace_id as fields (null outside a request), plus the exception text if any."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key in ("device", "request_id", "trace_id"):
+            value = getattr(record, key, "-")
+            line[key] = None if value == "-" else value
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False)
+
+
+#: log formats of `--log-format`
+FORMATS = ("text", "json")
+
+
+def handler(stream: IO[str] | None = None, fmt: str = "text") -> logging.Handler:
+    """A handler writing the controller's line format (text or JSON, with the request context)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"log_format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     out = logging.StreamHandler(stream)
     out.addFilter(_ContextFilter())
-    out.setFormatter(
-        logging.Formatter(
-            "%(asctime)s %(levelname)s %(name)s device=%(device)s request_id=%(request_id)s "
-            "trace_id=%(trace_id)s %(message)s"
+    if fmt == "json":
+        out.setFormatter(JsonFormatter())
+    else:
+        out.setFormatter(
+            logging.Formatter(
+                "%(asctime)s %(levelname)s %(name)s device=%(device)s request_id=%(request_id)s "
+                "trace_id=%(trace_id)s %(message)s"
+            )
         )
-    )
     return out
 
 
-def setup(level: str = "INFO") -> None:
+def setup(level: str = "INFO", fmt: str = "text", stream: IO[str] | None = None) -> None:
     """Configure the root logger once: one line per record, with the request context."""
     root = logging.getLogger()
-    root.handlers[:] = [handler()]
+    root.handlers[:] = [handler(stream, fmt)]
     root.setLevel(level.upper())
-    for noisy in ("aiohttp.access", "alembic.runtime.migration"):
+    # alembic logs its plugin setup and each migration step at INFO on every start
+    for noisy in ("aiohttp.access", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controller import translate
+from controller import metrics, translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.config import Settings
 from controller.dispatch import Job
@@ -145,7 +145,11 @@ class RequestRunner:
             log.warning("could not record the start (%s); running anyway", describe(exc))
         started = time.monotonic()
         try:
-            outcome = await asyncio.wait_for(run_operation(resolved.plugin, kind, ctx, request), remaining)
+            try:
+                operation = run_operation(resolved.plugin, kind, ctx, request)
+                outcome = await asyncio.wait_for(operation, remaining)
+            finally:
+                metrics.RUN_SECONDS.labels(kind.value).observe(time.monotonic() - started)
         except TimeoutError:
             await self._fail(
                 job,
@@ -262,6 +266,7 @@ class RequestRunner:
             )
         )
         if done:
+            metrics.applied(job.device, outcome.result)
             known = self._devices.setdefault(job.device, _Known(None, {}))
             known.model = dict(resolved.model)
             if new_state is not None:
@@ -345,6 +350,8 @@ class RequestRunner:
                         self._devices.pop(completion.device, None)
                 await asyncio.sleep(outage.failed(exc))
         outage.ok()
+        if done:
+            metrics.request_done(completion.kind, completion.outcome)
         self._on_complete(completion.request_id)
         return done and stored_as_is
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from datetime import UTC, datetime, timedelta
@@ -14,6 +15,7 @@ from typing import Any
 import grpc
 from google.protobuf import empty_pb2, timestamp_pb2
 
+from controller import metrics
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
@@ -76,6 +78,7 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
     async def SendDeviceRequest(
         self, request: pb.DeviceControllerRequest, context: grpc.aio.ServicerContext
     ) -> empty_pb2.Empty:
+        received = time.monotonic()
         with request_context(request.device, request.request_id, request.trace_id):
             try:
                 validate_request(
@@ -111,6 +114,8 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
             except Exception as exc:
                 log.warning("journal write failed: %s", describe(exc))
                 await context.abort(grpc.StatusCode.UNAVAILABLE, "request journal unavailable; retry later")
+            metrics.ACK_SECONDS.observe(time.monotonic() - received)
+            metrics.ACCEPTED.labels(kind.value).inc()
             return empty_pb2.Empty()
 
     async def _journal_and_queue(self, row: NewRequest, kind: RequestKind) -> None:

@@ -47,6 +47,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--config")
     p.add_argument("--database-url")
     p.set_defaults(func=cmd_db_status)
+    p = db.add_parser("prune", help="delete old finished rows now (the retention_* settings)")
+    p.add_argument("--config")
+    p.add_argument("--database-url")
+    for table in ("journal", "outbox", "dead-letter", "audit"):
+        p.add_argument(
+            f"--{table}-days", type=float, help=f"override retention_{table.replace('-', '_')}_days"
+        )
+    p.set_defaults(func=cmd_db_prune)
 
     _send.add_parser(sub)
     _query.add_parsers(sub)
@@ -94,6 +102,8 @@ def _settings_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instance-id")
     p.add_argument("--auto-upgrade", action="store_true", default=None)
     p.add_argument("--log-level")
+    p.add_argument("--log-format", choices=["text", "json"], help="log lines as text (default) or JSON")
+    p.add_argument("--metrics-listen", help="HOST:PORT for /metrics, /healthz, /readyz (default: off)")
     _server_tls_flags(p)
     p.add_argument("--roles", help="certificate identity -> role: identity=role[+role],...")
     p.add_argument("--reflection", action="store_true", default=None, help="serve gRPC reflection")
@@ -129,7 +139,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.print_config:
         print_json(settings.display())
         return 0
-    logs.setup(settings.log_level)
+    logs.setup(settings.log_level, settings.log_format)
     from controller import runtime
     from controller.app import Controller, SchemaOutdatedError
 
@@ -178,6 +188,36 @@ def cmd_db_status(args: argparse.Namespace) -> int:
         state = "up to date" if status.up_to_date else "outdated: run `devicectl db upgrade`"
         console.print(f"schema {status.current or 'empty'} (newest {status.head}): {state}")
     return 0 if status.up_to_date else 1
+
+
+def cmd_db_prune(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from controller.app import retention_policy
+    from controller.store import Store, prune
+
+    overrides = {
+        f"retention_{t}_days": getattr(args, f"{t}_days")
+        for t in ("journal", "outbox", "dead_letter", "audit")
+    }
+    s = load_settings(args.config, overrides={"database_url": args.database_url, **overrides})
+    policy = retention_policy(s)
+    store = Store.from_url(s.database_url)
+    store.ensure_schema()
+
+    async def run() -> Any:
+        await store.start()
+        try:
+            return await prune(store, policy, datetime.now(UTC))
+        finally:
+            await store.close()
+
+    result = asyncio.run(run())
+    if args.json:
+        print_json({"deleted": result.deleted})
+    else:
+        console.print(", ".join(f"{table}: {n} deleted" for table, n in result.deleted.items()))
+    return 0
 
 
 def cmd_sink(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ both are exposed as coroutines on :class:`Store`.
 
 from ._batch import StoreClosedError, WriteFailure, is_outage
 from ._database import SchemaOutdatedError
+from ._retention import Backlog, PruneResult, RetentionPolicy, outbox_backlog, prune, table_rows
 from ._store import Store
 from ._types import (
     Accepted,
@@ -29,6 +30,7 @@ from ._types import (
 __all__ = [
     "Accepted",
     "AuditView",
+    "Backlog",
     "Completion",
     "DeviceUpsert",
     "DeviceView",
@@ -36,8 +38,10 @@ __all__ = [
     "NewRequest",
     "NewVerification",
     "OutboxItem",
+    "PruneResult",
     "RequestStatus",
     "RequestView",
+    "RetentionPolicy",
     "SchemaOutdatedError",
     "SchemaStatus",
     "Store",
@@ -47,4 +51,7 @@ __all__ = [
     "VerificationStatus",
     "WriteFailure",
     "is_outage",
+    "outbox_backlog",
+    "prune",
+    "table_rows",
 ]

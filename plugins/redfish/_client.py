@@ -52,6 +52,7 @@ from plugins.redfish._errors import (
 )
 from plugins.redfish._sessions import LeftoverSessions
 from plugins.redfish._tasks import wait_task
+from plugins.redfish._telemetry import BMC_REQUESTS, SESSIONS_OPEN
 from plugins.redfish._transport import BmcTransport, SslParam, deadline_scope
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,7 @@ class BmcClient(LeftoverSessions):
         )
         super().__init__()
         self._auth: str | None = None
+        self._session_counted = False  # counted in devicectl_bmc_sessions_open
         self._login_lock = asyncio.Lock()
         self._closed = False
         #: in-process cache of this BMC's discovery (the device state holds the durable copy)
@@ -235,6 +237,16 @@ class BmcClient(LeftoverSessions):
         self, method: str, path: str, body: Any, headers: Mapping[str, str] | None
     ) -> AsyncRestResponse:
         hdrs = {"Accept": "application/json", **(headers or {})}
+        status = "error"
+        try:
+            reply = await self._send_once(method, path, body, hdrs)
+            status = str(reply.status)
+            return reply
+        finally:
+            platform = self.settings.platform or getattr(self.discovery, "platform", None) or "undiscovered"
+            BMC_REQUESTS.labels(method, status, platform).inc()
+
+    async def _send_once(self, method: str, path: str, body: Any, hdrs: dict[str, str]) -> AsyncRestResponse:
         client = self._redfish
         try:
             if method == "GET":
@@ -297,6 +309,9 @@ class BmcClient(LeftoverSessions):
         except dmtf.RedfishError as exc:
             raise self._map_dmtf(exc, "POST", "/redfish/v1/SessionService/Sessions") from exc
         self._auth = mode
+        if mode == "session" and not self._session_counted:
+            self._session_counted = True
+            SESSIONS_OPEN.inc()
         if mode == "session":
             log.debug("%s: Redfish session opened", self.origin)
             await self._reap_stale()
@@ -313,6 +328,9 @@ class BmcClient(LeftoverSessions):
             log.warning("%s: could not delete the Redfish session: %s", self.origin, exc)
         finally:
             self._auth = None
+            if self._session_counted:
+                self._session_counted = False
+                SESSIONS_OPEN.dec()
 
     # ---- retry policy -------------------------------------------------------------------------
 

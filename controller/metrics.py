@@ -1,0 +1,329 @@
+"""Prometheus metrics and the HTTP endpoint that serves them with `/healthz` and `/readyz`.
+
+One home for every metric the controller exports. Counters and histograms are module-level
+objects on prometheus_client's default registry (instrumented code calls them directly); gauges
+that describe live state (queue depth, outbox backlog, table sizes) are read when scraped, from
+the `Controller` the endpoint serves. In-process plugins add their own metrics to the same
+default registry under their own names (the Redfish plugin: `devicectl_bmc_*`), so a plugin
+never imports the controller; an out-of-process plugin's metrics stay in its own process.
+
+Cardinality: every label set is bounded by code (kinds, outcomes, statuses, platforms, plugin
+names) except the per-device power gauges, which are off by default (`metrics_per_device`) and,
+when on, keep at most `metrics_max_devices` devices (the least recently changed are dropped).
+At 10,000 devices with 4 components that would be 80,000 series: use per-device gauges for a
+subset (a lab, a pilot rack), and fleet dashboards on the aggregated metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from controller.store import outbox_backlog, table_rows
+
+if TYPE_CHECKING:
+    from controller.app import Controller
+
+log = logging.getLogger(__name__)
+change_log = logging.getLogger("controller.changes")
+
+_LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+REQUESTS = Counter(
+    "devicectl_requests",
+    "Requests answered, by kind and outcome (ok, failed, rejected, timeout, expired)",
+    ["kind", "outcome"],
+)
+ACCEPTED = Counter("devicectl_requests_accepted", "Requests journaled and acknowledged, by kind", ["kind"])
+ACK_SECONDS = Histogram(
+    "devicectl_ack_duration_seconds", "From receipt to the durable ack (journal commit)", buckets=_LATENCY
+)
+QUEUE_SECONDS = Histogram(
+    "devicectl_queue_wait_seconds",
+    "From queueing on the device's lane to the start of the run",
+    buckets=_LATENCY,
+)
+RUN_SECONDS = Histogram(
+    "devicectl_run_duration_seconds", "Plugin call of one request, by kind", ["kind"], buckets=_LATENCY
+)
+DELIVERY_SECONDS = Histogram(
+    "devicectl_delivery_duration_seconds",
+    "One successful TopologyCallback.DeviceResponse call",
+    buckets=_LATENCY,
+)
+DELIVERY_LAG_SECONDS = Histogram(
+    "devicectl_delivery_lag_seconds", "From the response's completion to its delivery", buckets=_LATENCY
+)
+DELIVERY_ATTEMPTS = Counter(
+    "devicectl_delivery_attempts",
+    "Delivery attempts by result (ok, retry, receiver_down, dead_letter)",
+    ["result"],
+)
+POWER_REQUESTED = Gauge(
+    "devicectl_power_limit_requested_watts",
+    "Last requested power limit per device and component (metrics_per_device)",
+    ["device", "component"],
+)
+POWER_ENFORCED = Gauge(
+    "devicectl_power_limit_enforced_watts",
+    "Power limit the device reported after the last change (metrics_per_device)",
+    ["device", "component"],
+)
+
+
+def request_done(kind: str, outcome: str) -> None:
+    REQUESTS.labels(kind, outcome).inc()
+
+
+# ---- applied changes (log line and per-device gauges) --------------------------------------------
+
+
+@dataclass(frozen=True)
+class Change:
+    """One component's limit change as a plugin reported it."""
+
+    component: str  # node, cpu, memory, gpu<N>
+    requested: float | None
+    enforced: float
+    ok: bool
+
+
+def changes_of(result: Any) -> list[Change]:
+    """The limit changes a plugin result reports (allocation and GPU-policy results), else none."""
+    out: list[Change] = []
+    for name in ("node", "cpu", "memory"):
+        part = getattr(result, name, None)
+        if part is not None and hasattr(part, "applied_watts"):
+            out.append(Change(name, part.requested_watts, part.applied_watts, part.ok))
+    gpus = getattr(result, "gpu_policies", None) or result
+    for gpu in getattr(gpus, "results", ()) or ():
+        if hasattr(gpu, "gpu_id"):
+            out.append(Change(f"gpu{gpu.gpu_id}", gpu.requested_watts, gpu.applied_watts, gpu.ok))
+    return out
+
+
+def applied(device: str, result: Any) -> None:
+    """One log line per component a request changed (before → requested → enforced), and the
+    per-device gauges. "before" is the last value this process saw enforced ("?" if none)."""
+    changes = changes_of(result)
+    for c in changes:
+        requested = f"{c.requested:g} W" if c.requested is not None else "?"
+        if c.ok:
+            before = POWER.before(device, c.component)
+            change_log.info(
+                "applied %s: %s -> requested %s -> enforced %g W",
+                c.component,
+                f"{before:g} W" if before is not None else "?",
+                requested,
+                c.enforced,
+            )
+        else:
+            change_log.warning("not applied %s: requested %s", c.component, requested)
+    if changes:
+        POWER.record(device, changes)
+
+
+class PowerGauges:
+    """Per-device requested/enforced gauges for at most `max_devices` devices, and the last
+    enforced value per component this process saw (the "before" of the next change's log line)."""
+
+    def __init__(self, enabled: bool, max_devices: int) -> None:
+        self.enabled = enabled
+        self._max = max(1, max_devices)
+        self._last: OrderedDict[str, dict[str, float]] = OrderedDict()
+
+    def before(self, device: str, component: str) -> float | None:
+        return self._last.get(device, {}).get(component)
+
+    def record(self, device: str, changes: Iterable[Change]) -> None:
+        seen = self._last.setdefault(device, {})
+        self._last.move_to_end(device)
+        for c in changes:
+            if not c.ok:
+                continue  # a failed write enforced nothing new
+            seen[c.component] = c.enforced
+            if self.enabled:
+                if c.requested is not None:
+                    POWER_REQUESTED.labels(device, c.component).set(c.requested)
+                POWER_ENFORCED.labels(device, c.component).set(c.enforced)
+        while len(self._last) > self._max:
+            old, components = self._last.popitem(last=False)
+            if self.enabled:
+                for component in components:
+                    for gauge in (POWER_REQUESTED, POWER_ENFORCED):
+                        try:
+                            gauge.remove(old, component)
+                        except KeyError:
+                            pass
+
+
+# ---- live state, read at scrape time -----------------------------------------------------------
+
+
+class StateCollector(Collector):
+    """Gauges read from the served controller when scraped; database figures come from the last
+    `refresh()` (done by the /metrics handler before it renders)."""
+
+    def __init__(self, controller: Controller) -> None:
+        self._controller = controller
+        self.backlog = 0
+        self.oldest_age = 0.0
+        self.dead_letters = 0
+        self.rows: dict[str, int] = {}
+        self.database_up = True
+        self._rows_at = 0.0
+
+    async def refresh(self, rows_every: float = 30.0) -> None:
+        store = self._controller.store
+        try:
+            backlog = await outbox_backlog(store)
+            self.backlog, self.oldest_age = backlog.count, backlog.oldest_age(datetime.now(UTC))
+            self.dead_letters = await store.dead_letter_count()
+            if time.monotonic() - self._rows_at >= rows_every:  # count(*) of big tables: not per scrape
+                self.rows = await table_rows(store)
+                self._rows_at = time.monotonic()
+            self.database_up = True
+        except Exception as exc:
+            self.database_up = False
+            log.debug("metrics: database figures unavailable: %s", exc)
+
+    def collect(self) -> Iterator[Any]:
+        c = self._controller
+        yield GaugeMetricFamily(
+            "devicectl_queue_depth", "Requests waiting on device lanes", c.dispatcher.waiting
+        )
+        yield GaugeMetricFamily("devicectl_in_flight", "Requests running now", c.dispatcher.running)
+        yield GaugeMetricFamily(
+            "devicectl_lanes_active", "Devices with queued or running work", c.dispatcher.active_lanes
+        )
+        yield GaugeMetricFamily("devicectl_outbox_backlog", "Responses awaiting delivery", self.backlog)
+        yield GaugeMetricFamily(
+            "devicectl_outbox_oldest_age_seconds", "Age of the oldest undelivered response", self.oldest_age
+        )
+        yield GaugeMetricFamily(
+            "devicectl_dead_letters", "Responses given up on (dead-lettered)", self.dead_letters
+        )
+        yield GaugeMetricFamily(
+            "devicectl_database_up",
+            "1 when the database answered the last scrape's queries",
+            int(self.database_up),
+        )
+        yield GaugeMetricFamily(
+            "devicectl_journal_up", "1 while the request journal commits", int(c.store.write_failure is None)
+        )
+        yield GaugeMetricFamily(
+            "devicectl_delivery_receiver_up",
+            "0 while the topology callback is down",
+            int(not c.delivery.destination.failing),
+        )
+        rows = GaugeMetricFamily("devicectl_table_rows", "Rows per table (retention)", labels=["table"])
+        for table, count in sorted(self.rows.items()):
+            rows.add_metric([table], count)
+        yield rows
+        restarts = CounterMetricFamily(
+            "devicectl_plugin_restarts", "Out-of-process plugin restarts", labels=["plugin"]
+        )
+        for name, plugin in sorted(c.plugins.started().items()):
+            if hasattr(plugin, "restarts"):
+                restarts.add_metric([name], int(plugin.restarts))
+        yield restarts
+
+
+# ---- the HTTP endpoint --------------------------------------------------------------------------
+
+
+class MetricsServer:
+    """`/metrics`, `/healthz` (alive and the database answers) and `/readyz` (serving and the
+    oldest undelivered response younger than `ready_max_backlog_age`) on `metrics_listen`."""
+
+    def __init__(self, controller: Controller) -> None:
+        self._controller = controller
+        self.collector = StateCollector(controller)
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    async def start(self, listen: str) -> int:
+        host, _, port = listen.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"metrics_listen must be HOST:PORT, got {listen!r}")
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host.strip("[]"), int(port))
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else int(port)
+        REGISTRY.register(self.collector)
+        return self.port
+
+    async def stop(self) -> None:
+        try:
+            REGISTRY.unregister(self.collector)
+        except KeyError:
+            pass
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _metrics(self, _: web.Request) -> web.Response:
+        await self.collector.refresh()
+        return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def health_problems(self) -> list[str]:
+        """Why the process is not healthy: the database does not answer, the journal cannot commit."""
+        c = self._controller
+        problems = []
+        try:
+            await asyncio.wait_for(c.store.undelivered_count(), 5.0)
+        except Exception as exc:
+            problems.append(f"database unreachable: {type(exc).__name__}: {str(exc)[:200]}")
+        if c.journal_failure:
+            problems.append(f"request journal cannot commit: {c.journal_failure}")
+        return problems
+
+    async def _healthz(self, _: web.Request) -> web.Response:
+        problems = await self.health_problems()
+        return _answer(problems)
+
+    async def _readyz(self, _: web.Request) -> web.Response:
+        c = self._controller
+        problems = await self.health_problems()
+        if c.stopping:
+            problems.append("shutting down")
+        if c.settings.callback:  # without a callback the outbox is meant to hold responses
+            await self.collector.refresh(rows_every=float("inf"))
+            limit = c.settings.ready_max_backlog_age
+            age = self.collector.oldest_age
+            if limit > 0 and age > limit:
+                problems.append(f"oldest undelivered response is {age:.0f} s old (limit {limit:g} s)")
+        return _answer(problems)
+
+
+def _answer(problems: list[str]) -> web.Response:
+    if problems:
+        return web.Response(status=503, text="\n".join(problems) + "\n")
+    return web.Response(text="ok\n")
+
+
+#: the process's per-device power accounting; `configure` applies the settings
+POWER = PowerGauges(enabled=False, max_devices=1000)
+
+
+def configure(per_device: bool, max_devices: int) -> None:
+    global POWER
+    POWER = PowerGauges(per_device, max_devices)
