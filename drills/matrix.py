@@ -148,7 +148,9 @@ def _text(arrival: Any) -> str:
         return "ok"
     first = re.split(r"; gpu \d+: ", arrival.error)[0]
     first = re.sub(r"^gpu \d+: (GPU \d+: )?", "", first)
-    return "error: " + " ".join(re.sub(r"https://127\.0\.0\.1:\d+: ", "", first).split())[:200]
+    first = re.sub(r"https://127\.0\.0\.1:\d+: ", "", first)
+    first = re.sub(r"/redfish/v1/\S*/Processors/", ".../", first)  # the resource's tail says enough
+    return "error: " + " ".join(first.split())[:200]
 
 
 async def _row(stack: Stack, rounds: _Rounds, row: Row, index: int) -> dict[str, Any]:
