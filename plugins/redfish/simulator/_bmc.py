@@ -1,7 +1,8 @@
 """One simulated BMC: its listening socket, request pipeline and per-BMC knobs.
 
 Pipeline of every request: count it, apply the configured latency, inject a front-end fault (hang, reset,
-500, 503), authenticate (session token or Basic), route, inject an NVIDIA busy error, check `If-Match`,
+500, 503), refuse an unsupported OData version or `$` query, authenticate (session token or Basic), route,
+check the account's role, inject an NVIDIA busy error, check `If-Match`,
 run the resource handler, apply its write now or through a task, then optionally turn the reply into an
 NVIDIA "timeout but applied" error or truncated JSON.
 """
@@ -20,7 +21,8 @@ from typing import Any
 
 from aiohttp import web
 
-from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator import _errors, _protocol
+from plugins.redfish.simulator._accounts import AccountStore, authorize
 from plugins.redfish.simulator._bmcweb import RETRY_AFTER, allowed, body_etag, forbidden, if_match_ok
 from plugins.redfish.simulator._config import BEHAVIOUR, BmcConfig, checked
 from plugins.redfish.simulator._faults import PRE_AUTH_MODES, FaultMode, Faults, reset_connection
@@ -103,6 +105,7 @@ class SimulatedBmc:
         self.sessions = SessionStore(
             config.username, config.password, limit=config.session_limit, timeout=config.session_timeout
         )
+        self.accounts: AccountStore = self.sessions.accounts
         self.stats = BmcStats(open_sessions=self.sessions.__len__)
         self.faults = Faults()
         self.tasks = TaskStore()
@@ -250,12 +253,14 @@ class SimulatedBmc:
         if fault in PRE_AUTH_MODES:
             self._fault_fired(fault)
             return await self._transport_fault(request, fault)
+        route, params = matched if matched else (None, {})
         try:
             if self.config.allow_list is not None and not allowed(self.config.allow_list, method, path):
                 raise forbidden(method, path)
-            route, params = matched if matched else (None, {})
+            _protocol.check_request(method, request.headers, request.query)
             if route is None or method not in route.public:
-                self._authenticate(request)
+                username = self._authenticate(request)
+                authorize(self, username, method, path)
             if route is None:
                 raise _errors.resource_not_found(path)
             handler = route.handler(method)
@@ -279,17 +284,22 @@ class SimulatedBmc:
         mangle = fault is FaultMode.INVALID_JSON and reply.body is not None
         if mangle:
             self._fault_fired(fault)
+        _protocol.add_headers(method, reply, route.allowed() if route else None, reply.headers)
         return self._render(method, path, reply, mangle), reply.status
 
-    def _authenticate(self, request: web.BaseRequest) -> None:
+    def _authenticate(self, request: web.BaseRequest) -> str:
+        """The account name of the request's session or Basic credentials; 401 without one."""
         token = request.headers.get("X-Auth-Token")
         if token:
-            if self.sessions.touch(token) is None:
+            session = self.sessions.touch(token)
+            if session is None:
                 raise _errors.no_valid_session()
-            return
+            return session.username
         authorization = request.headers.get("Authorization", "")
-        if authorization[:6].lower() == "basic " and self.sessions.basic_ok(authorization):
-            return
+        if authorization[:6].lower() == "basic ":
+            user = self.sessions.basic_user(authorization)
+            if user is not None:
+                return user
         raise _errors.no_valid_session()
 
     @property
@@ -390,6 +400,11 @@ class SimulatedBmc:
 
     def _render(self, method: str, path: str, reply: Reply, mangle: bool) -> web.Response:
         headers = {"OData-Version": "4.0", "Cache-Control": "no-store", **reply.headers}
+        if reply.text is not None:
+            text = "" if method == "HEAD" else reply.text
+            return web.Response(
+                status=reply.status, text=text, content_type=reply.content_type, headers=headers
+            )
         body = reply.body
         if body is None:
             return web.Response(status=reply.status, headers=headers)

@@ -6,7 +6,9 @@ import uuid
 from typing import TYPE_CHECKING
 
 from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator._accounts import account_routes
 from plugins.redfish.simulator._bmcweb import monitor_routes
+from plugins.redfish.simulator._protocol import METADATA, metadata
 from plugins.redfish.simulator._routing import (
     JsonDict,
     Reply,
@@ -58,7 +60,9 @@ def _root(bmc: SimulatedBmc, req: SimRequest) -> Reply:
         },
         "Links": {"Sessions": link(SESSIONS)},
         "SessionService": link(f"{ROOT}/SessionService"),
-        "TaskService": link(f"{ROOT}/TaskService"),
+        "AccountService": link(f"{ROOT}/AccountService"),
+        # the schema's name for the TaskService link is `Tasks`
+        "Tasks": link(f"{ROOT}/TaskService"),
         "Managers": link(f"{ROOT}/Managers"),
         "Chassis": link(f"{ROOT}/Chassis"),
         "Systems": link(f"{ROOT}/Systems"),
@@ -69,12 +73,15 @@ def _root(bmc: SimulatedBmc, req: SimRequest) -> Reply:
 
 
 def _odata(bmc: SimulatedBmc, req: SimRequest) -> Reply:
-    names = ["Systems", "Chassis", "Managers", "SessionService", "TaskService"]
+    names = {n: n for n in ("Systems", "Chassis", "Managers", "SessionService", "AccountService")}
+    names["Tasks"] = "TaskService"
+    if bmc.platform.firmware_inventory:
+        names["UpdateService"] = "UpdateService"
     return Reply(
         body={
-            "@odata.context": "/redfish/v1/$metadata",
+            "@odata.context": METADATA,
             "value": [{"name": "Service", "kind": "Singleton", "url": "/redfish/v1/"}]
-            + [{"name": n, "kind": "Singleton", "url": f"{ROOT}/{n}"} for n in names],
+            + [{"name": n, "kind": "Singleton", "url": f"{ROOT}/{p}"} for n, p in names.items()],
         }
     )
 
@@ -131,7 +138,7 @@ def _login(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     if bmc.sessions.is_full():
         bmc.stats.session_limit_rejections += 1
         raise _errors.session_limit_exceeded()
-    session = bmc.sessions.create()
+    session = bmc.sessions.create(body["UserName"])
     bmc.stats.sessions_created += 1
     location = f"{SESSIONS}/{session.id}"
     return Reply(
@@ -311,8 +318,11 @@ def common_routes() -> list[Route]:
         Route("/redfish", get=_redfish, public=PUBLIC_GET),
         Route(ROOT, get=_root, public=PUBLIC_GET),
         Route(f"{ROOT}/odata", get=_odata, public=PUBLIC_GET),
+        Route(METADATA, get=metadata, public=PUBLIC_GET),
         Route(f"{ROOT}/SessionService", get=_session_service),
         Route(SESSIONS, get=_sessions, post=_login, public=frozenset({"POST"})),
+        # DSP0266: a POST to a collection's `Members` is a POST to the collection
+        Route(f"{SESSIONS}/Members", post=_login, public=frozenset({"POST"})),
         Route(f"{SESSIONS}/{{id}}", get=_session, delete=_logout),
         Route(f"{ROOT}/TaskService", get=_task_service),
         Route(TASKS_PATH, get=_tasks),
@@ -322,6 +332,7 @@ def common_routes() -> list[Route]:
         Route(f"{ROOT}/Managers/{{id}}", get=_manager),
         Route(f"{ROOT}/Systems", get=_systems),
         Route(f"{ROOT}/Chassis", get=_chassis),
+        *account_routes(),
     ]
 
 

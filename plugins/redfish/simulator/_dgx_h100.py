@@ -144,7 +144,8 @@ def _chassis(bmc: SimulatedBmc, req: SimRequest) -> Reply:
 
 def _manager(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     body = manager_document(bmc)
-    body["Oem"] = {"Ami": {"NodeManager": link(NODE_MANAGER)}}
+    # every OEM object names its type (the service validator checks it)
+    body["Oem"] = {"Ami": {"@odata.type": "#AMIManager.v1_0_0.AMIManager", "NodeManager": link(NODE_MANAGER)}}
     return Reply(body=body, revision=0)
 
 

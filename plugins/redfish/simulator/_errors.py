@@ -406,3 +406,43 @@ def _show(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def no_operation() -> JsonDict:
+    """A PATCH that changes nothing (e.g. only OData annotations)."""
+    return message(
+        BASE + "NoOperation",
+        "The request body submitted contain no data to act upon and no changes to the resource took place.",
+        resolution="Add properties in the JSON object and resubmit the request.",
+    )
+
+
+def query_not_supported(param: str) -> RedfishError:
+    """501 for a `$` query parameter the service does not implement."""
+    return RedfishError(
+        501,
+        [
+            message(
+                BASE + "QueryNotSupported",
+                "Querying is not supported by the implementation.",
+                [param],
+                resolution="Remove the query parameters and resubmit the request if the operation failed.",
+            )
+        ],
+    )
+
+
+def odata_version_unsupported(version: str) -> RedfishError:
+    """412 for a request that asks for an OData version other than 4.0."""
+    return RedfishError(
+        412,
+        [
+            message(
+                BASE + "HeaderInvalid",
+                f"The header 'OData-Version: {version}' is invalid: this service supports OData 4.0.",
+                [f"OData-Version: {version}"],
+                severity="Critical",
+                resolution="Resubmit the request with a valid request header.",
+            )
+        ],
+    )

@@ -34,12 +34,17 @@ class SimRequest:
 
 @dataclass(slots=True)
 class Reply:
-    """A handler's answer. With `revision` set, the reply gets an ETag (header and `@odata.etag`)."""
+    """A handler's answer. With `revision` set, the reply gets an ETag (header and `@odata.etag`).
+
+    `text` (with its `content_type`) is a non-JSON body, such as the XML `$metadata`.
+    """
 
     status: int = 200
     body: JsonDict | None = None
     headers: dict[str, str] = field(default_factory=dict)
     revision: int | None = None
+    text: str | None = None
+    content_type: str = "application/json"
 
 
 @dataclass(slots=True)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hmac
 import secrets
 import time
 from dataclasses import dataclass, field
+
+from plugins.redfish.simulator._accounts import AccountStore
 
 
 @dataclass(slots=True)
@@ -22,7 +23,7 @@ class Session:
 
 
 class SessionStore:
-    """Sessions keyed by token, with the BMC's credentials, limit and inactivity timeout.
+    """Sessions keyed by token, with the BMC's accounts, limit and inactivity timeout.
 
     Real BMCs keep few sessions (GB200: 4 client connections; Supermicro 16), so `limit` defaults to 4
     and a full table answers `SessionLimitExceeded`. `timeout` is seconds of inactivity, refreshed by
@@ -30,34 +31,31 @@ class SessionStore:
     """
 
     def __init__(self, username: str, password: str, *, limit: int = 4, timeout: float = 1800.0) -> None:
+        #: the BMC's accounts; the configured user is the Administrator account "1"
+        self.accounts = AccountStore(username, password)
         self.username = username
-        self._password = password
         self.limit = limit
         self.timeout = timeout
         self._by_token: dict[str, Session] = {}
         #: bumped on every change, for the collection's ETag
         self.revision = 0
 
-    def set_password(self, password: str) -> None:
-        """Change the password (existing sessions stay valid)."""
-        self._password = password
-
     def credentials_ok(self, username: object, password: object) -> bool:
-        """Constant-time check of a user name and password."""
-        if not isinstance(username, str) or not isinstance(password, str):
-            return False
-        user_ok = hmac.compare_digest(username.encode(), self.username.encode())
-        pass_ok = hmac.compare_digest(password.encode(), self._password.encode())
-        return user_ok and pass_ok
+        """Whether a user name and password are an enabled account's (constant-time compare)."""
+        return self.accounts.check(username, password) is not None
 
-    def basic_ok(self, header: str) -> bool:
-        """Check an `Authorization: Basic ...` header value."""
+    def basic_user(self, header: str) -> str | None:
+        """The account name an `Authorization: Basic ...` header value proves, or None."""
         try:
             decoded = base64.b64decode(header.split(" ", 1)[1], validate=True).decode()
         except (IndexError, ValueError, binascii.Error, UnicodeDecodeError):
-            return False
+            return None
         user, sep, password = decoded.partition(":")
-        return bool(sep) and self.credentials_ok(user, password)
+        return user if sep and self.credentials_ok(user, password) else None
+
+    def basic_ok(self, header: str) -> bool:
+        """Check an `Authorization: Basic ...` header value."""
+        return self.basic_user(header) is not None
 
     def purge_expired(self, now: float | None = None) -> int:
         """Drop sessions idle longer than `timeout`; returns how many were dropped."""
@@ -73,14 +71,14 @@ class SessionStore:
         """Whether a new login would exceed the limit."""
         return len(self._by_token) >= self.limit
 
-    def create(self) -> Session:
-        """Open a session for the BMC's user; the caller checks the limit first."""
+    def create(self, username: str | None = None) -> Session:
+        """Open a session for an account (default: the BMC's user); the caller checks the limit first."""
         now = time.monotonic()
         session = Session(
             # unguessable ids: a session URI must not let one client find another's session
             id=secrets.token_hex(6),
             token=secrets.token_urlsafe(24),
-            username=self.username,
+            username=username or self.username,
             created=now,
             last_used=now,
         )

@@ -1,0 +1,182 @@
+"""DMTF's redfish-protocol-validator against every simulator model, over the simulator's HTTPS.
+
+Each model runs as its own `bmc-sim` process (one BMC) and the validator runs as a subprocess against it,
+all models at once; its TSV report is parsed and any FAIL row not in the reviewed allow-list
+(`protocol-allowlist.toml`, each entry with its reason) fails the test.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plugins.redfish.simulator import DEFAULT_PASSWORD, MODELS, ensure_tls_files
+
+HERE = Path(__file__).parent
+ALLOWLIST = HERE / "protocol-allowlist.toml"
+#: every model, plus the bmcweb behaviour profile (on gb200, the platform it models)
+TARGETS: dict[str, tuple[str, str]] = {m: (m, "default") for m in MODELS} | {"bmcweb": ("gb200", "bmcweb")}
+VALIDATOR = Path(sys.executable).with_name("rf_protocol_validator")
+_READY_WAIT = 30.0
+_VALIDATOR_TIMEOUT = 110.0
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the validator's TSV report."""
+
+    assertion: str
+    method: str
+    status: str
+    uri: str
+    result: str
+    message: str
+
+
+@dataclass
+class Run:
+    """One validator run: its parsed rows and summary line."""
+
+    rows: list[Row]
+    summary: str
+
+
+def _load_allowlist() -> list[dict[str, Any]]:
+    return list(tomllib.loads(ALLOWLIST.read_text())["allow"])
+
+
+def _allowed(row: Row, target: str, entries: list[dict[str, Any]]) -> bool:
+    for entry in entries:
+        models = entry.get("models", ["*"])
+        if "*" not in models and target not in models:
+            continue
+        if entry["assertion"] != row.assertion:
+            continue
+        if entry.get("method") not in (None, row.method) or entry.get("uri") not in (None, row.uri):
+            continue
+        return True
+    return False
+
+
+def _start_sim(
+    name: str, model: str, profile: str, cert_dir: Path, work: Path
+) -> tuple[subprocess.Popen[bytes], Path]:
+    ready = work / f"{name}.ready.json"
+    log = (work / f"{name}.sim.log").open("wb")
+    cmd = [sys.executable, "-m", "plugins.redfish.simulator", "--count", "1", "--model", model]
+    cmd += ["--profile", profile, "--cert-dir", str(cert_dir), "--ready-file", str(ready)]
+    cmd += ["--log-level", "WARNING"]
+    proc = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "BMC_SIM_PASSWORD": ""}
+    )
+    return proc, ready
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], ready: Path) -> str:
+    deadline = time.monotonic() + _READY_WAIT
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"bmc-sim did not start (see {ready.with_suffix('.log')})")
+        time.sleep(0.1)
+    return str(json.loads(ready.read_text())["urls"][0])
+
+
+def _parse(report_dir: Path) -> list[Row]:
+    reports = sorted(report_dir.glob("*.tsv"))
+    assert reports, f"the validator wrote no TSV report in {report_dir}"
+    with reports[-1].open(newline="") as handle:
+        rows = list(csv.reader(handle, delimiter="\t"))
+    return [
+        Row(*(r + [""] * 6)[:6])
+        for r in rows
+        if len(r) >= 5 and r[4] in ("PASS", "FAIL", "WARN", "NOT_TESTED")
+    ]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
+    """Every target validated, in parallel (each validator run takes 20-30 s)."""
+    assert VALIDATOR.exists(), "rf_protocol_validator is missing: pip install -e '.[dev]'"
+    work = tmp_path_factory.mktemp("protocol-validator")
+    cert_dir = work / "tls"
+    ensure_tls_files(cert_dir)
+    sims = {
+        name: _start_sim(name, model, profile, cert_dir, work) for name, (model, profile) in TARGETS.items()
+    }
+    validators: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
+    try:
+        for name, (proc, ready) in sims.items():
+            url = _wait_ready(proc, ready)
+            report_dir = work / f"{name}-report"
+            cmd = [str(VALIDATOR), "--rhost", url, "--user", "admin", "--password", DEFAULT_PASSWORD]
+            cmd += ["--ca-bundle", str(cert_dir / "ca.pem"), "--report-dir", str(report_dir)]
+            cmd += ["--report-type", "tsv", "--avoid-http-redirect"]
+            # the validator makes some requests without its --ca-bundle; requests then reads this
+            env = {**os.environ, "REQUESTS_CA_BUNDLE": str(cert_dir / "ca.pem")}
+            out = (work / f"{name}.validator.log").open("wb")
+            validators[name] = (
+                subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env),
+                report_dir,
+            )
+        results: dict[str, Run] = {}
+        for name, (proc, report_dir) in validators.items():
+            proc.wait(timeout=_VALIDATOR_TIMEOUT)
+            log_text = (work / f"{name}.validator.log").read_text(errors="replace")
+            summary = next((ln for ln in log_text.splitlines() if ln.startswith("Summary")), "")
+            results[name] = Run(_parse(report_dir), summary)
+        yield results
+    finally:
+        for proc, _ in [*validators.values(), *((p, r) for p, r in sims.values())]:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        shutil.rmtree(cert_dir, ignore_errors=True)
+
+
+def test_allowlist_entries_are_reviewed() -> None:
+    entries = _load_allowlist()
+    for entry in entries:
+        assert entry.get("assertion"), entry
+        assert len(entry.get("reason", "").split()) >= 8, f"allow-list entry without a real reason: {entry}"
+        assert set(entry.get("models", ["*"])) <= {"*", *TARGETS}, entry
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_protocol_validator_has_no_unreviewed_fail(runs: dict[str, Run], target: str) -> None:
+    run = runs[target]
+    assert run.summary.startswith("Summary"), f"{target}: the validator did not finish"
+    passed = [r for r in run.rows if r.result == "PASS"]
+    assert len(passed) > 300, f"{target}: only {len(passed)} PASS rows: did it reach the simulator?"
+    entries = _load_allowlist()
+    unreviewed = [r for r in run.rows if r.result == "FAIL" and not _allowed(r, target, entries)]
+    assert not unreviewed, f"{target}: FAIL rows not in {ALLOWLIST.name}:\n" + "\n".join(
+        f"  {r.assertion} {r.method} {r.status} {r.uri}: {r.message}" for r in unreviewed
+    )
+
+
+def test_protocol_checks_the_accounts_etags(runs: dict[str, Run]) -> None:
+    """The account checks (roles, ETag/If-Match) ran and passed on every target: an AccountService exists."""
+    wanted = (
+        "SEC_PRIV_SUPPORT_PREDEFINED_ROLES",
+        "PROTO_ETAG_IF_MATCH_ENFORCED",
+        "SEC_ACCOUNTS_SUPPORT_ETAGS",
+    )
+    for target, run in runs.items():
+        for assertion in wanted:
+            results = {r.result for r in run.rows if r.assertion == assertion}
+            assert results == {"PASS"}, f"{target}: {assertion} gave {results or 'no row'}"
