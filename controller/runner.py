@@ -285,7 +285,7 @@ class RequestRunner:
         touch: bool = False,
         ping_error: str = "",
     ) -> None:
-        log.warning("%s %s: %s", job.kind.value, outcome, error)
+        log.warning("%s %s: %s", job.kind.value, outcome, clip(error))  # errors quote ids
         response = translate.error_response(
             job.kind,
             error,

@@ -27,6 +27,12 @@ SEND = "/devicecontroller.v1.DeviceController/SendDeviceRequest"
 STRUCTURED = 3_000  # hypothesis examples
 RAW = 7_000  # raw byte strings
 IN_FLIGHT = 64
+ADMIN = (
+    "/devicecontroller.v1.DeviceControllerAdmin/GetRequest",
+    "/devicecontroller.v1.DeviceControllerAdmin/ListRequests",
+)
+ADMIN_RAW = 250  # per admin method, on top of the 10,000
+ADMIN_OK = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND})
 
 
 def structured_requests(count: int) -> list[pb.DeviceControllerRequest]:
@@ -51,9 +57,14 @@ def structured_requests(count: int) -> list[pb.DeviceControllerRequest]:
     return found
 
 
-async def _send_all(channel: grpc.aio.Channel, payloads: Iterable[bytes]) -> tuple[Counter[str], list[bytes]]:
+async def _send_all(
+    channel: grpc.aio.Channel,
+    payloads: Iterable[bytes],
+    method: str = SEND,
+    allowed: frozenset[grpc.StatusCode] = frozenset({grpc.StatusCode.INVALID_ARGUMENT}),
+) -> tuple[Counter[str], list[bytes]]:
     """Send every payload (IN_FLIGHT at a time); status counts and the payloads that were acked."""
-    call = channel.unary_unary(SEND)
+    call = channel.unary_unary(method)
     codes: Counter[str] = Counter()
     acked: list[bytes] = []
     unexpected: list[str] = []
@@ -65,7 +76,7 @@ async def _send_all(channel: grpc.aio.Channel, payloads: Iterable[bytes]) -> tup
                 await call(data, timeout=60)
             except grpc.aio.AioRpcError as exc:
                 codes[exc.code().name] += 1
-                if exc.code() != grpc.StatusCode.INVALID_ARGUMENT or "\n" in (exc.details() or ""):
+                if exc.code() not in allowed or "\n" in (exc.details() or ""):
                     unexpected.append(f"{exc.code().name}: {(exc.details() or '')[:300]} for {data[:80]!r}")
                 return
             codes["OK"] += 1
@@ -78,16 +89,23 @@ async def _send_all(channel: grpc.aio.Channel, payloads: Iterable[bytes]) -> tup
 
 async def test_ten_thousand_hostile_messages(start_controller, sink, log_capture: LogCapture) -> None:
     structured = structured_requests(STRUCTURED)
-    encoded = [msg.SerializeToString() for msg in structured]
+    encoded = [msg.SerializeToString(deterministic=True) for msg in structured]  # stable map order
     raw = list(raw_messages(RAW, seeds=[e for e in encoded if len(e) < 10_000]))
     h = await start_controller()
 
     codes, acked = await _send_all(h.channel, [*encoded, *raw])
+    admin_codes: Counter[str] = Counter()
+    for method in ADMIN:  # the admin API decodes the same way (NOT_FOUND: a request id no one sent)
+        found, _ = await _send_all(
+            h.channel, raw_messages(ADMIN_RAW, seeds=[], seed=len(method)), method, ADMIN_OK
+        )
+        admin_codes.update(found)
 
     sent = len(encoded) + len(raw)
     assert sent >= 10_000 and sum(codes.values()) == sent
+    print(f"\nfuzz: admin API: {sum(admin_codes.values())} raw messages: {dict(admin_codes)}")
     acked_ids = {pb.DeviceControllerRequest.FromString(data).request_id for data in acked}
-    print(f"\nfuzz: {sent} hostile messages ({len(encoded)} hypothesis, {len(raw)} raw): {dict(codes)}")
+    print(f"fuzz: {sent} hostile messages ({len(encoded)} hypothesis, {len(raw)} raw): {dict(codes)}")
     print(f"fuzz: {len(acked_ids)} distinct requests acknowledged, each answered exactly once")
     assert codes["OK"] > 0 and codes["INVALID_ARGUMENT"] > 0, "the fuzzer must reach both sides of the edge"
     await sink.wait_for(acked_ids, timeout=120)
