@@ -30,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
         help="controller address for client commands (env DEVICECTL_SERVER)",
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--version", action="version", version=f"devicectl {_version()}")
     add_client_flags(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -86,6 +87,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--mtls", action="store_true", help="run it over mutual TLS with roles (test CA)")
     p.set_defaults(func=cmd_demo)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("devicectl")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 def _settings_flags(p: argparse.ArgumentParser) -> None:
