@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 import grpc
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from controller import translate
@@ -87,6 +88,7 @@ async def _send_all(
     return codes, acked
 
 
+@pytest.mark.slow
 async def test_ten_thousand_hostile_messages(start_controller, sink, log_capture: LogCapture) -> None:
     structured = structured_requests(STRUCTURED)
     encoded = [msg.SerializeToString(deterministic=True) for msg in structured]  # stable map order
