@@ -6,8 +6,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# bench extras (matplotlib) only for `make bench`: a separate stamp
+BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: setup demo serve test lint typecheck pytest proto bench drills clean
+.PHONY: setup demo serve test lint typecheck pytest proto bench drills validate-schemas clean
 
 setup: $(STAMP)
 
@@ -15,8 +17,12 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "devicectl needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	@touch $(BENCH_STAMP)
 
 demo: setup
 	$(BIN)/devicectl demo
@@ -39,8 +45,14 @@ pytest: setup
 
 test: lint typecheck pytest
 
-bench: setup
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench
+
+# DMTF's service validator against every simulator model; SCHEMAS=DIR holds DMTF's CSDL files
+# (not shipped with the project: see docs/redfish.md, "Conformance")
+validate-schemas: setup
+	@test -n "$(SCHEMAS)" || { echo "usage: make validate-schemas SCHEMAS=DIR (DMTF's csdl/ folder)"; exit 2; }
+	$(BIN)/python -m tests.conformance.validate_schemas "$(SCHEMAS)"
 
 # reliability drills (docs/reliability.md); DRILLS_ARGS=--full for the full sizes
 drills: setup

@@ -8,12 +8,10 @@ all models at once; its TSV report is parsed and any FAIL row not in the reviewe
 from __future__ import annotations
 
 import csv
-import json
 import os
 import shutil
 import subprocess
 import sys
-import time
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,14 +20,12 @@ from typing import Any
 
 import pytest
 
-from plugins.redfish.simulator import DEFAULT_PASSWORD, MODELS, ensure_tls_files
+from plugins.redfish.simulator import DEFAULT_PASSWORD, ensure_tls_files
+from tests.conformance.sims import TARGETS, start, stop, wait_ready
 
 HERE = Path(__file__).parent
 ALLOWLIST = HERE / "protocol-allowlist.toml"
-#: every model, plus the bmcweb behaviour profile (on gb200, the platform it models)
-TARGETS: dict[str, tuple[str, str]] = {m: (m, "default") for m in MODELS} | {"bmcweb": ("gb200", "bmcweb")}
 VALIDATOR = Path(sys.executable).with_name("rf_protocol_validator")
-_READY_WAIT = 30.0
 _VALIDATOR_TIMEOUT = 110.0
 
 
@@ -70,29 +66,6 @@ def _allowed(row: Row, target: str, entries: list[dict[str, Any]]) -> bool:
     return False
 
 
-def _start_sim(
-    name: str, model: str, profile: str, cert_dir: Path, work: Path
-) -> tuple[subprocess.Popen[bytes], Path]:
-    ready = work / f"{name}.ready.json"
-    log = (work / f"{name}.sim.log").open("wb")
-    cmd = [sys.executable, "-m", "plugins.redfish.simulator", "--count", "1", "--model", model]
-    cmd += ["--profile", profile, "--cert-dir", str(cert_dir), "--ready-file", str(ready)]
-    cmd += ["--log-level", "WARNING"]
-    proc = subprocess.Popen(
-        cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "BMC_SIM_PASSWORD": ""}
-    )
-    return proc, ready
-
-
-def _wait_ready(proc: subprocess.Popen[bytes], ready: Path) -> str:
-    deadline = time.monotonic() + _READY_WAIT
-    while not ready.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"bmc-sim did not start (see {ready.with_suffix('.log')})")
-        time.sleep(0.1)
-    return str(json.loads(ready.read_text())["urls"][0])
-
-
 def _parse(report_dir: Path) -> list[Row]:
     reports = sorted(report_dir.glob("*.tsv"))
     assert reports, f"the validator wrote no TSV report in {report_dir}"
@@ -112,13 +85,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
     work = tmp_path_factory.mktemp("protocol-validator")
     cert_dir = work / "tls"
     ensure_tls_files(cert_dir)
-    sims = {
-        name: _start_sim(name, model, profile, cert_dir, work) for name, (model, profile) in TARGETS.items()
-    }
+    sims = {name: start(name, cert_dir, work) for name in TARGETS}
     validators: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
     try:
         for name, (proc, ready) in sims.items():
-            url = _wait_ready(proc, ready)
+            url = wait_ready(proc, ready)
             report_dir = work / f"{name}-report"
             cmd = [str(VALIDATOR), "--rhost", url, "--user", "admin", "--password", DEFAULT_PASSWORD]
             cmd += ["--ca-bundle", str(cert_dir / "ca.pem"), "--report-dir", str(report_dir)]
@@ -138,13 +109,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
             results[name] = Run(_parse(report_dir), summary)
         yield results
     finally:
-        for proc, _ in [*validators.values(), *((p, r) for p, r in sims.values())]:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+        stop([p for p, _ in validators.values()] + [p for p, _ in sims.values()])
         shutil.rmtree(cert_dir, ignore_errors=True)
 
 

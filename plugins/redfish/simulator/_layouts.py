@@ -122,8 +122,8 @@ def _host_system(bmc: SimulatedBmc, req: SimRequest) -> Reply:
         "Name": "System_0",
         "SystemType": "Physical",
         "PowerState": "On",
+        # the host's processors are not modelled, so no Processors link to a resource that is not there
         "Status": status_ok(),
-        "Processors": link(f"{HOST_SYSTEM}/Processors"),
     }
     return Reply(body=body, revision=0)
 
