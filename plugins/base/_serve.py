@@ -194,6 +194,14 @@ def _power_handler(state: _State) -> grpc.GenericRpcHandler:
                 log.exception("%s raised an unexpected error", rpc.method)
                 error = e.DeviceControllerError(f"internal error in plugin: {type(exc).__name__}: {exc}")
                 return ppb.OperationResponse(error=w.error_to_pb(error))
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is None or task.cancelling():
+                    raise  # this call really is being cancelled (the host gave up, or shutdown)
+                # a cancellation that escaped the plugin's own code: an error of this request only
+                log.exception("%s: a cancellation escaped the plugin", rpc.method)
+                error = e.TransientError("plugin: the operation was cancelled inside the plugin")
+                return ppb.OperationResponse(error=w.error_to_pb(error))
 
         return call
 

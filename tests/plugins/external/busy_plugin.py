@@ -1,10 +1,21 @@
-"""A plugin whose calls hog its event loop (CPU-bound work): slow to answer health checks, but alive."""
+"""Misbehaving plugins for supervision tests: `ping` hogs the event loop (CPU-bound work), so health
+checks are answered late though the plugin is alive; `std_metrics` lets a cancellation escape."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
-from plugins.base import DeviceContext, DevicePlugin, Outcome, Ping, PingResult, PluginInfo
+from plugins.base import (
+    DeviceContext,
+    DevicePlugin,
+    Empty,
+    Outcome,
+    Ping,
+    PingResult,
+    PluginInfo,
+    StdMetricsResult,
+)
 
 
 class BusyPlugin(DevicePlugin):
@@ -13,3 +24,6 @@ class BusyPlugin(DevicePlugin):
     async def ping(self, ctx: DeviceContext, req: Ping) -> Outcome[PingResult]:
         time.sleep(0.3)  # noqa: ASYNC251 - the point: a busy loop, as under a large fan-out
         return Outcome(PingResult(ok=True))
+
+    async def std_metrics(self, ctx: DeviceContext, req: Empty) -> Outcome[StdMetricsResult]:
+        raise asyncio.CancelledError  # e.g. a library's internal timeout leaking its cancellation

@@ -14,7 +14,7 @@ from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.plugin_remote import RemotePlugin
 from controller.sink import TopologySink
-from plugins.base import DeviceContext, DeviceTimeoutError, Ping, TransientError
+from plugins.base import DeviceContext, DeviceTimeoutError, Empty, Ping, TransientError
 from tests.plugins.external.conftest import MEMORY, device_table, plugin_table, serve_command, spec
 
 R = pb.DeviceControllerRequest
@@ -125,3 +125,12 @@ async def test_a_busy_plugin_that_keeps_answering_is_not_restarted(remote) -> No
     for _ in range(12):  # each call blocks the plugin's event loop for 0.3 s: health checks time out
         assert (await plugin.ping(ctx("n1", 10), Ping())).result.ok
     assert plugin.restarts == 0 and plugin.last_error == ""
+
+
+async def test_a_cancellation_escaping_the_plugin_fails_only_that_request(remote) -> None:
+    plugin: RemotePlugin = await remote(
+        spec("busy", serve_command("tests.plugins.external.busy_plugin:BusyPlugin"))
+    )
+    with pytest.raises(TransientError, match="cancelled inside the plugin"):
+        await plugin.std_metrics(ctx("n1", 10), Empty())
+    assert (await plugin.ping(ctx("n1", 10), Ping())).result.ok and plugin.restarts == 0
