@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from controller import logs
-from controller.cli import _inspect, _plugin, _query, _send
+from controller.cli import _inspect, _plugin, _preflight, _query, _send
 from controller.cli._channel import add_client_flags
 from controller.cli._render import console, err_console, print_json
 from controller.config import Settings, load_settings
@@ -61,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     _query.add_parsers(sub)
     _inspect.add_parsers(sub)
     _plugin.add_parser(sub)
+    _preflight.add_parser(sub)
 
     p = sub.add_parser("topology-sink", help="receive and print responses (a local TopologyCallback)")
     p.add_argument("--listen", default="127.0.0.1:50052")
