@@ -81,6 +81,7 @@ def _parser() -> argparse.ArgumentParser:
 
     # Dispatched before parsing (see main); listed here for --help.
     sub.add_parser("bmc-sim", help="run simulated Redfish BMCs over HTTPS (devicectl bmc-sim --help)")
+    sub.add_parser("bmc-capture", help="capture a BMC read-only for bmc-sim replay (bmc-capture --help)")
 
     p = sub.add_parser("demo", help="simulated fleet + controller + sink: activate, show, deactivate")
     p.add_argument("--nodes", type=int, default=16)
@@ -301,6 +302,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from plugins.redfish.simulator.cli import main as sim_main
 
         return int(sim_main(argv[1:]))
+    if argv[:1] == ["bmc-capture"]:  # owns its flags too
+        from plugins.redfish.capture import main as capture_main
+
+        return int(capture_main(argv[1:]))
     args = _parser().parse_args(argv)
     try:
         return int(args.func(args))

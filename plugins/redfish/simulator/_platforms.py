@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from plugins.redfish.simulator import _dgx_h100, _dmtf, _gb200
+from plugins.redfish.simulator import _dgx_h100, _dmtf, _gb200, _replay
 from plugins.redfish.simulator._routing import Platform
 
 PLATFORMS: dict[str, Platform] = {
@@ -14,7 +14,9 @@ MODELS: tuple[str, ...] = tuple(PLATFORMS)
 
 
 def get_platform(model: str) -> Platform:
-    """The platform for a model name ("gb200", "dmtf", "dmtf-legacy", "dgx-h100")."""
+    """The platform for a model: "gb200", "dmtf", "dmtf-legacy", "dgx-h100", "capture:DIR", "mockup:DIR"."""
+    if _replay.is_replay(model):
+        return _replay.load_platform(model)
     try:
         return PLATFORMS[model]
     except KeyError:

@@ -19,7 +19,8 @@ from pathlib import Path
 from plugins.redfish.simulator._bmcweb import DPS_ALLOW_LIST
 from plugins.redfish.simulator._config import DEFAULT_PASSWORD, PROFILES
 from plugins.redfish.simulator._fleet import SimulatorFleet
-from plugins.redfish.simulator._platforms import MODELS
+from plugins.redfish.simulator._platforms import MODELS, get_platform
+from plugins.redfish.simulator._replay import is_replay
 
 log = logging.getLogger("devicectl.bmc_sim")
 
@@ -38,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--model",
         default="gb200",
-        help=f"BMC model, or a comma-separated list used round-robin: {', '.join(MODELS)} (default gb200)",
+        help=f"BMC model, or a comma-separated list used round-robin: {', '.join(MODELS)}, capture:DIR "
+        "(a `devicectl bmc-capture` directory) or mockup:DIR (a DMTF-style mockup) (default gb200)",
     )
     add("--host", default="127.0.0.1", help="listening address (default 127.0.0.1)")
     add("--base-port", type=int, default=0, help="BMC i listens on BASE_PORT+i; 0 picks free ports")
@@ -81,10 +83,16 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     models = [m.strip() for m in args.model.split(",") if m.strip()]
-    unknown = [m for m in models if m not in MODELS]
+    unknown = [m for m in models if m not in MODELS and not is_replay(m)]
     if unknown or not models:
         print(f"bmc-sim: unknown model(s) {unknown}; choose from {', '.join(MODELS)}", file=sys.stderr)
         return 2
+    for model in filter(is_replay, models):
+        try:
+            get_platform(model)
+        except (ValueError, OSError) as exc:
+            print(f"bmc-sim: cannot load {model}: {exc}", file=sys.stderr)
+            return 2
     if args.count < 1:
         print("bmc-sim: --count must be at least 1", file=sys.stderr)
         return 2

@@ -1,0 +1,139 @@
+"""Capture a simulated BMC of every model, replay it, and get the same plugin results as the original."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plugins.base import run_operation
+from plugins.redfish.capture import DOC_HOST, DOC_IPV4, DOC_IPV6, DOC_MAC, CaptureOptions, capture, scrub
+from plugins.redfish.simulator import SimulatedBmc, SimulatorFleet
+from tests.plugins.redfish.harness import Harness, model_json
+from tests.plugins.redfish.test_redfish_matrix import MODELS, requests, succeeded
+
+_FAST = CaptureOptions(rate=2000.0)
+
+
+async def _capture(bmc: SimulatedBmc, harness: Harness, out: Path) -> None:
+    ctx = harness.fleet.client_ssl_context()
+    await capture(bmc.url, bmc.username, bmc.password, out, ssl_context=ctx, options=_FAST)
+
+
+async def _results(
+    harness: Harness, bmc: SimulatedBmc, model: dict[str, Any], limits: Any
+) -> dict[Any, bool]:
+    results = {}
+    for kind, request in requests(limits):
+        outcome = await run_operation(harness.plugin, kind, harness.ctx(bmc, model=model), request)
+        if outcome.state is not None:
+            harness.states[bmc.index] = outcome.state
+        results[kind] = succeeded(outcome.result)
+    return results
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+async def test_capture_replay_gives_the_same_plugin_results(
+    make_harness: Callable[..., Any], tmp_path: Path, model: str
+) -> None:
+    spec = MODELS[model]
+    async with make_harness(n=1, model=model) as original:
+        bmc = original.fleet.bmcs[0]
+        await _capture(bmc, original, tmp_path)
+        device_model = model_json(bmc)
+        expected = await _results(original, bmc, device_model, spec["policy"])
+    captured = json.loads((tmp_path / "capture.json").read_text())
+    assert captured["resources"] > 10 and captured["session"]["token_header"]
+    async with make_harness(n=1, model=f"capture:{tmp_path}") as replay:
+        copy = replay.fleet.bmcs[0]
+        got = await _results(replay, copy, device_model, spec["policy"])
+    assert got == expected
+
+
+async def test_capture_writes_nothing_and_holds_no_secret(
+    make_harness: Callable[..., Any], tmp_path: Path
+) -> None:
+    async with make_harness(n=1, model="gb200") as harness:
+        bmc = harness.fleet.bmcs[0]
+        await _capture(bmc, harness, tmp_path)
+        methods = {method for (method, _template) in bmc.stats.calls}
+        assert methods <= {"GET", "POST", "DELETE"}
+        assert [t for (m, t) in bmc.stats.calls if m == "POST"] == ["/redfish/v1/SessionService/Sessions"]
+        assert bmc.stats.writes_applied == 0 and bmc.stats.open_sessions == 0
+        password = bmc.password
+    text = "\n".join(p.read_text() for p in sorted(tmp_path.rglob("*.json")))  # noqa: ASYNC240
+    assert password not in text
+    assert "X-Auth-Token" not in text
+    assert not re.search(r'"SerialNumber": "(?!REDACTED)', text)
+    for address in re.findall(r"\b(?:\d{1,3}\.){3}\d{1,3}\b", text):
+        assert address == DOC_IPV4, address
+
+
+def test_scrub_rules() -> None:
+    doc = {
+        "SerialNumber": "1321922000123",
+        "PartSerialNumber": "X1",
+        "AssetTag": "rack 12",
+        "Password": "hunter2",
+        "Oem": {"Vendor": {"AuthToken": "abc", "SnmpCommunity": "public", "PrivateKey": "k"}},
+        "MACAddress": "7c:c2:55:01:02:03",
+        "PermanentMACAddress": "7C-C2-55-01-02-03",
+        "HostName": "node17-bmc",
+        "IPv4Addresses": [{"Address": "10.3.4.5", "Gateway": "10.3.4.1"}],
+        "IPv6Addresses": [{"Address": "fe80::7ec2:55ff:fe01:203"}],
+        "Description": "BMC at 10.3.4.5 (7c:c2:55:01:02:03)",
+        "FirmwareVersion": "1.2.3.4",
+        "LastUpdated": "2026-11-23T11:02:51+00:00",
+        "Links": {"@odata.id": "/redfish/v1/Chassis/1"},
+    }
+    clean = scrub(doc)
+    assert clean["SerialNumber"] == clean["PartSerialNumber"] == clean["AssetTag"] == "REDACTED"
+    assert clean["Password"] is None
+    assert clean["Oem"]["Vendor"] == {"AuthToken": None, "SnmpCommunity": None, "PrivateKey": None}
+    assert clean["MACAddress"] == clean["PermanentMACAddress"] == DOC_MAC
+    assert clean["HostName"] == DOC_HOST
+    assert clean["IPv4Addresses"] == [{"Address": DOC_IPV4, "Gateway": DOC_IPV4}]
+    assert clean["IPv6Addresses"] == [{"Address": DOC_IPV6}]
+    assert clean["Description"] == f"BMC at {DOC_IPV4} ({DOC_MAC})"
+    # not addresses: versions and times are kept
+    assert clean["FirmwareVersion"] == "1.2.3.4" and clean["LastUpdated"] == doc["LastUpdated"]
+    assert clean["Links"] == doc["Links"]
+
+
+async def test_mockup_serves_documents_and_caps_within_their_ranges(
+    make_harness: Callable[..., Any], cert_dir: Path, api: Callable[[SimulatedBmc], Any], tmp_path: Path
+) -> None:
+    """A DMTF-style mockup (index.json per path, no capture.json) with sessions, ETags and range checks."""
+    async with make_harness(n=1, model="dmtf") as original:
+        await _capture(original.fleet.bmcs[0], original, tmp_path)
+    (tmp_path / "capture.json").unlink()
+    node = "/redfish/v1/Chassis/1/Controls/PowerLimit"
+    async with SimulatorFleet(n=1, model=f"mockup:{tmp_path}", cert_dir=cert_dir) as fleet:
+        client = api(fleet.bmcs[0])
+        first = await client.get(node)
+        etag, high = first.headers["ETag"], first.body["AllowableMax"]
+        over = await client.patch(node, {"SetPoint": high + 1})
+        assert over.status == 400
+        assert over.body["error"]["@Message.ExtendedInfo"][0]["MessageId"].endswith("PropertyValueOutOfRange")
+        done = await client.patch(node, {"SetPoint": high}, headers={"If-Match": etag})
+        assert done.status == 200 and done.body["SetPoint"] == high
+        assert (await client.patch(node, {"SetPoint": high}, headers={"If-Match": etag})).status == 412
+        assert (await client.patch(node, {"Bogus": 1})).status == 400
+        # the simulator's own services next to the mockup's documents
+        assert (await client.get("/redfish/v1/AccountService/Roles")).status == 200
+
+
+def test_cli_captures_with_a_secret_and_fails_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from controller.cli import main
+
+    out = str(tmp_path / "c")
+    args = ["--url", "https://127.0.0.1:1", "--secret", "nope", "--out", out, "--secrets-dir", str(tmp_path)]
+    code = main(["bmc-capture", *args])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and err.startswith("bmc-capture: ") and "\n" not in err and "Traceback" not in err
