@@ -262,7 +262,9 @@ async def serve_async(
     """Serve until Shutdown or SIGTERM. `address`: "unix:PATH", "HOST:PORT", or None (a fresh socket)."""
     state = _State(plugin)
     await plugin.start()
-    server = grpc.aio.server()
+    # gRPC cancels a call its server has not picked up within 30 s by default; a plugin busy with a
+    # large fan-out can lag that much, and each call already carries the request's own deadline
+    server = grpc.aio.server(options=[("grpc.server_max_unrequested_time_in_server", 24 * 3600)])
     dgrpc.add_DevicePluginServicer_to_server(DevicePluginServicer(state), server)
     bgrpc.add_BasePluginServicer_to_server(BasePluginServicer(state), server)
     gcgrpc.add_GRPCControllerServicer_to_server(ControllerServicer(state), server)

@@ -22,7 +22,8 @@ class BusyPlugin(DevicePlugin):
     info = PluginInfo(name="busy", version="1.0", vendor="tests")
 
     async def ping(self, ctx: DeviceContext, req: Ping) -> Outcome[PingResult]:
-        time.sleep(0.3)  # noqa: ASYNC251 - the point: a busy loop, as under a large fan-out
+        # the point: a busy loop, as under a large fan-out; device "hog" blocks past gRPC's 30 s limit
+        time.sleep(31.0 if ctx.device_id == "hog" else 0.3)  # noqa: ASYNC251
         return Outcome(PingResult(ok=True))
 
     async def std_metrics(self, ctx: DeviceContext, req: Empty) -> Outcome[StdMetricsResult]:

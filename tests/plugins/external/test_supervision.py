@@ -134,3 +134,18 @@ async def test_a_cancellation_escaping_the_plugin_fails_only_that_request(remote
     with pytest.raises(TransientError, match="cancelled inside the plugin"):
         await plugin.std_metrics(ctx("n1", 10), Empty())
     assert (await plugin.ping(ctx("n1", 10), Ping())).result.ok and plugin.restarts == 0
+
+
+@pytest.mark.slow
+async def test_calls_waiting_behind_a_blocked_plugin_are_not_cancelled_by_grpc(remote) -> None:
+    """gRPC cancels calls its server has not picked up within 30 s unless told otherwise: the calls
+    that arrive while the plugin's loop is blocked must wait (within their deadline) and run."""
+    busy = "tests.plugins.external.busy_plugin:BusyPlugin"
+    plugin: RemotePlugin = await remote(spec("busy", serve_command(busy)), health_timeout=60.0)
+
+    async def ping(device: str, after: float) -> bool:
+        await asyncio.sleep(after)
+        return (await plugin.ping(ctx(device, 100), Ping())).result.ok
+
+    results = await asyncio.gather(ping("hog", 0), *(ping(f"n{i}", 1.0) for i in range(40)))
+    assert all(results)
