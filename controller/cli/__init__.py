@@ -14,6 +14,7 @@ from typing import Any
 from controller import logs
 from controller.cli import _inspect, _plugin, _preflight, _query, _send
 from controller.cli._channel import add_client_flags
+from controller.cli._errors import UsageError, check_sqlite_directory, explain, normalise_argv
 from controller.cli._render import console, err_console, print_json
 from controller.config import Settings, load_settings
 
@@ -29,7 +30,11 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_SERVER,
         help="controller address for client commands (env DEVICECTL_SERVER)",
     )
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--json", action="store_true", help="machine-readable output (also -o json; anywhere on the line)"
+    )
+    parser.add_argument("-o", "--output", choices=["table", "json"], help="output format (table or json)")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     parser.add_argument("--version", action="version", version=f"devicectl {_version()}")
     add_client_flags(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -148,6 +153,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = settings_from(args)
+    check_sqlite_directory(settings.database_url)
     if args.print_config:
         print_json(settings.display())
         return 0
@@ -180,6 +186,7 @@ def _store(args: argparse.Namespace) -> Any:
     from controller.store import Store
 
     settings = load_settings(args.config, overrides={"database_url": args.database_url})
+    check_sqlite_directory(settings.database_url)
     return Store.from_url(settings.database_url)
 
 
@@ -188,7 +195,10 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     before = store.schema_status()
     store.upgrade()
     after = store.schema_status()
-    console.print(f"{store.url_for_display}: schema {before.current or 'empty'} -> {after.current}")
+    if args.json:
+        print_json({"database": store.url_for_display, "before": before.current, "after": after.current})
+    else:
+        console.print(f"{store.url_for_display}: schema {before.current or 'empty'} -> {after.current}")
     return 0
 
 
@@ -213,6 +223,7 @@ def cmd_db_prune(args: argparse.Namespace) -> int:
         for t in ("journal", "outbox", "dead_letter", "audit")
     }
     s = load_settings(args.config, overrides={"database_url": args.database_url, **overrides})
+    check_sqlite_directory(s.database_url)
     policy = retention_policy(s)
     store = Store.from_url(s.database_url)
     store.ensure_schema()
@@ -297,15 +308,21 @@ def cmd_certs(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["bmc-sim"]:  # the simulator owns its own flags (argparse cannot pass them through)
+    raw = list(sys.argv[1:] if argv is None else argv)
+    try:
+        argv, debug = normalise_argv(raw)
+    except UsageError as exc:
+        err_console.print(f"[red]error[/red]: {exc}", highlight=False, soft_wrap=True)
+        return 2
+    command = [a for a in argv if a != "--json"]
+    if command[:1] == ["bmc-sim"]:  # the simulator owns its own flags (argparse cannot pass them through)
         from plugins.redfish.simulator.cli import main as sim_main
 
-        return int(sim_main(argv[1:]))
-    if argv[:1] == ["bmc-capture"]:  # owns its flags too
+        return int(sim_main(command[1:]))
+    if command[:1] == ["bmc-capture"]:  # owns its flags too
         from plugins.redfish.capture import main as capture_main
 
-        return int(capture_main(argv[1:]))
+        return int(capture_main(command[1:]))
     args = _parser().parse_args(argv)
     try:
         return int(args.func(args))
@@ -315,6 +332,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(Exception):
             sys.stdout.close()
         return 0
-    except (ValueError, OSError) as exc:
-        err_console.print(f"[red]error[/red]: {exc}")
-        return 2
+    except Exception as exc:
+        explained = explain(exc, args)
+        if explained is None or debug:
+            raise
+        message, code = explained
+        err_console.print(f"[red]error[/red]: {message}", highlight=False, soft_wrap=True)
+        return code

@@ -74,9 +74,11 @@ async def _first(stream: Any, count: int, timeout: float) -> list[Any]:
     return out
 
 
-async def _collect(args: argparse.Namespace, kind: str) -> list[tuple[str, Any]]:
+async def _collect(args: argparse.Namespace, kind: str) -> tuple[list[tuple[str, Any]], int]:
+    """Each plugin's first responses, and how many plugins failed."""
     host = PluginHost()
     results: list[tuple[str, Any]] = []
+    failures = 0
     try:
         for plugin_name, targets in _targets(args).items():
             try:
@@ -86,12 +88,18 @@ async def _collect(args: argparse.Namespace, kind: str) -> list[tuple[str, Any]]
                 else:
                     items = await _first(plugin.stats(targets, args.interval), args.samples, args.timeout)
             except (DeviceControllerError, TimeoutError) as exc:
-                err_console.print(f"[red]{plugin_name}[/red]: {exc or 'timed out'}")
+                err_console.print(f"[red]{plugin_name}[/red]: {exc or 'timed out'}", soft_wrap=True)
+                failures += 1
                 continue
             results.extend((plugin_name, item) for item in items)
     finally:
         await host.close()
-    return results
+    return results, failures
+
+
+def _exit_code(results: list[tuple[str, Any]], failures: int) -> int:
+    """1 when a plugin failed, a response carries an error, or nothing came back."""
+    return 1 if failures or not results or any(r.error is not None for _, r in results) else 0
 
 
 def _value(v: StatValue) -> str:
@@ -115,10 +123,10 @@ def _flatten(obj: StatObject, prefix: str = "") -> list[tuple[str, str]]:
 
 
 def run_fingerprint(args: argparse.Namespace) -> int:
-    results = asyncio.run(_collect(args, "fingerprint"))
+    results, failures = asyncio.run(_collect(args, "fingerprint"))
     if args.json:
         print_json([{"plugin": p, **dataclasses.asdict(r)} for p, r in results])
-        return 0
+        return _exit_code(results, failures)
     rows = []
     for plugin, response in results:
         if response.error is not None:
@@ -132,14 +140,14 @@ def run_fingerprint(args: argparse.Namespace) -> int:
                     (plugin, f"{group.vendor} {group.type} {group.name}", device.id, health, locality, attrs)
                 )
     table("fingerprint", ("plugin", "group", "device", "health", "locality", "attributes"), rows)
-    return 0 if results else 1
+    return _exit_code(results, failures)
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    results = asyncio.run(_collect(args, "stats"))
+    results, failures = asyncio.run(_collect(args, "stats"))
     if args.json:
         print_json([{"plugin": p, **dataclasses.asdict(r)} for p, r in results])
-        return 0
+        return _exit_code(results, failures)
     rows = []
     for plugin, response in results:
         if response.error is not None:
@@ -151,4 +159,4 @@ def run_stats(args: argparse.Namespace) -> int:
                         (plugin, instance, name, value, stats.timestamp.isoformat(timespec="seconds"))
                     )
     table("stats", ("plugin", "device", "statistic", "value", "at"), rows)
-    return 0 if results else 1
+    return _exit_code(results, failures)

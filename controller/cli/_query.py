@@ -12,7 +12,8 @@ from google.protobuf import empty_pb2
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller.cli._channel import add_client_flags, channel
-from controller.cli._render import console, err_console, print_json, table, when
+from controller.cli._errors import UsageError
+from controller.cli._render import clip_cell, console, print_json, short_id, table, when
 from controller.cli._responses import render_response
 from plugins import registry
 
@@ -27,10 +28,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--undelivered", action="store_true")
     p.add_argument("--dead-letter", action="store_true", help="responses the receiver refused for good")
     p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--wide", action="store_true", help="full ids and errors (tables shorten them)")
     add_client_flags(p)
     p.set_defaults(func=requests_list)
     p = req.add_parser("show", help="one request with its response")
-    p.add_argument("request_id")
+    p.add_argument("request_id", help="the request id, or a unique prefix of a recent one")
     add_client_flags(p)
     p.set_defaults(func=requests_show)
 
@@ -39,6 +41,7 @@ def add_parsers(sub: Any) -> None:
     )
     p = dev.add_parser("list", help="known devices")
     p.add_argument("--limit", type=int, default=1000)
+    p.add_argument("--wide", action="store_true", help="full ids and errors (tables shorten them)")
     add_client_flags(p)
     p.set_defaults(func=devices_list)
     p = dev.add_parser("show", help="one device with its state JSON")
@@ -67,13 +70,10 @@ def _admin(args: argparse.Namespace) -> tuple[grpc.Channel, agrpc.DeviceControll
 
 
 def _call(args: argparse.Namespace, method: str, request: Any) -> Any:
+    """One admin call; a gRPC error goes to the CLI's one-line error handler (exit 1)."""
     channel, stub = _admin(args)
     with channel:
-        try:
-            return getattr(stub, method)(request, timeout=30)
-        except grpc.RpcError as exc:
-            err_console.print(f"[red]{exc.code().name}[/red]: {exc.details()}")
-            raise SystemExit(2) from None
+        return getattr(stub, method)(request, timeout=30)
 
 
 _STATUS = {"queued": apb.QUEUED, "running": apb.RUNNING, "completed": apb.COMPLETED}
@@ -98,12 +98,16 @@ def requests_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json(list(res.requests))
         return 0
+    wide = args.wide
+    # waiting or refused responses: why is what an operator looks for
+    delivery = args.undelivered or args.dead_letter
     table(
         "requests",
-        ("request_id", "device", "kind", "status", "outcome", "accepted", "finished", "delivered", "error"),
+        ("request_id", "device", "kind", "status", "outcome", "accepted", "finished", "delivered", "error")
+        + (("delivery error",) if delivery else ()),
         (
             (
-                r.request_id,
+                short_id(r.request_id, wide),
                 r.device,
                 r.kind,
                 _status(r),
@@ -113,8 +117,9 @@ def requests_list(args: argparse.Namespace) -> int:
                 when(r.delivered_at)
                 or ("dead-lettered" if r.HasField("dead_lettered_at") else "")
                 or (f"pending ({r.delivery_attempts} tries)" if r.outcome else ""),
-                r.error,
+                clip_cell(r.error, wide),
             )
+            + ((clip_cell(r.delivery_error, wide),) if delivery else ())
             for r in res.requests
         ),
     )
@@ -142,8 +147,23 @@ def status_show(args: argparse.Namespace) -> int:
     return 0 if s.journal_ok else 1
 
 
+def _by_prefix(args: argparse.Namespace, prefix: str) -> apb.RequestRecord:
+    """The request `prefix` names: exactly, or as the unique prefix of a recent request's id."""
+    try:
+        return _call(args, "GetRequest", apb.GetRequestRequest(request_id=prefix))
+    except grpc.RpcError as exc:
+        if exc.code() is not grpc.StatusCode.NOT_FOUND or len(prefix) < 4:
+            raise
+    recent = _call(args, "ListRequests", apb.ListRequestsRequest(limit=1000)).requests
+    found = {r.request_id for r in recent if r.request_id.startswith(prefix)}
+    if len(found) != 1:
+        many = f"{len(found)} recent requests start with it" if found else "no such request"
+        raise UsageError(f"request {prefix!r}: {many}; give the full id")
+    return _call(args, "GetRequest", apb.GetRequestRequest(request_id=found.pop()))
+
+
 def requests_show(args: argparse.Namespace) -> int:
-    r = _call(args, "GetRequest", apb.GetRequestRequest(request_id=args.request_id))
+    r = _by_prefix(args, args.request_id)
     if args.json:
         print_json(r)
         return 0
@@ -198,12 +218,12 @@ def devices_list(args: argparse.Namespace) -> int:
                 d.plugin,
                 "yes" if d.in_inventory else "no",
                 d.state_version,
-                d.last_request_id,
+                short_id(d.last_request_id, args.wide),
                 d.last_kind,
                 d.last_outcome,
                 d.queued,
                 when(d.updated_at),
-                d.last_error,
+                clip_cell(d.last_error, args.wide),
             )
             for d in res.devices
         ),
@@ -252,9 +272,9 @@ def verifications_list(args: argparse.Namespace) -> int:
         ("verification_id", "device", "request_id", "kind", "status", "created", "finished", "detail"),
         (
             (
-                v.verification_id,
+                short_id(v.verification_id),
                 v.device,
-                v.request_id,
+                short_id(v.request_id),
                 v.kind,
                 v.status,
                 when(v.created_at),

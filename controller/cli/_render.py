@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -17,7 +19,38 @@ err_console = Console(stderr=True)
 
 
 def as_dict(message: Message) -> dict[str, Any]:
-    return json_format.MessageToDict(message, preserving_proto_field_name=True)
+    return _json_fields(json_format.MessageToDict(message, preserving_proto_field_name=True))
+
+
+def _json_fields(value: Any) -> Any:
+    """Bytes fields holding JSON (`*_json`: state, model) as JSON, not protobuf's base64."""
+    if isinstance(value, list):
+        return [_json_fields(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        if key.endswith("_json") and isinstance(item, str):
+            try:
+                item = json.loads(base64.b64decode(item, validate=True))
+            except ValueError:
+                pass  # not JSON after all: leave protobuf's form
+        out[key] = _json_fields(item)
+    return out
+
+
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def short_id(value: str, wide: bool = False) -> str:
+    """A UUID's first 8 characters in tables (`requests show` takes a unique prefix); --wide: all."""
+    return value[:8] if not wide and _UUID.match(value) else value
+
+
+def clip_cell(value: str, wide: bool = False, limit: int = 80) -> str:
+    """A long cell (an error quoting a device) on one short line unless --wide."""
+    value = " ".join(value.split())
+    return value if wide or len(value) <= limit else value[: limit - 1] + "…"
 
 
 def print_json(value: Any) -> None:

@@ -11,6 +11,11 @@ def _w(value: float | None) -> str:
     return "" if value is None else f"{value:g} W"
 
 
+def _cap(ok: bool, watts: float) -> tuple[str, str]:
+    """(result, power): a failed cap enforced nothing, so it shows no watts (it used to say 0 W)."""
+    return ("ok", _w(watts)) if ok else ("failed", "not applied")
+
+
 def render_response(response: pb.DeviceControllerResponse) -> None:
     ok, error = translate.success_of(response)
     kind = response.WhichOneof("response") or "?"
@@ -27,19 +32,15 @@ def render_response(response: pb.DeviceControllerResponse) -> None:
             field = f"allocated_{name}_policy"
             if member.HasField(field):
                 comp = getattr(member, field)
-                rows.append((name, "ok" if comp.ok else "failed", _w(comp.power_cap_watts), comp.diag_msg))
+                rows.append((name, *_cap(comp.ok, comp.power_cap_watts), comp.diag_msg))
         if member.HasField("allocated_gpu_policies"):
             for gpu in member.allocated_gpu_policies.results:
-                rows.append(
-                    (f"GPU {gpu.gpu_id}", "ok" if gpu.ok else "failed", _w(gpu.power_cap_watts), gpu.diag_msg)
-                )
+                rows.append((f"GPU {gpu.gpu_id}", *_cap(gpu.ok, gpu.power_cap_watts), gpu.diag_msg))
         if member.HasField("workload_profile_result"):
             _profiles(member.workload_profile_result, rows)
     elif isinstance(member, pb.DeviceControllerResponse.GPUPoliciesUpdateResponse):
         for gpu in member.results:
-            rows.append(
-                (f"GPU {gpu.gpu_id}", "ok" if gpu.ok else "failed", _w(gpu.power_cap_watts), gpu.diag_msg)
-            )
+            rows.append((f"GPU {gpu.gpu_id}", *_cap(gpu.ok, gpu.power_cap_watts), gpu.diag_msg))
     elif isinstance(member, pb.DeviceControllerResponse.PowerProfileResponse):
         _profiles(member, rows)
     elif isinstance(member, pb.DeviceControllerResponse.GPUMetricsResponse):

@@ -18,6 +18,7 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller.cli._channel import add_client_flags
 from controller.cli._channel import channel as client_channel
+from controller.cli._errors import UsageError
 from controller.cli._render import console, err_console, print_json
 from controller.cli._responses import render_response
 from plugins.base import (
@@ -101,6 +102,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--new-model", help="modify-entity: file with the new device model JSON")
     p.add_argument("--wait", action="store_true", help="wait for the response and print it")
     p.add_argument("--wait-delivery", action="store_true", help="with --wait: also wait until delivered")
+    p.add_argument(
+        "--wait-timeout",
+        type=float,
+        help="with --wait: give up after this many seconds (exit 1; default: max(--timeout, 600) + 30)",
+    )
     add_client_flags(p)
     p.set_defaults(func=run)
 
@@ -137,22 +143,82 @@ def _gpu_policies(args: argparse.Namespace) -> tuple[GpuPolicy, ...]:
     for item in args.gpu:
         gpu, sep, value = item.partition("=")
         if not sep:
-            raise SystemExit(f"--gpu {item!r}: expected ID=WATTS, e.g. 0=500")
-        out.append(GpuPolicy(int(gpu), _limit(value)))
+            raise UsageError(f"--gpu {item}: expected ID=WATTS, e.g. 0=500")
+        if not gpu.strip().isdigit():
+            raise UsageError(f"--gpu {item}: the GPU id must be a whole number >= 0")
+        try:
+            float(value.strip().lower().removesuffix("%").removesuffix("w") or "0")
+        except ValueError:
+            if value.strip().lower() not in ("none", "unset"):
+                raise UsageError(f"--gpu {item}: WATTS must be a number, N%, or none") from None
+        try:
+            limit = _limit(value)
+        except ValueError as exc:
+            raise UsageError(f"--gpu {item}: {exc}") from None
+        out.append(GpuPolicy(int(gpu), limit))
     return tuple(out)
+
+
+_POLICY_FLAGS = {"node", "gpu_total", "cpu", "memory", "policy_name"}
+_RG_FLAGS = {"resource_group", "unset", "gpu", "enable", "disable", "no_verify", *_POLICY_FLAGS}
+#: per kind, the flags that mean something for it; anything else is refused (it used to be ignored)
+KIND_FLAGS: dict[RequestKind, set[str]] = {
+    RequestKind.RESOURCE_GROUP_ACTIVATE: _RG_FLAGS,
+    RequestKind.RESOURCE_GROUP_UPDATE: _RG_FLAGS,
+    RequestKind.RESOURCE_GROUP_DEACTIVATE: _RG_FLAGS,
+    RequestKind.TOPOLOGY_ACTIVATE: {"unset", *_POLICY_FLAGS},
+    RequestKind.TOPOLOGY_DEACTIVATE: {"unset", *_POLICY_FLAGS},
+    RequestKind.GPU_POLICIES_UPDATE: {"resource_group", "unset", "gpu", *_POLICY_FLAGS},
+    RequestKind.ENABLE_WORKLOAD_PROFILE: {"enable", "disable", "no_verify"},
+    RequestKind.DISABLE_WORKLOAD_PROFILE: {"enable", "disable", "no_verify"},
+    RequestKind.UPDATE_WORKLOAD_PROFILE: {"enable", "disable", "no_verify"},
+    RequestKind.PING: {"retry_count"},
+    RequestKind.GPU_METRICS: {"gpu_id"},
+    RequestKind.RAW_METRICS: set(),
+    RequestKind.STD_METRICS: set(),
+    RequestKind.MODIFY_ENTITY_MODEL: {"phase", "old_model", "new_model", "resource_group"},
+}
+#: flags with a default that is not "unset"
+_DEFAULTS = {"policy_name": "cli", "resource_group": "", "retry_count": 0, "phase": 0}
+
+
+def check_kind_flags(name: str, kind: RequestKind, args: argparse.Namespace) -> None:
+    """Refuse flags the kind ignores and insist on the ones it needs (exit 2)."""
+    given = {
+        flag
+        for flag in set().union(*KIND_FLAGS.values())
+        if getattr(args, flag, None) not in (None, False, [], _DEFAULTS.get(flag))
+    }
+    extra = sorted(given - KIND_FLAGS[kind])
+    if extra:
+        flags = ", ".join("--" + f.replace("_", "-") for f in extra)
+        raise UsageError(f"send {name}: {flags} not used by this kind")
+    if name.startswith("rg-") and not args.resource_group:
+        raise UsageError(f"send {name}: --resource-group is required")
+    if kind is RequestKind.GPU_POLICIES_UPDATE and not args.gpu and not args.unset:
+        raise UsageError(f"send {name}: give --gpu ID=WATTS (repeatable), or --unset")
+    if name.startswith("profiles-") and not (args.enable or args.disable):
+        raise UsageError(f"send {name}: give --enable ID and/or --disable ID")
 
 
 def build_request(args: argparse.Namespace) -> pb.DeviceControllerRequest:
     if args.file:
-        msg = json_format.Parse(Path(args.file).read_text(), pb.DeviceControllerRequest())
+        try:
+            msg = json_format.Parse(Path(args.file).read_text(), pb.DeviceControllerRequest())
+        except json_format.ParseError as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise UsageError(
+                f"--file {args.file}: not a DeviceControllerRequest in protobuf JSON: {reason}"
+            ) from None
         if args.device:
             msg.device = args.device
         if not msg.request_id:
             msg.request_id = args.request_id or str(uuid.uuid4())
         return msg
     if not args.kind or not args.device:
-        raise SystemExit("send: give a kind and --device (or --file)")
+        raise UsageError("send: give a kind and --device (or --file)")
     kind = KINDS[args.kind]
+    check_kind_flags(args.kind, kind, args)
     action = PolicyAction.UNSET if args.unset else PolicyAction.SET
     policy = _policy(args)
     profiles = ProfileChange(tuple(args.enable), tuple(args.disable), verify=not args.no_verify)
@@ -212,8 +278,10 @@ def run(args: argparse.Namespace) -> int:
         try:
             dgrpc.DeviceControllerStub(channel).SendDeviceRequest(msg, timeout=30)
         except grpc.RpcError as exc:
-            err_console.print(f"[red]rejected[/red] ({exc.code().name}): {exc.details()}")
-            return 2
+            if exc.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED):
+                err_console.print(f"[red]rejected[/red] ({exc.code().name}): {exc.details()}", soft_wrap=True)
+                return 2
+            raise  # not running, journal down, ...: the one-line error handler says which
         if not args.wait:
             if args.json:
                 print_json({"request_id": msg.request_id, "accepted": True})
@@ -223,9 +291,21 @@ def run(args: argparse.Namespace) -> int:
         admin = agrpc.DeviceControllerAdminStub(channel)
         record = None
         wait = apb.WaitRequestRequest(request_id=msg.request_id, wait_for_delivery=args.wait_delivery)
-        with console.status(f"waiting for {msg.request_id}...") if not args.json else _null():
-            for update in admin.WaitRequest(wait, timeout=max(args.timeout, 600) + 30):
-                record = update  # the last update is the completed record
+        limit = args.wait_timeout if args.wait_timeout is not None else max(args.timeout, 600) + 30
+        try:
+            with console.status(f"waiting for {msg.request_id}...") if not args.json else _null():
+                for update in admin.WaitRequest(wait, timeout=limit):
+                    record = update  # the last update is the completed record
+        except grpc.RpcError as exc:
+            if exc.code() is not grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise
+            what = "delivered" if args.wait_delivery else "answered"
+            err_console.print(
+                f"[red]error[/red]: request {msg.request_id} accepted but not {what} within {limit:g} s "
+                f"(devicectl requests show {msg.request_id})",
+                soft_wrap=True,
+            )
+            return 1
     if record is None:
         return 1
     if args.json:

@@ -132,7 +132,7 @@ def test_send_gpu_policies_and_wait_prints_the_response(running) -> None:
     shown = json.loads(devicectl("--server", server, "--json", "requests", "show", "cli-1").stdout)
     assert shown["outcome"] == "ok" and shown["device"] == "node001"
     device = json.loads(devicectl("--server", server, "--json", "devices", "show", "node001").stdout)
-    assert json.loads(__import__("base64").b64decode(device["state_json"]))["gpus"] == {
+    assert device["state_json"]["gpus"] == {  # JSON, not protobuf's base64 (issue 13)
         "0": 500.0,
         "1": 450.0,
     }

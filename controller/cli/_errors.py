@@ -1,0 +1,115 @@
+"""Command-line conventions shared by every command: output and debug flags accepted anywhere,
+and one-line errors with exit codes (2: usage or bad input, 1: a failure) instead of tracebacks
+(`--debug` shows the traceback)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+#: output formats of `-o/--output` (`--json` is `-o json`)
+OUTPUTS = ("table", "json")
+
+
+class UsageError(ValueError):
+    """Bad flags or input: exit code 2."""
+
+
+def normalise_argv(argv: list[str]) -> tuple[list[str], bool]:
+    """Move `--json`, `-o/--output FORMAT` and `--debug` from anywhere to the front (they used to
+    work only before the command), and join `--gpu -1=500` as `--gpu=-1=500` so argparse does not
+    read "-1=500" as an option. Returns the new argv and whether `--debug` was given."""
+    front: list[str] = []
+    rest: list[str] = []
+    debug = False
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest.extend(argv[i:])
+            break
+        if arg == "--json":
+            front.append("--json")
+        elif arg == "--debug":
+            debug = True
+        elif (
+            arg in ("-o", "--output")
+            or arg.startswith(("-o=", "--output="))
+            or (arg.startswith("-o") and arg[2:] in OUTPUTS)
+        ):
+            if "=" in arg:
+                value = arg.split("=", 1)[1]
+            elif arg.startswith("-o") and len(arg) > 2:
+                value = arg[2:]
+            else:
+                i += 1
+                value = argv[i] if i < len(argv) else ""
+            if value not in OUTPUTS:
+                raise UsageError(f"{arg}: output format must be one of {', '.join(OUTPUTS)}, got {value!r}")
+            if value == "json":
+                front.append("--json")
+        elif arg == "--gpu" and i + 1 < len(argv) and argv[i + 1].startswith("-"):
+            i += 1
+            rest.append(f"--gpu={argv[i]}")
+        else:
+            rest.append(arg)
+        i += 1
+    return front[:1] + rest, debug
+
+
+def explain(exc: BaseException, args: Any = None) -> tuple[str, int] | None:
+    """A one-line message and exit code for an error a user can act on; None for a real bug."""
+    from plugins.base import DeviceControllerError
+
+    if isinstance(exc, grpc.RpcError):
+        return rpc_error(exc, getattr(args, "server", "")), 1
+    if isinstance(exc, UsageError):
+        return str(exc), 2
+    if isinstance(exc, DeviceControllerError):
+        return str(exc), 1
+    try:
+        from sqlalchemy import exc as sa_exc
+    except ImportError:  # pragma: no cover
+        sa_exc = None  # type: ignore[assignment]
+    if sa_exc is not None:
+        if isinstance(exc, sa_exc.ArgumentError | sa_exc.NoSuchModuleError):
+            return f"bad database URL: {_first_line(exc)}", 2
+        if isinstance(exc, sa_exc.DBAPIError):
+            return f"cannot use the database: {_first_line(exc.orig or exc)}", 1
+    if isinstance(exc, OSError | ValueError):
+        return str(exc), 2
+    return None
+
+
+def rpc_error(exc: grpc.RpcError, server: str) -> str:
+    code = exc.code() if hasattr(exc, "code") else None
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    if code is grpc.StatusCode.UNAVAILABLE and _unreachable(details or ""):
+        return f"controller not running at {server} (or not reachable): {_first_line(details)}"
+    name = code.name if code is not None else "error"
+    return f"{name}: {_first_line(details)}"
+
+
+def _unreachable(details: str) -> bool:
+    text = details.lower()
+    return any(
+        s in text for s in ("connect", "connection refused", "dns resolution", "unreachable", "no route")
+    )
+
+
+def _first_line(value: object) -> str:
+    lines = str(value).strip().splitlines()
+    return lines[0] if lines else type(value).__name__
+
+
+def check_sqlite_directory(url: str) -> None:
+    """Refuse an absolute SQLite path whose directory does not exist (it used to be created
+    silently, so a typo made a new empty database); a relative one (the default var/) is created."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix) or url in (prefix, "sqlite://", f"{prefix}:memory:"):
+        return
+    path = Path(url[len(prefix) :].split("?", 1)[0])
+    if path.is_absolute() and not path.parent.is_dir():
+        raise UsageError(f"database directory {path.parent} does not exist (create it first): {url}")
