@@ -446,3 +446,18 @@ def odata_version_unsupported(version: str) -> RedfishError:
             )
         ],
     )
+
+
+def method_not_implemented() -> RedfishError:
+    """501 for an HTTP method the service does not implement at all (not merely on this resource)."""
+    return RedfishError(
+        501,
+        [
+            message(
+                BASE + "OperationNotAllowed",
+                "The HTTP method is not implemented by this service.",
+                severity="Critical",
+                resolution="Use GET, HEAD, POST, PATCH or DELETE.",
+            )
+        ],
+    )

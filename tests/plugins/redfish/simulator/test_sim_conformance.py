@@ -109,6 +109,8 @@ async def test_headers_and_refusals(gb200: SimulatedBmc, api: Api) -> None:
     assert root.headers["Allow"] == "GET, HEAD"
     unauthorized = await client.get("/redfish/v1/Systems", auth=False)
     assert unauthorized.status == 401 and unauthorized.headers["WWW-Authenticate"].startswith("Basic ")
+    unknown = await client.call("FAKEMETHODFORTEST", "/redfish/v1")
+    assert unknown.status == 501 and unknown.body["error"]["@Message.ExtendedInfo"]
     put = await client.call("PUT", "/redfish/v1/Systems")
     assert put.status == 405 and put.headers["Allow"] == "GET, HEAD"
     assert (await client.get("/redfish/v1", headers={"OData-Version": "4.1"})).status == 412
