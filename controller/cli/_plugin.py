@@ -74,14 +74,18 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from controller import runtime
     from plugins import registry
     from plugins.base import serve
 
+    # the plugin process holds the BMC connections now: it needs the controller's tuning (GC, TLS buffers)
+    runtime.tune_process()
     try:
         plugin = registry.load_class(args.name)()
     except DeviceControllerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    runtime.freeze_startup_objects()
     return serve(plugin, address=args.address, manual=args.manual)
 
 
