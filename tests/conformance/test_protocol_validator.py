@@ -113,8 +113,20 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
         shutil.rmtree(cert_dir, ignore_errors=True)
 
 
+def test_allowlist_matching() -> None:
+    """How an entry matches a FAIL row: assertion, then method/URI and targets when the entry names them."""
+    row = Row("REQ_X", "PATCH", "400", "/redfish/v1/Systems", "FAIL", "msg")
+    assert _allowed(row, "dmtf", [{"assertion": "REQ_X"}])
+    assert _allowed(row, "dmtf", [{"assertion": "REQ_X", "method": "PATCH", "models": ["dmtf"]}])
+    assert not _allowed(row, "gb200", [{"assertion": "REQ_X", "models": ["dmtf"]}])
+    assert not _allowed(row, "dmtf", [{"assertion": "REQ_X", "method": "GET"}])
+    assert not _allowed(row, "dmtf", [{"assertion": "REQ_X", "uri": "/redfish/v1"}])
+    assert not _allowed(row, "dmtf", [{"assertion": "REQ_Y"}])
+
+
 def test_allowlist_entries_are_reviewed() -> None:
     entries = _load_allowlist()
+    assert isinstance(entries, list)
     for entry in entries:
         assert entry.get("assertion"), entry
         assert len(entry.get("reason", "").split()) >= 8, f"allow-list entry without a real reason: {entry}"

@@ -129,6 +129,15 @@ def insufficient_privilege() -> _errors.RedfishError:
     )
 
 
+def no_operation() -> JsonDict:
+    """A PATCH that changes nothing (e.g. only OData annotations)."""
+    return _errors.message(
+        _errors.BASE + "NoOperation",
+        "The request body submitted contain no data to act upon and no changes to the resource took place.",
+        resolution="Add properties in the JSON object and resubmit the request.",
+    )
+
+
 # --- resources ---------------------------------------------------------------------------------------------
 
 
@@ -221,7 +230,7 @@ def _patch(bmc: SimulatedBmc, req: SimRequest) -> Reply:
         raise _errors.malformed_json()
     changes = {k: v for k, v in body.items() if not k.startswith("@")}
     if not changes:
-        raise _errors.bad_request([_errors.no_operation()])
+        raise _errors.bad_request([no_operation()])
     unknown = [k for k in changes if k not in _WRITABLE]
     if unknown:
         raise _errors.bad_request([_errors.property_unknown(k) for k in unknown])

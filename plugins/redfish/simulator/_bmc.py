@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
-from aiohttp.http_exceptions import BadHttpMethod
 from aiohttp.web_protocol import RequestHandler
 
 from plugins.redfish.simulator import _errors, _protocol
@@ -40,24 +39,6 @@ log = logging.getLogger(__name__)
 _BODY_METHODS = frozenset({"PATCH", "POST", "PUT", "DELETE"})
 
 
-class _BmcRequestHandler(RequestHandler):
-    """aiohttp's connection handler, answering an HTTP method nobody knows like a Redfish service."""
-
-    def handle_error(
-        self,
-        request: web.BaseRequest,
-        status: int = 500,
-        exc: BaseException | None = None,
-        message: str | None = None,
-    ) -> web.StreamResponse:
-        if isinstance(exc, BadHttpMethod):
-            # the C parser refuses unknown method tokens before any handler runs; DSP0266 wants 501
-            err = _errors.method_not_implemented()
-            headers = {"OData-Version": "4.0", "Cache-Control": "no-store"}
-            return web.json_response(err.body, status=err.status, headers=headers)
-        return super().handle_error(request, status, exc, message)
-
-
 class _BmcHttpServer(web.Server):
     """aiohttp's low-level server, plus connection counting for the BMC's stats."""
 
@@ -70,7 +51,7 @@ class _BmcHttpServer(web.Server):
         self._none_open.set()
 
     def __call__(self) -> RequestHandler:
-        return _BmcRequestHandler(self, loop=self._loop, **self._kwargs)
+        return _protocol.RedfishRequestHandler(self, loop=self._loop, **self._kwargs)
 
     def connection_made(self, handler: Any, transport: asyncio.Transport) -> None:
         super().connection_made(handler, transport)

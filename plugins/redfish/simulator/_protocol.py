@@ -17,6 +17,10 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import quoteattr
 
+from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMethod
+from aiohttp.web_protocol import RequestHandler
+
 from plugins.redfish.simulator import _errors
 from plugins.redfish.simulator._routing import Reply, SimRequest
 
@@ -37,10 +41,74 @@ def check_request(method: str, headers: Mapping[str, str], query: Mapping[str, s
     """Refuse what the service does not support: another OData version, `$` query parameters."""
     version = headers.get("OData-Version")
     if version is not None and version.strip() != "4.0":
-        raise _errors.odata_version_unsupported(version.strip()[:16])
+        raise odata_version_unsupported(version.strip()[:16])
     for name in query:
         if name.startswith("$"):
-            raise _errors.query_not_supported(name[:32])
+            raise query_not_supported(name[:32])
+
+
+def query_not_supported(param: str) -> _errors.RedfishError:
+    """501 for a `$` query parameter the service does not implement."""
+    return _errors.RedfishError(
+        501,
+        [
+            _errors.message(
+                _errors.BASE + "QueryNotSupported",
+                "Querying is not supported by the implementation.",
+                [param],
+                resolution="Remove the query parameters and resubmit the request if the operation failed.",
+            )
+        ],
+    )
+
+
+def odata_version_unsupported(version: str) -> _errors.RedfishError:
+    """412 for a request that asks for an OData version other than 4.0."""
+    return _errors.RedfishError(
+        412,
+        [
+            _errors.message(
+                _errors.BASE + "HeaderInvalid",
+                f"The header 'OData-Version: {version}' is invalid: this service supports OData 4.0.",
+                [f"OData-Version: {version}"],
+                severity="Critical",
+                resolution="Resubmit the request with a valid request header.",
+            )
+        ],
+    )
+
+
+def method_not_implemented() -> _errors.RedfishError:
+    """501 for an HTTP method the service does not implement at all (not merely on this resource)."""
+    return _errors.RedfishError(
+        501,
+        [
+            _errors.message(
+                _errors.BASE + "OperationNotAllowed",
+                "The HTTP method is not implemented by this service.",
+                severity="Critical",
+                resolution="Use GET, HEAD, POST, PATCH or DELETE.",
+            )
+        ],
+    )
+
+
+class RedfishRequestHandler(RequestHandler):
+    """aiohttp's connection handler, answering an HTTP method nobody knows like a Redfish service."""
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        if isinstance(exc, BadHttpMethod):
+            # the C parser refuses unknown method tokens before any handler runs; DSP0266 wants 501
+            err = method_not_implemented()
+            headers = {"OData-Version": "4.0", "Cache-Control": "no-store"}
+            return web.json_response(err.body, status=err.status, headers=headers)
+        return super().handle_error(request, status, exc, message)
 
 
 def add_headers(method: str, reply: Reply, allow: list[str] | None, headers: dict[str, str]) -> None:
