@@ -92,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=16)
     p.add_argument("--workdir", default="var/demo")
     p.add_argument("--mtls", action="store_true", help="run it over mutual TLS with roles (test CA)")
+    p.add_argument("--verbose", action="store_true", help="a row per component instead of a line per node")
     p.set_defaults(func=cmd_demo)
     return parser
 
@@ -278,7 +279,7 @@ def cmd_sink(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from controller.cli._demo import run_demo
 
-    return run_demo(nodes=args.nodes, workdir=args.workdir, mtls=args.mtls)
+    return run_demo(nodes=args.nodes, workdir=args.workdir, mtls=args.mtls, verbose=args.verbose)
 
 
 def cmd_certs(args: argparse.Namespace) -> int:

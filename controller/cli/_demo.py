@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from google.protobuf import json_format, struct_pb2
 from rich.progress import Progress
 
 from controller import certs, translate
@@ -51,13 +53,13 @@ POLICY = Policy(
 PROFILE = 4  # out-of-band id (nvidia-smi profile 1)
 
 
-def run_demo(nodes: int = 16, workdir: str = "var/demo", mtls: bool = False) -> int:
+def run_demo(nodes: int = 16, workdir: str = "var/demo", mtls: bool = False, verbose: bool = False) -> int:
     logging.basicConfig(level=logging.WARNING)
     path = Path(workdir)
     path.mkdir(parents=True, exist_ok=True)
     for suffix in ("", "-wal", "-shm"):  # every demo starts from an empty database
         Path(f"{path / 'devicectl.db'}{suffix}").unlink(missing_ok=True)
-    return asyncio.run(_demo(nodes, path, mtls))
+    return asyncio.run(_demo(nodes, path, mtls, verbose))
 
 
 async def _send_all(
@@ -105,7 +107,7 @@ def _mtls(workdir: Path) -> tuple[dict[str, Any], ServerTls, ClientTls]:
     return settings, ServerTls(*server, ca), ClientTls(ca_cert=ca, cert=str(cert), key=str(key))
 
 
-async def _demo(nodes: int, workdir: Path, mtls: bool = False) -> int:
+async def _demo(nodes: int, workdir: Path, mtls: bool = False, verbose: bool = False) -> int:
     from plugins.redfish.simulator import SimulatorFleet
 
     db = workdir / "devicectl.db"
@@ -127,6 +129,7 @@ async def _demo(nodes: int, workdir: Path, mtls: bool = False) -> int:
             secrets_dir=str(workdir / "secrets"),
             auto_upgrade=True,
             log_level="WARNING",
+            metrics_listen="127.0.0.1:0",
             **security,
         )
         controller = Controller(settings)
@@ -135,11 +138,18 @@ async def _demo(nodes: int, workdir: Path, mtls: bool = False) -> int:
             f"controller on 127.0.0.1:{controller.port} (SQLite {db}), topology sink on {sink.address}"
             + (" (mutual TLS both ways; certificates in " + str(workdir / "pki") + ")" if mtls else "")
         )
+        assert controller.metrics_server is not None
+        metrics_url = f"http://127.0.0.1:{controller.metrics_server.port}/metrics"
+        console.print(f"metrics on {metrics_url} (and /healthz, /readyz) while the demo runs")
         ids = sorted(controller.inventory)
         try:
             async with client_channel(f"127.0.0.1:{controller.port}", client) as channel:
                 stub = dgrpc.DeviceControllerStub(channel)
                 before = await _send_all(stub, sink, ids, RequestKind.STD_METRICS, Empty(), "reading limits")
+                # the node's own limit is not in the standard metrics: read the BMC's documents
+                raw = await _send_all(
+                    stub, sink, ids, RequestKind.RAW_METRICS, Empty(), "reading node limits"
+                )
                 activation = Allocation(
                     "demo-rg",
                     policy=PolicyChange(PolicyAction.SET, POLICY),
@@ -168,10 +178,19 @@ async def _demo(nodes: int, workdir: Path, mtls: bool = False) -> int:
                 restored = await _send_all(
                     stub, sink, ids, RequestKind.RESOURCE_GROUP_DEACTIVATE, deactivation, "deactivating"
                 )
+            await _metrics_summary(metrics_url)
         finally:
             await controller.stop()
             await sink.stop()
-        _report(ids, before, active, restored)
+        rows = _rows(ids, before, {d: _node_limit(raw[d]) for d in ids}, active, restored)
+        if verbose:
+            table(
+                "requested vs applied, and what deactivation restored",
+                ("node", "component", "before", "requested", "applied", "after deactivate"),
+                rows,
+            )
+        else:
+            _summary(ids, rows)
         if mtls:
             who = ", ".join(f"{name} ({count})" for name, count in sink.peers.items()) or "nobody"
             console.print(f"responses delivered over mutual TLS by certificate: {who}")
@@ -188,13 +207,34 @@ async def _demo(nodes: int, workdir: Path, mtls: bool = False) -> int:
     return 1 if failed else 0
 
 
-def _report(
+def _node_limit(response: pb.DeviceControllerResponse) -> float | None:
+    """The node's limit before any change: the chassis-level power limits the BMC reports (on a
+    GB200 tray, its processor modules), summed; None when it reports none."""
+    raw = struct_pb2.Struct()
+    if not response.HasField("raw_metrics") or not response.raw_metrics.raw_metrics.Unpack(raw):
+        return None
+    docs = json_format.MessageToDict(raw)
+    docs = docs.get("documents", docs)
+    total, found = 0.0, False
+    for uri, doc in docs.items():
+        limit = doc.get("PowerLimitWatts") if isinstance(doc, dict) else None
+        point = limit.get("SetPoint") if isinstance(limit, dict) else None
+        if uri.startswith("/redfish/v1/Chassis/") and isinstance(point, int | float):
+            total, found = total + float(point), True
+    return total if found else None
+
+
+Row = tuple[str, str, str, str, str, str]
+
+
+def _rows(
     ids: list[str],
     before: dict[str, pb.DeviceControllerResponse],
+    node_before: dict[str, float | None],
     active: dict[str, pb.DeviceControllerResponse],
     restored: dict[str, pb.DeviceControllerResponse],
-) -> None:
-    rows = []
+) -> list[Row]:
+    rows: list[Row] = []
     for device in ids:
         start = before[device].std_metrics.metrics
         act = active[device].resource_group_activate
@@ -230,7 +270,7 @@ def _report(
             (
                 device,
                 "node",
-                "-",
+                _w(node_before.get(device)),
                 _w(5000.0),
                 _w(node.power_cap_watts) if node.ok else f"failed: {node.diag_msg}",
                 _w(end.allocated_node_policy.power_cap_watts),
@@ -241,7 +281,7 @@ def _report(
             (
                 device,
                 "profiles",
-                "-",
+                "none",
                 str(PROFILE),
                 ",".join(str(i) for e in enforced for i in e) or "-",
                 ",".join(
@@ -252,8 +292,45 @@ def _report(
                 or "none",
             )
         )
-    table(
-        "requested vs applied, and what deactivation restored",
-        ("node", "component", "before", "requested", "applied", "after deactivate"),
-        rows,
-    )
+    return rows
+
+
+def _summary(ids: list[str], rows: list[Row]) -> None:
+    """One line per node: each component as before -> applied -> restored (--verbose: a table)."""
+    by_node: dict[str, list[Row]] = {d: [] for d in ids}
+    for row in rows:
+        by_node[row[0]].append(row)
+    console.print("per node: before -> applied -> after deactivation (details: --verbose)")
+    for device, items in by_node.items():
+        gpus = [r for r in items if r[1].startswith("GPU ")]
+        was, got, after = (_joined(r[i] for r in gpus) for i in (2, 4, 5))
+        parts = [f"GPUs {was} -> {got} -> {after}"]
+        for _, component, was, _want, got, after in items:
+            if not component.startswith("GPU "):
+                parts.append(f"{component.replace(' (total)', '')} {was} -> {got} -> {after}")
+        console.print(f"  {device}: " + "; ".join(parts), soft_wrap=True, highlight=False)
+
+
+def _joined(values: Iterable[str]) -> str:
+    """ "900/850 W" for per-GPU values, one value when they are all equal."""
+    distinct = list(dict.fromkeys(values))
+    if len(distinct) > 1 and all(v.endswith(" W") for v in distinct):
+        return "/".join(v.removesuffix(" W") for v in distinct) + " W"
+    return "/".join(distinct)
+
+
+async def _metrics_summary(url: str) -> None:
+    """A few counters read back over HTTP from the controller's /metrics, as a user would."""
+    import aiohttp
+    from prometheus_client.parser import text_string_to_metric_families
+
+    async with aiohttp.ClientSession() as http, http.get(url) as reply:
+        text = await reply.text()
+    answered = acked = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "devicectl_requests_total":
+                answered += sample.value
+            elif sample.name == "devicectl_requests_accepted_total":
+                acked += sample.value
+    console.print(f"{url}: {acked:g} requests acknowledged, {answered:g} answered")

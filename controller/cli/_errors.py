@@ -64,7 +64,7 @@ def explain(exc: BaseException, args: Any = None) -> tuple[str, int] | None:
     from plugins.base import DeviceControllerError
 
     if isinstance(exc, grpc.RpcError):
-        return rpc_error(exc, getattr(args, "server", "")), 1
+        return rpc_error(exc, getattr(args, "server", "")), rpc_exit_code(exc)
     if isinstance(exc, UsageError):
         return str(exc), 2
     if isinstance(exc, DeviceControllerError):
@@ -83,20 +83,47 @@ def explain(exc: BaseException, args: Any = None) -> tuple[str, int] | None:
     return None
 
 
+#: refusals caused by how the command was called (credentials, role, input): exit 2, like usage
+_CALLER_CODES = (
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.UNAUTHENTICATED,
+)
+
+
+def rpc_exit_code(exc: grpc.RpcError) -> int:
+    code = exc.code() if hasattr(exc, "code") else None
+    if code in _CALLER_CODES or (code is grpc.StatusCode.UNAVAILABLE and _tls_mismatch(_details(exc))):
+        return 2
+    return 1
+
+
 def rpc_error(exc: grpc.RpcError, server: str) -> str:
     code = exc.code() if hasattr(exc, "code") else None
-    details = exc.details() if hasattr(exc, "details") else str(exc)
-    if code is grpc.StatusCode.UNAVAILABLE and _unreachable(details or ""):
+    details = _details(exc)
+    if code is grpc.StatusCode.UNAVAILABLE and _tls_mismatch(details):
+        return (
+            f"UNAVAILABLE: {server} closed the connection (TLS on one side only? "
+            f"see --ca-cert, --cert, --key): {_first_line(details)}"
+        )
+    if code is grpc.StatusCode.UNAVAILABLE and _refused(details):
         return f"controller not running at {server} (or not reachable): {_first_line(details)}"
     name = code.name if code is not None else "error"
     return f"{name}: {_first_line(details)}"
 
 
-def _unreachable(details: str) -> bool:
+def _details(exc: grpc.RpcError) -> str:
+    return str(exc.details() if hasattr(exc, "details") else exc) or ""
+
+
+def _refused(details: str) -> bool:
     text = details.lower()
-    return any(
-        s in text for s in ("connect", "connection refused", "dns resolution", "unreachable", "no route")
-    )
+    return any(s in text for s in ("connection refused", "dns resolution", "unreachable", "no route"))
+
+
+def _tls_mismatch(details: str) -> bool:
+    text = details.lower()
+    return any(s in text for s in ("socket closed", "handshake", "ssl", "certificate", "tls"))
 
 
 def _first_line(value: object) -> str:

@@ -22,6 +22,7 @@ def test_demo_runs_over_mutual_tls(tmp_path: Path) -> None:
     assert result.returncode == 0, out + result.stderr
     assert "all nodes activated and restored" in out
     assert "mutual TLS" in out
-    # 2 nodes x 3 steps, every response delivered with the controller's client certificate
-    assert "responses delivered over mutual TLS by certificate: controller (6)" in out
+    # 2 nodes x 4 steps (the node limit is read too), every response delivered with the
+    # controller's client certificate
+    assert "responses delivered over mutual TLS by certificate: controller (8)" in out
     assert (tmp_path / "pki" / "topology.pem").is_file()
