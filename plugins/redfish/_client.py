@@ -4,7 +4,8 @@
 
 - one long-lived Redfish session per BMC, created on the first authenticated request and reused;
   a 401 on a GET is re-logged-in by `AsyncRedfishClient` itself (single flight), a 401 on a write
-  re-logs in once here (single flight too) and the write is sent once more; sessions a crashed
+  re-logs in once here (single flight too) and the write is sent once more; a login that fails
+  (ours or the library's own) leaves no session, so the next request logs in again; sessions a crashed
   process left behind (their URIs are in device state) are deleted after the next login, or when
   `SessionLimitExceeded` refuses it; Basic auth is used then only with `basic_fallback`;
   `logout()` DELETEs the session;
@@ -225,10 +226,17 @@ class BmcClient(LeftoverSessions):
                 await self._ensure_login()
             generation = self.transport.session_generation
             reply = await self._send(method, path, body, headers)
-            if reply.status == 401 and authenticated and self._auth == "session" and method not in _READS:
+            if (
+                reply.status == 401
+                and authenticated
+                and self._auth == "session"
+                and (method not in _READS or self.transport.session_generation == generation)
+            ):
                 # NOTE: AsyncRedfishClient re-logs in on 401 only for GET/HEAD and never resends
                 # writes (DMTF/python-redfish-library#189); a 401 means the write was not applied,
                 # so log in once more (unless a concurrent request already did) and resend once.
+                # A read gets here only when the library did not log in again: it skips requests
+                # sent without a token, which it is left with after its own re-login failed.
                 await self._relogin(generation)
                 reply = await self._send(method, path, body, headers)
             return reply
@@ -260,6 +268,12 @@ class BmcClient(LeftoverSessions):
             if method == "HEAD":
                 return await client.head(path, headers=hdrs)
         except dmtf.RedfishError as exc:  # only the client's own failures reach here
+            if _is_login(exc):
+                # NOTE: the library's re-login after a 401 drops its token before it POSTs a new
+                # session; when that POST is refused (e.g. 503 SessionLimitExceeded) it holds no
+                # credentials at all, so forget ours too: the next attempt logs in through `_login`,
+                # which knows what a full session table means.
+                self._forget_login()
             raise self._map_dmtf(exc, method, path) from exc
         raise ValueError(f"unsupported method {method}")
 
@@ -285,6 +299,16 @@ class BmcClient(LeftoverSessions):
                 f"{self.origin}: no credentials for this BMC; give the device a secret in the inventory"
             )
         try:
+            await self._open(mode)
+        except BaseException:
+            # NOTE: `login()` dropped the library's credentials before it tried: a failed login
+            # leaves no session, so the next request must log in again (not send without a token).
+            self._forget_login()
+            raise
+
+    async def _open(self, mode: str) -> None:
+        s = self.settings
+        try:
             await self._redfish.login(auth=mode)
         except dmtf.RedfishPasswordChangeRequiredError as exc:
             raise AccessError(
@@ -303,7 +327,10 @@ class BmcClient(LeftoverSessions):
             error = self._map_dmtf(exc, "POST", "/redfish/v1/SessionService/Sessions")
             assert isinstance(error, RedfishHTTPError)
             if mode == "session" and error.has_message("SessionLimitExceeded"):
-                await self._session_table_full(error)
+                await self._session_table_full(error)  # raises, or logs in some other way
+                if self._auth == "session" and not self._session_counted:
+                    self._session_counted = True
+                    SESSIONS_OPEN.inc()
                 return
             raise error from exc
         except dmtf.RedfishError as exc:
@@ -327,10 +354,14 @@ class BmcClient(LeftoverSessions):
         except (dmtf.RedfishError, RedfishError, OSError, TimeoutError) as exc:
             log.warning("%s: could not delete the Redfish session: %s", self.origin, exc)
         finally:
-            self._auth = None
-            if self._session_counted:
-                self._session_counted = False
-                SESSIONS_OPEN.dec()
+            self._forget_login()
+
+    def _forget_login(self) -> None:
+        """No credentials are held any more: the next authenticated request logs in."""
+        self._auth = None
+        if self._session_counted:
+            self._session_counted = False
+            SESSIONS_OPEN.dec()
 
     # ---- retry policy -------------------------------------------------------------------------
 
@@ -354,6 +385,18 @@ class BmcClient(LeftoverSessions):
         if isinstance(exc, dmtf.RedfishProtocolError):
             return ProtocolError(f"{self.origin}: {method} {path}: {exc}")
         return ConnectionFailedError(f"{self.origin}: {method} {path}: {exc}", sent=True)
+
+
+def _is_login(exc: dmtf.RedfishError) -> bool:
+    """Whether the library's failure was its own login (a session POST, or a refusal of it)."""
+    if isinstance(exc, dmtf.RedfishAuthenticationError | dmtf.RedfishPasswordChangeRequiredError):
+        return True
+    request = getattr(getattr(exc, "response", None), "request", None)
+    return (
+        request is not None
+        and request.method == "POST"
+        and request.path.rstrip("/").endswith("/SessionService/Sessions")
+    )
 
 
 def _retryable(exc: BaseException, method: str) -> bool:

@@ -1,11 +1,8 @@
-"""What every drill test asserts, shared by the CI and the pending drill tests."""
+"""What every drill test asserts."""
 
 from __future__ import annotations
 
 from typing import Any
-
-#: fault-matrix rows that fail today because of a known defect (test_drills_pending.py checks them)
-PENDING_ROWS = {"session limit 0 (sessions expired)"}
 
 
 def held(result: dict[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""One BMC fault-matrix run per session, shared by the CI and the pending drill tests."""
+"""One BMC fault-matrix run per session, shared by the fault-matrix drill tests."""
 
 from __future__ import annotations
 
