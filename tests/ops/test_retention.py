@@ -3,6 +3,7 @@ response, a young dead letter and an unfinished request are never pruned."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 from controller.store import Completion, NewRequest, RetentionPolicy, Store, prune, table_rows
@@ -115,3 +116,27 @@ async def test_db_prune_by_hand(tmp_path, capsys) -> None:
     assert json.loads(capsys.readouterr().out)["deleted"] == {"requests": 1, "outbox": 1, "state_audit": 0}
     code = await asyncio.to_thread(main, ["db", "prune", "--database-url", url, "--journal-days", "0"])
     assert code == 0 and "requests: 0 deleted" in capsys.readouterr().out
+
+
+async def test_serve_prunes_periodically(start_controller, sink) -> None:
+    """The supervised retention task: a delivered request is pruned once past its (tiny) age."""
+    from tests.controller.conftest import memory_inventory
+    from tests.ops.test_metrics import gpu_caps
+
+    day = 1 / 86400
+    h = await start_controller(
+        memory_inventory(1),
+        retention_interval=0.2,
+        retention_journal_days=0.5 * day,
+        retention_outbox_days=0.5 * day,
+    )
+    await h.stub.SendDeviceRequest(gpu_caps("node000", "p-1", {0: 450}))
+    await sink.wait_for({"p-1"}, timeout=10)
+    store = h.controller.store
+
+    async def pruned() -> None:
+        while await store.get_request("p-1") is not None:  # noqa: ASYNC110 (polls the database)
+            await asyncio.sleep(0.1)
+
+    await asyncio.wait_for(pruned(), 15)
+    assert (await table_rows(store))["outbox"] == 0
