@@ -130,6 +130,8 @@ class _Capture:
         self.headers: dict[str, str] = {}
         self._last = 0.0
         self._allowed = [_glob(p) for p in options.allow_list] if options.allow_list is not None else None
+        # (parent pattern, last segment) of every allow-list entry: what may lie below a refused path
+        self._children = [(_glob(p.rsplit("/", 1)[0]), p.rsplit("/", 1)[1]) for p in options.allow_list or ()]
 
     async def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any, Any]:
         wait = self._last + 1.0 / self.options.rate - time.monotonic()
@@ -149,6 +151,14 @@ class _Capture:
 
     def allowed(self, path: str) -> bool:
         return self._allowed is None or any(p.fullmatch(path) for p in self._allowed)
+
+    def allowed_children(self, path: str) -> list[str]:
+        """Allowed resources right below a path the list refuses (a proxy may allow
+        `Chassis/X/EnvironmentMetrics` but not `Chassis/X`, which links it): asked for directly."""
+        children = [
+            f"{path}/{tail}" for parent, tail in self._children if "*" not in tail and parent.fullmatch(path)
+        ]
+        return [c for c in children if self.allowed(c)]
 
 
 def _glob(pattern: str) -> re.Pattern[str]:
@@ -221,6 +231,10 @@ async def _walk(walker: _Capture, out: Path, result: CaptureResult) -> None:
         path, depth = queue.popleft()
         if any(p.fullmatch(path) for p in _SKIP) or not walker.allowed(path):
             result.skipped[path] = "not requested (skip rule or allow-list)"
+            for child in walker.allowed_children(path):
+                if child not in seen and depth < options.max_depth:
+                    seen.add(child)
+                    queue.append((child, depth + 1))
             continue
         status, headers, body = await walker.request("GET", path)
         if status != 200 or not isinstance(body, dict):

@@ -12,7 +12,7 @@ import pytest
 
 from plugins.base import run_operation
 from plugins.redfish.capture import DOC_HOST, DOC_IPV4, DOC_IPV6, DOC_MAC, CaptureOptions, capture, scrub
-from plugins.redfish.simulator import SimulatedBmc, SimulatorFleet
+from plugins.redfish.simulator import DPS_ALLOW_LIST, SimulatedBmc, SimulatorFleet
 from tests.plugins.redfish.harness import Harness, model_json
 from tests.plugins.redfish.test_redfish_matrix import MODELS, requests, succeeded
 
@@ -137,3 +137,24 @@ def test_cli_captures_with_a_secret_and_fails_in_one_line(
     code = main(["bmc-capture", *args])
     err = capsys.readouterr().err.strip()
     assert code == 1 and err.startswith("bmc-capture: ") and "\n" not in err and "Traceback" not in err
+
+
+async def test_capture_behind_the_dps_proxy_stays_on_its_allow_list(
+    make_harness: Callable[..., Any], tmp_path: Path
+) -> None:
+    """With the proxy's allow-list the walk never asks for a refused path, and the replay still works."""
+    allow = tuple(pattern for methods, pattern in DPS_ALLOW_LIST if "GET" in methods.split(","))
+    options = CaptureOptions(rate=2000.0, allow_list=allow)
+    async with make_harness(n=1, model="gb200", profile="bmcweb", allow_list=DPS_ALLOW_LIST) as original:
+        bmc = original.fleet.bmcs[0]
+        ctx = original.fleet.client_ssl_context()
+        result = await capture(
+            bmc.url, bmc.username, bmc.password, tmp_path, ssl_context=ctx, options=options
+        )
+        assert bmc.stats.responses.get(403, 0) == 0
+        device_model = model_json(bmc)
+        expected = await _results(original, bmc, device_model, MODELS["gb200"]["policy"])
+    assert "/redfish/v1/Systems/System_0" in result.skipped  # linked, but off the list: never requested
+    async with make_harness(n=1, model=f"capture:{tmp_path}", profile="bmcweb") as replay:
+        copy = replay.fleet.bmcs[0]
+        assert await _results(replay, copy, device_model, MODELS["gb200"]["policy"]) == expected
