@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -12,10 +13,18 @@ import pytest
 
 from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller.plugin_process import ExternalPlugin
 from controller.plugin_remote import RemotePlugin
 from controller.sink import TopologySink
 from plugins.base import DeviceContext, DeviceTimeoutError, Empty, Ping, TransientError
-from tests.plugins.external.conftest import MEMORY, device_table, plugin_table, serve_command, spec
+from tests.plugins.external.conftest import (
+    CHILD_ENV,
+    MEMORY,
+    device_table,
+    plugin_table,
+    serve_command,
+    spec,
+)
 
 R = pb.DeviceControllerRequest
 
@@ -149,3 +158,37 @@ async def test_calls_waiting_behind_a_blocked_plugin_are_not_cancelled_by_grpc(r
 
     results = await asyncio.gather(ping("hog", 0), *(ping(f"n{i}", 1.0) for i in range(40)))
     assert all(results)
+
+
+async def test_a_dialed_plugin_that_restarts_is_dialed_again(remote, tmp_path: Path) -> None:
+    """`address` plugins are run by someone else (e.g. root on the node): the host only redials."""
+    sock = tmp_path / "files.sock"
+    (tmp_path / "a.txt").write_text("x")
+
+    def serve_by_hand() -> subprocess.Popen[str]:
+        command = [*serve_command("filedevices"), "--manual", "--address", f"unix:{sock}"]
+        proc = subprocess.Popen(command, env={**os.environ, **CHILD_ENV}, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None and proc.stdout.readline().startswith("1|2|unix|")
+        return proc
+
+    first = serve_by_hand()
+    try:
+        plugin: RemotePlugin = await remote(
+            ExternalPlugin(name="files", address=f"unix:{sock}", config={"dir": str(tmp_path)}),
+            health_interval=0.2,
+            health_timeout=0.2,
+            health_failures=2,
+            min_backoff=0.1,
+        )
+        assert (await plugin.ping(DeviceContext(device_id="a.txt"), Ping())).result.ok
+    finally:
+        first.kill()
+        first.wait()
+    await until(lambda: plugin.connection is None)
+    second = serve_by_hand()
+    try:
+        await until(lambda: plugin.restarts == 1)
+        assert (await plugin.ping(DeviceContext(device_id="a.txt"), Ping())).result.ok
+    finally:
+        second.terminate()
+        second.wait()
