@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
+import subprocess
+import sys
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,7 +16,13 @@ import pytest
 
 from plugins.base import run_operation
 from plugins.redfish.capture import DOC_HOST, DOC_IPV4, DOC_IPV6, DOC_MAC, CaptureOptions, capture, scrub
-from plugins.redfish.simulator import DPS_ALLOW_LIST, SimulatedBmc, SimulatorFleet
+from plugins.redfish.simulator import (
+    DEFAULT_PASSWORD,
+    DPS_ALLOW_LIST,
+    SimulatedBmc,
+    SimulatorFleet,
+    ensure_tls_files,
+)
 from tests.plugins.redfish.harness import Harness, model_json
 from tests.plugins.redfish.test_redfish_matrix import MODELS, requests, succeeded
 
@@ -158,3 +168,45 @@ async def test_capture_behind_the_dps_proxy_stays_on_its_allow_list(
     async with make_harness(n=1, model=f"capture:{tmp_path}", profile="bmcweb") as replay:
         copy = replay.fleet.bmcs[0]
         assert await _results(replay, copy, device_model, MODELS["gb200"]["policy"]) == expected
+
+
+def test_cli_capture_then_serve_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`devicectl bmc-capture` with a secret, then `devicectl bmc-sim --model capture:DIR` serving it."""
+    from controller.cli import main
+    from tests.conformance.sims import start, stop, wait_ready
+
+    ensure_tls_files(tmp_path / "tls")
+    ca = tmp_path / "tls" / "ca.pem"
+    secrets_dir = tmp_path / "secrets"
+    secrets_dir.mkdir(mode=0o700)
+    secret = secrets_dir / "bmc1"
+    secret.write_text(json.dumps({"username": "admin", "password": DEFAULT_PASSWORD}))
+    secret.chmod(0o600)
+    out = tmp_path / "capture"
+    proc, ready = start("dmtf", tmp_path / "tls", tmp_path)
+    try:
+        url = wait_ready(proc, ready)
+        args = ["--url", url, "--secret", "bmc1", "--secrets-dir", str(secrets_dir), "--out", str(out)]
+        assert main(["bmc-capture", *args, "--ca-bundle", str(ca), "--topology-model", "GENERIC_DMTF"]) == 0
+    finally:
+        stop([proc])
+    assert capsys.readouterr().out.startswith("bmc-capture: ")
+    assert json.loads((out / "capture.json").read_text())["topology_model"] == "GENERIC_DMTF"
+    assert (
+        json.loads((out / "Chassis" / "1" / "index.json").read_text())["@odata.id"] == "/redfish/v1/Chassis/1"
+    )
+
+    assert main(["bmc-sim", "--model", f"capture:{tmp_path / 'nothing'}", "--count", "1"]) == 2
+    assert "no index.json" in capsys.readouterr().err
+    ready = tmp_path / "replay.json"
+    cmd = [sys.executable, "-m", "controller", "bmc-sim", "--model", f"capture:{out}", "--count", "1"]
+    cmd += ["--cert-dir", str(tmp_path / "tls"), "--ready-file", str(ready), "--duration", "60"]
+    replay = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = wait_ready(replay, ready)
+        ctx = ssl.create_default_context(cafile=str(ca))
+        with urllib.request.urlopen(url + "/redfish/v1", context=ctx, timeout=10) as resp:
+            root = json.loads(resp.read())
+        assert root == {**json.loads((out / "index.json").read_text()), "@odata.etag": root["@odata.etag"]}
+    finally:
+        stop([replay])
