@@ -187,7 +187,7 @@ def _store(args: argparse.Namespace) -> Any:
     from controller.store import Store
 
     settings = load_settings(args.config, overrides={"database_url": args.database_url})
-    check_sqlite_directory(settings.database_url)
+    check_sqlite_directory(settings.database_url, create=args.action == "upgrade")
     return Store.from_url(settings.database_url)
 
 
@@ -224,7 +224,7 @@ def cmd_db_prune(args: argparse.Namespace) -> int:
         for t in ("journal", "outbox", "dead_letter", "audit")
     }
     s = load_settings(args.config, overrides={"database_url": args.database_url, **overrides})
-    check_sqlite_directory(s.database_url)
+    check_sqlite_directory(s.database_url, create=False)
     policy = retention_policy(s)
     store = Store.from_url(s.database_url)
     store.ensure_schema()

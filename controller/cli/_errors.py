@@ -131,12 +131,15 @@ def _first_line(value: object) -> str:
     return lines[0] if lines else type(value).__name__
 
 
-def check_sqlite_directory(url: str) -> None:
-    """Refuse an absolute SQLite path whose directory does not exist (it used to be created
-    silently, so a typo made a new empty database); a relative one (the default var/) is created."""
+def check_sqlite_directory(url: str, *, create: bool = True) -> None:
+    """Refuse a SQLite path in a directory that does not exist when creating it would take more
+    than one new directory (`sqlite:////nonexistent/dir/x.db`, a typo, used to be created
+    silently), or at all for commands that only read (`create=False`). One new level, like the
+    default `var/`, is still created by `serve` and `db upgrade`."""
     prefix = "sqlite:///"
     if not url.startswith(prefix) or url in (prefix, "sqlite://", f"{prefix}:memory:"):
         return
     path = Path(url[len(prefix) :].split("?", 1)[0])
-    if path.is_absolute() and not path.parent.is_dir():
-        raise UsageError(f"database directory {path.parent} does not exist (create it first): {url}")
+    if path.parent.is_dir() or (create and path.parent.parent.is_dir()):
+        return
+    raise UsageError(f"database directory {path.parent} does not exist (create it first): {url}")
