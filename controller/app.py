@@ -77,6 +77,7 @@ class Controller:
             else (load_inventory(settings.inventory) if settings.inventory else {})
         )
         self.store = Store.from_url(settings.database_url)
+        self.store.stall_after = settings.journal_stall_seconds or None
         # out-of-process plugins are declared in the inventory file ([[plugin]] tables)
         self.plugins = PluginHost(load_external_plugins(settings.inventory) if settings.inventory else {})
         self.watchers = Watchers()
@@ -278,11 +279,14 @@ class Controller:
         """NOT_SERVING while the journal cannot commit (acks would fail), SERVING again after.
 
         Any failed write marks the journal down; while it is down a tiny write (our lease
-        heartbeat) probes it with backoff, so it comes back without waiting for traffic."""
+        heartbeat) probes it with backoff, so it comes back without waiting for traffic. A write
+        waiting longer than `journal_stall_seconds` (a lock held elsewhere: writes hang, nothing
+        fails) marks it down too, until the waiting writes commit; no probe is queued behind them."""
         serving = True
         outage = Outage("request journal", log, cap=5.0)
         while not self._stopped:
-            if self.store.write_failure is not None:
+            failure = self.store.write_failure
+            if failure is not None and not failure.stalled:
                 try:
                     await self.store.heartbeat(self.settings.instance_id)
                 except Exception as exc:

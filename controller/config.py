@@ -62,6 +62,9 @@ class Settings:
     sweep_interval: float = 10.0
     #: how often the journal's health is checked (health NOT_SERVING while it cannot commit)
     health_interval: float = 1.0
+    #: health NOT_SERVING once a journal write has waited this long for its commit (a lock held
+    #: elsewhere makes writes hang rather than fail), seconds; 0 turns the check off
+    journal_stall_seconds: float = 5.0
     #: cap of the interval between probes of a topology callback that is down, seconds (one
     #: probe at a time; its first success releases the whole backlog)
     delivery_probe_max_interval: float = 5.0

@@ -7,7 +7,8 @@ PostgreSQL (the controller reaches it through `TcpProxy`, so the drill can cut i
 SQLite: another process holds `BEGIN EXCLUSIVE` on the database file.
 
 Each fault is one row: its own load, then a drain and the usual counts. Health is sampled while
-the fault lasts (it should say NOT_SERVING while the journal cannot commit).
+the fault lasts (it should say NOT_SERVING while the journal cannot commit; under a lock writes
+hang rather than fail, so the controller runs with `journal_stall_seconds` below the lock's length).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class DbFaultConfig:
     refused: float = 5.0
     lock: float = 4.0
     drain_limit: float = 90.0
+    #: the controller's `journal_stall_seconds` (shorter than `lock`, so the lock shows in health)
+    journal_stall: float = 1.0
 
 
 REDUCED = DbFaultConfig()
@@ -80,7 +83,13 @@ async def postgres_rows(
     proxy = TcpProxy(real.host or "127.0.0.1", real.port or 5432)
     await proxy.open()
     proxied = real.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
-    stack = Stack(workdir, bmcs=config.devices, database_url=proxied, name="dbfaults-postgres")
+    stack = Stack(
+        workdir,
+        bmcs=config.devices,
+        database_url=proxied,
+        name="dbfaults-postgres",
+        extra_args=_args(config, workdir),
+    )
 
     async def terminate() -> None:
         for _ in range(config.terminations):
@@ -111,7 +120,13 @@ async def postgres_rows(
 
 async def sqlite_rows(config: DbFaultConfig, url: str, workdir: Path) -> list[dict[str, Any]]:
     """SQLite locked by another process: one row."""
-    stack = Stack(workdir, bmcs=config.devices, database_url=url, name="dbfaults-sqlite")
+    stack = Stack(
+        workdir,
+        bmcs=config.devices,
+        database_url=url,
+        name="dbfaults-sqlite",
+        extra_args=_args(config, workdir),
+    )
     path = make_url(url).database or ""
 
     async def lock() -> None:
@@ -138,6 +153,14 @@ async def sqlite_rows(config: DbFaultConfig, url: str, workdir: Path) -> list[di
         ]
     finally:
         await stack.close()
+
+
+def _args(config: DbFaultConfig, workdir: Path) -> tuple[str, ...]:
+    """The controller's extra flags: a config file with the drill's `journal_stall_seconds`."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "dbfaults.toml"
+    path.write_text(f"journal_stall_seconds = {config.journal_stall}\n")
+    return ("--config", str(path))
 
 
 async def _phase(stack: Stack, config: DbFaultConfig, name: str, fault: Fault, url: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@
   connections and the controller's backends are terminated. SQLite: the outbox and verification
   tables vanish (reads of them fail) and another connection holds the write lock (every commit
   fails).
+- `JournalLock`: another session holds the journal's write lock: writes hang instead of failing.
 """
 
 from __future__ import annotations
@@ -109,3 +110,40 @@ class DatabaseOutage:
         with admin.connect() as conn:
             conn.exec_driver_sql(f'ALTER DATABASE "{self._url.database}" ALLOW_CONNECTIONS true')
         admin.dispose()
+
+
+class JournalLock:
+    """Another session holds the journal's write lock between `start()` and `end()`: writes hang
+    (they wait for the lock) rather than fail. PostgreSQL: `LOCK TABLE requests IN ACCESS EXCLUSIVE
+    MODE` in an open transaction. SQLite: `BEGIN EXCLUSIVE` on the database file."""
+
+    def __init__(self, url: str) -> None:
+        self._url = make_url(url)
+        self._sqlite: sqlite3.Connection | None = None
+        self._pg: sa.Connection | None = None
+        self._engine: sa.Engine | None = None
+
+    def start(self) -> None:
+        if self._url.get_backend_name() == "sqlite":
+            self._sqlite = sqlite3.connect(str(self._url.database), isolation_level=None, timeout=30)
+            self._sqlite.execute("BEGIN EXCLUSIVE")
+            return
+        # not `_engine`'s autocommit: LOCK TABLE needs a transaction, held open until `end()`
+        self._engine = sa.create_engine(self._url.render_as_string(hide_password=False), poolclass=NullPool)
+        self._pg = self._engine.connect()
+        self._pg.begin()
+        self._pg.exec_driver_sql("SET LOCAL lock_timeout = '30s'")
+        self._pg.exec_driver_sql("LOCK TABLE requests IN ACCESS EXCLUSIVE MODE")
+
+    def end(self) -> None:
+        if self._sqlite is not None:
+            self._sqlite.execute("COMMIT")
+            self._sqlite.close()
+            self._sqlite = None
+        if self._pg is not None:
+            self._pg.rollback()
+            self._pg.close()
+            self._pg = None
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None

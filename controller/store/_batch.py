@@ -9,6 +9,10 @@ one multi-row INSERT rather than 500 statements.
 If the shared transaction fails, each operation is re-run in a transaction of its own so one bad
 operation fails only its own caller. A future resolves only after its transaction committed, so
 an acknowledged write is durable; nothing correctness depends on lives only in this queue.
+
+A database that fails writes is recorded in ``failure`` by the failing transaction; one that makes
+them wait (a table lock held elsewhere) fails nothing, so ``failure`` also reports a stall once
+the oldest pending write has waited longer than ``stall_after`` seconds for its commit.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ class _Pending:
     arg: Any
     future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
+    queued_at: float  # time.monotonic()
 
 
 class StoreClosedError(RuntimeError):
@@ -78,16 +83,28 @@ def is_outage(exc: BaseException) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class WriteFailure:
-    """Why the journal cannot commit, since when (``time.time()``)."""
+    """Why the journal cannot commit, since when (``time.time()``).
+
+    ``stalled``: no write failed, the oldest one has just waited too long for its commit (probing
+    with another write would only queue behind it).
+    """
 
     since: float
     reason: str
+    stalled: bool = False
 
 
 class BatchWriter:
     """The single writer thread and its queue (see the module docstring)."""
 
-    def __init__(self, engine: Engine, *, batch_max: int = 512, stats: StoreStats | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        batch_max: int = 512,
+        stats: StoreStats | None = None,
+        stall_after: float | None = None,
+    ) -> None:
         if batch_max < 1:
             raise ValueError("batch_max must be at least 1")
         self._engine = engine
@@ -99,8 +116,37 @@ class BatchWriter:
         # True while a drain is scheduled or running; it owns the queue until it finds it empty.
         self._active = False
         self._closed = False
+        #: queue time of the oldest write in the batch being run (None while idle)
+        self._running_since: float | None = None
         #: set while write transactions fail for an outage (see ``is_outage``); cleared by a commit
-        self.failure: WriteFailure | None = None
+        self._failure: WriteFailure | None = None
+        #: seconds the oldest pending write may wait for its commit before ``failure`` reports a
+        #: stall (None: never)
+        self.stall_after = stall_after
+
+    @property
+    def failure(self) -> WriteFailure | None:
+        """Why writes cannot commit now: the last outage error, else a stall; None while they can."""
+        if self._failure is not None:
+            return self._failure
+        limit = self.stall_after
+        waited = self.oldest_pending_age()
+        if limit is None or waited <= limit:
+            return None
+        return WriteFailure(
+            time.time() - waited,
+            f"the oldest pending write has waited {waited:.0f} s for its commit (limit {limit:g} s); "
+            "the database is not completing writes (a lock held by another session?)",
+            stalled=True,
+        )
+
+    def oldest_pending_age(self) -> float:
+        """Seconds the oldest submitted, not yet committed (or failed) write has waited; 0 if none."""
+        with self._lock:
+            since = self._running_since
+            if since is None and self._queue:
+                since = self._queue[0].queued_at
+        return 0.0 if since is None else max(0.0, time.monotonic() - since)
 
     @property
     def executor(self) -> ThreadPoolExecutor:
@@ -114,7 +160,7 @@ class BatchWriter:
         with self._lock:
             if self._closed:
                 raise StoreClosedError("the store is closed")
-            self._queue.append(_Pending(handler, arg, future, loop))
+            self._queue.append(_Pending(handler, arg, future, loop, time.monotonic()))
             if self._active:
                 return future
             self._active = True
@@ -134,6 +180,7 @@ class BatchWriter:
             pending = list(self._queue)
             self._queue.clear()
             self._active = False
+            self._running_since = None
         self._resolve([(p, exc, True) for p in pending])
 
     def _take(self) -> list[_Pending]:
@@ -141,9 +188,12 @@ class BatchWriter:
         with self._lock:
             if not self._queue:
                 self._active = False
+                self._running_since = None
                 return []
             n = min(len(self._queue), self._batch_max)
-            return [self._queue.popleft() for _ in range(n)]
+            batch = [self._queue.popleft() for _ in range(n)]
+            self._running_since = batch[0].queued_at  # FIFO: the oldest pending write
+            return batch
 
     def _drain(self) -> None:
         batch = self._take()
@@ -188,12 +238,12 @@ class BatchWriter:
             try:
                 with self._engine.begin() as conn:
                     outcomes = self._execute(conn, batch)
-                self.failure = None
+                self._failure = None
                 return outcomes
             except Exception as exc:
-                if is_outage(exc) and self.failure is None:
+                if is_outage(exc) and self._failure is None:
                     reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-                    self.failure = WriteFailure(time.time(), f"{type(exc).__name__}: {reason}")
+                    self._failure = WriteFailure(time.time(), f"{type(exc).__name__}: {reason}")
                 if not isinstance(exc, DBAPIError):
                     raise
                 if attempt == _TRANSIENT_RETRIES or not _is_transient(exc):

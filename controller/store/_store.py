@@ -274,8 +274,18 @@ class Store:
 
     @property
     def write_failure(self) -> WriteFailure | None:
-        """Set while write transactions fail because the database is unreachable or locked."""
+        """Set while write transactions fail because the database is unreachable or locked, or
+        while the oldest pending write has waited longer than ``stall_after`` for its commit."""
         return self._writer.failure
+
+    @property
+    def stall_after(self) -> float | None:
+        """Seconds a write may wait for its commit before ``write_failure`` reports a stall."""
+        return self._writer.stall_after
+
+    @stall_after.setter
+    def stall_after(self, seconds: float | None) -> None:
+        self._writer.stall_after = seconds
 
     async def undelivered_count(self) -> int:
         """How many responses await delivery."""

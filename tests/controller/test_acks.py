@@ -25,7 +25,7 @@ from controller.store import NewRequest
 from tests.controller.conftest import Harness, memory_inventory
 from tests.controller.test_cli import devicectl as run_devicectl
 from tests.controller.test_service import gpu_caps, ping
-from tests.faults import CompletionFault, DatabaseOutage
+from tests.faults import CompletionFault, DatabaseOutage, JournalLock
 from tests.memory_plugin import MemoryPlugin
 
 R = pb.DeviceControllerRequest
@@ -140,6 +140,40 @@ async def test_delivery_and_health_recover_by_themselves_after_a_database_outage
     recovered = [r for r in caplog.records if "delivery's database access recovered" in r.getMessage()]
     assert len(failing) == 1 and len(recovered) == 1
     assert not any(r.exc_info for r in failing), "an outage is an operational event, not a traceback"
+
+
+async def test_health_not_serving_while_a_lock_held_elsewhere_makes_journal_writes_hang(
+    start_controller, sink, db_url, caplog
+) -> None:
+    """A table lock fails no write, it makes them wait: health must still say the journal cannot
+    commit (once a write has waited `journal_stall_seconds`), and say it in GetStatus, until the
+    waiting writes commit."""
+    caplog.set_level(logging.WARNING)
+    h = await start_controller(
+        memory_inventory(1), health_interval=0.1, journal_stall_seconds=0.5, lease_ttl=600, sweep_interval=600
+    )
+    await h.stub.SendDeviceRequest(ping("node000", "before"))
+    await sink.wait_for({"before"}, timeout=10)
+    assert await health(h) == health_pb2.HealthCheckResponse.SERVING
+    lock = JournalLock(db_url)
+    lock.start()
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:  # its commit waits behind the lock
+            await h.stub.SendDeviceRequest(ping("node000", "locked"), timeout=1.0)
+        assert caught.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+        await wait_health(h, health_pb2.HealthCheckResponse.NOT_SERVING, timeout=20)
+        status = await h.admin.GetStatus(empty_pb2.Empty(), timeout=10)
+        assert not status.journal_ok and "waited" in status.journal_error, status
+        assert status.HasField("journal_error_since")
+        assert logged(
+            caplog, "health NOT_SERVING: the request journal cannot commit (the oldest pending write"
+        )
+    finally:
+        lock.end()
+    await wait_health(h, health_pb2.HealthCheckResponse.SERVING, timeout=30)
+    assert (await h.admin.GetStatus(empty_pb2.Empty())).journal_ok
+    await sink.wait_for({"locked"}, timeout=30)  # the waiting write committed: answered once
+    assert sink.counts["locked"] == 1
 
 
 # --- 2. a failed completion is retried in place ----------------------------------------------------

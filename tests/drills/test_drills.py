@@ -39,6 +39,9 @@ async def test_sqlite_locked_by_another_process_loses_nothing(tmp_path: Path) ->
     (row,) = await dbfaults.sqlite_rows(dbfaults.REDUCED, url, tmp_path)
     held(row)
     assert row["controller_alive"]
+    # writes hang behind the lock (nothing fails): health says so once one waited too long
+    assert "NOT_SERVING" in row["health_during_fault"], row
+    assert row["health_after"] == "SERVING", row
 
 
 @pytest.mark.postgres
@@ -51,8 +54,9 @@ async def test_postgres_faults_lose_nothing(pg_database: Any, tmp_path: Path) ->
     for row in rows:
         held(row)
         assert row["controller_alive"] and row["health_after"] == "SERVING", row
-    refused = rows[1]
+    refused, locked = rows[1], rows[2]
     assert "NOT_SERVING" in refused["health_during_fault"], "health must say the journal cannot commit"
+    assert "NOT_SERVING" in locked["health_during_fault"], "health must say the journal's writes hang"
 
 
 def test_bmc_fault_matrix_rows(matrix_result: dict[str, Any]) -> None:
