@@ -21,7 +21,8 @@ Every document is scrubbed before it is written (`scrub`), by these rules:
    `FQDN` values "bmc.example" — except in properties whose name contains "Version" (firmware versions
    look like addresses);
 4. headers: only their shape is kept (ETag strong/weak/absent, whether it changes between two reads,
-   session login behaviour); tokens, cookies and the BMC's address are never written.
+   session login behaviour, each resource's `Allow` methods); tokens, cookies and the BMC's address
+   are never written.
 
 Output: `DIR/index.json` (= `/redfish/v1`), `DIR/Chassis/1/index.json`, … (DMTF's mockup layout),
 plus `DIR/capture.json` (what was observed and skipped). Serve it with `devicectl bmc-sim --model
@@ -227,6 +228,7 @@ async def _walk(walker: _Capture, out: Path, result: CaptureResult) -> None:
     queue: deque[tuple[str, int]] = deque([(ROOT, 0)])
     seen = {ROOT}
     etags: dict[str, int] = {"strong": 0, "weak": 0, "none": 0, "odata.etag": 0}
+    allow: dict[str, str] = {}
     while queue and result.resources < options.max_resources:
         path, depth = queue.popleft()
         if any(p.fullmatch(path) for p in _SKIP) or not walker.allowed(path):
@@ -241,6 +243,10 @@ async def _walk(walker: _Capture, out: Path, result: CaptureResult) -> None:
             result.skipped[path] = f"HTTP {status}"
             continue
         etag = headers.get("ETag")
+        if headers.get("Allow"):
+            allow[path] = ", ".join(
+                m.strip().upper() for m in headers["Allow"].split(",") if m.strip().isalpha()
+            )
         etags["none" if etag is None else "weak" if etag.startswith("W/") else "strong"] += 1
         etags["odata.etag"] += "@odata.etag" in body
         body.pop("@odata.etag", None)  # the simulator makes its own
@@ -254,6 +260,7 @@ async def _walk(walker: _Capture, out: Path, result: CaptureResult) -> None:
     for path, _ in queue:
         result.skipped[path] = "beyond --max-resources"
     result.meta["etag"] = etags
+    result.meta["allow"] = allow  # methods per resource, as the BMC's Allow header said
 
 
 async def _etag_behaviour(walker: _Capture, result: CaptureResult) -> None:
@@ -277,7 +284,7 @@ def _links(body: Any) -> list[str]:
                     path = value.split("#")[0].rstrip("/")
                     if path.startswith(f"{ROOT}/"):
                         found.append(path)
-                elif key != "Actions":
+                else:  # into Actions too: its ActionInfo links are resources (targets are not followed)
                     stack.append(value)
         elif isinstance(node, list):
             stack.extend(node)

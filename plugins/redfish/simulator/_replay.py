@@ -8,7 +8,9 @@ The documents are served as they are, through the simulator's own pipeline, so s
 ETags, tasks, `$metadata`, faults and the protocol checks behave as on any simulated model; the
 simulator's SessionService, AccountService and TaskService replace the captured ones. Writes:
 
-- PATCH changes a captured resource, property by property: a property the document does not have is
+- PATCH is allowed where the captured `Allow` header listed it (`capture.json`), or, without that
+  (mockups), on resources that show a power limit (`SetPoint`, `LimitInWatts`). It changes a captured
+  resource, property by property: a property the document does not have is
   `PropertyUnknown`; a `SetPoint` (or `LimitInWatts`) outside the captured `AllowableMin`/`AllowableMax`
   (or `PowerCapacityWatts`) is `PropertyValueOutOfRange`; a `ControlMode` must be one of
   `ControlMode@Redfish.AllowableValues` when the document lists them. Caps therefore stay writable
@@ -114,12 +116,14 @@ def load_platform(model: str) -> Platform:
         meta = json.loads((directory / "capture.json").read_text())
     root = documents[ROOT]
     managers = [m for m in documents if m.startswith(f"{ROOT}/Managers/") and m.count("/") == 4]
+    allow: dict[str, str] = meta.get("allow") or {}
     routes: list[Route] = []
     for path, body in documents.items():
         if path.startswith(SIM_OWNED):
             continue
         public = frozenset({"GET", "HEAD"}) if path == ROOT else frozenset()
-        routes.append(Route(path, get=_get, patch=_patch, public=public))
+        writable = "PATCH" in allow[path] if path in allow else _shows_a_limit(body)
+        routes.append(Route(path, get=_get, patch=_patch if writable else None, public=public))
         routes += [Route(target, post=_action) for target in _action_targets(body)]
     captured = {r.template for r in routes}
     routes += [r for r in common_routes() if r.template not in captured]
@@ -134,6 +138,14 @@ def load_platform(model: str) -> Platform:
         make_state=lambda index: ReplayState(index, documents),
         description=f"{kind} of {directory}",
     )
+
+
+def _shows_a_limit(body: Any) -> bool:
+    if isinstance(body, dict):
+        return "SetPoint" in body or "LimitInWatts" in body or any(_shows_a_limit(v) for v in body.values())
+    if isinstance(body, list):
+        return any(_shows_a_limit(v) for v in body)
+    return False
 
 
 def _unique(routes: list[Route]) -> list[Route]:
