@@ -268,14 +268,19 @@ class MetricsServer:
         server = site._server
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else int(port)
+        # one controller per process exports its live gauges: a second one (tests) replaces it
+        global _ACTIVE
+        if _ACTIVE is not None:
+            _unregister(_ACTIVE)
         REGISTRY.register(self.collector)
+        _ACTIVE = self.collector
         return self.port
 
     async def stop(self) -> None:
-        try:
-            REGISTRY.unregister(self.collector)
-        except KeyError:
-            pass
+        global _ACTIVE
+        if _ACTIVE is self.collector:
+            _unregister(self.collector)
+            _ACTIVE = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -312,6 +317,16 @@ class MetricsServer:
             if limit > 0 and age > limit:
                 problems.append(f"oldest undelivered response is {age:.0f} s old (limit {limit:g} s)")
         return _answer(problems)
+
+
+_ACTIVE: StateCollector | None = None
+
+
+def _unregister(collector: StateCollector) -> None:
+    try:
+        REGISTRY.unregister(collector)
+    except KeyError:
+        pass
 
 
 def _answer(problems: list[str]) -> web.Response:

@@ -165,3 +165,15 @@ async def test_the_grafana_dashboard_uses_only_exported_metrics(start_controller
         for name in re.findall(r"devicectl_\w+", target["expr"])
     }
     assert used and used <= declared, f"not exported: {sorted(used - declared)}"
+
+
+async def test_a_second_controller_with_metrics_in_one_process(start_controller) -> None:
+    """Live gauges come from the last controller started; starting two does not fail."""
+    first = await start_controller(memory_inventory(1), metrics_listen="127.0.0.1:0")
+    second = await start_controller(memory_inventory(1), metrics_listen="127.0.0.1:0")
+    for h in (first, second):
+        status, text = await scrape(h.controller.metrics_server.port)
+        assert status == 200 and text.count("# TYPE devicectl_queue_depth ") == 1
+    await second.controller.stop(grace=1.0)
+    status, _ = await scrape(first.controller.metrics_server.port)
+    assert status == 200
