@@ -52,6 +52,22 @@ DESTINATION_DOWN = frozenset(
 DEAD_LETTER = frozenset({_Code.RESOURCE_EXHAUSTED, _Code.INVALID_ARGUMENT, _Code.OUT_OF_RANGE})
 
 
+def reconnect_options(probe_max: float) -> list[tuple[str, int]]:
+    """Channel options that keep gRPC's own reconnect back-off within the probe interval.
+
+    NOTE: gRPC backs reconnect attempts off up to 120 s on its own; after an outage of a minute a
+    probe could find the channel still waiting to reconnect long after the receiver came back.
+    `min_reconnect_backoff_ms` is also the floor of each connection attempt's timeout, so it gets
+    the probe interval rather than the 1 s start.
+    """
+    cap = max(100, int(probe_max * 1000))
+    return [
+        ("grpc.initial_reconnect_backoff_ms", min(1000, cap)),
+        ("grpc.min_reconnect_backoff_ms", cap),
+        ("grpc.max_reconnect_backoff_ms", cap),
+    ]
+
+
 def _backoff(max_backoff: float) -> tenacity.wait.wait_base:
     return tenacity.wait_exponential_jitter(multiplier=0.2, exp_base=2, max=max_backoff, jitter=0.5)
 
@@ -110,7 +126,9 @@ class Delivery:
         if not self._target:
             log.warning("no topology callback address configured: responses stay in the outbox")
             return
-        self._channel = client_channel(self._target, self._tls, what="topology callback")
+        self._channel = client_channel(
+            self._target, self._tls, what="topology callback", options=reconnect_options(self._probe_max)
+        )
         self._stub = cb.TopologyCallbackStub(self._channel)
         try:
             while not self._stopping:
