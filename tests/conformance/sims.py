@@ -2,25 +2,33 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import ssl
 import subprocess
 import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from plugins.redfish.simulator import MODELS
+from plugins.redfish.capture import CaptureOptions, capture
+from plugins.redfish.simulator import DEFAULT_PASSWORD, MODELS
 
 #: every model, plus the bmcweb behaviour profile (on gb200, the platform it models)
 TARGETS: dict[str, tuple[str, str]] = {m: (m, "default") for m in MODELS} | {"bmcweb": ("gb200", "bmcweb")}
+#: plus a replay of a gb200 capture (`bmc-sim --model capture:DIR`), made by `capture_gb200`
+CAPTURE = "capture"
 _READY_WAIT = 30.0
 
 
-def start(name: str, cert_dir: Path, work: Path) -> tuple[subprocess.Popen[bytes], Path]:
-    """Start the simulator for a target; returns the process and its ready file."""
-    model, profile = TARGETS[name]
+def start(
+    name: str, cert_dir: Path, work: Path, model: str | None = None
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """Start the simulator for a target (or `model`); returns the process and its ready file."""
+    model, profile = (model, "default") if model else TARGETS[name]
     ready = work / f"{name}.ready.json"
+    ready.unlink(missing_ok=True)  # a former run's file would name a port nobody listens on
     log = (work / f"{name}.sim.log").open("wb")
     cmd = [sys.executable, "-m", "plugins.redfish.simulator", "--count", "1", "--model", model]
     cmd += [
@@ -58,3 +66,12 @@ def stop(procs: Iterable[subprocess.Popen[bytes]]) -> None:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def capture_gb200(url: str, cert_dir: Path, work: Path) -> str:
+    """Capture the gb200 BMC at `url` into `work`; the model string that replays it."""
+    out = work / "gb200-capture"
+    ctx = ssl.create_default_context(cafile=str(cert_dir / "ca.pem"))
+    options = CaptureOptions(rate=1000.0)
+    asyncio.run(capture(url, "admin", DEFAULT_PASSWORD, out, ssl_context=ctx, options=options))
+    return f"capture:{out}"

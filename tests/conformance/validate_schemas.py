@@ -18,16 +18,18 @@ import tempfile
 from pathlib import Path
 
 from plugins.redfish.simulator import DEFAULT_PASSWORD, ensure_tls_files
-from tests.conformance.sims import TARGETS, start, stop, wait_ready
+from tests.conformance.sims import CAPTURE, TARGETS, capture_gb200, start, stop, wait_ready
 
 VALIDATOR = Path(sys.executable).with_name("rf_service_validator")
 #: the totals table the validator prints last: | PASS | WARN | FAIL | NOT TESTED |
 _TOTALS = re.compile(r"^\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*$", re.M)
 
 
-def validate(name: str, schemas: Path, work: Path, cert_dir: Path) -> tuple[int, int, int] | None:
+def validate(
+    name: str, schemas: Path, work: Path, cert_dir: Path, model: str | None = None
+) -> tuple[int, int, int] | None:
     """(PASS, WARN, FAIL) of one target, or None when the validator printed no totals."""
-    proc, ready = start(name, cert_dir, work)
+    proc, ready = start(name, cert_dir, work, model=model)
     try:
         url = wait_ready(proc, ready)
         cmd = [str(VALIDATOR), "--rhost", url, "--user", "admin", "--password", DEFAULT_PASSWORD]
@@ -42,6 +44,14 @@ def validate(name: str, schemas: Path, work: Path, cert_dir: Path) -> tuple[int,
         return None
     passed, warned, failed, _ = (int(n) for n in totals[-1])
     return passed, warned, failed
+
+
+def _replay_of_gb200(work: Path, cert_dir: Path) -> str:
+    proc, ready = start("gb200", cert_dir, work)
+    try:
+        return capture_gb200(wait_ready(proc, ready), cert_dir, work)
+    finally:
+        stop([proc])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         cert_dir = work / "tls"
         ensure_tls_files(cert_dir)
-        for name in TARGETS:
-            totals = validate(name, args.schemas.resolve(), work, cert_dir)
+        for name in [*TARGETS, CAPTURE]:
+            model = _replay_of_gb200(work, cert_dir) if name == CAPTURE else None
+            totals = validate(name, args.schemas.resolve(), work, cert_dir, model)
             if totals is None:
                 print(f"{name:12} no result (validator log follows)")
                 print((work / f"{name}.validator.log").read_text()[-3000:])
