@@ -279,7 +279,9 @@ def cmd_sink(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from controller.cli._demo import run_demo
 
-    return run_demo(nodes=args.nodes, workdir=args.workdir, mtls=args.mtls, verbose=args.verbose)
+    return run_demo(
+        nodes=args.nodes, workdir=args.workdir, mtls=args.mtls, verbose=args.verbose, as_json=args.json
+    )
 
 
 def cmd_certs(args: argparse.Namespace) -> int:

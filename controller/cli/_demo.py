@@ -22,7 +22,7 @@ from controller import certs, translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller.app import Controller
-from controller.cli._render import console, table
+from controller.cli._render import console, print_json, table
 from controller.config import Settings
 from controller.sink import TopologySink
 from controller.tls import ClientTls, ServerTls, client_channel
@@ -53,13 +53,29 @@ POLICY = Policy(
 PROFILE = 4  # out-of-band id (nvidia-smi profile 1)
 
 
-def run_demo(nodes: int = 16, workdir: str = "var/demo", mtls: bool = False, verbose: bool = False) -> int:
+def run_demo(
+    nodes: int = 16,
+    workdir: str = "var/demo",
+    mtls: bool = False,
+    verbose: bool = False,
+    as_json: bool = False,
+) -> int:
     logging.basicConfig(level=logging.WARNING)
     path = Path(workdir)
     path.mkdir(parents=True, exist_ok=True)
     for suffix in ("", "-wal", "-shm"):  # every demo starts from an empty database
         Path(f"{path / 'devicectl.db'}{suffix}").unlink(missing_ok=True)
-    return asyncio.run(_demo(nodes, path, mtls, verbose))
+    if not as_json:
+        return asyncio.run(_demo(nodes, path, mtls, verbose))
+    rows: list[Row] = []
+    console.quiet = True  # --json: only the JSON summary on stdout
+    try:
+        code = asyncio.run(_demo(nodes, path, mtls, verbose, rows))
+    finally:
+        console.quiet = False
+    columns = ("node", "component", "before", "requested", "applied", "after_deactivate")
+    print_json({"ok": code == 0, "components": [dict(zip(columns, row, strict=True)) for row in rows]})
+    return code
 
 
 async def _send_all(
@@ -107,7 +123,9 @@ def _mtls(workdir: Path) -> tuple[dict[str, Any], ServerTls, ClientTls]:
     return settings, ServerTls(*server, ca), ClientTls(ca_cert=ca, cert=str(cert), key=str(key))
 
 
-async def _demo(nodes: int, workdir: Path, mtls: bool = False, verbose: bool = False) -> int:
+async def _demo(
+    nodes: int, workdir: Path, mtls: bool = False, verbose: bool = False, report: list[Row] | None = None
+) -> int:
     from plugins.redfish.simulator import SimulatorFleet
 
     db = workdir / "devicectl.db"
@@ -183,6 +201,8 @@ async def _demo(nodes: int, workdir: Path, mtls: bool = False, verbose: bool = F
             await controller.stop()
             await sink.stop()
         rows = _rows(ids, before, {d: _node_limit(raw[d]) for d in ids}, active, restored)
+        if report is not None:
+            report.extend(rows)
         if verbose:
             table(
                 "requested vs applied, and what deactivation restored",
