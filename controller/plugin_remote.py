@@ -133,7 +133,7 @@ class RemotePlugin(DevicePlugin):
 
     async def _watch(self, conn: Connection) -> str:
         """Return why the plugin must be restarted: its process ended, or it stopped answering."""
-        failures = 0
+        failures, streak_began = 0, 0.0
         exited = asyncio.ensure_future(conn.process.wait()) if conn.process is not None else None
         try:
             while True:
@@ -144,8 +144,11 @@ class RemotePlugin(DevicePlugin):
                 else:
                     await asyncio.sleep(self._health_interval)
                 checked = time.monotonic()
+                if failures == 0:
+                    streak_began = checked
                 healthy = await conn.healthy(self._health_timeout)
-                failures = 0 if healthy or self._last_reply >= checked else failures + 1
+                # a call finished since this run of failed checks began: busy, not hung
+                failures = 0 if healthy or self._last_reply >= streak_began else failures + 1
                 if failures >= self._health_failures:
                     return f"no answer to {failures} health checks in a row"
         finally:

@@ -2,7 +2,8 @@
 
 `launch` plays the host's part without a controller (like Nomad's plugin launcher): it starts or
 dials the plugin, negotiates, sends the config, then runs one action. Streams print each update
-as it arrives: a table per update by default, one JSON object per line with `--json`.
+as it arrives: a table per update by default, one JSON object per line with `--json` (or
+`-o json`, anywhere on the line, like every devicectl command).
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ def add_parser(sub: Any) -> None:
     where.add_argument("--address", help="dial a plugin served elsewhere (unix:PATH or HOST:PORT)")
     p.add_argument("--config", default="{}", help="plugin config: JSON object, or @FILE")
     p.add_argument("--timeout", type=float, default=10.0, help="handshake and call timeout, seconds")
-    p.add_argument("--json", action="store_true", dest="as_json", help="JSON output (one object per line)")
     acts = p.add_subparsers(dest="what", required=True)
     acts.add_parser("info", help="plugin info and negotiated API version")
     acts.add_parser("schema", help="the plugin's config schema")
@@ -156,7 +156,7 @@ async def _act(plugin: Any, args: argparse.Namespace) -> int:
             "negotiated": conn.api_version,
             "config": "accepted",
         }
-        if args.as_json:
+        if args.json:
             _emit(info)
         else:
             table("plugin", ["field", "value"], info.items())
@@ -164,7 +164,7 @@ async def _act(plugin: Any, args: argparse.Namespace) -> int:
     if args.what == "schema":
         reply = await conn.base.ConfigSchema(base_pb2.ConfigSchemaRequest(), timeout=args.timeout)
         rows = _nomad.hcl_to_rows(reply.spec)
-        if args.as_json:
+        if args.json:
             _emit({"attributes": rows})
         else:
             table(
@@ -195,7 +195,7 @@ async def _act(plugin: Any, args: argparse.Namespace) -> int:
         return 0
     if args.what == "reserve":
         res = await plugin.reserve(args.device_ids)
-        if args.as_json:
+        if args.json:
             _emit(encode(res))
         else:
             table("environment", ["name", "value"], sorted(res.envs.items()))
@@ -233,7 +233,7 @@ async def _act(plugin: Any, args: argparse.Namespace) -> int:
         "state": encode(outcome.state),
         "reach_error": outcome.reach_error,
     }
-    if args.as_json:
+    if args.json:
         _emit(out)
     else:
         table(
@@ -245,7 +245,7 @@ async def _act(plugin: Any, args: argparse.Namespace) -> int:
 def _show_fingerprint(args: argparse.Namespace, update: FingerprintResponse) -> None:
     from plugins.base._codec import encode
 
-    if args.as_json:
+    if args.json:
         _emit(encode(update))
         return
     if update.error is not None:
@@ -266,7 +266,7 @@ def _show_fingerprint(args: argparse.Namespace, update: FingerprintResponse) -> 
 def _show_stats(args: argparse.Namespace, stats: StatsResponse) -> None:
     from plugins.base._codec import encode
 
-    if args.as_json:
+    if args.json:
         _emit(encode(stats))
         return
     if stats.error is not None:
