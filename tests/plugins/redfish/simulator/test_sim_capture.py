@@ -224,3 +224,32 @@ def test_cli_capture_then_serve_it(tmp_path: Path, capsys: pytest.CaptureFixture
         assert root == {**json.loads((out / "index.json").read_text()), "@odata.etag": root["@odata.etag"]}
     finally:
         stop([replay])
+
+
+async def test_capture_bounds(make_harness: Callable[..., Any], tmp_path: Path) -> None:
+    """--max-resources stops the walk (the rest is listed as skipped); --max-depth stops following links."""
+    async with make_harness(n=1, model="dmtf") as harness:
+        bmc = harness.fleet.bmcs[0]
+        ctx = harness.fleet.client_ssl_context()
+        few = await capture(
+            bmc.url, bmc.username, bmc.password, tmp_path / "few", ssl_context=ctx,
+            options=CaptureOptions(rate=2000.0, max_resources=5),
+        )  # fmt: skip
+        await capture(
+            bmc.url, bmc.username, bmc.password, tmp_path / "shallow", ssl_context=ctx,
+            options=CaptureOptions(rate=2000.0, max_depth=1),
+        )  # fmt: skip
+    assert few.resources == 5 == len(list((tmp_path / "few").rglob("index.json")))
+    assert "beyond --max-resources" in few.skipped.values()
+    shallow = tmp_path / "shallow"
+    written = {f"/redfish/v1/{p.parent.relative_to(shallow).as_posix()}" for p in shallow.rglob("index.json")}
+    root_links = {
+        f"/redfish/v1/{link.rsplit('/redfish/v1/', 1)[1]}" for link in _links_of(shallow / "index.json")
+    }
+    assert "/redfish/v1/Chassis" in written
+    # the root and what it links directly, nothing deeper
+    assert written - {"/redfish/v1/."} <= root_links
+
+
+def _links_of(file: Path) -> set[str]:
+    return set(re.findall(r'"@odata.id": "(/redfish/v1/[^"#]+)"', file.read_text()))
