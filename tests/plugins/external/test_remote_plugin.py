@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -100,3 +102,22 @@ async def test_a_kind_the_plugin_lacks_is_unsupported(remote) -> None:
     files: RemotePlugin = await remote(spec("files", serve_command("filedevices")))
     with pytest.raises(UnsupportedError, match="standard metrics are not supported"):
         await files.std_metrics(ctx(), Empty())
+
+
+async def test_a_plugin_built_for_nomad_fingerprints_stats_and_reserves_but_has_no_power_operations(
+    remote,
+) -> None:
+    command = [sys.executable, str(Path(__file__).with_name("nomad_only_plugin.py"))]
+    plugin: RemotePlugin = await remote(spec("acme", command))
+    assert plugin.info.version == "9.9" and "acme-fpga" in plugin.info.description
+    async for update in plugin.fingerprint(()):  # falls back to Nomad's own Fingerprint
+        assert [(g.vendor, g.type, [d.id for d in g.devices]) for g in update.groups] == [
+            ("acme", "fpga", ["fpga0"])
+        ]
+        break
+    async for stats in plugin.stats((), 0.1):
+        assert stats.groups[0].instance_stats["fpga0"].summary.int_numerator == 42
+        break
+    assert (await plugin.reserve(["fpga0"])).envs == {"ACME_FPGA": "fpga0"}
+    with pytest.raises(UnsupportedError, match="plugin acme does not offer ping"):
+        await plugin.ping(ctx(), Ping())
