@@ -157,6 +157,10 @@ class Controller:
             ]
         )
         await self.recover()
+        if self.settings.metrics_listen:  # before gRPC: a port in use fails the start cleanly
+            self.metrics_server = metrics.MetricsServer(self)
+            port = await self.metrics_server.start(self.settings.metrics_listen)
+            log.info("metrics on http://%s:%d/metrics", self.settings.metrics_listen.rpartition(":")[0], port)
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=interceptors)
         devicecontroller_pb2_grpc.add_DeviceControllerServicer_to_server(self.service, server)
         admin_pb2_grpc.add_DeviceControllerAdminServicer_to_server(
@@ -183,10 +187,6 @@ class Controller:
             self._tasks.append(
                 asyncio.create_task(supervise("retention", self._retention_loop), name="retention")
             )
-        if self.settings.metrics_listen:
-            self.metrics_server = metrics.MetricsServer(self)
-            port = await self.metrics_server.start(self.settings.metrics_listen)
-            log.info("metrics on http://%s:%d/metrics", self.settings.metrics_listen.rpartition(":")[0], port)
         log.info(
             "serving on %s (port %d), database %s, callback %s, %d devices in inventory",
             self.settings.listen,

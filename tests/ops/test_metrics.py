@@ -177,3 +177,14 @@ async def test_a_second_controller_with_metrics_in_one_process(start_controller)
     await second.controller.stop(grace=1.0)
     status, _ = await scrape(first.controller.metrics_server.port)
     assert status == 200
+
+
+async def test_a_metrics_port_in_use_fails_the_start_before_grpc_serves(start_controller) -> None:
+    import pytest
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(OSError):
+            await start_controller(memory_inventory(1), metrics_listen=f"127.0.0.1:{port}")
