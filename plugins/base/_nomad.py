@@ -8,7 +8,7 @@ the client side turns that status back into a response carrying the error.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
 from google.protobuf import wrappers_pb2
@@ -228,7 +228,3 @@ def hcl_to_rows(spec: hpb.Spec, prefix: str = "") -> list[dict[str, Any]]:
     if which == "block_value":
         return hcl_to_rows(spec.block_value.nested, f"{spec.block_value.name or prefix}.")
     return [{"name": prefix or "(spec)", "type": which or "empty", "required": False}]
-
-
-def timestamp_now() -> datetime:
-    return datetime.now(UTC)
