@@ -22,7 +22,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from plugins.base import ElementType, InvalidRequestError, SystemSpec
+from plugins.base import ElementType, InvalidRequestError
+from plugins.base._schema import check_model_basics, check_shape, clip, is_int, json_type, quote
 
 STATE_VERSION = 1
 #: nesting deeper than this is refused before anything walks the document recursively; above the
@@ -38,18 +39,18 @@ _ELEMENTS = tuple(e.value for e in ElementType)
 def load_state(state: Mapping[str, Any]) -> dict[str, Any]:
     """A checked, migrated copy of a device's state (see the module docstring)."""
     if not isinstance(state, Mapping):
-        raise InvalidRequestError(f"nvml state: expected a JSON object, got {_type(state)}")
-    check_shape(state, "nvml state")
+        raise InvalidRequestError(f"nvml state: expected a JSON object, got {json_type(state)}")
+    check_shape(state, "nvml state", max_depth=MAX_DEPTH, max_nodes=MAX_NODES)
     data = dict(state)
     version = data.get("version", 0)
-    if not _is_int(version) or not 0 <= version <= STATE_VERSION:
+    if not is_int(version) or not 0 <= version <= STATE_VERSION:
         raise InvalidRequestError(
-            f"nvml state: version: {_value(version)} is not a state version this plugin reads "
+            f"nvml state: version: {quote(version)} is not a state version this plugin reads "
             f"(0..{STATE_VERSION})"
         )
     plugin = data.get("plugin", "nvml")
     if plugin != "nvml":
-        raise InvalidRequestError(f"nvml state: plugin: written by {_value(plugin)}, not by nvml")
+        raise InvalidRequestError(f"nvml state: plugin: written by {quote(plugin)}, not by nvml")
     for step in _MIGRATIONS[version:]:
         data = step(data)
     _section(data, "gpus", _gpu)
@@ -70,37 +71,7 @@ assert len(_MIGRATIONS) == STATE_VERSION
 
 def check_model(model: Mapping[str, Any]) -> None:
     """Check a device model JSON: shape limits, then what `SystemSpec.from_model` reads."""
-    if not isinstance(model, Mapping):
-        raise InvalidRequestError(f"device model: expected a JSON object, got {_type(model)}")
-    check_shape(model, "device model")
-    for key in ("Model", "model", "Name", "name"):
-        if model.get(key) is not None and not isinstance(model[key], str):
-            raise InvalidRequestError(f"device model: {key}: expected a string, got {_type(model[key])}")
-    try:
-        SystemSpec.from_model(model)
-    except InvalidRequestError:
-        raise
-    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
-        raise InvalidRequestError(f"device model: {_short(str(exc), 160)}") from None
-
-
-def check_shape(value: Any, what: str) -> None:
-    """Refuse documents nested deeper than `MAX_DEPTH` or larger than `MAX_NODES` (iteratively)."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    nodes = 0
-    while stack:
-        item, depth = stack.pop()
-        nodes += 1
-        if nodes > MAX_NODES:
-            raise InvalidRequestError(f"{what}: more than {MAX_NODES} JSON values")
-        if isinstance(item, Mapping | list | tuple):
-            if depth >= MAX_DEPTH:
-                raise InvalidRequestError(f"{what}: nested deeper than {MAX_DEPTH} levels")
-            stack.extend(
-                (child, depth + 1) for child in (item.values() if isinstance(item, Mapping) else item)
-            )
-        elif not (item is None or isinstance(item, str | int | float | bool)):
-            raise InvalidRequestError(f"{what}: not JSON ({_type(item)})")
+    check_model_basics(model, max_depth=MAX_DEPTH, max_nodes=MAX_NODES)
 
 
 # ---- sections ------------------------------------------------------------------------------------
@@ -111,7 +82,7 @@ def _section(data: Mapping[str, Any], name: str, check: Callable[[str, Any], Non
     if raw is None:
         return
     for key, value in _object(raw, name).items():
-        check(f"{name}.{_short(key)}", value)
+        check(f"{name}.{clip(key)}", value)
 
 
 def _gpu(where: str, raw: Any) -> None:
@@ -123,17 +94,17 @@ def _gpu(where: str, raw: Any) -> None:
 def _limit_scopes(where: str, raw: Any) -> None:
     for scope, record in _object(raw, where).items():
         if scope not in _SCOPES:
-            raise _bad(f"{where}.{_short(scope)}", f"unknown power scope (one of {', '.join(_SCOPES)})")
+            raise _bad(f"{where}.{clip(scope)}", f"unknown power scope (one of {', '.join(_SCOPES)})")
         for key, value in _object(record, f"{where}.{scope}").items():
-            if key in ("prior_mw", "requested_mw") and not (_is_int(value) and value >= 0):
-                raise _bad(f"{where}.{scope}.{key}", f"expected an integer >= 0, got {_value(value)}")
+            if key in ("prior_mw", "requested_mw") and not (is_int(value) and value >= 0):
+                raise _bad(f"{where}.{scope}.{key}", f"expected an integer >= 0, got {quote(value)}")
 
 
 def _profile(where: str, raw: Any) -> None:
     entry = _object(raw, where)
     for key in ("prior_requested", "enabled"):
         items = entry.get(key, [])
-        if not isinstance(items, list) or not all(_is_int(i) and 0 <= i < 256 for i in items):
+        if not isinstance(items, list) or not all(is_int(i) and 0 <= i < 256 for i in items):
             raise _bad(f"{where}.{key}", "expected a list of NVML profile ids (0..255)")
 
 
@@ -145,7 +116,7 @@ def _policies(raw: Any) -> None:
     if topology is not None:
         layer = _object(topology, "policies.topology")
         if layer.get("source", "topology") not in _SOURCES:
-            raise _bad("policies.topology.source", f"{_value(layer.get('source'))} is not topology or idle")
+            raise _bad("policies.topology.source", f"{quote(layer.get('source'))} is not topology or idle")
         _policy("policies.topology.policy", layer.get("policy"))
     group = layers.get("resource_group")
     if group is not None:
@@ -159,7 +130,7 @@ def _policies(raw: Any) -> None:
         _policy("policies.gpu.current_policy", layer.get("current_policy"))
         for key, limit in _object(layer.get("limits") or {}, "policies.gpu.limits").items():
             if not key.isdigit():
-                raise _bad(f"policies.gpu.limits.{_short(key)}", "expected a GPU id")
+                raise _bad(f"policies.gpu.limits.{clip(key)}", "expected a GPU id")
             _power_limit(f"policies.gpu.limits.{key}", limit)
 
 
@@ -170,13 +141,13 @@ def _policy(where: str, raw: Any) -> None:
     _string(f"{where}.name", policy.get("name"))
     limits = policy.get("limits", [])
     if not isinstance(limits, list):
-        raise _bad(f"{where}.limits", f"expected an array, got {_type(limits)}")
+        raise _bad(f"{where}.limits", f"expected an array, got {json_type(limits)}")
     for index, item in enumerate(limits):
         entry = _object(item, f"{where}.limits[{index}]")
         if entry.get("element") not in _ELEMENTS:
             raise _bad(
                 f"{where}.limits[{index}].element",
-                f"{_value(entry.get('element'))} is not one of {', '.join(_ELEMENTS)}",
+                f"{quote(entry.get('element'))} is not one of {', '.join(_ELEMENTS)}",
             )
         _power_limit(f"{where}.limits[{index}]", entry)
     if policy.get("properties") is not None:
@@ -190,7 +161,7 @@ def _power_limit(where: str, raw: Any) -> None:
         raise _bad(where, "expected exactly one of watts or percent")
     value = entry[keys[0]]
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise _bad(f"{where}.{keys[0]}", f"expected a finite number >= 0, got {_value(value)}")
+        raise _bad(f"{where}.{keys[0]}", f"expected a finite number >= 0, got {quote(value)}")
 
 
 # ---- helpers -------------------------------------------------------------------------------------
@@ -198,7 +169,7 @@ def _power_limit(where: str, raw: Any) -> None:
 
 def _object(raw: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(raw, Mapping):
-        raise _bad(where, f"expected an object, got {_type(raw)}")
+        raise _bad(where, f"expected an object, got {json_type(raw)}")
     return raw
 
 
@@ -206,38 +177,8 @@ def _string(where: str, raw: Any, *, required: bool = False) -> None:
     if raw is None and not required:
         return
     if not isinstance(raw, str):
-        raise _bad(where, f"expected a string, got {_type(raw)}")
+        raise _bad(where, f"expected a string, got {json_type(raw)}")
 
 
 def _bad(where: str, problem: str) -> InvalidRequestError:
     return InvalidRequestError(f"nvml state: {where}: {problem}")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, Mapping):
-        return "object"
-    return type(value).__name__
-
-
-def _value(value: Any) -> str:
-    """A value as the message quotes it: `'bogus'`, `-1`, `None`, clipped."""
-    return _short(repr(value))
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}…({len(text) - limit} more)"

@@ -22,7 +22,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from plugins.base import InvalidRequestError, SystemSpec
+from plugins.base import InvalidRequestError
+from plugins.base._schema import check_model_basics, check_shape, is_int, json_type, quote
 from plugins.redfish._layout import DISCOVERY_VERSION, PLATFORMS, Component
 
 STATE_VERSION = 2
@@ -65,17 +66,17 @@ _DISCOVERY_STRINGS = (
 def load_state(state: Mapping[str, Any]) -> dict[str, Any]:
     """A checked, migrated copy of a device's state (see the module docstring)."""
     if not isinstance(state, Mapping):
-        raise InvalidRequestError(f"device state: expected a JSON object, got {_type(state)}")
-    check_shape(state, "device state")
+        raise InvalidRequestError(f"device state: expected a JSON object, got {json_type(state)}")
+    check_shape(state, "device state", max_depth=MAX_DEPTH, max_nodes=MAX_NODES)
     data = dict(state)
     version = data.get("version")
-    if version is not None and (not _is_int(version) or version not in (1, STATE_VERSION)):
+    if version is not None and (not is_int(version) or version not in (1, STATE_VERSION)):
         raise InvalidRequestError(
-            f"device state: unknown version {_short(version)} (this plugin reads versions 1..{STATE_VERSION})"
+            f"device state: unknown version {quote(version)} (this plugin reads versions 1..{STATE_VERSION})"
         )
     plugin = data.get("plugin", "redfish")
     if plugin != "redfish":
-        raise InvalidRequestError(f"device state: plugin: written by {_short(plugin)}, not by redfish")
+        raise InvalidRequestError(f"device state: plugin: written by {quote(plugin)}, not by redfish")
     # unknown top-level keys are kept as they are: a newer version's additions survive a rollback
     out: dict[str, Any] = {k: v for k, v in data.items() if k not in _SECTIONS}
     out.update(version=STATE_VERSION, plugin="redfish")
@@ -100,45 +101,16 @@ _SECTIONS = frozenset(
 
 def check_model(model: Mapping[str, Any]) -> None:
     """Check a device model JSON: shape limits, then the fields the plugin reads."""
-    if not isinstance(model, Mapping):
-        raise InvalidRequestError(f"device model: expected a JSON object, got {_type(model)}")
-    check_shape(model, "device model")
-    for key in ("Model", "model", "Name", "name"):
-        if key in model and model[key] is not None and not isinstance(model[key], str):
-            raise InvalidRequestError(f"device model: {key}: expected a string, got {_type(model[key])}")
+    check_model_basics(model, max_depth=MAX_DEPTH, max_nodes=MAX_NODES)
     redfish = model.get("Redfish", model.get("redfish"))
     if redfish is not None:
         if not isinstance(redfish, Mapping):
-            raise InvalidRequestError(f"device model: Redfish: expected an object, got {_type(redfish)}")
+            raise InvalidRequestError(f"device model: Redfish: expected an object, got {json_type(redfish)}")
         for key, value in redfish.items():
             if not isinstance(value, str):
                 raise InvalidRequestError(
-                    f"device model: Redfish.{_short(key)}: expected a string, got {_type(value)}"
+                    f"device model: Redfish.{quote(key)}: expected a string, got {json_type(value)}"
                 )
-    try:
-        SystemSpec.from_model(model)
-    except InvalidRequestError:
-        raise
-    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
-        raise InvalidRequestError(f"device model: {_short(str(exc), 160)}") from None
-
-
-def check_shape(value: Any, what: str) -> None:
-    """Refuse documents nested deeper than `MAX_DEPTH` or larger than `MAX_NODES` (iteratively)."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    nodes = 0
-    while stack:
-        item, depth = stack.pop()
-        nodes += 1
-        if nodes > MAX_NODES:
-            raise InvalidRequestError(f"{what}: more than {MAX_NODES} JSON values")
-        if isinstance(item, Mapping | list | tuple):
-            if depth >= MAX_DEPTH:
-                raise InvalidRequestError(f"{what}: nested deeper than {MAX_DEPTH} levels")
-            children = item.values() if isinstance(item, Mapping) else item
-            stack.extend((child, depth + 1) for child in children)
-        elif not (item is None or isinstance(item, str | int | float | bool)):
-            raise InvalidRequestError(f"{what}: not JSON ({_type(item)})")
 
 
 # ---- sections ------------------------------------------------------------------------------------
@@ -148,24 +120,28 @@ def _discovery(data: Any) -> dict[str, Any] | None:
     where = "discovery"
     obj = _object(data, where)
     version = obj.get("version", 0)
-    if not _is_int(version):
-        raise InvalidRequestError(f"device state: {where}.version: expected an integer, got {_type(version)}")
+    if not is_int(version):
+        raise InvalidRequestError(
+            f"device state: {where}.version: expected an integer, got {json_type(version)}"
+        )
     if version != DISCOVERY_VERSION:
         return None  # an older discovery layout: migrated by discovering again
     platform = obj.get("platform")
     if platform not in PLATFORMS:
         raise InvalidRequestError(
-            f"device state: {where}.platform: {_short(platform)} is not one of {', '.join(PLATFORMS)}"
+            f"device state: {where}.platform: {quote(platform)} is not one of {', '.join(PLATFORMS)}"
         )
     for name in _DISCOVERY_STRINGS:
         if name in obj and not isinstance(obj[name], str):
             raise InvalidRequestError(
-                f"device state: {where}.{name}: expected a string, got {_type(obj[name])}"
+                f"device state: {where}.{name}: expected a string, got {json_type(obj[name])}"
             )
     for name in ("node", "gpus", "cpus"):
         items = obj.get(name) or []
         if not isinstance(items, list | tuple):
-            raise InvalidRequestError(f"device state: {where}.{name}: expected a list, got {_type(items)}")
+            raise InvalidRequestError(
+                f"device state: {where}.{name}: expected a list, got {json_type(items)}"
+            )
         for i, comp in enumerate(items):
             _component(comp, f"{where}.{name}[{i}]")
     metrics = obj.get("node_metrics") or ["", ""]
@@ -178,7 +154,7 @@ def _discovery(data: Any) -> dict[str, Any] | None:
         raise InvalidRequestError(f"device state: {where}.node_metrics: expected [kind, uri]")
     extra = obj.get("extra") or {}
     if not isinstance(extra, Mapping):
-        raise InvalidRequestError(f"device state: {where}.extra: expected an object, got {_type(extra)}")
+        raise InvalidRequestError(f"device state: {where}.extra: expected an object, got {json_type(extra)}")
     return dict(obj)
 
 
@@ -186,7 +162,7 @@ def _component(data: Any, where: str) -> None:
     obj = _object(data, where)
     for name in obj:
         if name not in _COMPONENT_FIELDS:
-            raise InvalidRequestError(f"device state: {where}: unknown key {_short(name)}")
+            raise InvalidRequestError(f"device state: {where}: unknown key {quote(name)}")
     for name, kind in _COMPONENT_FIELDS.items():
         if name in ("key", "kind", "index", "name"):
             if name not in obj:
@@ -196,16 +172,18 @@ def _component(data: Any, where: str) -> None:
             continue
         if not isinstance(value, kind) or isinstance(value, bool):
             wanted = "an integer" if kind is int else "a string"
-            raise InvalidRequestError(f"device state: {where}.{name}: expected {wanted}, got {_type(value)}")
+            raise InvalidRequestError(
+                f"device state: {where}.{name}: expected {wanted}, got {json_type(value)}"
+            )
     if obj["kind"] not in _KINDS:
         raise InvalidRequestError(
-            f"device state: {where}.kind: {_short(obj['kind'])} is not one of {', '.join(_KINDS)}"
+            f"device state: {where}.kind: {quote(obj['kind'])} is not one of {', '.join(_KINDS)}"
         )
     if obj.get("mechanism", "") not in _MECHANISMS:
-        raise InvalidRequestError(f"device state: {where}.mechanism: {_short(obj['mechanism'])} is not known")
+        raise InvalidRequestError(f"device state: {where}.mechanism: {quote(obj['mechanism'])} is not known")
     if obj.get("cap_mode", "") not in ("", *CONTROL_MODES):
         raise InvalidRequestError(
-            f"device state: {where}.cap_mode: {_short(obj['cap_mode'])} is not a ControlMode"
+            f"device state: {where}.cap_mode: {quote(obj['cap_mode'])} is not a ControlMode"
         )
     if obj["index"] < 0 or obj.get("member", 0) < 0 or obj.get("members", 1) < 0:
         raise InvalidRequestError(f"device state: {where}: negative index")
@@ -262,7 +240,7 @@ def _gpu_profiles(data: Any, where: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in ("requested", "enforced"):
         ids = _list(obj.get(name) or [], f"{where}.{name}")
-        if not all(_is_int(i) for i in ids):
+        if not all(is_int(i) for i in ids):
             raise InvalidRequestError(f"device state: {where}.{name}: expected a list of integers")
         out[name] = ids
     out["at"] = _string(obj.get("at", ""), f"{where}.at")
@@ -273,7 +251,7 @@ def _session_list(data: Any, where: str) -> list[str]:
     uris = _list(data, where)
     for uri in uris:
         if not isinstance(uri, str) or not uri.startswith("/redfish/v1/SessionService/Sessions/"):
-            raise InvalidRequestError(f"device state: {where}: not a Redfish session URI: {_short(uri)}")
+            raise InvalidRequestError(f"device state: {where}: not a Redfish session URI: {quote(uri)}")
     return list(uris)[-8:]
 
 
@@ -288,18 +266,18 @@ def _keyed(data: Any, where: str, item: Callable[[Any, str], Any]) -> dict[str, 
     if data is None:
         return {}
     obj = _object(data, where)
-    return {str(key): item(value, f"{where}.{_short(key, 40)}") for key, value in obj.items()}
+    return {str(key): item(value, f"{where}.{quote(key, 40)}") for key, value in obj.items()}
 
 
 def _object(data: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(data, Mapping):
-        raise InvalidRequestError(f"device state: {where}: expected an object, got {_type(data)}")
+        raise InvalidRequestError(f"device state: {where}: expected an object, got {json_type(data)}")
     return data
 
 
 def _list(data: Any, where: str) -> list[Any]:
     if not isinstance(data, list | tuple):
-        raise InvalidRequestError(f"device state: {where}: expected a list, got {_type(data)}")
+        raise InvalidRequestError(f"device state: {where}: expected a list, got {json_type(data)}")
     return list(data)
 
 
@@ -309,19 +287,19 @@ def _number(value: Any, where: str) -> float | None:
     # NOTE: bounds come from the BMC (some show 4294967295 for "unlimited"): only non-numbers and
     # non-finite values are refused, or a device's own state could lock it out
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidRequestError(f"device state: {where}: expected watts (a number), got {_type(value)}")
+        raise InvalidRequestError(f"device state: {where}: expected watts (a number), got {json_type(value)}")
     return value
 
 
 def _bool(value: Any, where: str) -> bool:
     if not isinstance(value, bool):
-        raise InvalidRequestError(f"device state: {where}: expected true or false, got {_type(value)}")
+        raise InvalidRequestError(f"device state: {where}: expected true or false, got {json_type(value)}")
     return value
 
 
 def _string(value: Any, where: str) -> str:
     if not isinstance(value, str):
-        raise InvalidRequestError(f"device state: {where}: expected a string, got {_type(value)}")
+        raise InvalidRequestError(f"device state: {where}: expected a string, got {json_type(value)}")
     return value
 
 
@@ -332,21 +310,6 @@ def _mode(value: Any, where: str) -> str | None:
         return None
     if not isinstance(value, str) or not _MODE.fullmatch(value):
         raise InvalidRequestError(
-            f"device state: {where}: {_short(value)} is not a ControlMode ({', '.join(CONTROL_MODES)}, …)"
+            f"device state: {where}: {quote(value)} is not a ControlMode ({', '.join(CONTROL_MODES)}, …)"
         )
     return value
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _type(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
-        type(value), "null" if value is None else type(value).__name__
-    )
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"

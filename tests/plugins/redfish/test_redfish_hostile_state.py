@@ -24,7 +24,7 @@ HOSTILE: list[tuple[Any, str]] = [
     ({"version": "one"}, "unknown version 'one'"),
     ({"version": 99}, "unknown version 99"),
     ({"plugin": "nvml", "gpus": {}}, "plugin: written by 'nvml', not by redfish"),
-    ({"priors": []}, "priors: expected an object, got a list"),
+    ({"priors": []}, "priors: expected an object, got array"),
     (
         {"priors": {"topology": {"gpu/0": {"watts": "700"}}}},
         "priors.'topology'.'gpu/0'.watts: expected watts",
