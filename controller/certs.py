@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from plugins.redfish.simulator._tls import CA_KEY_FILE, ensure_tls_files
+from plugins.redfish.simulator._tls import CA_KEY_FILE, ensure_tls_files, key_pem, write_file
 
 #: the client certificates `devicectl certs init` makes by default, named after their role
 DEFAULT_CLIENTS = ("topology", "operator", "admin")
@@ -48,7 +47,7 @@ def init(directory: str | os.PathLike[str], clients: tuple[str, ...] = DEFAULT_C
             raise ValueError(f"client name {name!r} is not usable as a file name")
         cert_path, key_path = files.ca.parent / f"{name}.pem", files.ca.parent / f"{name}-key.pem"
         key = ec.generate_private_key(ec.SECP256R1())
-        write_file(key_path, _key_pem(key), private=True)
+        write_file(key_path, key_pem(key), private=True)
         write_file(
             cert_path, client_certificate(name, key, ca_cert, ca_key).public_bytes(serialization.Encoding.PEM)
         )
@@ -81,22 +80,3 @@ def client_certificate(
         )
         .sign(ca_key, hashes.SHA256())
     )
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
-def write_file(path: Path, data: bytes, *, private: bool = False) -> None:
-    """Write-then-rename, so a server reloading its certificate never reads half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        os.fchmod(fd, 0o600 if private else 0o644)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

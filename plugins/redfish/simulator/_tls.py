@@ -70,15 +70,15 @@ def ensure_tls_files(cert_dir: str | os.PathLike[str]) -> TlsFiles:
     if ca_cert is None or ca_key is None:
         ca_key = ec.generate_private_key(ec.SECP256R1())
         ca_cert = _make_ca(ca_key)
-        _write(ca_key_path, _key_pem(ca_key), private=True)
-        _write(files.ca, ca_cert.public_bytes(serialization.Encoding.PEM))
+        write_file(ca_key_path, key_pem(ca_key), private=True)
+        write_file(files.ca, ca_cert.public_bytes(serialization.Encoding.PEM))
     elif _server_ok(files, ca_cert):
         return files
 
     server_key = ec.generate_private_key(ec.SECP256R1())
     server_cert = _make_server(server_key, ca_cert, ca_key)
-    _write(files.key, _key_pem(server_key), private=True)
-    _write(files.cert, server_cert.public_bytes(serialization.Encoding.PEM))
+    write_file(files.key, key_pem(server_key), private=True)
+    write_file(files.cert, server_cert.public_bytes(serialization.Encoding.PEM))
     return files
 
 
@@ -235,14 +235,15 @@ def _make_server(
     )
 
 
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    """A private key as unencrypted PKCS#8 PEM."""
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
 
 
-def _write(path: Path, data: bytes, *, private: bool = False) -> None:
-    # write-then-rename so a concurrent reader never sees a half-written PEM file
+def write_file(path: Path, data: bytes, *, private: bool = False) -> None:
+    """Write-then-rename, so a reader (a server reloading its certificate) never sees half a file."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         os.fchmod(fd, 0o600 if private else 0o644)
