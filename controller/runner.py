@@ -8,7 +8,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,6 +28,7 @@ from plugins.base import (
     DeviceControllerError,
     DevicePlugin,
     DeviceUnreachableError,
+    DeviceWrite,
     Endpoint,
     InvalidRequestError,
     Outcome,
@@ -35,8 +36,10 @@ from plugins.base import (
     RequestKind,
     SystemSpec,
     UnknownDeviceError,
+    WriteLog,
     run_operation,
 )
+from plugins.base._codec import encode
 
 log = logging.getLogger(__name__)
 
@@ -144,9 +147,10 @@ class RequestRunner:
         except Exception as exc:  # bookkeeping only: the completion is what must be written
             log.warning("could not record the start (%s); running anyway", describe(exc))
         started = time.monotonic()
+        writes = WriteLog()  # receipts, kept even when the operation fails part-way
         try:
             try:
-                operation = run_operation(resolved.plugin, kind, ctx, request)
+                operation = run_operation(resolved.plugin, kind, ctx, request, writes)
                 outcome = await asyncio.wait_for(operation, remaining)
             finally:
                 metrics.RUN_SECONDS.labels(kind.value).observe(time.monotonic() - started)
@@ -158,13 +162,16 @@ class RequestRunner:
                 f"timed out after {remaining:.1f} s (request deadline)",
                 request=request,
                 touch=True,
+                writes=writes,
             )
             return
         except DeviceUnreachableError as exc:
-            await self._fail(job, msg, "failed", str(exc), request=request, touch=True, ping_error=str(exc))
+            await self._fail(
+                job, msg, "failed", str(exc), request=request, touch=True, ping_error=str(exc), writes=writes
+            )
             return
         except DeviceControllerError as exc:
-            await self._fail(job, msg, "failed", str(exc), request=request, touch=True)
+            await self._fail(job, msg, "failed", str(exc), request=request, touch=True, writes=writes)
             return
         except Exception as exc:
             log.exception("plugin %s raised an unexpected error", resolved.entry.plugin)
@@ -175,6 +182,7 @@ class RequestRunner:
                 f"internal error in plugin {resolved.entry.plugin}: {type(exc).__name__}: {exc}",
                 request=request,
                 touch=True,
+                writes=writes,
             )
             return
         log.debug("%s done in %.3f s", kind.value, time.monotonic() - started)
@@ -263,6 +271,7 @@ class RequestRunner:
                 verification=verification,
                 trace_id=job.trace_id,
                 kind=kind.value,
+                writes=receipts(outcome.writes),
             )
         )
         if done:
@@ -284,6 +293,7 @@ class RequestRunner:
         request: Any = None,
         touch: bool = False,
         ping_error: str = "",
+        writes: WriteLog | None = None,
     ) -> None:
         log.warning("%s %s: %s", job.kind.value, outcome, clip(error))  # errors quote ids
         response = translate.error_response(
@@ -307,6 +317,7 @@ class RequestRunner:
                 touch_device=touch,
                 trace_id=job.trace_id,
                 kind=job.kind.value,
+                writes=receipts(writes.entries()) if writes is not None else None,
             )
         )
 
@@ -379,6 +390,11 @@ def _without_result(c: Completion, exc: BaseException) -> Completion:
         trace_id=c.trace_id,
         kind=c.kind,
     )
+
+
+def receipts(writes: Sequence[DeviceWrite]) -> list[dict[str, Any]] | None:
+    """Receipts as stored with the journal (JSON objects), None when nothing was written."""
+    return [encode(w) for w in writes] or None
 
 
 def _device_url(entry: DeviceEntry, model: Mapping[str, Any]) -> str:

@@ -15,6 +15,7 @@ from controller.cli._channel import add_client_flags, channel
 from controller.cli._errors import UsageError
 from controller.cli._render import clip_cell, console, print_json, short_id, table, when
 from controller.cli._responses import render_response
+from controller.cli._writes import render_writes
 from plugins import registry
 
 
@@ -188,6 +189,8 @@ def requests_show(args: argparse.Namespace) -> int:
             ("dead-lettered", when(r.dead_lettered_at) if r.HasField("dead_lettered_at") else ""),
         ],
     )
+    if r.writes:
+        render_writes(r.writes)
     if r.HasField("response"):
         render_response(r.response)
     return 0

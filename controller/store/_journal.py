@@ -61,6 +61,7 @@ def _request_view(row: Any) -> RequestView:
         delivery_attempts=m["delivery_attempts"] or 0,
         delivery_error=m["delivery_error"] or "",
         dead_lettered_at=m["dead_lettered_at"],
+        writes=m["writes_json"],
     )
 
 
@@ -163,6 +164,7 @@ _COMPLETE = (
         outcome=sa.bindparam("b_outcome"),
         error=sa.bindparam("b_error"),
         finished_at=sa.bindparam("b_finished_at", type_=UTCDateTime()),
+        writes_json=sa.bindparam("b_writes", type_=R.c.writes_json.type),
     )
 )
 
@@ -211,6 +213,7 @@ def complete_many(conn: Connection, completions: list[Completion]) -> list[bool 
                 "b_outcome": c.outcome,
                 "b_error": c.error,
                 "b_finished_at": c.finished_at,
+                "b_writes": c.writes or None,
             }
             for c in applied
         ],
@@ -290,6 +293,7 @@ _VIEW_QUERY = sa.select(
     OB.c.attempts.label("delivery_attempts"),
     OB.c.last_error.label("delivery_error"),
     OB.c.dead_lettered_at,
+    R.c.writes_json,
 ).select_from(R.outerjoin(OB, OB.c.request_id == R.c.request_id))
 
 

@@ -125,6 +125,8 @@ class RequestModel(Base):
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     owner: Mapped[str] = mapped_column(String, nullable=False, server_default="")
+    #: receipts: the device writes the request made (a list of `plugins.base.DeviceWrite` as JSON)
+    writes_json: Mapped[Any | None] = mapped_column(JSONDoc, nullable=True)
 
 
 class OutboxModel(Base):

@@ -110,6 +110,8 @@ class Completion:
     verification: NewVerification | None = None
     trace_id: str = ""
     kind: str = ""
+    #: receipts: the device writes made, as JSON objects (None: none recorded)
+    writes: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +144,8 @@ class RequestView(JournalRow):
     delivery_attempts: int
     delivery_error: str
     dead_lettered_at: datetime | None = None
+    #: receipts: the device writes the request made, as JSON objects
+    writes: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from plugins.base._plugin import (
 )
 from plugins.base._policy import CapTarget, check_range, element_share, gpu_target, gpu_targets
 from plugins.base._profiles import ProfileChecks
+from plugins.base._receipts import DeviceWrite, WriteLog, recording, write_log
 from plugins.base._spec import CATALOGUE, ComponentSpec, SystemSpec, policy_from_element_map
 from plugins.base._streams import (
     DEVICE_TYPE_GPU,
@@ -113,6 +114,7 @@ __all__ = [
     "DeviceTarget",
     "DeviceTimeoutError",
     "DeviceUnreachableError",
+    "DeviceWrite",
     "ElementType",
     "Empty",
     "Endpoint",
@@ -156,13 +158,16 @@ __all__ = [
     "UnknownDeviceError",
     "UnsupportedError",
     "VerificationResult",
+    "WriteLog",
     "check_range",
     "element_share",
     "gpu_target",
     "gpu_targets",
     "policy_from_element_map",
+    "recording",
     "run_operation",
     "serve",
+    "write_log",
 ]
 
 

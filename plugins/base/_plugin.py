@@ -7,6 +7,7 @@ plugin returns (`Outcome.state`). Connection pools and login sessions are caches
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from abc import ABC
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -16,6 +17,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from plugins.base import _types as t
 from plugins.base._errors import UnsupportedError
+from plugins.base._receipts import DeviceWrite, WriteLog, recording
 from plugins.base._streams import ContainerReservation, FingerprintResponse, StatsResponse
 
 R = TypeVar("R")
@@ -64,6 +66,8 @@ class DeviceContext(DeviceTarget):
     #: absolute deadline on the `time.monotonic()` clock
     deadline: float = field(default_factory=lambda: time.monotonic() + 30.0)
     state: Mapping[str, Any] = field(default_factory=dict)
+    #: plan only: the write choke points record what they would send and send nothing
+    dry_run: bool = False
 
     def remaining(self) -> float:
         """Seconds left before the deadline (never negative)."""
@@ -104,6 +108,8 @@ class Outcome(Generic[R]):
         reached_at: when the device was last reached (becomes `device_ping_time`).
         reach_error: why the device could not be reached (becomes `device_ping_error`).
         verification: a follow-up check for the controller to schedule.
+        writes: the device writes made (planned, in a dry run); `run_operation` fills them in
+            from the operation's write log, so plugins only report writes at their choke point.
     """
 
     result: R
@@ -111,6 +117,7 @@ class Outcome(Generic[R]):
     reached_at: datetime | None = None
     reach_error: str = ""
     verification: PendingVerification | None = None
+    writes: tuple[DeviceWrite, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -255,9 +262,20 @@ OPERATIONS: Mapping[t.RequestKind, str] = {
 
 
 async def run_operation(
-    plugin: DevicePlugin, kind: t.RequestKind, ctx: DeviceContext, request: Any
+    plugin: DevicePlugin,
+    kind: t.RequestKind,
+    ctx: DeviceContext,
+    request: Any,
+    log: WriteLog | None = None,
 ) -> Outcome[Any]:
-    """Call the plugin coroutine that serves `kind`."""
+    """Call the plugin coroutine that serves `kind`, recording its device writes.
+
+    Pass `log` to see the writes of an operation that raises (they are on the outcome otherwise).
+    """
     method = getattr(plugin, OPERATIONS[kind])
-    outcome: Outcome[Any] = await method(ctx, request)
-    return outcome
+    log = log if log is not None else WriteLog(dry_run=ctx.dry_run)
+    with recording(log):
+        outcome: Outcome[Any] = await method(ctx, request)
+    # an out-of-process plugin's writes come back on its outcome; in-process ones are in the log
+    writes = (*outcome.writes, *log.entries())
+    return dataclasses.replace(outcome, writes=writes) if writes != outcome.writes else outcome

@@ -20,6 +20,7 @@ from plugins.base import _errors as e
 from plugins.base import _plugin as p
 from plugins.base import _types as t
 from plugins.base._codec import decode, encode, error_from
+from plugins.base._receipts import DeviceWrite
 
 SERVICE = "devicectl.plugin.v1.PowerOperations"
 
@@ -152,6 +153,7 @@ def request_to_pb(ctx: p.DeviceContext, request: Any) -> ppb.OperationRequest:
         remaining=remaining,
         state_json=json.dumps(encode(ctx.state)),
         request_json=json.dumps(encode(request)),
+        dry_run=ctx.dry_run,
     )
 
 
@@ -162,6 +164,7 @@ def context_from_pb(msg: ppb.OperationRequest) -> p.DeviceContext:
         trace_id=msg.trace_id,
         deadline=time.monotonic() + msg.remaining.ToNanoseconds() / 1e9,
         state=_json_object(msg.state_json, "state_json"),
+        dry_run=msg.dry_run,
     )
 
 
@@ -179,6 +182,7 @@ def outcome_to_pb(outcome: p.Outcome[Any]) -> ppb.OperationResponse:
         state_json=json.dumps(encode(outcome.state)) if outcome.state is not None else "",
         reach_error=outcome.reach_error,
         verification_json=json.dumps(encode(outcome.verification)) if outcome.verification else "",
+        writes_json=json.dumps(encode(outcome.writes)) if outcome.writes else "",
     )
     if outcome.reached_at is not None:
         out.reached_at.FromDatetime(outcome.reached_at.astimezone(UTC))
@@ -198,5 +202,8 @@ def outcome_from_pb(rpc: PowerRpc, msg: ppb.OperationResponse) -> p.Outcome[Any]
             decode(p.PendingVerification, json.loads(msg.verification_json), "verification")
             if msg.verification_json
             else None
+        ),
+        writes=(
+            decode(tuple[DeviceWrite, ...], json.loads(msg.writes_json), "writes") if msg.writes_json else ()
         ),
     )

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import importlib.metadata
 import logging
 import threading
@@ -176,7 +177,9 @@ class NvmlLibrary:
         Raises:
             DeviceControllerError: an NVML error, converted; `DeviceTimeoutError` on timeout.
         """
-        future = asyncio.wrap_future(self._get_executor().submit(self._call, job, what))
+        # the caller's context goes along: the operation's write log (receipts, dry run) is in it
+        context = contextvars.copy_context()
+        future = asyncio.wrap_future(self._get_executor().submit(context.run, self._call, job, what))
         try:
             if within is None:
                 return await future

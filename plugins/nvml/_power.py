@@ -18,7 +18,7 @@ from __future__ import annotations
 import ctypes
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pynvml
@@ -33,6 +33,7 @@ from plugins.base import (
     SystemSpec,
     UnsupportedError,
     gpu_targets,
+    write_log,
 )
 from plugins.nvml._errors import is_capability_absent, map_nvml_error
 from plugins.nvml._gpus import Gpu, Inventory
@@ -41,6 +42,11 @@ from plugins.nvml._state import NvmlState
 GPU_SCOPE = "gpu"
 MODULE_SCOPE = "module"
 SCOPES = {GPU_SCOPE: pynvml.NVML_POWER_SCOPE_GPU, MODULE_SCOPE: pynvml.NVML_POWER_SCOPE_MODULE}
+#: the NVML setter each scope's limit is written with (named in receipts)
+SETTERS = {
+    GPU_SCOPE: "nvmlDeviceSetPowerManagementLimit",
+    MODULE_SCOPE: "nvmlDeviceSetPowerManagementLimit_v2",
+}
 
 NOT_IN_BAND = "not controllable in-band by NVML; use an out-of-band plugin (e.g. redfish) for it"
 PERSISTENCE_OFF = (
@@ -143,7 +149,26 @@ def read_limits(handle: Any, scope: str) -> Limits:
     return Limits(int(lo), int(hi), int(default), int(requested), int(enforced))
 
 
-def set_limit(handle: Any, scope: str, limit_mw: int) -> None:
+def set_limit(
+    handle: Any, scope: str, limit_mw: int, *, label: str = "", before_mw: int | None = None
+) -> int:
+    """The plugin's one write choke point: record a receipt, and write unless this is a dry run.
+
+    Returns the receipt's index (for the read-back).
+    """
+    log = write_log()
+    function = SETTERS[scope]
+    target = f"{function}({label or 'GPU'})"
+    body = {"scope": scope, "limit_mw": limit_mw}
+    before = to_watts(before_mw) if before_mw is not None else None
+    if log.dry_run:
+        return log.plan(target, function, body, component=label, before=before)
+    with log.write(target, function, body, component=label, before=before) as index:
+        _set_limit(handle, scope, limit_mw)
+    return index
+
+
+def _set_limit(handle: Any, scope: str, limit_mw: int) -> None:
     """Write a limit with a setter that raises on failure."""
     if scope == GPU_SCOPE:
         pynvml.nvmlDeviceSetPowerManagementLimit(handle, limit_mw)
@@ -188,9 +213,24 @@ def _write(gpu: Gpu, scope: str, before: Limits, target_mw: int, action: str, st
             "earlier (driver reload with persistence mode off, or another tool)"
         )
     wrote = before.requested_mw != target_mw
+    log = write_log()
     if wrote:
-        set_limit(handle, scope, target_mw)
-    after = read_limits(handle, scope)
+        index = set_limit(handle, scope, target_mw, label=gpu.label, before_mw=before.requested_mw)
+    elif log.dry_run:
+        body = {"scope": scope, "limit_mw": target_mw}
+        log.skip(
+            SETTERS[scope],
+            body,
+            component=gpu.label,
+            before=to_watts(before.requested_mw),
+            note="already in force",
+        )
+    if log.dry_run:  # nothing was written: what the write would leave in force
+        after = replace(before, requested_mw=target_mw, enforced_mw=target_mw) if wrote else before
+    else:
+        after = read_limits(handle, scope)
+        if wrote:
+            log.read_back(index, to_watts(after.requested_mw))
     ok = after.requested_mw == target_mw
     verb = action if wrote else f"{action} (already in force)"
     head = f"{verb} {to_watts(target_mw):g} W"

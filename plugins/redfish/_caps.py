@@ -18,12 +18,14 @@ Every change follows the same steps, whatever the mechanism:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from plugins.base import DeviceControllerError
+from redfish.aio.response import AsyncRestResponse
+
+from plugins.base import DeviceControllerError, write_log
 from plugins.redfish._client import BmcClient, Document
 from plugins.redfish._errors import (
     ConnectionFailedError,
@@ -73,18 +75,52 @@ class OpBmc:
         """GET a resource."""
         return await self._track(self.client.get(path, deadline=self.deadline))
 
-    async def send(self, request: CapRequest, etag: str | None) -> None:
-        """Send a cap request (PATCH or action POST); 202 is waited for."""
-        if request.method == "PATCH":
-            await self._track(
-                self.client.patch(request.path, request.body, deadline=self.deadline, etag=etag)
-            )
-        else:
-            await self._track(self.client.post(request.path, request.body, deadline=self.deadline))
+    @property
+    def dry_run(self) -> bool:
+        """Plan only: writes are recorded as planned and not sent."""
+        return write_log().dry_run
 
-    async def post(self, path: str, body: Mapping[str, Any]) -> None:
-        """POST an action; 202 is waited for."""
-        await self._track(self.client.post(path, body, deadline=self.deadline))
+    async def send(
+        self,
+        request: CapRequest,
+        etag: str | None,
+        *,
+        component: str = "",
+        before: float | None = None,
+        note: str = "",
+    ) -> int:
+        """Send a cap request (PATCH or action POST); 202 is waited for. Returns its receipt index."""
+        if request.method == "PATCH":
+            call = self.client.patch(request.path, request.body, deadline=self.deadline, etag=etag)
+        else:
+            call = self.client.post(request.path, request.body, deadline=self.deadline)
+        return await self._write(
+            request.method, request.path, request.body, call, component=component, before=before, note=note
+        )
+
+    async def post(self, path: str, body: Mapping[str, Any], *, component: str = "") -> int:
+        """POST an action; 202 is waited for. Returns its receipt index."""
+        return await self._write(
+            "POST", path, body, self.client.post(path, body, deadline=self.deadline), component=component
+        )
+
+    async def _write(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any],
+        call: Coroutine[Any, Any, AsyncRestResponse],
+        **receipt: Any,
+    ) -> int:
+        """The plugin's one write choke point: every PATCH/POST gets a receipt; a dry run sends none."""
+        log = write_log()
+        if log.dry_run:
+            call.close()  # never awaited: nothing goes to the BMC
+            return log.plan(path, method, body, **receipt)
+        with log.write(path, method, body, **receipt) as index:
+            reply = await self._track(call)
+        log.set_status(index, str(reply.status))
+        return index
 
     async def ping(self, attempts: int) -> Document:
         """GET the service root without authentication."""
@@ -170,9 +206,11 @@ async def set_cap(
         before = current
         problem = _check(label, watts, current, bounds)
         if problem:
+            _skipped(bmc, component, current, watts, problem)
             return CapChange(component, False, watts, before=before, after=before, message=problem)
         value = _quantize(watts, current.increment)
         if current.capped and same_watts(current.watts, value):
+            _skipped(bmc, component, current, value, "already in force")
             return CapChange(component, True, watts, before=before, after=current)
 
         def satisfied(r: LimitReading) -> bool:
@@ -186,6 +224,8 @@ async def set_cap(
             current,
             doc,
             satisfied,
+            Prior(float(value), True),
+            note=_plan_note(watts, value, current, bounds),
         )
     except DeviceControllerError as exc:
         return CapChange(component, False, watts, message=f"{label}: {exc}", error=exc)
@@ -206,6 +246,7 @@ async def restore_cap(bmc: OpBmc, component: Component, prior: Prior) -> CapChan
         doc = await bmc.get(component.limit_uri)
         current = mech.parse(component, doc)
         if mech.matches(current, prior):
+            _skipped(bmc, component, current, prior.watts, "already in force")
             return CapChange(component, True, prior.watts, before=current, after=current)
         after = await _write(
             bmc,
@@ -215,6 +256,8 @@ async def restore_cap(bmc: OpBmc, component: Component, prior: Prior) -> CapChan
             current,
             doc,
             lambda r: mech.matches(r, prior),
+            prior,
+            note="restore the value from before devicectl's first change",
         )
     except DeviceControllerError as exc:
         return CapChange(component, False, prior.watts, message=f"{label}: {exc}", error=exc)
@@ -232,9 +275,14 @@ async def _write(
     current: LimitReading,
     doc: Document,
     satisfied: Callable[[LimitReading], bool],
+    target: Prior,
+    *,
+    note: str = "",
 ) -> LimitReading:
     """Send the change and read it back; on 412 or "maybe applied", re-read and send again only
-    if still needed. Returns the reading after the change.
+    if still needed. Returns the reading after the change (in a dry run: `target`, planned).
+
+    Each write's receipt gets the value before it and the read-back after it.
 
     A 412 is retried with the fresh ETag; a second 412 while the property we change still reads the
     same means the ETag is a hash over live readings (bmcweb): the third write goes without
@@ -248,8 +296,12 @@ async def _write(
             request = mech.persist(request, doc)
         etag = current.etag if request.if_match and policy == "strong" else None
         try:
-            await bmc.send(request, etag)
-            return mech.parse(component, await bmc.get(component.limit_uri))
+            index = await bmc.send(request, etag, component=component.label, before=current.watts, note=note)
+            if bmc.dry_run:  # nothing was sent: what the write would leave in force
+                return replace(current, watts=target.watts, capped=target.capped, etag=None)
+            after = mech.parse(component, await bmc.get(component.limit_uri))
+            write_log().read_back(index, after.watts)
+            return after
         except PreconditionFailedError:
             conflicts += 1
             if conflicts > 2:
@@ -336,6 +388,28 @@ def _outside(label: str, watts: float, lo: float | None, hi: float | None, sourc
     if hi is not None and watts > hi + 1e-9:
         return f"{label}: {_w(watts)} is above the {source} maximum of {_w(hi)} (the BMC publishes none)"
     return ""
+
+
+def _skipped(bmc: OpBmc, component: Component, current: LimitReading, watts: float | None, why: str) -> None:
+    """A dry run's plan lists what it would not write, and why."""
+    if bmc.dry_run:
+        body = {"watts": watts} if watts is not None else {}
+        write_log().skip(component.limit_uri, body, component=component.label, before=current.watts, note=why)
+
+
+def _plan_note(watts: float, value: int, current: LimitReading, bounds: Bounds | None) -> str:
+    """Rounding and the allowed range, for the receipt (a dry run's plan shows both)."""
+    lo = current.min_watts if current.min_watts is not None else (bounds.min_watts if bounds else None)
+    hi = current.max_watts if current.max_watts is not None else (bounds.max_watts if bounds else None)
+    parts = []
+    if not same_watts(watts, value):
+        step = f" (Increment {current.increment:g})" if current.increment else ""
+        parts.append(f"{watts:g} W rounded to {value} W{step}")
+    if lo is not None or hi is not None:
+        lo_s = f"{lo:g}" if lo is not None else "?"
+        hi_s = f"{hi:g}" if hi is not None else "?"
+        parts.append(f"allowed {lo_s}..{hi_s} W")
+    return "; ".join(parts)
 
 
 def _quantize(watts: float, increment: float | None) -> int:

@@ -27,45 +27,47 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as devicecontroller_dot_v1_dot_devicecontroller__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x64\x65vicecontroller/v1/admin.proto\x12\x13\x64\x65vicecontroller.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a*devicecontroller/v1/devicecontroller.proto\"\xd8\x04\n\rRequestRecord\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x10\n\x08trace_id\x18\x04 \x01(\t\x12\x32\n\x06status\x18\x05 \x01(\x0e\x32\".devicecontroller.v1.RequestStatus\x12\x0f\n\x07outcome\x18\x06 \x01(\t\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x08 \x01(\r\x12/\n\x0b\x61\x63\x63\x65pted_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x64\x65\x61\x64line_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0c\x64\x65livered_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x19\n\x11\x64\x65livery_attempts\x18\x0e \x01(\r\x12\x16\n\x0e\x64\x65livery_error\x18\x0f \x01(\t\x12?\n\x08response\x18\x10 \x01(\x0b\x32-.devicecontroller.v1.DeviceControllerResponse\x12\x34\n\x10\x64\x65\x61\x64_lettered_at\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\'\n\x11GetRequestRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\"\x9c\x01\n\x13ListRequestsRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12\x32\n\x06status\x18\x02 \x01(\x0e\x32\".devicecontroller.v1.RequestStatus\x12\x18\n\x10undelivered_only\x18\x03 \x01(\x08\x12\r\n\x05limit\x18\x04 \x01(\r\x12\x18\n\x10\x64\x65\x61\x64_letter_only\x18\x05 \x01(\x08\"L\n\x14ListRequestsResponse\x12\x34\n\x08requests\x18\x01 \x03(\x0b\x32\".devicecontroller.v1.RequestRecord\"C\n\x12WaitRequestRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x19\n\x11wait_for_delivery\x18\x02 \x01(\x08\"\xc5\x02\n\x0c\x44\x65viceRecord\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06plugin\x18\x02 \x01(\t\x12\x12\n\nmodel_json\x18\x03 \x01(\x0c\x12\x12\n\nstate_json\x18\x04 \x01(\x0c\x12\x15\n\rstate_version\x18\x05 \x01(\x04\x12.\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0flast_request_id\x18\x08 \x01(\t\x12\x11\n\tlast_kind\x18\t \x01(\t\x12\x14\n\x0clast_outcome\x18\n \x01(\t\x12\x12\n\nlast_error\x18\x0b \x01(\t\x12\x0e\n\x06queued\x18\x0c \x01(\r\x12\x14\n\x0cin_inventory\x18\r \x01(\x08\"\x1e\n\x10GetDeviceRequest\x12\n\n\x02id\x18\x01 \x01(\t\"#\n\x12ListDevicesRequest\x12\r\n\x05limit\x18\x01 \x01(\r\"I\n\x13ListDevicesResponse\x12\x32\n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32!.devicecontroller.v1.DeviceRecord\"\x8c\x02\n\x12VerificationRecord\x12\x17\n\x0fverification_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x06 \x01(\t\x12.\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12*\n\x06\x64ue_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"R\n\x18ListVerificationsRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12\x17\n\x0fverification_id\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\r\"[\n\x19ListVerificationsResponse\x12>\n\rverifications\x18\x01 \x03(\x0b\x32\'.devicecontroller.v1.VerificationRecord\"K\n\nPluginInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x0e\n\x06vendor\x18\x03 \x01(\t\x12\x0e\n\x06source\x18\x04 \x01(\t\"G\n\x13ListPluginsResponse\x12\x30\n\x07plugins\x18\x01 \x03(\x0b\x32\x1f.devicecontroller.v1.PluginInfo\"\xb2\x02\n\x10\x43ontrollerStatus\x12\x12\n\njournal_ok\x18\x01 \x01(\x08\x12\x15\n\rjournal_error\x18\x02 \x01(\t\x12\x37\n\x13journal_error_since\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x63\x61llback_ok\x18\x04 \x01(\x08\x12\x16\n\x0e\x63\x61llback_error\x18\x05 \x01(\t\x12\x38\n\x14\x63\x61llback_error_since\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0bundelivered\x18\x07 \x01(\x04\x12\x14\n\x0c\x64\x65\x61\x64_letters\x18\x08 \x01(\x04\x12\x11\n\tdelivered\x18\t \x01(\x04\x12\x15\n\rdead_lettered\x18\n \x01(\x04*W\n\rRequestStatus\x12\x1e\n\x1aREQUEST_STATUS_UNSPECIFIED\x10\x00\x12\n\n\x06QUEUED\x10\x01\x12\x0b\n\x07RUNNING\x10\x02\x12\r\n\tCOMPLETED\x10\x03\x32\xfe\x05\n\x15\x44\x65viceControllerAdmin\x12X\n\nGetRequest\x12&.devicecontroller.v1.GetRequestRequest\x1a\".devicecontroller.v1.RequestRecord\x12\x63\n\x0cListRequests\x12(.devicecontroller.v1.ListRequestsRequest\x1a).devicecontroller.v1.ListRequestsResponse\x12\\\n\x0bWaitRequest\x12\'.devicecontroller.v1.WaitRequestRequest\x1a\".devicecontroller.v1.RequestRecord0\x01\x12U\n\tGetDevice\x12%.devicecontroller.v1.GetDeviceRequest\x1a!.devicecontroller.v1.DeviceRecord\x12`\n\x0bListDevices\x12\'.devicecontroller.v1.ListDevicesRequest\x1a(.devicecontroller.v1.ListDevicesResponse\x12r\n\x11ListVerifications\x12-.devicecontroller.v1.ListVerificationsRequest\x1a..devicecontroller.v1.ListVerificationsResponse\x12O\n\x0bListPlugins\x12\x16.google.protobuf.Empty\x1a(.devicecontroller.v1.ListPluginsResponse\x12J\n\tGetStatus\x12\x16.google.protobuf.Empty\x1a%.devicecontroller.v1.ControllerStatusb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x64\x65vicecontroller/v1/admin.proto\x12\x13\x64\x65vicecontroller.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a*devicecontroller/v1/devicecontroller.proto\"\x8a\x05\n\rRequestRecord\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x10\n\x08trace_id\x18\x04 \x01(\t\x12\x32\n\x06status\x18\x05 \x01(\x0e\x32\".devicecontroller.v1.RequestStatus\x12\x0f\n\x07outcome\x18\x06 \x01(\t\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x08 \x01(\r\x12/\n\x0b\x61\x63\x63\x65pted_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x64\x65\x61\x64line_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0c\x64\x65livered_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x19\n\x11\x64\x65livery_attempts\x18\x0e \x01(\r\x12\x16\n\x0e\x64\x65livery_error\x18\x0f \x01(\t\x12?\n\x08response\x18\x10 \x01(\x0b\x32-.devicecontroller.v1.DeviceControllerResponse\x12\x34\n\x10\x64\x65\x61\x64_lettered_at\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x06writes\x18\x12 \x03(\x0b\x32 .devicecontroller.v1.DeviceWrite\"\xdc\x01\n\x0b\x44\x65viceWrite\x12\x0e\n\x06target\x18\x01 \x01(\t\x12\x0e\n\x06method\x18\x02 \x01(\t\x12\x11\n\tbody_json\x18\x03 \x01(\t\x12\x11\n\tcomponent\x18\x04 \x01(\t\x12\x19\n\x0c\x62\x65\x66ore_watts\x18\x05 \x01(\x01H\x00\x88\x01\x01\x12\x18\n\x0b\x61\x66ter_watts\x18\x06 \x01(\x01H\x01\x88\x01\x01\x12\x0e\n\x06status\x18\x07 \x01(\t\x12\x13\n\x0b\x64uration_ms\x18\x08 \x01(\x01\x12\x0c\n\x04note\x18\t \x01(\tB\x0f\n\r_before_wattsB\x0e\n\x0c_after_watts\"\'\n\x11GetRequestRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\"\x9c\x01\n\x13ListRequestsRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12\x32\n\x06status\x18\x02 \x01(\x0e\x32\".devicecontroller.v1.RequestStatus\x12\x18\n\x10undelivered_only\x18\x03 \x01(\x08\x12\r\n\x05limit\x18\x04 \x01(\r\x12\x18\n\x10\x64\x65\x61\x64_letter_only\x18\x05 \x01(\x08\"L\n\x14ListRequestsResponse\x12\x34\n\x08requests\x18\x01 \x03(\x0b\x32\".devicecontroller.v1.RequestRecord\"C\n\x12WaitRequestRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x19\n\x11wait_for_delivery\x18\x02 \x01(\x08\"\xc5\x02\n\x0c\x44\x65viceRecord\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06plugin\x18\x02 \x01(\t\x12\x12\n\nmodel_json\x18\x03 \x01(\x0c\x12\x12\n\nstate_json\x18\x04 \x01(\x0c\x12\x15\n\rstate_version\x18\x05 \x01(\x04\x12.\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0flast_request_id\x18\x08 \x01(\t\x12\x11\n\tlast_kind\x18\t \x01(\t\x12\x14\n\x0clast_outcome\x18\n \x01(\t\x12\x12\n\nlast_error\x18\x0b \x01(\t\x12\x0e\n\x06queued\x18\x0c \x01(\r\x12\x14\n\x0cin_inventory\x18\r \x01(\x08\"\x1e\n\x10GetDeviceRequest\x12\n\n\x02id\x18\x01 \x01(\t\"#\n\x12ListDevicesRequest\x12\r\n\x05limit\x18\x01 \x01(\r\"I\n\x13ListDevicesResponse\x12\x32\n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32!.devicecontroller.v1.DeviceRecord\"\x8c\x02\n\x12VerificationRecord\x12\x17\n\x0fverification_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x06 \x01(\t\x12.\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12*\n\x06\x64ue_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"R\n\x18ListVerificationsRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12\x17\n\x0fverification_id\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\r\"[\n\x19ListVerificationsResponse\x12>\n\rverifications\x18\x01 \x03(\x0b\x32\'.devicecontroller.v1.VerificationRecord\"K\n\nPluginInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x0e\n\x06vendor\x18\x03 \x01(\t\x12\x0e\n\x06source\x18\x04 \x01(\t\"G\n\x13ListPluginsResponse\x12\x30\n\x07plugins\x18\x01 \x03(\x0b\x32\x1f.devicecontroller.v1.PluginInfo\"\xb2\x02\n\x10\x43ontrollerStatus\x12\x12\n\njournal_ok\x18\x01 \x01(\x08\x12\x15\n\rjournal_error\x18\x02 \x01(\t\x12\x37\n\x13journal_error_since\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x63\x61llback_ok\x18\x04 \x01(\x08\x12\x16\n\x0e\x63\x61llback_error\x18\x05 \x01(\t\x12\x38\n\x14\x63\x61llback_error_since\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0bundelivered\x18\x07 \x01(\x04\x12\x14\n\x0c\x64\x65\x61\x64_letters\x18\x08 \x01(\x04\x12\x11\n\tdelivered\x18\t \x01(\x04\x12\x15\n\rdead_lettered\x18\n \x01(\x04*W\n\rRequestStatus\x12\x1e\n\x1aREQUEST_STATUS_UNSPECIFIED\x10\x00\x12\n\n\x06QUEUED\x10\x01\x12\x0b\n\x07RUNNING\x10\x02\x12\r\n\tCOMPLETED\x10\x03\x32\xfe\x05\n\x15\x44\x65viceControllerAdmin\x12X\n\nGetRequest\x12&.devicecontroller.v1.GetRequestRequest\x1a\".devicecontroller.v1.RequestRecord\x12\x63\n\x0cListRequests\x12(.devicecontroller.v1.ListRequestsRequest\x1a).devicecontroller.v1.ListRequestsResponse\x12\\\n\x0bWaitRequest\x12\'.devicecontroller.v1.WaitRequestRequest\x1a\".devicecontroller.v1.RequestRecord0\x01\x12U\n\tGetDevice\x12%.devicecontroller.v1.GetDeviceRequest\x1a!.devicecontroller.v1.DeviceRecord\x12`\n\x0bListDevices\x12\'.devicecontroller.v1.ListDevicesRequest\x1a(.devicecontroller.v1.ListDevicesResponse\x12r\n\x11ListVerifications\x12-.devicecontroller.v1.ListVerificationsRequest\x1a..devicecontroller.v1.ListVerificationsResponse\x12O\n\x0bListPlugins\x12\x16.google.protobuf.Empty\x1a(.devicecontroller.v1.ListPluginsResponse\x12J\n\tGetStatus\x12\x16.google.protobuf.Empty\x1a%.devicecontroller.v1.ControllerStatusb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'devicecontroller.v1.admin_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_REQUESTSTATUS']._serialized_start=2491
-  _globals['_REQUESTSTATUS']._serialized_end=2578
+  _globals['_REQUESTSTATUS']._serialized_start=2764
+  _globals['_REQUESTSTATUS']._serialized_end=2851
   _globals['_REQUESTRECORD']._serialized_start=163
-  _globals['_REQUESTRECORD']._serialized_end=763
-  _globals['_GETREQUESTREQUEST']._serialized_start=765
-  _globals['_GETREQUESTREQUEST']._serialized_end=804
-  _globals['_LISTREQUESTSREQUEST']._serialized_start=807
-  _globals['_LISTREQUESTSREQUEST']._serialized_end=963
-  _globals['_LISTREQUESTSRESPONSE']._serialized_start=965
-  _globals['_LISTREQUESTSRESPONSE']._serialized_end=1041
-  _globals['_WAITREQUESTREQUEST']._serialized_start=1043
-  _globals['_WAITREQUESTREQUEST']._serialized_end=1110
-  _globals['_DEVICERECORD']._serialized_start=1113
-  _globals['_DEVICERECORD']._serialized_end=1438
-  _globals['_GETDEVICEREQUEST']._serialized_start=1440
-  _globals['_GETDEVICEREQUEST']._serialized_end=1470
-  _globals['_LISTDEVICESREQUEST']._serialized_start=1472
-  _globals['_LISTDEVICESREQUEST']._serialized_end=1507
-  _globals['_LISTDEVICESRESPONSE']._serialized_start=1509
-  _globals['_LISTDEVICESRESPONSE']._serialized_end=1582
-  _globals['_VERIFICATIONRECORD']._serialized_start=1585
-  _globals['_VERIFICATIONRECORD']._serialized_end=1853
-  _globals['_LISTVERIFICATIONSREQUEST']._serialized_start=1855
-  _globals['_LISTVERIFICATIONSREQUEST']._serialized_end=1937
-  _globals['_LISTVERIFICATIONSRESPONSE']._serialized_start=1939
-  _globals['_LISTVERIFICATIONSRESPONSE']._serialized_end=2030
-  _globals['_PLUGININFO']._serialized_start=2032
-  _globals['_PLUGININFO']._serialized_end=2107
-  _globals['_LISTPLUGINSRESPONSE']._serialized_start=2109
-  _globals['_LISTPLUGINSRESPONSE']._serialized_end=2180
-  _globals['_CONTROLLERSTATUS']._serialized_start=2183
-  _globals['_CONTROLLERSTATUS']._serialized_end=2489
-  _globals['_DEVICECONTROLLERADMIN']._serialized_start=2581
-  _globals['_DEVICECONTROLLERADMIN']._serialized_end=3347
+  _globals['_REQUESTRECORD']._serialized_end=813
+  _globals['_DEVICEWRITE']._serialized_start=816
+  _globals['_DEVICEWRITE']._serialized_end=1036
+  _globals['_GETREQUESTREQUEST']._serialized_start=1038
+  _globals['_GETREQUESTREQUEST']._serialized_end=1077
+  _globals['_LISTREQUESTSREQUEST']._serialized_start=1080
+  _globals['_LISTREQUESTSREQUEST']._serialized_end=1236
+  _globals['_LISTREQUESTSRESPONSE']._serialized_start=1238
+  _globals['_LISTREQUESTSRESPONSE']._serialized_end=1314
+  _globals['_WAITREQUESTREQUEST']._serialized_start=1316
+  _globals['_WAITREQUESTREQUEST']._serialized_end=1383
+  _globals['_DEVICERECORD']._serialized_start=1386
+  _globals['_DEVICERECORD']._serialized_end=1711
+  _globals['_GETDEVICEREQUEST']._serialized_start=1713
+  _globals['_GETDEVICEREQUEST']._serialized_end=1743
+  _globals['_LISTDEVICESREQUEST']._serialized_start=1745
+  _globals['_LISTDEVICESREQUEST']._serialized_end=1780
+  _globals['_LISTDEVICESRESPONSE']._serialized_start=1782
+  _globals['_LISTDEVICESRESPONSE']._serialized_end=1855
+  _globals['_VERIFICATIONRECORD']._serialized_start=1858
+  _globals['_VERIFICATIONRECORD']._serialized_end=2126
+  _globals['_LISTVERIFICATIONSREQUEST']._serialized_start=2128
+  _globals['_LISTVERIFICATIONSREQUEST']._serialized_end=2210
+  _globals['_LISTVERIFICATIONSRESPONSE']._serialized_start=2212
+  _globals['_LISTVERIFICATIONSRESPONSE']._serialized_end=2303
+  _globals['_PLUGININFO']._serialized_start=2305
+  _globals['_PLUGININFO']._serialized_end=2380
+  _globals['_LISTPLUGINSRESPONSE']._serialized_start=2382
+  _globals['_LISTPLUGINSRESPONSE']._serialized_end=2453
+  _globals['_CONTROLLERSTATUS']._serialized_start=2456
+  _globals['_CONTROLLERSTATUS']._serialized_end=2762
+  _globals['_DEVICECONTROLLERADMIN']._serialized_start=2854
+  _globals['_DEVICECONTROLLERADMIN']._serialized_end=3620
 # @@protoc_insertion_point(module_scope)

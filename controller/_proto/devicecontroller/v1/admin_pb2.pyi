@@ -24,7 +24,7 @@ RUNNING: RequestStatus
 COMPLETED: RequestStatus
 
 class RequestRecord(_message.Message):
-    __slots__ = ("request_id", "device", "kind", "trace_id", "status", "outcome", "error", "attempts", "accepted_at", "started_at", "finished_at", "deadline_at", "delivered_at", "delivery_attempts", "delivery_error", "response", "dead_lettered_at")
+    __slots__ = ("request_id", "device", "kind", "trace_id", "status", "outcome", "error", "attempts", "accepted_at", "started_at", "finished_at", "deadline_at", "delivered_at", "delivery_attempts", "delivery_error", "response", "dead_lettered_at", "writes")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -42,6 +42,7 @@ class RequestRecord(_message.Message):
     DELIVERY_ERROR_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTERED_AT_FIELD_NUMBER: _ClassVar[int]
+    WRITES_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     device: str
     kind: str
@@ -59,7 +60,30 @@ class RequestRecord(_message.Message):
     delivery_error: str
     response: _devicecontroller_pb2.DeviceControllerResponse
     dead_lettered_at: _timestamp_pb2.Timestamp
-    def __init__(self, request_id: _Optional[str] = ..., device: _Optional[str] = ..., kind: _Optional[str] = ..., trace_id: _Optional[str] = ..., status: _Optional[_Union[RequestStatus, str]] = ..., outcome: _Optional[str] = ..., error: _Optional[str] = ..., attempts: _Optional[int] = ..., accepted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivery_attempts: _Optional[int] = ..., delivery_error: _Optional[str] = ..., response: _Optional[_Union[_devicecontroller_pb2.DeviceControllerResponse, _Mapping]] = ..., dead_lettered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    writes: _containers.RepeatedCompositeFieldContainer[DeviceWrite]
+    def __init__(self, request_id: _Optional[str] = ..., device: _Optional[str] = ..., kind: _Optional[str] = ..., trace_id: _Optional[str] = ..., status: _Optional[_Union[RequestStatus, str]] = ..., outcome: _Optional[str] = ..., error: _Optional[str] = ..., attempts: _Optional[int] = ..., accepted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivery_attempts: _Optional[int] = ..., delivery_error: _Optional[str] = ..., response: _Optional[_Union[_devicecontroller_pb2.DeviceControllerResponse, _Mapping]] = ..., dead_lettered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., writes: _Optional[_Iterable[_Union[DeviceWrite, _Mapping]]] = ...) -> None: ...
+
+class DeviceWrite(_message.Message):
+    __slots__ = ("target", "method", "body_json", "component", "before_watts", "after_watts", "status", "duration_ms", "note")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    BODY_JSON_FIELD_NUMBER: _ClassVar[int]
+    COMPONENT_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_WATTS_FIELD_NUMBER: _ClassVar[int]
+    AFTER_WATTS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    target: str
+    method: str
+    body_json: str
+    component: str
+    before_watts: float
+    after_watts: float
+    status: str
+    duration_ms: float
+    note: str
+    def __init__(self, target: _Optional[str] = ..., method: _Optional[str] = ..., body_json: _Optional[str] = ..., component: _Optional[str] = ..., before_watts: _Optional[float] = ..., after_watts: _Optional[float] = ..., status: _Optional[str] = ..., duration_ms: _Optional[float] = ..., note: _Optional[str] = ...) -> None: ...
 
 class GetRequestRequest(_message.Message):
     __slots__ = ("request_id",)

@@ -40,20 +40,22 @@ class DeviceTarget(_message.Message):
     def __init__(self, device_id: _Optional[str] = ..., model_json: _Optional[str] = ..., endpoint: _Optional[_Union[Endpoint, _Mapping]] = ...) -> None: ...
 
 class OperationRequest(_message.Message):
-    __slots__ = ("target", "request_id", "trace_id", "remaining", "state_json", "request_json")
+    __slots__ = ("target", "request_id", "trace_id", "remaining", "state_json", "request_json", "dry_run")
     TARGET_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     REMAINING_FIELD_NUMBER: _ClassVar[int]
     STATE_JSON_FIELD_NUMBER: _ClassVar[int]
     REQUEST_JSON_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     target: DeviceTarget
     request_id: str
     trace_id: str
     remaining: _duration_pb2.Duration
     state_json: str
     request_json: str
-    def __init__(self, target: _Optional[_Union[DeviceTarget, _Mapping]] = ..., request_id: _Optional[str] = ..., trace_id: _Optional[str] = ..., remaining: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., state_json: _Optional[str] = ..., request_json: _Optional[str] = ...) -> None: ...
+    dry_run: bool
+    def __init__(self, target: _Optional[_Union[DeviceTarget, _Mapping]] = ..., request_id: _Optional[str] = ..., trace_id: _Optional[str] = ..., remaining: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., state_json: _Optional[str] = ..., request_json: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
 
 class OperationError(_message.Message):
     __slots__ = ("code", "message", "retryable")
@@ -66,7 +68,7 @@ class OperationError(_message.Message):
     def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., retryable: _Optional[bool] = ...) -> None: ...
 
 class OperationResponse(_message.Message):
-    __slots__ = ("result_json", "has_state", "state_json", "reached_at", "reach_error", "verification_json", "error")
+    __slots__ = ("result_json", "has_state", "state_json", "reached_at", "reach_error", "verification_json", "error", "writes_json")
     RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     HAS_STATE_FIELD_NUMBER: _ClassVar[int]
     STATE_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -74,6 +76,7 @@ class OperationResponse(_message.Message):
     REACH_ERROR_FIELD_NUMBER: _ClassVar[int]
     VERIFICATION_JSON_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    WRITES_JSON_FIELD_NUMBER: _ClassVar[int]
     result_json: str
     has_state: bool
     state_json: str
@@ -81,7 +84,8 @@ class OperationResponse(_message.Message):
     reach_error: str
     verification_json: str
     error: OperationError
-    def __init__(self, result_json: _Optional[str] = ..., has_state: _Optional[bool] = ..., state_json: _Optional[str] = ..., reached_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reach_error: _Optional[str] = ..., verification_json: _Optional[str] = ..., error: _Optional[_Union[OperationError, _Mapping]] = ...) -> None: ...
+    writes_json: str
+    def __init__(self, result_json: _Optional[str] = ..., has_state: _Optional[bool] = ..., state_json: _Optional[str] = ..., reached_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reach_error: _Optional[str] = ..., verification_json: _Optional[str] = ..., error: _Optional[_Union[OperationError, _Mapping]] = ..., writes_json: _Optional[str] = ...) -> None: ...
 
 class VerifyRequest(_message.Message):
     __slots__ = ("context", "pending_json")

@@ -1,0 +1,167 @@
+"""Receipts: every device write an operation makes (or, in a dry run, would make), as data.
+
+Plugins call `write_log()` at their single write choke point (the Redfish PATCH/POST, the NVML
+setter). `run_operation` opens the log for the operation (a context variable, so it follows the
+operation into threads and tasks it starts) and returns the entries on `Outcome.writes`; the
+controller stores them with the journal. In a dry run (`DeviceContext.dry_run`) the choke point
+records the write as planned and does not send it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class DeviceWrite:
+    """One write to a device.
+
+    Attributes:
+        target: the resource path (Redfish) or the NVML call with its GPU (NVML).
+        method: `PATCH`, `POST`, or the NVML function name.
+        body: what was sent (never credentials).
+        component: the component label the write is for (e.g. `GPU 0`), when known.
+        before: watts in force before the write, when known.
+        after: watts read back after the write, when read (None in a dry run).
+        status: the HTTP status, `ok`, `error: ...`, or `planned` (dry run).
+        duration_ms: how long the write took (0 when planned).
+        note: rounding, the allowed range, or why nothing was sent.
+    """
+
+    target: str
+    method: str
+    body: Mapping[str, Any] = field(default_factory=dict)
+    component: str = ""
+    before: float | None = None
+    after: float | None = None
+    status: str = ""
+    duration_ms: float = 0.0
+    note: str = ""
+
+    @property
+    def planned(self) -> bool:
+        return self.status == "planned"
+
+
+class WriteLog:
+    """The writes of one operation, in order. Thread-safe (NVML work runs in threads)."""
+
+    def __init__(self, *, dry_run: bool = False) -> None:
+        self.dry_run = dry_run
+        self._entries: list[DeviceWrite] = []
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def write(
+        self,
+        target: str,
+        method: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        component: str = "",
+        before: float | None = None,
+        note: str = "",
+    ) -> Iterator[int]:
+        """Time one write and record its status; yields the entry's index (see `read_back`).
+
+        In a dry run the caller must not send anything: check `dry_run` first and use `plan`.
+        """
+        started = time.monotonic()
+        entry = DeviceWrite(target, method, dict(body or {}), component, before, note=note)
+        index = self._add(entry)
+        status = "error"
+        try:
+            yield index
+            status = "ok"
+        except BaseException as exc:
+            status = f"error: {getattr(exc, 'status', '') or type(exc).__name__}"
+            raise
+        finally:
+            elapsed = round((time.monotonic() - started) * 1000.0, 3)
+            self._update(index, status=status, duration_ms=elapsed)
+
+    def plan(
+        self,
+        target: str,
+        method: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        component: str = "",
+        before: float | None = None,
+        note: str = "",
+    ) -> int:
+        """Record a write a dry run would make."""
+        return self._add(
+            DeviceWrite(target, method, dict(body or {}), component, before, None, "planned", 0.0, note)
+        )
+
+    def skip(
+        self,
+        target: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        component: str = "",
+        before: float | None = None,
+        note: str = "",
+    ) -> int:
+        """Record a write a dry run would not make (already in force, out of range), with why."""
+        return self._add(
+            DeviceWrite(target, "-", dict(body or {}), component, before, before, "skipped", 0.0, note)
+        )
+
+    def set_status(self, index: int, status: str) -> None:
+        """A more precise status than `ok` (e.g. the HTTP status)."""
+        self._update(index, status=status)
+
+    def read_back(self, index: int, after: float | None, note: str = "") -> None:
+        """Attach the value read back after the write at `index`."""
+        changes: dict[str, Any] = {"after": after}
+        if note:
+            changes["note"] = note
+        self._update(index, **changes)
+
+    @property
+    def last(self) -> int:
+        """Index of the latest entry (-1 when none)."""
+        with self._lock:
+            return len(self._entries) - 1
+
+    def entries(self) -> tuple[DeviceWrite, ...]:
+        with self._lock:
+            return tuple(self._entries)
+
+    def _add(self, entry: DeviceWrite) -> int:
+        with self._lock:
+            self._entries.append(entry)
+            return len(self._entries) - 1
+
+    def _update(self, index: int, **changes: Any) -> None:
+        with self._lock:
+            if 0 <= index < len(self._entries):
+                self._entries[index] = dataclasses.replace(self._entries[index], **changes)
+
+
+_CURRENT: ContextVar[WriteLog | None] = ContextVar("devicectl_write_log", default=None)
+
+
+def write_log() -> WriteLog:
+    """The current operation's log; outside an operation a throwaway one (writes still happen)."""
+    log = _CURRENT.get()
+    return log if log is not None else WriteLog()
+
+
+@contextlib.contextmanager
+def recording(log: WriteLog) -> Iterator[WriteLog]:
+    """Make `log` the current operation's write log."""
+    token = _CURRENT.set(log)
+    try:
+        yield log
+    finally:
+        _CURRENT.reset(token)
