@@ -25,6 +25,7 @@ from controller.delivery import Delivery
 from controller.dispatch import Dispatcher, Job
 from controller.inventory import DeviceEntry
 from controller.logs import clip, request_context
+from controller.receipts import write_records
 from controller.store import DeviceView, NewRequest, RequestView, Store, VerificationRow
 from controller.supervise import describe
 from controller.validate import validate_request
@@ -203,6 +204,7 @@ def request_record(view: RequestView) -> apb.RequestRecord:
     )
     if view.response:
         record.response.ParseFromString(view.response)
+    record.writes.extend(write_records(view.writes or ()))
     return record
 
 
