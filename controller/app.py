@@ -13,7 +13,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from controller import authz, metrics, tls
+from controller import agent, authz, metrics, tls
 from controller._proto.devicecontroller.v1 import (
     admin_pb2,
     admin_pb2_grpc,
@@ -88,6 +88,8 @@ class Controller:
             ),
             allow_readable=settings.secrets_allow_readable,
         )
+        # agent mode (controller/agent.py): the agent's devices answer over its stream
+        on_agent = agent.device_filter(settings.agent_devices) if settings.agent_server else None
         self.delivery = Delivery(
             self.store,
             settings.callback,
@@ -96,7 +98,21 @@ class Controller:
             probe_max=settings.delivery_probe_max_interval,
             timeout=settings.delivery_timeout,
             tls=tls.callback_tls(settings),
+            owns=(lambda device: not on_agent(device)) if on_agent else None,
         )
+        self.agent_transport = agent.AgentTransport()
+        self.agent_delivery: Delivery | None = None
+        if on_agent is not None:
+            self.agent_delivery = Delivery(
+                self.store,
+                f"agent stream {settings.agent_server}",
+                concurrency=settings.delivery_concurrency,
+                max_backoff=settings.delivery_max_backoff,
+                probe_max=settings.delivery_probe_max_interval,
+                timeout=settings.delivery_timeout,
+                transport=self.agent_transport,
+                owns=on_agent,
+            )
         self.runner = RequestRunner(
             self.store,
             self.plugins,
@@ -112,6 +128,16 @@ class Controller:
             on_superseded=self.runner.supersede,
         )
         self.service = DeviceControllerService(self.store, self.dispatcher, settings, self.runner.reject)
+        self.agent: agent.Agent | None = None
+        if self.agent_delivery is not None and on_agent is not None:
+            self.agent = agent.Agent(
+                settings,
+                self.service,
+                self.dispatcher,
+                sorted(d for d in self.inventory if on_agent(d)),
+                self.agent_transport,
+                on_connect=self.agent_delivery.retry_now,
+            )
         self._health = health.aio.HealthServicer()
         self._server: grpc.aio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -123,6 +149,8 @@ class Controller:
     def _completed(self, request_id: str) -> None:
         self.watchers.notify(request_id)
         self.delivery.notify()
+        if self.agent_delivery is not None:
+            self.agent_delivery.notify()
 
     def check_schema(self) -> None:
         status = self.store.schema_status()
@@ -183,6 +211,13 @@ class Controller:
             asyncio.create_task(supervise("lease", self._lease_loop), name="lease"),
             asyncio.create_task(supervise("health", self._health_loop), name="health"),
         ]
+        if self.agent is not None and self.agent_delivery is not None:
+            self._tasks += [
+                asyncio.create_task(
+                    supervise("agent delivery", self.agent_delivery.run), name="agent delivery"
+                ),
+                asyncio.create_task(supervise("agent", self.agent.run), name="agent"),
+            ]
         if self.settings.retention_interval > 0:
             self._tasks.append(
                 asyncio.create_task(supervise("retention", self._retention_loop), name="retention")
@@ -330,6 +365,9 @@ class Controller:
             await self.dispatcher.cancel()
         await self.delivery.flush(timeout=min(grace, 5.0))
         self.delivery.stop()
+        if self.agent_delivery is not None:
+            await self.agent_delivery.flush(timeout=min(grace, 5.0))
+            self.agent_delivery.stop()
         for task in self._tasks:
             task.cancel()
         # Bounded: a background loop that missed its cancellation must not hang the shutdown.

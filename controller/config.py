@@ -98,6 +98,22 @@ class Settings:
     #: accept secret files readable by group or others (logged as a warning) instead of refusing them
     secrets_allow_readable: bool = False
 
+    # --- agent transport (docs/architecture.md, "Two transports") ---
+    #: topology server to dial out to (AgentService.Connect); empty: no agent stream. TLS and the
+    #: client certificate are the callback_* settings; the agent id is that certificate's CN
+    agent_server: str = ""
+    #: agent id on a plaintext loopback stream (no client certificate to take it from)
+    agent_id: str = ""
+    #: devices served over the agent stream (comma-separated fnmatch patterns); the rest keep the
+    #: unary callback. A device belongs to one transport, so its responses keep one order
+    agent_devices: str = "*"
+    #: seconds between the agent's pings; a stream silent for three intervals is dropped
+    agent_ping_interval: float = 10.0
+    #: requests accepted on the stream but not yet journaled; more are answered queue_full
+    agent_max_in_flight: int = 256
+    #: cap of the agent's reconnect back-off (jittered, doubling from 0.2 s), seconds
+    agent_reconnect_max: float = 5.0
+
     # --- operations (docs/operations.md) ---
     #: HOST:PORT serving /metrics, /healthz and /readyz over HTTP; empty: off
     metrics_listen: str = ""

@@ -22,6 +22,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 import grpc
 import tenacity
@@ -79,8 +80,19 @@ def backoff_delay(attempt: int, max_backoff: float) -> float:
     return float(_backoff(max_backoff)(state))
 
 
+class Transport(Protocol):
+    """Another way to the topology server than the unary callback (the agent stream): `send`
+    returns once the receiver acknowledged the response and raises `grpc.aio.AioRpcError` with
+    the same status codes as the callback would, so failures are classified the same way."""
+
+    async def send(self, response: pb.DeviceControllerResponse, timeout: float) -> None: ...
+
+
 class Delivery:
-    """Delivers due outbox rows; `notify()` wakes it when new rows are committed."""
+    """Delivers due outbox rows; `notify()` wakes it when new rows are committed.
+
+    `transport` replaces the unary callback (the agent stream); `owns` limits delivery to the
+    devices of one transport when both run in one process."""
 
     def __init__(
         self,
@@ -92,8 +104,12 @@ class Delivery:
         timeout: float,
         tls: ClientTls | None = None,
         probe_max: float = 5.0,
+        transport: Transport | None = None,
+        owns: Callable[[str], bool] | None = None,
     ) -> None:
         self._store = store
+        self._transport = transport
+        self._owns = owns
         self._target = target
         self._tls = tls or ClientTls()
         self._max_backoff = max_backoff
@@ -123,13 +139,14 @@ class Delivery:
         self._wake.set()
 
     async def run(self) -> None:
-        if not self._target:
+        if not self._target and self._transport is None:
             log.warning("no topology callback address configured: responses stay in the outbox")
             return
-        self._channel = client_channel(
-            self._target, self._tls, what="topology callback", options=reconnect_options(self._probe_max)
-        )
-        self._stub = cb.TopologyCallbackStub(self._channel)
+        if self._transport is None:
+            self._channel = client_channel(
+                self._target, self._tls, what="topology callback", options=reconnect_options(self._probe_max)
+            )
+            self._stub = cb.TopologyCallbackStub(self._channel)
         try:
             while not self._stopping:
                 self._wake.clear()
@@ -149,7 +166,8 @@ class Delivery:
                         await asyncio.sleep(0.005)
         finally:
             await self._stop_tasks()
-            await self._channel.close()
+            if self._channel is not None:
+                await self._channel.close()
 
     async def pass_once(self) -> int:
         """Start deliveries for every due head-of-device row not already in flight; while the
@@ -164,6 +182,8 @@ class Delivery:
         for item in due:
             if item.device in self._busy or self._finished.get(item.device, -1) >= this_pass:
                 continue
+            if self._owns is not None and not self._owns(item.device):
+                continue  # the other transport's device
             self._busy.add(item.device)
             if probe:
                 self._probing = True
@@ -176,6 +196,11 @@ class Delivery:
         self._finished = {d: p for d, p in self._finished.items() if p >= this_pass}
         return started
 
+    def retry_now(self) -> None:
+        """The destination is reachable again (an agent stream reconnected): probe at once."""
+        self._next_probe = 0.0
+        self._wake.set()
+
     def stop(self) -> None:
         """Ask the delivery loop to end after its current pass."""
         self._stopping = True
@@ -183,7 +208,7 @@ class Delivery:
 
     async def flush(self, timeout: float) -> None:
         """Best effort at shutdown: deliver what is due now, within `timeout`."""
-        if self._stub is None:
+        if self._stub is None and self._transport is None:
             return
         try:
             await asyncio.wait_for(self._flush(), timeout)
@@ -208,7 +233,6 @@ class Delivery:
     async def _deliver(self, item: OutboxItem, *, probe: bool) -> None:
         try:
             async with self._slots:
-                assert self._stub is not None
                 response = pb.DeviceControllerResponse.FromString(item.response)
                 with request_context(item.device, item.request_id, response.trace_id):
                     await self._send(item, response, probe=probe)
@@ -220,10 +244,13 @@ class Delivery:
             self._wake.set()  # the device's next response (or the whole backlog) may be due now
 
     async def _send(self, item: OutboxItem, response: pb.DeviceControllerResponse, *, probe: bool) -> None:
-        assert self._stub is not None
         sent = time.monotonic()
         try:
-            await self._stub.DeviceResponse(response, timeout=self._timeout)
+            if self._transport is not None:
+                await self._transport.send(response, self._timeout)
+            else:
+                assert self._stub is not None
+                await self._stub.DeviceResponse(response, timeout=self._timeout)
         except grpc.aio.AioRpcError as exc:
             await self._failed(item, exc, probe=probe)
             return

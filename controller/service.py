@@ -60,6 +60,10 @@ class Watchers:
                     del self._events[request_id]
 
 
+class JournalUnavailableError(RuntimeError):
+    """The request could not be committed to the journal (not acknowledged; the caller retries)."""
+
+
 class DeviceControllerService(dgrpc.DeviceControllerServicer):
     """Validates, journals (committed before the ack) and queues each request."""
 
@@ -79,45 +83,55 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
     async def SendDeviceRequest(
         self, request: pb.DeviceControllerRequest, context: grpc.aio.ServicerContext
     ) -> empty_pb2.Empty:
-        received = time.monotonic()
         with request_context(request.device, request.request_id, request.trace_id):
             try:
-                validate_request(
-                    request,
-                    max_json_bytes=self._settings.max_json_bytes,
-                    max_json_depth=self._settings.max_json_depth,
-                )
+                await self.accept(request)
             except InvalidRequestError as exc:
-                log.info("rejected: %s", clip(exc))
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-            kind = RequestKind(request.WhichOneof("request"))
-            now = datetime.now(UTC)
-            timeout = request.timeout_seconds or self._settings.device_call_timeout
-            row = NewRequest(
-                request_id=request.request_id,
-                device=request.device,
-                kind=kind.value,
-                payload=request.SerializeToString(),
-                trace_id=request.trace_id,
-                accepted_at=now,
-                deadline_at=now + timedelta(seconds=timeout),
-                owner=self._settings.instance_id,
-            )
-            task = asyncio.ensure_future(self._journal_and_queue(row, kind))
-            _background.add(task)
-            task.add_done_callback(_settle)
-            try:
-                # Shielded: a caller that gives up (deadline, disconnect) once the row may be
-                # committed must not leave the request journaled but in no lane.
-                await asyncio.shield(task)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("journal write failed: %s", describe(exc))
-                await context.abort(grpc.StatusCode.UNAVAILABLE, "request journal unavailable; retry later")
-            metrics.ACK_SECONDS.observe(time.monotonic() - received)
-            metrics.ACCEPTED.labels(kind.value).inc()
+            except JournalUnavailableError as exc:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
             return empty_pb2.Empty()
+
+    async def accept(self, request: pb.DeviceControllerRequest) -> None:
+        """Validate, journal (committed on return) and queue one request: the ack path of both
+        transports. Raises InvalidRequestError or JournalUnavailableError."""
+        received = time.monotonic()
+        try:
+            validate_request(
+                request,
+                max_json_bytes=self._settings.max_json_bytes,
+                max_json_depth=self._settings.max_json_depth,
+            )
+        except InvalidRequestError as exc:
+            log.info("rejected: %s", clip(exc))
+            raise
+        kind = RequestKind(request.WhichOneof("request"))
+        now = datetime.now(UTC)
+        timeout = request.timeout_seconds or self._settings.device_call_timeout
+        row = NewRequest(
+            request_id=request.request_id,
+            device=request.device,
+            kind=kind.value,
+            payload=request.SerializeToString(),
+            trace_id=request.trace_id,
+            accepted_at=now,
+            deadline_at=now + timedelta(seconds=timeout),
+            owner=self._settings.instance_id,
+        )
+        task = asyncio.ensure_future(self._journal_and_queue(row, kind))
+        _background.add(task)
+        task.add_done_callback(_settle)
+        try:
+            # Shielded: a caller that gives up (deadline, disconnect) once the row may be
+            # committed must not leave the request journaled but in no lane.
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("journal write failed: %s", describe(exc))
+            raise JournalUnavailableError("request journal unavailable; retry later") from None
+        metrics.ACK_SECONDS.observe(time.monotonic() - received)
+        metrics.ACCEPTED.labels(kind.value).inc()
 
     async def _journal_and_queue(self, row: NewRequest, kind: RequestKind) -> None:
         accepted = await self._store.accept_one(row)

@@ -17,8 +17,11 @@ from pathlib import Path
 import grpc
 from google.protobuf import empty_pb2, json_format
 
+from controller._proto.devicecontroller.v1 import agent_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller._proto.devicecontroller.v1 import topology_callback_pb2_grpc as cb
+from controller.agent_server import AgentHub
 from controller.tls import ServerTls, add_port
 
 log = logging.getLogger(__name__)
@@ -35,6 +38,7 @@ class TopologySink(cb.TopologyCallbackServicer):
         *,
         tls: ServerTls | None = None,
         insecure: bool = False,
+        routes: dict[str, str] | None = None,
     ) -> None:
         self.listen = listen
         self.tls = tls or ServerTls()
@@ -46,6 +50,8 @@ class TopologySink(cb.TopologyCallbackServicer):
         self.counts: Counter[str] = Counter()
         self.available = True  # tests flip this to simulate an outage
         self._server: grpc.aio.Server | None = None
+        #: the agent side (AgentService, AgentAdmin, DeviceController routed to agents)
+        self.agents = AgentHub(self.receive, mutual_tls=self.tls.mutual, routes=routes)
         self._arrived = asyncio.Condition()
         self.port = 0
 
@@ -54,9 +60,15 @@ class TopologySink(cb.TopologyCallbackServicer):
     ) -> empty_pb2.Empty:
         if not self.available:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "topology service unavailable")
+        names = [n.decode(errors="replace") for n in context.auth_context().get("x509_common_name", ())]
+        await self.receive(request, names)
+        return empty_pb2.Empty()
+
+    async def receive(self, request: pb.DeviceControllerResponse, peers: list[str]) -> None:
+        """Record one response (from the callback, or an agent's stream: controller/agent_server.py)."""
         self.counts[request.request_id] += 1
-        for name in context.auth_context().get("x509_common_name", ()):
-            self.peers[name.decode(errors="replace")] += 1
+        for name in peers:
+            self.peers[name] += 1
         self.responses.append(request)
         if self.record is not None:
             with self.record.open("a") as fh:
@@ -65,7 +77,6 @@ class TopologySink(cb.TopologyCallbackServicer):
             self.on_response(request)
         async with self._arrived:
             self._arrived.notify_all()
-        return empty_pb2.Empty()
 
     def unique(self) -> dict[str, pb.DeviceControllerResponse]:
         """The first response received for each request_id."""
@@ -88,6 +99,9 @@ class TopologySink(cb.TopologyCallbackServicer):
     async def start(self) -> int:
         self._server = grpc.aio.server()
         cb.add_TopologyCallbackServicer_to_server(self, self._server)
+        agrpc.add_AgentServiceServicer_to_server(self.agents, self._server)
+        agrpc.add_AgentAdminServicer_to_server(self.agents, self._server)
+        dgrpc.add_DeviceControllerServicer_to_server(self.agents, self._server)
         self.port = add_port(self._server, self.listen, self.tls, insecure=self.insecure, what="sink")
         if self.port == 0:
             raise OSError(f"cannot listen on {self.listen}")

@@ -1,0 +1,112 @@
+"""Agent mode over a real stream: requests routed by the sink to the agent that owns the device,
+journaled before the stream ack, answered exactly once in per-device order through drops,
+restarts and outages of the server side."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import grpc
+import pytest
+
+from controller._proto.devicecontroller.v1 import agent_pb2 as apb
+from controller._proto.devicecontroller.v1 import agent_pb2_grpc as agrpc
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
+from controller.app import Controller
+from controller.sink import TopologySink
+from tests.agent.conftest import (
+    all_delivered,
+    assert_exactly_once_in_order,
+    ping,
+    send_until_acked,
+    wait_connected,
+)
+
+StartAgent = Callable[..., Awaitable[Controller]]
+
+
+async def send_many(
+    sink: TopologySink, devices: list[str], per_device: int, tag: str
+) -> dict[str, list[str]]:
+    sent: dict[str, list[str]] = {d: [] for d in devices}
+    for i in range(per_device):
+        for device in devices:
+            request_id = f"{tag}-{device}-{i:03d}"
+            await send_until_acked(sink.address, ping(device, request_id))
+            sent[device].append(request_id)
+    return sent
+
+
+async def test_requests_routed_to_the_agent_are_journaled_and_answered(
+    sink: TopologySink, start_agent: StartAgent
+) -> None:
+    agent = await start_agent(sink.address)
+    await wait_connected(sink)
+    devices = ["node000", "node001", "node002", "node003"]
+    assert sorted(sink.agents.agents["rack-a"].devices) == devices
+    sent = await send_many(sink, devices, 5, "basic")
+    # the ack means journaled: every request is in the agent's journal
+    for ids in sent.values():
+        for request_id in ids:
+            assert await agent.store.get_request(request_id) is not None
+    await sink.wait_for(20, timeout=20)
+    assert_exactly_once_in_order(sink, sent)
+    # delivered = acknowledged by the server on the stream
+    await all_delivered(agent)
+    # the admin view
+    async with grpc.aio.insecure_channel(sink.address) as channel:
+        listing = await agrpc.AgentAdminStub(channel).ListAgents(apb.ListAgentsRequest())
+    (info,) = listing.agents
+    assert (info.agent_id, info.connected, info.responses, info.duplicates) == ("rack-a", True, 20, 0)
+    assert sorted(info.devices) == devices and info.last_seen_unix > 0
+
+
+async def test_unknown_device_is_refused_at_the_sink(sink: TopologySink, start_agent: StartAgent) -> None:
+    await start_agent(sink.address)
+    await wait_connected(sink)
+    async with grpc.aio.insecure_channel(sink.address) as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await dgrpc.DeviceControllerStub(channel).SendDeviceRequest(ping("nowhere", "r-x"), timeout=5)
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    assert "unknown_device" in (err.value.details() or "")
+
+
+async def test_dropped_stream_loses_and_repeats_nothing(sink: TopologySink, start_agent: StartAgent) -> None:
+    agent = await start_agent(sink.address, model={"delay": 0.05})
+    await wait_connected(sink)
+    devices = ["node000", "node001"]
+    sent = await send_many(sink, devices, 4, "before")
+    sink.agents.disconnect("rack-a")  # mid-work: responses in flight fail and are re-sent
+    more = await send_many(sink, devices, 4, "after")  # retried until the agent is back
+    for device in devices:
+        sent[device] += more[device]
+    await sink.wait_for(16, timeout=30)
+    assert_exactly_once_in_order(sink, sent)
+    assert agent.agent is not None and agent.agent.sessions >= 2
+
+
+async def test_server_restart_and_outage(sink: TopologySink, start_agent: StartAgent) -> None:
+    agent = await start_agent(sink.address, model={"delay": 0.2})
+    await wait_connected(sink)
+    devices = ["node000", "node001"]
+    sent = await send_many(sink, devices, 3, "first")
+    port = sink.port
+    await sink.stop()  # responses still running have nowhere to go: they wait in the outbox
+    await asyncio.sleep(2.0)  # a (reduced) outage
+    second = TopologySink(f"127.0.0.1:{port}")
+    await second.start()
+    try:
+        await wait_connected(second)
+        more = await send_many(second, devices, 3, "second")
+        total = {d: sent[d] + more[d] for d in devices}
+        await second.wait_for(12 - len(sink.counts), timeout=30)
+        # each response reached exactly one of the two sinks, exactly once, in order per device
+        both = TopologySink()
+        both.responses = sink.responses + second.responses
+        for response in both.responses:
+            both.counts[response.request_id] += 1
+        assert_exactly_once_in_order(both, total)
+        await all_delivered(agent)
+    finally:
+        await second.stop()
