@@ -17,6 +17,7 @@ import fnmatch
 import itertools
 import logging
 import random
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 
 import grpc
@@ -135,6 +136,7 @@ class Agent:
         self._transport = transport
         self._on_connect = on_connect
         self._in_flight = 0
+        self._accepting: Counter[str] = Counter()  # per device: accepts not yet committed
         self._max_in_flight = max(1, settings.agent_max_in_flight)
         self._ping_interval = settings.agent_ping_interval
         self._tasks: set[asyncio.Task[None]] = set()
@@ -264,13 +266,16 @@ class Agent:
         if request.device not in self._devices:
             refuse("unknown_device", f"device {request.device!r} is not served by agent {self.agent_id}")
             return
-        lane_full = self._dispatcher.queued(request.device) >= self.settings.queue_limit
+        # accepts still committing count too, so a burst cannot overfill the lane past the check
+        waiting = self._dispatcher.queued(request.device) + self._accepting[request.device]
+        lane_full = waiting >= self.settings.queue_limit
         if self._in_flight >= self._max_in_flight or lane_full:
             refuse(
                 "queue_full", f"agent {self.agent_id} is full ({'device lane' if lane_full else 'in flight'})"
             )
             return
         self._in_flight += 1
+        self._accepting[request.device] += 1
         task = asyncio.create_task(self._accept(request, out, refuse))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -291,6 +296,9 @@ class Agent:
             out.put_nowait(apb.AgentMessage(request_ack=apb.RequestAck(request_id=request.request_id)))
         finally:
             self._in_flight -= 1
+            self._accepting[request.device] -= 1
+            if not self._accepting[request.device]:
+                del self._accepting[request.device]
 
 
 def _version() -> str:
