@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from controller import logs
-from controller.cli import _inspect, _plugin, _preflight, _query, _send
+from controller.cli import _agent, _inspect, _plugin, _preflight, _query, _send
 from controller.cli._channel import add_client_flags
 from controller.cli._errors import UsageError, check_sqlite_directory, explain, normalise_argv
 from controller.cli._render import console, err_console, print_json
@@ -67,10 +67,12 @@ def _parser() -> argparse.ArgumentParser:
     _inspect.add_parsers(sub)
     _plugin.add_parser(sub)
     _preflight.add_parser(sub)
+    _agent.add_parsers(sub, _settings_flags)
 
     p = sub.add_parser("topology-sink", help="receive and print responses (a local TopologyCallback)")
     p.add_argument("--listen", default="127.0.0.1:50052")
     p.add_argument("--record", help="append each response as a JSON line to this file")
+    p.add_argument("--routes", help="agent routing file: a JSON object of device id -> agent id")
     _server_tls_flags(p)
     p.set_defaults(func=cmd_sink)
 
@@ -128,6 +130,7 @@ def _settings_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--callback-ca-cert", help="CA that verifies the topology callback (enables TLS)")
     p.add_argument("--callback-cert", help="client certificate for the topology callback")
     p.add_argument("--callback-key", help="its private key")
+    _agent.settings_flags(p)
     p.add_argument("--callback-server-name", help="name expected in the callback's certificate")
     p.add_argument("--callback-tls", action="store_true", default=None, help="TLS to the callback")
     p.add_argument("--secrets-allow-readable", action="store_true", default=None)
@@ -246,6 +249,7 @@ def cmd_db_prune(args: argparse.Namespace) -> int:
 
 def cmd_sink(args: argparse.Namespace) -> int:
     from controller import translate
+    from controller.agent_server import load_routes
     from controller.sink import TopologySink
     from controller.tls import ServerTls
 
@@ -262,6 +266,7 @@ def cmd_sink(args: argparse.Namespace) -> int:
             on_response=show,
             tls=ServerTls(args.tls_cert or "", args.tls_key or "", args.tls_client_ca or ""),
             insecure=bool(getattr(args, "insecure", False)),
+            routes=load_routes(args.routes) if args.routes else None,
         )
         await sink.start()
         print(f"topology sink listening on {sink.address}", flush=True)
