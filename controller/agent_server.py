@@ -192,8 +192,9 @@ class AgentHub(agrpc.AgentServiceServicer, agrpc.AgentAdminServicer, dgrpc.Devic
         return True
 
     def owner(self, device: str) -> AgentState | None:
-        agent_id = self._routes.get(device)
-        if agent_id is None:
+        if self._routes:  # a routing file is authoritative
+            agent_id = self._routes.get(device)
+        else:
             agent_id = next((a.agent_id for a in self.agents.values() if device in a.devices), None)
         return self.agents.get(agent_id) if agent_id else None
 

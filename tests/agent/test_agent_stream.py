@@ -5,7 +5,7 @@ restarts and outages of the server side."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 import pytest
@@ -13,6 +13,7 @@ import pytest
 from controller._proto.devicecontroller.v1 import agent_pb2 as apb
 from controller._proto.devicecontroller.v1 import agent_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
+from controller.agent import PROTOCOL_VERSION
 from controller.app import Controller
 from controller.sink import TopologySink
 from tests.agent.conftest import (
@@ -110,3 +111,51 @@ async def test_server_restart_and_outage(sink: TopologySink, start_agent: StartA
         await all_delivered(agent)
     finally:
         await second.stop()
+
+
+async def test_both_transports_share_one_journal(sink: TopologySink, start_agent: StartAgent) -> None:
+    """serve --agent-server: agent devices answer on the stream, the rest on the unary callback."""
+    controller = await start_agent(sink.address, callback=sink.address, agent_devices="node000,node001")
+    await wait_connected(sink)
+    assert sorted(sink.agents.agents["rack-a"].devices) == ["node000", "node001"]
+    await send_until_acked(sink.address, ping("node000", "via-stream"))
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{controller.port}") as channel:
+        await dgrpc.DeviceControllerStub(channel).SendDeviceRequest(ping("node003", "via-unary"), timeout=10)
+    await sink.wait_for({"via-stream", "via-unary"}, timeout=20)
+    assert sink.agents.agents["rack-a"].responses == 1  # only the stream's device came that way
+    assert sink.counts == {"via-stream": 1, "via-unary": 1}
+    for request_id in ("via-stream", "via-unary"):
+        view = await controller.store.get_request(request_id)
+        assert view is not None and view.status == "completed"
+    await all_delivered(controller)
+
+
+async def test_routing_file_decides_the_owner_and_refuses_strangers(start_agent: StartAgent) -> None:
+    sink = TopologySink("127.0.0.1:0", routes={"node001": "rack-a"})
+    await sink.start()
+    try:
+        await start_agent(sink.address)
+        await wait_connected(sink)
+        await send_until_acked(sink.address, ping("node001", "routed"))
+        await sink.wait_for({"routed"}, timeout=20)
+        async with grpc.aio.insecure_channel(sink.address) as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await dgrpc.DeviceControllerStub(channel).SendDeviceRequest(ping("node000", "x"), timeout=5)
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND  # not in the routing file
+        # an agent the routing file does not know is refused at the handshake
+
+        async def hello() -> AsyncIterator[apb.AgentMessage]:
+            yield apb.AgentMessage(
+                handshake=apb.Handshake(
+                    agent_id="rack-b", protocol_version=PROTOCOL_VERSION, devices=["node000"]
+                )
+            )
+            await asyncio.sleep(30)
+
+        async with grpc.aio.insecure_channel(sink.address) as channel:
+            call = agrpc.AgentServiceStub(channel).Connect(hello())
+            first = await asyncio.wait_for(call.read(), 10)
+            call.cancel()
+        assert first is not grpc.aio.EOF and first.error.code == "unknown_agent"
+    finally:
+        await sink.stop()
