@@ -24,6 +24,7 @@ from controller.config import Settings
 from controller.decode import DecodeGuard
 from controller.delivery import Delivery
 from controller.dispatch import Dispatcher, Job
+from controller.dryrun import Planner
 from controller.inventory import (
     DeviceEntry,
     InventoryError,
@@ -192,7 +193,15 @@ class Controller:
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=interceptors)
         devicecontroller_pb2_grpc.add_DeviceControllerServicer_to_server(self.service, server)
         admin_pb2_grpc.add_DeviceControllerAdminServicer_to_server(
-            AdminService(self.store, self.dispatcher, self.inventory, self.watchers, self.delivery), server
+            AdminService(
+                self.store,
+                self.dispatcher,
+                self.inventory,
+                self.watchers,
+                self.delivery,
+                dry_run=Planner(self.runner, self.settings).plan,
+            ),
+            server,
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         if self.settings.reflection:

@@ -254,6 +254,10 @@ def verification_record(row: VerificationRow) -> apb.VerificationRecord:
     )
 
 
+#: plans a request without writing (`controller.dryrun.Planner.plan`)
+PlanFn = Callable[[pb.DeviceControllerRequest], Coroutine[Any, Any, apb.DryRunResponse]]
+
+
 class AdminService(agrpc.DeviceControllerAdminServicer):
     """Read-only views of the journal, devices and verifications for operators and the CLI."""
 
@@ -264,7 +268,9 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
         inventory: Mapping[str, DeviceEntry],
         watchers: Watchers,
         delivery: Delivery | None = None,
+        dry_run: PlanFn | None = None,
     ) -> None:
+        self._dry_run = dry_run  # controller.dryrun.Planner.plan
         self._store = store
         self._dispatcher = dispatcher
         self._inventory = inventory
@@ -306,6 +312,18 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
             )
         assert view is not None
         return request_record(view)
+
+    async def DryRun(
+        self, request: pb.DeviceControllerRequest, context: grpc.aio.ServicerContext
+    ) -> apb.DryRunResponse:
+        if self._dry_run is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "dry run is not available on this server")
+        assert self._dry_run is not None
+        try:
+            return await self._dry_run(request)
+        except InvalidRequestError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise  # abort raises; this keeps type checkers satisfied
 
     async def ListRequests(
         self, request: apb.ListRequestsRequest, context: grpc.aio.ServicerContext

@@ -21,6 +21,7 @@ from controller.cli._channel import channel as client_channel
 from controller.cli._errors import UsageError
 from controller.cli._render import console, err_console, print_json
 from controller.cli._responses import render_response
+from controller.cli._writes import render_writes
 from plugins.base import (
     Allocation,
     ElementType,
@@ -101,6 +102,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--old-model", help="modify-entity: file with the old device model JSON")
     p.add_argument("--new-model", help="modify-entity: file with the new device model JSON")
     p.add_argument("--wait", action="store_true", help="wait for the response and print it")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="plan only (admin DryRun): print the writes it would make; nothing is written or journaled",
+    )
     p.add_argument("--wait-delivery", action="store_true", help="with --wait: also wait until delivered")
     p.add_argument(
         "--wait-timeout",
@@ -274,6 +280,8 @@ def build_request(args: argparse.Namespace) -> pb.DeviceControllerRequest:
 
 def run(args: argparse.Namespace) -> int:
     msg = build_request(args)
+    if args.dry_run:
+        return _dry_run(args, msg)
     with client_channel(args) as channel:
         try:
             dgrpc.DeviceControllerStub(channel).SendDeviceRequest(msg, timeout=30)
@@ -313,6 +321,30 @@ def run(args: argparse.Namespace) -> int:
     else:
         render_response(record.response)
     return 0 if record.outcome == "ok" else 1
+
+
+def _dry_run(args: argparse.Namespace, msg: pb.DeviceControllerRequest) -> int:
+    with client_channel(args) as channel:
+        try:
+            plan = agrpc.DeviceControllerAdminStub(channel).DryRun(msg, timeout=max(args.timeout, 60) + 30)
+        except grpc.RpcError as exc:
+            if exc.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED):
+                err_console.print(f"[red]rejected[/red] ({exc.code().name}): {exc.details()}", soft_wrap=True)
+                return 2
+            raise
+    if args.json:
+        print_json(plan)
+        return 0 if plan.ok else 1
+    render_writes(
+        plan.writes, f"dry run of {msg.WhichOneof('request') or 'request'} on {msg.device}: nothing written"
+    )
+    if not plan.writes:
+        console.print("no writes: the device already has what this request asks for (or it only reads)")
+    if plan.HasField("response"):
+        render_response(plan.response)
+    if plan.error:
+        err_console.print(f"[red]error[/red]: {plan.error}", soft_wrap=True)
+    return 0 if plan.ok else 1
 
 
 class _null:

@@ -246,3 +246,15 @@ class ControllerStatus(_message.Message):
     delivered: int
     dead_lettered: int
     def __init__(self, journal_ok: _Optional[bool] = ..., journal_error: _Optional[str] = ..., journal_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., callback_ok: _Optional[bool] = ..., callback_error: _Optional[str] = ..., callback_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., undelivered: _Optional[int] = ..., dead_letters: _Optional[int] = ..., delivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ...) -> None: ...
+
+class DryRunResponse(_message.Message):
+    __slots__ = ("writes", "response", "ok", "error")
+    WRITES_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    writes: _containers.RepeatedCompositeFieldContainer[DeviceWrite]
+    response: _devicecontroller_pb2.DeviceControllerResponse
+    ok: bool
+    error: str
+    def __init__(self, writes: _Optional[_Iterable[_Union[DeviceWrite, _Mapping]]] = ..., response: _Optional[_Union[_devicecontroller_pb2.DeviceControllerResponse, _Mapping]] = ..., ok: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...

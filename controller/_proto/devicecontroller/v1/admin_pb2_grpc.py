@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as devicecontroller_dot_v1_dot_admin__pb2
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as devicecontroller_dot_v1_dot_devicecontroller__pb2
 from google.protobuf import empty_pb2 as google_dot_protobuf_dot_empty__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -75,6 +76,11 @@ class DeviceControllerAdminStub:
                 request_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
                 response_deserializer=devicecontroller_dot_v1_dot_admin__pb2.ControllerStatus.FromString,
                 _registered_method=True)
+        self.DryRun = channel.unary_unary(
+                '/devicecontroller.v1.DeviceControllerAdmin/DryRun',
+                request_serializer=devicecontroller_dot_v1_dot_devicecontroller__pb2.DeviceControllerRequest.SerializeToString,
+                response_deserializer=devicecontroller_dot_v1_dot_admin__pb2.DryRunResponse.FromString,
+                _registered_method=True)
 
 
 class DeviceControllerAdminServicer:
@@ -132,6 +138,14 @@ class DeviceControllerAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DryRun(self, request, context):
+        """Plans a request without writing anything: the plugin reads the device and returns the exact
+        writes it would make. Not journaled and never answered to the topology service.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DeviceControllerAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -174,6 +188,11 @@ def add_DeviceControllerAdminServicer_to_server(servicer, server):
                     servicer.GetStatus,
                     request_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
                     response_serializer=devicecontroller_dot_v1_dot_admin__pb2.ControllerStatus.SerializeToString,
+            ),
+            'DryRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.DryRun,
+                    request_deserializer=devicecontroller_dot_v1_dot_devicecontroller__pb2.DeviceControllerRequest.FromString,
+                    response_serializer=devicecontroller_dot_v1_dot_admin__pb2.DryRunResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -392,6 +411,33 @@ class DeviceControllerAdmin:
             '/devicecontroller.v1.DeviceControllerAdmin/GetStatus',
             google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
             devicecontroller_dot_v1_dot_admin__pb2.ControllerStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DryRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/devicecontroller.v1.DeviceControllerAdmin/DryRun',
+            devicecontroller_dot_v1_dot_devicecontroller__pb2.DeviceControllerRequest.SerializeToString,
+            devicecontroller_dot_v1_dot_admin__pb2.DryRunResponse.FromString,
             options,
             channel_credentials,
             insecure,
