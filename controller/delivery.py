@@ -140,7 +140,12 @@ class Delivery:
 
     async def run(self) -> None:
         if not self._target and self._transport is None:
-            log.warning("no topology callback address configured: responses stay in the outbox")
+            if self._owns is None:
+                log.warning("no topology callback address configured: responses stay in the outbox")
+            else:  # agent mode: the agent's devices answer on its stream
+                log.info(
+                    "no topology callback: responses of devices outside agent_devices stay in the outbox"
+                )
             return
         if self._transport is None:
             self._channel = client_channel(

@@ -94,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=16)
     p.add_argument("--workdir", default="var/demo")
     p.add_argument("--mtls", action="store_true", help="run it over mutual TLS with roles (test CA)")
+    p.add_argument("--agent", action="store_true", help="agent mode: the controller dials out to the sink")
     p.add_argument("--verbose", action="store_true", help="a row per component instead of a line per node")
     p.set_defaults(func=cmd_demo)
     return parser
@@ -285,7 +286,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from controller.cli._demo import run_demo
 
     return run_demo(
-        nodes=args.nodes, workdir=args.workdir, mtls=args.mtls, verbose=args.verbose, as_json=args.json
+        nodes=args.nodes,
+        workdir=args.workdir,
+        mtls=args.mtls,
+        verbose=args.verbose,
+        as_json=args.json,
+        agent=args.agent,
     )
 
 

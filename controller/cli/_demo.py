@@ -59,6 +59,7 @@ def run_demo(
     mtls: bool = False,
     verbose: bool = False,
     as_json: bool = False,
+    agent: bool = False,
 ) -> int:
     logging.basicConfig(level=logging.WARNING)
     path = Path(workdir)
@@ -66,11 +67,11 @@ def run_demo(
     for suffix in ("", "-wal", "-shm"):  # every demo starts from an empty database
         Path(f"{path / 'devicectl.db'}{suffix}").unlink(missing_ok=True)
     if not as_json:
-        return asyncio.run(_demo(nodes, path, mtls, verbose))
+        return asyncio.run(_demo(nodes, path, mtls, verbose, agent=agent))
     rows: list[Row] = []
     console.quiet = True  # --json: only the JSON summary on stdout
     try:
-        code = asyncio.run(_demo(nodes, path, mtls, verbose, rows))
+        code = asyncio.run(_demo(nodes, path, mtls, verbose, rows, agent=agent))
     finally:
         console.quiet = False
     columns = ("node", "component", "before", "requested", "applied", "after_deactivate")
@@ -124,7 +125,13 @@ def _mtls(workdir: Path) -> tuple[dict[str, Any], ServerTls, ClientTls]:
 
 
 async def _demo(
-    nodes: int, workdir: Path, mtls: bool = False, verbose: bool = False, report: list[Row] | None = None
+    nodes: int,
+    workdir: Path,
+    mtls: bool = False,
+    verbose: bool = False,
+    report: list[Row] | None = None,
+    *,
+    agent: bool = False,
 ) -> int:
     from plugins.redfish.simulator import SimulatorFleet
 
@@ -139,19 +146,32 @@ async def _demo(
         security, sink_tls, client = _mtls(workdir) if mtls else ({}, ServerTls(), ClientTls())
         sink = TopologySink("127.0.0.1:0", tls=sink_tls)
         await sink.start()
+        # agent mode: the controller dials out to the sink, which routes requests over that stream
+        transport: dict[str, Any] = {"callback": sink.address}
+        if agent:
+            transport = {"callback": "", "agent_server": sink.address, "agent_reconnect_max": 1.0}
+            if not mtls:
+                transport["agent_id"] = "demo-agent"  # under mutual TLS: the certificate's CN
         settings = Settings(
             listen="127.0.0.1:0",
             database_url=f"sqlite:///{db}",
-            callback=sink.address,
             inventory=str(workdir / "inventory.toml"),
             secrets_dir=str(workdir / "secrets"),
             auto_upgrade=True,
             log_level="WARNING",
             metrics_listen="127.0.0.1:0",
             **security,
+            **transport,
         )
         controller = Controller(settings)
         await controller.start()
+        target = f"127.0.0.1:{controller.port}"
+        if agent:
+            assert controller.agent is not None
+            while not controller.agent_transport.connected:  # noqa: ASYNC110 (a handful of polls)
+                await asyncio.sleep(0.05)
+            target = sink.address
+            console.print(f"agent mode: agent {controller.agent.agent_id} dialed out to {sink.address}")
         console.print(
             f"controller on 127.0.0.1:{controller.port} (SQLite {db}), topology sink on {sink.address}"
             + (" (mutual TLS both ways; certificates in " + str(workdir / "pki") + ")" if mtls else "")
@@ -161,7 +181,7 @@ async def _demo(
         console.print(f"metrics on {metrics_url} (and /healthz, /readyz) while the demo runs")
         ids = sorted(controller.inventory)
         try:
-            async with client_channel(f"127.0.0.1:{controller.port}", client) as channel:
+            async with client_channel(target, client) as channel:
                 stub = dgrpc.DeviceControllerStub(channel)
                 before = await _send_all(stub, sink, ids, RequestKind.STD_METRICS, Empty(), "reading limits")
                 # the node's own limit is not in the standard metrics: read the BMC's documents
