@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--full", action="store_true", help="full sizes (default: the reduced sizes CI runs)")
     p.add_argument("--out", type=Path, default=ROOT / "var" / "drills" / "result.json", help="JSON result")
-    p.add_argument("--workdir", type=Path, default=ROOT / "var" / "drills" / "work", help="logs, databases")
+    p.add_argument("--workdir", type=Path, default=ROOT / "var" / "drills" / "runs", help="logs, databases")
     p.add_argument("--markdown", action="store_true", help="also print the tables as Markdown")
     args = p.parse_args(argv)
     unknown = [n for n in args.names if n not in DRILLS]
