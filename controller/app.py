@@ -24,6 +24,7 @@ from controller.config import Settings
 from controller.decode import DecodeGuard
 from controller.delivery import Delivery
 from controller.dispatch import Dispatcher, Job
+from controller.drift import DriftChecker
 from controller.dryrun import Planner
 from controller.inventory import (
     DeviceEntry,
@@ -227,6 +228,9 @@ class Controller:
                 ),
                 asyncio.create_task(supervise("agent", self.agent.run), name="agent"),
             ]
+        if self.settings.drift_interval > 0:
+            self.drift = DriftChecker(self.store, self.runner, self.dispatcher, self.settings)
+            self._tasks.append(asyncio.create_task(supervise("drift", self.drift.run), name="drift"))
         if self.settings.retention_interval > 0:
             self._tasks.append(
                 asyncio.create_task(supervise("retention", self._retention_loop), name="retention")

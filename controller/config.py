@@ -133,6 +133,12 @@ class Settings:
     retention_audit_days: float = 90.0
     retention_interval: float = 3600.0
     retention_batch: int = 1000
+    #: seconds between drift checks of one device (desired vs enforced limits; 0: no checks)
+    drift_interval: float = 0.0
+    #: devices (globs, comma-separated) whose drift is re-applied; every other device: reported
+    drift_reapply: str = ""
+    #: re-applications per device per hour, beyond which drift is only reported
+    drift_max_reapply_per_hour: int = 3
 
     def display(self) -> dict[str, Any]:
         """The settings as a dict, with passwords in URLs masked."""

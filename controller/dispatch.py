@@ -93,6 +93,10 @@ class Dispatcher:
         """Jobs waiting (not running) on a device's lane."""
         return len(self._lanes.get(device, ()))
 
+    def busy(self, device: str) -> bool:
+        """Whether a job of the device is running or waiting here."""
+        return device in self._tasks
+
     def knows(self, request_id: str) -> bool:
         return request_id in self._known
 

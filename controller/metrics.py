@@ -70,6 +70,11 @@ DELIVERY_ATTEMPTS = Counter(
     "Delivery attempts by result (ok, retry, receiver_down, dead_letter)",
     ["result"],
 )
+DRIFT = Counter(
+    "devicectl_drift",
+    "Components found off their desired limit by a drift check, by component type and action",
+    ["component", "action"],
+)
 POWER_REQUESTED = Gauge(
     "devicectl_power_limit_requested_watts",
     "Last requested power limit per device and component (metrics_per_device)",

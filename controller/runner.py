@@ -16,6 +16,7 @@ from typing import Any
 from controller import metrics, translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.config import Settings
+from controller.desired import desired_from, is_internal
 from controller.dispatch import Job
 from controller.inventory import DeviceEntry, entry_from_model, parse_model_json, plugin_registry
 from controller.logs import clip, request_context
@@ -272,6 +273,8 @@ class RequestRunner:
                 trace_id=job.trace_id,
                 kind=kind.value,
                 writes=receipts(outcome.writes),
+                desired=desired_from(outcome.result),  # each component that succeeded
+                internal=is_internal(job.request_id),
             )
         )
         if done:
@@ -318,6 +321,7 @@ class RequestRunner:
                 trace_id=job.trace_id,
                 kind=job.kind.value,
                 writes=receipts(writes.entries()) if writes is not None else None,
+                internal=is_internal(job.request_id),
             )
         )
 
@@ -389,6 +393,7 @@ def _without_result(c: Completion, exc: BaseException) -> Completion:
         touch_device=False,
         trace_id=c.trace_id,
         kind=c.kind,
+        internal=c.internal,
     )
 
 

@@ -26,6 +26,7 @@ from google.protobuf import struct_pb2
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2
+from controller.desired import INTERNAL_PREFIX
 from plugins.base import InvalidRequestError, RequestKind
 
 __all__ = [
@@ -388,6 +389,10 @@ def request_problems(
     check = _Checker(max_json_bytes, max_json_depth)
     check.text("device", msg.device, required=True, max_chars=MAX_ID_CHARS, plain=True)
     check.text("request_id", msg.request_id, required=True, max_chars=MAX_ID_CHARS, plain=True)
+    if msg.request_id.startswith(INTERNAL_PREFIX):
+        check.add(
+            "request_id", f"the prefix {INTERNAL_PREFIX!r} is reserved for the controller's own requests"
+        )
     check.text("trace_id", msg.trace_id, required=False, max_chars=MAX_ID_CHARS, plain=True)
     if msg.timeout_seconds > max_timeout_seconds:
         check.add(

@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _devices, _outbox, _verifications
+from . import _desired, _devices, _outbox, _verifications
 from ._batch import Failed
 from ._database import chunks, dialect_insert, is_postgres
 from ._models import CONTROLLER_LEASES, OUTBOX, REQUESTS, UTCDateTime
@@ -225,7 +225,8 @@ def complete_many(conn: Connection, completions: list[Completion]) -> list[bool 
         trace_ids={rid: row.trace_id for rid, row in current.items()},
         kinds={rid: row.kind for rid, row in current.items()},
     )
-    _outbox.insert_responses(conn, applied)
+    _outbox.insert_responses(conn, [c for c in applied if not c.internal])
+    _desired.record(conn, applied)
     _verifications.insert_many(
         conn, [(c.verification, c.finished_at) for c in applied if c.verification is not None]
     )

@@ -16,6 +16,7 @@ from sqlalchemy import (
     Boolean,
     DateTime,
     Dialect,
+    Float,
     Index,
     Integer,
     LargeBinary,
@@ -198,6 +199,26 @@ class VerificationModel(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
+class DesiredLimitModel(Base):
+    """Desired state: the limit each component should hold, with the request that set it, and
+    what the last drift check found enforced (docs/desired-state.md)."""
+
+    __tablename__ = "desired_limits"
+
+    device: Mapped[str] = mapped_column(String, primary_key=True)
+    #: "node", "cpu", "memory" (totals) or "gpu/<id>"
+    component: Mapped[str] = mapped_column(String, primary_key=True)
+    #: watts in force after the change (read back); None: no cap
+    watts: Mapped[float | None] = mapped_column(Float, nullable=True)
+    request_id: Mapped[str] = mapped_column(String, nullable=False)
+    set_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    enforced_watts: Mapped[float | None] = mapped_column(Float, nullable=True)
+    checked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: when the last check found the component off its desired value (None: never)
+    drift_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    drift_detail: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
+
+
 class LeaseModel(Base):
     """Liveness of controller processes: a journal row whose owner has no fresh lease is up for grabs."""
 
@@ -214,9 +235,11 @@ OUTBOX: Table = Base.metadata.tables["outbox"]
 STATE_AUDIT: Table = Base.metadata.tables["state_audit"]
 VERIFICATIONS: Table = Base.metadata.tables["verifications"]
 CONTROLLER_LEASES: Table = Base.metadata.tables["controller_leases"]
+DESIRED_LIMITS: Table = Base.metadata.tables["desired_limits"]
 
 __all__ = [
     "CONTROLLER_LEASES",
+    "DESIRED_LIMITS",
     "DEVICES",
     "OUTBOX",
     "REQUESTS",
@@ -224,6 +247,7 @@ __all__ = [
     "VERIFICATIONS",
     "AuditModel",
     "Base",
+    "DesiredLimitModel",
     "DeviceModel",
     "LeaseModel",
     "OutboxModel",

@@ -14,14 +14,16 @@ from typing import Any, TypeVar
 
 from sqlalchemy.engine import URL, Connection
 
-from . import _database, _devices, _journal, _outbox, _verifications
+from . import _database, _desired, _devices, _journal, _outbox, _verifications
 from ._batch import BatchWriter, Handler, WriteFailure
 from ._types import (
     Accepted,
     AuditView,
     Completion,
+    DesiredLimit,
     DeviceUpsert,
     DeviceView,
+    DriftCheck,
     JournalRow,
     NewRequest,
     OutboxItem,
@@ -245,6 +247,21 @@ class Store:
     async def list_audit(self, device: str | None = None, limit: int = 100) -> list[AuditView]:
         """State changes, newest first."""
         return await self._read(_devices.list_audit, device, limit)
+
+    # --- desired state and drift (docs/desired-state.md) ------------------------------------------
+
+    async def desired_for(self, device: str) -> list[DesiredLimit]:
+        """The device's desired limits, by component."""
+        return await self._read(_desired.desired_for, device)
+
+    async def devices_with_desired(self) -> list[str]:
+        """Devices that have desired limits (the ones drift checks look at)."""
+        return await self._read(_desired.devices_with_desired)
+
+    async def record_drift_check(self, check: DriftCheck) -> None:
+        """Store what a drift check found (and an audit row when something drifted)."""
+        _require_aware("at", check.at)
+        await self._write(_desired.record_checks_many, check)
 
     # --- outbox -------------------------------------------------------------------------------------
 

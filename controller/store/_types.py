@@ -112,6 +112,10 @@ class Completion:
     kind: str = ""
     #: receipts: the device writes made, as JSON objects (None: none recorded)
     writes: list[dict[str, Any]] | None = None
+    #: desired state: the watts each component now holds by this request ("gpu/0": 500.0)
+    desired: dict[str, float | None] | None = None
+    #: an internal request (a re-application): journaled, answered to no one (no outbox row)
+    internal: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,3 +222,31 @@ class VerificationRow:
     created_at: datetime
     due_at: datetime
     finished_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class DesiredLimit:
+    """One component's desired limit and what the last drift check found."""
+
+    device: str
+    component: str
+    watts: float | None
+    request_id: str
+    set_at: datetime
+    enforced_watts: float | None = None
+    checked_at: datetime | None = None
+    drift_at: datetime | None = None
+    drift_detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DriftCheck:
+    """One drift check of a device: what is enforced per component, and what is off (with why)."""
+
+    device: str
+    at: datetime
+    enforced: dict[str, float | None]
+    #: component -> one line ("desired 500 W, enforced 1200 W"); empty when nothing drifted
+    drifted: dict[str, str]
+    #: "report" or "reapply: <request id>" (what the controller did about it)
+    action: str = "report"

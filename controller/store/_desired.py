@@ -1,0 +1,61 @@
+"""Desired state and drift: the limits each component should hold, and what checks found."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ._models import DESIRED_LIMITS as D
+from ._models import DEVICES
+from ._models import STATE_AUDIT as A
+from ._types import Completion, DesiredLimit, DriftCheck
+
+
+def record(conn: Connection, completions: Sequence[Completion]) -> None:
+    """Upsert each completion's desired limits (in the completion's transaction). The last drift
+    found stays: it is history, and `devicectl devices show` reports it next to the new value."""
+    for c in completions:
+        for name, watts in sorted((c.desired or {}).items()):
+            values = {"watts": watts, "request_id": c.request_id, "set_at": c.finished_at}
+            where = (D.c.device == c.device, D.c.component == name)
+            if conn.execute(sa.update(D).where(*where).values(**values)).rowcount == 0:
+                conn.execute(sa.insert(D).values(device=c.device, component=name, drift_detail="", **values))
+
+
+def desired_for(conn: Connection, device: str) -> list[DesiredLimit]:
+    rows = conn.execute(sa.select(D).where(D.c.device == device).order_by(D.c.component))
+    return [DesiredLimit(**dict(row._mapping)) for row in rows]
+
+
+def devices_with_desired(conn: Connection) -> list[str]:
+    return [r[0] for r in conn.execute(sa.select(D.c.device).distinct().order_by(D.c.device))]
+
+
+def record_checks_many(conn: Connection, checks: list[DriftCheck]) -> list[None]:
+    """Store what each check found; a drift also gets an audit row (kind `drift`)."""
+    for check in checks:
+        for component, enforced in check.enforced.items():
+            values: dict[str, Any] = {"enforced_watts": enforced, "checked_at": check.at}
+            if component in check.drifted:
+                values.update(drift_at=check.at, drift_detail=check.drifted[component])
+            conn.execute(
+                sa.update(D).where(D.c.device == check.device, D.c.component == component).values(**values)
+            )
+        if check.drifted:
+            version = conn.execute(
+                sa.select(DEVICES.c.state_version).where(DEVICES.c.id == check.device)
+            ).scalar()
+            conn.execute(
+                sa.insert(A).values(
+                    device=check.device,
+                    request_id=check.action.removeprefix("reapply: ") if check.action != "report" else "",
+                    kind="drift",
+                    at=check.at,
+                    state_version=int(version or 0),
+                    summary={"drift": dict(check.drifted), "action": check.action},
+                )
+            )
+    return [None for _ in checks]
