@@ -1,4 +1,4 @@
-"""Receipts on the admin API: the device writes stored with a request, as `DeviceWrite` messages."""
+"""Receipts and desired state on the admin API: stored rows as `DeviceWrite` / `DesiredLimit` messages."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
+from controller.store import DesiredLimit
+from controller.translate import datetime_to_timestamp
 
 
 def write_records(writes: Iterable[Mapping[str, Any]]) -> list[apb.DeviceWrite]:
@@ -26,5 +28,27 @@ def write_records(writes: Iterable[Mapping[str, Any]]) -> list[apb.DeviceWrite]:
             msg.before_watts = float(w["before"])
         if isinstance(w.get("after"), int | float):
             msg.after_watts = float(w["after"])
+        out.append(msg)
+    return out
+
+
+def desired_records(rows: Iterable[DesiredLimit]) -> list[apb.DesiredLimit]:
+    """Desired limits with what the last drift check found."""
+    out = []
+    for row in rows:
+        msg = apb.DesiredLimit(
+            component=row.component,
+            request_id=row.request_id,
+            set_at=datetime_to_timestamp(row.set_at),
+            drift_detail=row.drift_detail,
+        )
+        if row.watts is not None:
+            msg.desired_watts = row.watts
+        if row.enforced_watts is not None:
+            msg.enforced_watts = row.enforced_watts
+        if row.checked_at is not None:
+            msg.checked_at.CopyFrom(datetime_to_timestamp(row.checked_at))
+        if row.drift_at is not None:
+            msg.drift_at.CopyFrom(datetime_to_timestamp(row.drift_at))
         out.append(msg)
     return out

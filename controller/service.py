@@ -25,7 +25,7 @@ from controller.delivery import Delivery
 from controller.dispatch import Dispatcher, Job
 from controller.inventory import DeviceEntry
 from controller.logs import clip, request_context
-from controller.receipts import write_records
+from controller.receipts import desired_records, write_records
 from controller.store import DeviceView, NewRequest, RequestView, Store, VerificationRow
 from controller.supervise import describe
 from controller.validate import validate_request
@@ -366,7 +366,9 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
         if view is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no device {request.id!r} has been seen")
         assert view is not None
-        return device_record(view, self._dispatcher.queued(view.id), view.id in self._inventory)
+        record = device_record(view, self._dispatcher.queued(view.id), view.id in self._inventory)
+        record.desired.extend(desired_records(await self._store.desired_for(view.id)))
+        return record
 
     async def ListDevices(
         self, request: apb.ListDevicesRequest, context: grpc.aio.ServicerContext

@@ -15,7 +15,7 @@ from controller.cli._channel import add_client_flags, channel
 from controller.cli._errors import UsageError
 from controller.cli._render import clip_cell, console, print_json, short_id, table, when
 from controller.cli._responses import render_response
-from controller.cli._writes import render_writes
+from controller.cli._writes import render_desired, render_writes
 from plugins import registry
 
 
@@ -254,6 +254,8 @@ def devices_show(args: argparse.Namespace) -> int:
             ("updated", when(d.updated_at)),
         ],
     )
+    if d.desired:
+        render_desired(d.desired)
     state = json.loads(d.state_json) if d.state_json else None
     console.print_json(data=state) if state is not None else console.print("state: none")
     return 0

@@ -1,14 +1,14 @@
-"""Printing receipts and dry-run plans: one row per device write."""
+"""Printing receipts and dry-run plans (one row per device write) and desired vs enforced limits."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
-from controller.cli._render import table
+from controller.cli._render import table, when
 
 
-def _watts(msg: apb.DeviceWrite, field: str) -> str:
+def _watts(msg: apb.DeviceWrite | apb.DesiredLimit, field: str) -> str:
     return f"{getattr(msg, field):g} W" if msg.HasField(field) else "-"
 
 
@@ -30,5 +30,24 @@ def render_writes(writes: Sequence[apb.DeviceWrite], title: str = "device writes
                 w.note,
             )
             for i, w in enumerate(writes)
+        ],
+    )
+
+
+def render_desired(rows: Sequence[apb.DesiredLimit]) -> None:
+    table(
+        "desired vs enforced",
+        ("component", "desired", "enforced", "set by", "checked", "last drift", "drift"),
+        [
+            (
+                r.component,
+                _watts(r, "desired_watts") if r.HasField("desired_watts") else "no cap",
+                _watts(r, "enforced_watts") if r.HasField("enforced_watts") else "not read yet",
+                r.request_id,
+                when(r.checked_at) if r.HasField("checked_at") else "",
+                when(r.drift_at) if r.HasField("drift_at") else "never",
+                r.drift_detail,
+            )
+            for r in rows
         ],
     )

@@ -4,6 +4,8 @@ silent revert, through a running controller (real gRPC, real journal, real sink)
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,6 +26,18 @@ from tests.controller.test_service import gpu_caps
 from tests.desired.test_receipts import gpu_policy
 
 T = TypeVar("T")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def devicectl(*args: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "controller", *args,
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "250"},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out = (await asyncio.wait_for(proc.communicate(), 60))[0].decode()
+    assert proc.returncode == 0, out
+    return out
 
 
 async def eventually(probe: Callable[[], Awaitable[T | None]], what: str, timeout: float = 30.0) -> T:
@@ -94,6 +108,14 @@ async def test_nvml_driver_reload_is_detected_and_reapplied_only_under_reapply(
         assert len(h100x4.fake.writes()) == seen and h100x4.limit_w(0) == 700.0
         listed = await h.admin.ListRequests(apb.ListRequestsRequest(device=device))
         assert [r.request_id for r in listed.requests] == ["set-1"]
+        # devices show: desired vs enforced per component, with the last drift
+        record = await h.admin.GetDevice(apb.GetDeviceRequest(id=device))
+        assert [(d.component, d.desired_watts, d.enforced_watts, d.request_id) for d in record.desired] == [
+            (f"gpu/{i}", 400.0, 700.0, "set-1") for i in range(4)
+        ]
+        assert all(d.HasField("drift_at") and "enforced 700 W" in d.drift_detail for d in record.desired)
+        out = await devicectl("--server", f"127.0.0.1:{h.controller.port}", "devices", "show", device)
+        assert "desired vs enforced" in out and "gpu/3" in out and "700 W" in out and "set-1" in out
     assert set(sink.unique()) == {"set-1"}
 
 

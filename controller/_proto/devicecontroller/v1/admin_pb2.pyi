@@ -120,7 +120,7 @@ class WaitRequestRequest(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., wait_for_delivery: _Optional[bool] = ...) -> None: ...
 
 class DeviceRecord(_message.Message):
-    __slots__ = ("id", "plugin", "model_json", "state_json", "state_version", "created_at", "updated_at", "last_request_id", "last_kind", "last_outcome", "last_error", "queued", "in_inventory")
+    __slots__ = ("id", "plugin", "model_json", "state_json", "state_version", "created_at", "updated_at", "last_request_id", "last_kind", "last_outcome", "last_error", "queued", "in_inventory", "desired")
     ID_FIELD_NUMBER: _ClassVar[int]
     PLUGIN_FIELD_NUMBER: _ClassVar[int]
     MODEL_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -134,6 +134,7 @@ class DeviceRecord(_message.Message):
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     IN_INVENTORY_FIELD_NUMBER: _ClassVar[int]
+    DESIRED_FIELD_NUMBER: _ClassVar[int]
     id: str
     plugin: str
     model_json: bytes
@@ -147,7 +148,28 @@ class DeviceRecord(_message.Message):
     last_error: str
     queued: int
     in_inventory: bool
-    def __init__(self, id: _Optional[str] = ..., plugin: _Optional[str] = ..., model_json: _Optional[bytes] = ..., state_json: _Optional[bytes] = ..., state_version: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_request_id: _Optional[str] = ..., last_kind: _Optional[str] = ..., last_outcome: _Optional[str] = ..., last_error: _Optional[str] = ..., queued: _Optional[int] = ..., in_inventory: _Optional[bool] = ...) -> None: ...
+    desired: _containers.RepeatedCompositeFieldContainer[DesiredLimit]
+    def __init__(self, id: _Optional[str] = ..., plugin: _Optional[str] = ..., model_json: _Optional[bytes] = ..., state_json: _Optional[bytes] = ..., state_version: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_request_id: _Optional[str] = ..., last_kind: _Optional[str] = ..., last_outcome: _Optional[str] = ..., last_error: _Optional[str] = ..., queued: _Optional[int] = ..., in_inventory: _Optional[bool] = ..., desired: _Optional[_Iterable[_Union[DesiredLimit, _Mapping]]] = ...) -> None: ...
+
+class DesiredLimit(_message.Message):
+    __slots__ = ("component", "desired_watts", "request_id", "set_at", "enforced_watts", "checked_at", "drift_at", "drift_detail")
+    COMPONENT_FIELD_NUMBER: _ClassVar[int]
+    DESIRED_WATTS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SET_AT_FIELD_NUMBER: _ClassVar[int]
+    ENFORCED_WATTS_FIELD_NUMBER: _ClassVar[int]
+    CHECKED_AT_FIELD_NUMBER: _ClassVar[int]
+    DRIFT_AT_FIELD_NUMBER: _ClassVar[int]
+    DRIFT_DETAIL_FIELD_NUMBER: _ClassVar[int]
+    component: str
+    desired_watts: float
+    request_id: str
+    set_at: _timestamp_pb2.Timestamp
+    enforced_watts: float
+    checked_at: _timestamp_pb2.Timestamp
+    drift_at: _timestamp_pb2.Timestamp
+    drift_detail: str
+    def __init__(self, component: _Optional[str] = ..., desired_watts: _Optional[float] = ..., request_id: _Optional[str] = ..., set_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., enforced_watts: _Optional[float] = ..., checked_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., drift_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., drift_detail: _Optional[str] = ...) -> None: ...
 
 class GetDeviceRequest(_message.Message):
     __slots__ = ("id",)
