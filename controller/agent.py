@@ -66,6 +66,12 @@ def agent_identity(settings: Settings) -> str:
             return cn
     if not settings.agent_id:
         raise ValueError("agent mode needs a client certificate (--callback-cert) or --agent-id")
+    if not (tls.is_loopback(settings.agent_server) or settings.insecure):
+        # nobody could check an id the agent merely claims
+        raise ValueError(
+            f"agent server {settings.agent_server} is not on loopback: the agent id must come from a "
+            "client certificate (--callback-cert, --callback-key)"
+        )
     return settings.agent_id
 
 
@@ -133,6 +139,7 @@ class Agent:
         self._service = service
         self._dispatcher = dispatcher
         self._devices = devices
+        self._owned = frozenset(devices)
         self._transport = transport
         self._on_connect = on_connect
         self._in_flight = 0
@@ -263,7 +270,7 @@ class Agent:
                 apb.AgentMessage(error=apb.AgentError(code=code, message=text, request_id=request.request_id))
             )
 
-        if request.device not in self._devices:
+        if request.device not in self._owned:
             refuse("unknown_device", f"device {request.device!r} is not served by agent {self.agent_id}")
             return
         # accepts still committing count too, so a burst cannot overfill the lane past the check

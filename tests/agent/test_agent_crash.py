@@ -25,7 +25,7 @@ class AgentProcess:
         inventory = tmp / "inventory.toml"
         inventory.write_text(
             '[[device]]\nid = "node000"\nplugin = "tests.memory_plugin:MemoryPlugin"\n'
-            'model = { Model = "DGX_GB200", delay = 1.0 }\n'
+            'model = { Model = "DGX_GB200", delay = 3.0 }\n'
         )
         config = tmp / "agent.toml"
         config.write_text("agent_reconnect_max = 0.5\ndelivery_probe_max_interval = 0.5\n")
@@ -96,7 +96,7 @@ async def test_sigkill_between_ack_and_completion_answers_once_after_restart(
     await send_until_acked(sink.address, ping("node000", "k2"))
     await asyncio.sleep(0.3)
     agent.kill()
-    assert not sink.responses, "the device takes 1 s: nothing can have completed before the kill"
+    assert not sink.responses, "the device takes 3 s: nothing can have completed before the kill"
     await until(lambda: not sink.agents.agents["rack-a"].connected, 10, "the sink saw the stream end")
     agent.start()
     await sink.wait_for({"k1", "k2"}, timeout=30)

@@ -148,3 +148,33 @@ async def test_queue_full_is_honoured(sink: TopologySink, start_agent: StartAgen
     # nothing was answered with the lane-overflow error: queue_full kept it from happening
     await until(lambda: len(sink.responses) == 8, 5, "all responses")
     assert all(translate.success_of(r) == (True, "") for r in sink.responses), sink.responses
+
+
+def test_a_claimed_agent_id_beyond_loopback_is_refused_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "controller",
+            "agent",
+            "--agent-server",
+            "192.0.2.10:7000",
+            "--agent-id",
+            "rack-a",
+            "--database-url",
+            f"sqlite:///{tmp_path}/a.db",
+            "--auto-upgrade",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "must come from a client certificate" in lines[0], result.stderr
