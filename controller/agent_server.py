@@ -183,6 +183,11 @@ class AgentHub(agrpc.AgentServiceServicer, agrpc.AgentAdminServicer, dgrpc.Devic
         finally:
             out.put_nowait(None)
 
+    def remember(self, request_ids: set[str]) -> None:
+        """Responses already recorded before a restart (a real server keeps them durably), so a
+        re-sent one is acknowledged and counted as a duplicate, not recorded twice."""
+        self._seen |= request_ids
+
     def disconnect(self, agent_id: str) -> bool:
         """End an agent's stream (it reconnects): drills, and replacing a stale stream."""
         state = self.agents.get(agent_id)

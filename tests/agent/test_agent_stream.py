@@ -96,6 +96,7 @@ async def test_server_restart_and_outage(sink: TopologySink, start_agent: StartA
     await sink.stop()  # responses still running have nowhere to go: they wait in the outbox
     await asyncio.sleep(2.0)  # a (reduced) outage
     second = TopologySink(f"127.0.0.1:{port}")
+    second.agents.remember(set(sink.counts))  # the restarted server kept its records
     await second.start()
     try:
         await wait_connected(second)
