@@ -148,6 +148,9 @@ class Agent:
         self._ping_interval = settings.agent_ping_interval
         self._tasks: set[asyncio.Task[None]] = set()
         self.sessions = 0  # handshakes accepted (tests, status)
+        #: set at shutdown: new requests are refused (queue_full; the server retries elsewhere or
+        #: later) while the stream stays up to deliver the responses being flushed
+        self.draining = False
         self.last_refusal = ""
 
     async def run(self) -> None:
@@ -276,6 +279,9 @@ class Agent:
         # accepts still committing count too, so a burst cannot overfill the lane past the check
         waiting = self._dispatcher.queued(request.device) + self._accepting[request.device]
         lane_full = waiting >= self.settings.queue_limit
+        if self.draining:
+            refuse("queue_full", f"agent {self.agent_id} is shutting down")
+            return
         if self._in_flight >= self._max_in_flight or lane_full:
             refuse(
                 "queue_full", f"agent {self.agent_id} is full ({'device lane' if lane_full else 'in flight'})"

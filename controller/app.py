@@ -365,6 +365,8 @@ class Controller:
             return
         self._stopped = True
         grace = self.settings.shutdown_grace if grace is None else grace
+        if self.agent is not None:
+            self.agent.draining = True  # like the server below: no new work, responses still flow
         if self._server is not None:
             for name in ("", *SERVICE_NAMES):
                 await self._health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)

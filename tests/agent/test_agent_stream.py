@@ -21,6 +21,7 @@ from tests.agent.conftest import (
     assert_exactly_once_in_order,
     ping,
     send_until_acked,
+    until,
     wait_connected,
 )
 
@@ -160,3 +161,22 @@ async def test_routing_file_decides_the_owner_and_refuses_strangers(start_agent:
         assert first is not grpc.aio.EOF and first.error.code == "unknown_agent"
     finally:
         await sink.stop()
+
+
+async def test_graceful_stop_refuses_new_work_and_delivers_what_ran(
+    sink: TopologySink, start_agent: StartAgent
+) -> None:
+    controller = await start_agent(sink.address, n=1, model={"delay": 1.0})
+    await wait_connected(sink)
+    await send_until_acked(sink.address, ping("node000", "running"))
+    stopping = asyncio.create_task(controller.stop(grace=5.0))
+    assert controller.agent is not None
+    await until(lambda: controller.agent is not None and controller.agent.draining, 5, "draining")
+    async with grpc.aio.insecure_channel(sink.address) as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await dgrpc.DeviceControllerStub(channel).SendDeviceRequest(ping("node000", "late"), timeout=5)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "shutting down" in (
+        err.value.details() or ""
+    )
+    await stopping
+    assert sink.counts == {"running": 1}  # finished during the grace and sent on the stream before it closed
