@@ -25,6 +25,8 @@ from plugins.base import (
     DevicePlugin,
     DeviceTarget,
     Empty,
+    EntityModification,
+    EntityModificationResult,
     FingerprintResponse,
     GpuMetricsQuery,
     GpuMetricsResult,
@@ -48,7 +50,7 @@ from plugins.base import (
     SystemSpec,
     VerificationResult,
 )
-from plugins.nvml import _control, _profiles, _schema, _streams, _telemetry
+from plugins.nvml import _control, _entity, _profiles, _schema, _streams, _telemetry
 from plugins.nvml._gpus import KnownGpu, enumerate_gpus
 from plugins.nvml._library import NvmlLibrary, shared_library
 from plugins.nvml._power import GPU_SCOPE, SCOPES, to_watts
@@ -159,6 +161,12 @@ class NvmlPlugin(DevicePlugin):
         return Outcome(result, state=state, reached_at=_now(), verification=verification)
 
     # ---- power operations ----------------------------------------------------------------------
+
+    async def modify_entity(
+        self, ctx: DeviceContext, req: EntityModification
+    ) -> Outcome[EntityModificationResult]:
+        """Two-phase entity modification (the decision table: `plugins.base._entity`)."""
+        return await _entity.modify_entity(self, ctx, req)
 
     async def set_policy(self, ctx: DeviceContext, req: PolicyChange) -> Outcome[AllocationResult]:
         """Topology activation: split the policy's GPU element across the GPUs."""

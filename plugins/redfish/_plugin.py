@@ -15,6 +15,8 @@ from plugins.base import (
     DeviceTarget,
     ElementType,
     Empty,
+    EntityModification,
+    EntityModificationResult,
     FingerprintResponse,
     GpuMetricsQuery,
     GpuMetricsResult,
@@ -36,7 +38,7 @@ from plugins.base import (
     StdMetricsResult,
     VerificationResult,
 )
-from plugins.redfish import _metrics, _operations, _profiles, _schema, _streams
+from plugins.redfish import _entity, _metrics, _operations, _profiles, _schema, _streams
 from plugins.redfish._caps import OpBmc
 from plugins.redfish._config import RedfishSettings, config_schema
 from plugins.redfish._device import Device, connect, prepare, record_session
@@ -101,6 +103,12 @@ class RedfishPlugin(DevicePlugin):
     async def forget(self, device_id: str) -> None:
         """Drop a device; its BMC's Redfish session is deleted if no other device uses it."""
         await self.pool.forget(device_id)
+
+    async def modify_entity(
+        self, ctx: DeviceContext, req: EntityModification
+    ) -> Outcome[EntityModificationResult]:
+        """Two-phase entity modification (the decision table: `plugins.base._entity`)."""
+        return await _entity.modify_entity(self, ctx, req)
 
     # ---- allocations and policies ---------------------------------------------------------------
 
