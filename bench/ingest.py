@@ -2,7 +2,10 @@
 
 The controller serves `--devices` no-op devices (`bench.noop_plugin`), so nothing but the controller's
 own path is measured: gRPC, validation, the durable journal write (group commit) before the ack,
-dispatch, completion (result + outbox in one transaction) and delivery to the topology sink. The
+dispatch, completion (result + outbox in one transaction) and delivery to the topology sink.
+A backend named `sqlite+agent` (or `postgres+agent`) runs the controller in agent mode: the load
+generator sends to the sink, which routes each request over the agent's stream (the ack is the
+agent's RequestAck after its journal commit) and receives the responses on that stream. The
 load generator is a separate process (`bench.loadgen`). Two scenarios per database backend, on one
 controller, one after the other (the second starts once every response of the first has arrived):
 
@@ -59,7 +62,7 @@ async def run_ingest(config: IngestConfig, workdir: Path) -> dict[str, Any]:
     await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
     out: dict[str, Any] = {"config": asdict(config), "backends": {}}
     for backend in config.backends:
-        if backend == "postgres":
+        if backend.partition("+")[0] == "postgres":
             problem = postgres_problem()
             if problem:
                 say(f"ingest postgres: skipped ({problem})")
@@ -75,23 +78,33 @@ async def _backend(backend: str, config: IngestConfig, workdir: Path) -> dict[st
     write_noop_inventory(inventory, device_ids("bench", config.devices))
     tracker = ResponseTracker()
     callback = await tracker.start()
+    db_backend, _, mode = backend.partition("+")
+    agent = mode == "agent"
+    extra = ("--agent-server", callback, "--agent-id", "bench") if agent else ()
     try:
-        with database(backend, workdir) as url:
+        with database(db_backend, workdir) as url:
             controller = ControllerProcess(
                 workdir,
                 database_url=url,
-                callback=callback,
+                callback="" if agent else callback,
                 inventory=inventory,
                 log_level=config.log_level,
-                name=f"ingest-{backend}",
+                name=f"ingest-{backend.replace('+', '-')}",
+                extra_args=extra,
             )
             try:
                 startup = await controller.start()
                 say(f"ingest {backend}: controller serving after {startup:.1f} s")
+                target = controller.address
+                if agent:  # requests go through the sink, which routes them over the stream
+                    await tracker.agent_connected("bench", 60.0)
+                    target = callback
                 fixed = await _scenario(
-                    controller, tracker, config, backend, "fixed", config.fixed_requests, config.rate
+                    controller, tracker, config, backend, "fixed", config.fixed_requests, config.rate, target
                 )
-                peak = await _scenario(controller, tracker, config, backend, "max", config.max_requests, 0.0)
+                peak = await _scenario(
+                    controller, tracker, config, backend, "max", config.max_requests, 0.0, target
+                )
             finally:
                 final = await controller.stop()
     finally:
@@ -111,6 +124,7 @@ async def _scenario(
     mode: str,
     requests: int,
     rate: float,
+    target: str,
 ) -> dict[str, Any]:
     label = f"ingest {backend} {mode}-rate"
     prefix = f"{backend}-{mode}-{int(time.time() * 1000) % 10**8}"
@@ -125,7 +139,7 @@ async def _scenario(
             "-m",
             "bench.loadgen",
             "--target",
-            controller.address,
+            target,
             "--requests",
             str(requests),
             "--rate",

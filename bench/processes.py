@@ -68,6 +68,7 @@ class ControllerProcess:
         instance_id: str = "bench",
         log_level: str = "INFO",
         name: str = "controller",
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
@@ -97,6 +98,7 @@ class ControllerProcess:
             self.args += ["--secrets-dir", str(secrets_dir)]
         if max_concurrency is not None:
             self.args += ["--max-concurrency", str(max_concurrency)]
+        self.args += list(extra_args)
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self.last_sample: procstats.ProcSample | None = None

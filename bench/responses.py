@@ -39,6 +39,13 @@ class ResponseTracker:
     async def stop(self) -> None:
         await self.sink.stop()
 
+    async def agent_connected(self, agent_id: str, timeout: float) -> None:
+        """Wait until an agent dialed in (agent-mode ingest)."""
+        agents = self.sink.agents.agents
+        async with asyncio.timeout(timeout):
+            while not (agent_id in agents and agents[agent_id].connected):  # noqa: ASYNC110 (no event to wait on)
+                await asyncio.sleep(0.05)
+
     def expect(self, request_ids: Iterable[str]) -> None:
         """Begin a new phase: these ids (and only these) are expected from now on."""
         self._expected = set(request_ids)

@@ -32,7 +32,9 @@ def _check_ingest_scenario(s: dict[str, Any], requests: int) -> None:
     assert s["controller_cpu_s"] > 0
 
 
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize(
+    "backend", ["sqlite", "sqlite+agent", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 async def test_ingest_measures_acks_and_delivered_responses(tmp_path: Path, backend: str) -> None:
     if backend == "postgres":
         require_postgres()
