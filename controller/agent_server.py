@@ -72,11 +72,15 @@ class AgentHub(agrpc.AgentServiceServicer, agrpc.AgentAdminServicer, dgrpc.Devic
         mutual_tls: bool,
         routes: dict[str, str] | None = None,
         ping_interval: int = 0,
+        stale_after: float = 60.0,
     ) -> None:
         self._record = record
         self._mutual = mutual_tls
         self._routes = dict(routes or {})
         self._ping_interval = ping_interval
+        #: an agent silent this long (it pings every agent_ping_interval) is dropped: a half-open
+        #: connection must not keep owning its devices
+        self.stale_after = stale_after
         self.agents: dict[str, AgentState] = {}
         self._seen: set[str] = set()
 
@@ -112,7 +116,20 @@ class AgentHub(agrpc.AgentServiceServicer, agrpc.AgentAdminServicer, dgrpc.Devic
         )
         reader = asyncio.create_task(self._read(state, request_iterator, out))
         try:
-            while (message := await out.get()) is not None:
+            while True:
+                try:
+                    message = await asyncio.wait_for(out.get(), self.stale_after / 4)
+                except TimeoutError:
+                    if time.time() - state.last_seen > self.stale_after:
+                        log.warning(
+                            "agent %s silent for %.0f s: dropping its stream",
+                            state.agent_id,
+                            self.stale_after,
+                        )
+                        break
+                    continue
+                if message is None:
+                    break
                 yield message
         finally:
             reader.cancel()

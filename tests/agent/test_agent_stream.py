@@ -180,3 +180,16 @@ async def test_graceful_stop_refuses_new_work_and_delivers_what_ran(
     )
     await stopping
     assert sink.counts == {"running": 1}  # finished during the grace and sent on the stream before it closed
+
+
+async def test_a_silent_agent_is_dropped_and_redials(sink: TopologySink, start_agent: StartAgent) -> None:
+    sink.agents.stale_after = 0.5  # the agent pings only every 30 s here: it looks half-open
+    controller = await start_agent(sink.address, agent_ping_interval=30.0)
+    await wait_connected(sink)
+    assert controller.agent is not None
+    agent = controller.agent
+    await until(lambda: agent.sessions >= 2, 15, "the agent redialed after the server dropped it")
+    sink.agents.stale_after = 60.0
+    await wait_connected(sink)
+    await send_until_acked(sink.address, ping("node000", "after-drop"))
+    await sink.wait_for({"after-drop"}, timeout=20)
