@@ -26,6 +26,7 @@ from plugins.base import (
     ProfileChecks,
     ProfileResult,
     VerificationResult,
+    write_log,
 )
 from plugins.nvml._errors import (
     TRANSIENT,
@@ -137,17 +138,37 @@ def read_current(handle: Any) -> CurrentProfiles:
     )
 
 
-def update(handle: Any, operation: int, ids: Iterable[int]) -> None:
-    """CLEAR or SET requested profiles, with the Set/Clear fallback for drivers before R590."""
+def update(handle: Any, operation: int, ids: Iterable[int], label: str = "") -> None:
+    """The profiles' write choke point: a receipt for each change; a dry run plans it and sends nothing."""
     ids = set(ids)
     if not ids:
         return
+    log = write_log()
+    verb = "clear" if operation == pynvml.NVML_POWER_PROFILE_OPERATION_CLEAR else "set"
+    target = f"{_UPDATE}({label or 'GPU'})"
+    body = {"operation": verb, "profiles": sorted(ids)}
+    if log.dry_run:
+        log.plan(target, _UPDATE, body, component=label)
+        return
+    with log.write(target, _UPDATE, body, component=label) as index:
+        used = _update(handle, operation, ids)
+    if used != _UPDATE:
+        log.set_status(index, f"ok ({used}: the driver predates R590)")
+
+
+_UPDATE = "nvmlDeviceWorkloadPowerProfileUpdateProfiles_v1"
+
+
+def _update(handle: Any, operation: int, ids: set[int]) -> str:
+    """CLEAR or SET requested profiles, with the Set/Clear fallback for drivers before R590.
+
+    Returns the NVML function that did it."""
     try:
         request = pynvml.c_nvmlWorkloadPowerProfileUpdateProfiles_v1_t()  # no version field
         request.operation = operation
         request.updateProfilesMask = make_mask(ids)
         pynvml.nvmlDeviceWorkloadPowerProfileUpdateProfiles_v1(handle, ctypes.byref(request))
-        return
+        return _UPDATE
     except pynvml.NVMLError as exc:
         if error_code(exc) not in (pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND):
             raise
@@ -155,8 +176,9 @@ def update(handle: Any, operation: int, ids: Iterable[int]) -> None:
     requested.requestedProfilesMask = make_mask(ids)
     if operation == pynvml.NVML_POWER_PROFILE_OPERATION_CLEAR:
         pynvml.nvmlDeviceWorkloadPowerProfileClearRequestedProfiles(handle, ctypes.byref(requested))
-    else:
-        pynvml.nvmlDeviceWorkloadPowerProfileSetRequestedProfiles(handle, ctypes.byref(requested))
+        return "nvmlDeviceWorkloadPowerProfileClearRequestedProfiles"
+    pynvml.nvmlDeviceWorkloadPowerProfileSetRequestedProfiles(handle, ctypes.byref(requested))
+    return "nvmlDeviceWorkloadPowerProfileSetRequestedProfiles"
 
 
 def _conflicts(info: ProfilesInfo, wanted: set[int]) -> list[str]:
@@ -205,8 +227,8 @@ def _change_gpu(
     if not (enable or disable):  # nothing to change: report what is in force
         return _status(gpu, True, before, f"enforced {name_ids(before.enforced)}"), None
     record = state.profile_record(gpu.uuid) or {}
-    update(handle, pynvml.NVML_POWER_PROFILE_OPERATION_CLEAR, disable)
-    update(handle, pynvml.NVML_POWER_PROFILE_OPERATION_SET, enable)
+    update(handle, pynvml.NVML_POWER_PROFILE_OPERATION_CLEAR, disable, gpu.label)
+    update(handle, pynvml.NVML_POWER_PROFILE_OPERATION_SET, enable, gpu.label)
     after = read_current(handle)
     enabled = (set(record.get("enabled", [])) | enable) - disable
     state.record_profiles(gpu.uuid, set(before.requested), enabled)
@@ -279,8 +301,10 @@ def restore(inv: Inventory, state: NvmlState) -> ProfileResult | None:
             handle = gpu.require()
             prior = set(record.get("prior_requested", []))
             current = read_current(handle)
-            update(handle, pynvml.NVML_POWER_PROFILE_OPERATION_CLEAR, set(current.requested) - prior)
-            update(handle, pynvml.NVML_POWER_PROFILE_OPERATION_SET, prior - set(current.requested))
+            update(
+                handle, pynvml.NVML_POWER_PROFILE_OPERATION_CLEAR, set(current.requested) - prior, gpu.label
+            )
+            update(handle, pynvml.NVML_POWER_PROFILE_OPERATION_SET, prior - set(current.requested), gpu.label)
             after = read_current(handle)
             state.forget_profiles(gpu.uuid)
             ok = set(after.requested) == prior

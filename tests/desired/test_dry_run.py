@@ -17,7 +17,7 @@ import pytest
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller.inventory import load_inventory
 from controller.sink import TopologySink
-from plugins.base import DeviceWrite, Empty, RequestKind, run_operation
+from plugins.base import DeviceWrite, Empty, ProfileChange, RequestKind, run_operation
 from plugins.nvml.testing import FakeNode
 from plugins.redfish.simulator import SimulatorFleet
 from tests.controller.test_service import gpu_caps
@@ -133,3 +133,26 @@ async def test_dry_run_through_the_admin_api_and_the_cli(
         assert [r.request_id for r in listed.requests] == ["dry-1"]
         assert json.loads(record.writes[0].body_json)
         await h.controller.stop()  # before the fleet goes: it logs out of the BMC
+
+
+async def test_nvml_profile_changes_have_receipts_and_a_dry_run_writes_none(make_node: Any) -> None:
+    node = await make_node("b200", "b200")
+    seen = len(node.fake.writes())
+    change = ProfileChange(enable=(5, 9))
+    plan = await run_operation(
+        node.plugin, RequestKind.ENABLE_WORKLOAD_PROFILE, node.ctx(dry_run=True), change
+    )
+    assert len(node.fake.writes()) == seen
+    assert [(w.method, w.body, w.status) for w in plan.writes] == [
+        (
+            "nvmlDeviceWorkloadPowerProfileUpdateProfiles_v1",
+            {"operation": "set", "profiles": [2, 6]},
+            "planned",
+        )
+    ] * 2
+    real = await run_operation(node.plugin, RequestKind.ENABLE_WORKLOAD_PROFILE, node.ctx(), change)
+    calls = node.fake.writes()[seen:]
+    assert [(c.function, c.uuid) for c in calls] == [
+        (w.method, w.component.split("(")[-1].rstrip(")")) for w in real.writes
+    ]
+    assert sent(plan.writes) == sent(real.writes) and all(w.status == "ok" for w in real.writes)
