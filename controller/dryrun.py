@@ -44,6 +44,12 @@ class Planner:
         writes = WriteLog(dry_run=True)
         try:
             resolved = await self._runner.resolve(msg.device, msg.device_model_json, msg.device_state_json)
+            if not resolved.plugin.supports_dry_run:
+                return _failed(
+                    writes,
+                    f"plugin {resolved.entry.plugin} cannot plan without writing (it does not support dry "
+                    "runs); nothing was done",
+                )
             ctx = DeviceContext(
                 device_id=msg.device,
                 model=resolved.model,

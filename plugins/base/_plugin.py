@@ -142,6 +142,10 @@ class DevicePlugin(ABC):
     #: version of the state JSON this plugin writes; `load_state` migrates older versions
     state_version: ClassVar[int] = 1
 
+    #: every device write goes through `write_log()` (receipts) and honours `DeviceContext.dry_run`;
+    #: the controller refuses dry runs for plugins that do not say so (they might write)
+    supports_dry_run: ClassVar[bool] = False
+
     def config_schema(self) -> Mapping[str, Any]:
         """JSON-schema-like description of the `options` this plugin accepts per device."""
         return {"type": "object", "properties": {}}

@@ -81,6 +81,8 @@ class NvmlPlugin(DevicePlugin):
         stream_timeout: the most seconds one stream poll or `reserve` waits for NVML.
     """
 
+    #: every setter goes through `_power.set_limit` or `_profiles.update` (receipts, dry run)
+    supports_dry_run = True
     info = PluginInfo(
         name="nvml",
         version=_version(),

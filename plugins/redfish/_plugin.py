@@ -57,6 +57,8 @@ __version__ = "1.0.0"
 class RedfishPlugin(DevicePlugin):
     """Power control of server nodes through their BMCs over Redfish.
 
+    Every cap PATCH and action POST goes through `OpBmc._write` (receipts, dry run).
+
     One instance per process serves every Redfish device. It keeps no device state: discovery,
     prior values, applied caps and profile masks travel in the device state JSON. Login sessions
     and connections are process caches (one Redfish session and one concurrency limit per BMC),
@@ -66,6 +68,7 @@ class RedfishPlugin(DevicePlugin):
         settings: plugin-wide defaults (per-device inventory `options` override them).
     """
 
+    supports_dry_run = True
     info = PluginInfo(
         name="redfish",
         version=__version__,

@@ -20,8 +20,10 @@ from controller.sink import TopologySink
 from plugins.base import DeviceWrite, Empty, ProfileChange, RequestKind, run_operation
 from plugins.nvml.testing import FakeNode
 from plugins.redfish.simulator import SimulatorFleet
+from tests.controller.conftest import MEMORY, memory_inventory
 from tests.controller.test_service import gpu_caps
 from tests.desired.test_receipts import gpu_policy, node_policy
+from tests.memory_plugin import MemoryPlugin
 from tests.plugins.redfish.harness import Harness
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,3 +158,13 @@ async def test_nvml_profile_changes_have_receipts_and_a_dry_run_writes_none(make
         (w.method, w.component.split("(")[-1].rstrip(")")) for w in real.writes
     ]
     assert sent(plan.writes) == sent(real.writes) and all(w.status == "ok" for w in real.writes)
+
+
+async def test_a_plugin_without_dry_run_support_is_refused_not_run(start_controller: Any) -> None:
+    h = await start_controller(memory_inventory(1))
+    plan = await h.admin.DryRun(gpu_caps("node000", "dry-mem", {0: 500}))
+    assert not plan.ok and not plan.writes
+    assert plan.error == (
+        f"plugin {MEMORY} cannot plan without writing (it does not support dry runs); nothing was done"
+    )
+    assert MemoryPlugin.calls == []  # the plugin was never called
