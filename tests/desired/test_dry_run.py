@@ -29,6 +29,17 @@ from tests.plugins.redfish.harness import Harness
 ROOT = Path(__file__).resolve().parents[2]
 
 
+async def _cli(*args: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "controller", *args,
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "250"},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out = (await asyncio.wait_for(proc.communicate(), 60))[0].decode()
+    assert proc.returncode == 0, out
+    return out
+
+
 def sent(writes: tuple[DeviceWrite, ...]) -> list[tuple[str, str, Any, str]]:
     return [(w.target, w.method, dict(w.body), w.component) for w in writes if w.status != "skipped"]
 
@@ -122,18 +133,14 @@ async def test_dry_run_through_the_admin_api_and_the_cli(
             "0=600",
             "--dry-run",
         )
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "controller", *args,
-            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "250"},
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )  # fmt: skip
-        out = (await asyncio.wait_for(proc.communicate(), 60))[0].decode()
-        assert proc.returncode == 0, out
+        out = await _cli(*args)
         assert "dry run" in out and "planned" in out and "600" in out
         assert bmc.stats.writes_applied == 2  # still only the real run's writes
         listed = await h.admin.ListRequests(apb.ListRequestsRequest())
         assert [r.request_id for r in listed.requests] == ["dry-1"]
         assert json.loads(record.writes[0].body_json)
+        shown = await _cli("--server", server, "requests", "show", "dry-1")
+        assert "device writes" in shown and "PATCH" in shown and "500 W" in shown and "1200 W" in shown
         await h.controller.stop()  # before the fleet goes: it logs out of the BMC
 
 
