@@ -154,6 +154,13 @@ class Controller:
         if self.agent_delivery is not None:
             self.agent_delivery.notify()
 
+    def _status_delivery(self) -> Delivery:
+        """The destination `devicectl status` reports: the callback, or in agent mode without one
+        the agent stream."""
+        if self.agent_delivery is not None and not self.settings.callback:
+            return self.agent_delivery
+        return self.delivery
+
     def check_schema(self) -> None:
         status = self.store.schema_status()
         if status.up_to_date:
@@ -199,7 +206,7 @@ class Controller:
                 self.dispatcher,
                 self.inventory,
                 self.watchers,
-                self.delivery,
+                self._status_delivery(),
                 dry_run=Planner(self.runner, self.settings).plan,
             ),
             server,

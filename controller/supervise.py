@@ -12,6 +12,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+import grpc
+
 from controller.store import is_outage
 
 log = logging.getLogger(__name__)
@@ -19,6 +21,10 @@ log = logging.getLogger(__name__)
 
 def describe(exc: BaseException, limit: int = 300) -> str:
     """One bounded line naming the error (database messages can span lines)."""
+    if isinstance(exc, grpc.aio.AioRpcError):  # its str() starts with a line that says nothing
+        return describe(RuntimeError(f"{exc.code().name}: {exc.details()}"), limit).removeprefix(
+            "RuntimeError: "
+        )
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -9,7 +9,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 import pytest
+from google.protobuf import empty_pb2
 
+from controller._proto.devicecontroller.v1 import admin_pb2_grpc
 from controller._proto.devicecontroller.v1 import agent_pb2 as apb
 from controller._proto.devicecontroller.v1 import agent_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
@@ -193,3 +195,29 @@ async def test_a_silent_agent_is_dropped_and_redials(sink: TopologySink, start_a
     await wait_connected(sink)
     await send_until_acked(sink.address, ping("node000", "after-drop"))
     await sink.wait_for({"after-drop"}, timeout=20)
+
+
+async def test_status_reports_the_agent_stream_while_the_server_is_away(
+    sink: TopologySink, start_agent: StartAgent
+) -> None:
+    controller = await start_agent(sink.address, agent_reconnect_max=0.2)
+    await wait_connected(sink)
+    await sink.stop()  # the server goes away; the controller's loopback port still takes requests
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{controller.port}") as channel:
+        await dgrpc.DeviceControllerStub(channel).SendDeviceRequest(ping("node000", "stranded"), timeout=10)
+        admin = admin_pb2_grpc.DeviceControllerAdminStub(channel)
+
+        async def down() -> bool:
+            return not (await admin.GetStatus(empty_pb2.Empty(), timeout=5)).callback_ok
+
+        await until(down, 15, "status shows the agent stream down")
+        status = await admin.GetStatus(empty_pb2.Empty(), timeout=5)
+    assert status.callback_error.startswith("UNAVAILABLE: "), status
+    second = TopologySink(f"127.0.0.1:{sink.port}")
+    second.agents.remember(set(sink.counts))
+    await second.start()
+    try:
+        await second.wait_for({"stranded"}, timeout=20)  # the outbox delivered it after the outage
+        await all_delivered(controller)
+    finally:
+        await second.stop()
