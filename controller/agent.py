@@ -28,6 +28,7 @@ from controller._proto.devicecontroller.v1 import agent_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.config import Settings
 from controller.dispatch import Dispatcher
+from controller.logs import request_context
 from controller.service import DeviceControllerService, JournalUnavailableError
 from plugins.base import InvalidRequestError, RequestKind
 
@@ -300,7 +301,9 @@ class Agent:
         refuse: Callable[[str, str], None],
     ) -> None:
         try:
-            await self._service.accept(request)  # returns once the journal committed it
+            # trace_id correlates the server's logs with ours across the stream
+            with request_context(request.device, request.request_id, request.trace_id):
+                await self._service.accept(request)  # returns once the journal committed it
         except InvalidRequestError as exc:
             refuse("invalid_request", str(exc))
         except JournalUnavailableError as exc:
