@@ -177,11 +177,9 @@ class Agent:
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))
 
     async def _session(self) -> None:
+        # NOTE: keepalive is the stream's own Ping/Pong (data frames), not HTTP/2 keepalive pings: a
+        # server's default policy answers frequent transport pings with GOAWAY (too_many_pings).
         options = [
-            ("grpc.keepalive_time_ms", max(1000, int(self._ping_interval * 1000))),
-            ("grpc.keepalive_timeout_ms", 5000),
-            ("grpc.keepalive_permit_without_calls", 1),
-            ("grpc.http2.max_pings_without_data", 0),
             ("grpc.initial_reconnect_backoff_ms", 200),
             ("grpc.max_reconnect_backoff_ms", int(max(0.2, self.settings.agent_reconnect_max) * 1000)),
         ]
