@@ -185,7 +185,7 @@ async def _phase(stack: Stack, config: DbFaultConfig, name: str, fault: Fault, u
         fault=name,
         fault_s=round(fault_s, 1),
         health_during_fault=sorted(health),
-        health_after=await _health(stack),
+        health_after=await _health_settled(stack),
         unacked=len(load.unacked),
         client_retries=dict(load.retries),
         controller_alive=stack.ctl.proc is not None and stack.ctl.proc.poll() is None,
@@ -208,6 +208,20 @@ async def _health(stack: Stack) -> str:
             return str(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))
     except grpc.aio.AioRpcError as exc:
         return f"no answer ({exc.code().name})"
+
+
+async def _health_settled(stack: Stack, limit: float = 20.0) -> str:
+    """Health once it says SERVING, or what it says after `limit` seconds.
+
+    The controller re-probes a journal that failed with a capped back-off (5 s), so health comes
+    back a few seconds after the fault clears: sampling it once at the end would race that probe.
+    """
+    deadline = time.monotonic() + limit
+    status = await _health(stack)
+    while status != "SERVING" and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+        status = await _health(stack)
+    return status
 
 
 def _engine(url: str) -> sa.Engine:
