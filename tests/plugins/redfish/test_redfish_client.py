@@ -73,9 +73,9 @@ async def test_expired_session_is_renewed_once_for_reads_and_writes(
     # a session that expires between the GET and the PATCH: the write is sent again once, after login
     send = OpBmc.send
 
-    async def expire_then_send(self: OpBmc, request: Any, etag: str | None) -> None:
+    async def expire_then_send(self: OpBmc, request: Any, etag: str | None, **kw: Any) -> None:
         bmc.expire_sessions()
-        await send(self, request, etag)
+        await send(self, request, etag, **kw)
 
     monkeypatch.setattr(OpBmc, "send", expire_then_send)
     gb200.reset()
@@ -197,11 +197,11 @@ async def test_etag_mismatch_412_rereads_and_writes_once_more(
     send = OpBmc.send
     sent: list[str | None] = []
 
-    async def someone_else_writes_first(self: OpBmc, request: Any, etag: str | None) -> None:
+    async def someone_else_writes_first(self: OpBmc, request: Any, etag: str | None, **kw: Any) -> None:
         sent.append(etag)
         if len(sent) == 1:
             bmc.state.caps["GPU_1"].revision += 1  # another client changed GPU_1: our ETag is stale
-        await send(self, request, etag)
+        await send(self, request, etag, **kw)
 
     monkeypatch.setattr(OpBmc, "send", someone_else_writes_first)
     # EnvironmentMetrics is written without If-Match by default (body-hash ETags): force strong

@@ -48,12 +48,12 @@ async def test_write_after_refused_relogin_logs_in_again_with_a_session(
     assert (await gb200.call("std_metrics", bmc, Empty())).result.ok
     send = OpBmc.send
 
-    async def table_full_before_the_write(self: OpBmc, request: Any, etag: str | None) -> None:
+    async def table_full_before_the_write(self: OpBmc, request: Any, etag: str | None, **kw: Any) -> None:
         # the session expires between the read and the PATCH, and no new one is admitted: the
         # PATCH's 401 makes this client (not the library) log in again, and that login is refused
         bmc.configure(session_limit=0)
         bmc.expire_sessions()
-        await send(self, request, etag)
+        await send(self, request, etag, **kw)
 
     monkeypatch.setattr(OpBmc, "send", table_full_before_the_write)
     out = await gb200.call("update_gpu_policies", bmc, _one_gpu(600))
