@@ -73,9 +73,9 @@ async def test_expired_session_is_renewed_once_for_reads_and_writes(
     # a session that expires between the GET and the PATCH: the write is sent again once, after login
     send = OpBmc.send
 
-    async def expire_then_send(self: OpBmc, request: Any, etag: str | None, **kw: Any) -> None:
+    async def expire_then_send(self: OpBmc, request: Any, etag: str | None, **kw: Any) -> int:
         bmc.expire_sessions()
-        await send(self, request, etag, **kw)
+        return await send(self, request, etag, **kw)  # the receipt's index
 
     monkeypatch.setattr(OpBmc, "send", expire_then_send)
     gb200.reset()
