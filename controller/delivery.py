@@ -128,7 +128,7 @@ class Delivery:
         self.dead_lettered = 0
         self._stopping = False
         #: the destination's state: while it fails, only one probe at a time, at `_next_probe`
-        self.destination = Outage(f"topology callback {target}", log)
+        self.destination = Outage(target if transport is not None else f"topology callback {target}", log)
         self._probe_max = probe_max
         self._next_probe = 0.0  # time.monotonic()
         self._probing = False
@@ -264,7 +264,7 @@ class Delivery:
         metrics.DELIVERY_LAG_SECONDS.observe((datetime.now(UTC) - item.created_at).total_seconds())
         if self.destination.failing:
             self.destination.ok()
-            log.info("topology callback %s is back: releasing the backlog", self._target)
+            log.info("%s is back: releasing the backlog", self.destination.what)
         await self._record(self._store.mark_delivered, item.id, datetime.now(UTC))
         self.delivered += 1
 
