@@ -144,6 +144,7 @@ class DriftChecker:
         msg = pb.DeviceControllerRequest.FromString(payload)
         request_id = f"{INTERNAL_PREFIX}reapply-{uuid.uuid4().hex[:12]}"
         msg.request_id = request_id
+        msg.ClearField("device_state_json")  # the stored state is newer than the one it carried
         msg.trace_id = f"reapply of {source}"[:256]
         kind = RequestKind(msg.WhichOneof("request"))
         now = datetime.now(UTC)
