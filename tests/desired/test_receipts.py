@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from controller.receipts import write_records
 from controller.runner import receipts
 from controller.service import request_record
-from controller.store import Completion, NewRequest, Store
+from controller.store import Completion, NewRequest, RetentionPolicy, Store, prune
 from plugins.base import (
     ElementType,
     Empty,
@@ -122,3 +122,31 @@ async def test_receipts_are_journaled_and_shown_by_the_admin_api(store: Store, h
     ]
     assert record.writes[0].body_json == '{"limit_mw": 400000, "scope": "gpu"}'
     assert not write_records([{"target": "x", "method": "PATCH"}])[0].HasField("after_watts")
+
+
+async def test_receipts_are_pruned_with_their_request(store: Store) -> None:
+    old = datetime.now(UTC) - timedelta(days=40)
+    for rid, at in (("old-1", old), ("new-1", datetime.now(UTC))):
+        await store.accept_one(NewRequest(rid, "node-1", "topology_activate", b"", "", at, at, "me"))
+        writes = [{"target": "/x", "method": "PATCH", "body": {"SetPoint": 500}, "status": "200"}]
+        # internal: no outbox row waits for delivery, so only the journal's age decides
+        await store.complete(
+            Completion(
+                rid,
+                "node-1",
+                "ok",
+                "",
+                at,
+                b"",
+                None,
+                False,
+                kind="topology_activate",
+                writes=writes,
+                internal=True,
+            )
+        )
+    result = await prune(store, RetentionPolicy(journal_days=30), datetime.now(UTC))
+    assert result.deleted["requests"] == 1
+    assert await store.get_request("old-1") is None
+    kept = await store.get_request("new-1")
+    assert kept is not None and kept.writes is not None and kept.writes[0]["status"] == "200"
