@@ -27,7 +27,7 @@ from google.protobuf import struct_pb2
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2
 from controller.desired import INTERNAL_PREFIX
-from plugins.base import InvalidRequestError, RequestKind
+from plugins.base import InvalidRequestError, RequestKind, json_type
 
 __all__ = [
     "DEFAULT_MAX_JSON_BYTES",
@@ -92,20 +92,6 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return type(value).__name__
-
-
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _JSON_BRACKET = re.compile(r"[\[\]{}]")
 
@@ -165,7 +151,7 @@ def parse_json_object(
     except RecursionError:
         raise InvalidRequestError(f"{field}: not valid JSON: nested too deeply") from None
     if not isinstance(value, dict):
-        raise InvalidRequestError(f"{field}: must be a JSON object, got {_json_type(value)}")
+        raise InvalidRequestError(f"{field}: must be a JSON object, got {json_type(value)}")
     return value
 
 

@@ -31,6 +31,7 @@ from plugins.base._plugin import (
 from plugins.base._policy import CapTarget, check_range, element_share, gpu_target, gpu_targets
 from plugins.base._profiles import ProfileChecks
 from plugins.base._receipts import DeviceWrite, WriteLog, recording, write_log
+from plugins.base._schema import check_shape, json_type
 from plugins.base._spec import CATALOGUE, ComponentSpec, SystemSpec, policy_from_element_map
 from plugins.base._streams import (
     DEVICE_TYPE_GPU,
@@ -160,9 +161,11 @@ __all__ = [
     "VerificationResult",
     "WriteLog",
     "check_range",
+    "check_shape",
     "element_share",
     "gpu_target",
     "gpu_targets",
+    "json_type",
     "policy_from_element_map",
     "recording",
     "run_operation",
