@@ -30,15 +30,13 @@ from controller.inventory import (
     DeviceEntry,
     InventoryError,
     check_inventory,
+    inventory_secrets,
     load_inventory,
-    load_secret_rules,
     plugin_registry,
-    secret_policy,
 )
 from controller.plugin_host import PluginHost
 from controller.plugin_process import load_external_plugins
 from controller.runner import RequestRunner
-from controller.secrets import SecretStore
 from controller.service import AdminService, DeviceControllerService, Watchers
 from controller.store import DeviceUpsert, RetentionPolicy, Store, prune
 from controller.supervise import Outage, supervise
@@ -83,13 +81,7 @@ class Controller:
         # out-of-process plugins are declared in the inventory file ([[plugin]] tables)
         self.plugins = PluginHost(load_external_plugins(settings.inventory) if settings.inventory else {})
         self.watchers = Watchers()
-        self.secrets = SecretStore(
-            settings.secrets_dir or None,
-            policy=secret_policy(
-                self.inventory, load_secret_rules(settings.inventory) if settings.inventory else {}
-            ),
-            allow_readable=settings.secrets_allow_readable,
-        )
+        self.secrets = inventory_secrets(settings, self.inventory)
         # agent mode (controller/agent.py): the agent's devices answer over its stream
         on_agent = agent.device_filter(settings.agent_devices) if settings.agent_server else None
         self.delivery = Delivery(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller.config import Settings
 from controller.secrets import SecretPolicy, SecretStore
 from plugins import registry
 from plugins.base import Endpoint, HostEnvironmentError, SystemSpec
@@ -175,6 +176,16 @@ def secret_policy(entries: Mapping[str, DeviceEntry], rules: Mapping[str, tuple[
         if entry.secret and entry.url:
             bound.setdefault(entry.secret, []).append(entry.url)
     return SecretPolicy(bound, rules)
+
+
+def inventory_secrets(settings: Settings, entries: Mapping[str, DeviceEntry]) -> SecretStore:
+    """The secrets directory, each secret usable only where the operator's inventory allows it."""
+    rules = load_secret_rules(settings.inventory) if settings.inventory else {}
+    return SecretStore(
+        settings.secrets_dir or None,
+        policy=secret_policy(entries, rules),
+        allow_readable=settings.secrets_allow_readable,
+    )
 
 
 def plugin_registry(entries: Mapping[str, DeviceEntry], default_plugin: str) -> registry.PluginRegistry:

@@ -14,9 +14,8 @@ from typing import Any
 
 from controller.cli._render import err_console, print_json, table
 from controller.config import load_settings
-from controller.inventory import DeviceEntry, load_inventory, load_secret_rules, secret_policy
+from controller.inventory import DeviceEntry, inventory_secrets, load_inventory
 from controller.plugin_host import PluginHost
-from controller.secrets import SecretStore
 from plugins.base import DeviceControllerError, DeviceTarget, StatObject, StatValue
 
 
@@ -43,11 +42,7 @@ def _targets(args: argparse.Namespace) -> dict[str, list[DeviceTarget]]:
     if not settings.inventory:
         raise ValueError("give --inventory (or set inventory in the config)")
     entries = load_inventory(settings.inventory)
-    secrets = SecretStore(
-        settings.secrets_dir or None,
-        policy=secret_policy(entries, load_secret_rules(settings.inventory)),
-        allow_readable=settings.secrets_allow_readable,
-    )
+    secrets = inventory_secrets(settings, entries)
     by_plugin: dict[str, list[DeviceTarget]] = defaultdict(list)
     entry: DeviceEntry
     for entry in entries.values():

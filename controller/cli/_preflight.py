@@ -17,10 +17,9 @@ from controller.config import Settings, load_settings
 from controller.inventory import (
     DeviceEntry,
     check_inventory,
+    inventory_secrets,
     load_inventory,
-    load_secret_rules,
     plugin_registry,
-    secret_policy,
 )
 from controller.plugin_host import PluginHost
 from controller.plugin_process import load_external_plugins
@@ -48,11 +47,7 @@ def run_check(args: argparse.Namespace) -> int:
     if not settings.inventory:
         raise ValueError("give --inventory (or set inventory in the config)")
     entries = load_inventory(settings.inventory)
-    secrets = SecretStore(
-        settings.secrets_dir or None,
-        policy=secret_policy(entries, load_secret_rules(settings.inventory)),
-        allow_readable=settings.secrets_allow_readable,
-    )
+    secrets = inventory_secrets(settings, entries)
     general: list[str] = []
     try:
         tls.check_settings(settings)
