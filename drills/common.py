@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,23 @@ def backend_database(backend: str, workdir: Path) -> Iterator[str | None]:
 
 def skipped(backend: str) -> dict[str, Any]:
     return {"backend": backend, "skipped": f"PostgreSQL unreachable: {postgres_problem()}", "problems": []}
+
+
+async def per_backend(
+    drill: str,
+    backends: tuple[str, ...],
+    workdir: Path,
+    run_backend: Callable[[str, str, Path], Awaitable[list[dict[str, Any]]]],
+) -> list[dict[str, Any]]:
+    """The rows of `run_backend(backend, url, dir)` for each backend, a skipped row where unreachable."""
+    rows: list[dict[str, Any]] = []
+    for backend in backends:
+        with backend_database(backend, workdir) as url:
+            if url is None:
+                rows.append(skipped(backend))
+            else:
+                rows += await run_backend(backend, url, workdir / f"{drill}-{backend}")
+    return rows
 
 
 async def session_figures(stack: Stack) -> dict[str, int]:

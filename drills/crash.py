@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from drills.common import backend_database, problems_of, session_figures, skipped
+from drills.common import per_backend, problems_of, session_figures
 from drills.load import Load
 from drills.stack import Stack
 from drills.verdict import verdict
@@ -40,13 +40,10 @@ FULL = CrashConfig(kills=40, devices=16, interval=0.02, up_min=0.5, up_max=3.0, 
 
 
 async def run(config: CrashConfig, workdir: Path) -> dict[str, Any]:
-    rows = []
-    for backend in config.backends:
-        with backend_database(backend, workdir) as url:
-            if url is None:
-                rows.append(skipped(backend))
-                continue
-            rows.append(await run_backend(config, backend, url, workdir / f"crash-{backend}"))
+    async def one(backend: str, url: str, where: Path) -> list[dict[str, Any]]:
+        return [await run_backend(config, backend, url, where)]
+
+    rows = await per_backend("crash", config.backends, workdir, one)
     return {"drill": "crash", "config": asdict(config), "rows": rows}
 
 

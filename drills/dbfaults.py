@@ -29,7 +29,7 @@ from grpc_health.v1 import health_pb2
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from drills.common import backend_database, problems_of, skipped
+from drills.common import per_backend, problems_of
 from drills.load import Load
 from drills.proxy import TcpProxy
 from drills.stack import Stack
@@ -59,16 +59,12 @@ Fault = Callable[[], Coroutine[Any, Any, None]]
 
 
 async def run(config: DbFaultConfig, workdir: Path) -> dict[str, Any]:
-    rows: list[dict[str, Any]] = []
-    for backend in config.backends:
-        with backend_database(backend, workdir) as url:
-            if url is None:
-                rows.append(skipped(backend))
-                continue
-            if backend == "postgres":
-                rows += await postgres_rows(config, url, workdir / "dbfaults-postgres")
-            else:
-                rows += await sqlite_rows(config, url, workdir / "dbfaults-sqlite")
+    async def one(backend: str, url: str, where: Path) -> list[dict[str, Any]]:
+        if backend == "postgres":
+            return await postgres_rows(config, url, where)
+        return await sqlite_rows(config, url, where)
+
+    rows = await per_backend("dbfaults", config.backends, workdir, one)
     return {"drill": "dbfaults", "config": asdict(config), "rows": rows}
 
 

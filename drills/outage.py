@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from drills.common import backend_database, problems_of, skipped
+from drills.common import per_backend, problems_of
 from drills.load import Load
 from drills.stack import Stack
 from drills.verdict import verdict
@@ -35,13 +35,10 @@ FULL = OutageConfig(backends=("sqlite", "postgres"), devices=16, interval=0.02, 
 
 
 async def run(config: OutageConfig, workdir: Path) -> dict[str, Any]:
-    rows = []
-    for backend in config.backends:
-        with backend_database(backend, workdir) as url:
-            if url is None:
-                rows.append(skipped(backend))
-                continue
-            rows.append(await run_backend(config, backend, url, workdir / f"outage-{backend}"))
+    async def one(backend: str, url: str, where: Path) -> list[dict[str, Any]]:
+        return [await run_backend(config, backend, url, where)]
+
+    rows = await per_backend("outage", config.backends, workdir, one)
     return {"drill": "outage", "config": asdict(config), "rows": rows}
 
 
