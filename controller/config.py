@@ -43,6 +43,15 @@ class Settings:
     instance_id: str = dataclasses.field(default_factory=socket.gethostname)
     #: seconds after which another controller may take over this one's unfinished work
     lease_ttl: float = 30.0
+
+    # --- several processes on one PostgreSQL (docs/architecture.md, "Several controllers") ---
+    #: what this process does: `all` (accept and execute), `frontend` (journal and ack only),
+    #: `executor` (claim and run the journaled requests of the shards it leases; no DeviceController port)
+    role: str = "all"
+    #: `serve --workers N`: a front end plus N executor processes on this machine (PostgreSQL only)
+    workers: int = 0
+    #: devices map to this many shards (a stable hash of the BMC endpoint); every controller must agree
+    shard_count: int = 256
     #: responses being delivered at once (one per device)
     delivery_concurrency: int = 64
     #: cap of the exponential backoff between delivery attempts, seconds

@@ -121,6 +121,8 @@ def _settings_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-concurrency", type=int)
     p.add_argument("--queue-limit", type=int)
     p.add_argument("--instance-id")
+    p.add_argument("--role", choices=["all", "frontend", "executor"], help="accept and execute (all), or one")
+    p.add_argument("--workers", type=int, help="a front end plus N executor processes (PostgreSQL only)")
     p.add_argument("--auto-upgrade", action="store_true", default=None)
     p.add_argument("--log-level")
     p.add_argument("--log-format", choices=["text", "json"], help="log lines as text (default) or JSON")
