@@ -236,13 +236,16 @@ class SimulatedBmc:
         method = request.method
         path = normalize_path(request.path)
         matched = self.platform.router.match(path)
-        self.stats.request_started(method, matched[0].template if matched else UNMATCHED)
+        # the session the token names identifies the client (each controller logs in on its own)
+        token = request.headers.get("X-Auth-Token")
+        session = self.sessions.id_of(token) if token else None
+        self.stats.request_started(method, matched[0].template if matched else UNMATCHED, session)
         status: int | None = None
         try:
             response, status = await self._process(request, method, path, matched)
             return response
         finally:
-            self.stats.request_finished(status)
+            self.stats.request_finished(status, session)
 
     async def _process(
         self,

@@ -99,6 +99,11 @@ class SessionStore:
         session.last_used = now
         return session
 
+    def id_of(self, token: str) -> str | None:
+        """The id of the session `token` belongs to (expired or not), without refreshing it."""
+        session = self._by_token.get(token)
+        return None if session is None else session.id
+
     def by_id(self, session_id: str) -> Session | None:
         """Look a session up by its resource id."""
         for session in self._by_token.values():

@@ -17,6 +17,12 @@ class BmcStats:
     `("PATCH", "/redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}/EnvironmentMetrics")`.
     `max_in_flight` is the highest number of requests in progress at once (what a client's per-BMC
     concurrency limit should bound); `max_open_connections` is the same for TCP connections.
+
+    Each client (a controller process) logs in on its own, so the Redfish session a request's
+    `X-Auth-Token` names tells clients apart: `max_sessions_in_flight` is the most sessions with
+    requests in progress at once, and `session_overlaps` counts requests that started while another
+    session had one in progress (0: no two clients ever worked this BMC at the same time). Requests
+    without a known session (logins, Basic auth) count in `max_in_flight` only.
     """
 
     def __init__(self, open_sessions: Callable[[], int] = lambda: 0) -> None:
@@ -27,6 +33,10 @@ class BmcStats:
         self.total_calls = 0
         self.in_flight = 0
         self.max_in_flight = 0
+        #: session id -> its requests in progress (only sessions with at least one)
+        self._session_in_flight: Counter[str] = Counter()
+        self.max_sessions_in_flight = 0
+        self.session_overlaps = 0
         self.sessions_created = 0
         self.sessions_deleted = 0
         self.sessions_expired = 0
@@ -47,18 +57,29 @@ class BmcStats:
         """Calls seen for one `(method, path_template)`."""
         return self.calls[(method, template)]
 
-    def request_started(self, method: str, template: str) -> None:
-        """Record one request entering the handler."""
+    def request_started(self, method: str, template: str, session: str | None = None) -> None:
+        """Record one request entering the handler; `session` is the id of the session it names."""
         self.calls[(method, template)] += 1
         self.total_calls += 1
         self.in_flight += 1
         if self.in_flight > self.max_in_flight:
             self.max_in_flight = self.in_flight
+        if session is not None:
+            self._session_in_flight[session] += 1
+            active = len(self._session_in_flight)
+            if active > 1:
+                self.session_overlaps += 1
+            if active > self.max_sessions_in_flight:
+                self.max_sessions_in_flight = active
 
-    def request_finished(self, status: int | None) -> None:
+    def request_finished(self, status: int | None, session: str | None = None) -> None:
         """Record one request leaving the handler; `status` None means no response was sent."""
         self.in_flight -= 1
         self.responses[status if status is not None else 0] += 1
+        if session is not None:
+            self._session_in_flight[session] -= 1
+            if self._session_in_flight[session] <= 0:
+                del self._session_in_flight[session]
 
     def connection_opened(self) -> None:
         """Record a new TCP connection."""
@@ -78,6 +99,8 @@ class BmcStats:
         self.faults_injected.clear()
         self.total_calls = 0
         self.max_in_flight = self.in_flight
+        self.max_sessions_in_flight = len(self._session_in_flight)
+        self.session_overlaps = 0
         self.max_open_connections = self.open_connections
         self.connections_opened = 0
         self.sessions_created = 0
@@ -96,6 +119,8 @@ class BmcStats:
             "responses": {str(code): n for code, n in sorted(self.responses.items())},
             "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight,
+            "max_sessions_in_flight": self.max_sessions_in_flight,
+            "session_overlaps": self.session_overlaps,
             "open_sessions": self.open_sessions,
             "sessions_created": self.sessions_created,
             "sessions_deleted": self.sessions_deleted,

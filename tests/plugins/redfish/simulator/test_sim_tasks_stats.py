@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 from redfish.aio import AsyncRedfishClient
 
-from plugins.redfish.simulator import UNMATCHED, SimulatedBmc
+from plugins.redfish.simulator import UNMATCHED, SimulatedBmc, SimulatorFleet
 
 GPU0 = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/GPU_0/EnvironmentMetrics"
 TEMPLATE = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}/EnvironmentMetrics"
@@ -109,3 +110,49 @@ async def test_client_side_limit_is_visible(gb200: SimulatedBmc, ssl_ctx: Any) -
         await asyncio.gather(*(client.get(GPU0) for _ in range(8)))
     assert gb200.stats.max_in_flight == 2
     assert gb200.stats.max_open_connections <= 2
+
+
+async def test_two_sessions_in_flight_at_once_are_recorded(gb200: SimulatedBmc, api: Api) -> None:
+    """Two clients (each its own login, as two controller processes) overlapping on one BMC."""
+    gb200.latency = 0.1
+    first, second = api(gb200), api(gb200)
+    await first.login()
+    await second.login()
+    replies = await asyncio.gather(first.get(GPU0), first.get(GPU0), second.get(GPU0))
+    assert all(r.status == 200 for r in replies)
+    snapshot = gb200.stats.to_dict()
+    assert snapshot["max_sessions_in_flight"] == 2
+    assert snapshot["session_overlaps"] >= 1
+    assert snapshot["max_in_flight"] == 3
+
+
+async def test_sessions_one_after_the_other_are_not_an_overlap(gb200: SimulatedBmc, api: Api) -> None:
+    gb200.latency = 0.05
+    first, second = api(gb200), api(gb200)
+    await first.login()
+    await second.login()
+    await asyncio.gather(first.get(GPU0), first.get(GPU0))  # one session, two requests at once
+    await second.get(GPU0)
+    await first.get(GPU0)
+    unauthenticated = api(gb200)  # Basic auth: no session, never counted as a client
+    await asyncio.gather(unauthenticated.get(GPU0), second.get(GPU0))
+    stats = gb200.stats
+    assert stats.max_sessions_in_flight == 1
+    assert stats.session_overlaps == 0
+    assert stats.max_in_flight == 2
+    # the fleet totals (what the control endpoint serves) keep the per-BMC figures
+    stats.reset()
+    assert stats.to_dict()["session_overlaps"] == 0 and stats.max_sessions_in_flight == 0
+
+
+async def test_fleet_totals_sum_overlaps_and_keep_the_worst_bmc(cert_dir: Path, api: Api) -> None:
+    async with SimulatorFleet(n=2, model="gb200", cert_dir=cert_dir, latency=0.1) as fleet:
+        busy, quiet = fleet.bmcs
+        one, two, alone = api(busy), api(busy), api(quiet)
+        for client in (one, two, alone):
+            await client.login()
+        await asyncio.gather(one.get(GPU0), two.get(GPU0), alone.get(GPU0))
+        stats = fleet.stats()
+    assert stats["totals"]["max_sessions_in_flight"] == 2
+    assert stats["totals"]["session_overlaps"] == 1
+    assert [b["session_overlaps"] for b in stats["bmcs"]] == [1, 0]
