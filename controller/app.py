@@ -13,7 +13,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from controller import agent, authz, metrics, tls
+from controller import agent, authz, metrics, tls, workers
 from controller._proto.devicecontroller.v1 import (
     admin_pb2,
     admin_pb2_grpc,
@@ -132,6 +132,10 @@ class Controller:
                 self.agent_transport,
                 on_connect=self.agent_delivery.retry_now,
             )
+        # role gating (controller/workers.py): a front end journals and acks, an executor runs
+        self.role = workers.process_role(settings)
+        self.executes = workers.executes(settings)
+        self.executors: workers.ExecutorPool | None = None
         self._health = health.aio.HealthServicer()
         self._server: grpc.aio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -170,6 +174,8 @@ class Controller:
     async def start(self) -> int:
         """Start serving; returns the bound port. Unfinished journaled work is queued first."""
         tls.check_settings(self.settings)  # bad security settings fail before anything starts
+        workers.check_process_model(self.settings, self.store.dialect)
+        workers.follow_supervisor()
         # the decode guard is innermost: a caller without the role is refused before decoding matters
         interceptors = [*authz.server_interceptors(self.settings), DecodeGuard()]
         problems = check_inventory(
@@ -185,13 +191,15 @@ class Controller:
                 for e in self.inventory.values()
             ]
         )
-        await self.recover()
+        if self.executes:
+            await self.recover()
         if self.settings.metrics_listen:  # before gRPC: a port in use fails the start cleanly
             self.metrics_server = metrics.MetricsServer(self)
             port = await self.metrics_server.start(self.settings.metrics_listen)
             log.info("metrics on http://%s:%d/metrics", self.settings.metrics_listen.rpartition(":")[0], port)
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=interceptors)
-        devicecontroller_pb2_grpc.add_DeviceControllerServicer_to_server(self.service, server)
+        if workers.accepts(self.settings):
+            devicecontroller_pb2_grpc.add_DeviceControllerServicer_to_server(self.service, server)
         admin_pb2_grpc.add_DeviceControllerAdminServicer_to_server(
             AdminService(
                 self.store,
@@ -211,14 +219,41 @@ class Controller:
         self.port = await self._bind(server)
         await server.start()
         self._server = server
-        for name in ("", *SERVICE_NAMES):
+        for name in self._health_names:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self._tasks = [asyncio.create_task(supervise("health", self._health_loop), name="health")]
+        if self.executes:
+            self._start_execution()
+        if self.settings.retention_interval > 0 and self.role != "executor":  # one per deployment
+            self._tasks.append(
+                asyncio.create_task(supervise("retention", self._retention_loop), name="retention")
+            )
+        if self.settings.workers > 0:
+            self.executors = workers.ExecutorPool(self.settings)
+            await self.executors.start()
+        log.info(
+            "serving on %s (port %d, role %s), database %s, callback %s, %d devices in inventory",
+            self.settings.listen,
+            self.port,
+            self.role,
+            self.store.url_for_display,
+            self.settings.callback or "-",
+            len(self.inventory),
+        )
+        return self.port
+
+    @property
+    def _health_names(self) -> tuple[str, ...]:
+        """The services whose health is reported: an executor serves no DeviceController."""
+        return ("", *SERVICE_NAMES) if workers.accepts(self.settings) else ("", SERVICE_NAMES[1])
+
+    def _start_execution(self) -> None:
+        """The background work of a process that runs requests (roles all and executor)."""
         verifier = Verifier(self.store, self.runner)
-        self._tasks = [
+        self._tasks += [
             asyncio.create_task(supervise("delivery", self.delivery.run), name="delivery"),
             asyncio.create_task(supervise("verifier", verifier.run), name="verifier"),
             asyncio.create_task(supervise("lease", self._lease_loop), name="lease"),
-            asyncio.create_task(supervise("health", self._health_loop), name="health"),
         ]
         if self.agent is not None and self.agent_delivery is not None:
             self._tasks += [
@@ -230,19 +265,6 @@ class Controller:
         if self.settings.drift_interval > 0:
             self.drift = DriftChecker(self.store, self.runner, self.dispatcher, self.settings)
             self._tasks.append(asyncio.create_task(supervise("drift", self.drift.run), name="drift"))
-        if self.settings.retention_interval > 0:
-            self._tasks.append(
-                asyncio.create_task(supervise("retention", self._retention_loop), name="retention")
-            )
-        log.info(
-            "serving on %s (port %d), database %s, callback %s, %d devices in inventory",
-            self.settings.listen,
-            self.port,
-            self.store.url_for_display,
-            self.settings.callback or "-",
-            len(self.inventory),
-        )
-        return self.port
 
     async def _bind(self, server: grpc.aio.Server) -> int:
         # NOTE: right after a crash the old process's port can linger for a moment; retry briefly.
@@ -354,7 +376,7 @@ class Controller:
                     )
                 else:
                     log.warning("health SERVING: the request journal commits again")
-                for name in ("", *SERVICE_NAMES):
+                for name in self._health_names:
                     await self._health.set(name, status)
             await asyncio.sleep(self.settings.health_interval if up else outage.delay())
 
@@ -364,10 +386,12 @@ class Controller:
             return
         self._stopped = True
         grace = self.settings.shutdown_grace if grace is None else grace
+        # the executors stop (each gracefully) while this front end does
+        executors = asyncio.ensure_future(self.executors.stop()) if self.executors is not None else None
         if self.agent is not None:
             self.agent.draining = True  # like the server below: no new work, responses still flow
         if self._server is not None:
-            for name in ("", *SERVICE_NAMES):
+            for name in self._health_names:
                 await self._health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
             await self._server.stop(grace)
         if self.metrics_server is not None:
@@ -377,7 +401,8 @@ class Controller:
                 "shutdown: work still running after %.1f s stays journaled and runs after restart", grace
             )
             await self.dispatcher.cancel()
-        await self.delivery.flush(timeout=min(grace, 5.0))
+        if self.executes:
+            await self.delivery.flush(timeout=min(grace, 5.0))
         self.delivery.stop()
         if self.agent_delivery is not None:
             await self.agent_delivery.flush(timeout=min(grace, 5.0))
@@ -388,6 +413,8 @@ class Controller:
         _, stuck = await asyncio.wait(self._tasks, timeout=5.0)
         for task in stuck:
             log.error("shutdown: background task %s did not stop", task.get_name())
+        if executors is not None:
+            await executors
         # Bounded, so a stuck BMC logout or database cannot hang the shutdown.
         for step, timeout in ((self.plugins.close(), 10.0), (self.store.close(), 30.0)):
             try:
