@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.util import ROOT, jsonable, machine
-from drills import crash, dbfaults, matrix, outage, soak
+from drills import crash, dbfaults, matrix, outage, scaleout, soak
 from drills.report import COLUMNS, markdown
 
 Runner = Callable[[Any, Path], Awaitable[dict[str, Any]]]
@@ -27,6 +27,7 @@ DRILLS: dict[str, tuple[Runner, Any, Any]] = {
     "dbfaults": (dbfaults.run, dbfaults.REDUCED, dbfaults.FULL),
     "matrix": (matrix.run, matrix.REDUCED, matrix.FULL),
     "soak": (soak.run, soak.REDUCED, soak.FULL),
+    "scaleout": (scaleout.run, scaleout.REDUCED, scaleout.FULL),
 }
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from controller import translate
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from plugins.base import GpuPoliciesChange, GpuPolicy, PolicyAction, PowerLimit, RequestKind
 
@@ -41,6 +42,24 @@ class Sent:
 def watts_for(device_index: int, k: int) -> float:
     """The cap of request `k` to device `device_index`: within 200..1199 W, never the previous one."""
     return float(200 + (k * 37 + device_index * 11) % 1000)
+
+
+def cap_request(
+    device: str, request_id: str, watts: float, timeout_seconds: int
+) -> pb.DeviceControllerRequest:
+    """The request setting all four GPU caps of `device` to `watts`."""
+    change = GpuPoliciesChange(
+        "drill",
+        PolicyAction.SET,
+        policies=tuple(GpuPolicy(g, PowerLimit(watts=watts)) for g in range(4)),
+    )
+    return translate.request_to_proto(
+        RequestKind.GPU_POLICIES_UPDATE,
+        change,
+        device=device,
+        request_id=request_id,
+        timeout_seconds=timeout_seconds,
+    )
 
 
 @dataclass
@@ -89,18 +108,7 @@ class Load:
                 return
             rid = f"{self.prefix}-{device}-{k:06d}"
             watts = watts_for(index, k)
-            change = GpuPoliciesChange(
-                "drill",
-                PolicyAction.SET,
-                policies=tuple(GpuPolicy(g, PowerLimit(watts=watts)) for g in range(4)),
-            )
-            request = translate.request_to_proto(
-                RequestKind.GPU_POLICIES_UPDATE,
-                change,
-                device=device,
-                request_id=rid,
-                timeout_seconds=self.timeout_seconds,
-            )
+            request = cap_request(device, rid, watts, self.timeout_seconds)
             if not await self._send(stub, request, rid):
                 return  # not acknowledged: the next request would overtake it
             self.acked.append(Sent(rid, device, watts, time.monotonic()))

@@ -29,6 +29,12 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "backend", "duration_s", "rate_per_s", "acked", "lost", "stuck", "order_violations",
         "rss_start_mib", "rss_end_mib", "fds_start", "fds_end",
     ),
+    "scaleout": (
+        "backend", "processes", "bmcs", "acked", "responses", "lost", "stuck", "duplicates",
+        "second_completions", "order_violations", "failed", "caps_wrong", "shards_moved",
+        "unfinished_at_kill", "moved_s", "moved_limit_s", "max_in_flight_per_bmc",
+        "bmcs_two_controllers", "tracebacks", "drain_s",
+    ),
 }  # fmt: skip
 
 

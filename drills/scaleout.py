@@ -1,0 +1,360 @@
+"""Scale-out drill: three controller processes on one PostgreSQL; one is SIGKILLed mid-wave.
+
+Three `devicectl serve` processes (their own `--instance-id` and port, one database, one inventory)
+share a simulated fleet through shard leases. A wave of GPU cap requests goes out spread over the
+three front doors, each device's next request after the previous one was acknowledged (a sender
+whose door is gone tries the next one, as a topology service with several replicas would). Once
+part of the wave is answered, one process is SIGKILLed. Checks:
+
+- every acknowledged request answered (nothing lost or stuck), none twice (the sink's duplicates;
+  at most one audit row per request: no second completion), per-device order, the caps on the BMCs;
+- the killed process's shards owned by the survivors within the lease timeout (`shard_leases`);
+- per BMC, the simulator never saw more requests in flight than the Redfish plugin's per-BMC
+  limit, nor two Redfish sessions (two controllers) with requests in flight at once;
+- no traceback in any controller's log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import sqlalchemy as sa
+from sqlalchemy.pool import NullPool
+
+from bench.processes import ControllerProcess
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
+from controller.config import Settings
+from drills.common import per_backend, problems_of
+from drills.load import CHANNEL_OPTIONS, Sent, cap_request, watts_for
+from drills.stack import Stack
+from drills.verdict import verdict
+
+TRACEBACK = "Traceback (most recent call last)"
+
+
+@dataclass(frozen=True)
+class ScaleoutConfig:
+    backends: tuple[str, ...] = ("postgres",)  # several processes need PostgreSQL
+    processes: int = 3
+    bmcs: int = 60
+    #: requests per BMC in the wave
+    per_device: int = 4
+    #: seconds the simulated BMCs add to every call
+    latency: float = 0.05
+    lease_ttl: float = 3.0
+    #: one process is killed once this share of the wave has been answered
+    kill_at: float = 0.3
+    #: the Redfish plugin's per-BMC concurrency (its default)
+    per_bmc_limit: int = 2
+    balance_limit: float = 60.0
+    drain_limit: float = 180.0
+
+
+REDUCED = ScaleoutConfig()
+FULL = ScaleoutConfig(bmcs=200, per_device=8, lease_ttl=5.0, drain_limit=600.0)
+
+
+async def run(config: ScaleoutConfig, workdir: Path) -> dict[str, Any]:
+    async def one(backend: str, url: str, where: Path) -> list[dict[str, Any]]:
+        return [await run_backend(config, backend, url, where)]
+
+    rows = await per_backend("scaleout", config.backends, workdir, one)
+    return {"drill": "scaleout", "config": asdict(config), "rows": rows}
+
+
+class Cluster:
+    """BMC simulators, the sink and `processes` controllers on one database (a `Stack` plus peers)."""
+
+    def __init__(self, config: ScaleoutConfig, url: str, workdir: Path) -> None:
+        self.config = config
+        self.url = url
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.settings_file = workdir / "scaleout.toml"
+        self.stack = Stack(
+            workdir,
+            bmcs=config.bmcs,
+            database_url=url,
+            name="scaleout-0",
+            extra_args=("--config", str(self.settings_file)),
+            latency=config.latency,
+        )
+        self.controllers: list[ControllerProcess] = []
+
+    @property
+    def instances(self) -> list[str]:
+        return [f"drill-scaleout-{i}" for i in range(self.config.processes)]
+
+    async def start(self) -> None:
+        self.settings_file.write_text(_settings_toml(self.config))
+        await self.stack.start()  # the first process (it also upgrades the schema)
+        self.controllers = [self.stack.ctl]
+        for i in range(1, self.config.processes):
+            peer = ControllerProcess(
+                self.workdir,
+                database_url=self.url,
+                callback=self.stack.sink.address,
+                inventory=self.workdir / "inventory.toml",
+                secrets_dir=self.stack.sims.secrets_dir,
+                instance_id=self.instances[i],
+                name=f"scaleout-{i}",
+                extra_args=("--config", str(self.settings_file)),
+            )
+            self.controllers.append(peer)
+        await asyncio.gather(*(c.start() for c in self.controllers[1:]))
+
+    async def close(self) -> None:
+        await asyncio.gather(*(c.stop() for c in self.controllers[1:]))
+        await self.stack.close()
+
+    def tracebacks(self) -> int:
+        total = 0
+        for controller in self.controllers:
+            try:
+                total += controller.log_path.read_text(errors="replace").count(TRACEBACK)
+            except OSError:
+                pass
+        return total
+
+
+def _settings_toml(config: ScaleoutConfig) -> str:
+    """Short leases for the drill (and a short claim poll, where the controller has one)."""
+    wanted: dict[str, float] = {"lease_ttl": config.lease_ttl, "claim_interval": 0.1}
+    known = {f.name for f in dataclasses.fields(Settings)}
+    return "".join(f"{key} = {value}\n" for key, value in wanted.items() if key in known)
+
+
+@dataclass
+class Wave:
+    """One sender per device, its requests spread over the front doors."""
+
+    doors: list[str]
+    devices: list[str]
+    per_device: int
+    prefix: str
+    timeout_seconds: int = 120
+    #: time one request may take to be acknowledged, retries over every door included
+    ack_limit: float = 90.0
+    acked: list[Sent] = field(default_factory=list)
+    unacked: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+    retries: Counter[str] = field(default_factory=Counter)
+    #: acknowledgements per front door
+    by_door: Counter[int] = field(default_factory=Counter)
+
+    async def run(self) -> None:
+        channels = [grpc.aio.insecure_channel(d, options=CHANNEL_OPTIONS) for d in self.doors]
+        stubs = [dgrpc.DeviceControllerStub(c) for c in channels]
+        try:
+            await asyncio.gather(*(self._sender(stubs, i, d) for i, d in enumerate(self.devices)))
+        finally:
+            await asyncio.gather(*(c.close() for c in channels))
+
+    async def _sender(self, stubs: list[dgrpc.DeviceControllerStub], index: int, device: str) -> None:
+        for k in range(self.per_device):
+            rid = f"{self.prefix}-{device}-{k:04d}"
+            watts = watts_for(index, k)
+            request = cap_request(device, rid, watts, self.timeout_seconds)
+            if not await self._send(stubs, (index + k) % len(stubs), request, rid):
+                return  # not acknowledged: the next request would overtake it
+            self.acked.append(Sent(rid, device, watts, time.monotonic()))
+
+    async def _send(self, stubs: list[dgrpc.DeviceControllerStub], door: int, request: Any, rid: str) -> bool:
+        deadline = time.monotonic() + self.ack_limit
+        attempt = 0
+        while True:
+            which = (door + attempt) % len(stubs)
+            try:
+                await stubs[which].SendDeviceRequest(request, timeout=5.0)
+                self.by_door[which] += 1
+                return True
+            except grpc.aio.AioRpcError as exc:
+                code = exc.code()
+                if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED):
+                    self.refused[rid] = f"{code.name}: {exc.details()}"
+                    return False
+                self.retries[code.name] += 1
+            attempt += 1
+            if time.monotonic() >= deadline:
+                self.unacked.append(rid)
+                return False
+            await asyncio.sleep(0.02 if attempt % len(stubs) else 0.2)  # next door at once
+
+
+# ---- the database's view ------------------------------------------------------------------
+
+
+def _query(url: str, sql: str, **params: Any) -> list[Any] | None:
+    """Rows of one query, or None when it cannot run (a table or column this schema lacks)."""
+    engine = sa.create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            statement = sa.text(sql)
+            for name, value in params.items():
+                if isinstance(value, list):
+                    statement = statement.bindparams(sa.bindparam(name, expanding=True))
+            return list(conn.execute(statement, params).all())
+    except sa.exc.DBAPIError:
+        return None
+    finally:
+        engine.dispose()
+
+
+def live_shards(url: str) -> dict[int, str] | None:
+    """shard -> owner, for leases unexpired by the database's clock (None: no shard_leases table)."""
+    rows = _query(url, "SELECT shard, owner FROM shard_leases WHERE owner <> '' AND expires_at > now()")
+    return None if rows is None else {int(r[0]): str(r[1]) for r in rows}
+
+
+async def wait_balanced(url: str, instances: list[str], shard_count: int, limit: float) -> dict[str, Any]:
+    """Wait until every shard is leased and each instance holds its fair share."""
+    share = math.ceil(shard_count / len(instances))
+    began = time.monotonic()
+    counts: Counter[str] = Counter()
+    while time.monotonic() - began < limit:
+        owners = await asyncio.to_thread(live_shards, url)
+        if owners is None:
+            return {"balanced_s": None, "problem": "no shard_leases table: shards are not leased"}
+        counts = Counter(owners.values())
+        if len(owners) == shard_count and set(counts) == set(instances) and max(counts.values()) <= share:
+            return {"balanced_s": round(time.monotonic() - began, 2), "shards_per_process": dict(counts)}
+        await asyncio.sleep(0.1)
+    return {"balanced_s": None, "problem": f"shards not balanced after {limit:.0f} s: {dict(counts)}"}
+
+
+async def wait_moved(url: str, dead: str, shards: set[int], limit: float) -> float | None:
+    """Seconds until every one of `shards` is leased, unexpired, to a process other than `dead`."""
+    began = time.monotonic()
+    while time.monotonic() - began < limit:
+        owners = await asyncio.to_thread(live_shards, url) or {}
+        if all(owners.get(s, dead) != dead for s in shards):
+            return time.monotonic() - began
+        await asyncio.sleep(0.1)
+    return None
+
+
+def second_completions(url: str, prefix: str) -> int | None:
+    """Requests with more than one audit row: completed (and their state changed) twice."""
+    rows = _query(
+        url,
+        "SELECT request_id FROM state_audit WHERE request_id LIKE :p GROUP BY request_id HAVING count(*) > 1",
+        p=f"{prefix}-%",
+    )
+    return None if rows is None else len(rows)
+
+
+def unfinished_in(url: str, shards: list[int]) -> int | None:
+    """Journaled, not completed requests of `shards` (what the killed process left behind)."""
+    if not shards:
+        return 0
+    rows = _query(
+        url, "SELECT count(*) FROM requests WHERE status <> 'completed' AND shard IN :shards", shards=shards
+    )
+    return None if rows is None else int(rows[0][0])
+
+
+# ---- the drill ----------------------------------------------------------------------------
+
+
+async def run_backend(config: ScaleoutConfig, backend: str, url: str, workdir: Path) -> dict[str, Any]:
+    cluster = Cluster(config, url, workdir)
+    problems: list[str] = []
+    row: dict[str, Any] = {"backend": backend, "processes": config.processes, "bmcs": config.bmcs}
+    try:
+        await cluster.start()
+        balance = await wait_balanced(url, cluster.instances, Settings().shard_count, config.balance_limit)
+        problems += [balance.pop("problem")] if "problem" in balance else []
+        row.update(balance)
+        await cluster.stack.sims.reset()  # count only the wave
+        stack = cluster.stack
+        wave = Wave([c.address for c in cluster.controllers], stack.devices, config.per_device, "scaleout")
+        sending = asyncio.create_task(wave.run())
+        row.update(await _kill_mid_wave(cluster, wave, sending, problems))
+        await sending
+        row.update(await verdict(stack, wave.acked, database_url=url, drain_limit=config.drain_limit))
+        row.update(await _per_bmc(cluster, config, problems))
+        row["tracebacks"] = cluster.tracebacks()
+        row["second_completions"] = await asyncio.to_thread(second_completions, url, "scaleout")
+        row.update(
+            unacked=len(wave.unacked),
+            refused=len(wave.refused),
+            acks_by_door=[wave.by_door[i] for i in range(config.processes)],
+            client_retries=dict(wave.retries),
+        )
+    finally:
+        await cluster.close()
+    problems = problems_of(row) + problems
+    if row["duplicates"]:
+        problems.append(f"{row['duplicates']} responses received twice")
+    if row["second_completions"]:
+        problems.append(f"{row['second_completions']} requests completed twice (two audit rows)")
+    if row["tracebacks"]:
+        problems.append(f"{row['tracebacks']} tracebacks in the controllers' logs")
+    if row["unacked"] or row["refused"]:
+        problems.append(f"{row['unacked']} unacknowledged, {row['refused']} refused requests")
+    row["problems"] = problems
+    return row
+
+
+async def _kill_mid_wave(
+    cluster: Cluster, wave: Wave, sending: asyncio.Task[None], problems: list[str]
+) -> dict[str, Any]:
+    """SIGKILL one process once `kill_at` of the wave is answered; measure its shards' move."""
+    config, url = cluster.config, cluster.url
+    sink = cluster.stack.sink
+    while len(sink.first()) < config.kill_at * config.bmcs * config.per_device:
+        if sending.done() and wave.acked and {s.request_id for s in wave.acked} <= set(sink.first()):
+            problems.append("the wave was answered before the kill: nothing was in flight")
+            break
+        sink.poll()
+        await asyncio.sleep(0.02)
+    victim = config.processes - 1  # the last one started: any but the first would do
+    dead = cluster.instances[victim]
+    owners = await asyncio.to_thread(live_shards, url) or {}
+    held = sorted(s for s, owner in owners.items() if owner == dead)
+    cluster.controllers[victim].kill()
+    answered_at_kill = len(sink.first())
+    left_behind = await asyncio.to_thread(unfinished_in, url, held)
+    limit = config.lease_ttl * 4 / 3 + 1.0  # lease expiry, one renewal tick of a survivor, slack
+    moved = await wait_moved(url, dead, set(held), limit + 30.0) if held else None
+    if not held:
+        problems.append(f"the killed process {dead} held no shard")
+    elif moved is None:
+        problems.append(f"the shards of {dead} were not taken over within {limit + 30:.0f} s")
+    elif moved > limit:
+        problems.append(f"the shards of {dead} moved after {moved:.1f} s (lease timeout {limit:.1f} s)")
+    return {
+        "killed": dead,
+        "answered_at_kill": answered_at_kill,
+        "shards_moved": len(held),
+        "unfinished_at_kill": left_behind,
+        "moved_s": None if moved is None else round(moved, 2),
+        "moved_limit_s": round(limit, 2),
+    }
+
+
+async def _per_bmc(cluster: Cluster, config: ScaleoutConfig, problems: list[str]) -> dict[str, Any]:
+    """What the simulated BMCs saw: requests and controllers (Redfish sessions) in flight at once."""
+    bmcs = await cluster.stack.sims.stats()
+    over = [b["index"] for b in bmcs if int(b["max_in_flight"]) > config.per_bmc_limit]
+    overlapped = [b["index"] for b in bmcs if int(b["session_overlaps"]) > 0]
+    if over:
+        problems.append(f"{len(over)} BMCs saw more than {config.per_bmc_limit} requests at once: {over[:5]}")
+    if overlapped:
+        problems.append(f"{len(overlapped)} BMCs served by two controllers at once: {overlapped[:5]}")
+    return {
+        "max_in_flight_per_bmc": max((int(b["max_in_flight"]) for b in bmcs), default=0),
+        "max_sessions_in_flight_per_bmc": max((int(b["max_sessions_in_flight"]) for b in bmcs), default=0),
+        "bmcs_over_limit": len(over),
+        "bmcs_two_controllers": len(overlapped),
+        "bmc_calls": sum(int(b["total_calls"]) for b in bmcs),
+        "sessions_created": sum(int(b["sessions_created"]) for b in bmcs),
+    }
