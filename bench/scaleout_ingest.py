@@ -1,0 +1,189 @@
+"""The ack path apart from execution: ack latency at a fixed offered rate while every request is
+also run and delivered, with one `serve` process (role all) and with `serve --workers N` (a front
+end that only validates, journals and acks, plus N executor processes), on PostgreSQL.
+
+    python -m bench.scaleout_ingest --workers 2 --rate 1000 --requests 10000
+
+The controller serves no-op devices (`bench.noop_plugin`); the load generator (`bench.loadgen`) is
+its own process and the topology sink runs here, as in the ingest benchmark (bench/ingest.py, whose
+fixed-rate scenario this reuses). Controller CPU is the sum over the process tree (front end and
+executors). Prints one JSON object; `--markdown` also prints the table rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.pool import NullPool
+
+from bench import procstats
+from bench.ingest import IngestConfig, _scenario
+from bench.loadgen import device_ids
+from bench.processes import ControllerProcess, database, postgres_problem, write_noop_inventory
+from bench.responses import ResponseTracker
+from bench.util import ROOT, say
+
+
+def child_pids(pid: int) -> list[int]:
+    """The pids whose parent is `pid` (from /proc; Linux)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:  # field 4 of proc(5): the parent
+            out.append(int(entry.name))
+    return out
+
+
+class ProcessTree(ControllerProcess):
+    """A controller whose CPU and memory are counted over its children too (`serve --workers`)."""
+
+    def sample(self) -> procstats.ProcSample:
+        samples = [procstats.sample(self.pid)]
+        for pid in child_pids(self.pid):
+            try:
+                samples.append(procstats.sample(pid))
+            except ProcessLookupError:
+                continue
+        self.last_sample = procstats.ProcSample(
+            cpu_seconds=sum(s.cpu_seconds for s in samples),
+            rss_bytes=sum(s.rss_bytes for s in samples),
+            peak_rss_bytes=sum(s.peak_rss_bytes for s in samples),
+        )
+        return self.last_sample
+
+    async def wait_executors(self, url: str, count: int, timeout: float = 120.0) -> None:
+        """Wait until `count` executors share the shards evenly (`shard_leases`), so no start-up
+        or rebalancing falls into the measurement."""
+        engine = sa.create_engine(url, poolclass=NullPool)
+        query = sa.text("SELECT owner, count(*) FROM shard_leases WHERE expires_at > now() GROUP BY owner")
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    held = await asyncio.to_thread(_rows, engine, query)
+                    if len(held) == count and max(held.values()) - min(held.values()) <= 1:
+                        return
+                    await asyncio.sleep(0.2)
+        finally:
+            engine.dispose()
+
+
+def _rows(engine: sa.Engine, query: sa.TextClause) -> dict[str, int]:
+    with engine.connect() as conn:
+        return {str(owner): int(n) for owner, n in conn.execute(query)}
+
+
+async def run(workers: Sequence[int], config: IngestConfig, workdir: Path) -> dict[str, Any]:
+    """The fixed-rate scenario once per layout (0 = one process, role all)."""
+    await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
+    inventory = workdir / "scaleout-ingest-inventory.toml"
+    write_noop_inventory(inventory, device_ids("bench", config.devices))
+    out: dict[str, Any] = {"config": {**config.__dict__, "workers": list(workers)}, "layouts": {}}
+    for n in workers:
+        label = f"--workers {n}" if n else "one process"
+        tracker = ResponseTracker()
+        callback = await tracker.start()
+        try:
+            with database("postgres", workdir) as url:
+                controller = ProcessTree(
+                    workdir,
+                    database_url=url,
+                    callback=callback,
+                    inventory=inventory,
+                    log_level=config.log_level,
+                    name=f"scaleout-ingest-w{n}",
+                    extra_args=("--workers", str(n)) if n else (),
+                )
+                try:
+                    startup = await controller.start()
+                    if n:
+                        await controller.wait_executors(url, n)
+                    say(f"ack path {label}: serving after {startup:.1f} s")
+                    result = await _scenario(
+                        controller,
+                        tracker,
+                        config,
+                        f"postgres {label}",
+                        "fixed",
+                        config.fixed_requests,
+                        config.rate,
+                        controller.address,
+                    )
+                finally:
+                    await controller.stop()
+        finally:
+            await tracker.stop()
+        out["layouts"][label] = result
+    return out
+
+
+def markdown_rows(result: dict[str, Any]) -> list[str]:
+    """The table for BENCHMARKS.md ("Scale-out: ack path")."""
+    rows = [
+        "| layout | offered | acked/s | ack p50 | ack p99 | ack max | responses/s | "
+        "controller CPU/request | refused | duplicates |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for label, r in result["layouts"].items():
+        lat = r["latency_ms"]
+        rows.append(
+            f"| {label} | {r['offered_rate']:.0f}/s | {r['acks_per_s']:.0f} | {lat['p50']:.1f} ms | "
+            f"{lat['p99']:.1f} ms | {lat['max']:.0f} ms | {r['responses_per_s']:.0f} | "
+            f"{r['controller_cpu_ms_per_request']:.2f} ms | {r['refused']} | {r['duplicates']} |"
+        )
+    return rows
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench.scaleout_ingest", description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--workers", default="0,2", help="layouts, comma-separated: 0 = one process, N = serve --workers N"
+    )
+    p.add_argument("--rate", type=float, default=1000.0, help="offered requests/s")
+    p.add_argument("--requests", type=int, default=10_000, help="measured requests per layout")
+    p.add_argument("--devices", type=int, default=1000, help="no-op devices the requests are spread over")
+    p.add_argument("--warmup", type=int, default=200)
+    p.add_argument("--workdir", type=Path, default=ROOT / "bench" / "out" / "scaleout-ingest")
+    p.add_argument("--out", type=Path, help="also write the JSON result here")
+    p.add_argument("--markdown", action="store_true", help="print the BENCHMARKS.md table too")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    problem = postgres_problem()
+    if problem:
+        print(f"error: PostgreSQL unreachable ({problem}); set DEVICECTL_BENCH_PG_URL", file=sys.stderr)
+        return 2
+    layouts = [int(part) for part in args.workers.split(",") if part.strip()]
+    config = IngestConfig(
+        backends=("postgres",),
+        devices=args.devices,
+        rate=args.rate,
+        fixed_requests=args.requests,
+        warmup=args.warmup,
+    )
+    result = asyncio.run(run(layouts, config, args.workdir))
+    text = json.dumps(result, indent=1)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    if args.markdown:
+        print("\n".join(markdown_rows(result)), file=sys.stderr)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
