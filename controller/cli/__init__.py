@@ -1,103 +1,31 @@
-"""The `devicectl` command line: serve, send, inspect, migrate, and local helpers."""
+"""The `devicectl` command line (Click): serve, send, inspect, migrate, and local helpers.
+
+`main(argv)` returns the exit code and never raises SystemExit: 0 ok, 1 a failure, 2 a usage or
+input error, each error one line on stderr (`--debug`: the traceback). Shell completion:
+`devicectl completion bash|zsh|fish`, or Click's `_DEVICECTL_COMPLETE=bash_source devicectl`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import click
+
 from controller import logs
-from controller.cli import _agent, _inspect, _plugin, _preflight, _query, _send
-from controller.cli._channel import add_client_flags
-from controller.cli._errors import UsageError, check_sqlite_directory, explain, normalise_argv
-from controller.cli._render import console, err_console, print_json
+from controller.cli import _agent, _inspect, _local, _plugin, _preflight, _query, _send_cli
+from controller.cli._click import Group, call, client_options, namespace, output_options
+from controller.cli._errors import check_sqlite_directory
+from controller.cli._render import err_console, print_error, print_json
 from controller.config import Settings, load_settings
 
-DEFAULT_SERVER = os.environ.get("DEVICECTL_SERVER", "127.0.0.1:50051")
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="devicectl", description="Datacenter power-control device controller."
-    )
-    parser.add_argument(
-        "--server",
-        default=DEFAULT_SERVER,
-        help="controller address for client commands (env DEVICECTL_SERVER)",
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="machine-readable output (also -o json; anywhere on the line)"
-    )
-    parser.add_argument("-o", "--output", choices=["table", "json"], help="output format (table or json)")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
-    parser.add_argument("--version", action="version", version=f"devicectl {_version()}")
-    add_client_flags(parser, top=True)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("serve", help="run the controller")
-    _settings_flags(p)
-    p.add_argument("--print-config", action="store_true", help="print the effective settings and exit")
-    p.set_defaults(func=cmd_serve)
-
-    db = sub.add_parser("db", help="database schema").add_subparsers(dest="action", required=True)
-    p = db.add_parser("upgrade", help="apply migrations up to the newest schema")
-    p.add_argument("--config")
-    p.add_argument("--database-url")
-    p.set_defaults(func=cmd_db_upgrade)
-    p = db.add_parser("status", help="show the schema revision")
-    p.add_argument("--config")
-    p.add_argument("--database-url")
-    p.set_defaults(func=cmd_db_status)
-    p = db.add_parser("prune", help="delete old finished rows now (the retention_* settings)")
-    p.add_argument("--config")
-    p.add_argument("--database-url")
-    for table in ("journal", "outbox", "dead-letter", "audit"):
-        p.add_argument(
-            f"--{table}-days", type=float, help=f"override retention_{table.replace('-', '_')}_days"
-        )
-    p.set_defaults(func=cmd_db_prune)
-
-    _send.add_parser(sub)
-    _query.add_parsers(sub)
-    _inspect.add_parsers(sub)
-    _plugin.add_parser(sub)
-    _preflight.add_parser(sub)
-    _agent.add_parsers(sub, _settings_flags)
-
-    p = sub.add_parser("topology-sink", help="receive and print responses (a local TopologyCallback)")
-    p.add_argument("--listen", default="127.0.0.1:50052")
-    p.add_argument("--record", help="append each response as a JSON line to this file")
-    p.add_argument("--routes", help="agent routing file: a JSON object of device id -> agent id")
-    _server_tls_flags(p)
-    p.set_defaults(func=cmd_sink)
-
-    p = sub.add_parser("certs", help="a local test CA and certificates for TLS, mutual TLS and roles")
-    p.add_argument("action", choices=["init"])
-    p.add_argument("--dir", required=True, help="directory for the CA, server and client certificates")
-    p.add_argument(
-        "--name",
-        action="append",
-        help="client certificate CN (repeatable; default: topology, operator, admin)",
-    )
-    p.set_defaults(func=cmd_certs)
-
-    # Dispatched before parsing (see main); listed here for --help.
-    sub.add_parser("bmc-sim", help="run simulated Redfish BMCs over HTTPS (devicectl bmc-sim --help)")
-    sub.add_parser("bmc-capture", help="capture a BMC read-only for bmc-sim replay (bmc-capture --help)")
-
-    p = sub.add_parser("demo", help="simulated fleet + controller + sink: activate, show, deactivate")
-    p.add_argument("--nodes", type=int, default=16)
-    p.add_argument("--workdir", default="var/demo")
-    p.add_argument("--mtls", action="store_true", help="run it over mutual TLS with roles (test CA)")
-    p.add_argument("--agent", action="store_true", help="agent mode: the controller dials out to the sink")
-    p.add_argument("--verbose", action="store_true", help="a row per component instead of a line per node")
-    p.set_defaults(func=cmd_demo)
-    return parser
+SHELLS = ("bash", "zsh", "fish")
+_COMPLETE_VAR = "_DEVICECTL_COMPLETE"
 
 
 def _version() -> str:
@@ -109,47 +37,99 @@ def _version() -> str:
         return "unknown"
 
 
-def _settings_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", help="TOML config file (env DEVICECTL_CONFIG)")
-    p.add_argument("--listen")
-    p.add_argument("--database-url")
-    p.add_argument("--callback", help="topology callback address (TopologyCallback service)")
-    p.add_argument("--inventory", help="device inventory TOML file")
-    p.add_argument("--secrets-dir")
-    p.add_argument("--ca-bundle")
-    p.add_argument("--device-call-timeout", type=float)
-    p.add_argument("--max-concurrency", type=int)
-    p.add_argument("--queue-limit", type=int)
-    p.add_argument("--instance-id")
-    p.add_argument("--role", choices=["all", "frontend", "executor"], help="accept and execute (all), or one")
-    p.add_argument("--workers", type=int, help="a front end plus N executor processes (PostgreSQL only)")
-    p.add_argument("--auto-upgrade", action="store_true", default=None)
-    p.add_argument("--log-level")
-    p.add_argument("--log-format", choices=["text", "json"], help="log lines as text (default) or JSON")
-    p.add_argument("--metrics-listen", help="HOST:PORT for /metrics, /healthz, /readyz (default: off)")
-    _server_tls_flags(p)
-    p.add_argument("--roles", help="certificate identity -> role: identity=role[+role],...")
-    p.add_argument("--reflection", action="store_true", default=None, help="serve gRPC reflection")
-    p.add_argument("--callback-ca-cert", help="CA that verifies the topology callback (enables TLS)")
-    p.add_argument("--callback-cert", help="client certificate for the topology callback")
-    p.add_argument("--callback-key", help="its private key")
-    _agent.settings_flags(p)
-    p.add_argument("--callback-server-name", help="name expected in the callback's certificate")
-    p.add_argument("--callback-tls", action="store_true", default=None, help="TLS to the callback")
-    p.add_argument("--secrets-allow-readable", action="store_true", default=None)
+def _show_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"devicectl {_version()}")
+        ctx.exit(0)
 
 
-def _server_tls_flags(p: argparse.ArgumentParser) -> None:
-    # SUPPRESS: `devicectl --insecure serve` (the main parser's flag) must not be reset here
-    p.add_argument("--tls-cert", help="server certificate (PEM); with --tls-key serves TLS")
-    p.add_argument("--tls-key", help="server private key (PEM)")
-    p.add_argument("--tls-client-ca", help="CA for client certificates: mutual TLS, certificate required")
-    p.add_argument(
-        "--insecure",
-        action="store_true",
-        default=argparse.SUPPRESS,
-        help="allow plaintext on a non-loopback address (logged as a warning)",
-    )
+@click.group(
+    "devicectl",
+    cls=Group,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
+)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_show_version,
+    help="print the version and exit",
+)
+@output_options
+@client_options(env=True)
+def cli(**_: Any) -> None:
+    """Datacenter power-control device controller.
+
+    -o/--output (table, json, yaml), --json and --debug are accepted anywhere on the line.
+    """
+
+
+def _server_tls_options(f: Any) -> Any:
+    for decorator in (
+        click.option(
+            "--insecure",
+            is_flag=True,
+            default=None,
+            help="allow plaintext on a non-loopback address (logged)",
+        ),
+        click.option("--tls-client-ca", help="CA for client certificates: mutual TLS, certificate required"),
+        click.option("--tls-key", help="server private key (PEM)"),
+        click.option("--tls-cert", help="server certificate (PEM); with --tls-key serves TLS"),
+    ):
+        f = decorator(f)
+    return f
+
+
+def settings_options(f: Any) -> Any:
+    """The flags that override the config file's settings (`serve`, `agent`); a flag not given
+    (None) leaves the file's value alone."""
+    flag: dict[str, Any] = {"is_flag": True, "default": None}
+    decorators: list[Callable[[Any], Any]] = [
+        click.option("--config", help="TOML config file (env DEVICECTL_CONFIG)"),
+        click.option("--listen"),
+        click.option("--database-url"),
+        click.option("--callback", help="topology callback address (TopologyCallback service)"),
+        click.option("--inventory", help="device inventory TOML file"),
+        click.option("--secrets-dir"),
+        click.option("--ca-bundle"),
+        click.option("--device-call-timeout", type=float),
+        click.option("--max-concurrency", type=int),
+        click.option("--queue-limit", type=int),
+        click.option("--instance-id"),
+        click.option(
+            "--role",
+            type=click.Choice(["all", "frontend", "executor"]),
+            help="accept and execute (all), or one",
+        ),
+        click.option("--workers", type=int, help="a front end plus N executor processes (PostgreSQL only)"),
+        click.option("--auto-upgrade", **flag),
+        click.option("--log-level"),
+        click.option("--log-format", type=click.Choice(["text", "json"]), help="log lines as text or JSON"),
+        click.option("--metrics-listen", help="HOST:PORT for /metrics, /healthz, /readyz (default: off)"),
+        _server_tls_options,
+        click.option("--roles", help="certificate identity -> role: identity=role[+role],..."),
+        click.option("--reflection", **flag, help="serve gRPC reflection"),
+        click.option("--callback-ca-cert", help="CA that verifies the topology callback (enables TLS)"),
+        click.option("--callback-cert", help="client certificate for the topology callback"),
+        click.option("--callback-key", help="its private key"),
+        *_agent.SETTINGS_OPTIONS,
+        click.option("--callback-server-name", help="name expected in the callback's certificate"),
+        click.option("--callback-tls", **flag, help="TLS to the callback"),
+        click.option("--secrets-allow-readable", **flag),
+    ]
+    for decorator in reversed(decorators):  # listed in --help in the order above
+        f = decorator(f)
+    return f
+
+
+@cli.command("serve")
+@settings_options
+@click.option("--print-config", is_flag=True, default=False, help="print the effective settings and exit")
+@output_options
+def _serve(**_: Any) -> int:
+    """Run the controller."""
+    return call(cmd_serve)
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -189,169 +169,195 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return asyncio.run(main())
 
 
-def _store(args: argparse.Namespace) -> Any:
-    from controller.store import Store
-
-    settings = load_settings(args.config, overrides={"database_url": args.database_url})
-    check_sqlite_directory(settings.database_url, create=args.action == "upgrade")
-    return Store.from_url(settings.database_url)
+@cli.group("db", cls=Group)
+@output_options
+def _db() -> None:
+    """Database schema and retention."""
 
 
-def cmd_db_upgrade(args: argparse.Namespace) -> int:
-    store = _store(args)
-    before = store.schema_status()
-    store.upgrade()
-    after = store.schema_status()
-    if args.json:
-        print_json({"database": store.url_for_display, "before": before.current, "after": after.current})
-    else:
-        console.print(f"{store.url_for_display}: schema {before.current or 'empty'} -> {after.current}")
+def _db_options(f: Any) -> Any:
+    for decorator in (
+        output_options,
+        click.option("--database-url"),
+        click.option("--config", help="TOML config file (env DEVICECTL_CONFIG)"),
+    ):
+        f = decorator(f)
+    return f
+
+
+@_db.command("upgrade")
+@_db_options
+def _db_upgrade(**_: Any) -> int:
+    """Apply migrations up to the newest schema."""
+    return call(_local.cmd_db_upgrade, action="upgrade")
+
+
+@_db.command("status")
+@_db_options
+def _db_status(**_: Any) -> int:
+    """Show the schema revision (exit 1 when outdated)."""
+    return call(_local.cmd_db_status, action="status")
+
+
+@_db.command("prune")
+@_db_options
+@click.option("--journal-days", type=float, help="override retention_journal_days")
+@click.option("--outbox-days", type=float, help="override retention_outbox_days")
+@click.option("--dead-letter-days", type=float, help="override retention_dead_letter_days")
+@click.option("--audit-days", type=float, help="override retention_audit_days")
+def _db_prune(**_: Any) -> int:
+    """Delete old finished rows now (the retention_* settings)."""
+    return call(_local.cmd_db_prune, action="prune")
+
+
+@cli.command("topology-sink")
+@click.option("--listen", default="127.0.0.1:50052", show_default=True)
+@click.option("--record", help="append each response as a JSON line to this file")
+@click.option("--routes", help="agent routing file: a JSON object of device id -> agent id")
+@_server_tls_options
+@output_options
+def _topology_sink(**_: Any) -> int:
+    """Receive and print responses (a local TopologyCallback)."""
+    return call(_local.cmd_sink)
+
+
+@cli.group("certs", cls=Group)
+@output_options
+def _certs() -> None:
+    """A local test CA and certificates for TLS, mutual TLS and roles."""
+
+
+@_certs.command("init")
+@click.option("--dir", required=True, help="directory for the CA, server and client certificates")
+@click.option(
+    "--name", multiple=True, help="client certificate CN (repeatable; default: topology, operator, admin)"
+)
+@output_options
+def _certs_init(**_: Any) -> int:
+    """Make the CA, a server certificate and client certificates."""
+    return call(_local.cmd_certs)
+
+
+@cli.command("demo")
+@click.option("--nodes", type=int, default=16, show_default=True)
+@click.option("--workdir", default="var/demo", show_default=True)
+@click.option("--mtls", is_flag=True, default=False, help="run it over mutual TLS with roles (test CA)")
+@click.option("--agent", is_flag=True, default=False, help="agent mode: the controller dials out to the sink")
+@click.option("--verbose", is_flag=True, default=False, help="a row per component instead of a line per node")
+@output_options
+def _demo(**_: Any) -> int:
+    """Simulated fleet + controller + sink: activate, show, deactivate."""
+    return call(_local.cmd_demo)
+
+
+#: the simulators parse their own flags (devicectl bmc-sim --help shows theirs)
+_PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
+
+
+def _own_flags(entry: Callable[[list[str]], int], args: argparse.Namespace) -> int:
+    try:
+        return int(entry(list(args.passed)))
+    except SystemExit as exc:  # their argparse exits on --help and on bad flags
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+
+
+@cli.command("bmc-sim", context_settings=_PASS_THROUGH)
+@click.argument("passed", nargs=-1, type=click.UNPROCESSED)
+@output_options
+def _bmc_sim(**_: Any) -> int:
+    """Run simulated Redfish BMCs over HTTPS (devicectl bmc-sim --help)."""
+    from plugins.redfish.simulator.cli import main as sim_main
+
+    return call(lambda args: _own_flags(sim_main, args))
+
+
+@cli.command("bmc-capture", context_settings=_PASS_THROUGH)
+@click.argument("passed", nargs=-1, type=click.UNPROCESSED)
+@output_options
+def _bmc_capture(**_: Any) -> int:
+    """Capture a BMC read-only for bmc-sim replay (devicectl bmc-capture --help)."""
+    from plugins.redfish.capture import main as capture_main
+
+    return call(lambda args: _own_flags(capture_main, args))
+
+
+@cli.command("completion")
+@click.argument("shell", type=click.Choice(SHELLS))
+def _completion(shell: str) -> int:
+    """Print the shell completion script for bash, zsh or fish.
+
+    Install: `eval "$(devicectl completion bash)"` in ~/.bashrc (zsh: ~/.zshrc), or
+    `devicectl completion fish > ~/.config/fish/completions/devicectl.fish`.
+    """
+    from click.shell_completion import get_completion_class
+
+    completion = get_completion_class(shell)
+    assert completion is not None  # the Choice above admits only shells Click knows
+    click.echo(completion(cli, {}, "devicectl", _COMPLETE_VAR).source())
     return 0
 
 
-def cmd_db_status(args: argparse.Namespace) -> int:
-    status = _store(args).schema_status()
-    if args.json:
-        print_json({"current": status.current, "head": status.head, "up_to_date": status.up_to_date})
-    else:
-        state = "up to date" if status.up_to_date else "outdated: run `devicectl db upgrade`"
-        console.print(f"schema {status.current or 'empty'} (newest {status.head}): {state}")
-    return 0 if status.up_to_date else 1
+_send_cli.register(cli)
+_query.register(cli)
+_inspect.register(cli)
+_plugin.register(cli)
+_preflight.register(cli)
+_agent.register(cli, settings_options)
 
 
-def cmd_db_prune(args: argparse.Namespace) -> int:
-    from datetime import UTC, datetime
+class _Parsed:
+    """`_parser().parse_args(argv)`: a command line as its handler sees it, without running it
+    (the deploy tests check the container's and the systemd unit's command lines with it)."""
 
-    from controller.app import retention_policy
-    from controller.store import Store, prune
-
-    overrides = {
-        f"retention_{t}_days": getattr(args, f"{t}_days")
-        for t in ("journal", "outbox", "dead_letter", "audit")
-    }
-    s = load_settings(args.config, overrides={"database_url": args.database_url, **overrides})
-    check_sqlite_directory(s.database_url, create=False)
-    policy = retention_policy(s)
-    store = Store.from_url(s.database_url)
-    store.ensure_schema()
-
-    async def run() -> Any:
-        await store.start()
-        try:
-            return await prune(store, policy, datetime.now(UTC))
-        finally:
-            await store.close()
-
-    result = asyncio.run(run())
-    if args.json:
-        print_json({"deleted": result.deleted})
-    else:
-        console.print(", ".join(f"{table}: {n} deleted" for table, n in result.deleted.items()))
-    return 0
+    def parse_args(self, argv: Sequence[str]) -> argparse.Namespace:
+        return parse(argv)
 
 
-def cmd_sink(args: argparse.Namespace) -> int:
-    from controller import translate
-    from controller.agent_server import load_routes
-    from controller.sink import TopologySink
-    from controller.tls import ServerTls
-
-    def show(response: Any) -> None:
-        ok, error = translate.success_of(response)
-        kind = response.WhichOneof("response")
-        text = "ok" if ok else f"FAILED: {error}"
-        print(f"{response.device} {kind} {response.request_id}: {text}", flush=True)
-
-    async def main() -> int:
-        sink = TopologySink(
-            args.listen,
-            record=args.record,
-            on_response=show,
-            tls=ServerTls(args.tls_cert or "", args.tls_key or "", args.tls_client_ca or ""),
-            insecure=bool(getattr(args, "insecure", False)),
-            routes=load_routes(args.routes) if args.routes else None,
-        )
-        await sink.start()
-        print(f"topology sink listening on {sink.address}", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        await sink.stop()
-        return 0
-
-    return asyncio.run(main())
+def _parser() -> _Parsed:
+    return _Parsed()
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    from controller.cli._demo import run_demo
-
-    return run_demo(
-        nodes=args.nodes,
-        workdir=args.workdir,
-        mtls=args.mtls,
-        verbose=args.verbose,
-        as_json=args.json,
-        agent=args.agent,
-    )
-
-
-def cmd_certs(args: argparse.Namespace) -> int:
-    from controller import certs
-
-    made = certs.init(args.dir, tuple(args.name) if args.name else certs.DEFAULT_CLIENTS)
-    if args.json:
-        print_json(
-            {
-                "ca": str(made.ca),
-                "server_cert": str(made.server_cert),
-                "server_key": str(made.server_key),
-                "clients": {n: {"cert": str(c), "key": str(k)} for n, (c, k) in made.clients.items()},
-            }
-        )
-        return 0
-    console.print(f"CA          {made.ca}")
-    console.print(f"server      {made.server_cert} (key {made.server_key}; SAN localhost, 127.0.0.1, ::1)")
-    for name, (cert, key) in made.clients.items():
-        console.print(f"client      {cert} (key {key}; CN {name})")
-    roles = ",".join(f"{n}={n}" for n in made.clients if n in ("topology", "operator", "admin"))
-    console.print(
-        f"serve with: --tls-cert {made.server_cert} --tls-key {made.server_key} --tls-client-ca {made.ca}"
-        + (f' --roles "{roles}"' if roles else "")
-    )
-    return 0
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """A command line parsed into its handler's namespace (Click's errors propagate)."""
+    ctx = cli.make_context("devicectl", list(argv))
+    while isinstance(ctx.command, click.Group):
+        rest = [*getattr(ctx, "_protected_args", []), *ctx.args]
+        if not rest:
+            break
+        name, command, remaining = ctx.command.resolve_command(ctx, rest)
+        assert name is not None and command is not None
+        ctx = command.make_context(name, remaining, parent=ctx)
+    return namespace(ctx)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    raw = list(sys.argv[1:] if argv is None else argv)
+    if argv is None and os.environ.get(_COMPLETE_VAR):  # the shell asking for completions
+        from click.shell_completion import shell_complete
+
+        return shell_complete(cli, {}, "devicectl", _COMPLETE_VAR, os.environ[_COMPLETE_VAR])
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        argv, debug = normalise_argv(raw)
-    except UsageError as exc:
-        err_console.print(f"[red]error[/red]: {exc}", highlight=False, soft_wrap=True)
+        with cli.make_context("devicectl", args) as ctx:
+            return int(cli.invoke(ctx) or 0)
+    except click.exceptions.Exit as exc:  # --version, --help
+        return exc.exit_code
+    except click.UsageError as exc:
+        print_error(_usage_message(exc))
         return 2
-    command = [a for a in argv if a != "--json"]
-    if command[:1] == ["bmc-sim"]:  # the simulator owns its own flags (argparse cannot pass them through)
-        from plugins.redfish.simulator.cli import main as sim_main
-
-        return int(sim_main(command[1:]))
-    if command[:1] == ["bmc-capture"]:  # owns its flags too
-        from plugins.redfish.capture import main as capture_main
-
-        return int(capture_main(command[1:]))
-    args = _parser().parse_args(argv)
-    try:
-        return int(args.func(args))
-    except KeyboardInterrupt:
+    except click.ClickException as exc:
+        print_error(exc.format_message())
+        return exc.exit_code
+    except (click.Abort, KeyboardInterrupt):
         return 130
-    except BrokenPipeError:
-        with contextlib.suppress(Exception):
-            sys.stdout.close()
-        return 0
-    except Exception as exc:
-        explained = explain(exc, args)
-        if explained is None or debug:
-            raise
-        message, code = explained
-        err_console.print(f"[red]error[/red]: {message}", highlight=False, soft_wrap=True)
-        return code
+
+
+def _usage_message(exc: click.UsageError) -> str:
+    """Click's message on one line, after the command it is about: `send rg-activate:
+    --resource-group is required (devicectl send rg-activate --help)`."""
+    if isinstance(exc, click.MissingParameter) and isinstance(exc.param, click.Option):
+        message = f"{exc.param.opts[0]} is required"
+    else:
+        message = " ".join(exc.format_message().split())
+    path = exc.ctx.command_path if exc.ctx is not None else "devicectl"
+    where = path.partition(" ")[2]
+    return f"{where}: {message} ({path} --help)" if where else f"{message} (devicectl --help)"

@@ -8,34 +8,42 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from controller.cli._channel import add_client_flags
+import click
+
+from controller.cli._click import Group, call, client_options, output_options
 from controller.cli._errors import UsageError
 from controller.cli._render import console, print_json
 
 
-def add_parsers(sub: Any, settings_flags: Callable[[argparse.ArgumentParser], None]) -> None:
-    p = sub.add_parser(
-        "agent",
-        help="run the controller in agent mode: dial out to the topology server, no inbound port needed",
-    )
-    settings_flags(p)
-    p.add_argument("--print-config", action="store_true", help="print the effective settings and exit")
-    p.set_defaults(func=cmd_agent)
+def register(cli: click.Group, settings_options: Callable[[Any], Any]) -> None:
+    @cli.command("agent")
+    @settings_options
+    @click.option("--print-config", is_flag=True, default=False, help="print the effective settings and exit")
+    @output_options
+    def _agent(**_: Any) -> int:
+        """Run the controller in agent mode: dial out to the topology server, no inbound port needed."""
+        return call(cmd_agent)
 
-    sink = sub.add_parser("sink", help="ask a topology sink (devicectl topology-sink)").add_subparsers(
-        dest="action", required=True
-    )
-    p = sink.add_parser("agents", help="the agents the sink knows: id, connected, devices, last seen, queued")
-    p.add_argument("--sink", default="127.0.0.1:50052", help="the sink's address")
-    add_client_flags(p)
-    p.set_defaults(func=cmd_sink_agents)
+    @cli.group("sink", cls=Group)
+    @output_options
+    def sink() -> None:
+        """Ask a topology sink (devicectl topology-sink)."""
+
+    @sink.command("agents")
+    @click.option("--sink", default="127.0.0.1:50052", show_default=True, help="the sink's address")
+    @output_options
+    @client_options
+    def _agents(**_: Any) -> int:
+        """The agents the sink knows: id, connected, devices, last seen, queued."""
+        return call(cmd_sink_agents)
 
 
-def settings_flags(p: argparse.ArgumentParser) -> None:
-    """The agent flags `serve` shares (serve --agent-server runs both transports, one journal)."""
-    p.add_argument("--agent-server", help="topology server to dial out to (AgentService); TLS: --callback-*")
-    p.add_argument("--agent-id", help="agent id on a plaintext loopback stream (else the certificate's CN)")
-    p.add_argument("--agent-devices", help="devices served over the agent stream (patterns, default *)")
+#: the agent flags `serve` shares (serve --agent-server runs both transports, one journal)
+SETTINGS_OPTIONS = (
+    click.option("--agent-server", help="topology server to dial out to (AgentService); TLS: --callback-*"),
+    click.option("--agent-id", help="agent id on a plaintext loopback stream (else the certificate's CN)"),
+    click.option("--agent-devices", help="devices served over the agent stream (patterns, default *)"),
+)
 
 
 def cmd_agent(args: argparse.Namespace) -> int:

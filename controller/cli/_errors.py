@@ -1,6 +1,5 @@
-"""Command-line conventions shared by every command: output and debug flags accepted anywhere,
-and one-line errors with exit codes (2: usage or bad input, 1: a failure) instead of tracebacks
-(`--debug` shows the traceback)."""
+"""One-line errors with exit codes (2: usage or bad input, 1: a failure) instead of tracebacks
+(`--debug` shows the traceback), shared by every command."""
 
 from __future__ import annotations
 
@@ -10,53 +9,11 @@ from typing import Any
 import grpc
 
 #: output formats of `-o/--output` (`--json` is `-o json`)
-OUTPUTS = ("table", "json")
+OUTPUTS = ("table", "json", "yaml")
 
 
 class UsageError(ValueError):
     """Bad flags or input: exit code 2."""
-
-
-def normalise_argv(argv: list[str]) -> tuple[list[str], bool]:
-    """Move `--json`, `-o/--output FORMAT` and `--debug` from anywhere to the front (they used to
-    work only before the command), and join `--gpu -1=500` as `--gpu=-1=500` so argparse does not
-    read "-1=500" as an option. Returns the new argv and whether `--debug` was given."""
-    front: list[str] = []
-    rest: list[str] = []
-    debug = False
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg == "--":
-            rest.extend(argv[i:])
-            break
-        if arg == "--json":
-            front.append("--json")
-        elif arg == "--debug":
-            debug = True
-        elif (
-            arg in ("-o", "--output")
-            or arg.startswith(("-o=", "--output="))
-            or (arg.startswith("-o") and arg[2:] in OUTPUTS)
-        ):
-            if "=" in arg:
-                value = arg.split("=", 1)[1]
-            elif arg.startswith("-o") and len(arg) > 2:
-                value = arg[2:]
-            else:
-                i += 1
-                value = argv[i] if i < len(argv) else ""
-            if value not in OUTPUTS:
-                raise UsageError(f"{arg}: output format must be one of {', '.join(OUTPUTS)}, got {value!r}")
-            if value == "json":
-                front.append("--json")
-        elif arg == "--gpu" and i + 1 < len(argv) and argv[i + 1].startswith("-"):
-            i += 1
-            rest.append(f"--gpu={argv[i]}")
-        else:
-            rest.append(arg)
-        i += 1
-    return front[:1] + rest, debug
 
 
 def explain(exc: BaseException, args: Any = None) -> tuple[str, int] | None:

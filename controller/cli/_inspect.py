@@ -12,6 +12,9 @@ import dataclasses
 from collections import defaultdict
 from typing import Any
 
+import click
+
+from controller.cli._click import call, output_options
 from controller.cli._render import err_console, print_json, table
 from controller.config import load_settings
 from controller.inventory import DeviceEntry, inventory_secrets, load_inventory
@@ -19,20 +22,34 @@ from controller.plugin_host import PluginHost
 from plugins.base import DeviceControllerError, DeviceTarget, StatObject, StatValue
 
 
-def add_parsers(sub: Any) -> None:
-    for name, helptext in (
-        ("fingerprint", "devices, health and attributes, from each plugin"),
-        ("stats", "power, energy, limits and more, from each plugin"),
+def _read_options(f: Any) -> Any:
+    for decorator in (
+        click.option(
+            "--timeout", type=float, default=30.0, show_default=True, help="seconds to wait per plugin"
+        ),
+        click.option("--secrets-dir"),
+        click.option("--inventory", help="device inventory TOML file"),
+        click.option("--config", help="TOML config file (env DEVICECTL_CONFIG)"),
+        output_options,
     ):
-        p = sub.add_parser(name, help=helptext)
-        p.add_argument("--config")
-        p.add_argument("--inventory")
-        p.add_argument("--secrets-dir")
-        p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait per plugin")
-        if name == "stats":
-            p.add_argument("--interval", type=float, default=1.0)
-            p.add_argument("--samples", type=int, default=1)
-        p.set_defaults(func=run_fingerprint if name == "fingerprint" else run_stats)
+        f = decorator(f)
+    return f
+
+
+def register(cli: click.Group) -> None:
+    @cli.command("fingerprint")
+    @_read_options
+    def _fingerprint(**_: Any) -> int:
+        """Devices, health and attributes, from each plugin (no controller needed)."""
+        return call(run_fingerprint)
+
+    @cli.command("stats")
+    @_read_options
+    @click.option("--interval", type=float, default=1.0, show_default=True)
+    @click.option("--samples", type=int, default=1, show_default=True)
+    def _stats(**_: Any) -> int:
+        """Power, energy, limits and more, from each plugin (no controller needed)."""
+        return call(run_stats)
 
 
 def _targets(args: argparse.Namespace) -> dict[str, list[DeviceTarget]]:

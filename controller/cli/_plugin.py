@@ -18,7 +18,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from controller.cli._render import console, table
+import click
+
+from controller.cli._click import Group, call, output_options
+from controller.cli._render import console, print_item, table
 from plugins.base import (
     OPERATIONS,
     DeviceContext,
@@ -31,46 +34,91 @@ from plugins.base import (
 )
 
 
-def add_parser(sub: Any) -> None:
-    plugin = sub.add_parser("plugin", help="serve or drive out-of-process device plugins").add_subparsers(
-        dest="action", required=True
-    )
-    p = plugin.add_parser(
-        "serve", help="serve an installed plugin as its own process (go-plugin/Nomad protocol)"
-    )
-    p.add_argument("name", help="installed plugin name (e.g. redfish, nvml, filedevices) or module:Class")
-    p.add_argument("--address", help='"unix:PATH" or "HOST:PORT" (default: a fresh Unix socket)')
-    p.add_argument("--manual", action="store_true", help="run without the magic cookie a host sets")
-    p.set_defaults(func=cmd_serve)
+class _Action(click.Command):
+    """One `plugin launch` action; `what` names it for the handler."""
 
-    p = plugin.add_parser("launch", help="start or dial a plugin and drive it without a controller")
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument(
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.defaults = {"what": self.name}
+
+
+def _launch(**_: Any) -> int:
+    return call(cmd_launch)
+
+
+def register(cli: click.Group) -> None:
+    @cli.group("plugin", cls=Group)
+    @output_options
+    def plugin() -> None:
+        """Serve or drive out-of-process device plugins."""
+
+    @plugin.command("serve")
+    @click.argument("name")
+    @click.option("--address", help='"unix:PATH" or "HOST:PORT" (default: a fresh Unix socket)')
+    @click.option("--manual", is_flag=True, default=False, help="run without the magic cookie a host sets")
+    @output_options
+    def _serve(**_: Any) -> int:
+        """Serve an installed plugin as its own process (go-plugin/Nomad protocol).
+
+        NAME: installed plugin name (e.g. redfish, nvml, filedevices) or module:Class.
+        """
+        return call(cmd_serve)
+
+    @plugin.group("launch", cls=_Launch)
+    @click.option(
         "--command", help='command that serves the plugin, e.g. "devicectl plugin serve filedevices"'
     )
-    where.add_argument("--address", help="dial a plugin served elsewhere (unix:PATH or HOST:PORT)")
-    p.add_argument("--config", default="{}", help="plugin config: JSON object, or @FILE")
-    p.add_argument("--timeout", type=float, default=10.0, help="handshake and call timeout, seconds")
-    acts = p.add_subparsers(dest="what", required=True)
-    acts.add_parser("info", help="plugin info and negotiated API version")
-    acts.add_parser("schema", help="the plugin's config schema")
-    acts.add_parser("config", help="negotiate and send --config, report whether it was accepted")
-    a = acts.add_parser("fingerprint", help="print device groups as they stream")
-    a.add_argument("--count", type=int, default=0, help="stop after this many updates (0: until Ctrl-C)")
-    a = acts.add_parser("stats", help="print statistics at an interval")
-    a.add_argument("--interval", type=float, default=1.0)
-    a.add_argument("--count", type=int, default=0)
-    a = acts.add_parser("reserve", help="reserve devices: environment, mounts, device nodes")
-    a.add_argument("device_ids", nargs="+")
-    a = acts.add_parser("op", help="run one power operation")
-    a.add_argument("kind", choices=[k.value for k in RequestKind])
-    a.add_argument("--device", required=True)
-    a.add_argument("--request", default="{}", help="the kind's request: JSON object, or @FILE")
-    a.add_argument("--model", default="{}", help="device model JSON object, or @FILE")
-    a.add_argument("--state", default="{}", help="device state JSON object, or @FILE")
-    a.add_argument("--url", default="", help="device endpoint URL")
-    a.add_argument("--options", default="{}", help="endpoint options JSON object, or @FILE")
-    p.set_defaults(func=cmd_launch)
+    @click.option("--address", help="dial a plugin served elsewhere (unix:PATH or HOST:PORT)")
+    @click.option("--config", default="{}", help="plugin config: JSON object, or @FILE")
+    @click.option(
+        "--timeout", type=float, default=10.0, show_default=True, help="handshake and call timeout, s"
+    )
+    @output_options
+    def launch(**_: Any) -> None:
+        """Start (--command) or dial (--address) a plugin and drive it without a controller."""
+
+    def action(name: str, helptext: str, *params: click.Parameter) -> None:
+        command = _Action(name, callback=_launch, params=list(params), help=helptext)
+        launch.add_command(output_options(command))  # type: ignore[arg-type]
+
+    count = click.Option(
+        ["--count"], type=int, default=0, help="stop after this many updates (0: until Ctrl-C)"
+    )
+    action("info", "plugin info and negotiated API version")
+    action("schema", "the plugin's config schema")
+    action("config", "negotiate and send --config, report whether it was accepted")
+    action("fingerprint", "print device groups as they stream", count)
+    action(
+        "stats",
+        "print statistics at an interval",
+        click.Option(["--interval"], type=float, default=1.0, show_default=True),
+        click.Option(["--count"], type=int, default=0, help="stop after this many updates (0: until Ctrl-C)"),
+    )
+    action(
+        "reserve",
+        "reserve devices: environment, mounts, device nodes",
+        click.Argument(["device_ids"], nargs=-1, required=True),
+    )
+    action(
+        "op",
+        "run one power operation: KIND on --device",
+        click.Argument(["kind"], type=click.Choice([k.value for k in RequestKind])),
+        click.Option(["--device"], required=True),
+        click.Option(["--request"], default="{}", help="the kind's request: JSON object, or @FILE"),
+        click.Option(["--model"], default="{}", help="device model JSON object, or @FILE"),
+        click.Option(["--state"], default="{}", help="device state JSON object, or @FILE"),
+        click.Option(["--url"], default="", help="device endpoint URL"),
+        click.Option(["--options"], default="{}", help="endpoint options JSON object, or @FILE"),
+    )
+
+
+class _Launch(Group):
+    """`plugin launch` needs exactly one of --command and --address (checked before the action)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        if bool(ctx.params.get("command")) == bool(ctx.params.get("address")):
+            raise click.UsageError("give one of --command and --address", ctx)
+        return super().invoke(ctx)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -134,8 +182,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 
 def _emit(value: Mapping[str, Any]) -> None:
-    sys.stdout.write(json.dumps(value, sort_keys=True) + "\n")
-    sys.stdout.flush()
+    print_item(value)
 
 
 async def _act(plugin: Any, args: argparse.Namespace) -> int:

@@ -11,7 +11,10 @@ import time
 import uuid
 from typing import Any
 
+import click
+
 from controller import tls
+from controller.cli._click import Group, call, output_options
 from controller.cli._render import print_json, table
 from controller.config import Settings, load_settings
 from controller.inventory import (
@@ -27,17 +30,24 @@ from controller.secrets import SecretStore
 from plugins.base import DeviceContext, Empty, RequestKind, run_operation
 
 
-def add_parser(sub: Any) -> None:
-    inv = sub.add_parser("inventory", help="check the inventory before serving it").add_subparsers(
-        dest="action", required=True
+def register(cli: click.Group) -> None:
+    @cli.group("inventory", cls=Group)
+    @output_options
+    def inventory() -> None:
+        """Check the inventory before serving it."""
+
+    @inventory.command("check")
+    @click.option("--config", help="TOML config file (env DEVICECTL_CONFIG)")
+    @click.option("--inventory", help="device inventory TOML file")
+    @click.option("--secrets-dir")
+    @click.option("--login", is_flag=True, default=False, help="log into each device and read it (read-only)")
+    @click.option(
+        "--timeout", type=float, default=20.0, show_default=True, help="seconds per device with --login"
     )
-    p = inv.add_parser("check", help="plugins, options, CA files, secrets; with --login each BMC")
-    p.add_argument("--config")
-    p.add_argument("--inventory")
-    p.add_argument("--secrets-dir")
-    p.add_argument("--login", action="store_true", help="log into each device and read it (read-only)")
-    p.add_argument("--timeout", type=float, default=20.0, help="seconds per device with --login")
-    p.set_defaults(func=run_check)
+    @output_options
+    def _check(**_: Any) -> int:
+        """Plugins, options, CA files, secrets; with --login each BMC."""
+        return call(run_check)
 
 
 def run_check(args: argparse.Namespace) -> int:

@@ -6,12 +6,14 @@ import argparse
 import json
 from typing import Any
 
+import click
 import grpc
 from google.protobuf import empty_pb2
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
-from controller.cli._channel import add_client_flags, channel
+from controller.cli._channel import channel
+from controller.cli._click import Group, call, client_options, output_options
 from controller.cli._errors import UsageError
 from controller.cli._render import clip_cell, console, print_json, short_id, table, when
 from controller.cli._responses import render_response
@@ -19,50 +21,79 @@ from controller.cli._writes import render_desired, render_writes
 from plugins import registry
 
 
-def add_parsers(sub: Any) -> None:
-    req = sub.add_parser("requests", help="inspect the request journal").add_subparsers(
-        dest="action", required=True
+def register(cli: click.Group) -> None:
+    @cli.group("requests", cls=Group)
+    @output_options
+    def requests() -> None:
+        """Inspect the request journal."""
+
+    @requests.command("list")
+    @click.option("--device", help="only this device's requests")
+    @click.option("--status", type=click.Choice(["queued", "running", "completed"]))
+    @click.option("--undelivered", is_flag=True, default=False, help="responses not delivered yet, with why")
+    @click.option(
+        "--dead-letter", is_flag=True, default=False, help="responses the receiver refused for good"
     )
-    p = req.add_parser("list", help="recent requests, newest first")
-    p.add_argument("--device")
-    p.add_argument("--status", choices=["queued", "running", "completed"])
-    p.add_argument("--undelivered", action="store_true")
-    p.add_argument("--dead-letter", action="store_true", help="responses the receiver refused for good")
-    p.add_argument("--limit", type=int, default=50)
-    p.add_argument("--wide", action="store_true", help="full ids and errors (tables shorten them)")
-    add_client_flags(p)
-    p.set_defaults(func=requests_list)
-    p = req.add_parser("show", help="one request with its response")
-    p.add_argument("request_id", help="the request id, or a unique prefix of a recent one")
-    add_client_flags(p)
-    p.set_defaults(func=requests_show)
+    @click.option("--limit", type=int, default=50, show_default=True)
+    @click.option("--wide", is_flag=True, default=False, help="full ids and errors (tables shorten them)")
+    @output_options
+    @client_options
+    def _list(**_: Any) -> int:
+        """Recent requests, newest first."""
+        return call(requests_list)
 
-    dev = sub.add_parser("devices", help="inspect devices and their state").add_subparsers(
-        dest="action", required=True
-    )
-    p = dev.add_parser("list", help="known devices")
-    p.add_argument("--limit", type=int, default=1000)
-    p.add_argument("--wide", action="store_true", help="full ids and errors (tables shorten them)")
-    add_client_flags(p)
-    p.set_defaults(func=devices_list)
-    p = dev.add_parser("show", help="one device with its state JSON")
-    p.add_argument("device")
-    add_client_flags(p)
-    p.set_defaults(func=devices_show)
+    @requests.command("show")
+    @click.argument("request_id")
+    @output_options
+    @client_options
+    def _show(**_: Any) -> int:
+        """One request with its response: REQUEST_ID is the id, or a unique prefix of a recent one."""
+        return call(requests_show)
 
-    p = sub.add_parser("verifications", help="asynchronous profile verifications")
-    p.add_argument("--device")
-    p.add_argument("--id", dest="verification_id")
-    p.add_argument("--limit", type=int, default=50)
-    add_client_flags(p)
-    p.set_defaults(func=verifications_list)
+    @cli.group("devices", cls=Group)
+    @output_options
+    def devices() -> None:
+        """Inspect devices and their state."""
 
-    p = sub.add_parser("status", help="journal and callback health, responses waiting and dead-lettered")
-    add_client_flags(p)
-    p.set_defaults(func=status_show)
+    @devices.command("list")
+    @click.option("--limit", type=int, default=1000, show_default=True)
+    @click.option("--wide", is_flag=True, default=False, help="full ids and errors (tables shorten them)")
+    @output_options
+    @client_options
+    def _devices(**_: Any) -> int:
+        """Known devices."""
+        return call(devices_list)
 
-    p = sub.add_parser("plugins", help="plugins installed (entry-point group devicectl.plugins)")
-    p.set_defaults(func=plugins_list)
+    @devices.command("show")
+    @click.argument("device")
+    @output_options
+    @client_options
+    def _device(**_: Any) -> int:
+        """One device with its state JSON and desired vs enforced limits."""
+        return call(devices_show)
+
+    @cli.command("verifications")
+    @click.option("--device")
+    @click.option("--id", "verification_id")
+    @click.option("--limit", type=int, default=50, show_default=True)
+    @output_options
+    @client_options
+    def _verifications(**_: Any) -> int:
+        """Asynchronous profile verifications."""
+        return call(verifications_list)
+
+    @cli.command("status")
+    @output_options
+    @client_options
+    def _status(**_: Any) -> int:
+        """Journal and callback health, responses waiting and dead-lettered."""
+        return call(status_show)
+
+    @cli.command("plugins")
+    @output_options
+    def _plugins(**_: Any) -> int:
+        """Plugins installed (entry-point group devicectl.plugins)."""
+        return call(plugins_list)
 
 
 def _admin(args: argparse.Namespace) -> tuple[grpc.Channel, agrpc.DeviceControllerAdminStub]:

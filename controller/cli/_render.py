@@ -1,4 +1,4 @@
-"""Output for people (tables) and scripts (--json)."""
+"""Output for people (tables) and scripts (`-o json`, `-o yaml`), and the one-line error."""
 
 from __future__ import annotations
 
@@ -13,9 +13,22 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 console = Console()
 err_console = Console(stderr=True)
+#: the structured format `print_json` writes: "json" or "yaml" (`-o yaml`); set once per command line
+_structured = "json"
+
+
+def set_output(output: str) -> None:
+    global _structured
+    _structured = "yaml" if output == "yaml" else "json"
+
+
+def print_error(message: str) -> None:
+    """`error: MESSAGE` on one stderr line (no markup read from the message, no wrapping)."""
+    err_console.print(Text.assemble(("error", "red"), f": {message}"), highlight=False, soft_wrap=True)
 
 
 def as_dict(message: Message) -> dict[str, Any]:
@@ -54,11 +67,61 @@ def clip_cell(value: str, wide: bool = False, limit: int = 80) -> str:
 
 
 def print_json(value: Any) -> None:
+    """The structured output of a command: JSON, or YAML with `-o yaml`."""
     if isinstance(value, Message):
         value = as_dict(value)
     elif isinstance(value, list) and value and isinstance(value[0], Message):
         value = [as_dict(v) for v in value]
-    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=_plain) + "\n")
+    text = json.dumps(value, indent=2, sort_keys=True, default=_plain)
+    sys.stdout.write(to_yaml(json.loads(text)) if _structured == "yaml" else text + "\n")
+
+
+def print_item(value: Any) -> None:
+    """One item of a stream as it arrives: a JSON line, or a YAML document with `-o yaml`."""
+    text = json.dumps(value, sort_keys=True, default=_plain)
+    sys.stdout.write("---\n" + to_yaml(json.loads(text)) if _structured == "yaml" else text + "\n")
+    sys.stdout.flush()
+
+
+def to_yaml(value: Any) -> str:
+    """Block-style YAML for JSON values (scalars in JSON's notation, which YAML reads as is)."""
+    return "\n".join(_yaml_lines(value, 0)) + "\n"
+
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+_YAML_WORDS = {"true", "false", "null", "yes", "no", "on", "off", "y", "n", "~"}
+
+
+def _yaml_key(key: str) -> str:
+    return key if _PLAIN_KEY.match(key) and key.lower() not in _YAML_WORDS else json.dumps(key)
+
+
+def _yaml_scalar(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)  # {} and [] too: flow style for empty ones
+
+
+def _yaml_lines(value: Any, pad: int) -> list[str]:
+    indent = " " * pad
+    if isinstance(value, dict) and value:
+        out = []
+        for key, item in value.items():
+            if isinstance(item, dict | list) and item:
+                out.append(f"{indent}{_yaml_key(str(key))}:")
+                out.extend(_yaml_lines(item, pad + 2))
+            else:
+                out.append(f"{indent}{_yaml_key(str(key))}: {_yaml_scalar(item)}")
+        return out
+    if isinstance(value, list) and value:
+        out = []
+        for item in value:
+            if isinstance(item, dict | list) and item:
+                first, *rest = _yaml_lines(item, pad + 2)
+                out.append(f"{indent}- {first.lstrip()}")
+                out.extend(rest)
+            else:
+                out.append(f"{indent}- {_yaml_scalar(item)}")
+        return out
+    return [indent + _yaml_scalar(value)]
 
 
 def _plain(value: Any) -> Any:

@@ -1,4 +1,5 @@
-"""`devicectl send KIND ...`: build any request kind from flags (or a JSON file) and send it."""
+"""`devicectl send KIND ...`: build any request kind from its flags (or a JSON file) and send it.
+The command line itself is in _send_cli."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
-from controller.cli._channel import add_client_flags
 from controller.cli._channel import channel as client_channel
 from controller.cli._errors import UsageError
 from controller.cli._render import console, err_console, print_json
@@ -57,64 +57,6 @@ KINDS: dict[str, RequestKind] = {
     "std-metrics": RequestKind.STD_METRICS,
     "modify-entity": RequestKind.MODIFY_ENTITY_MODEL,
 }
-
-
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "send",
-        help="send a request to a running controller",
-        description="Build a request from flags (or --file) and send it with SendDeviceRequest.",
-    )
-    p.add_argument("kind", nargs="?", choices=sorted(KINDS), help="request kind (omit with --file)")
-    p.add_argument("--file", help="a DeviceControllerRequest in protobuf JSON form (any kind)")
-    p.add_argument("--device", help="device id in the topology")
-    p.add_argument("--request-id", default="", help="default: a new UUID")
-    p.add_argument("--trace-id", default="")
-    p.add_argument("--timeout", type=int, default=0, help="timeout_seconds (0: the controller's default)")
-    p.add_argument("--model-json", help="file with device_model_json")
-    p.add_argument("--state-json", help="file with device_state_json")
-    p.add_argument("--resource-group", default="")
-    p.add_argument("--policy-name", default="cli", help="name of the node policy built from the flags below")
-    p.add_argument("--node", type=float, help="node policy: node total watts")
-    p.add_argument("--gpu-total", type=float, help="node policy: watts across all GPUs")
-    p.add_argument("--cpu", type=float, help="node policy: watts across all CPUs")
-    p.add_argument("--memory", type=float, help="node policy: watts across memory")
-    p.add_argument("--unset", action="store_true", help="unset/reset instead of set")
-    p.add_argument(
-        "--gpu",
-        action="append",
-        default=[],
-        metavar="ID=WATTS",
-        help="GPU-specific cap, e.g. --gpu 0=500 (WATTS may be 80%% or 'none' to remove)",
-    )
-    p.add_argument(
-        "--enable", action="append", type=int, default=[], metavar="ID", help="profile id to enable"
-    )
-    p.add_argument(
-        "--disable", action="append", type=int, default=[], metavar="ID", help="profile id to disable"
-    )
-    p.add_argument("--no-verify", action="store_true", help="disable asynchronous profile verification")
-    p.add_argument("--retry-count", type=int, default=0)
-    p.add_argument(
-        "--gpu-id", action="append", type=int, default=[], help="gpu-metrics: GPU ids (default all)"
-    )
-    p.add_argument("--phase", type=int, default=0)
-    p.add_argument("--old-model", help="modify-entity: file with the old device model JSON")
-    p.add_argument("--new-model", help="modify-entity: file with the new device model JSON")
-    p.add_argument("--wait", action="store_true", help="wait for the response and print it")
-    p.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="plan only (admin DryRun): print the writes it would make; nothing is written or journaled",
-    )
-    p.add_argument("--wait-delivery", action="store_true", help="with --wait: also wait until delivered")
-    p.add_argument(
-        "--wait-timeout",
-        type=float,
-        help="with --wait: give up after this many seconds (exit 1; default: max(--timeout, 600) + 30)",
-    )
-    add_client_flags(p)
-    p.set_defaults(func=run)
 
 
 def _read(path: str | None) -> bytes:

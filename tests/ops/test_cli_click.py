@@ -119,6 +119,9 @@ CLIENT_FORMS = [
 def test_client_forms_reach_for_the_controller(line: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, f"--server {CLOSED} {line}")
     assert code == 1, err
+    warnings = [w for w in err.splitlines() if w.startswith("warning: ")]
+    assert bool(warnings) == line.startswith("send --")  # flags before the kind: deprecated
+    err = "\n".join(e for e in err.splitlines() if not e.startswith("warning: "))
     assert one_line(err).startswith(f"error: controller not running at {CLOSED}"), err
     assert out == ""
 

@@ -1,0 +1,195 @@
+"""Click plumbing every devicectl command shares: output and debug flags accepted anywhere, client
+TLS flags before or after the command, and the bridge from Click's contexts to the handlers.
+
+Handlers take one `argparse.Namespace` (the shape they had before Click): `call` builds it from the
+chain of contexts, root first, so a flag given after the command overrides the same flag given
+before it, and a flag not given keeps the root's value (its environment default, say).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+from click.core import ParameterSource
+
+from controller.cli._errors import OUTPUTS, explain
+from controller.cli._render import print_error, set_output
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: ctx.meta keys (meta is shared by every context of one command line)
+_OUTPUT = "devicectl.output"
+_DEBUG = "devicectl.debug"
+#: a context carries no ParameterSource for values it never saw
+_GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT, ParameterSource.DEFAULT_MAP)
+
+
+class Group(click.Group):
+    """A group that answers a missing subcommand with a usage error (exit 2) on every Click 8
+    release (8.1 printed the help and exited 0), and lists its commands in definition order."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("no_args_is_help", False)
+        super().__init__(*args, **kwargs)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+
+def _output(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """`--json` and `-o/--output`: Click processes flags in command-line order, so the last wins."""
+    if value is None or value is False:
+        return value
+    if param.name == "json":
+        ctx.meta[_OUTPUT] = "json"
+        return value
+    if value not in OUTPUTS:
+        raise click.BadParameter(f"output format must be one of {', '.join(OUTPUTS)}, got {value!r}")
+    ctx.meta[_OUTPUT] = value
+    return value
+
+
+def _debug(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    if value:
+        ctx.meta[_DEBUG] = True
+    return value
+
+
+def _attach(f: Any, params: list[click.Option]) -> Any:
+    """Add options to a command (or to a function a Click decorator will make one of), listed
+    in the order given."""
+    if isinstance(f, click.Command):
+        f.params.extend(params)
+    else:
+        f.__dict__.setdefault("__click_params__", []).extend(reversed(params))
+    return f
+
+
+def output_options(f: F) -> F:
+    """`--json`, `-o/--output FORMAT` and `--debug`, on the root and on every command and group."""
+    return _attach(
+        f,
+        [
+            click.Option(
+                ["--json"],
+                is_flag=True,
+                default=None,
+                expose_value=False,
+                callback=_output,
+                help="machine-readable output (-o json)",
+            ),
+            click.Option(
+                ["-o", "--output"],
+                metavar="|".join(OUTPUTS),
+                expose_value=False,
+                callback=_output,
+                shell_complete=lambda ctx, param, incomplete: [
+                    o for o in OUTPUTS if o.startswith(incomplete)
+                ],
+                help="output format (default table)",
+            ),
+            click.Option(
+                ["--debug"],
+                is_flag=True,
+                default=None,
+                expose_value=False,
+                callback=_debug,
+                help="show tracebacks instead of one-line errors",
+            ),
+        ],
+    )
+
+
+def client_options(f: F | None = None, *, env: bool = False) -> Any:
+    """The controller's address and the TLS flags of a client command (`env=True`: the root's,
+    which take their defaults from the environment)."""
+    if f is None:
+        return lambda g: client_options(g, env=env)
+
+    def envvar(name: str) -> str | None:
+        return f"DEVICECTL_{name}" if env else None
+
+    return _attach(
+        f,
+        [
+            click.Option(
+                ["--server"],
+                envvar=envvar("SERVER"),
+                default="127.0.0.1:50051" if env else None,
+                help="controller address for client commands (env DEVICECTL_SERVER)",
+            ),
+            click.Option(
+                ["--ca-cert"],
+                envvar=envvar("CA_CERT"),
+                help="CA bundle that verifies the controller (enables TLS)",
+            ),
+            click.Option(["--cert"], envvar=envvar("CERT"), help="client certificate (PEM) for mutual TLS"),
+            click.Option(["--key"], envvar=envvar("KEY"), help="client certificate's private key (PEM)"),
+            click.Option(
+                ["--server-name"],
+                envvar=envvar("SERVER_NAME"),
+                help="name expected in the server's certificate",
+            ),
+            click.Option(
+                ["--tls"],
+                is_flag=True,
+                default=None,
+                help="use TLS with the system's CAs (implied by --ca-cert/--cert)",
+            ),
+            click.Option(
+                ["--insecure"], is_flag=True, default=None, help="allow plaintext to a non-loopback address"
+            ),
+        ],
+    )
+
+
+def namespace(ctx: click.Context, **extra: Any) -> argparse.Namespace:
+    """The handler's view of one command line: every context's values, deepest given value wins."""
+    chain: list[click.Context] = []
+    node: click.Context | None = ctx
+    while node is not None:
+        chain.append(node)
+        node = node.parent
+    values: dict[str, Any] = {}
+    for c in reversed(chain):
+        for name, default in getattr(c.command, "defaults", {}).items():
+            values.setdefault(name, default)
+        for name, value in c.params.items():
+            if name not in values or c.get_parameter_source(name) in _GIVEN or values[name] is None:
+                values[name] = list(value) if isinstance(value, tuple) else value
+    output = ctx.meta.get(_OUTPUT, "table")
+    values.update(output=output, json=output != "table", debug=bool(ctx.meta.get(_DEBUG)), **extra)
+    return argparse.Namespace(**values)
+
+
+def call(handler: Callable[[argparse.Namespace], int], **extra: Any) -> int:
+    """Run a handler on the current command line; errors a user can act on become one line on
+    stderr and an exit code (2: usage or input, 1: failure), a traceback only with `--debug`."""
+    ctx = click.get_current_context()
+    args = namespace(ctx, **extra)
+    set_output(args.output)
+    try:
+        return int(handler(args))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        with contextlib.suppress(Exception):
+            sys.stdout.close()
+        return 0
+    except Exception as exc:
+        explained = explain(exc, args)
+        if args.debug:
+            traceback.print_exc()
+            return explained[1] if explained else 1
+        if explained is None:
+            print_error(f"unexpected {type(exc).__name__}: {exc} (run with --debug for the traceback)")
+            return 1
+        message, code = explained
+        print_error(message)
+        return code

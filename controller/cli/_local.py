@@ -1,0 +1,147 @@
+"""Commands that work on local things: the database schema (`db`), the topology sink, test
+certificates (`certs`) and the demo."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from typing import Any
+
+from controller.cli._errors import check_sqlite_directory
+from controller.cli._render import console, print_json
+from controller.config import load_settings
+
+
+def _store(args: argparse.Namespace) -> Any:
+    from controller.store import Store
+
+    settings = load_settings(args.config, overrides={"database_url": args.database_url})
+    check_sqlite_directory(settings.database_url, create=args.action == "upgrade")
+    return Store.from_url(settings.database_url)
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    store = _store(args)
+    before = store.schema_status()
+    store.upgrade()
+    after = store.schema_status()
+    if args.json:
+        print_json({"database": store.url_for_display, "before": before.current, "after": after.current})
+    else:
+        console.print(f"{store.url_for_display}: schema {before.current or 'empty'} -> {after.current}")
+    return 0
+
+
+def cmd_db_status(args: argparse.Namespace) -> int:
+    status = _store(args).schema_status()
+    if args.json:
+        print_json({"current": status.current, "head": status.head, "up_to_date": status.up_to_date})
+    else:
+        state = "up to date" if status.up_to_date else "outdated: run `devicectl db upgrade`"
+        console.print(f"schema {status.current or 'empty'} (newest {status.head}): {state}")
+    return 0 if status.up_to_date else 1
+
+
+def cmd_db_prune(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from controller.app import retention_policy
+    from controller.store import Store, prune
+
+    overrides = {
+        f"retention_{t}_days": getattr(args, f"{t}_days")
+        for t in ("journal", "outbox", "dead_letter", "audit")
+    }
+    s = load_settings(args.config, overrides={"database_url": args.database_url, **overrides})
+    check_sqlite_directory(s.database_url, create=False)
+    policy = retention_policy(s)
+    store = Store.from_url(s.database_url)
+    store.ensure_schema()
+
+    async def run() -> Any:
+        await store.start()
+        try:
+            return await prune(store, policy, datetime.now(UTC))
+        finally:
+            await store.close()
+
+    result = asyncio.run(run())
+    if args.json:
+        print_json({"deleted": result.deleted})
+    else:
+        console.print(", ".join(f"{table}: {n} deleted" for table, n in result.deleted.items()))
+    return 0
+
+
+def cmd_sink(args: argparse.Namespace) -> int:
+    from controller import translate
+    from controller.agent_server import load_routes
+    from controller.sink import TopologySink
+    from controller.tls import ServerTls
+
+    def show(response: Any) -> None:
+        ok, error = translate.success_of(response)
+        kind = response.WhichOneof("response")
+        text = "ok" if ok else f"FAILED: {error}"
+        print(f"{response.device} {kind} {response.request_id}: {text}", flush=True)
+
+    async def main() -> int:
+        sink = TopologySink(
+            args.listen,
+            record=args.record,
+            on_response=show,
+            tls=ServerTls(args.tls_cert or "", args.tls_key or "", args.tls_client_ca or ""),
+            insecure=bool(getattr(args, "insecure", False)),
+            routes=load_routes(args.routes) if args.routes else None,
+        )
+        await sink.start()
+        print(f"topology sink listening on {sink.address}", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await sink.stop()
+        return 0
+
+    return asyncio.run(main())
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from controller.cli._demo import run_demo
+
+    return run_demo(
+        nodes=args.nodes,
+        workdir=args.workdir,
+        mtls=args.mtls,
+        verbose=args.verbose,
+        as_json=args.json,
+        agent=args.agent,
+    )
+
+
+def cmd_certs(args: argparse.Namespace) -> int:
+    from controller import certs
+
+    made = certs.init(args.dir, tuple(args.name) if args.name else certs.DEFAULT_CLIENTS)
+    if args.json:
+        print_json(
+            {
+                "ca": str(made.ca),
+                "server_cert": str(made.server_cert),
+                "server_key": str(made.server_key),
+                "clients": {n: {"cert": str(c), "key": str(k)} for n, (c, k) in made.clients.items()},
+            }
+        )
+        return 0
+    console.print(f"CA          {made.ca}")
+    console.print(f"server      {made.server_cert} (key {made.server_key}; SAN localhost, 127.0.0.1, ::1)")
+    for name, (cert, key) in made.clients.items():
+        console.print(f"client      {cert} (key {key}; CN {name})")
+    roles = ",".join(f"{n}={n}" for n in made.clients if n in ("topology", "operator", "admin"))
+    console.print(
+        f"serve with: --tls-cert {made.server_cert} --tls-key {made.server_key} --tls-client-ca {made.ca}"
+        + (f' --roles "{roles}"' if roles else "")
+    )
+    return 0
