@@ -2,8 +2,10 @@
 render and validate the chart without the helm binary (none installs from our registries).
 
 Supported: `{{ .Values.a.b }}`, `.Release.Name`, `.Chart.*`, `| quote`, `| nindent N`,
-`toYaml X | nindent N`, `{{- if X }}`, `{{- if eq X "lit" }}`, `{{- else }}`, `{{- end }}`, and the
-`{{-`/`-}}` whitespace trimming. Anything else raises, so the chart cannot drift beyond it.
+`toYaml X | nindent N`, `{{- if X }}`, `{{- if eq X "lit" }}`, `{{- if ne X "lit" }}`,
+`{{- if gt (int X) N }}`, `{{- else }}`, `{{- end }}`, `{{ fail "message" }}` (raises `ChartFailure`,
+as `helm template` fails) and the `{{-`/`-}}` whitespace trimming. Anything else raises, so the
+chart cannot drift beyond it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,11 @@ from typing import Any
 import yaml
 
 _TAG = re.compile(r"(\s*)\{\{(-?)\s*(.*?)\s*(-?)\}\}")
+_INT = re.compile(r"^\(int (\S+)\)$")
+
+
+class ChartFailure(ValueError):
+    """The chart refused its values (`fail`), as `helm template` would."""
 
 
 def _lookup(path: str, scope: dict[str, Any]) -> Any:
@@ -53,8 +60,10 @@ def _value(expr: str, scope: dict[str, Any]) -> Any:
 
 def _truth(expr: str, scope: dict[str, Any]) -> bool:
     parts = expr.split()
-    if parts[0] == "eq" and len(parts) == 3:
-        return bool(str(_lookup(parts[1], scope)) == parts[2].strip('"'))
+    if parts[0] in ("eq", "ne") and len(parts) == 3:
+        return (str(_lookup(parts[1], scope)) == parts[2].strip('"')) == (parts[0] == "eq")
+    if parts[0] == "gt" and len(parts) == 4 and (m := _INT.match(" ".join(parts[1:3]))):
+        return int(_lookup(m.group(1), scope)) > int(parts[3])
     if len(parts) == 1:
         return bool(_lookup(parts[0], scope))
     raise ValueError(f"unsupported condition {expr!r}")
@@ -82,6 +91,8 @@ def render(template: str, scope: dict[str, Any]) -> str:
             stack.append((outer and not taken, outer))
         elif word == "end":
             stack.pop()
+        elif word == "fail" and active:
+            raise ChartFailure(expr[4:].strip().strip('"'))
         elif active:
             out.append(str(_value(expr, scope)))
     if stack:
