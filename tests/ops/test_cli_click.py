@@ -9,8 +9,11 @@ builds, field by field.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,7 @@ from google.protobuf import json_format
 from controller.cli import _parser, main
 from controller.cli._send import build_request
 
+ROOT = Path(__file__).resolve().parents[2]
 MEMORY_INVENTORY = (
     '[[device]]\nid = "node001"\nplugin = "tests.memory_plugin:MemoryPlugin"\nmodel = "DGX_GB200"\n'
 )
@@ -405,3 +409,115 @@ def test_send_kinds_build_their_members() -> None:
         assert len(_request(f"send {kind} --device d --enable 1 --disable 2")) == 1
     entity = _request("send modify-entity --device d --phase 2 --resource-group rg")
     assert len(entity) == 1 and "2" in json.dumps(entity)
+
+
+# --- what Click adds: per-kind flags, output anywhere (last wins), YAML, --debug, completion --------
+def test_each_kind_lists_only_its_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "send ping --help")
+    assert code == 0 and "--retry-count" in out and "--device" in out
+    assert "--gpu " not in out and "--resource-group" not in out and "--node" not in out
+    code, out, _ = run(capsys, "send rg-activate --help")
+    resource_group = next(line for line in out.splitlines() if "--resource-group" in line)
+    assert code == 0 and "[required]" in resource_group
+    code, out, _ = run(capsys, "send --help")
+    assert code == 0 and all(kind in out for kind in ("gpu-policies", "modify-entity", "std-metrics"))
+
+
+def test_flags_before_the_kind_warn_and_still_send(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, f"--server {CLOSED} send --device d --retry-count 2 ping")
+    warning, error = err.strip().splitlines()
+    assert warning.startswith("warning: flags before the kind are deprecated: write `devicectl send ping")
+    assert code == 1 and error.startswith("error: controller not running")
+    code, _, err = run(capsys, f"--server {CLOSED} send --json ping --device d")  # output flags: anywhere
+    assert code == 1 and "warning" not in err
+    assert _request("send --device d --retry-count 3 ping") == {"ping": {"retryCount": 3}}
+
+
+def test_send_file_subcommand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "req.json"
+    path.write_text(json.dumps({"device": "x", "requestId": "f-9", "stdMetrics": {}}))
+    for line in (f"send file --file {path} --device d", f"send --file {path} --device d"):
+        msg = build_request(_parser().parse_args(shlex.split(line)))
+        assert (msg.device, msg.request_id, msg.WhichOneof("request")) == ("d", "f-9", "std_metrics")
+    code, _, err = run(capsys, "send file")
+    assert code == 2 and "send file: --file is required" in one_line(err)
+
+
+@pytest.mark.parametrize(
+    ("line", "json_out"),
+    [
+        ("plugins --json -o table", False),
+        ("plugins -o table --json", True),
+        ("--json plugins -o table", False),
+        ("-o table plugins --json", True),
+        ("-o json plugins", True),
+        ("plugins -ojson", True),
+    ],
+)
+def test_the_last_output_flag_wins(line: str, json_out: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, line)
+    assert code == 0
+    assert out.lstrip().startswith("[") is json_out, out
+
+
+def test_yaml_output_is_the_json_as_yaml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    yaml = pytest.importorskip("yaml")
+    for line in ("plugins", f"certs init --dir {tmp_path / 'pki'} --name 'a b' --name yes"):
+        _, as_json, _ = run(capsys, f"{line} -o json")
+        code, as_yaml, _ = run(capsys, f"-o yaml {line}")
+        assert code == 0 and not as_yaml.lstrip().startswith(("[", "{"))
+        assert yaml.safe_load(as_yaml) == json.loads(as_json), as_yaml
+
+
+def test_errors_are_one_line_unless_debug(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, f"--server {CLOSED} status --debug")
+    assert code == 1 and "Traceback" in err and "StatusCode.UNAVAILABLE" in err
+    code, _, err = run(capsys, f"--server {CLOSED} status")
+    assert code == 1 and "Traceback" not in err
+    code, _, err = run(capsys, "send ping --device d --gpu 0=1")
+    assert (
+        code == 2
+        and one_line(err) == "error: send ping: --gpu not used by this kind (devicectl send ping --help)"
+    )
+    code, _, err = run(capsys, "requests list --limit many")
+    assert code == 2 and "'many' is not a valid integer" in one_line(err)
+
+
+def test_main_returns_instead_of_exiting(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["--help"], ["send", "--help"], ["bmc-capture", "--help"], ["--version"]):
+        assert main(argv) == 0, argv
+    assert main(["no-such-command"]) == 2
+    assert main(["bmc-capture"]) == 2  # its own argparse's usage error, returned
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_prints_the_script(shell: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, f"completion {shell}")
+    assert code == 0 and "_DEVICECTL_COMPLETE" in out
+    assert {"bash": "complete -o nosort -F", "zsh": "compdef", "fish": "complete --no-files"}[shell] in out
+
+
+def _complete(words: str) -> list[str]:
+    """What bash completion offers after `words` (Click's protocol, through the real entry point)."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "_DEVICECTL_COMPLETE": "bash_complete",
+        "COMP_WORDS": words,
+        "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1)),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "controller"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    return [line.split(",", 1)[1] for line in result.stdout.splitlines()]
+
+
+def test_completion_offers_commands_kinds_and_flags() -> None:
+    assert _complete("devicectl se") == ["serve", "send"]
+    kinds = _complete("devicectl send ")
+    assert {"ping", "gpu-policies", "rg-activate", "modify-entity", "file"} <= set(kinds)
+    flags = _complete("devicectl send ping --")
+    assert "--retry-count" in flags and "--device" in flags and "--gpu" not in flags
+    assert _complete("devicectl status -o ") == ["table", "json", "yaml"]
+    assert "upgrade" in _complete("devicectl db ")
