@@ -5,8 +5,9 @@ shared `aiohttp` session, per-BMC concurrency 2, sessions, ETags) directly, with
 dispatch or delivery around it, so the HTTP path's own cost can be profiled and compared before
 and after a change. Every phase makes the fan-out benchmark's 8 cap changes per BMC (GET, PATCH
 with `If-Match`, read-back GET); the first phase also logs in. Options reproduce the process
-tuning's effect (`--untuned`: CPython's default GC thresholds and 256 KiB TLS buffers) and the
-keep-alive's (`--idle`: seconds of silence between phases, `--keepalive-timeout`).
+tuning's effect (`--untuned`: CPython's default GC thresholds and 256 KiB TLS buffers; `--gc-young`:
+another young-generation threshold), the keep-alive's (`--idle`: seconds of silence between
+phases, `--keepalive-timeout`) and an event loop's (`--uvloop`).
 
 The figures printed per phase: wall and CPU seconds of this process, calls the simulators counted,
 CPU per call, new TCP connections, garbage collections (count and seconds, per generation) and RSS.
@@ -40,7 +41,11 @@ CALLS_PER_PHASE = 3 * sum(len(paths) for paths in GB200_CAPS.values())
 
 
 class GcClock:
-    """Counts garbage collections and the seconds they take, per generation."""
+    """Counts garbage collections and the CPU seconds they take, per generation.
+
+    CPU (this thread's), not wall time: on a loaded machine a collection's wall time mostly
+    measures the other processes.
+    """
 
     def __init__(self) -> None:
         self.count = [0, 0, 0]
@@ -56,11 +61,11 @@ class GcClock:
 
     def _callback(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            self._started = time.perf_counter()
+            self._started = time.thread_time()
             return
         generation = info["generation"]
         self.count[generation] += 1
-        self.seconds[generation] += time.perf_counter() - self._started
+        self.seconds[generation] += time.thread_time() - self._started
 
 
 async def _set_cap(client: BmcClient, path: str, watts: int) -> None:
@@ -122,7 +127,7 @@ async def run(
                 f"phase {index + 1}: {wall:.2f} s, {calls} calls, "
                 f"{result['cpu_ms_per_call']:.3f} ms CPU/call, "
                 f"{result['connections_opened']} new connections, GC {clock.count} in "
-                f"{sum(clock.seconds):.2f} s, RSS {result['rss_mb']:.0f} MB"
+                f"{sum(clock.seconds):.2f} s CPU, RSS {result['rss_mb']:.0f} MB"
             )
             results.append(result)
     finally:
@@ -141,21 +146,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--keepalive-timeout", type=float, default=RedfishSettings.keepalive_timeout, help="plugin setting"
     )
     parser.add_argument("--untuned", action="store_true", help="skip `controller.runtime` tuning")
+    parser.add_argument(
+        "--gc-young", type=int, help="young-generation GC threshold instead of the tuned one (0: GC off)"
+    )
+    parser.add_argument(
+        "--uvloop", action="store_true", help="run on uvloop's event loop (if installed; not a dependency)"
+    )
     parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / "out" / "client-only")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     if not args.untuned:
         runtime.tune_process()
-    results = asyncio.run(
-        run(
-            args.bmcs,
-            latency=args.latency,
-            phases=args.phases,
-            idle=args.idle,
-            keepalive_timeout=args.keepalive_timeout,
-            workdir=args.workdir,
+    if args.gc_young is not None:
+        if args.gc_young:
+            gc.set_threshold(args.gc_young, *gc.get_threshold()[1:])
+        else:
+            gc.disable()
+    loop_factory = None
+    if args.uvloop:
+        try:
+            import uvloop  # type: ignore[import-not-found,unused-ignore]
+        except ImportError:
+            parser.error("--uvloop: uvloop is not installed (pip install uvloop)")
+        loop_factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        results = runner.run(
+            run(
+                args.bmcs,
+                latency=args.latency,
+                phases=args.phases,
+                idle=args.idle,
+                keepalive_timeout=args.keepalive_timeout,
+                workdir=args.workdir,
+            )
         )
-    )
     if args.json:
         args.json.write_text(json.dumps(jsonable({"args": vars(args), "phases": results}), indent=1))
     bad = [r["phase"] for r in results if r["writes"] != args.bmcs * CALLS_PER_PHASE // 3]
