@@ -17,8 +17,6 @@ part of the wave is answered, one process is SIGKILLed. Checks:
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import math
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -26,18 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import sqlalchemy as sa
-from sqlalchemy.pool import NullPool
 
+from bench.cluster import TRACEBACK, live_shards, query, settings_toml, wait_balanced
 from bench.processes import ControllerProcess
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
-from controller.config import Settings
 from drills.common import per_backend, problems_of
 from drills.load import CHANNEL_OPTIONS, Sent, cap_request, watts_for
 from drills.stack import Stack
 from drills.verdict import verdict
-
-TRACEBACK = "Traceback (most recent call last)"
 
 
 @dataclass(frozen=True)
@@ -94,7 +88,7 @@ class Cluster:
         return [f"drill-scaleout-{i}" for i in range(self.config.processes)]
 
     async def start(self) -> None:
-        self.settings_file.write_text(_settings_toml(self.config))
+        self.settings_file.write_text(settings_toml(self.config.lease_ttl))
         await self.stack.start()  # the first process (it also upgrades the schema)
         self.controllers = [self.stack.ctl]
         for i in range(1, self.config.processes):
@@ -123,13 +117,6 @@ class Cluster:
             except OSError:
                 pass
         return total
-
-
-def _settings_toml(config: ScaleoutConfig) -> str:
-    """Short leases for the drill (and a short claim poll, where the controller has one)."""
-    wanted: dict[str, float] = {"lease_ttl": config.lease_ttl, "claim_interval": 0.1}
-    known = {f.name for f in dataclasses.fields(Settings)}
-    return "".join(f"{key} = {value}\n" for key, value in wanted.items() if key in known)
 
 
 @dataclass
@@ -192,44 +179,6 @@ class Wave:
 # ---- the database's view ------------------------------------------------------------------
 
 
-def _query(url: str, sql: str, **params: Any) -> list[Any] | None:
-    """Rows of one query, or None when it cannot run (a table or column this schema lacks)."""
-    engine = sa.create_engine(url, poolclass=NullPool)
-    try:
-        with engine.connect() as conn:
-            statement = sa.text(sql)
-            for name, value in params.items():
-                if isinstance(value, list):
-                    statement = statement.bindparams(sa.bindparam(name, expanding=True))
-            return list(conn.execute(statement, params).all())
-    except sa.exc.DBAPIError:
-        return None
-    finally:
-        engine.dispose()
-
-
-def live_shards(url: str) -> dict[int, str] | None:
-    """shard -> owner, for leases unexpired by the database's clock (None: no shard_leases table)."""
-    rows = _query(url, "SELECT shard, owner FROM shard_leases WHERE owner <> '' AND expires_at > now()")
-    return None if rows is None else {int(r[0]): str(r[1]) for r in rows}
-
-
-async def wait_balanced(url: str, instances: list[str], shard_count: int, limit: float) -> dict[str, Any]:
-    """Wait until every shard is leased and each instance holds its fair share."""
-    share = math.ceil(shard_count / len(instances))
-    began = time.monotonic()
-    counts: Counter[str] = Counter()
-    while time.monotonic() - began < limit:
-        owners = await asyncio.to_thread(live_shards, url)
-        if owners is None:
-            return {"balanced_s": None, "problem": "no shard_leases table: shards are not leased"}
-        counts = Counter(owners.values())
-        if len(owners) == shard_count and set(counts) == set(instances) and max(counts.values()) <= share:
-            return {"balanced_s": round(time.monotonic() - began, 2), "shards_per_process": dict(counts)}
-        await asyncio.sleep(0.1)
-    return {"balanced_s": None, "problem": f"shards not balanced after {limit:.0f} s: {dict(counts)}"}
-
-
 async def wait_moved(url: str, dead: str, shards: set[int], limit: float) -> float | None:
     """Seconds until every one of `shards` is leased, unexpired, to a process other than `dead`."""
     began = time.monotonic()
@@ -243,7 +192,7 @@ async def wait_moved(url: str, dead: str, shards: set[int], limit: float) -> flo
 
 def second_completions(url: str, prefix: str) -> int | None:
     """Requests with more than one audit row: completed (and their state changed) twice."""
-    rows = _query(
+    rows = query(
         url,
         "SELECT request_id FROM state_audit WHERE request_id LIKE :p GROUP BY request_id HAVING count(*) > 1",
         p=f"{prefix}-%",
@@ -255,7 +204,7 @@ def unfinished_in(url: str, shards: list[int]) -> int | None:
     """Journaled, not completed requests of `shards` (what the killed process left behind)."""
     if not shards:
         return 0
-    rows = _query(
+    rows = query(
         url, "SELECT count(*) FROM requests WHERE status <> 'completed' AND shard IN :shards", shards=shards
     )
     return None if rows is None else int(rows[0][0])
@@ -270,7 +219,7 @@ async def run_backend(config: ScaleoutConfig, backend: str, url: str, workdir: P
     row: dict[str, Any] = {"backend": backend, "processes": config.processes, "bmcs": config.bmcs}
     try:
         await cluster.start()
-        balance = await wait_balanced(url, cluster.instances, Settings().shard_count, config.balance_limit)
+        balance = await wait_balanced(url, cluster.instances, config.balance_limit)
         problems += [balance.pop("problem")] if "problem" in balance else []
         row.update(balance)
         await cluster.stack.sims.reset()  # count only the wave
