@@ -263,7 +263,9 @@ class Controller:
                 asyncio.create_task(supervise("agent", self.agent.run), name="agent"),
             ]
         if self.settings.drift_interval > 0:
-            self.drift = DriftChecker(self.store, self.runner, self.dispatcher, self.settings)
+            self.drift = DriftChecker(
+                self.store, self.runner, self.dispatcher, self.settings, inventory=self.inventory
+            )
             self._tasks.append(asyncio.create_task(supervise("drift", self.drift.run), name="drift"))
 
     async def _bind(self, server: grpc.aio.Server) -> int:

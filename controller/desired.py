@@ -2,11 +2,14 @@
 
 After a successful change the runner records each component's limit as read back (`desired_from`)
 with the request that set it, in the completion's transaction (`controller/store/_desired.py`).
-The drift check (`controller/drift.py`) compares them with what the device enforces.
+The drift check (`controller/drift.py`) compares them with what the device enforces, through one
+path or, for a node the inventory serves in-band and out-of-band (`bmc`), through both.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from plugins.base import AllocationResult, GpuPoliciesResult, GpuResult, StdMetricsResult
@@ -16,12 +19,31 @@ if TYPE_CHECKING:  # the validator imports this module: keep it free of the stor
 
 #: request ids of internal requests (re-applications); refused from callers (controller/validate.py)
 INTERNAL_PREFIX = "devicectl-internal-"
+#: a re-application's requests: REAPPLY_PREFIX + "<event>-<n>" (one event may re-send several)
+REAPPLY_PREFIX = INTERNAL_PREFIX + "reapply-"
+#: the two ways a node's limits are read: from the node itself (NVML) or from its BMC (Redfish)
+INBAND, OUTOFBAND = "inband", "outofband"
+PATH_NAMES = {INBAND: "in-band", OUTOFBAND: "out-of-band"}
+#: a drift finding that is not one path off the desired value: the two paths differ from each other
+DISAGREE = "disagree"
+#: plugins that read a node's GPUs from the node itself; every other plugin reads them out-of-band
+IN_BAND_PLUGINS = frozenset({"nvml"})
 #: watts of difference that count as drift (rounding to a BMC's Increment stays below it)
 TOLERANCE_WATTS = 1.0
 
 
 def is_internal(request_id: str) -> bool:
     return request_id.startswith(INTERNAL_PREFIX)
+
+
+def reapply_event(request_id: str) -> str:
+    """The re-application a re-sent request belongs to (the `<event>` of its id)."""
+    return request_id.removeprefix(REAPPLY_PREFIX).split("-", 1)[0]
+
+
+def path_of(plugin: str) -> str:
+    """The path a device's own plugin reads its limits through."""
+    return INBAND if plugin in IN_BAND_PLUGINS else OUTOFBAND
 
 
 def desired_from(result: Any) -> dict[str, float | None] | None:
@@ -52,14 +74,59 @@ def enforced_from(result: StdMetricsResult) -> dict[str, float | None]:
     return out
 
 
-def compare(desired: list[DesiredLimit], enforced: dict[str, float | None]) -> dict[str, str]:
-    """Components off their desired value, each with one line saying how."""
-    drifted = {}
+def gpu_pairs(inband: Mapping[str, Any], bmc_gpus: Sequence[int]) -> dict[str, str]:
+    """Each in-band GPU component ("gpu/<NVML index>") -> the BMC's component of the same GPU.
+
+    Both plugins name GPUs by index in their metrics; `bmc_gpus` (inventory) gives the BMC's index
+    of each NVML index where the two orders differ. An NVML index beyond it has no pair."""
+    out = {}
+    for component in inband:
+        kind, _, index = component.partition("/")
+        if kind != "gpu" or not index.isdigit():
+            continue
+        if not bmc_gpus:
+            out[component] = component
+        elif int(index) < len(bmc_gpus):
+            out[component] = f"gpu/{bmc_gpus[int(index)]}"
+    return out
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One way a component is off: `kind` is the path that is off its desired value, or DISAGREE."""
+
+    component: str
+    kind: str
+    line: str
+
+
+def compare_paths(
+    desired: list[DesiredLimit], readings: Mapping[str, Mapping[str, float | None]]
+) -> list[Finding]:
+    """Findings per component for readings by path ({"inband": {...}, "outofband": {...}}, each in
+    the device's own component names): each path off its desired value, and the two paths off each
+    other. With one path the line is the single-path one of `compare`."""
+    both = len(readings) > 1
+    findings = []
     for d in desired:
-        if d.watts is None or d.component not in enforced:
-            continue  # no cap asked for, or nothing to read it from (node, memory)
-        now = enforced[d.component]
-        if now is None or abs(now - d.watts) > TOLERANCE_WATTS:
-            shown = "no cap" if now is None else f"{now:g} W"
-            drifted[d.component] = f"desired {d.watts:g} W (set by {d.request_id}), enforced {shown}"
-    return drifted
+        if d.watts is None:
+            continue  # no cap asked for
+        seen = {p: r[d.component] for p, r in sorted(readings.items()) if d.component in r}
+        for path, now in seen.items():
+            if now is None or abs(now - d.watts) > TOLERANCE_WATTS:
+                line = f"desired {d.watts:g} W (set by {d.request_id}), enforced {_shown(now)}"
+                findings.append(Finding(d.component, path, f"{PATH_NAMES[path]}: {line}" if both else line))
+        if len(seen) == 2 and _differ(seen[INBAND], seen[OUTOFBAND]):
+            line = (
+                f"in-band {_shown(seen[INBAND])}, out-of-band {_shown(seen[OUTOFBAND])} (the paths disagree)"
+            )
+            findings.append(Finding(d.component, DISAGREE, line))
+    return findings
+
+
+def _shown(watts: float | None) -> str:
+    return "no cap" if watts is None else f"{watts:g} W"
+
+
+def _differ(a: float | None, b: float | None) -> bool:
+    return (a is None) != (b is None) or (a is not None and b is not None and abs(a - b) > TOLERANCE_WATTS)

@@ -2,12 +2,14 @@
 
 `DriftChecker` walks the devices that have desired limits, spread over `drift_interval`, reads
 what each enforces (a `std_metrics` read through the device's plugin: NVML in-band, Redfish
-out-of-band) and records what it finds (desired_limits row, an audit row of kind `drift`, the
-`devicectl_drift` counter). Under `reapply` (devices matching `drift_reapply`) it re-sends the
-requests that set the device's desired state, journaled as internal requests (ids starting
-`INTERNAL_PREFIX`) that run in the device's lane like any other and are answered to no one; at
-most `drift_max_reapply_per_hour` per device, after which drift is only reported (a tool fighting
-devicectl is reported, not fought forever).
+out-of-band; for a node the inventory serves both ways, `bmc`, through both plugins) and records
+what it finds (desired_limits row, an audit row of kind `drift`, the `devicectl_drift` and
+`devicectl_drift_paths_disagree` counters). Under `reapply` (devices matching `drift_reapply`) it
+re-sends the requests that set the device's desired state, journaled as internal requests (ids
+starting `REAPPLY_PREFIX`) that run in the device's lane like any other and are answered to no one;
+at most `drift_max_reapply_per_hour` per device, counted in the journal (so the cap holds across
+restarts and processes), after which drift is only reported (a tool fighting devicectl is
+reported, not fought forever).
 """
 
 from __future__ import annotations
@@ -17,15 +19,28 @@ import fnmatch
 import logging
 import time
 import uuid
-from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 
 from controller import metrics
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.config import Settings
-from controller.desired import INTERNAL_PREFIX, compare, enforced_from
+from controller.desired import (
+    DISAGREE,
+    INBAND,
+    INTERNAL_PREFIX,
+    OUTOFBAND,
+    PATH_NAMES,
+    REAPPLY_PREFIX,
+    Finding,
+    compare_paths,
+    enforced_from,
+    gpu_pairs,
+    path_of,
+    reapply_event,
+)
 from controller.dispatch import Dispatcher, Job
+from controller.inventory import DeviceEntry, node_partner
 from controller.logs import clip
 from controller.runner import RequestRunner
 from controller.store import DesiredLimit, DriftCheck, NewRequest, Store
@@ -33,6 +48,8 @@ from controller.supervise import describe
 from plugins.base import DeviceContext, Empty, RequestKind, run_operation
 
 log = logging.getLogger(__name__)
+
+Reading = dict[str, float | None]
 
 
 class DriftChecker:
@@ -45,13 +62,14 @@ class DriftChecker:
         dispatcher: Dispatcher,
         settings: Settings,
         clock: Callable[[], float] = time.monotonic,
+        inventory: Mapping[str, DeviceEntry] | None = None,
     ) -> None:
         self._store = store
         self._runner = runner
         self._dispatcher = dispatcher
         self._settings = settings
         self._clock = clock
-        self._reapplied: dict[str, deque[float]] = defaultdict(deque)
+        self._inventory = inventory or {}
 
     def mode(self, device: str) -> str:
         """`reapply` for devices matching `drift_reapply` (globs, comma-separated), else `report`."""
@@ -78,12 +96,75 @@ class DriftChecker:
 
     async def check(self, device: str) -> DriftCheck | None:
         """Check one device now; None when it was skipped (busy, or nothing to check)."""
-        if self._dispatcher.busy(device):
+        partner = node_partner(self._inventory, device)
+        involved = [device, *([partner.id] if partner is not None else [])]
+        if any(self._dispatcher.busy(d) for d in involved):
             return None  # a request is queued or running: its result is the news, not drift
         desired = await self._store.desired_for(device)
         if not any(d.watts is not None for d in desired):
             return None
+        own_path, readings = await self._read_paths(device, partner)
+        if own_path not in readings:
+            return None
+        if (
+            any(self._dispatcher.busy(d) for d in involved)
+            or await self._store.desired_for(device) != desired
+        ):
+            return None  # a request came in while reading: what was read may be half its change
+        findings = compare_paths(desired, readings)
+        kinds: dict[str, list[str]] = {}
+        for f in findings:
+            kinds.setdefault(f.component, []).append(f.kind)
+        action = await self._act(device, desired, own_path, partner, kinds) if findings else "report"
+        for f in findings:
+            kind = f.component.split("/")[0]
+            if f.kind == DISAGREE:
+                metrics.DRIFT_DISAGREE.labels(kind).inc()
+            else:
+                metrics.DRIFT.labels(kind, f.kind, action.split(":")[0]).inc()
+        if findings:
+            lines = "; ".join(f"{f.component}: {f.line}" for f in findings)
+            log.warning("drift on %s: %s (%s)", device, lines, action)
+        check = _check(device, desired, own_path, readings, findings, action)
+        await self._store.record_drift_check(check)
+        return check
+
+    async def _read_paths(self, device: str, partner: DeviceEntry | None) -> tuple[str, dict[str, Reading]]:
+        """The device's own path, and what each path read, in the device's component names."""
+        if partner is None:
+            path, own = await self._read(device)
+            return path, ({path: own} if own is not None else {})
+        entry = self._inventory[device]
+        inband_id, bmc_id = (device, partner.id) if entry.bmc else (partner.id, device)
+        own_path = INBAND if device == inband_id else OUTOFBAND
+        (_, inband), (_, outofband) = await asyncio.gather(
+            self._read(inband_id, partner=own_path != INBAND),
+            self._read(bmc_id, partner=own_path != OUTOFBAND),
+        )
+        readings = {p: r for p, r in ((INBAND, inband), (OUTOFBAND, outofband)) if r is not None}
+        if inband is not None and outofband is not None:
+            pairs = gpu_pairs(inband, self._inventory[inband_id].bmc_gpus)
+            if own_path == INBAND:  # the BMC's readings under the in-band names, or the reverse
+                readings[OUTOFBAND] = {c: outofband[b] for c, b in pairs.items() if b in outofband}
+            else:
+                readings[INBAND] = {b: inband[c] for c, b in pairs.items()}
+        elif own_path in readings:
+            log.info("drift check of %s: read %s only this time", device, PATH_NAMES[own_path])
+        return own_path, readings
+
+    async def _read(self, device: str, partner: bool = False) -> tuple[str, Reading | None]:
+        """The path of the device's plugin, and what the device enforces (None: not readable).
+        A partner that cannot be read leaves the check with the device's own path."""
+        if partner:
+            try:
+                return await self._read(device)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.info("drift check: cannot read %s, the node's other path: %s", device, describe(exc))
+                return "", None
         resolved = await self._runner.resolve(device, b"", b"")
+        path = path_of(resolved.entry.plugin)
         timeout = self._settings.device_call_timeout
         ctx = DeviceContext(
             device_id=device,
@@ -97,52 +178,48 @@ class DriftChecker:
         outcome = await asyncio.wait_for(operation, timeout)
         if not outcome.result.ok:
             log.info("drift check of %s: cannot read the device: %s", device, clip(outcome.result.error))
-            return None
-        if self._dispatcher.busy(device) or await self._store.desired_for(device) != desired:
-            return None  # a request came in while reading: what was read may be half its change
-        enforced = enforced_from(outcome.result)
-        drifted = compare(desired, enforced)
-        action = "report"
-        if drifted:
-            if self.mode(device) == "reapply":
-                action = await self._reapply(device, desired)
-            for component in drifted:
-                metrics.DRIFT.labels(component.split("/")[0], action.split(":")[0]).inc()
-            log.warning(
-                "drift on %s: %s (%s)", device, "; ".join(f"{c}: {d}" for c, d in drifted.items()), action
-            )
-        check = DriftCheck(
-            device,
-            datetime.now(UTC),
-            {d.component: enforced.get(d.component) for d in desired if d.component in enforced},
-            drifted,
-            action,
-        )
-        await self._store.record_drift_check(check)
-        return check
+            return path, None
+        return path, enforced_from(outcome.result)
+
+    async def _act(
+        self,
+        device: str,
+        desired: list[DesiredLimit],
+        own_path: str,
+        partner: DeviceEntry | None,
+        kinds: Mapping[str, list[str]],
+    ) -> str:
+        """What is done about a drift: re-applied (mode, own path off, under the cap) or reported."""
+        if self.mode(device) != "reapply":
+            return "report"
+        if not any(own_path in k for k in kinds.values()):
+            # re-sending through this device writes its own path, which holds the desired value
+            where = f" (through {partner.id})" if partner is not None else ""
+            return f"report: only {PATH_NAMES[OUTOFBAND if own_path == INBAND else INBAND]} drifted{where}"
+        return await self._reapply(device, desired)
 
     async def _reapply(self, device: str, desired: list[DesiredLimit]) -> str:
-        window = self._reapplied[device]
-        now = self._clock()
-        while window and now - window[0] > 3600.0:
-            window.popleft()
         limit = self._settings.drift_max_reapply_per_hour
-        if len(window) >= limit:
-            return f"report: {limit} re-applications in the last hour (another tool may be changing it)"
-        window.append(now)
+        # counted in the journal: the cap holds across restarts and controllers sharing the database
+        since = datetime.now(UTC) - timedelta(hours=1)
+        done = {reapply_event(r) for r in await self._store.request_ids_since(device, REAPPLY_PREFIX, since)}
+        if len(done) >= limit:
+            return f"report: {len(done)} re-applications in the last hour (another tool may be changing it)"
         # every request behind the desired state, oldest first, so the end state is theirs again
         sources = sorted({(d.set_at, d.request_id) for d in desired})
-        ids = []
+        event = uuid.uuid4().hex[:12]
+        ids: list[str] = []
         for _, source in sources:
             view = await self._store.get_request(source)
             if view is None:
                 continue  # pruned by retention: nothing left to re-send
-            ids.append(await self._resend(device, view.payload, source))
+            ids.append(
+                await self._resend(device, view.payload, source, f"{REAPPLY_PREFIX}{event}-{len(ids)}")
+            )
         return "reapply: " + ", ".join(ids) if ids else "report: the requests that set it were pruned"
 
-    async def _resend(self, device: str, payload: bytes, source: str) -> str:
+    async def _resend(self, device: str, payload: bytes, source: str, request_id: str) -> str:
         msg = pb.DeviceControllerRequest.FromString(payload)
-        request_id = f"{INTERNAL_PREFIX}reapply-{uuid.uuid4().hex[:12]}"
         msg.request_id = request_id
         msg.ClearField("device_state_json")  # the stored state is newer than the one it carried
         msg.trace_id = f"reapply of {source}"[:256]
@@ -158,3 +235,35 @@ class DriftChecker:
         if not self._dispatcher.submit(job):
             await self._runner.reject(job, "device queue full; re-application not run")
         return request_id
+
+
+def _check(
+    device: str,
+    desired: list[DesiredLimit],
+    own_path: str,
+    readings: Mapping[str, Reading],
+    findings: list[Finding],
+    action: str,
+) -> DriftCheck:
+    """What is stored: the device's own path as `enforced`; for a node read both ways, each path's
+    value and each drifted component's findings as well."""
+    own = readings[own_path]
+    drifted: dict[str, list[str]] = {}
+    kinds: dict[str, list[str]] = {}
+    for f in findings:
+        drifted.setdefault(f.component, []).append(f.line)
+        kinds.setdefault(f.component, []).append(f.kind)
+    paired = len(readings) > 1
+    return DriftCheck(
+        device,
+        datetime.now(UTC),
+        {d.component: own.get(d.component) for d in desired if d.component in own},
+        {c: "; ".join(lines) for c, lines in drifted.items()},
+        action,
+        paths={
+            d.component: {p: r[d.component] for p, r in readings.items() if d.component in r} for d in desired
+        }
+        if paired
+        else {},
+        findings=kinds if paired else {},
+    )

@@ -39,6 +39,10 @@ class DeviceEntry:
     options: Mapping[str, Any] = field(default_factory=dict)
     #: its plugin runs out of process (a [[plugin]] table in the same file; controller/plugin_process.py)
     external: bool = False
+    #: the same node's BMC device (this one reads its GPUs in-band): drift is checked both ways
+    bmc: str = ""
+    #: the BMC's GPU index for each in-band GPU index (empty: the same index); docs/desired-state.md
+    bmc_gpus: tuple[int, ...] = ()
 
     def endpoint(self, secrets: SecretStore, default_ca: str = "", url: str | None = None) -> Endpoint:
         """Resolve the secret now, so rotated credentials apply on the next request.
@@ -80,6 +84,9 @@ def load_inventory(path: str | Path) -> dict[str, DeviceEntry]:
         if entry.id in out:
             raise InventoryError(f"{where}: device[{index}]: duplicate id {entry.id!r}")
         out[entry.id] = entry
+    problems = pairing_problems(out)
+    if problems:
+        raise InventoryError(f"{where}: {problems[0]}")
     external = {p.get("name") for p in data.get("plugin", []) if isinstance(p, Mapping)}
     return {k: dataclasses.replace(e, external=True) if e.plugin in external else e for k, e in out.items()}
 
@@ -107,6 +114,14 @@ def _entry(raw: Mapping[str, Any], where: str) -> DeviceEntry:
     insecure = conn.get("insecure", False)
     if not isinstance(insecure, bool):
         raise InventoryError(f"{where}: `insecure` must be true or false")
+    bmc = raw.get("bmc", "")
+    if not isinstance(bmc, str):
+        raise InventoryError(f"{where}: `bmc` must name the device id of the same node's BMC")
+    bmc_gpus = raw.get("bmc_gpus", [])
+    if not isinstance(bmc_gpus, list) or not all(type(i) is int and i >= 0 for i in bmc_gpus):
+        raise InventoryError(f"{where}: `bmc_gpus` must be a list of the BMC's GPU indexes (0, 1, ...)")
+    if len(set(bmc_gpus)) != len(bmc_gpus) or (bmc_gpus and not bmc):
+        raise InventoryError(f"{where}: `bmc_gpus` needs `bmc` and may name each BMC GPU index once")
     return DeviceEntry(
         id=device_id,
         plugin=plugin,
@@ -116,7 +131,36 @@ def _entry(raw: Mapping[str, Any], where: str) -> DeviceEntry:
         ca_bundle=str(conn.get("ca_bundle", "")),
         insecure=insecure,
         options={k: v for k, v in conn.items() if k not in _CONNECTION_KEYS},
+        bmc=bmc,
+        bmc_gpus=tuple(bmc_gpus),
     )
+
+
+def pairing_problems(entries: Mapping[str, DeviceEntry]) -> list[str]:
+    """What is wrong with the `bmc` links (one in-band device and its node's BMC device)."""
+    problems = []
+    claimed: dict[str, str] = {}
+    for entry in entries.values():
+        if not entry.bmc:
+            continue
+        where = f"device {entry.id!r}: bmc {entry.bmc!r}"
+        target = entries.get(entry.bmc)
+        if target is None:
+            problems.append(f"{where} is not a device in the inventory")
+        elif target.id == entry.id or target.bmc:
+            problems.append(f"{where} must be another device, the node's BMC (which names no `bmc` itself)")
+        elif entry.bmc in claimed:
+            problems.append(f"{where} is already the BMC of device {claimed[entry.bmc]!r}")
+        claimed.setdefault(entry.bmc, entry.id)
+    return problems
+
+
+def node_partner(entries: Mapping[str, DeviceEntry], device: str) -> DeviceEntry | None:
+    """The other device serving the same node: the BMC of an in-band device, or the reverse."""
+    entry = entries.get(device)
+    if entry is not None and entry.bmc:
+        return entries.get(entry.bmc)
+    return next((e for e in entries.values() if e.bmc == device), None)
 
 
 def entry_from_model(device_id: str, model: Mapping[str, Any], default_plugin: str) -> DeviceEntry | None:
@@ -201,7 +245,7 @@ def check_inventory(
 ) -> list[str]:
     """Every problem found at start: unknown plugins, options their schema does not accept, secret
     files readable by others (unless allowed). Loads plugin classes; imports only registered names."""
-    problems: list[str] = []
+    problems: list[str] = pairing_problems(entries)
     schemas: dict[str, Mapping[str, Any] | None] = {}
     for entry in entries.values():
         if entry.plugin not in plugins:

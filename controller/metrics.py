@@ -72,8 +72,14 @@ DELIVERY_ATTEMPTS = Counter(
 )
 DRIFT = Counter(
     "devicectl_drift",
-    "Components found off their desired limit by a drift check, by component type and action",
-    ["component", "action"],
+    "Components found off their desired limit by a drift check, by component type, the path that read "
+    "it (inband: NVML, outofband: the BMC) and action",
+    ["component", "path", "action"],
+)
+DRIFT_DISAGREE = Counter(
+    "devicectl_drift_paths_disagree",
+    "Components of a node served both ways whose in-band and out-of-band limits disagree",
+    ["component"],
 )
 POWER_REQUESTED = Gauge(
     "devicectl_power_limit_requested_watts",

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ._models import DESIRED_LIMITS as D
-from ._models import DEVICES
+from ._models import DEVICES, REQUESTS
 from ._models import STATE_AUDIT as A
 from ._types import Completion, DesiredLimit, DriftCheck
 
@@ -34,6 +35,16 @@ def devices_with_desired(conn: Connection) -> list[str]:
     return [r[0] for r in conn.execute(sa.select(D.c.device).distinct().order_by(D.c.device))]
 
 
+def request_ids_since(conn: Connection, device: str, prefix: str, since: datetime) -> list[str]:
+    """The device's journaled request ids starting with `prefix`, accepted at `since` or later."""
+    query = sa.select(REQUESTS.c.request_id).where(
+        REQUESTS.c.device == device,  # ix_requests_device_seq narrows it to the device's rows
+        REQUESTS.c.accepted_at >= since,
+        REQUESTS.c.request_id.startswith(prefix, autoescape=True),
+    )
+    return [r[0] for r in conn.execute(query)]
+
+
 def record_checks_many(conn: Connection, checks: list[DriftCheck]) -> list[None]:
     """Store what each check found; a drift also gets an audit row (kind `drift`)."""
     for check in checks:
@@ -51,11 +62,23 @@ def record_checks_many(conn: Connection, checks: list[DriftCheck]) -> list[None]
             conn.execute(
                 sa.insert(A).values(
                     device=check.device,
-                    request_id=check.action.removeprefix("reapply: ") if check.action != "report" else "",
+                    request_id=check.action.removeprefix("reapply: ")
+                    if check.action.startswith("reapply: ")
+                    else "",
                     kind="drift",
                     at=check.at,
                     state_version=int(version or 0),
-                    summary={"drift": dict(check.drifted), "action": check.action},
+                    summary=_summary(check),
                 )
             )
     return [None for _ in checks]
+
+
+def _summary(check: DriftCheck) -> dict[str, Any]:
+    """The audit row's summary: what drifted, what was done, and (for a node read both ways) which
+    path saw what."""
+    summary: dict[str, Any] = {"drift": dict(check.drifted), "action": check.action}
+    if check.paths:
+        summary["paths"] = {c: dict(check.paths[c]) for c in check.drifted if c in check.paths}
+        summary["findings"] = {c: list(f) for c, f in check.findings.items()}
+    return summary

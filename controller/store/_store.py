@@ -258,6 +258,12 @@ class Store:
         """Devices that have desired limits (the ones drift checks look at)."""
         return await self._read(_desired.devices_with_desired)
 
+    async def request_ids_since(self, device: str, prefix: str, since: datetime) -> list[str]:
+        """Ids of the device's journaled requests starting with `prefix`, accepted at `since` or later
+        (re-applications counted across restarts and processes)."""
+        _require_aware("since", since)
+        return await self._read(_desired.request_ids_since, device, prefix, since)
+
     async def record_drift_check(self, check: DriftCheck) -> None:
         """Store what a drift check found (and an audit row when something drifted)."""
         _require_aware("at", check.at)

@@ -250,3 +250,7 @@ class DriftCheck:
     drifted: dict[str, str]
     #: "report" or "reapply: <request id>" (what the controller did about it)
     action: str = "report"
+    #: a node served in-band and out-of-band: per component, what each path read ("inband": 500.0)
+    paths: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    #: per drifted component, its findings: "inband"/"outofband" (that path is off), "disagree"
+    findings: dict[str, list[str]] = field(default_factory=dict)

@@ -94,8 +94,7 @@ async def test_nvml_driver_reload_is_detected_and_reapplied_only_under_reapply(
     assert audit and set(audit[-1].summary["drift"]) == {f"gpu/{i}" for i in range(4)}
     if mode == "reapply":
         await eventually(lambda: _limits_are(h100x4, 400.0), "re-applied")
-        listed = await h.admin.ListRequests(apb.ListRequestsRequest(device=device))
-        internal = [r for r in listed.requests if r.request_id.startswith(INTERNAL_PREFIX)]
+        internal = await eventually(lambda: _finished_internal(h, device), "the re-application journaled")
         assert len(internal) == 1 and internal[0].outcome == "ok" and internal[0].kind == "topology_activate"
         assert len(internal[0].writes) == 4  # its receipts: the four setter calls
         assert audit[-1].summary["action"] == f"reapply: {internal[0].request_id}"
@@ -117,6 +116,13 @@ async def test_nvml_driver_reload_is_detected_and_reapplied_only_under_reapply(
         out = await devicectl("--server", f"127.0.0.1:{h.controller.port}", "devices", "show", device)
         assert "desired vs enforced" in out and "gpu/3" in out and "700 W" in out and "set-1" in out
     assert set(sink.unique()) == {"set-1"}
+
+
+async def _finished_internal(h: Any, device: str) -> list[Any] | None:
+    """The device's internal requests once all of them are finished (the writes come before that)."""
+    listed = await h.admin.ListRequests(apb.ListRequestsRequest(device=device))
+    internal = [r for r in listed.requests if r.request_id.startswith(INTERNAL_PREFIX)]
+    return internal if internal and all(r.outcome for r in internal) else None
 
 
 def device_glob() -> str:
@@ -164,8 +170,7 @@ async def test_redfish_silent_revert_is_fought_only_up_to_the_hourly_limit(
 
         actions = await eventually(fought_then_reported, "the re-application limit", timeout=60)
         assert sum(1 for a in actions if a.startswith("reapply: ")) == 2
-        listed = await h.admin.ListRequests(apb.ListRequestsRequest(device="node001"))
-        internal = [r for r in listed.requests if r.request_id.startswith(INTERNAL_PREFIX)]
+        internal = await eventually(lambda: _finished_internal(h, "node001"), "re-applications journaled")
         assert len(internal) == 2 and all(r.outcome == "ok" and len(r.writes) == 2 for r in internal)
         rows = by_component(await store.desired_for("node001"))
         assert rows["gpu/0"].drift_detail.endswith("enforced 1200 W")
