@@ -31,8 +31,8 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "scaleout": (
         "backend", "processes", "bmcs", "acked", "responses", "lost", "stuck", "duplicates",
-        "second_completions", "order_violations", "failed", "caps_wrong", "shards_moved",
-        "unfinished_at_kill", "moved_s", "moved_limit_s", "max_in_flight_per_bmc",
+        "duplicates_unexplained", "second_completions", "order_violations", "failed", "caps_wrong",
+        "shards_moved", "unfinished_at_kill", "moved_s", "moved_limit_s", "max_in_flight_per_bmc",
         "bmcs_two_controllers", "tracebacks", "drain_s",
     ),
 }  # fmt: skip
