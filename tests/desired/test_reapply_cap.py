@@ -1,5 +1,6 @@
 """The hourly re-application cap is counted in the journal: it holds across a restart (a new
-DriftChecker on the same database), on SQLite and PostgreSQL."""
+DriftChecker on the same database) and in another controller sharing the database, on SQLite and
+PostgreSQL."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ async def check_when_idle(drift: DriftChecker) -> DriftCheck:
     return await eventually(lambda: drift.check(DEVICE), "a check that ran")
 
 
-async def test_the_cap_holds_for_a_new_checker_on_the_same_database(
+async def test_the_cap_holds_after_a_restart_and_in_another_controller(
     db_url: str, h100x4: FakeNode, sink: Any, start_controller: Any
 ) -> None:
     for gpu in h100x4.fake.gpus:
@@ -42,11 +43,13 @@ async def test_the_cap_holds_for_a_new_checker_on_the_same_database(
     assert first.action.startswith(f"reapply: {REAPPLY_PREFIX}")
     await eventually(lambda: _limit_is(h100x4, 400.0), "re-applied")
 
+    refused = "report: 1 re-applications in the last hour (another tool may be changing it)"
     h100x4.fake.unload_driver()  # drifts again: a new checker, as after a restart, still refuses
     second = await check_when_idle(checker(h))
-    assert second.drifted and second.action == (
-        "report: 1 re-applications in the last hour (another tool may be changing it)"
-    )
+    assert second.drifted and second.action == refused
+    # and so does one in another controller on the same database (its own store and engine)
+    other = await start_controller({DEVICE: DeviceEntry(DEVICE, "nvml", {})})
+    assert (await check_when_idle(checker(other))).action == refused
     assert h100x4.limit_w(0) == 700.0
     since = first.at.replace(year=first.at.year - 1)
     ids = await h.controller.store.request_ids_since(DEVICE, REAPPLY_PREFIX, since)
