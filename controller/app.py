@@ -38,7 +38,8 @@ from controller.plugin_host import PluginHost
 from controller.plugin_process import load_external_plugins
 from controller.runner import RequestRunner
 from controller.service import AdminService, DeviceControllerService, Watchers
-from controller.store import DeviceUpsert, RetentionPolicy, Store, prune
+from controller.shards import ShardLeases, Shards
+from controller.store import DeviceUpsert, JournalRow, RetentionPolicy, Store, prune
 from controller.supervise import Outage, supervise
 from controller.verifier import Verifier
 from plugins.base import RequestKind
@@ -82,6 +83,7 @@ class Controller:
         self.plugins = PluginHost(load_external_plugins(settings.inventory) if settings.inventory else {})
         self.watchers = Watchers()
         self.secrets = inventory_secrets(settings, self.inventory)
+        self.shards = self._shards()
         # agent mode (controller/agent.py): the agent's devices answer over its stream
         on_agent = agent.device_filter(settings.agent_devices) if settings.agent_server else None
         self.delivery = Delivery(
@@ -93,6 +95,7 @@ class Controller:
             timeout=settings.delivery_timeout,
             tls=tls.callback_tls(settings),
             owns=(lambda device: not on_agent(device)) if on_agent else None,
+            shards=self.shards.delivering,
         )
         self.agent_transport = agent.AgentTransport()
         self.agent_delivery: Delivery | None = None
@@ -106,6 +109,7 @@ class Controller:
                 timeout=settings.delivery_timeout,
                 transport=self.agent_transport,
                 owns=on_agent,
+                shards=self.shards.delivering,
             )
         self.runner = RequestRunner(
             self.store,
@@ -114,6 +118,7 @@ class Controller:
             self.inventory,
             self.secrets,
             on_complete=self._completed,
+            shards=self.shards,
         )
         self.dispatcher = Dispatcher(
             self.runner.run,
@@ -121,7 +126,9 @@ class Controller:
             queue_limit=settings.queue_limit,
             on_superseded=self.runner.supersede,
         )
-        self.service = DeviceControllerService(self.store, self.dispatcher, settings, self.runner.reject)
+        self.service = DeviceControllerService(
+            self.store, self.dispatcher, settings, self.runner.reject, self.shards
+        )
         self.agent: agent.Agent | None = None
         if self.agent_delivery is not None and on_agent is not None:
             self.agent = agent.Agent(
@@ -143,6 +150,17 @@ class Controller:
         self._stopped = False
         metrics.configure(settings.metrics_per_device, settings.metrics_max_devices)
         self.metrics_server: metrics.MetricsServer | None = None
+
+    def _shards(self) -> Shards:
+        """Which shards this process runs (controller/shards.py): none in a front end, all of them
+        on SQLite (one process), a fair share of leases among the executors on PostgreSQL."""
+        if not workers.executes(self.settings):
+            return Shards(self.inventory, self.settings.shard_count, executes=False)
+        if self.store.dialect != "postgresql":
+            return Shards(self.inventory, self.settings.shard_count)
+        return ShardLeases(
+            self.store, self.settings, self.inventory, on_gained=self._shards_gained, busy=self._shard_busy
+        )
 
     def _completed(self, request_id: str) -> None:
         self.watchers.notify(request_id)
@@ -192,6 +210,8 @@ class Controller:
             ]
         )
         if self.executes:
+            if isinstance(self.shards, ShardLeases):
+                await self.shards.round()  # our first leases (and their requests) before serving
             await self.recover()
         if self.settings.metrics_listen:  # before gRPC: a port in use fails the start cleanly
             self.metrics_server = metrics.MetricsServer(self)
@@ -255,6 +275,11 @@ class Controller:
             asyncio.create_task(supervise("verifier", verifier.run), name="verifier"),
             asyncio.create_task(supervise("lease", self._lease_loop), name="lease"),
         ]
+        if isinstance(self.shards, ShardLeases):
+            self._tasks += [
+                asyncio.create_task(supervise("shard leases", self.shards.run), name="shard leases"),
+                asyncio.create_task(supervise("claim", self._claim_loop), name="claim"),
+            ]
         if self.agent is not None and self.agent_delivery is not None:
             self._tasks += [
                 asyncio.create_task(
@@ -286,9 +311,21 @@ class Controller:
         raise OSError(f"cannot listen on {self.settings.listen}: address in use or invalid")
 
     async def recover(self) -> int:
-        """Queue journaled requests that never finished (ours, or orphaned by a dead peer)."""
-        rows = await self.store.claim_unfinished(self.settings.instance_id, self.settings.lease_ttl)
-        await self.store.heartbeat(self.settings.instance_id)
+        """Queue journaled requests that never finished: on PostgreSQL those of the shards we
+        lease, on SQLite ours or those orphaned by a dead peer."""
+        me = self.settings.instance_id
+        if isinstance(self.shards, ShardLeases):
+            rows = await self.store.claim_shards(me, self.shards.runnable())
+        else:
+            rows = await self.store.claim_unfinished(me, self.settings.lease_ttl)
+            await self.store.heartbeat(me, self.role)
+        queued = await self._queue_rows(rows)
+        if queued:
+            log.info("recovery: %d unfinished requests queued again", queued)
+        return queued
+
+    async def _queue_rows(self, rows: list[JournalRow]) -> int:
+        """Queue claimed journal rows not already in a lane; how many were queued."""
         queued = 0
         for row in rows:
             if self.dispatcher.knows(row.request_id):
@@ -301,18 +338,60 @@ class Controller:
                 row.payload,
                 row.trace_id,
                 row.deadline_at,
+                row.shard,
             )
             if not self.dispatcher.submit(job):
                 await self.runner.reject(job, "device queue full during recovery; request not run")
             queued += 1
-        if queued:
-            log.info("recovery: %d unfinished requests queued again", queued)
         return queued
+
+    async def _shards_gained(self, shards: frozenset[int]) -> None:
+        """Shards acquired (or renewed after their lease had lapsed here): another process may
+        have changed their devices, so the runner's copies go; their unfinished requests are ours."""
+        self.runner.forget_devices()
+        rows = await self.store.claim_shards(self.settings.instance_id, sorted(shards))
+        queued = await self._queue_rows(rows)
+        if queued:
+            log.info("%d unfinished requests of gained shards queued", queued)
+
+    def _shard_busy(self, shard: int) -> bool:
+        """Whether a request of the shard runs or a response of it is being delivered here."""
+        deliveries = [self.delivery, *([self.agent_delivery] if self.agent_delivery else [])]
+        return bool(self.runner.running_shards.get(shard)) or any(
+            d.in_flight_shards.get(shard) for d in deliveries
+        )
+
+    async def _claim_loop(self) -> None:
+        """Queue the requests other controllers journaled in our shards (every claim_interval)."""
+        outage = Outage("claiming journaled requests", log)
+        while True:
+            await asyncio.sleep(self.settings.claim_interval)
+            shards = self.shards.runnable()
+            if not shards:
+                continue
+            try:
+                rows = await self.store.claim_shards(self.settings.instance_id, shards, others_only=True)
+                outage.ok()
+            except Exception as exc:
+                await asyncio.sleep(outage.failed(exc))
+                continue
+            await self._queue_rows(rows)
+
+    async def _release_shards(self, grace: float) -> None:
+        """At a clean stop: hand every shard lease back, so peers take them over at once."""
+        if not isinstance(self.shards, ShardLeases):
+            return
+        try:
+            await self.shards.release_all(timeout=grace)
+        except Exception as exc:  # they expire on their own after lease_ttl
+            log.warning("shutdown: shard leases not released (%s); they expire after lease_ttl", exc)
 
     async def _lease_loop(self) -> None:
         """Renew our lease and sweep our journal: unfinished requests in no lane (an ack that
         failed after its commit, a peer's orphans) are queued again, by seq (see dispatch)."""
         interval = max(min(self.settings.lease_ttl / 3, self.settings.sweep_interval), 0.2)
+        if isinstance(self.shards, ShardLeases):  # the shard lease rounds heartbeat
+            interval = max(self.settings.sweep_interval, 0.2)
         outage = Outage("lease renewal and journal sweep", log)
         while True:
             await asyncio.sleep(interval)
@@ -359,7 +438,7 @@ class Controller:
             failure = self.store.write_failure
             if failure is not None and not failure.stalled:
                 try:
-                    await self.store.heartbeat(self.settings.instance_id)
+                    await self.store.heartbeat(self.settings.instance_id, self.role)
                 except Exception as exc:
                     outage.failed(exc)
             if self.store.write_failure is None:
@@ -415,6 +494,7 @@ class Controller:
         _, stuck = await asyncio.wait(self._tasks, timeout=5.0)
         for task in stuck:
             log.error("shutdown: background task %s did not stop", task.get_name())
+        await self._release_shards(min(grace, 5.0))
         if executors is not None:
             await executors
         # Bounded, so a stuck BMC logout or database cannot hang the shutdown.

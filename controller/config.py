@@ -52,6 +52,8 @@ class Settings:
     workers: int = 0
     #: devices map to this many shards (a stable hash of the BMC endpoint); every controller must agree
     shard_count: int = 256
+    #: how often an executor looks for requests other controllers journaled in its shards, seconds
+    claim_interval: float = 0.1
     #: responses being delivered at once (one per device)
     delivery_concurrency: int = 64
     #: cap of the exponential backoff between delivery attempts, seconds

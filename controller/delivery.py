@@ -20,7 +20,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -106,8 +107,13 @@ class Delivery:
         probe_max: float = 5.0,
         transport: Transport | None = None,
         owns: Callable[[str], bool] | None = None,
+        shards: Callable[[], Sequence[int] | None] | None = None,
     ) -> None:
         self._store = store
+        #: the shards whose responses this process delivers now (None: all; controller/shards.py)
+        self._shards = shards
+        #: deliveries in flight per shard (a shard being released waits for its own)
+        self.in_flight_shards: Counter[int] = Counter()
         self._transport = transport
         self._owns = owns
         self._target = target
@@ -182,7 +188,10 @@ class Delivery:
             return 0
         this_pass = self._passes
         self._passes += 1
-        due = await self._store.due_outbox(datetime.now(UTC), limit=2000)
+        shards = self._shards() if self._shards is not None else None
+        if shards is not None and not shards:
+            return 0
+        due = await self._store.due_outbox(datetime.now(UTC), limit=2000, shards=shards)
         started = 0
         for item in due:
             if item.device in self._busy or self._finished.get(item.device, -1) >= this_pass:
@@ -190,6 +199,7 @@ class Delivery:
             if self._owns is not None and not self._owns(item.device):
                 continue  # the other transport's device
             self._busy.add(item.device)
+            self.in_flight_shards[item.shard] += 1
             if probe:
                 self._probing = True
             task = asyncio.create_task(self._deliver(item, probe=probe))
@@ -245,6 +255,9 @@ class Delivery:
             if probe:
                 self._probing = False
             self._busy.discard(item.device)
+            self.in_flight_shards[item.shard] -= 1
+            if not self.in_flight_shards[item.shard]:
+                del self.in_flight_shards[item.shard]
             self._finished[item.device] = self._passes
             self._wake.set()  # the device's next response (or the whole backlog) may be due now
 

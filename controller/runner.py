@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -22,6 +23,7 @@ from controller.inventory import DeviceEntry, entry_from_model, parse_model_json
 from controller.logs import clip, request_context
 from controller.plugin_host import PluginHost
 from controller.secrets import SecretStore
+from controller.shards import Shards
 from controller.store import Completion, NewVerification, Store, StoreClosedError, is_outage
 from controller.supervise import Outage, describe
 from plugins.base import (
@@ -77,7 +79,12 @@ class RequestRunner:
         inventory: Mapping[str, DeviceEntry],
         secrets: SecretStore,
         on_complete: Callable[[str], None],
+        shards: Shards | None = None,
     ) -> None:
+        #: which shards this process may run now, and the lease a completion must still hold
+        self.shards = shards or Shards(inventory, settings.shard_count)
+        #: jobs in run() per shard (a shard being released waits for its own to finish)
+        self.running_shards: Counter[int] = Counter()
         self._store = store
         self._plugins = plugins
         self._settings = settings
@@ -88,6 +95,24 @@ class RequestRunner:
         self._plugin_names = plugin_registry(inventory, settings.default_plugin)
 
     async def run(self, job: Job) -> None:
+        if not self.shards.runs(job.shard):
+            # not leased here (any more): the journaled request is left for the shard's owner
+            log.info("request %s left for the owner of shard %d", job.request_id, job.shard)
+            return
+        self.running_shards[job.shard] += 1
+        try:
+            await self._run_journaled(job)
+        finally:
+            self.running_shards[job.shard] -= 1
+            if not self.running_shards[job.shard]:
+                del self.running_shards[job.shard]
+
+    def forget_devices(self) -> None:
+        """Drop the write-through device copies (shards were gained: another process may have
+        changed their devices meanwhile)."""
+        self._devices.clear()
+
+    async def _run_journaled(self, job: Job) -> None:
         with request_context(job.device, job.request_id, job.trace_id):
             # A database outage before the completion (reading the device, say) is waited out
             # here, in the device's lane, so nothing newer for the device overtakes this job.
@@ -147,6 +172,9 @@ class RequestRunner:
             raise
         except Exception as exc:  # bookkeeping only: the completion is what must be written
             log.warning("could not record the start (%s); running anyway", describe(exc))
+        if not self.shards.runs(job.shard):  # the lease lapsed meanwhile: never call the device
+            log.info("request %s left for the owner of shard %d", job.request_id, job.shard)
+            return
         started = time.monotonic()
         writes = WriteLog()  # receipts, kept even when the operation fails part-way
         try:
@@ -275,6 +303,7 @@ class RequestRunner:
                 writes=receipts(outcome.writes),
                 desired=desired_from(outcome.result),  # each component that succeeded
                 internal=is_internal(job.request_id),
+                fence=self.shards.fence(job.shard),
             )
         )
         if done:
@@ -283,7 +312,7 @@ class RequestRunner:
             known.model = dict(resolved.model)
             if new_state is not None:
                 known.state = new_state
-        else:  # completed elsewhere (a recovery race): the database knows better than this copy
+        else:  # completed elsewhere or fenced (lease lost): the database knows better than this copy
             self._devices.pop(job.device, None)
 
     async def _fail(
@@ -322,6 +351,7 @@ class RequestRunner:
                 kind=job.kind.value,
                 writes=receipts(writes.entries()) if writes is not None else None,
                 internal=is_internal(job.request_id),
+                fence=self.shards.fence(job.shard),
             )
         )
 
@@ -394,6 +424,7 @@ def _without_result(c: Completion, exc: BaseException) -> Completion:
         trace_id=c.trace_id,
         kind=c.kind,
         internal=c.internal,
+        fence=c.fence,
     )
 
 

@@ -26,6 +26,7 @@ from controller.dispatch import Dispatcher, Job
 from controller.inventory import DeviceEntry
 from controller.logs import clip, request_context
 from controller.receipts import desired_records, write_records
+from controller.shards import Shards
 from controller.store import DeviceView, NewRequest, RequestView, Store, VerificationRow
 from controller.supervise import describe
 from controller.validate import validate_request
@@ -73,11 +74,15 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
         dispatcher: Dispatcher,
         settings: Settings,
         reject: Callable[[Job, str], Coroutine[Any, Any, None]],
+        shards: Shards | None = None,
     ) -> None:
         self._store = store
         self._dispatcher = dispatcher
         self._settings = settings
         self._reject = reject
+        #: a request of a shard this process runs goes straight into its lane; any other is
+        #: journaled for the shard's owner, who claims it
+        self._shards = shards or Shards({}, settings.shard_count)
         self.accepted = 0
 
     async def SendDeviceRequest(
@@ -117,6 +122,7 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
             accepted_at=now,
             deadline_at=now + timedelta(seconds=timeout),
             owner=self._settings.instance_id,
+            shard=self._shards.shard_for(request.device, request.device_model_json),
         )
         task = asyncio.ensure_future(self._journal_and_queue(row, kind))
         _background.add(task)
@@ -139,16 +145,31 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
             await self._duplicate(row.request_id)
             return
         self.accepted += 1
-        self._queue(
-            Job(accepted.seq, row.request_id, row.device, kind, row.payload, row.trace_id, row.deadline_at)
-        )
+        if self._shards.runs(row.shard):
+            self._queue(
+                Job(
+                    accepted.seq,
+                    row.request_id,
+                    row.device,
+                    kind,
+                    row.payload,
+                    row.trace_id,
+                    row.deadline_at,
+                    row.shard,
+                )
+            )
 
     async def _duplicate(self, request_id: str) -> None:
         """A repeated request_id is not run twice; but if its first ack failed after the commit,
         the journaled request may be in no lane: then it is queued now (by seq, see dispatch)."""
         if not self._dispatcher.knows(request_id):
             view = await self._store.get_request(request_id)
-            if view is not None and view.status != "completed" and view.owner == self._settings.instance_id:
+            if (
+                view is not None
+                and view.status != "completed"
+                and view.owner == self._settings.instance_id
+                and self._shards.runs(view.shard)
+            ):
                 log.warning("duplicate request_id of a journaled request that was in no lane: queued now")
                 self._queue(
                     Job(
@@ -159,6 +180,7 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
                         view.payload,
                         view.trace_id,
                         view.deadline_at,
+                        view.shard,
                     )
                 )
                 return

@@ -8,6 +8,7 @@ both are exposed as coroutines on :class:`Store`.
 from ._batch import StoreClosedError, WriteFailure, is_outage
 from ._database import SchemaOutdatedError
 from ._retention import Backlog, PruneResult, RetentionPolicy, outbox_backlog, prune, table_rows
+from ._shards import LeaseRound, LeaseRoundResult
 from ._store import Store
 from ._types import (
     Accepted,
@@ -18,12 +19,14 @@ from ._types import (
     DeviceView,
     DriftCheck,
     JournalRow,
+    LeaseFence,
     NewRequest,
     NewVerification,
     OutboxItem,
     RequestStatus,
     RequestView,
     SchemaStatus,
+    ShardLease,
     StoreStats,
     VerificationRow,
     VerificationStatus,
@@ -39,6 +42,9 @@ __all__ = [
     "DeviceView",
     "DriftCheck",
     "JournalRow",
+    "LeaseFence",
+    "LeaseRound",
+    "LeaseRoundResult",
     "NewRequest",
     "NewVerification",
     "OutboxItem",
@@ -48,6 +54,7 @@ __all__ = [
     "RetentionPolicy",
     "SchemaOutdatedError",
     "SchemaStatus",
+    "ShardLease",
     "Store",
     "StoreClosedError",
     "StoreStats",

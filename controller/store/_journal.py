@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _desired, _devices, _outbox, _verifications
+from . import _desired, _devices, _outbox, _shards, _verifications
 from ._batch import Failed
 from ._database import chunks, dialect_insert, is_postgres
 from ._models import CONTROLLER_LEASES, OUTBOX, REQUESTS, UTCDateTime
@@ -43,6 +43,7 @@ _JOURNAL_COLUMNS = (
     R.c.started_at,
     R.c.finished_at,
     R.c.owner,
+    R.c.shard,
 )
 
 
@@ -100,6 +101,7 @@ def accept_many(conn: Connection, batches: list[Sequence[NewRequest]]) -> list[l
                 "accepted_at": r.accepted_at,
                 "deadline_at": r.deadline_at,
                 "owner": r.owner,
+                "shard": r.shard,
             }
             for r in first.values()
         ]
@@ -173,15 +175,18 @@ def complete_many(conn: Connection, completions: list[Completion]) -> list[bool 
     """Finish requests: journal row, device row and state, audit, outbox and verification at once.
 
     A request that is already completed (by an earlier batch, an earlier item of this batch or
-    another process) is left alone and reported False. On PostgreSQL the journal rows are locked
-    first (in a fixed order, against deadlocks) so two processes racing to complete the same
-    request serialise and the second sees it completed.
+    another process) is left alone and reported False, and so is one whose shard lease (its
+    ``fence``) is no longer current: a controller that lost the lease writes nothing. On
+    PostgreSQL the journal rows are locked (in a fixed order, against deadlocks) so two
+    processes racing to complete the same request serialise and the second sees it completed.
     """
+    # Lease rows first (like a takeover, which locks its lease row before claiming requests).
+    fenced = _shards.fenced_requests(conn, completions)
     rids = sorted({c.request_id for c in completions})
     current: dict[str, Any] = {}
     for part in chunks(rids):
         query = (
-            sa.select(R.c.request_id, R.c.status, R.c.trace_id, R.c.kind)
+            sa.select(R.c.request_id, R.c.status, R.c.trace_id, R.c.kind, R.c.shard)
             .where(R.c.request_id.in_(part))
             .order_by(R.c.request_id)
         )
@@ -196,7 +201,7 @@ def complete_many(conn: Connection, completions: list[Completion]) -> list[bool 
         row = current.get(c.request_id)
         if row is None:
             results.append(Failed(LookupError(f"cannot complete unknown request {c.request_id!r}")))
-        elif c.request_id in done:
+        elif c.request_id in done or c.request_id in fenced:
             results.append(False)
         else:
             done.add(c.request_id)
@@ -225,7 +230,9 @@ def complete_many(conn: Connection, completions: list[Completion]) -> list[bool 
         trace_ids={rid: row.trace_id for rid, row in current.items()},
         kinds={rid: row.kind for rid, row in current.items()},
     )
-    _outbox.insert_responses(conn, [c for c in applied if not c.internal])
+    _outbox.insert_responses(
+        conn, [c for c in applied if not c.internal], {rid: row.shard for rid, row in current.items()}
+    )
     _desired.record(conn, applied)
     _verifications.insert_many(
         conn, [(c.verification, c.finished_at) for c in applied if c.verification is not None]
@@ -260,6 +267,40 @@ def claim_unfinished_one(
     return [row if row.owner == owner else _with_owner(row, owner) for row in rows]
 
 
+def claim_shards_one(
+    conn: Connection, owner: str, shards: Sequence[int], others_only: bool, limit: int | None
+) -> list[JournalRow]:
+    """Take over the unfinished requests of ``shards`` (the ones ``owner`` leases), by seq.
+
+    ``others_only`` skips rows already ``owner``'s (the frequent poll for requests other
+    controllers journaled; the rows this one journaled itself are in its lanes already)."""
+    if not shards:
+        return []
+    query = (
+        sa.select(*_JOURNAL_COLUMNS)
+        .where(R.c.status.in_(UNFINISHED), R.c.shard.in_(sorted(shards)))
+        .order_by(R.c.seq)
+    )
+    if others_only:
+        query = query.where(R.c.owner != owner)
+    if limit is not None:
+        query = query.limit(limit)
+    if is_postgres(conn):
+        query = query.with_for_update(of=R, skip_locked=True)
+    rows = [journal_row(row) for row in conn.execute(query)]
+    taken = [row.seq for row in rows if row.owner != owner]
+    for part in chunks(taken):
+        conn.execute(sa.update(R).where(R.c.seq.in_(part)).values(owner=owner))
+    return [row if row.owner == owner else _with_owner(row, owner) for row in rows]
+
+
+def claim_shards_many(
+    conn: Connection, args: list[tuple[str, Sequence[int], bool, int | None]]
+) -> list[list[JournalRow]]:
+    """Group-commit handler for ``claim_shards``."""
+    return [claim_shards_one(conn, *arg) for arg in args]
+
+
 def _with_owner(row: JournalRow, owner: str) -> JournalRow:
     fields = {c.name: getattr(row, c.name) for c in _JOURNAL_COLUMNS}
     fields["owner"] = owner
@@ -273,15 +314,10 @@ def claim_unfinished_many(
     return [claim_unfinished_one(conn, owner, ttl, limit) for owner, ttl, limit in args]
 
 
-def heartbeat_many(conn: Connection, owners: list[str]) -> list[None]:
-    """Upsert the lease rows of ``owners`` with the current time."""
-    at: Any = sa.func.now() if is_postgres(conn) else datetime.now(UTC)
-    for owner in dict.fromkeys(owners):
-        stmt = dialect_insert(conn, L).values(owner=owner, heartbeat_at=at)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[L.c.owner], set_={"heartbeat_at": stmt.excluded.heartbeat_at}
-        )
-        conn.execute(stmt)
+def heartbeat_many(conn: Connection, owners: list[tuple[str, str]]) -> list[None]:
+    """Upsert the lease rows of ``(owner, role)`` with the current time."""
+    for owner, role in dict.fromkeys(owners):
+        _shards.heartbeat(conn, owner, role)
     return [None for _ in owners]
 
 

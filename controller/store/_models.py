@@ -108,6 +108,8 @@ class RequestModel(Base):
     __table_args__ = (
         Index("ix_requests_device_seq", "device", "seq"),
         Index("ix_requests_status_seq", "status", "seq"),
+        # an executor's claim: the unfinished rows of the shards it leases
+        Index("ix_requests_status_shard_seq", "status", "shard", "seq"),
         {"sqlite_autoincrement": True},
     )
 
@@ -128,6 +130,8 @@ class RequestModel(Base):
     owner: Mapped[str] = mapped_column(String, nullable=False, server_default="")
     #: receipts: the device writes the request made (a list of `plugins.base.DeviceWrite` as JSON)
     writes_json: Mapped[Any | None] = mapped_column(JSONDoc, nullable=True)
+    #: the device's shard (controller/shards.py), fixed at accept: only its lease holder runs it
+    shard: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
 
 
 class OutboxModel(Base):
@@ -158,6 +162,8 @@ class OutboxModel(Base):
     #: set when the receiver refused the response for good (too large, malformed): it is never
     #: sent again and no longer holds back the device's later responses
     dead_lettered_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: the request's shard: its lease holder delivers it (one sender per device keeps the order)
+    shard: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
 
 
 class AuditModel(Base):
@@ -226,6 +232,22 @@ class LeaseModel(Base):
 
     owner: Mapped[str] = mapped_column(String, primary_key=True)
     heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    #: `all`, `frontend` or `executor`: executors (and `all`) share the shards between them
+    role: Mapped[str] = mapped_column(String, nullable=False, server_default="all")
+
+
+class ShardLeaseModel(Base):
+    """Which controller runs each shard's requests: the owner until `expires_at` (database time).
+
+    `token` grows by one on every acquisition: a completion commits only while its
+    (shard, owner, token) is still current, so a process that lost the lease writes nothing."""
+
+    __tablename__ = "shard_leases"
+
+    shard: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    owner: Mapped[str] = mapped_column(String, nullable=False, server_default="")
+    token: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
 
 
 # The mapped classes' tables typed as Table (``Model.__table__`` is only typed as a FromClause).
@@ -236,6 +258,7 @@ STATE_AUDIT: Table = Base.metadata.tables["state_audit"]
 VERIFICATIONS: Table = Base.metadata.tables["verifications"]
 CONTROLLER_LEASES: Table = Base.metadata.tables["controller_leases"]
 DESIRED_LIMITS: Table = Base.metadata.tables["desired_limits"]
+SHARD_LEASES: Table = Base.metadata.tables["shard_leases"]
 
 __all__ = [
     "CONTROLLER_LEASES",
@@ -243,6 +266,7 @@ __all__ = [
     "DEVICES",
     "OUTBOX",
     "REQUESTS",
+    "SHARD_LEASES",
     "STATE_AUDIT",
     "VERIFICATIONS",
     "AuditModel",
@@ -252,6 +276,7 @@ __all__ = [
     "LeaseModel",
     "OutboxModel",
     "RequestModel",
+    "ShardLeaseModel",
     "UTCDateTime",
     "VerificationModel",
 ]

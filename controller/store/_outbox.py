@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -15,8 +15,11 @@ from ._types import Completion, OutboxItem
 OB = OUTBOX
 
 
-def insert_responses(conn: Connection, completions: Sequence[Completion]) -> None:
-    """One outbox row per completion, due at once (``next_attempt_at`` = the finish time)."""
+def insert_responses(
+    conn: Connection, completions: Sequence[Completion], shards: Mapping[str, int] | None = None
+) -> None:
+    """One outbox row per completion, due at once (``next_attempt_at`` = the finish time), in its
+    request's shard (``shards``: request id -> shard)."""
     if not completions:
         return
     conn.execute(
@@ -31,6 +34,7 @@ def insert_responses(conn: Connection, completions: Sequence[Completion]) -> Non
                 "next_attempt_at": c.finished_at,
                 "delivered_at": None,
                 "last_error": "",
+                "shard": (shards or {}).get(c.request_id, 0),
             }
             for c in completions
         ],
@@ -88,21 +92,27 @@ def dead_letter_many(conn: Connection, args: list[tuple[int, str, datetime]]) ->
 PENDING = sa.and_(OB.c.delivered_at.is_(None), OB.c.dead_lettered_at.is_(None))
 
 
-def due_outbox(conn: Connection, now: datetime, limit: int) -> list[OutboxItem]:
-    """Each device's oldest undelivered response, if it is due.
+def due_outbox(
+    conn: Connection, now: datetime, limit: int, shards: Sequence[int] | None = None
+) -> list[OutboxItem]:
+    """Each device's oldest undelivered response, if it is due (only of ``shards`` if given:
+    the shards this controller leases).
 
     A device whose head response is backing off blocks its later responses, so the topology
     server always receives one device's responses in completion order. A dead-lettered row
     is no longer a head. Served by the partial index on (device, id) of undelivered rows.
     """
+    pending = PENDING if shards is None else sa.and_(PENDING, OB.c.shard.in_(sorted(shards)))
     heads = (
         sa.select(OB.c.device, sa.func.min(OB.c.id).label("head_id"))
-        .where(PENDING)
+        .where(pending)
         .group_by(OB.c.device)
         .subquery()
     )
     query = (
-        sa.select(OB.c.id, OB.c.device, OB.c.request_id, OB.c.response, OB.c.attempts, OB.c.created_at)
+        sa.select(
+            OB.c.id, OB.c.device, OB.c.request_id, OB.c.response, OB.c.attempts, OB.c.created_at, OB.c.shard
+        )
         .join(heads, OB.c.id == heads.c.head_id)
         .where(OB.c.next_attempt_at <= now)
         .order_by(OB.c.id)

@@ -14,8 +14,9 @@ from typing import Any, TypeVar
 
 from sqlalchemy.engine import URL, Connection
 
-from . import _database, _desired, _devices, _journal, _outbox, _verifications
+from . import _database, _desired, _devices, _journal, _outbox, _shards, _verifications
 from ._batch import BatchWriter, Handler, WriteFailure
+from ._shards import LeaseRound, LeaseRoundResult
 from ._types import (
     Accepted,
     AuditView,
@@ -29,6 +30,7 @@ from ._types import (
     OutboxItem,
     RequestView,
     SchemaStatus,
+    ShardLease,
     StoreStats,
     VerificationRow,
 )
@@ -204,9 +206,42 @@ class Store:
         )
         return result
 
-    async def heartbeat(self, owner: str) -> None:
-        """Renew ``owner``'s lease (database time on PostgreSQL)."""
-        await self._write(_journal.heartbeat_many, owner)
+    async def heartbeat(self, owner: str, role: str = "all") -> None:
+        """Renew ``owner``'s lease (database time on PostgreSQL); ``role`` tells executors (which
+        share the shards) from front ends."""
+        await self._write(_journal.heartbeat_many, (owner, role))
+
+    # --- shard leases (controller/shards.py) -------------------------------------------------------
+
+    async def claim_shards(
+        self, owner: str, shards: Sequence[int], *, others_only: bool = False, limit: int | None = None
+    ) -> list[JournalRow]:
+        """Take ownership of the unfinished requests of ``shards``, ordered by seq; with
+        ``others_only``, only those another controller journaled or held. Rows being claimed
+        elsewhere at the same moment are skipped (``FOR UPDATE SKIP LOCKED`` on PostgreSQL)."""
+        result: list[JournalRow] = await self._write(
+            _journal.claim_shards_many, (owner, sorted(shards), others_only, limit)
+        )
+        return result
+
+    async def lease_round(self, r: LeaseRound) -> LeaseRoundResult:
+        """Heartbeat, renew ``r.owner``'s shard leases and acquire free ones up to its fair share,
+        in one transaction (database time)."""
+        result: LeaseRoundResult = await self._write(_shards.lease_round_many, r)
+        return result
+
+    async def release_shards(self, owner: str, tokens: dict[int, int]) -> int:
+        """Give up leases (``{shard: token}``) that are still ``owner``'s; how many were released."""
+        result: int = await self._write(_shards.release_many, (owner, dict(tokens)))
+        return result
+
+    async def forget_controller(self, owner: str) -> None:
+        """Drop ``owner``'s liveness row (a clean stop), so its peers rebalance at once."""
+        await self._write(_shards.forget_many, owner)
+
+    async def shard_leases(self) -> list[ShardLease]:
+        """Every shard lease, by shard."""
+        return await self._read(_shards.list_leases)
 
     async def get_request(self, request_id: str) -> RequestView | None:
         """One request with its response and delivery state, or None."""
@@ -271,10 +306,13 @@ class Store:
 
     # --- outbox -------------------------------------------------------------------------------------
 
-    async def due_outbox(self, now: datetime, limit: int = 500) -> list[OutboxItem]:
-        """For each device, its oldest undelivered response if that one is due (per-device order)."""
+    async def due_outbox(
+        self, now: datetime, limit: int = 500, shards: Sequence[int] | None = None
+    ) -> list[OutboxItem]:
+        """For each device, its oldest undelivered response if that one is due (per-device order);
+        only responses of ``shards`` when given."""
         _require_aware("now", now)
-        return await self._read(_outbox.due_outbox, now, limit)
+        return await self._read(_outbox.due_outbox, now, limit, shards)
 
     async def mark_delivered(self, outbox_id: int, at: datetime) -> None:
         """Record a successful delivery."""

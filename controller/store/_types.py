@@ -69,6 +69,8 @@ class NewRequest:
     accepted_at: datetime
     deadline_at: datetime
     owner: str
+    #: the device's shard (controller/shards.py)
+    shard: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +118,27 @@ class Completion:
     desired: dict[str, float | None] | None = None
     #: an internal request (a re-application): journaled, answered to no one (no outbox row)
     internal: bool = False
+    #: commit only while this shard lease is still current (None: no check, one process)
+    fence: LeaseFence | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseFence:
+    """The shard lease a completion was run under: its fencing token must still be current."""
+
+    shard: int
+    owner: str
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShardLease:
+    """One row of ``shard_leases``; ``expires_at`` is database time."""
+
+    shard: int
+    owner: str
+    token: int
+    expires_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +160,8 @@ class JournalRow:
     started_at: datetime | None
     finished_at: datetime | None
     owner: str
+    #: the device's shard (controller/shards.py)
+    shard: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +229,7 @@ class OutboxItem:
     response: bytes
     attempts: int
     created_at: datetime
+    shard: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,254 @@
+"""Shards: which controller process runs (and delivers) each device's requests.
+
+A device maps to one of `shard_count` shards by a stable hash of its BMC endpoint ("host:port",
+so every device behind one BMC lands together) or, without one (NVML, filedevices), of its id.
+On SQLite one process owns every shard (`Shards`). On PostgreSQL each executor (role `all` or
+`executor`) holds leases on a fair share of the shards (`ShardLeases`, rows in `shard_leases`):
+it renews them every `lease_ttl / 3`, acquires free or expired ones up to
+ceil(shard_count / live executors), releases those above its share once their work drained
+(rebalancing when a process joins), and treats a lease as lost when its local deadline (by the
+monotonic clock) passes, even if the database cannot be reached: a paused process stops on its
+own. Each acquisition draws a new fencing token; a completion commits only while its token is
+current (`controller/store/_shards.py`), so a process that lost a lease writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from controller import workers
+from controller.config import Settings
+from controller.inventory import DeviceEntry, parse_model_json
+from controller.store import LeaseFence, LeaseRound, Store
+from controller.supervise import Outage
+from plugins.base import SystemSpec
+
+log = logging.getLogger(__name__)
+
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+def endpoint_key(url: str) -> str:
+    """ "host:port" of a BMC URL, lowercased (the scheme's default port when none is given)."""
+    parts = urlsplit(url if "//" in url else f"//{url}")
+    host = (parts.hostname or "").lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is None:
+        port = _DEFAULT_PORTS.get(parts.scheme.lower(), 443)
+    return f"{host}:{port}" if host else url.strip().lower()
+
+
+def shard_of(endpoint_key: str, shard_count: int) -> int:
+    """The shard of a BMC endpoint ("host:port") or device id: stable across processes and runs."""
+    digest = hashlib.blake2b(endpoint_key.lower().encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % shard_count
+
+
+def device_key(device: str, entry: DeviceEntry | None, model: Mapping[str, Any] | None) -> str:
+    """What a device's shard is hashed from: its inventory entry's BMC URL, else the model's
+    `Redfish.URL` (the request's model over the entry's, as the runner merges them), else its id."""
+    if entry is not None and entry.url:
+        return endpoint_key(entry.url)
+    merged = {**(entry.model if entry is not None else {}), **(model or {})}
+    if merged:
+        try:
+            url = SystemSpec.from_model(merged).redfish_url
+        except (TypeError, ValueError, AttributeError):
+            url = ""
+        if url:
+            return endpoint_key(url)
+    return device
+
+
+class Shards:
+    """One process owns every shard (SQLite, or a single controller): nothing is leased.
+
+    `executes=False` is a front end: it journals and acks, and runs no shard."""
+
+    leased = False
+
+    def __init__(
+        self, inventory: Mapping[str, DeviceEntry], shard_count: int, *, executes: bool = True
+    ) -> None:
+        self._inventory = inventory
+        self.shard_count = max(1, shard_count)
+        self.executes = executes
+
+    def shard_for(self, device: str, model_json: bytes = b"") -> int:
+        """The device's shard, from its inventory entry, else the request's model JSON, else its id."""
+        model: Mapping[str, Any] | None = None
+        if model_json and device not in self._inventory:
+            try:
+                model = parse_model_json(model_json)
+            except Exception:  # validated at the edge; an odd model only means hashing the id
+                model = None
+        return shard_of(device_key(device, self._inventory.get(device), model), self.shard_count)
+
+    def runs(self, shard: int) -> bool:
+        """Whether this process may start work of `shard` now."""
+        return self.executes
+
+    def fence(self, shard: int) -> LeaseFence | None:
+        """The lease a completion of `shard` must still hold (None: no check)."""
+        return None
+
+    def delivering(self) -> list[int] | None:
+        """The shards whose responses this process delivers (None: all)."""
+        return None if self.executes else []
+
+    def runnable(self) -> list[int]:
+        """The shards whose requests this process claims and runs now."""
+        return list(range(self.shard_count)) if self.executes else []
+
+
+class ShardLeases(Shards):
+    """This executor's shard leases in PostgreSQL (see the module docstring); `run()` renews them."""
+
+    leased = True
+
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        inventory: Mapping[str, DeviceEntry],
+        *,
+        on_gained: Callable[[frozenset[int]], Awaitable[None]],
+        busy: Callable[[int], bool],
+    ) -> None:
+        super().__init__(inventory, settings.shard_count)
+        self._store = store
+        self.owner = settings.instance_id
+        self._role = workers.process_role(settings)
+        self.ttl = settings.lease_ttl
+        #: local deadlines end this long before the database's expiry (clock rates differ a little)
+        self._margin = self.ttl / 10
+        self._on_gained = on_gained
+        self._busy = busy
+        # each process prefers different shards, so processes acquiring at once rarely collide
+        self._preference = sorted(
+            range(self.shard_count),
+            key=lambda s: hashlib.blake2b(f"{self.owner}/{s}".encode(), digest_size=8).digest(),
+        )
+        #: shard -> fencing token of each lease held (as of the last round)
+        self.held: dict[int, int] = {}
+        #: shard -> time.monotonic() until which the lease is surely still ours
+        self._valid_until: dict[int, float] = {}
+        #: shard -> time.monotonic() its release began (above the fair share: draining first)
+        self._releasing: dict[int, float] = {}
+        self.executors = 0
+        self.share = 0
+        self.renewing = True  # tests pause a process by clearing it
+        self._outage = Outage("shard lease renewal", log)
+
+    def runs(self, shard: int) -> bool:
+        until = self._valid_until.get(shard)
+        return until is not None and shard not in self._releasing and time.monotonic() < until
+
+    def fence(self, shard: int) -> LeaseFence:
+        # token 0 is never issued: a shard never held here cannot be completed here
+        return LeaseFence(shard, self.owner, self.held.get(shard, 0))
+
+    def delivering(self) -> list[int]:
+        return self.runnable()
+
+    def runnable(self) -> list[int]:
+        now = time.monotonic()
+        return sorted(s for s, until in self._valid_until.items() if now < until and s not in self._releasing)
+
+    async def run(self) -> None:
+        """Renew, acquire and release every `lease_ttl / 3` (the first round is `start`'s)."""
+        while True:
+            await asyncio.sleep(self.ttl / 3)
+            if not self.renewing:
+                continue
+            try:
+                await self.round()
+                self._outage.ok()
+            except Exception as exc:  # leases lapse locally on their own while this fails
+                await asyncio.sleep(min(self._outage.failed(exc), self.ttl / 3))
+
+    async def round(self) -> frozenset[int]:
+        """One round: renew, acquire up to the fair share, begin and finish releases. Returns the
+        shards gained (acquired, or renewed after their local deadline had passed)."""
+        started = time.monotonic()
+        result = await self._store.lease_round(
+            LeaseRound(self.owner, self._role, self.ttl, self.shard_count, self._preference)
+        )
+        lapsed = {s for s, until in self._valid_until.items() if until <= started}
+        lost = {s for s, token in self.held.items() if result.held.get(s) != token}
+        gained = frozenset(s for s in result.held if s in result.acquired or s in lapsed)
+        self.held = dict(result.held)
+        self._valid_until = {s: started + self.ttl - self._margin for s in self.held}
+        for shard in lost | gained:
+            self._releasing.pop(shard, None)
+        self.executors, self.share = result.executors, result.share
+        if lost - gained:
+            log.warning("shard leases lost: %s", _ranges(lost - gained))
+        if gained:
+            log.info(
+                "shard leases gained: %s (%d held, share %d of %d shards, %d executors)",
+                _ranges(gained),
+                len(self.held),
+                self.share,
+                self.shard_count,
+                self.executors,
+            )
+            await self._on_gained(gained)
+        excess = len(self.held) - self.share - len(self._releasing)
+        if excess > 0:  # the least preferred first: they are the ones others prefer more
+            keep = [s for s in self._preference if s in self.held and s not in self._releasing]
+            for shard in keep[-excess:]:
+                self._releasing[shard] = started
+            log.info("releasing %d shard leases above the fair share of %d", excess, self.share)
+        await self._release_drained()
+        return gained
+
+    async def _release_drained(self, *, force: bool = False) -> None:
+        """Give up releasing shards with no request running or response in flight here (or that
+        drained for longer than the lease: fencing covers what still runs)."""
+        now = time.monotonic()
+        ready = {
+            s: self.held[s]
+            for s, since in self._releasing.items()
+            if s in self.held and (force or not self._busy(s) or now - since > self.ttl)
+        }
+        if not ready:
+            return
+        await self._store.release_shards(self.owner, ready)
+        for shard in ready:
+            self.held.pop(shard, None)
+            self._valid_until.pop(shard, None)
+            self._releasing.pop(shard, None)
+
+    async def release_all(self, timeout: float) -> None:
+        """At a clean stop: let running work of every shard drain (up to `timeout`), give every
+        lease up and drop the liveness row, so peers take the shards over at once."""
+        started = time.monotonic()
+        for shard in self.held:
+            self._releasing.setdefault(shard, started)
+        while self.held and time.monotonic() - started < timeout:
+            await self._release_drained()
+            if self.held:
+                await asyncio.sleep(0.05)
+        await self._release_drained(force=True)
+        await self._store.forget_controller(self.owner)
+
+
+def _ranges(shards: Sequence[int] | set[int] | frozenset[int]) -> str:
+    """ "0-3,7,9-10" for logs."""
+    out: list[str] = []
+    for s in sorted(shards):
+        if out and out[-1].split("-")[-1] == str(s - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{s}"
+        else:
+            out.append(str(s))
+    return ",".join(out)

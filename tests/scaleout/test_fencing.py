@@ -1,0 +1,123 @@
+"""Fencing on a real PostgreSQL: a completion commits only under the shard lease it ran with. A
+process that lost its lease (paused, then overtaken) writes nothing; the new owner answers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy.engine import URL
+
+from controller.store import Completion, LeaseFence, LeaseRound, NewRequest, Store
+from tests.memory_plugin import MemoryPlugin
+from tests.scaleout.cluster import Cluster, cluster, fair, ping, sink, wait_until
+
+__all__ = ["cluster", "sink"]  # fixtures
+
+pytestmark = pytest.mark.postgres
+NOW = datetime.now(UTC)
+
+
+@pytest.fixture
+async def store(pg_database: URL) -> AsyncIterator[Store]:
+    s = Store.from_url(pg_database.render_as_string(hide_password=False))
+    s.upgrade()
+    await s.start()
+    yield s
+    await s.close()
+
+
+def journaled(rid: str, shard: int) -> NewRequest:
+    return NewRequest(rid, "dev1", "ping", b"payload", "", NOW, NOW + timedelta(seconds=60), "A", shard)
+
+
+def completion(rid: str, fence: LeaseFence) -> Completion:
+    return Completion(
+        request_id=rid,
+        device="dev1",
+        outcome="ok",
+        error="",
+        finished_at=datetime.now(UTC),
+        response=b"response",
+        new_state={"power": "on"},
+        touch_device=True,
+        fence=fence,
+    )
+
+
+async def test_a_completion_commits_only_under_the_current_unexpired_lease(store: Store) -> None:
+    a = await store.lease_round(LeaseRound("A", "all", 30.0, 4, [0, 1, 2, 3]))
+    assert set(a.held) == {0, 1, 2, 3} and a.acquired == frozenset(a.held)
+    await store.accept_one(journaled("r1", 2))
+    stale = LeaseFence(2, "A", a.held[2])
+
+    await store.release_shards("A", {2: a.held[2]})  # expired now, nobody took it yet
+    assert not await store.complete(completion("r1", stale)), "an expired lease commits nothing"
+
+    b = await store.lease_round(LeaseRound("B", "all", 30.0, 4, [2, 0, 1, 3]))
+    assert set(b.held) == {2} and b.held[2] == a.held[2] + 1, "a takeover draws the next token"
+    assert not await store.complete(completion("r1", stale)), "the old token commits nothing"
+    view = await store.get_request("r1")
+    assert view is not None and view.status == "queued" and view.response is None
+    device = await store.get_device("dev1")
+    assert device is None or device.state_json is None
+
+    assert await store.complete(completion("r1", LeaseFence(2, "B", b.held[2])))
+    view = await store.get_request("r1")
+    assert view is not None and view.status == "completed" and view.response == b"response"
+    leases = {lease.shard: (lease.owner, lease.token) for lease in await store.shard_leases()}
+    assert leases[2] == ("B", b.held[2])
+
+
+async def test_renewal_keeps_the_token_and_a_lapsed_lease_is_not_renewed(store: Store) -> None:
+    first = await store.lease_round(LeaseRound("A", "all", 30.0, 2, [0, 1]))
+    again = await store.lease_round(LeaseRound("A", "all", 30.0, 2, [0, 1]))
+    assert again.held == first.held and not again.acquired
+    await store.release_shards("A", {0: first.held[0]})
+    after = await store.lease_round(LeaseRound("A", "all", 30.0, 2, [0, 1]))
+    assert after.acquired == {0} and after.held[0] == first.held[0] + 1, "re-acquired, not renewed"
+
+
+async def test_a_paused_controller_that_lost_its_lease_completes_nothing(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # every device call waits for the test's go: the paused process's call and its successor's
+    calls: list[asyncio.Event] = []
+    work = MemoryPlugin._work
+
+    async def gated(self: MemoryPlugin, ctx: Any, op: str) -> None:
+        go = asyncio.Event()
+        calls.append(go)
+        await go.wait()
+        await work(self, ctx, op)
+
+    monkeypatch.setattr(MemoryPlugin, "_work", gated)
+    a = await cluster.start("a")
+    b = await cluster.start("b")
+    await wait_until(lambda: fair([a, b]), "two controllers split the shards")
+    device = cluster.devices_in(a.held())[0]
+    shard = cluster.shard_of(device)
+    await a.send(ping(device, "fenced"))
+    await wait_until(lambda: len(calls) == 1, "A calls the device")
+
+    a.leases.renewing = False  # A pauses: no renewals, no heartbeat
+    await wait_until(lambda: shard in b.held(), "B takes the shard over once A's lease expired")
+    await wait_until(lambda: len(calls) == 2, "B claims the request and calls the device")
+    assert not a.leases.runs(shard), "A knows on its own that its lease is gone"
+
+    calls[0].set()  # A wakes up and tries to complete
+    await wait_until(lambda: not a.controller.runner.running_shards, "A's attempt ends")
+    view = await a.controller.store.get_request("fenced")
+    assert view is not None and view.status != "completed" and view.response is None
+    record = await a.controller.store.get_device(device)
+    assert record is not None and record.last_request_id != "fenced", "A wrote nothing"
+
+    calls[1].set()
+    await cluster.sink.wait_for({"fenced"}, timeout=20)
+    view = await a.controller.store.get_request("fenced")
+    assert view is not None and view.status == "completed" and view.owner == "b"
+    await wait_until(lambda: b.controller.delivery.delivered >= 1, "B delivered it")
+    assert cluster.sink.counts["fenced"] == 1

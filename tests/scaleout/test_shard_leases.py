@@ -1,0 +1,195 @@
+"""Shard leases on a real PostgreSQL between real controllers: a fair split that follows joins and
+leaves, a dead controller's shards and unfinished requests taken over and answered once, and any
+replica accepting a request for any device."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from controller.app import Controller
+from controller.config import Settings
+from controller.shards import endpoint_key, shard_of
+from tests.memory_plugin import MemoryPlugin
+from tests.scaleout.cluster import LEASE_TTL, SHARDS, Cluster, cluster, fair, ping, sink, wait_until
+
+__all__ = ["cluster", "sink"]  # fixtures
+
+ROOT = Path(__file__).resolve().parents[2]
+postgres = pytest.mark.postgres
+
+
+def test_devices_behind_one_bmc_share_a_shard() -> None:
+    same = {
+        endpoint_key(u)
+        for u in ("https://BMC-7.example:443/redfish/v1", "bmc-7.example", "https://bmc-7.example")
+    }
+    assert same == {"bmc-7.example:443"}
+    assert endpoint_key("http://10.0.0.5:8000/x") == "10.0.0.5:8000"
+    assert shard_of("bmc-7.example:443", 256) == shard_of("BMC-7.EXAMPLE:443", 256)
+    spread = {shard_of(f"node{i:03d}", SHARDS) for i in range(64)}
+    assert len(spread) > SHARDS // 2, "the hash spreads devices over the shards"
+
+
+@postgres
+async def test_controllers_split_the_shards_fairly_and_a_joiner_rebalances(cluster: Cluster) -> None:
+    a = await cluster.start("a")
+    assert a.held() == set(range(SHARDS)), "alone, a controller holds every shard"
+    b = await cluster.start("b")
+    await wait_until(lambda: fair([a, b]), "two controllers split the shards")
+    c = await cluster.start("c")
+    await wait_until(lambda: fair([a, b, c]), "a third controller gets its share")
+    assert c.held(), "the joiner got shards the others released"
+
+    # the database agrees with what each process believes it holds, tokens included
+    leases = {lease.shard: lease for lease in await a.controller.store.shard_leases()}
+    for node in (a, b, c):
+        for shard, token in node.leases.held.items():
+            assert (leases[shard].owner, leases[shard].token) == (node.name, token)
+
+    await cluster.stop(c)  # a clean stop hands its shards back at once
+    await wait_until(lambda: fair([a, b]), "the two left take the leaver's shards over")
+
+
+@postgres
+async def test_any_replica_accepts_a_request_the_owner_runs_once(cluster: Cluster) -> None:
+    a = await cluster.start("a")
+    b = await cluster.start("b")
+    await wait_until(lambda: fair([a, b]), "two controllers split the shards")
+    devices = cluster.devices_in(b.held())[:3]
+    assert devices
+    for i, device in enumerate(devices):
+        await a.send(ping(device, f"via-a-{i}"))
+    await cluster.sink.wait_for({f"via-a-{i}" for i in range(len(devices))}, timeout=20)
+    for i, device in enumerate(devices):
+        view = await a.controller.store.get_request(f"via-a-{i}")
+        assert view is not None and view.owner == "b" and view.shard == cluster.shard_of(device)
+    ran = [(device, rid) for device, rid, *_ in MemoryPlugin.calls]
+    assert sorted(ran) == sorted((d, f"via-a-{i}") for i, d in enumerate(devices)), "B ran each once"
+    await wait_until(lambda: b.controller.delivery.delivered >= len(devices), "B delivered them")
+    assert all(cluster.sink.counts[f"via-a-{i}"] == 1 for i in range(len(devices)))
+    assert a.controller.delivery.delivered == 0, "responses leave through their shard's owner"
+
+
+class ServeProcess:
+    """`devicectl serve` in its own process, so it can be killed without a goodbye."""
+
+    def __init__(self, tmp: Path, database_url: str, callback: str, instance_id: str) -> None:
+        inventory = tmp / "inventory.toml"
+        inventory.write_text(
+            "".join(
+                f'[[device]]\nid = "node{i:03d}"\nplugin = "tests.memory_plugin:MemoryPlugin"\n'
+                'model = { Model = "DGX_GB200", delay = 5.0 }\n'
+                for i in range(64)
+            )
+        )
+        self.port = _free_port()
+        self.args = [
+            *(sys.executable, "-m", "controller", "serve", "--listen", f"127.0.0.1:{self.port}"),
+            *("--database-url", database_url, "--callback", callback, "--inventory", str(inventory)),
+            *("--instance-id", instance_id, "--auto-upgrade"),
+        ]
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "DEVICECTL_LEASE_TTL": str(LEASE_TTL),
+            "DEVICECTL_SHARD_COUNT": str(SHARDS),
+            "DEVICECTL_CLAIM_INTERVAL": "0.05",
+        }
+        self.log = tmp / f"{instance_id}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    async def start(self) -> None:
+        self.proc = subprocess.Popen(
+            self.args, cwd=ROOT, env=self.env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT
+        )
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{self.port}") as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            for _ in range(300):
+                if self.proc.poll() is not None:
+                    raise AssertionError(f"serve exited: {self.log.read_text()[-2000:]}")
+                try:
+                    reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=0.5)
+                    if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                        return
+                except grpc.aio.AioRpcError:
+                    pass
+                await asyncio.sleep(0.1)
+        raise AssertionError(f"serve did not come up: {self.log.read_text()[-2000:]}")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@postgres
+async def test_a_killed_controller_s_shards_move_and_its_requests_are_answered_once(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    dead = ServeProcess(tmp_path, cluster.database_url, cluster.sink.address, "doomed")
+    await dead.start()
+    try:
+        survivor = await cluster.start("survivor")
+        store = survivor.controller.store
+
+        async def doomed_shards() -> set[int]:
+            return {lease.shard for lease in await store.shard_leases() if lease.owner == "doomed"}
+
+        # the survivor joined: the doomed process releases half (its share) once drained
+        for _ in range(200):
+            if len(survivor.held()) == SHARDS // 2 and len(await doomed_shards()) == SHARDS // 2:
+                break
+            await asyncio.sleep(0.05)
+        theirs = await doomed_shards()
+        assert theirs and not theirs & survivor.held()
+        devices = cluster.devices_in(theirs)[:4]
+        ids = {f"{d}-{n}" for d in devices for n in range(2)}
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{dead.port}") as channel:
+            from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
+
+            stub = dgrpc.DeviceControllerStub(channel)
+            for request_id in sorted(ids):
+                await stub.SendDeviceRequest(ping(request_id.rsplit("-", 1)[0], request_id), timeout=10)
+        dead.kill()  # its devices take 5 s a request there: none can have been answered yet
+        assert not cluster.sink.responses
+    finally:
+        dead.kill()
+    await wait_until(lambda: len(survivor.held()) == SHARDS, "the survivor took every shard")
+    await cluster.sink.wait_for(ids, timeout=30)
+    await wait_until(lambda: survivor.controller.delivery.database.failures == 0, "delivery settled")
+    for _ in range(100):  # the outbox is empty: no copy of any response is still to come
+        if await store.undelivered_count() == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert await store.undelivered_count() == 0
+    assert {rid: cluster.sink.counts[rid] for rid in ids} == dict.fromkeys(ids, 1)
+    for device in devices:
+        order = [r.request_id for r in cluster.sink.responses if r.device == device]
+        assert order == [f"{device}-0", f"{device}-1"], "per-device order survives the takeover"
+
+
+async def test_sqlite_refuses_executor_role(tmp_path: Path) -> None:
+    settings = Settings(
+        listen="127.0.0.1:0", database_url=f"sqlite:///{tmp_path}/d.db", auto_upgrade=True, role="executor"
+    )
+    controller = Controller(settings, {})
+    with pytest.raises(ValueError, match=r"^SQLite serves one process; use PostgreSQL for several"):
+        await controller.start()
+    await controller.store.close()
