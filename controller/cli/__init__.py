@@ -19,7 +19,7 @@ import click
 
 from controller import logs
 from controller.cli import _agent, _inspect, _local, _plugin, _preflight, _query, _send_cli
-from controller.cli._click import Group, call, client_options, namespace, output_options
+from controller.cli._click import Group, call, client_options, namespace, output_options, pending_args
 from controller.cli._errors import check_sqlite_directory
 from controller.cli._render import err_console, print_error, print_json
 from controller.config import Settings, load_settings
@@ -321,7 +321,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     """A command line parsed into its handler's namespace (Click's errors propagate)."""
     ctx = cli.make_context("devicectl", list(argv))
     while isinstance(ctx.command, click.Group):
-        rest = [*getattr(ctx, "_protected_args", []), *ctx.args]
+        rest = pending_args(ctx)
         if not rest:
             break
         name, command, remaining = ctx.command.resolve_command(ctx, rest)

@@ -41,6 +41,17 @@ class Group(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(self.commands)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        if not pending_args(ctx) and not self.invoke_without_command:
+            raise click.UsageError(f"missing command: one of {', '.join(self.list_commands(ctx))}", ctx)
+        return super().invoke(ctx)
+
+
+def pending_args(ctx: click.Context) -> list[str]:
+    """The words a group leaves for its subcommand (Click 8.2 renamed `protected_args`)."""
+    protected = ctx._protected_args if hasattr(ctx, "_protected_args") else ctx.protected_args
+    return [*protected, *ctx.args]
+
 
 def _output(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     """`--json` and `-o/--output`: Click processes flags in command-line order, so the last wins."""
