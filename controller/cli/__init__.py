@@ -261,7 +261,7 @@ def _own_flags(entry: Callable[[list[str]], int], args: argparse.Namespace) -> i
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
 
 
-@cli.command("bmc-sim", context_settings=_PASS_THROUGH)
+@cli.command("bmc-sim", cls=click.Command, context_settings=_PASS_THROUGH)
 @click.argument("passed", nargs=-1, type=click.UNPROCESSED)
 @output_options
 def _bmc_sim(**_: Any) -> int:
@@ -271,7 +271,7 @@ def _bmc_sim(**_: Any) -> int:
     return call(lambda args: _own_flags(sim_main, args))
 
 
-@cli.command("bmc-capture", context_settings=_PASS_THROUGH)
+@cli.command("bmc-capture", cls=click.Command, context_settings=_PASS_THROUGH)
 @click.argument("passed", nargs=-1, type=click.UNPROCESSED)
 @output_options
 def _bmc_capture(**_: Any) -> int:

@@ -19,7 +19,7 @@ import click
 from click.core import ParameterSource
 
 from controller.cli._errors import OUTPUTS, explain
-from controller.cli._render import print_error, set_output
+from controller.cli._render import err_console, print_error, set_output
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -30,9 +30,24 @@ _DEBUG = "devicectl.debug"
 _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT, ParameterSource.DEFAULT_MAP)
 
 
+class Command(click.Command):
+    """A command that still takes the abbreviated long flags argparse took (`--dev` for `--device`),
+    with a deprecation warning."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, unabbreviate(self, ctx, args, group=False))
+
+
 class Group(click.Group):
     """A group that answers a missing subcommand with a usage error (exit 2) on every Click 8
-    release (8.1 printed the help and exited 0), and lists its commands in definition order."""
+    release (8.1 printed the help and exited 0), lists its commands in definition order, and
+    takes abbreviated long flags before its subcommand, like Command."""
+
+    command_class = Command
+    group_class = type  # subgroups are Groups too
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, unabbreviate(self, ctx, args, group=True))
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("no_args_is_help", False)
@@ -45,6 +60,39 @@ class Group(click.Group):
         if not pending_args(ctx) and not self.invoke_without_command:
             raise click.UsageError(f"missing command: one of {', '.join(self.list_commands(ctx))}", ctx)
         return super().invoke(ctx)
+
+
+def unabbreviate(command: click.Command, ctx: click.Context, args: list[str], *, group: bool) -> list[str]:
+    """Expand a unique prefix of one of the command's long flags, as argparse did, with a warning
+    (a group: only the flags before its subcommand)."""
+    options = [p for p in command.get_params(ctx) if isinstance(p, click.Option)]
+    flags = {opt for p in options for opt in (*p.opts, *p.secondary_opts) if opt.startswith("--")}
+    valued = {opt for p in options if not p.is_flag and not p.count for opt in p.opts}
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token == "--" or (group and not token.startswith("-")):
+            return out + args[i:]
+        name, eq, value = token.partition("=")
+        if token.startswith("--") and name not in flags:
+            matches = [flag for flag in flags if flag.startswith(name)]
+            if len(matches) == 1:
+                if not ctx.resilient_parsing:  # not while completing
+                    err_console.print(
+                        f"warning: {name} is deprecated (an abbreviation): write {matches[0]}",
+                        markup=False,
+                        highlight=False,
+                        soft_wrap=True,
+                    )
+                name = matches[0]
+                token = name + eq + value
+        out.append(token)
+        if name in valued and not eq and i + 1 < len(args):
+            out.append(args[i + 1])
+            i += 1
+        i += 1
+    return out
 
 
 def pending_args(ctx: click.Context) -> list[str]:

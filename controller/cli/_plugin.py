@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from controller.cli._click import Group, call, output_options
+from controller.cli._click import Command, Group, call, output_options
 from controller.cli._render import console, print_item, table
 from plugins.base import (
     OPERATIONS,
@@ -34,7 +34,7 @@ from plugins.base import (
 )
 
 
-class _Action(click.Command):
+class _Action(Command):
     """One `plugin launch` action; `what` names it for the handler."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from controller.cli._click import Group, call, client_options, output_options
+from controller.cli._click import Command, Group, call, client_options, output_options
 from controller.cli._render import err_console
 from controller.cli._send import KIND_FLAGS, KINDS, run
 from plugins.base import RequestKind
@@ -116,7 +116,7 @@ def _common(*, device_required: bool) -> list[click.Option]:
     ]
 
 
-class _KindCommand(click.Command):
+class _KindCommand(Command):
     """A kind's command: a flag another kind uses is refused by name (it used to be ignored)."""
 
     def __init__(self, *args: Any, defaults: dict[str, Any], **kwargs: Any) -> None:
@@ -175,9 +175,9 @@ def _file_command() -> click.Command:
 
 class _SendGroup(Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, self._kind_first(args))
+        return super().parse_args(ctx, self._kind_first(ctx, args))
 
-    def _kind_first(self, args: list[str]) -> list[str]:
+    def _kind_first(self, ctx: click.Context, args: list[str]) -> list[str]:
         """`send --file F ...` as `send file --file F ...`; `send --device d ping` as `send ping
         --device d` (the argparse CLI took flags before the kind)."""
         valued = {
@@ -196,7 +196,7 @@ class _SendGroup(Group):
             if any(a == "--file" or a.startswith("--file=") for a in args):
                 return ["file", *args]
             return args
-        if _beyond_output_flags(args[:i]):
+        if _beyond_output_flags(args[:i]) and not ctx.resilient_parsing:  # not while completing
             err_console.print(
                 f"warning: flags before the kind are deprecated: write `devicectl send {args[i]} "
                 f"{' '.join(args[:i])} ...`",

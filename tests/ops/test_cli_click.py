@@ -521,3 +521,23 @@ def test_completion_offers_commands_kinds_and_flags() -> None:
     assert "--retry-count" in flags and "--device" in flags and "--gpu" not in flags
     assert _complete("devicectl status -o ") == ["table", "json", "yaml"]
     assert "upgrade" in _complete("devicectl db ")
+
+
+def test_abbreviated_flags_still_work_with_a_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse took a unique prefix of a long flag; scripts may have used one."""
+    code, _, err = run(capsys, f"--server {CLOSED} requests list --undel --lim 3")
+    lines = err.strip().splitlines()
+    assert code == 1 and lines[-1].startswith("error: controller not running")
+    assert lines[:2] == [
+        "warning: --undel is deprecated (an abbreviation): write --undelivered",
+        "warning: --lim is deprecated (an abbreviation): write --limit",
+    ]
+    code, out, _ = run(capsys, "serve --print-config --list 127.0.0.1:7009 --log-f json")
+    assert (
+        code == 0
+        and json.loads(out)["listen"] == "127.0.0.1:7009"
+        and json.loads(out)["log_format"] == "json"
+    )
+    assert _request("send ping --dev d --retry 4") == {"ping": {"retryCount": 4}}
+    code, _, err = run(capsys, "send ping --d x")  # --device, --debug, --dry-run: ambiguous, refused
+    assert code == 2 and "No such option '--d'" in one_line(err)
