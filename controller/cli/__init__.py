@@ -221,20 +221,15 @@ def _topology_sink(**_: Any) -> int:
     return call(_local.cmd_sink)
 
 
-@cli.group("certs", cls=Group)
-@output_options
-def _certs() -> None:
-    """A local test CA and certificates for TLS, mutual TLS and roles."""
-
-
-@_certs.command("init")
+@cli.command("certs")
+@click.argument("action", type=click.Choice(["init"]))
 @click.option("--dir", required=True, help="directory for the CA, server and client certificates")
 @click.option(
     "--name", multiple=True, help="client certificate CN (repeatable; default: topology, operator, admin)"
 )
 @output_options
-def _certs_init(**_: Any) -> int:
-    """Make the CA, a server certificate and client certificates."""
+def _certs(**_: Any) -> int:
+    """A local test CA and certificates for TLS, mutual TLS and roles: `certs init --dir DIR`."""
     return call(_local.cmd_certs)
 
 

@@ -196,15 +196,23 @@ class _SendGroup(Group):
             if any(a == "--file" or a.startswith("--file=") for a in args):
                 return ["file", *args]
             return args
+        if any(a == "--file" or a.startswith("--file=") for a in args):  # argparse: the file wins
+            if not ctx.resilient_parsing:
+                _warn(
+                    f"`send {args[i]} --file F` is deprecated (the file names the kind): "
+                    "write `send file --file F`"
+                )
+            return ["file", *args[:i], *args[i + 1 :]]
         if _beyond_output_flags(args[:i]) and not ctx.resilient_parsing:  # not while completing
-            err_console.print(
-                f"warning: flags before the kind are deprecated: write `devicectl send {args[i]} "
-                f"{' '.join(args[:i])} ...`",
-                highlight=False,
-                markup=False,
-                soft_wrap=True,
+            _warn(
+                "flags before the kind are deprecated: "
+                f"write `devicectl send {args[i]} {' '.join(args[:i])} ...`"
             )
         return [args[i], *args[:i], *args[i + 1 :]]
+
+
+def _warn(message: str) -> None:
+    err_console.print(f"warning: {message}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _beyond_output_flags(head: list[str]) -> bool:

@@ -305,6 +305,8 @@ def test_db_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 def test_certs_init(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, f"certs init --dir {tmp_path / 'a'} --name alpha --name beta --json")
     assert code == 0 and set(json.loads(out)["clients"]) == {"alpha", "beta"}
+    code, out, _ = run(capsys, f"certs --dir {tmp_path / 'c'} --json init")  # flags before the action
+    assert code == 0 and set(json.loads(out)["clients"]) == {"topology", "operator", "admin"}
     code, out, _ = run(capsys, f"certs init --dir {tmp_path / 'b'}")
     assert code == 0 and "serve with: --tls-cert" in out
 
@@ -441,6 +443,12 @@ def test_send_file_subcommand(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert (msg.device, msg.request_id, msg.WhichOneof("request")) == ("d", "f-9", "std_metrics")
     code, _, err = run(capsys, "send file")
     assert code == 2 and "send file: --file is required" in one_line(err)
+    msg = build_request(_parser().parse_args(["send", "ping", "--file", str(path)]))  # argparse: file wins
+    assert msg.WhichOneof("request") == "std_metrics"
+    code, _, err = run(capsys, f"--server {CLOSED} send ping --file {path}")
+    warning, error = err.strip().splitlines()
+    assert code == 1 and warning.startswith("warning: `send ping --file F` is deprecated")
+    assert error.startswith("error: controller not running")
 
 
 @pytest.mark.parametrize(
