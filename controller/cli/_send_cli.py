@@ -125,11 +125,38 @@ class _KindCommand(Command):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
-            return super().parse_args(ctx, args)
+            return super().parse_args(ctx, self._without_default_flags(ctx, args))
         except click.NoSuchOption as exc:
             if exc.option_name in _ALL_KIND_FLAGS:
                 raise click.UsageError(f"{exc.option_name} not used by this kind", ctx) from None
             raise
+
+    def _without_default_flags(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Drop another kind's flag given with its default value (`--resource-group ""` on a ping),
+        which argparse accepted, with a warning; any other value is refused by parse_args."""
+        mine = {opt for param in self.params for opt in param.opts}
+        out: list[str] = []
+        i = 0
+        while i < len(args):
+            flag, eq, value = args[i].partition("=")
+            default = _DEFAULT_OF.get(flag)
+            if default is not None and flag not in mine and (eq or i + 1 < len(args)):
+                given = value if eq else args[i + 1]
+                if given == default:
+                    if not ctx.resilient_parsing:
+                        _warn(f"{flag} {given!r} is deprecated here: send {self.name} does not use it")
+                    i += 1 if eq else 2
+                    continue
+            out.append(args[i])
+            i += 1
+        return out
+
+
+#: flags that take a value, with the default a script may have passed to every kind
+_DEFAULT_OF = {
+    _KIND_OPTIONS[name][0]: str(_UNSET[name])
+    for name in ("resource_group", "policy_name", "retry_count", "phase")
+}
 
 
 def _run(**_: Any) -> int:

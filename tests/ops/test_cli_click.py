@@ -435,6 +435,25 @@ def test_flags_before_the_kind_warn_and_still_send(capsys: pytest.CaptureFixture
     assert _request("send --device d --retry-count 3 ping") == {"ping": {"retryCount": 3}}
 
 
+def test_another_kinds_flag_at_its_default_is_dropped_with_a_warning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """argparse let every kind take every flag at its default (a script passing `--resource-group
+    "$RG"` to each kind); a real value for a flag the kind does not use is refused."""
+    line = "send ping --device d --resource-group '' --policy-name=cli --phase 0 --retry-count 1"
+    assert _request(line) == {"ping": {"retryCount": 1}}
+    code, _, err = run(capsys, f"--server {CLOSED} {line}")
+    *warnings, error = err.strip().splitlines()
+    assert code == 1 and error.startswith("error: controller not running")
+    assert warnings == [
+        "warning: --resource-group '' is deprecated here: send ping does not use it",
+        "warning: --policy-name 'cli' is deprecated here: send ping does not use it",
+        "warning: --phase '0' is deprecated here: send ping does not use it",
+    ]
+    code, _, err = run(capsys, "send ping --device d --resource-group rg")
+    assert code == 2 and "send ping: --resource-group not used by this kind" in one_line(err)
+
+
 def test_send_file_subcommand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "req.json"
     path.write_text(json.dumps({"device": "x", "requestId": "f-9", "stdMetrics": {}}))
