@@ -95,7 +95,7 @@ class Controller:
             timeout=settings.delivery_timeout,
             tls=tls.callback_tls(settings),
             owns=(lambda device: not on_agent(device)) if on_agent else None,
-            shards=self.shards.delivering,
+            shards=self.shards.serving,
         )
         self.agent_transport = agent.AgentTransport()
         self.agent_delivery: Delivery | None = None
@@ -109,7 +109,7 @@ class Controller:
                 timeout=settings.delivery_timeout,
                 transport=self.agent_transport,
                 owns=on_agent,
-                shards=self.shards.delivering,
+                shards=self.shards.serving,
             )
         self.runner = RequestRunner(
             self.store,

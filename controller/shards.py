@@ -91,6 +91,10 @@ class Shards:
                 model = parse_model_json(model_json)
             except Exception:  # validated at the edge; an odd model only means hashing the id
                 model = None
+        return self.shard_for_model(device, model)
+
+    def shard_for_model(self, device: str, model: Mapping[str, Any] | None) -> int:
+        """The device's shard given its model JSON object (used only if it is not in the inventory)."""
         return shard_of(device_key(device, self._inventory.get(device), model), self.shard_count)
 
     def runs(self, shard: int) -> bool:
@@ -101,8 +105,8 @@ class Shards:
         """The lease a completion of `shard` must still hold (None: no check)."""
         return None
 
-    def delivering(self) -> list[int] | None:
-        """The shards whose responses this process delivers (None: all)."""
+    def serving(self) -> list[int] | None:
+        """The shards whose responses and verifications this process handles now (None: all)."""
         return None if self.executes else []
 
     def runnable(self) -> list[int]:
@@ -157,7 +161,7 @@ class ShardLeases(Shards):
         # token 0 is never issued: a shard never held here cannot be completed here
         return LeaseFence(shard, self.owner, self.held.get(shard, 0))
 
-    def delivering(self) -> list[int]:
+    def serving(self) -> list[int]:
         return self.runnable()
 
     def runnable(self) -> list[int]:

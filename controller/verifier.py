@@ -34,7 +34,10 @@ class Verifier:
                 await asyncio.sleep(max(outage.failed(exc), interval))
 
     async def pass_once(self) -> int:
-        due = await self._store.due_verifications(datetime.now(UTC), limit=100)
+        # each executor checks the verifications of the shards it leases (all: None)
+        due = await self._store.due_verifications(
+            datetime.now(UTC), limit=100, shards=self._runner.shards.serving()
+        )
         await asyncio.gather(*(self._check(row) for row in due))
         return len(due)
 

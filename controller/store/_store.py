@@ -354,10 +354,13 @@ class Store:
 
     # --- verifications ------------------------------------------------------------------------------
 
-    async def due_verifications(self, now: datetime, limit: int = 100) -> list[VerificationRow]:
-        """Pending verifications whose next check is due, soonest first."""
+    async def due_verifications(
+        self, now: datetime, limit: int = 100, shards: Sequence[int] | None = None
+    ) -> list[VerificationRow]:
+        """Pending verifications whose next check is due, soonest first; only those of requests
+        in ``shards`` when given."""
         _require_aware("now", now)
-        return await self._read(_verifications.due_verifications, now, limit)
+        return await self._read(_verifications.due_verifications, now, limit, shards)
 
     async def update_verification(
         self,

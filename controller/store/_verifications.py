@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ._models import VERIFICATIONS, UTCDateTime
+from ._models import REQUESTS, VERIFICATIONS, UTCDateTime
 from ._types import NewVerification, VerificationRow, VerificationStatus
 
 V = VERIFICATIONS
@@ -79,14 +79,20 @@ def _row(row: Any) -> VerificationRow:
     return VerificationRow(**dict(row._mapping))
 
 
-def due_verifications(conn: Connection, now: datetime, limit: int) -> list[VerificationRow]:
-    """Pending verifications whose next check is due, soonest first."""
+def due_verifications(
+    conn: Connection, now: datetime, limit: int, shards: Sequence[int] | None = None
+) -> list[VerificationRow]:
+    """Pending verifications whose next check is due, soonest first (only those whose request is
+    in ``shards`` when given: the shards this controller leases)."""
     query = (
         sa.select(V)
         .where(V.c.status == VerificationStatus.PENDING.value, V.c.due_at <= now)
         .order_by(V.c.due_at, V.c.verification_id)
         .limit(limit)
     )
+    if shards is not None:
+        mine = sa.select(REQUESTS.c.request_id).where(REQUESTS.c.shard.in_(sorted(shards)))
+        query = query.where(V.c.request_id.in_(mine))
     return [_row(row) for row in conn.execute(query)]
 
 

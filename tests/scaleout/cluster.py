@@ -20,6 +20,7 @@ from controller.config import Settings
 from controller.inventory import DeviceEntry
 from controller.shards import ShardLeases
 from controller.sink import TopologySink
+from controller.store import Store
 from tests.memory_plugin import MemoryPlugin
 
 MEMORY = "tests.memory_plugin:MemoryPlugin"
@@ -150,3 +151,13 @@ async def cluster(pg_database: URL, sink: TopologySink) -> AsyncIterator[Cluster
     yield c
     for node in list(c.nodes):
         await c.stop(node)
+
+
+@pytest.fixture
+async def store(pg_database: URL) -> AsyncIterator[Store]:
+    """A migrated, started store on a fresh PostgreSQL database."""
+    s = Store.from_url(pg_database.render_as_string(hide_password=False))
+    s.upgrade()
+    await s.start()
+    yield s
+    await s.close()

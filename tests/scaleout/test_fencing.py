@@ -4,30 +4,19 @@ process that lost its lease (paused, then overtaken) writes nothing; the new own
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy.engine import URL
 
 from controller.store import Completion, LeaseFence, LeaseRound, NewRequest, Store
 from tests.memory_plugin import MemoryPlugin
-from tests.scaleout.cluster import Cluster, cluster, fair, ping, sink, wait_until
+from tests.scaleout.cluster import Cluster, cluster, fair, ping, sink, store, wait_until
 
-__all__ = ["cluster", "sink"]  # fixtures
+__all__ = ["cluster", "sink", "store"]  # fixtures
 
 pytestmark = pytest.mark.postgres
 NOW = datetime.now(UTC)
-
-
-@pytest.fixture
-async def store(pg_database: URL) -> AsyncIterator[Store]:
-    s = Store.from_url(pg_database.render_as_string(hide_password=False))
-    s.upgrade()
-    await s.start()
-    yield s
-    await s.close()
 
 
 def journaled(rid: str, shard: int) -> NewRequest:

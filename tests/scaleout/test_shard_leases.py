@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import grpc
@@ -18,10 +19,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from controller.app import Controller
 from controller.config import Settings
 from controller.shards import endpoint_key, shard_of
+from controller.store import Completion, NewRequest, NewVerification, Store
 from tests.memory_plugin import MemoryPlugin
-from tests.scaleout.cluster import LEASE_TTL, SHARDS, Cluster, cluster, fair, ping, sink, wait_until
+from tests.scaleout.cluster import LEASE_TTL, SHARDS, Cluster, cluster, fair, ping, sink, store, wait_until
 
-__all__ = ["cluster", "sink"]  # fixtures
+__all__ = ["cluster", "sink", "store"]  # fixtures
 
 ROOT = Path(__file__).resolve().parents[2]
 postgres = pytest.mark.postgres
@@ -37,6 +39,22 @@ def test_devices_behind_one_bmc_share_a_shard() -> None:
     assert shard_of("bmc-7.example:443", 256) == shard_of("BMC-7.EXAMPLE:443", 256)
     spread = {shard_of(f"node{i:03d}", SHARDS) for i in range(64)}
     assert len(spread) > SHARDS // 2, "the hash spreads devices over the shards"
+
+
+@postgres
+async def test_responses_and_verifications_are_served_by_their_shard(store: Store) -> None:
+    now = datetime.now(UTC)
+    for rid, shard in (("r1", 1), ("r2", 2)):
+        await store.accept_one(NewRequest(rid, f"dev-{rid}", "ping", b"p", "", now, now, "A", shard))
+        check = NewVerification(f"v-{rid}", f"dev-{rid}", rid, "ping", {}, now, 3)
+        completion = Completion(rid, f"dev-{rid}", "ok", "", now, b"r", None, False, verification=check)
+        assert await store.complete(completion)
+    later = now + timedelta(seconds=1)
+    assert [(o.request_id, o.shard) for o in await store.due_outbox(later, shards=[1])] == [("r1", 1)]
+    assert {o.request_id for o in await store.due_outbox(later)} == {"r1", "r2"}
+    assert [v.request_id for v in await store.due_verifications(later, shards=[2])] == ["r2"]
+    assert await store.due_verifications(later, shards=[]) == []
+    assert len(await store.due_verifications(later)) == 2
 
 
 @postgres
