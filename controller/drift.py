@@ -95,7 +95,10 @@ class DriftChecker:
                 await asyncio.sleep(max(step - (self._clock() - started), 0.0))
 
     async def check(self, device: str) -> DriftCheck | None:
-        """Check one device now; None when it was skipped (busy, or nothing to check)."""
+        """Check one device now; None when it was skipped (busy, another process's shard, or
+        nothing to check)."""
+        if not await self._runs_here(device):
+            return None
         partner = node_partner(self._inventory, device)
         involved = [device, *([partner.id] if partner is not None else [])]
         if any(self._dispatcher.busy(d) for d in involved):
@@ -112,9 +115,7 @@ class DriftChecker:
         ):
             return None  # a request came in while reading: what was read may be half its change
         findings = compare_paths(desired, readings)
-        kinds: dict[str, list[str]] = {}
-        for f in findings:
-            kinds.setdefault(f.component, []).append(f.kind)
+        lines, kinds = _by_component(findings)
         action = await self._act(device, desired, own_path, partner, kinds) if findings else "report"
         for f in findings:
             kind = f.component.split("/")[0]
@@ -123,9 +124,24 @@ class DriftChecker:
             else:
                 metrics.DRIFT.labels(kind, f.kind, action.split(":")[0]).inc()
         if findings:
-            lines = "; ".join(f"{f.component}: {f.line}" for f in findings)
-            log.warning("drift on %s: %s (%s)", device, lines, action)
-        check = _check(device, desired, own_path, readings, findings, action)
+            said = "; ".join(f"{f.component}: {f.line}" for f in findings)
+            log.warning("drift on %s: %s (%s)", device, said, action)
+        own = readings[own_path]
+        paired = len(readings) > 1  # a node read both ways: each path's value, and the findings
+        check = DriftCheck(
+            device,
+            datetime.now(UTC),
+            {d.component: own.get(d.component) for d in desired if d.component in own},
+            {c: "; ".join(f) for c, f in lines.items()},
+            action,
+            paths={
+                d.component: {p: r[d.component] for p, r in readings.items() if d.component in r}
+                for d in desired
+            }
+            if paired
+            else {},
+            findings=kinds if paired else {},
+        )
         await self._store.record_drift_check(check)
         return check
 
@@ -218,6 +234,14 @@ class DriftChecker:
             )
         return "reapply: " + ", ".join(ids) if ids else "report: the requests that set it were pruned"
 
+    async def _runs_here(self, device: str) -> bool:
+        """Whether this process holds the device's shard (each device is checked by one process)."""
+        shards = self._runner.shards
+        if not shards.leased:
+            return shards.executes
+        view = await self._store.get_device(device)  # a device known only from its model JSON
+        return shards.runs(shards.shard_for_model(device, view.model_json if view is not None else None))
+
     async def _resend(self, device: str, payload: bytes, source: str, request_id: str) -> str:
         msg = pb.DeviceControllerRequest.FromString(payload)
         msg.request_id = request_id
@@ -226,44 +250,23 @@ class DriftChecker:
         kind = RequestKind(msg.WhichOneof("request"))
         now = datetime.now(UTC)
         deadline = now + timedelta(seconds=msg.timeout_seconds or self._settings.device_call_timeout)
+        shard = self._runner.shards.shard_for(device, msg.device_model_json)  # as when accepted
         row = NewRequest(
             request_id, device, kind.value, msg.SerializeToString(), msg.trace_id, now, deadline,
-            self._settings.instance_id,
+            self._settings.instance_id, shard,
         )  # fmt: skip
         accepted = await self._store.accept_one(row)
-        job = Job(accepted.seq, request_id, device, kind, row.payload, row.trace_id, deadline)
+        job = Job(accepted.seq, request_id, device, kind, row.payload, row.trace_id, deadline, shard)
         if not self._dispatcher.submit(job):
             await self._runner.reject(job, "device queue full; re-application not run")
         return request_id
 
 
-def _check(
-    device: str,
-    desired: list[DesiredLimit],
-    own_path: str,
-    readings: Mapping[str, Reading],
-    findings: list[Finding],
-    action: str,
-) -> DriftCheck:
-    """What is stored: the device's own path as `enforced`; for a node read both ways, each path's
-    value and each drifted component's findings as well."""
-    own = readings[own_path]
-    drifted: dict[str, list[str]] = {}
+def _by_component(findings: list[Finding]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Each drifted component's finding lines, and their kinds (inband, outofband, disagree)."""
+    lines: dict[str, list[str]] = {}
     kinds: dict[str, list[str]] = {}
     for f in findings:
-        drifted.setdefault(f.component, []).append(f.line)
+        lines.setdefault(f.component, []).append(f.line)
         kinds.setdefault(f.component, []).append(f.kind)
-    paired = len(readings) > 1
-    return DriftCheck(
-        device,
-        datetime.now(UTC),
-        {d.component: own.get(d.component) for d in desired if d.component in own},
-        {c: "; ".join(lines) for c, lines in drifted.items()},
-        action,
-        paths={
-            d.component: {p: r[d.component] for p, r in readings.items() if d.component in r} for d in desired
-        }
-        if paired
-        else {},
-        findings=kinds if paired else {},
-    )
+    return lines, kinds
