@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,3 +87,8 @@ def test_each_path_off_and_the_paths_off_each_other() -> None:
     assert [f.line for f in compare_paths(desired, {INBAND: readings[INBAND]})] == [
         "desired 500 W (set by set-1), enforced 700 W"
     ]
+
+
+async def test_the_controller_refuses_a_dangling_link_handed_to_it(start_controller: Any) -> None:
+    with pytest.raises(InventoryError, match="device 'gpus': bmc 'gone' is not a device in the inventory"):
+        await start_controller({"gpus": DeviceEntry("gpus", "nvml", bmc="gone")})
