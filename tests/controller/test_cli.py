@@ -199,3 +199,15 @@ def test_print_config_masks_passwords() -> None:
         devicectl("serve", "--print-config", "--database-url", "postgresql+psycopg://u:hunter2@db/x").stdout
     )
     assert "hunter2" not in json.dumps(out) and out["database_url"].startswith("postgresql+psycopg://u:***@")
+
+
+def test_old_send_form_and_yaml_against_a_running_controller(running) -> None:
+    """Flags before the kind (the argparse form) still send, with a warning; -o yaml anywhere."""
+    server = str(running["server"])
+    result = devicectl(
+        "--server", server, "send", "--device", "node001", "--request-id", "cli-old", "ping", "--wait"
+    )
+    assert "ping" in result.stdout and "cli-old" in result.stdout and "ok" in result.stdout
+    assert result.stderr.startswith("warning: flags before the kind are deprecated")
+    shown = devicectl("--server", server, "requests", "show", "cli-old", "-o", "yaml").stdout
+    assert 'request_id: "cli-old"' in shown and 'outcome: "ok"' in shown
