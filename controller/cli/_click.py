@@ -26,7 +26,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: ctx.meta keys (meta is shared by every context of one command line)
 _OUTPUT = "devicectl.output"
 _DEBUG = "devicectl.debug"
-#: a context carries no ParameterSource for values it never saw
+#: sources of a value the user chose (a deeper command's flag overrides the root's only then)
 _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT, ParameterSource.DEFAULT_MAP)
 
 
@@ -46,12 +46,12 @@ class Group(click.Group):
     command_class = Command
     group_class = type  # subgroups are Groups too
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, unabbreviate(self, ctx, args, group=True))
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("no_args_is_help", False)
         super().__init__(*args, **kwargs)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, unabbreviate(self, ctx, args, group=True))
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(self.commands)

@@ -1,8 +1,10 @@
 """The `send` command group: one subcommand per request kind with only the flags that kind uses
 (required ones marked required), plus `send file` for a request written as protobuf JSON.
 
-The forms scripts used before keep working: `send --file F` (no kind) is `send file --file F`,
-and flags before the kind (`send --device d ping`) are moved after it, with a warning.
+The forms scripts used with the argparse CLI keep working: `send --file F` (no kind) is `send file
+--file F`; with a warning (deprecated), flags before the kind (`send --device d ping`) are moved
+after it, `send KIND --file F` sends the file, and another kind's flag given at its default value
+(`--resource-group ""` on a ping) is dropped.
 """
 
 from __future__ import annotations
