@@ -60,6 +60,11 @@ log = logging.getLogger(__name__)
 
 SERVICE_ROOT = "/redfish/v1/"
 _READS = frozenset({"GET", "HEAD"})
+#: request headers when the caller adds none (the library copies them, never changes them)
+_ACCEPT_JSON = {"Accept": "application/json"}
+#: `BMC_REQUESTS` children by (method, status, platform): `labels()` takes a lock and builds a
+#: tuple on every call; the label sets are few (see `_telemetry`)
+_REQUEST_COUNTERS: dict[tuple[str, str, str], Any] = {}
 
 
 @dataclass(frozen=True)
@@ -244,29 +249,24 @@ class BmcClient(LeftoverSessions):
     async def _send(
         self, method: str, path: str, body: Any, headers: Mapping[str, str] | None
     ) -> AsyncRestResponse:
-        hdrs = {"Accept": "application/json", **(headers or {})}
+        hdrs = {"Accept": "application/json", **headers} if headers else _ACCEPT_JSON
+        client = self._redfish
         status = "error"
         try:
-            reply = await self._send_once(method, path, body, hdrs)
+            if method == "GET":
+                reply = await client.get(path, headers=hdrs)
+            elif method == "PATCH":
+                reply = await client.patch(path, body=body, headers=hdrs)
+            elif method == "POST":
+                reply = await client.post(path, body=body, headers=hdrs)
+            elif method == "DELETE":
+                reply = await client.delete(path, headers=hdrs)
+            elif method == "HEAD":
+                reply = await client.head(path, headers=hdrs)
+            else:
+                raise ValueError(f"unsupported method {method}")
             status = str(reply.status)
             return reply
-        finally:
-            platform = self.settings.platform or getattr(self.discovery, "platform", None) or "undiscovered"
-            BMC_REQUESTS.labels(method, status, platform).inc()
-
-    async def _send_once(self, method: str, path: str, body: Any, hdrs: dict[str, str]) -> AsyncRestResponse:
-        client = self._redfish
-        try:
-            if method == "GET":
-                return await client.get(path, headers=hdrs)
-            if method == "PATCH":
-                return await client.patch(path, body=body, headers=hdrs)
-            if method == "POST":
-                return await client.post(path, body=body, headers=hdrs)
-            if method == "DELETE":
-                return await client.delete(path, headers=hdrs)
-            if method == "HEAD":
-                return await client.head(path, headers=hdrs)
         except dmtf.RedfishError as exc:  # only the client's own failures reach here
             if _is_login(exc):
                 # NOTE: the library's re-login after a 401 drops its token before it POSTs a new
@@ -275,7 +275,17 @@ class BmcClient(LeftoverSessions):
                 # which knows what a full session table means.
                 self._forget_login()
             raise self._map_dmtf(exc, method, path) from exc
-        raise ValueError(f"unsupported method {method}")
+        finally:
+            self._count(method, status)
+
+    def _count(self, method: str, status: str) -> None:
+        """`devicectl_bmc_requests` + 1; the labelled child is looked up once per label set."""
+        platform = self.settings.platform or getattr(self.discovery, "platform", None) or "undiscovered"
+        key = (method, status, platform)
+        child = _REQUEST_COUNTERS.get(key)
+        if child is None:
+            child = _REQUEST_COUNTERS[key] = BMC_REQUESTS.labels(method, status, platform)
+        child.inc()
 
     # ---- authentication -----------------------------------------------------------------------
 

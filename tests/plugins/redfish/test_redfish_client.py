@@ -23,7 +23,7 @@ from plugins.base import (
 )
 from plugins.redfish import RedfishSettings
 from plugins.redfish._caps import OpBmc
-from plugins.redfish._errors import SessionLimitError
+from plugins.redfish._errors import DeadlineExceededError, SessionLimitError
 from tests.plugins.redfish.harness import Harness
 
 PROC_EM = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}/EnvironmentMetrics"
@@ -186,6 +186,30 @@ async def test_deadline_bounds_everything_even_a_hung_bmc(gb200: Harness) -> Non
     assert time.monotonic() - started < 1.0
     assert not ping.result.ok and ping.reach_error
     bmc.faults.clear()  # a hung BMC cannot delete the session either: let teardown check for leaks
+
+
+async def test_a_request_waiting_for_a_busy_slot_gives_up_at_its_deadline(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    await gb200.call("std_metrics", bmc, Empty(), options={"concurrency": 1})
+    client = gb200.plugin.pool.get(bmc.url)
+    assert client is not None
+    bmc.faults.set("hang", hang_seconds=30)
+    hung = asyncio.ensure_future(client.get("/redfish/v1/", deadline=time.monotonic() + 0.6))
+    for _ in range(50):  # until the hung GET holds the only slot
+        if client.transport.in_flight:
+            break
+        await asyncio.sleep(0.01)
+    assert client.transport.in_flight == 1
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceededError, match="waiting for a free connection slot"):
+        await client.get("/redfish/v1/Chassis", deadline=started + 0.2)
+    assert 0.15 < time.monotonic() - started < 0.5
+    with pytest.raises(DeadlineExceededError, match="deadline passed before the BMC replied"):
+        await hung
+    assert client.transport.in_flight == 0 and client.transport.max_in_flight == 1
+    bmc.faults.clear()
+    # a free slot is taken at once, and a request still gets its reply
+    assert (await client.get("/redfish/v1/", deadline=time.monotonic() + 5)).body
 
 
 async def test_etag_mismatch_412_rereads_and_writes_once_more(
