@@ -54,6 +54,13 @@ DESTINATION_DOWN = frozenset(
 DEAD_LETTER = frozenset({_Code.RESOURCE_EXHAUSTED, _Code.INVALID_ARGUMENT, _Code.OUT_OF_RANGE})
 
 
+#: seconds a woken delivery loop waits for more completions before its pass; when at least
+#: `_BUSY` deliveries are in flight (a pass would mostly re-read their heads), `_BUSY_COALESCE`
+_COALESCE = 0.005
+_BUSY = 32
+_BUSY_COALESCE = 0.02
+
+
 def reconnect_options(probe_max: float) -> list[tuple[str, int]]:
     """Channel options that keep gRPC's own reconnect back-off within the probe interval.
 
@@ -173,8 +180,10 @@ class Delivery:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(wait):
                         await self._wake.wait()
-                        # let completions that land together share one outbox query
-                        await asyncio.sleep(0.005)
+                        # let completions that land together share one outbox query; with
+                        # many deliveries in flight a pass mostly finds heads already under
+                        # way, so passes are spaced wider
+                        await asyncio.sleep(_BUSY_COALESCE if len(self._tasks) >= _BUSY else _COALESCE)
         finally:
             await self._stop_tasks()
             if self._channel is not None:
@@ -191,13 +200,20 @@ class Delivery:
         shards = self._shards() if self._shards is not None else None
         if shards is not None and not shards:
             return 0
-        due = await self._store.due_outbox(datetime.now(UTC), limit=2000, shards=shards)
-        started = 0
-        for item in due:
-            if item.device in self._busy or self._finished.get(item.device, -1) >= this_pass:
+        heads = await self._store.due_heads(datetime.now(UTC), limit=2000, shards=shards)
+        chosen: list[int] = []
+        for outbox_id, device in heads:
+            if device in self._busy or self._finished.get(device, -1) >= this_pass:
                 continue
-            if self._owns is not None and not self._owns(item.device):
+            if self._owns is not None and not self._owns(device):
                 continue  # the other transport's device
+            chosen.append(outbox_id)
+            if probe:
+                break
+        started = 0
+        for item in await self._store.outbox_items(chosen):
+            if item.device in self._busy:  # started by a concurrent pass (the shutdown flush)
+                continue
             self._busy.add(item.device)
             self.in_flight_shards[item.shard] += 1
             if probe:
@@ -206,8 +222,6 @@ class Delivery:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             started += 1
-            if probe:
-                break
         self._finished = {d: p for d, p in self._finished.items() if p >= this_pass}
         return started
 

@@ -314,6 +314,17 @@ class Store:
         _require_aware("now", now)
         return await self._read(_outbox.due_outbox, now, limit, shards)
 
+    async def due_heads(
+        self, now: datetime, limit: int = 500, shards: Sequence[int] | None = None
+    ) -> list[tuple[int, str]]:
+        """``(id, device)`` of the rows ``due_outbox`` would return, without their contents."""
+        _require_aware("now", now)
+        return await self._read(_outbox.due_heads, now, limit, shards)
+
+    async def outbox_items(self, ids: Sequence[int]) -> list[OutboxItem]:
+        """The outbox rows ``ids`` (those that still exist), by id."""
+        return await self._read(_outbox.outbox_items, list(ids)) if ids else []
+
     async def mark_delivered(self, outbox_id: int, at: datetime) -> None:
         """Record a successful delivery."""
         _require_aware("at", at)

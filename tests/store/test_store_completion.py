@@ -231,6 +231,10 @@ async def test_outbox_keeps_per_device_order_and_backs_off(store: Store) -> None
     assert [i.request_id for i in await store.due_outbox(at(10), limit=1)] == ["a1"]
 
     a1, b1 = await store.due_outbox(at(5))
+    # The light form a delivery pass reads: the same heads, their rows fetched by id afterwards.
+    assert await store.due_heads(at(10)) == [(i.id, i.device) for i in await store.due_outbox(at(10))]
+    assert await store.outbox_items([b1.id, a1.id, 10_000]) == [a1, b1]
+    assert await store.outbox_items([]) == []
     # A's head fails and backs off: A's later response must wait behind it.
     await store.delivery_failed(a1.id, "unavailable", at(20))
     await store.mark_delivered(b1.id, at(5))
