@@ -20,10 +20,11 @@ from controller._proto.devicecontroller.v1 import (
     devicecontroller_pb2,
     devicecontroller_pb2_grpc,
 )
+from controller.claims import Claims
 from controller.config import Settings
 from controller.decode import DecodeGuard
 from controller.delivery import Delivery
-from controller.dispatch import Dispatcher, Job
+from controller.dispatch import Dispatcher
 from controller.drift import DriftChecker
 from controller.dryrun import Planner
 from controller.inventory import (
@@ -39,10 +40,9 @@ from controller.plugin_process import load_external_plugins
 from controller.runner import RequestRunner
 from controller.service import AdminService, DeviceControllerService, Watchers
 from controller.shards import ShardLeases, Shards
-from controller.store import DeviceUpsert, JournalRow, RetentionPolicy, Store, prune
+from controller.store import DeviceUpsert, RetentionPolicy, Store, prune
 from controller.supervise import Outage, supervise
 from controller.verifier import Verifier
-from plugins.base import RequestKind
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +126,9 @@ class Controller:
             queue_limit=settings.queue_limit,
             on_superseded=self.runner.supersede,
         )
+        self.claims = Claims(
+            self.store, settings, self.dispatcher, self.runner, self.shards, workers.process_role(settings)
+        )
         self.service = DeviceControllerService(
             self.store, self.dispatcher, settings, self.runner.reject, self.shards
         )
@@ -159,7 +162,11 @@ class Controller:
         if self.store.dialect != "postgresql":
             return Shards(self.inventory, self.settings.shard_count)
         return ShardLeases(
-            self.store, self.settings, self.inventory, on_gained=self._shards_gained, busy=self._shard_busy
+            self.store,
+            self.settings,
+            self.inventory,
+            on_gained=lambda shards: self.claims.gained(shards),
+            busy=self._shard_busy,
         )
 
     def _completed(self, request_id: str) -> None:
@@ -273,12 +280,12 @@ class Controller:
         self._tasks += [
             asyncio.create_task(supervise("delivery", self.delivery.run), name="delivery"),
             asyncio.create_task(supervise("verifier", verifier.run), name="verifier"),
-            asyncio.create_task(supervise("lease", self._lease_loop), name="lease"),
+            asyncio.create_task(supervise("lease", self.claims.sweep), name="lease"),
         ]
         if isinstance(self.shards, ShardLeases):
             self._tasks += [
                 asyncio.create_task(supervise("shard leases", self.shards.run), name="shard leases"),
-                asyncio.create_task(supervise("claim", self._claim_loop), name="claim"),
+                asyncio.create_task(supervise("claim", self.claims.poll), name="claim"),
             ]
         if self.agent is not None and self.agent_delivery is not None:
             self._tasks += [
@@ -311,48 +318,8 @@ class Controller:
         raise OSError(f"cannot listen on {self.settings.listen}: address in use or invalid")
 
     async def recover(self) -> int:
-        """Queue journaled requests that never finished: on PostgreSQL those of the shards we
-        lease, on SQLite ours or those orphaned by a dead peer."""
-        me = self.settings.instance_id
-        if isinstance(self.shards, ShardLeases):
-            rows = await self.store.claim_shards(me, self.shards.runnable())
-        else:
-            rows = await self.store.claim_unfinished(me, self.settings.lease_ttl)
-            await self.store.heartbeat(me, self.role)
-        queued = await self._queue_rows(rows)
-        if queued:
-            log.info("recovery: %d unfinished requests queued again", queued)
-        return queued
-
-    async def _queue_rows(self, rows: list[JournalRow]) -> int:
-        """Queue claimed journal rows not already in a lane; how many were queued."""
-        queued = 0
-        for row in rows:
-            if self.dispatcher.knows(row.request_id):
-                continue
-            job = Job(
-                row.seq,
-                row.request_id,
-                row.device,
-                RequestKind(row.kind),
-                row.payload,
-                row.trace_id,
-                row.deadline_at,
-                row.shard,
-            )
-            if not self.dispatcher.submit(job):
-                await self.runner.reject(job, "device queue full during recovery; request not run")
-            queued += 1
-        return queued
-
-    async def _shards_gained(self, shards: frozenset[int]) -> None:
-        """Shards acquired (or renewed after their lease had lapsed here): another process may
-        have changed their devices, so the runner's copies go; their unfinished requests are ours."""
-        self.runner.forget_devices()
-        rows = await self.store.claim_shards(self.settings.instance_id, sorted(shards))
-        queued = await self._queue_rows(rows)
-        if queued:
-            log.info("%d unfinished requests of gained shards queued", queued)
+        """Queue journaled requests that never finished (controller/claims.py)."""
+        return await self.claims.recover()
 
     def _shard_busy(self, shard: int) -> bool:
         """Whether a request of the shard runs or a response of it is being delivered here."""
@@ -360,22 +327,6 @@ class Controller:
         return bool(self.runner.running_shards.get(shard)) or any(
             d.in_flight_shards.get(shard) for d in deliveries
         )
-
-    async def _claim_loop(self) -> None:
-        """Queue the requests other controllers journaled in our shards (every claim_interval)."""
-        outage = Outage("claiming journaled requests", log)
-        while True:
-            await asyncio.sleep(self.settings.claim_interval)
-            shards = self.shards.runnable()
-            if not shards:
-                continue
-            try:
-                rows = await self.store.claim_shards(self.settings.instance_id, shards, others_only=True)
-                outage.ok()
-            except Exception as exc:
-                await asyncio.sleep(outage.failed(exc))
-                continue
-            await self._queue_rows(rows)
 
     async def _release_shards(self, grace: float) -> None:
         """At a clean stop: hand every shard lease back, so peers take them over at once."""
@@ -385,21 +336,6 @@ class Controller:
             await self.shards.release_all(timeout=grace)
         except Exception as exc:  # they expire on their own after lease_ttl
             log.warning("shutdown: shard leases not released (%s); they expire after lease_ttl", exc)
-
-    async def _lease_loop(self) -> None:
-        """Renew our lease and sweep our journal: unfinished requests in no lane (an ack that
-        failed after its commit, a peer's orphans) are queued again, by seq (see dispatch)."""
-        interval = max(min(self.settings.lease_ttl / 3, self.settings.sweep_interval), 0.2)
-        if isinstance(self.shards, ShardLeases):  # the shard lease rounds heartbeat
-            interval = max(self.settings.sweep_interval, 0.2)
-        outage = Outage("lease renewal and journal sweep", log)
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.recover()  # also renews our lease
-                outage.ok()
-            except Exception as exc:
-                await asyncio.sleep(outage.failed(exc))
 
     @property
     def stopping(self) -> bool:

@@ -82,11 +82,18 @@ class Shards:
         self._inventory = inventory
         self.shard_count = max(1, shard_count)
         self.executes = executes
+        #: inventory devices' shards (fixed while the process runs): the ack path hashes once
+        self._inventory_shards: dict[str, int] = {}
 
     def shard_for(self, device: str, model_json: bytes = b"") -> int:
         """The device's shard, from its inventory entry, else the request's model JSON, else its id."""
+        if device in self._inventory:
+            shard = self._inventory_shards.get(device)
+            if shard is None:
+                shard = self._inventory_shards[device] = self.shard_for_model(device, None)
+            return shard
         model: Mapping[str, Any] | None = None
-        if model_json and device not in self._inventory:
+        if model_json:
             try:
                 model = parse_model_json(model_json)
             except Exception:  # validated at the edge; an odd model only means hashing the id
@@ -189,7 +196,8 @@ class ShardLeases(Shards):
         )
         lapsed = {s for s, until in self._valid_until.items() if until <= started}
         lost = {s for s, token in self.held.items() if result.held.get(s) != token}
-        gained = frozenset(s for s in result.held if s in result.acquired or s in lapsed)
+        # new to this process, or lapsed here (its requests were left for an owner: ours again)
+        gained = frozenset(s for s, token in result.held.items() if self.held.get(s) != token or s in lapsed)
         self.held = dict(result.held)
         self._valid_until = {s: started + self.ttl - self._margin for s in self.held}
         for shard in lost | gained:

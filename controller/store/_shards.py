@@ -85,13 +85,13 @@ def live_executors(conn: Connection, ttl: float) -> int:
 
 
 def renew(conn: Connection, owner: str, ttl: float) -> dict[int, int]:
-    """Extend ``owner``'s unexpired leases by ``ttl``; ``{shard: token}`` of those renewed.
+    """Extend ``owner``'s leases by ``ttl``; ``{shard: token}`` of those renewed.
 
-    An expired lease is not renewed even if nobody took it yet: the owner already treats it as
-    lost, and acquiring it again draws a new token."""
+    A lease that expired but that nobody took is still ``owner``'s, with the same token: taking a
+    shard over always draws a new token, so the token alone says whether anyone else held it."""
     stmt = (
         sa.update(S)
-        .where(S.c.owner == owner, S.c.expires_at > _now(conn))
+        .where(S.c.owner == owner)
         .values(expires_at=_later(conn, ttl))
         .returning(S.c.shard, S.c.token)
     )
@@ -142,8 +142,8 @@ def lease_round_many(conn: Connection, rounds: list[LeaseRound]) -> list[LeaseRo
 
 
 def release_many(conn: Connection, args: list[tuple[str, Mapping[int, int]]]) -> list[int]:
-    """Give leases up at once (expired now) where ``(owner, token)`` is still current; the count
-    released per call. The token stays, so the next holder's is higher."""
+    """Give leases up at once (no owner, expired now) where ``(owner, token)`` is still current;
+    the count released per call. The token stays, so the next holder's is higher."""
     out = []
     for owner, tokens in args:
         released = 0
@@ -151,7 +151,7 @@ def release_many(conn: Connection, args: list[tuple[str, Mapping[int, int]]]) ->
             stmt = (
                 sa.update(S)
                 .where(S.c.shard == shard, S.c.owner == owner, S.c.token == token)
-                .values(expires_at=_now(conn))
+                .values(owner="", expires_at=_now(conn))
             )
             released += conn.execute(stmt).rowcount
         out.append(released)
@@ -165,8 +165,10 @@ def forget_many(conn: Connection, owners: list[str]) -> list[None]:
 
 
 def fenced_requests(conn: Connection, completions: Sequence[Completion]) -> set[str]:
-    """The request ids among ``completions`` whose fence is no longer current: the lease was taken
-    over (another owner or token) or has expired. Their completion must write nothing.
+    """The request ids among ``completions`` whose fence is no longer current: the lease was
+    released or taken over since (another owner or token). Their completion must write nothing.
+    A lease that merely expired, with nobody taking it, still fences nobody out: no other process
+    can have run the shard's requests without drawing a new token.
 
     On PostgreSQL the lease rows are read ``FOR SHARE``: a takeover (an UPDATE of the row) waits
     until this transaction ends, so the new owner's claim sees this completion committed, and a
@@ -176,11 +178,7 @@ def fenced_requests(conn: Connection, completions: Sequence[Completion]) -> set[
         return set()
     current: dict[int, Any] = {}
     for part in chunks(sorted(fences)):
-        query = (
-            sa.select(S.c.shard, S.c.owner, S.c.token, (S.c.expires_at > _now(conn)).label("live"))
-            .where(S.c.shard.in_(part))
-            .order_by(S.c.shard)
-        )
+        query = sa.select(S.c.shard, S.c.owner, S.c.token).where(S.c.shard.in_(part)).order_by(S.c.shard)
         if is_postgres(conn):
             query = query.with_for_update(read=True)
         current.update({row.shard: row for row in conn.execute(query)})
@@ -189,7 +187,7 @@ def fenced_requests(conn: Connection, completions: Sequence[Completion]) -> set[
         if c.fence is None:
             continue
         row = current.get(c.fence.shard)
-        if row is None or not row.live or (row.owner, row.token) != (c.fence.owner, c.fence.token):
+        if row is None or (row.owner, row.token) != (c.fence.owner, c.fence.token):
             out.add(c.request_id)
     return out
 

@@ -1,5 +1,5 @@
-"""Fencing on a real PostgreSQL: a completion commits only under the shard lease it ran with. A
-process that lost its lease (paused, then overtaken) writes nothing; the new owner answers."""
+"""Fencing on a real PostgreSQL: a completion commits only under the shard lease (token) it ran
+with. A process that lost its lease (paused, then overtaken) writes nothing; the new owner answers."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import URL
+from sqlalchemy.pool import NullPool
 
 from controller.store import Completion, LeaseFence, LeaseRound, NewRequest, Store
 from tests.memory_plugin import MemoryPlugin
@@ -37,22 +40,32 @@ def completion(rid: str, fence: LeaseFence) -> Completion:
     )
 
 
-async def test_a_completion_commits_only_under_the_current_unexpired_lease(store: Store) -> None:
+def expire(database: URL, shard: int) -> None:
+    """Let a lease run out (as if its holder paused) without anyone taking it."""
+    engine = sa.create_engine(database, poolclass=NullPool)
+    with engine.begin() as conn:
+        past = "UPDATE shard_leases SET expires_at = now() - interval '1 s' WHERE shard = :s"
+        conn.execute(sa.text(past), {"s": shard})
+    engine.dispose()
+
+
+async def test_a_completion_commits_only_under_the_current_token(store: Store, pg_database: URL) -> None:
     a = await store.lease_round(LeaseRound("A", "all", 30.0, 4, [0, 1, 2, 3]))
     assert set(a.held) == {0, 1, 2, 3} and a.acquired == frozenset(a.held)
-    await store.accept_one(journaled("r1", 2))
+    await store.accept([journaled("r1", 2), journaled("r3", 3)])
+
+    expire(pg_database, 3)  # expired, but nobody took it: nobody else can have run its requests
+    assert await store.complete(completion("r3", LeaseFence(3, "A", a.held[3])))
+
     stale = LeaseFence(2, "A", a.held[2])
-
-    await store.release_shards("A", {2: a.held[2]})  # expired now, nobody took it yet
-    assert not await store.complete(completion("r1", stale)), "an expired lease commits nothing"
-
-    b = await store.lease_round(LeaseRound("B", "all", 30.0, 4, [2, 0, 1, 3]))
-    assert set(b.held) == {2} and b.held[2] == a.held[2] + 1, "a takeover draws the next token"
+    await store.release_shards("A", {2: a.held[2]})
+    assert not await store.complete(completion("r1", stale)), "a released lease commits nothing"
+    b = await store.lease_round(LeaseRound("B", "all", 30.0, 4, [2, 3, 0, 1]))
+    assert b.held == {2: a.held[2] + 1, 3: a.held[3] + 1}, "a takeover draws the next token"
     assert not await store.complete(completion("r1", stale)), "the old token commits nothing"
     view = await store.get_request("r1")
     assert view is not None and view.status == "queued" and view.response is None
-    device = await store.get_device("dev1")
-    assert device is None or device.state_json is None
+    assert await store.due_outbox(datetime.now(UTC), shards=[2]) == []
 
     assert await store.complete(completion("r1", LeaseFence(2, "B", b.held[2])))
     view = await store.get_request("r1")
@@ -61,13 +74,17 @@ async def test_a_completion_commits_only_under_the_current_unexpired_lease(store
     assert leases[2] == ("B", b.held[2])
 
 
-async def test_renewal_keeps_the_token_and_a_lapsed_lease_is_not_renewed(store: Store) -> None:
+async def test_renewal_keeps_the_token_and_a_released_lease_is_acquired_anew(
+    store: Store, pg_database: URL
+) -> None:
     first = await store.lease_round(LeaseRound("A", "all", 30.0, 2, [0, 1]))
     again = await store.lease_round(LeaseRound("A", "all", 30.0, 2, [0, 1]))
     assert again.held == first.held and not again.acquired
+    expire(pg_database, 1)
     await store.release_shards("A", {0: first.held[0]})
     after = await store.lease_round(LeaseRound("A", "all", 30.0, 2, [0, 1]))
-    assert after.acquired == {0} and after.held[0] == first.held[0] + 1, "re-acquired, not renewed"
+    assert after.acquired == {0} and after.held[0] == first.held[0] + 1, "released: acquired anew"
+    assert after.held[1] == first.held[1], "expired but untaken: renewed with its token"
 
 
 async def test_a_paused_controller_that_lost_its_lease_completes_nothing(

@@ -1,0 +1,120 @@
+"""Which journaled requests this process queues, and when (docs/architecture.md, "Recovery and
+the sweep" and "Several controllers, one PostgreSQL").
+
+On SQLite (one process) it claims its own unfinished requests and a dead peer's orphans, at start
+and at each sweep. On PostgreSQL an executor claims the unfinished requests of the shards it leases
+(controller/shards.py): at start and at each sweep (its own rows that are in no lane), at each
+acquisition (every unfinished row of the gained shards), and every `claim_interval` (rows other
+controllers journaled in its shards). Claimed rows go into their device's lane by `seq`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from controller.config import Settings
+from controller.dispatch import Dispatcher, Job
+from controller.runner import RequestRunner
+from controller.shards import ShardLeases, Shards
+from controller.store import JournalRow, Store
+from controller.supervise import Outage
+from plugins.base import RequestKind
+
+log = logging.getLogger(__name__)
+
+
+class Claims:
+    """Claims journaled requests for this process and queues them on the dispatcher."""
+
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        dispatcher: Dispatcher,
+        runner: RequestRunner,
+        shards: Shards,
+        role: str,
+    ) -> None:
+        self._store = store
+        self._settings = settings
+        self._dispatcher = dispatcher
+        self._runner = runner
+        self._shards = shards
+        self._role = role
+        self._me = settings.instance_id
+
+    async def recover(self) -> int:
+        """Queue journaled requests that never finished: on PostgreSQL those of the shards we
+        lease, on SQLite ours or those orphaned by a dead peer."""
+        if isinstance(self._shards, ShardLeases):
+            rows = await self._store.claim_shards(self._me, self._shards.runnable())
+        else:
+            rows = await self._store.claim_unfinished(self._me, self._settings.lease_ttl)
+            await self._store.heartbeat(self._me, self._role)
+        queued = await self.queue(rows)
+        if queued:
+            log.info("recovery: %d unfinished requests queued again", queued)
+        return queued
+
+    async def queue(self, rows: list[JournalRow]) -> int:
+        """Queue claimed journal rows not already in a lane; how many were queued."""
+        queued = 0
+        for row in rows:
+            if self._dispatcher.knows(row.request_id):
+                continue
+            job = Job(
+                row.seq,
+                row.request_id,
+                row.device,
+                RequestKind(row.kind),
+                row.payload,
+                row.trace_id,
+                row.deadline_at,
+                row.shard,
+            )
+            if not self._dispatcher.submit(job):
+                await self._runner.reject(job, "device queue full during recovery; request not run")
+            queued += 1
+        return queued
+
+    async def gained(self, shards: frozenset[int]) -> None:
+        """Shards acquired (or renewed after their lease had lapsed here): another process may
+        have changed their devices, so the runner's copies go; their unfinished requests are ours."""
+        self._runner.forget_devices()
+        queued = await self.queue(await self._store.claim_shards(self._me, sorted(shards)))
+        if queued:
+            log.info("%d unfinished requests of gained shards queued", queued)
+
+    async def poll(self) -> None:
+        """Queue the requests other controllers journaled in our shards, every claim_interval."""
+        outage = Outage("claiming journaled requests", log)
+        while True:
+            await asyncio.sleep(self._settings.claim_interval)
+            shards = self._shards.runnable()
+            if not shards:
+                continue
+            try:
+                rows = await self._store.claim_shards(self._me, shards, others_only=True)
+                outage.ok()
+            except Exception as exc:
+                await asyncio.sleep(outage.failed(exc))
+                continue
+            await self.queue(rows)
+
+    async def sweep(self) -> None:
+        """Sweep the journal: unfinished requests in no lane (an ack that failed after its commit,
+        a peer's orphans) are queued again, by seq (see dispatch). On SQLite this also renews our
+        liveness row; on PostgreSQL the shard lease rounds do."""
+        s = self._settings
+        interval = max(min(s.lease_ttl / 3, s.sweep_interval), 0.2)
+        if isinstance(self._shards, ShardLeases):
+            interval = max(s.sweep_interval, 0.2)
+        outage = Outage("lease renewal and journal sweep", log)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.recover()
+                outage.ok()
+            except Exception as exc:
+                await asyncio.sleep(outage.failed(exc))
