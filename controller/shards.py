@@ -69,6 +69,10 @@ def device_key(device: str, entry: DeviceEntry | None, model: Mapping[str, Any] 
     return device
 
 
+class ShardCountError(ValueError):
+    """Controllers on one database disagree about `shard_count` (refused at start, one line)."""
+
+
 class Shards:
     """One process owns every shard (SQLite, or a single controller): nothing is leased.
 
@@ -157,7 +161,7 @@ class ShardLeases(Shards):
         self._releasing: dict[int, float] = {}
         self.executors = 0
         self.share = 0
-        self.renewing = True  # tests pause a process by clearing it
+        self._rounds = 0
         self._outage = Outage("shard lease renewal", log)
 
     def runs(self, shard: int) -> bool:
@@ -179,8 +183,6 @@ class ShardLeases(Shards):
         """Renew, acquire and release every `lease_ttl / 3` (the first round is `start`'s)."""
         while True:
             await asyncio.sleep(self.ttl / 3)
-            if not self.renewing:
-                continue
             try:
                 await self.round()
                 self._outage.ok()
@@ -194,6 +196,17 @@ class ShardLeases(Shards):
         result = await self._store.lease_round(
             LeaseRound(self.owner, self._role, self.ttl, self.shard_count, self._preference)
         )
+        self._rounds += 1
+        if result.foreign:
+            mismatch = (
+                f"shard_count {self.shard_count} differs from another controller's on this database "
+                f"({result.foreign} live leases of higher shards): every controller must use the same"
+            )
+            if self._rounds == 1:
+                await self._store.release_shards(self.owner, result.held)
+                await self._store.forget_controller(self.owner)
+                raise ShardCountError(mismatch)
+            log.error("%s", mismatch)
         lapsed = {s for s, until in self._valid_until.items() if until <= started}
         lost = {s for s, token in self.held.items() if result.held.get(s) != token}
         # new to this process, or lapsed here (its requests were left for an owner: ours again)

@@ -52,6 +52,8 @@ class LeaseRoundResult:
     executors: int
     #: the fair share: ceil(shard_count / executors)
     share: int
+    #: live leases of shards beyond ``shard_count``: another controller uses a larger shard_count
+    foreign: int = 0
 
 
 def _now(conn: Connection) -> Any:
@@ -133,7 +135,12 @@ def lease_round(conn: Connection, r: LeaseRound) -> LeaseRoundResult:
         busy = held_elsewhere(conn, r.owner) | set(held)
         free = [s for s in r.preference if s not in busy][: target - len(held)]
         acquired = acquire(conn, r.owner, r.ttl, free)
-    return LeaseRoundResult({**held, **acquired}, frozenset(acquired), executors, share)
+    foreign = conn.execute(
+        sa.select(sa.func.count())
+        .select_from(S)
+        .where(S.c.shard >= r.shard_count, S.c.owner != "", S.c.expires_at > _now(conn))
+    ).scalar_one()
+    return LeaseRoundResult({**held, **acquired}, frozenset(acquired), executors, share, int(foreign))
 
 
 def lease_round_many(conn: Connection, rounds: list[LeaseRound]) -> list[LeaseRoundResult]:

@@ -96,7 +96,11 @@ class Cluster:
         instance = name or "ctl-" + uuid.uuid4().hex[:6]
         settings = cluster_settings(self.database_url, self.sink.address, instance, **kw)
         controller = Controller(settings, inventory if inventory is not None else self.inventory)
-        await controller.start()
+        try:
+            await controller.start()
+        except BaseException:
+            await controller.store.close()
+            raise
         node = Node(controller)
         self.nodes.append(node)
         return node

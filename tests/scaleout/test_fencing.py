@@ -109,7 +109,8 @@ async def test_a_paused_controller_that_lost_its_lease_completes_nothing(
     await a.send(ping(device, "fenced"))
     await wait_until(lambda: len(calls) == 1, "A calls the device")
 
-    a.leases.renewing = False  # A pauses: no renewals, no heartbeat
+    renewal = next(t for t in a.controller._tasks if t.get_name() == "shard leases")
+    renewal.cancel()  # A pauses: no renewals, no heartbeat
     await wait_until(lambda: shard in b.held(), "B takes the shard over once A's lease expired")
     await wait_until(lambda: len(calls) == 2, "B claims the request and calls the device")
     assert not a.leases.runs(shard), "A knows on its own that its lease is gone"

@@ -18,7 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from controller.app import Controller
 from controller.config import Settings
-from controller.shards import endpoint_key, shard_of
+from controller.shards import ShardCountError, endpoint_key, shard_of
 from controller.store import Completion, NewRequest, NewVerification, Store
 from tests.memory_plugin import MemoryPlugin
 from tests.scaleout.cluster import LEASE_TTL, SHARDS, Cluster, cluster, fair, ping, sink, store, wait_until
@@ -75,6 +75,15 @@ async def test_controllers_split_the_shards_fairly_and_a_joiner_rebalances(clust
 
     await cluster.stop(c)  # a clean stop hands its shards back at once
     await wait_until(lambda: fair([a, b]), "the two left take the leaver's shards over")
+
+
+@postgres
+async def test_a_controller_with_another_shard_count_is_refused_at_start(cluster: Cluster) -> None:
+    await cluster.start("a")
+    with pytest.raises(ShardCountError, match="shard_count 8 differs from another controller's"):
+        await cluster.start("b", shard_count=8)
+    leases = await cluster.nodes[0].controller.store.shard_leases()
+    assert {lease.owner for lease in leases} == {"a"}, "the refused process holds nothing"
 
 
 @postgres
