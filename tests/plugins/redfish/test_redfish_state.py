@@ -19,6 +19,9 @@ from plugins.base import (
     ProfileChange,
 )
 from plugins.redfish import RedfishPlugin
+from plugins.redfish._platforms import Prior
+from plugins.redfish._schema import LoadedState
+from plugins.redfish._state import DeviceState
 from tests.plugins.redfish.harness import Harness
 
 PROC_EM = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}/EnvironmentMetrics"
@@ -174,3 +177,19 @@ async def test_verification_stays_pending_until_the_bmc_shows_the_change(gb200: 
     bmc.state.profiles["GPU_2"].requested = 1 << 5
     check = await gb200.plugin.verify(gb200.ctx(bmc), pending)
     assert check.done and check.status == "verified" and "GPU 3: requested 8, enforced 8" in check.detail
+
+
+async def test_a_loaded_state_is_taken_as_is_and_never_changed_by_the_operation(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    await gb200.call("set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(3200)))
+    loaded = gb200.plugin.load_state(json.loads(json.dumps(gb200.states[0])))  # as the host does
+    assert isinstance(loaded, LoadedState)
+    before = copy.deepcopy(loaded)
+    state = DeviceState(loaded)
+    state.record_prior("rg:job", "gpu/0", Prior(700.0, True))
+    state.set_sessions(bmc.url, ["/redfish/v1/SessionService/Sessions/x"])
+    out = state.to_json()
+    assert loaded == before  # the working copy is deep: the host's copy is untouched
+    out["priors"]["rg:job"]["gpu/0"]["watts"] = 1.0
+    assert state.prior("rg:job", "gpu/0") == Prior(700.0, True)  # and so is the returned one
+    assert json.loads(json.dumps(out)) == out
