@@ -9,6 +9,7 @@ helpers here so every plugin's messages read alike.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import repeat
 from typing import Any
 
 from plugins.base._errors import InvalidRequestError
@@ -16,6 +17,7 @@ from plugins.base._spec import SystemSpec
 
 #: the model/name keys every plugin reads as plain strings
 _NAME_KEYS = ("Model", "model", "Name", "name")
+_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def check_shape(value: Any, what: str, *, max_depth: int, max_nodes: int) -> None:
@@ -27,12 +29,15 @@ def check_shape(value: Any, what: str, *, max_depth: int, max_nodes: int) -> Non
         nodes += 1
         if nodes > max_nodes:
             raise InvalidRequestError(f"{what}: more than {max_nodes} JSON values")
-        if isinstance(item, Mapping | list | tuple):
+        kind = type(item)
+        if kind in _JSON_SCALARS:  # the common case first: exact types, no ABC check
+            continue
+        if kind is dict or kind is list or isinstance(item, Mapping | list | tuple):
             if depth >= max_depth:
                 raise InvalidRequestError(f"{what}: nested deeper than {max_depth} levels")
             children = item.values() if isinstance(item, Mapping) else item
-            stack.extend((child, depth + 1) for child in children)
-        elif not (item is None or isinstance(item, str | int | float | bool)):
+            stack.extend(zip(children, repeat(depth + 1)))
+        elif not isinstance(item, str | int | float | bool):
             raise InvalidRequestError(f"{what}: not JSON ({json_type(item)})")
 
 
