@@ -92,6 +92,8 @@ class RequestRunner:
         self._secrets = secrets
         self._on_complete = on_complete
         self._devices: dict[str, _Known] = {}
+        #: request id -> when its device call began, until the completion or a timer writes it
+        self._starts: dict[str, datetime] = {}
         self._plugin_names = plugin_registry(inventory, settings.default_plugin)
 
     async def run(self, job: Job) -> None:
@@ -166,15 +168,14 @@ class RequestRunner:
             deadline=time.monotonic() + remaining,
             state=resolved.state,
         )
-        try:
-            await self._store.mark_running(job.request_id, utcnow())
-        except (StoreClosedError, LookupError):
-            raise
-        except Exception as exc:  # bookkeeping only: the completion is what must be written
-            log.warning("could not record the start (%s); running anyway", describe(exc))
         if not self.shards.runs(job.shard):  # the lease lapsed meanwhile: never call the device
             log.info("request %s left for the owner of shard %d", job.request_id, job.shard)
             return
+        # The start is written by the completion (one write less per request), or by a timer
+        # once the call has run MARK_RUNNING_AFTER seconds, so a long call shows as running.
+        self._starts[job.request_id] = utcnow()
+        loop = asyncio.get_running_loop()
+        marking = loop.call_later(MARK_RUNNING_AFTER, self._mark_running, job.request_id)
         started = time.monotonic()
         writes = WriteLog()  # receipts, kept even when the operation fails part-way
         try:
@@ -182,6 +183,7 @@ class RequestRunner:
                 operation = run_operation(resolved.plugin, kind, ctx, request, writes)
                 outcome = await asyncio.wait_for(operation, remaining)
             finally:
+                marking.cancel()
                 metrics.RUN_SECONDS.labels(kind.value).observe(time.monotonic() - started)
         except TimeoutError:
             await self._fail(
@@ -216,6 +218,17 @@ class RequestRunner:
             return
         log.debug("%s done in %.3f s", kind.value, time.monotonic() - started)
         await self._succeed(job, kind, resolved, outcome, request)
+
+    def _mark_running(self, request_id: str) -> None:
+        """Record the start of a call that is still running (a timer; the completion won't)."""
+        at = self._starts.pop(request_id, None)
+        if at is None:
+            return
+        try:
+            written = self._store.mark_running_soon(request_id, at)
+        except StoreClosedError:
+            return
+        written.add_done_callback(_start_recorded)
 
     async def resolve(self, device: str, model_json: bytes, state_json: bytes) -> Resolved:
         """The device's inventory entry, started plugin, merged model and current state."""
@@ -304,6 +317,7 @@ class RequestRunner:
                 desired=desired_from(outcome.result),  # each component that succeeded
                 internal=is_internal(job.request_id),
                 fence=self.shards.fence(job.shard),
+                started_at=self._starts.pop(job.request_id, None),  # a start no timer recorded
             )
         )
         if done:
@@ -352,6 +366,7 @@ class RequestRunner:
                 writes=receipts(writes.entries()) if writes is not None else None,
                 internal=is_internal(job.request_id),
                 fence=self.shards.fence(job.shard),
+                started_at=self._starts.pop(job.request_id, None),  # a start no timer recorded
             )
         )
 
@@ -401,6 +416,18 @@ class RequestRunner:
         return done and stored_as_is
 
 
+#: seconds a device call runs before its start is written on its own (shorter calls' starts are
+#: written by their completion: status "running" shows only calls that take longer)
+MARK_RUNNING_AFTER = 0.5
+
+
+def _start_recorded(written: asyncio.Future[None]) -> None:
+    if not written.cancelled() and written.exception() is not None:
+        # bookkeeping only: the completion is what must be written
+        exc = written.exception()
+        log.warning("could not record the start (%s); running anyway", describe(exc))  # type: ignore[arg-type]
+
+
 #: a completion the database refuses this many times (not an outage) is stored without its result
 _REFUSED_COMPLETIONS = 3
 
@@ -425,6 +452,7 @@ def _without_result(c: Completion, exc: BaseException) -> Completion:
         kind=c.kind,
         internal=c.internal,
         fence=c.fence,
+        started_at=c.started_at,
     )
 
 

@@ -169,6 +169,10 @@ _COMPLETE = (
         writes_json=sa.bindparam("b_writes", type_=R.c.writes_json.type),
     )
 )
+#: a completion that also records the start (no ``mark_running`` was written for it)
+_COMPLETE_STARTED = _COMPLETE.values(
+    started_at=sa.bindparam("b_started_at", type_=UTCDateTime()), attempts=R.c.attempts + 1
+)
 
 
 def complete_many(conn: Connection, completions: list[Completion]) -> list[bool | Failed]:
@@ -210,19 +214,12 @@ def complete_many(conn: Connection, completions: list[Completion]) -> list[bool 
     if not applied:
         return results
 
-    conn.execute(
-        _COMPLETE,
-        [
-            {
-                "b_request_id": c.request_id,
-                "b_outcome": c.outcome,
-                "b_error": c.error,
-                "b_finished_at": c.finished_at,
-                "b_writes": c.writes or None,
-            }
-            for c in applied
-        ],
-    )
+    for statement, group in (
+        (_COMPLETE, [c for c in applied if c.started_at is None]),
+        (_COMPLETE_STARTED, [c for c in applied if c.started_at is not None]),
+    ):
+        if group:
+            conn.execute(statement, [_completion_params(c) for c in group])
     # Audit rows carry the journal's trace id and kind when the completion leaves them empty.
     _devices.apply_completions(
         conn,
@@ -238,6 +235,19 @@ def complete_many(conn: Connection, completions: list[Completion]) -> list[bool 
         conn, [(c.verification, c.finished_at) for c in applied if c.verification is not None]
     )
     return results
+
+
+def _completion_params(c: Completion) -> dict[str, Any]:
+    params = {
+        "b_request_id": c.request_id,
+        "b_outcome": c.outcome,
+        "b_error": c.error,
+        "b_finished_at": c.finished_at,
+        "b_writes": c.writes or None,
+    }
+    if c.started_at is not None:
+        params["b_started_at"] = c.started_at
+    return params
 
 
 def claim_unfinished_one(

@@ -180,6 +180,12 @@ class Store:
         _require_aware("at", at)
         await self._write(_journal.mark_running_many, (request_id, at))
 
+    def mark_running_soon(self, request_id: str, at: datetime) -> asyncio.Future[None]:
+        """``mark_running`` queued now, from synchronous code (a timer); resolves once committed.
+        Raises StoreClosedError at once when the store is closed."""
+        _require_aware("at", at)
+        return self._writer.submit(_journal.mark_running_many, (request_id, at))
+
     async def complete(self, c: Completion) -> bool:
         """Finish a request; the journal, device, state/audit, outbox and verification rows
         are written in one transaction. False (and no effect) if it was already completed.
@@ -187,6 +193,7 @@ class Store:
         Raises LookupError for a request id that was never journaled.
         """
         _require_aware("finished_at", c.finished_at)
+        _require_aware("started_at", c.started_at)
         if c.verification is not None:
             _require_aware("verification.due_at", c.verification.due_at)
         result: bool = await self._write(_journal.complete_many, c)

@@ -120,6 +120,9 @@ class Completion:
     internal: bool = False
     #: commit only while this shard lease is still current (None: no check, one process)
     fence: LeaseFence | None = None
+    #: when the device call began, if no ``mark_running`` recorded it (a short call): the
+    #: completion then records the start itself (started_at, attempts + 1)
+    started_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

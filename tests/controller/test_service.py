@@ -14,6 +14,7 @@ import pytest
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.inventory import DeviceEntry
+from controller.runner import MARK_RUNNING_AFTER
 from tests.controller.conftest import MEMORY, memory_inventory
 from tests.memory_plugin import MemoryPlugin
 
@@ -263,6 +264,21 @@ async def test_wait_request_streams_until_completion(start_controller, sink) -> 
     ]
     assert records[-1].status == apb.COMPLETED and records[-1].outcome == "ok"
     assert records[-1].HasField("delivered_at") and records[-1].response.ping.success
+
+
+async def test_a_request_shows_as_running_only_once_its_call_runs_long(start_controller, sink) -> None:
+    slow = DeviceEntry("slow000", MEMORY, {"Model": "DGX_GB200", "delay": 1.5})
+    h = await start_controller({**memory_inventory(1), "slow000": slow})
+    await h.stub.SendDeviceRequest(ping("node000", "quick"))
+    await h.stub.SendDeviceRequest(ping("slow000", "slow"))
+    await asyncio.sleep(MARK_RUNNING_AFTER + 0.5)
+    running = await h.admin.GetRequest(apb.GetRequestRequest(request_id="slow"))
+    assert (running.status, running.attempts) == (apb.RUNNING, 1) and running.HasField("started_at")
+    await sink.wait_for({"quick", "slow"}, timeout=10)
+    for rid in ("quick", "slow"):
+        record = await h.admin.GetRequest(apb.GetRequestRequest(request_id=rid))
+        assert (rid, record.status, record.attempts) == (rid, apb.COMPLETED, 1)
+        assert record.started_at.ToDatetime() <= record.finished_at.ToDatetime()
 
 
 async def test_profile_verification_is_recorded(start_controller, sink) -> None:

@@ -112,6 +112,30 @@ async def test_mark_running_counts_attempts_and_never_reopens(store: Store) -> N
     assert view is not None and view.status == "completed" and view.attempts == 2
 
 
+async def test_a_completion_records_the_start_no_mark_running_wrote(store: Store) -> None:
+    await store.accept([req("short"), req("long"), req("both")])
+    # a short call: its completion writes the start (one write less per request)
+    started = T0 + timedelta(seconds=1)
+    assert await store.complete(
+        dataclasses.replace(done("short", at=T0 + timedelta(seconds=2)), started_at=started)
+    )
+    # a long call: the timer wrote the start, the completion leaves it alone
+    await store.mark_running("long", started)
+    assert await store.complete(done("long", at=T0 + timedelta(seconds=2)))
+    # a completion that raced a late mark batched with it counts the one start it carries
+    # (the mark finds the request completed and changes nothing)
+    assert await store.complete(
+        dataclasses.replace(done("both", at=T0 + timedelta(seconds=2)), started_at=started)
+    )
+    await store.mark_running("both", T0 + timedelta(seconds=3))
+    for rid in ("short", "long", "both"):
+        view = await store.get_request(rid)
+        assert view is not None
+        assert (rid, view.status, view.attempts, view.started_at) == (rid, "completed", 1, started)
+    with pytest.raises(ValueError, match="timezone-aware"):
+        await store.complete(dataclasses.replace(done("short"), started_at=datetime(2030, 1, 1)))
+
+
 async def test_failing_op_does_not_fail_its_batch(store: Store) -> None:
     await store.accept([req("a"), req("b"), req("c")])
     verification = NewVerification("v1", "dev1", "a", "gpu_policies_update", {"x": 1}, T0, 3)
