@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from controller.translate import datetime_to_timestamp, encode_json_object, timestamp_to_datetime
 from controller.translate._diag import describe, parse
@@ -23,6 +24,21 @@ def test_timestamp_naive_is_utc_and_zones_convert() -> None:
     assert (
         datetime_to_timestamp(datetime(1970, 1, 1, 2, 0, 1, tzinfo=timezone(timedelta(hours=2)))).seconds == 1
     )
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        datetime(1969, 12, 31, 23, 59, 59, 250_000, tzinfo=UTC),
+        datetime(1900, 3, 1, 0, 0, 0, 1, tzinfo=UTC),
+        datetime(2262, 4, 11, 23, 47, 16, 854_775, tzinfo=timezone(timedelta(hours=-7))),
+        datetime(2026, 11, 23, 13, 45, 0, 123_456),
+    ],
+)
+def test_timestamp_matches_the_protobuf_conversion(when: datetime) -> None:
+    expected = Timestamp()
+    expected.FromDatetime(when if when.tzinfo else when.replace(tzinfo=UTC))
+    assert datetime_to_timestamp(when) == expected
 
 
 def test_encode_json_object() -> None:
