@@ -11,7 +11,6 @@ import asyncio
 import functools
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,9 +25,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy.engine import URL
 
 from bench.loadgen import device_ids
-from bench.processes import free_port, write_noop_inventory
+from bench.processes import write_noop_inventory
 from bench.responses import ResponseTracker
-from bench.scaleout_ingest import ProcessTree, child_pids
+from bench.scaleout_ingest import ProcessTree, child_pids, free_port_run
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller.app import SERVICE_NAMES, Controller
@@ -38,24 +37,6 @@ from controller.workers import executor_settings, settings_environment
 from tests.controller.conftest import memory_inventory
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port_run(count: int) -> int:
-    """The first of `count` consecutive ports that were free a moment ago."""
-    for _ in range(50):
-        base = free_port()
-        if base + count < 65536 and all(_free(base + i) for i in range(1, count)):
-            return base
-    raise RuntimeError("no run of free ports")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def alive(pid: int) -> bool:
