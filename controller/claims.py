@@ -89,8 +89,9 @@ class Claims:
     async def poll(self) -> None:
         """Queue the requests other controllers journaled in our shards, every claim_interval."""
         outage = Outage("claiming journaled requests", log)
+        interval = max(self._settings.claim_interval, 0.01)
         while True:
-            await asyncio.sleep(self._settings.claim_interval)
+            await asyncio.sleep(interval)
             shards = self._shards.runnable()
             if not shards:
                 continue

@@ -181,13 +181,14 @@ class ShardLeases(Shards):
 
     async def run(self) -> None:
         """Renew, acquire and release every `lease_ttl / 3` (the first round is `start`'s)."""
+        interval = max(self.ttl / 3, 0.05)
         while True:
-            await asyncio.sleep(self.ttl / 3)
+            await asyncio.sleep(interval)
             try:
                 await self.round()
                 self._outage.ok()
             except Exception as exc:  # leases lapse locally on their own while this fails
-                await asyncio.sleep(min(self._outage.failed(exc), self.ttl / 3))
+                await asyncio.sleep(min(self._outage.failed(exc), interval))
 
     async def round(self) -> frozenset[int]:
         """One round: renew, acquire up to the fair share, begin and finish releases. Returns the
