@@ -81,6 +81,7 @@ def apply_completions(
 
     audits: list[dict[str, Any]] = []
     touched: dict[str, dict[str, Any]] = {}
+    whole: set[str] = set()  # devices new or with a changed model or state: the whole row is written
     for c in completions:
         if not (c.touch_device or c.new_state is not None):
             continue
@@ -103,6 +104,7 @@ def apply_completions(
                 "in_inventory": True,
             }
             rows[c.device] = row
+            whole.add(c.device)
         if c.touch_device:
             row["last_request_id"] = c.request_id
             row["last_kind"] = kind
@@ -112,10 +114,14 @@ def apply_completions(
             if c.plugin:
                 row["plugin"] = c.plugin
             if c.model_json is not None:
-                row["model_json"] = normalise_json(c.model_json)
+                model = normalise_json(c.model_json)
+                if model != row["model_json"]:
+                    row["model_json"] = model
+                    whole.add(c.device)
         if c.new_state is not None:
             new_state = normalise_json(c.new_state)
             if new_state != row["state_json"]:
+                whole.add(c.device)
                 summary = state_diff(row["state_json"], new_state)
                 row["state_json"] = new_state
                 row["state_version"] += 1
@@ -132,9 +138,40 @@ def apply_completions(
                     }
                 )
         touched[c.device] = row
-    _upsert(conn, list(touched.values()))
+    _upsert(conn, [row for device, row in touched.items() if device in whole])
+    # NOTE: most completions change only the last-request columns; writing just those spares
+    # serialising the model and state JSON again (the whole-row upsert showed in the profile)
+    touches = [_touch_params(row) for device, row in touched.items() if device not in whole]
+    if touches:
+        conn.execute(_TOUCH, touches)
     if audits:
         conn.execute(sa.insert(A), audits)
+
+
+_TOUCH = (
+    sa.update(D)
+    .where(D.c.id == sa.bindparam("b_id"))
+    .values(
+        plugin=sa.bindparam("b_plugin"),
+        last_request_id=sa.bindparam("b_last_request_id"),
+        last_kind=sa.bindparam("b_last_kind"),
+        last_outcome=sa.bindparam("b_last_outcome"),
+        last_error=sa.bindparam("b_last_error"),
+        updated_at=sa.bindparam("b_updated_at", type_=UTCDateTime()),
+    )
+)
+
+
+def _touch_params(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "b_id": row["id"],
+        "b_plugin": row["plugin"],
+        "b_last_request_id": row["last_request_id"],
+        "b_last_kind": row["last_kind"],
+        "b_last_outcome": row["last_outcome"],
+        "b_last_error": row["last_error"],
+        "b_updated_at": row["updated_at"],
+    }
 
 
 _INVENTORY_UPDATE = (

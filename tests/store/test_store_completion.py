@@ -166,6 +166,30 @@ async def test_state_versions_and_audit_summaries(store: Store) -> None:
     assert await store.list_audit(device="other") == []
 
 
+async def test_a_touch_writes_the_last_request_and_a_model_change_the_whole_row(store: Store) -> None:
+    await store.accept([req("m1"), req("m2"), req("m3")])
+    assert await store.complete(finish("m1", state={"power": "on"}, plugin="p1", model_json={"Model": "A"}))
+    # same model, no new state: only the last-request columns, the plugin and the time change
+    assert await store.complete(
+        finish("m2", seconds=2, plugin="p2", model_json={"Model": "A"}, outcome="failed", error="x")
+    )
+    d = await store.get_device("dev1")
+    assert d is not None
+    assert (d.plugin, d.model_json, d.state_version) == ("p2", {"Model": "A"}, 1)
+    assert d.state_json == {"power": "on"}
+    assert (d.last_request_id, d.last_outcome, d.last_error, d.updated_at) == ("m2", "failed", "x", at(2))
+    assert await store.complete(finish("m3", seconds=3, model_json={"Model": "B"}))
+    d = await store.get_device("dev1")
+    assert d is not None
+    assert (d.plugin, d.model_json, d.state_version, d.last_request_id, d.updated_at) == (
+        "p2",
+        {"Model": "B"},
+        1,
+        "m3",
+        at(3),
+    )
+
+
 async def test_untouched_device_and_unknown_request(store: Store) -> None:
     await store.accept([req("a", device="ghost")])
     # e.g. a request rejected for an unknown device: journal and outbox only.
