@@ -146,6 +146,8 @@ class ShardLeases(Shards):
         self.ttl = settings.lease_ttl
         #: local deadlines end this long before the database's expiry (clock rates differ a little)
         self._margin = self.ttl / 10
+        #: a release waits this long for the shard's running requests (bounded by their deadlines)
+        self._drain_limit = max(self.ttl, settings.device_call_timeout)
         self._on_gained = on_gained
         self._busy = busy
         # each process prefers different shards, so processes acquiring at once rarely collide
@@ -240,12 +242,12 @@ class ShardLeases(Shards):
 
     async def _release_drained(self, *, force: bool = False) -> None:
         """Give up releasing shards with no request running or response in flight here (or that
-        drained for longer than the lease: fencing covers what still runs)."""
+        drained for longer than the lease and the default deadline: fencing covers what still runs)."""
         now = time.monotonic()
         ready = {
             s: self.held[s]
             for s, since in self._releasing.items()
-            if s in self.held and (force or not self._busy(s) or now - since > self.ttl)
+            if s in self.held and (force or not self._busy(s) or now - since > self._drain_limit)
         }
         if not ready:
             return
