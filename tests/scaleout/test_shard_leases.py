@@ -5,6 +5,7 @@ replica accepting a request for any device."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import subprocess
@@ -75,6 +76,34 @@ async def test_controllers_split_the_shards_fairly_and_a_joiner_rebalances(clust
 
     await cluster.stop(c)  # a clean stop hands its shards back at once
     await wait_until(lambda: fair([a, b]), "the two left take the leaver's shards over")
+
+
+@postgres
+async def test_rebalancing_mid_wave_runs_each_request_once_and_never_a_device_twice_at_once(
+    cluster: Cluster,
+) -> None:
+    slow = {k: type(v)(v.id, v.plugin, {**v.model, "delay": 1.0}) for k, v in cluster.inventory.items()}
+    a = await cluster.start("a", inventory=slow)
+    devices = sorted(slow)[:12]
+    ids = [f"{d}-{n}" for d in devices for n in range(4)]
+    for request_id in ids:
+        await a.send(ping(request_id.rsplit("-", 1)[0], request_id))
+    await wait_until(lambda: MemoryPlugin.running > 0, "A works through the wave")
+    b = await cluster.start("b", inventory=slow)  # joins mid-wave: A hands half its shards over
+    await cluster.sink.wait_for(set(ids), timeout=60)
+    await wait_until(lambda: fair([a, b]), "the two split the shards")
+    runs: dict[str, list[tuple[float, float]]] = {}
+    for device, request_id, _, start, end in MemoryPlugin.calls:
+        runs.setdefault(device, []).append((start, end))
+        assert request_id in ids
+    assert sorted(rid for _, rid, *_ in MemoryPlugin.calls) == sorted(ids), "each ran exactly once"
+    for device, spans in runs.items():
+        spans.sort()
+        assert all(prev[1] <= nxt[0] for prev, nxt in itertools.pairwise(spans)), device
+    for device in devices:
+        order = [r.request_id for r in cluster.sink.responses if r.device == device]
+        assert order == [f"{device}-{n}" for n in range(4)], "per-device order holds across the move"
+    assert all(cluster.sink.counts[rid] == 1 for rid in ids)
 
 
 @postgres
