@@ -112,12 +112,13 @@ class ControllerGroup:
     def addresses(self) -> list[str]:
         return [c.address for c in self.controllers]
 
-    async def start(self, balance_limit: float = 60.0) -> dict[str, Any]:
-        """Start every process and wait until the shards are shared out (see `wait_balanced`)."""
+    async def start(self) -> dict[str, Any]:
+        """Start every process and wait until the shards are shared out (see `wait_balanced`): a
+        joining process gets shards as the others release theirs, one lease round (ttl / 3) apart."""
         self.settings_file.write_text(settings_toml(self.lease_ttl))
         await self.controllers[0].start()
         await asyncio.gather(*(c.start() for c in self.controllers[1:]))
-        return await wait_balanced(self.database_url, self.instances, balance_limit)
+        return await wait_balanced(self.database_url, self.instances, max(60.0, 4 * self.lease_ttl))
 
     def cpu_seconds(self) -> list[float]:
         """CPU seconds of each process so far (a process that is gone: its last sample)."""
