@@ -218,6 +218,11 @@ class StateCollector(Collector):
         yield GaugeMetricFamily(
             "devicectl_lanes_active", "Devices with queued or running work", c.dispatcher.active_lanes
         )
+        yield GaugeMetricFamily(
+            "devicectl_shards_held",
+            "Shards whose requests this process runs now (controller/shards.py)",
+            len(c.shards.runnable()),
+        )
         yield GaugeMetricFamily("devicectl_outbox_backlog", "Responses awaiting delivery", self.backlog)
         yield GaugeMetricFamily(
             "devicectl_outbox_oldest_age_seconds", "Age of the oldest undelivered response", self.oldest_age

@@ -19,6 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from controller.app import Controller
 from controller.config import Settings
+from controller.metrics import StateCollector
 from controller.shards import ShardCountError, endpoint_key, shard_of
 from controller.store import Completion, NewRequest, NewVerification, Store
 from tests.memory_plugin import MemoryPlugin
@@ -73,6 +74,10 @@ async def test_controllers_split_the_shards_fairly_and_a_joiner_rebalances(clust
     for node in (a, b, c):
         for shard, token in node.leases.held.items():
             assert (leases[shard].owner, leases[shard].token) == (node.name, token)
+
+    for node in (a, b, c):  # operators see the split in each process's metrics
+        (held,) = [m for m in StateCollector(node.controller).collect() if m.name == "devicectl_shards_held"]
+        assert held.samples[0].value == len(node.leases.runnable()) > 0
 
     await cluster.stop(c)  # a clean stop hands its shards back at once
     await wait_until(lambda: fair([a, b]), "the two left take the leaver's shards over")
