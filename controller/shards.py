@@ -164,6 +164,8 @@ class ShardLeases(Shards):
         self.executors = 0
         self.share = 0
         self._rounds = 0
+        #: gained shards whose requests are not claimed yet (the claim failed: retried next round)
+        self._unclaimed: set[int] = set()
         self._outage = Outage("shard lease renewal", log)
 
     def runs(self, shard: int) -> bool:
@@ -230,7 +232,11 @@ class ShardLeases(Shards):
                 self.shard_count,
                 self.executors,
             )
-            await self._on_gained(gained)
+        claim = frozenset((gained | self._unclaimed) & set(self.held))
+        if claim:
+            self._unclaimed = set(claim)
+            await self._on_gained(claim)
+            self._unclaimed = set()
         excess = len(self.held) - self.share - len(self._releasing)
         if excess > 0:  # the least preferred first: they are the ones others prefer more
             keep = [s for s in self._preference if s in self.held and s not in self._releasing]
