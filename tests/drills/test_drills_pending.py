@@ -4,7 +4,8 @@ scaleout: a request accepted by a front door that does not own its device's shar
 journal for the owner's claim poll; the device's next request, accepted by the owner's own front
 door, takes the fast path into the lane and runs first, so the older one is answered "not run: a
 newer request ... already started" (and arrives after it). Seen in every run since the shard leases
-landed (8cd000e): 12-61 failed responses of 240 at reduced size, 341 of 1,600 at full size.
+landed (8cd000e): 12-61 failed responses of 240 at reduced size before the lease fixes 433ce5d and 61e05fa,
+2-3 after them (docs/reliability.md, "Scale-out").
 """
 
 from __future__ import annotations
