@@ -11,6 +11,7 @@ import dataclasses
 import math
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,17 @@ from bench.processes import ControllerProcess
 from controller.config import Settings
 
 TRACEBACK = "Traceback (most recent call last)"
+
+
+def count_tracebacks(controllers: Sequence[ControllerProcess]) -> int:
+    """Tracebacks in these controllers' logs (a handled fault must not produce one)."""
+    total = 0
+    for controller in controllers:
+        try:
+            total += controller.log_path.read_text(errors="replace").count(TRACEBACK)
+        except OSError:
+            pass
+    return total
 
 
 def settings_toml(lease_ttl: float) -> str:
@@ -139,10 +151,4 @@ class ControllerGroup:
 
     def tracebacks(self) -> int:
         """Tracebacks in all the processes' logs."""
-        total = 0
-        for controller in self.controllers:
-            try:
-                total += controller.log_path.read_text(errors="replace").count(TRACEBACK)
-            except OSError:
-                pass
-        return total
+        return count_tracebacks(self.controllers)

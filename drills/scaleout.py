@@ -27,7 +27,7 @@ from typing import Any
 
 import grpc
 
-from bench.cluster import TRACEBACK, live_shards, query, settings_toml, wait_balanced
+from bench.cluster import count_tracebacks, live_shards, query, settings_toml, wait_balanced
 from bench.processes import ControllerProcess
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from drills.common import per_backend, problems_of
@@ -112,13 +112,7 @@ class Cluster:
         await self.stack.close()
 
     def tracebacks(self) -> int:
-        total = 0
-        for controller in self.controllers:
-            try:
-                total += controller.log_path.read_text(errors="replace").count(TRACEBACK)
-            except OSError:
-                pass
-        return total
+        return count_tracebacks(self.controllers)
 
 
 @dataclass
