@@ -198,8 +198,6 @@ class Delivery:
         this_pass = self._passes
         self._passes += 1
         shards = self._shards() if self._shards is not None else None
-        if shards is not None and not shards:
-            return 0
         heads = await self._store.due_heads(datetime.now(UTC), limit=2000, shards=shards)
         chosen: list[int] = []
         for outbox_id, device in heads:
