@@ -21,7 +21,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -59,6 +59,9 @@ DEAD_LETTER = frozenset({_Code.RESOURCE_EXHAUSTED, _Code.INVALID_ARGUMENT, _Code
 _COALESCE = 0.005
 _BUSY = 32
 _BUSY_COALESCE = 0.02
+#: while `_BUSY` deliveries are in flight, a pass over every device's head (after new completions)
+#: runs at most this often; the passes between look only at devices whose delivery just ended
+_FULL_PASS_EVERY = 0.1
 
 
 def reconnect_options(probe_max: float) -> list[tuple[str, int]]:
@@ -129,6 +132,10 @@ class Delivery:
         self._timeout = timeout
         self._slots = asyncio.Semaphore(concurrency)
         self._wake = asyncio.Event()
+        self._notified = False  # completions since the last full pass
+        self._full_pass_due = False  # a failed pass: the next one looks at every device
+        self._last_full_pass = 0.0  # time.monotonic()
+        self._freed: set[str] = set()  # devices whose delivery ended since the last pass
         self._busy: set[str] = set()  # devices with a delivery in flight: keeps per-device order
         # A due-rows query that began before a device's delivery finished may still list the
         # delivered row: remember which pass each device last finished in, and skip stale rows.
@@ -149,7 +156,31 @@ class Delivery:
         self.database = Outage("delivery's database access", log)
 
     def notify(self) -> None:
+        """New responses are in the outbox (a completion)."""
+        self._notified = True
         self._wake.set()
+
+    def _pass_devices(self, woken: bool) -> set[str] | None:
+        """The devices the next pass looks at; None: every device (a full pass).
+
+        NOTE: the heads query reads every undelivered device; under load, most of them have a
+        delivery in flight. Between full passes (new completions, at most every
+        `_FULL_PASS_EVERY` s while busy; every timeout, failure and probe), a pass looks only at
+        the devices whose delivery just ended, whose next response may now be due."""
+        now = time.monotonic()
+        busy = len(self._tasks) >= _BUSY
+        if (
+            not woken
+            or self._full_pass_due
+            or self.destination.failing
+            or (self._notified and (not busy or now - self._last_full_pass >= _FULL_PASS_EVERY))
+        ):
+            self._notified = self._full_pass_due = False
+            self._last_full_pass = now
+            self._freed.clear()
+            return None
+        freed, self._freed = self._freed, set()
+        return freed
 
     async def run(self) -> None:
         if not self._target and self._transport is None:
@@ -166,20 +197,28 @@ class Delivery:
             )
             self._stub = cb.TopologyCallbackStub(self._channel)
         try:
+            woken = False  # the first pass is a full one
             while not self._stopping:
+                devices = self._pass_devices(woken)
                 self._wake.clear()
                 wait = 0.5
                 try:
-                    await self.pass_once()
+                    if devices is None or devices:
+                        await self.pass_once(devices)
                     self.database.ok()
                 except Exception as exc:  # a database outage must not end delivery for good
                     wait = self.database.failed(exc)
+                    self._full_pass_due = True
                 if self.destination.failing and not self._probing:
                     wait = min(wait, max(self._next_probe - time.monotonic(), 0.01))
+                if self._notified:  # new responses wait for the next full pass
+                    wait = min(wait, max(self._last_full_pass + _FULL_PASS_EVERY - time.monotonic(), 0.0))
+                woken = False
                 # asyncio.timeout, unlike wait_for on 3.11, never swallows a cancellation
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(wait):
                         await self._wake.wait()
+                        woken = True
                         # let completions that land together share one outbox query; with
                         # many deliveries in flight a pass mostly finds heads already under
                         # way, so passes are spaced wider
@@ -189,16 +228,17 @@ class Delivery:
             if self._channel is not None:
                 await self._channel.close()
 
-    async def pass_once(self) -> int:
-        """Start deliveries for every due head-of-device row not already in flight; while the
-        destination is down, only one probe (the oldest due row) once its backoff has passed."""
+    async def pass_once(self, devices: Collection[str] | None = None) -> int:
+        """Start deliveries for every due head-of-device row not already in flight (of `devices`
+        only, when given); while the destination is down, only one probe (the oldest due row)
+        once its backoff has passed."""
         probe = self.destination.failing
         if probe and (self._probing or time.monotonic() < self._next_probe):
             return 0
         this_pass = self._passes
         self._passes += 1
         shards = self._shards() if self._shards is not None else None
-        heads = await self._store.due_heads(datetime.now(UTC), limit=2000, shards=shards)
+        heads = await self._store.due_heads(datetime.now(UTC), limit=2000, shards=shards, devices=devices)
         chosen: list[int] = []
         for outbox_id, device in heads:
             if device in self._busy or self._finished.get(device, -1) >= this_pass:
@@ -271,6 +311,7 @@ class Delivery:
             if not self.in_flight_shards[item.shard]:
                 del self.in_flight_shards[item.shard]
             self._finished[item.device] = self._passes
+            self._freed.add(item.device)
             self._wake.set()  # the device's next response (or the whole backlog) may be due now
 
     async def _send(self, item: OutboxItem, response: pb.DeviceControllerResponse, *, probe: bool) -> None:

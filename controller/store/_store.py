@@ -7,7 +7,7 @@ thread pool with their own connections. The event loop never waits on the databa
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
@@ -322,11 +322,16 @@ class Store:
         return await self._read(_outbox.due_outbox, now, limit, shards)
 
     async def due_heads(
-        self, now: datetime, limit: int = 500, shards: Sequence[int] | None = None
+        self,
+        now: datetime,
+        limit: int = 500,
+        shards: Sequence[int] | None = None,
+        devices: Collection[str] | None = None,
     ) -> list[tuple[int, str]]:
-        """``(id, device)`` of the rows ``due_outbox`` would return, without their contents."""
+        """``(id, device)`` of the rows ``due_outbox`` would return (of ``devices`` only, when
+        given), without their contents."""
         _require_aware("now", now)
-        return await self._read(_outbox.due_heads, now, limit, shards)
+        return await self._read(_outbox.due_heads, now, limit, shards, devices)
 
     async def outbox_items(self, ids: Sequence[int]) -> list[OutboxItem]:
         """The outbox rows ``ids`` (those that still exist), by id."""

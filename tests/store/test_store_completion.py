@@ -255,10 +255,13 @@ async def test_outbox_keeps_per_device_order_and_backs_off(store: Store) -> None
     assert [i.request_id for i in await store.due_outbox(at(10), limit=1)] == ["a1"]
 
     a1, b1 = await store.due_outbox(at(5))
+    (c1,) = [i for i in await store.due_outbox(at(10)) if i.device == "C"]
     # The light form a delivery pass reads: the same heads, their rows fetched by id afterwards.
     assert await store.due_heads(at(10)) == [(i.id, i.device) for i in await store.due_outbox(at(10))]
     assert await store.outbox_items([b1.id, a1.id, 10_000]) == [a1, b1]
     assert await store.outbox_items([]) == []
+    assert await store.due_heads(at(10), devices={"C", "B"}) == [(b1.id, "B"), (c1.id, "C")]
+    assert await store.due_heads(at(10), devices={"nobody"}) == []
     # A's head fails and backs off: A's later response must wait behind it.
     await store.delivery_failed(a1.id, "unavailable", at(20))
     await store.mark_delivered(b1.id, at(5))
