@@ -19,7 +19,6 @@ from controller.runner import RequestRunner
 from controller.shards import ShardLeases, Shards
 from controller.store import JournalRow, Store
 from controller.supervise import Outage
-from plugins.base import RequestKind
 
 log = logging.getLogger(__name__)
 
@@ -63,16 +62,7 @@ class Claims:
         for row in rows:
             if self._dispatcher.knows(row.request_id):
                 continue
-            job = Job(
-                row.seq,
-                row.request_id,
-                row.device,
-                RequestKind(row.kind),
-                row.payload,
-                row.trace_id,
-                row.deadline_at,
-                row.shard,
-            )
+            job = Job.of(row)
             if not self._dispatcher.submit(job):
                 await self._runner.reject(job, "device queue full during recovery; request not run")
             queued += 1

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from controller import metrics
+from controller.store import JournalRow
 from plugins.base import RequestKind
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,20 @@ class Job:
     deadline_at: datetime
     #: the device's shard (controller/shards.py): run only while this process holds its lease
     shard: int = 0
+
+    @classmethod
+    def of(cls, row: JournalRow) -> Job:
+        """The job of a journal row (claimed, or found again)."""
+        return cls(
+            row.seq,
+            row.request_id,
+            row.device,
+            RequestKind(row.kind),
+            row.payload,
+            row.trace_id,
+            row.deadline_at,
+            row.shard,
+        )
 
 
 class Dispatcher:

@@ -113,6 +113,7 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
         kind = RequestKind(request.WhichOneof("request"))
         now = datetime.now(UTC)
         timeout = request.timeout_seconds or self._settings.device_call_timeout
+        shard = self._shards.shard_for(request.device, request.device_model_json)
         row = NewRequest(
             request_id=request.request_id,
             device=request.device,
@@ -122,7 +123,9 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
             accepted_at=now,
             deadline_at=now + timedelta(seconds=timeout),
             owner=self._settings.instance_id,
-            shard=self._shards.shard_for(request.device, request.device_model_json),
+            shard=shard,
+            # leased shards only: on SQLite nobody else journals, so there is nothing to claim
+            claim_older=self._shards.leased and self._shards.runs(shard),
         )
         task = asyncio.ensure_future(self._journal_and_queue(row, kind))
         _background.add(task)
@@ -146,6 +149,10 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
             return
         self.accepted += 1
         if self._shards.runs(row.shard):
+            # the device's older requests journaled by other controllers first (they were acked
+            # before this one was sent; see NewRequest.claim_older)
+            for older in accepted.older:
+                self._queue(Job.of(older))
             self._queue(
                 Job(
                     accepted.seq,

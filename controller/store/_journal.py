@@ -123,6 +123,7 @@ def accept_many(conn: Connection, batches: list[Sequence[NewRequest]]) -> list[l
         for part in chunks(missing):
             query = sa.select(R.c.request_id, R.c.seq).where(R.c.request_id.in_(part))
             existing.update({rid: seq for rid, seq in conn.execute(query)})
+    older = _claim_older(conn, [(first[rid], seq) for rid, seq in inserted.items() if first[rid].claim_older])
     results: list[list[Accepted]] = []
     claimed: set[str] = set()
     for rows in batches:
@@ -131,7 +132,7 @@ def accept_many(conn: Connection, batches: list[Sequence[NewRequest]]) -> list[l
             rid = row.request_id
             if rid in inserted and rid not in claimed:
                 claimed.add(rid)
-                out.append(Accepted(rid, True, inserted[rid]))
+                out.append(Accepted(rid, True, inserted[rid], older.get(rid, ())))
             else:
                 seq = inserted.get(rid, existing.get(rid))
                 if seq is None:  # pragma: no cover - the row must exist after the insert
@@ -139,6 +140,53 @@ def accept_many(conn: Connection, batches: list[Sequence[NewRequest]]) -> list[l
                 out.append(Accepted(rid, False, seq))
         results.append(out)
     return results
+
+
+def _claim_older(conn: Connection, new: list[tuple[NewRequest, int]]) -> dict[str, tuple[JournalRow, ...]]:
+    """For requests the accepting process queues at once (``claim_older``): claim the unfinished
+    requests of their devices with a lower seq that another controller journaled (or holds) and
+    this one has not claimed yet, so they are queued before the new one instead of waiting for the
+    claim poll and being overtaken. Each older row goes with the lowest new seq of its device.
+
+    One request acknowledged before the next was sent has the lower seq and is committed, so it is
+    seen here. Rows another controller is claiming right now are skipped, as by the poll."""
+    found: dict[str, tuple[JournalRow, ...]] = {}
+    by_owner: dict[str, list[tuple[NewRequest, int]]] = {}
+    for row, seq in new:
+        by_owner.setdefault(row.owner, []).append((row, seq))
+    for owner, rows in by_owner.items():
+        rows.sort(key=lambda item: item[1])
+        shards = sorted({row.shard for row, _ in rows})
+        top = rows[-1][1]
+        older: list[JournalRow] = []
+        for part in chunks(sorted({row.device for row, _ in rows})):
+            query = (
+                sa.select(*_JOURNAL_COLUMNS)
+                .where(
+                    R.c.device.in_(part),
+                    R.c.status.in_(UNFINISHED),
+                    R.c.shard.in_(shards),
+                    R.c.owner != owner,
+                    R.c.seq < top,
+                )
+                .order_by(R.c.seq)
+            )
+            if is_postgres(conn):
+                query = query.with_for_update(of=R, skip_locked=True)
+            older.extend(journal_row(row) for row in conn.execute(query))
+        taken: dict[str, list[JournalRow]] = {}
+        for old in sorted(older, key=lambda row: row.seq):
+            newer = next(
+                (r for r, seq in rows if (r.device, r.shard) == (old.device, old.shard) and seq > old.seq),
+                None,
+            )
+            if newer is not None:
+                taken.setdefault(newer.request_id, []).append(_with_owner(old, owner))
+        seqs = [row.seq for group in taken.values() for row in group]
+        for seq_part in chunks(seqs):
+            conn.execute(sa.update(R).where(R.c.seq.in_(seq_part)).values(owner=owner))
+        found.update({rid: tuple(group) for rid, group in taken.items()})
+    return found
 
 
 _MARK_RUNNING = (

@@ -71,6 +71,10 @@ class NewRequest:
     owner: str
     #: the device's shard (controller/shards.py)
     shard: int = 0
+    #: the accepting process runs the shard and will queue the request at once (the fast path):
+    #: the accept also claims the device's older unfinished requests other controllers journaled
+    #: (``Accepted.older``), so they are queued first and the newer one cannot overtake them
+    claim_older: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +84,8 @@ class Accepted:
     request_id: str
     inserted: bool
     seq: int
+    #: with ``NewRequest.claim_older``: the device's older unfinished requests, claimed, by seq
+    older: tuple[JournalRow, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
