@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench import procstats, report
+from bench import grpc_floor, procstats, report
 from bench.baseline import GB200_CAPS
 from bench.fanout import EXPECTED_WRITES, PHASES, activation
 from bench.loadgen import device_ids, request_ids
@@ -184,3 +184,10 @@ def test_report_keeps_the_hand_written_notes_and_draws_the_plot(tmp_path: Path) 
     assert "](bench/fanout.png)" in text
     assert "| sqlite | 1,000/s | 3,500 | 0 |" in text
     assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_grpc_floor_measures_real_calls(capsys: pytest.CaptureFixture[str]) -> None:
+    # 60 real unary calls over loopback: a call costs some CPU, far less than a second
+    assert grpc_floor.main(["--calls", "60", "--in-flight", "8"]) == 0
+    figure = float(capsys.readouterr().out.split(" ms CPU per unary call")[0])
+    assert 0.0 < figure < 1000.0
