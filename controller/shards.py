@@ -199,7 +199,9 @@ class ShardLeases(Shards):
         shards gained (acquired, or renewed after their local deadline had passed)."""
         started = time.monotonic()
         result = await self._store.lease_round(
-            LeaseRound(self.owner, self._role, self.ttl, self.shard_count, self._preference)
+            LeaseRound(
+                self.owner, self._role, self.ttl, self.shard_count, self._preference, held=dict(self.held)
+            )
         )
         self._rounds += 1
         if result.foreign:

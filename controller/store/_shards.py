@@ -9,8 +9,9 @@ policy (how many shards to hold, when to release) lives in ``controller/shards.p
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,6 +24,8 @@ from ._types import Completion, ShardLease
 
 L = CONTROLLER_LEASES
 S = SHARD_LEASES
+
+log = logging.getLogger(__name__)
 
 #: roles whose processes hold shards (a front end only journals and acks)
 EXECUTING_ROLES = ("all", "executor")
@@ -40,6 +43,10 @@ class LeaseRound:
     preference: Sequence[int]
     #: hold no more than this many (None: the fair share, ceil(shard_count / live executors))
     cap: int | None = None
+    #: the leases this process knows it holds, ``{shard: token}``: only those are renewed. A row
+    #: of this owner with another token (or unknown here) is an earlier process's that used the
+    #: same instance id (an executor restarted by ``serve --workers``): released, never renewed
+    held: Mapping[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,18 +93,32 @@ def live_executors(conn: Connection, ttl: float) -> int:
     return int(conn.execute(query).scalar_one())
 
 
-def renew(conn: Connection, owner: str, ttl: float) -> dict[int, int]:
-    """Extend ``owner``'s leases by ``ttl``; ``{shard: token}`` of those renewed.
+def renew(conn: Connection, owner: str, ttl: float, held: Mapping[int, int]) -> dict[int, int]:
+    """Extend the leases ``held`` (``{shard: token}``) that are still ``owner``'s with that token
+    by ``ttl``; ``{shard: token}`` of those renewed.
 
     A lease that expired but that nobody took is still ``owner``'s, with the same token: taking a
-    shard over always draws a new token, so the token alone says whether anyone else held it."""
-    stmt = (
-        sa.update(S)
-        .where(S.c.owner == owner)
-        .values(expires_at=_later(conn, ttl))
-        .returning(S.c.shard, S.c.token)
-    )
-    return {shard: token for shard, token in conn.execute(stmt)}
+    shard over always draws a new token, so the token alone says whether anyone else held it.
+    A row of ``owner`` whose token this process does not hold was left by an earlier process with
+    the same instance id: it is released (a fresh acquisition draws a new token), so that
+    process's completions, should it still be running, are fenced out."""
+    query = sa.select(S.c.shard, S.c.token).where(S.c.owner == owner).order_by(S.c.shard)
+    if is_postgres(conn):
+        query = query.with_for_update()
+    rows = {shard: token for shard, token in conn.execute(query)}
+    renewed = {shard: token for shard, token in rows.items() if held.get(shard) == token}
+    stale = sorted(set(rows) - set(renewed))
+    for part in chunks(sorted(renewed)):
+        conn.execute(sa.update(S).where(S.c.shard.in_(part)).values(expires_at=_later(conn, ttl)))
+    for part in chunks(stale):
+        conn.execute(sa.update(S).where(S.c.shard.in_(part)).values(owner="", expires_at=_now(conn)))
+    if stale:
+        log.warning(
+            "%d shard leases of an earlier process with instance id %s released (taken anew)",
+            len(stale),
+            owner,
+        )
+    return renewed
 
 
 def acquire(conn: Connection, owner: str, ttl: float, shards: Sequence[int]) -> dict[int, int]:
@@ -126,7 +147,7 @@ def held_elsewhere(conn: Connection, owner: str) -> set[int]:
 def lease_round(conn: Connection, r: LeaseRound) -> LeaseRoundResult:
     """Heartbeat, renew this controller's leases, then acquire free shards up to its fair share."""
     heartbeat(conn, r.owner, r.role)
-    held = renew(conn, r.owner, r.ttl)
+    held = renew(conn, r.owner, r.ttl, r.held)
     executors = max(live_executors(conn, r.ttl), 1)
     share = -(-r.shard_count // executors)
     target = share if r.cap is None else min(share, r.cap)

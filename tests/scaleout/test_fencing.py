@@ -12,9 +12,20 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
+from controller.shards import ShardLeases
 from controller.store import Completion, LeaseFence, LeaseRound, NewRequest, Store
 from tests.memory_plugin import MemoryPlugin
-from tests.scaleout.cluster import Cluster, cluster, fair, ping, sink, store, wait_until
+from tests.scaleout.cluster import (
+    SHARDS,
+    Cluster,
+    cluster,
+    cluster_settings,
+    fair,
+    ping,
+    sink,
+    store,
+    wait_until,
+)
 
 __all__ = ["cluster", "sink", "store"]  # fixtures
 
@@ -78,13 +89,31 @@ async def test_renewal_keeps_the_token_and_a_released_lease_is_acquired_anew(
     store: Store, pg_database: URL
 ) -> None:
     first = await store.lease_round(LeaseRound("A", "all", 30.0, 2, [0, 1]))
-    again = await store.lease_round(LeaseRound("A", "all", 30.0, 2, [0, 1]))
+    again = await store.lease_round(LeaseRound("A", "all", 30.0, 2, [0, 1], held=first.held))
     assert again.held == first.held and not again.acquired
     expire(pg_database, 1)
     await store.release_shards("A", {0: first.held[0]})
-    after = await store.lease_round(LeaseRound("A", "all", 30.0, 2, [0, 1]))
+    after = await store.lease_round(LeaseRound("A", "all", 30.0, 2, [0, 1], held={1: first.held[1]}))
     assert after.acquired == {0} and after.held[0] == first.held[0] + 1, "released: acquired anew"
     assert after.held[1] == first.held[1], "expired but untaken: renewed with its token"
+
+
+async def test_a_restarted_process_with_the_same_instance_id_takes_its_leases_anew(store: Store) -> None:
+    """`serve --workers` restarts a dead executor under the same instance id: the new process does
+    not know its predecessor's tokens, so it acquires the shards anew (token + 1) rather than
+    renewing them, and a predecessor that was only paused can complete nothing."""
+    before = await store.lease_round(LeaseRound("x-w0", "executor", 30.0, 3, [0, 1, 2]))
+    assert set(before.held) == {0, 1, 2}
+    await store.accept([journaled("paused", 1)])
+    restarted = await store.lease_round(LeaseRound("x-w0", "executor", 30.0, 3, [0, 1, 2]))
+    assert restarted.held == {s: t + 1 for s, t in before.held.items()}, "acquired anew, not renewed"
+    assert restarted.acquired == frozenset(before.held)
+    assert not await store.complete(completion("paused", LeaseFence(1, "x-w0", before.held[1])))
+    view = await store.get_request("paused")
+    assert view is not None and view.status == "queued" and view.response is None
+    renewed = await store.lease_round(LeaseRound("x-w0", "executor", 30.0, 3, [0, 1, 2], held=restarted.held))
+    assert renewed.held == restarted.held and not renewed.acquired, "its own tokens are renewed"
+    assert await store.complete(completion("paused", LeaseFence(1, "x-w0", restarted.held[1])))
 
 
 async def test_a_paused_controller_that_lost_its_lease_completes_nothing(
@@ -128,3 +157,31 @@ async def test_a_paused_controller_that_lost_its_lease_completes_nothing(
     assert view is not None and view.status == "completed" and view.owner == "b"
     await wait_until(lambda: b.controller.delivery.delivered >= 1, "B delivered it")
     assert cluster.sink.counts["fenced"] == 1
+
+
+async def test_a_restarted_executor_s_lease_holder_fences_its_predecessor(
+    store: Store, pg_database: URL
+) -> None:
+    """The same through `ShardLeases`: the restarted process's first round gains every shard with
+    a new token, and the predecessor's fence no longer commits."""
+    settings = cluster_settings(
+        pg_database.render_as_string(hide_password=False), "", "x-w0", role="executor"
+    )
+    gained: list[frozenset[int]] = []
+
+    async def on_gained(shards: frozenset[int]) -> None:
+        gained.append(shards)
+
+    def leases() -> ShardLeases:
+        return ShardLeases(store, settings, {}, on_gained=on_gained, busy=lambda shard: False)
+
+    predecessor = leases()
+    await predecessor.round()
+    assert set(predecessor.held) == set(range(SHARDS))
+    await store.accept([journaled("late", 5)])
+    successor = leases()
+    assert await successor.round() == frozenset(range(SHARDS)) and gained[-1] == frozenset(range(SHARDS))
+    assert all(successor.held[s] == predecessor.held[s] + 1 for s in range(SHARDS))
+    assert not await store.complete(completion("late", predecessor.fence(5))), "the predecessor is fenced"
+    assert await successor.round() == frozenset(), "renewed with its own tokens"
+    assert await store.complete(completion("late", successor.fence(5)))
