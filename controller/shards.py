@@ -105,8 +105,16 @@ class Shards:
         return self.shard_for_model(device, model)
 
     def shard_for_model(self, device: str, model: Mapping[str, Any] | None) -> int:
-        """The device's shard given its model JSON object (used only if it is not in the inventory)."""
-        return shard_of(device_key(device, self._inventory.get(device), model), self.shard_count)
+        """The device's shard given its model JSON object (used only if it is not in the inventory).
+
+        An in-band device linked to its node's BMC device (`bmc = "<id>"` in the inventory) takes
+        its partner's shard: the node's drift check, which reads both, runs in one process, and
+        the two devices' requests are never run by two controllers at once."""
+        entry = self._inventory.get(device)
+        partner = self._inventory.get(entry.bmc) if entry is not None and entry.bmc else None
+        if partner is not None:
+            return shard_of(device_key(partner.id, partner, None), self.shard_count)
+        return shard_of(device_key(device, entry, model), self.shard_count)
 
     def runs(self, shard: int) -> bool:
         """Whether this process may start work of `shard` now."""

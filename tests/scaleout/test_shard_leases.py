@@ -19,8 +19,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from controller.app import Controller
 from controller.config import Settings
+from controller.inventory import DeviceEntry
 from controller.metrics import StateCollector
-from controller.shards import ShardCountError, endpoint_key, shard_of
+from controller.shards import ShardCountError, Shards, endpoint_key, shard_of
 from controller.store import Completion, NewRequest, NewVerification, Store
 from tests.memory_plugin import MemoryPlugin
 from tests.scaleout.cluster import LEASE_TTL, SHARDS, Cluster, cluster, fair, ping, sink, store, wait_until
@@ -41,6 +42,30 @@ def test_devices_behind_one_bmc_share_a_shard() -> None:
     assert shard_of("bmc-7.example:443", 256) == shard_of("BMC-7.EXAMPLE:443", 256)
     spread = {shard_of(f"node{i:03d}", SHARDS) for i in range(64)}
     assert len(spread) > SHARDS // 2, "the hash spreads devices over the shards"
+
+
+def test_an_in_band_device_takes_the_shard_of_its_node_s_bmc_device() -> None:
+    inventory = {}
+    for i in range(32):
+        bmc = DeviceEntry(
+            f"node{i:02d}", "redfish", {"Model": "DGX_GB200"}, url=f"https://node{i:02d}-bmc:443"
+        )
+        gpus = DeviceEntry(f"node{i:02d}-gpus", "nvml", {"Model": "DGX_GB200"}, bmc=bmc.id)
+        inventory.update({bmc.id: bmc, gpus.id: gpus})
+    shards = Shards(inventory, SHARDS)
+    for i in range(32):
+        bmc_shard = shard_of(f"node{i:02d}-bmc:443", SHARDS)
+        assert shards.shard_for(f"node{i:02d}") == bmc_shard
+        assert shards.shard_for(f"node{i:02d}-gpus", b'{"Model": "DGX_GB200"}') == bmc_shard
+        assert shards.shard_for_model(f"node{i:02d}-gpus", None) == bmc_shard, "as the drift check asks"
+    apart = [
+        i
+        for i in range(32)
+        if shard_of(f"node{i:02d}-gpus", SHARDS) != shard_of(f"node{i:02d}-bmc:443", SHARDS)
+    ]
+    assert apart, "without the link most in-band devices would hash elsewhere"
+    alone = Shards({"solo": DeviceEntry("solo", "nvml", {"Model": "DGX_GB200"})}, SHARDS)
+    assert alone.shard_for("solo") == shard_of("solo", SHARDS), "an unlinked in-band device hashes its id"
 
 
 @postgres
