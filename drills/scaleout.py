@@ -306,7 +306,8 @@ async def _kill_mid_wave(
     cluster.controllers[victim].kill()
     answered_at_kill = len(sink.first())
     left_behind = await asyncio.to_thread(unfinished_in, url, held)
-    limit = config.lease_ttl * 4 / 3 + 1.0  # lease expiry, one renewal tick of a survivor, slack
+    # lease expiry, one renewal round of a survivor, and slack for a loaded machine
+    limit = config.lease_ttl * 4 / 3 + 2.0
     moved = await wait_moved(url, dead, set(held), limit + 30.0) if held else None
     if not held:
         problems.append(f"the killed process {dead} held no shard")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from drills import crash, dbfaults, outage, soak
+from drills import crash, dbfaults, outage, scaleout, soak
 from tests.drills.checks import held
 
 pytestmark = pytest.mark.slow
@@ -82,3 +82,23 @@ async def test_soak_memory_and_descriptors_flat(tmp_path: Path) -> None:
     (row,) = result["rows"]
     held(row)
     assert len(row["samples"]) >= 2
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(300)
+async def test_scaleout_drill_one_of_three_killed_mid_wave(pg_database: Any, tmp_path: Path) -> None:
+    """Three controllers on one PostgreSQL, one SIGKILLed mid-wave: its shards move within the lease
+    timeout, every request is answered once, and no BMC ever sees two controllers or more than the
+    per-BMC limit at once."""
+    url = pg_database.render_as_string(hide_password=False)
+    row = await scaleout.run_backend(scaleout.REDUCED, "postgres", url, tmp_path)
+    held(row)
+    assert row["failed"] == row["caps_wrong"] == row["second_completions"] == 0
+    assert row["duplicates_unexplained"] == 0, "only the kill may repeat a response (at-least-once)"
+    assert all(n > 0 for n in row["acks_by_door"]), "the wave went through every front door"
+    assert row["answered_at_kill"] < row["acked"], "the kill came mid-wave"
+    assert row["shards_moved"] > 0 and row["moved_s"] is not None
+    assert row["moved_s"] <= row["moved_limit_s"]
+    assert row["max_in_flight_per_bmc"] <= scaleout.REDUCED.per_bmc_limit
+    assert row["bmcs_two_controllers"] == 0 and row["max_sessions_in_flight_per_bmc"] == 1
+    assert row["tracebacks"] == 0
