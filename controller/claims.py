@@ -49,23 +49,33 @@ class Claims:
         if isinstance(self._shards, ShardLeases):
             rows = await self._store.claim_shards(self._me, self._shards.runnable())
         else:
+            await self._store.heartbeat(self._me, self._role)  # before the claim: see `queue`
             rows = await self._store.claim_unfinished(self._me, self._settings.lease_ttl)
-            await self._store.heartbeat(self._me, self._role)
         queued = await self.queue(rows)
         if queued:
             log.info("recovery: %d unfinished requests queued again", queued)
         return queued
 
     async def queue(self, rows: list[JournalRow]) -> int:
-        """Queue claimed journal rows not already in a lane; how many were queued."""
+        """Queue claimed journal rows not already in a lane; how many were queued.
+
+        Called as soon as the claim returns, and nothing is awaited before every row is queued:
+        a job stays known to the dispatcher until its completion committed, and claims and
+        completions are written by one writer whose results come back in commit order, so a
+        claim that saw a job unfinished returns while the job is still known. A job finishing
+        during an await in between would be queued again though completed (run twice, or refused
+        as superseded by a newer one)."""
         queued = 0
+        full: list[Job] = []
         for row in rows:
             if self._dispatcher.knows(row.request_id):
                 continue
             job = Job.of(row)
             if not self._dispatcher.submit(job):
-                await self._runner.reject(job, "device queue full during recovery; request not run")
+                full.append(job)
             queued += 1
+        for job in full:
+            await self._runner.reject(job, "device queue full during recovery; request not run")
         return queued
 
     async def gained(self, shards: frozenset[int]) -> None:

@@ -64,7 +64,7 @@ class Dispatcher:
 
     def __init__(
         self,
-        execute: Callable[[Job], Awaitable[None]],
+        execute: Callable[[Job], Awaitable[bool | None]],
         *,
         max_concurrency: int,
         queue_limit: int,
@@ -136,17 +136,20 @@ class Dispatcher:
                     if job.seq < newer and job.kind not in READ_ONLY_KINDS and self._on_superseded:
                         await self._on_superseded(job, newer)
                         continue
-                    if job.kind not in READ_ONLY_KINDS:
-                        self._started[device] = max(newer, job.seq)
                     async with self._slots:
                         queued_at = self._queued_at.pop(job.request_id, None)
                         if queued_at is not None:
                             metrics.QUEUE_SECONDS.observe(time.monotonic() - queued_at)
                         self.running += 1
+                        started = True
                         try:
-                            await self._execute(job)
+                            # False: not run here (its shard's lease lapsed); it is queued
+                            # again later and must not count as a newer request that started
+                            started = await self._execute(job) is not False
                         finally:
                             self.running -= 1
+                            if started and job.kind not in READ_ONLY_KINDS:
+                                self._started[device] = max(self._started.get(device, -1), job.seq)
                 except asyncio.CancelledError:
                     raise
                 except Exception:  # the runner answers errors itself; this is a last line of defence

@@ -98,14 +98,19 @@ class RequestRunner:
         self._urls: dict[str, tuple[DeviceEntry, dict[str, Any], str]] = {}
         self._plugin_names = plugin_registry(inventory, settings.default_plugin)
 
-    async def run(self, job: Job) -> None:
+    async def run(self, job: Job) -> bool:
+        """Run a job to its completion; False when it was not run because its shard is not (or no
+        longer) leased here: the journaled request is left for the shard's owner."""
         if not self.shards.runs(job.shard):
-            # not leased here (any more): the journaled request is left for the shard's owner
             log.info("request %s left for the owner of shard %d", job.request_id, job.shard)
-            return
+            return False
         self.running_shards[job.shard] += 1
         try:
             await self._run_journaled(job)
+            return True
+        except _LeftForOwner:
+            log.info("request %s left for the owner of shard %d", job.request_id, job.shard)
+            return False
         finally:
             self.running_shards[job.shard] -= 1
             if not self.running_shards[job.shard]:
@@ -171,8 +176,7 @@ class RequestRunner:
             state=resolved.state,
         )
         if not self.shards.runs(job.shard):  # the lease lapsed meanwhile: never call the device
-            log.info("request %s left for the owner of shard %d", job.request_id, job.shard)
-            return
+            raise _LeftForOwner
         # The start is written by the completion (one write less per request), or by a timer
         # once the call has run MARK_RUNNING_AFTER seconds, so a long call shows as running.
         self._starts[job.request_id] = utcnow()
@@ -427,6 +431,10 @@ class RequestRunner:
             metrics.request_done(completion.kind, completion.outcome)
         self._on_complete(completion.request_id)
         return done and stored_as_is
+
+
+class _LeftForOwner(Exception):
+    """The job's shard lease lapsed before the device was called: not run here."""
 
 
 #: seconds a device call runs before its start is written on its own (shorter calls' starts are

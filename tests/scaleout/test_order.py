@@ -10,10 +10,22 @@ import pytest
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2 as pp
+from controller.app import Controller
+from controller.dispatch import Dispatcher, Job
+from controller.sink import TopologySink
 from controller.store import NewRequest, Store
 from controller.translate import success_of
+from plugins.base import RequestKind
 from tests.memory_plugin import MemoryPlugin
-from tests.scaleout.cluster import Cluster, cluster, fair, sink, wait_until
+from tests.scaleout.cluster import (
+    Cluster,
+    cluster,
+    cluster_settings,
+    fair,
+    memory_inventory,
+    sink,
+    wait_until,
+)
 
 __all__ = ["cluster", "sink"]  # fixtures
 
@@ -106,3 +118,63 @@ async def test_a_request_acked_by_another_front_door_runs_before_the_owner_s_nex
         view = await b.controller.store.get_device(device)
         assert view is not None and view.state_json is not None
         assert view.state_json["gpus"]["0"] == 600, "the newer cap is the one left"
+
+
+async def test_a_sweep_never_queues_again_a_request_whose_completion_is_committing(
+    db_url: str, sink: TopologySink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing is awaited between a sweep's claim and its queueing: a job that finishes meanwhile
+    (here while a slow liveness write is waited for) would have left its lane and been queued
+    again although completed (run twice, or refused as superseded by a newer one)."""
+    MemoryPlugin.reset()
+    inventory = memory_inventory(2, delay=0.3)
+    settings = cluster_settings(db_url, sink.address, "solo", sweep_interval=3600.0)
+    controller = Controller(settings, inventory)
+    await controller.start()
+    try:
+        heartbeat = controller.store.heartbeat
+
+        async def slow_heartbeat(owner: str, role: str = "all") -> None:
+            await asyncio.sleep(0.6)  # a loaded machine's slow write
+            await heartbeat(owner, role)
+
+        monkeypatch.setattr(controller.store, "heartbeat", slow_heartbeat)
+        await controller.service.accept(cap("node000", "once", 500))
+        await wait_until(lambda: MemoryPlugin.running == 1, "the request runs")
+        assert await controller.claims.recover() == 0, "the running request is in its lane"
+        await sink.wait_for({"once"}, timeout=10)
+        await wait_until(lambda: not controller.dispatcher.active_lanes, "the lane is done")
+        assert [rid for _, rid, *_ in MemoryPlugin.calls] == ["once"], "run exactly once"
+        assert sink.counts["once"] == 1 and success_of(sink.responses[0]) == (True, "")
+    finally:
+        await controller.stop(grace=1.0)
+
+
+async def test_a_job_left_for_the_shard_s_owner_does_not_count_as_started() -> None:
+    """A job the runner did not run (its shard's lease lapsed here first) leaves the lane without
+    counting as a newer request that started: when the lease comes back and the journal is claimed
+    again, the device's older request still runs first instead of being refused as superseded."""
+    lapsed = True
+    ran: list[str] = []
+    superseded: list[str] = []
+
+    async def execute(job: Job) -> bool:
+        if lapsed:
+            return False
+        ran.append(job.request_id)
+        return True
+
+    async def on_superseded(job: Job, newer: int) -> None:
+        superseded.append(job.request_id)
+
+    def job(seq: int) -> Job:
+        now = datetime.now(UTC)
+        return Job(seq, f"r{seq}", "dev", RequestKind.GPU_POLICIES_UPDATE, b"", "", now, 3)
+
+    dispatcher = Dispatcher(execute, max_concurrency=2, queue_limit=10, on_superseded=on_superseded)
+    assert dispatcher.submit(job(5))
+    assert await dispatcher.drain(5) and ran == []
+    lapsed = False  # the lease is back: its unfinished rows are claimed again, by seq
+    assert dispatcher.submit(job(3)) and dispatcher.submit(job(5))
+    assert await dispatcher.drain(5)
+    assert (ran, superseded) == (["r3", "r5"], [])
