@@ -48,6 +48,34 @@ def journaled(rid: str, device: str, owner: str, shard: int = 3, claim_older: bo
     )
 
 
+@postgres
+async def test_behind_a_front_end_executors_run_each_device_s_requests_in_order(cluster: Cluster) -> None:
+    """`serve --workers` in one process each: the front end never queues (no fast path), the
+    executors claim by poll in seq order, and a request acked before the next was sent is
+    committed before that one exists, so a poll never sees the newer without the older."""
+    front = await cluster.start("front", role="frontend")
+    e1 = await cluster.start("e1", role="executor")
+    e2 = await cluster.start("e2", role="executor")
+    await wait_until(lambda: fair([e1, e2]), "the executors split the shards")
+    devices = sorted(cluster.inventory)[:24]
+
+    async def series(device: str) -> None:
+        for n in range(3):
+            await front.send(cap(device, f"{device}-{n}", 500 + n))
+
+    await asyncio.gather(*(series(d) for d in devices))
+    ids = {f"{d}-{n}" for d in devices for n in range(3)}
+    await cluster.sink.wait_for(ids, timeout=30)
+    assert all(success_of(r) == (True, "") for r in cluster.sink.responses)
+    assert all(cluster.sink.counts[rid] == 1 for rid in ids), "each answered once"
+    ran = [(device, rid) for device, rid, *_ in MemoryPlugin.calls]
+    assert sorted(rid for _, rid in ran) == sorted(ids), "each ran exactly once"
+    for device in devices:
+        assert [rid for d, rid in ran if d == device] == [f"{device}-{n}" for n in range(3)]
+        view = await front.controller.store.get_request(f"{device}-0")
+        assert view is not None and view.owner in ("e1", "e2"), "an executor claimed and ran it"
+
+
 async def test_an_accept_on_the_fast_path_claims_the_device_s_older_foreign_requests(store: Store) -> None:
     """The owner's accept takes, in the same transaction, the device's older unfinished requests
     journaled by other controllers: other devices, other shards and its own rows are left alone."""
