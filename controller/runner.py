@@ -10,18 +10,19 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from controller import metrics, translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller.completions import CompletionWriter
 from controller.config import Settings
 from controller.desired import desired_from, is_internal
 from controller.dispatch import Job
-from controller.inventory import DeviceEntry, entry_from_model, parse_model_json, plugin_registry
+from controller.inventory import DeviceEntry
 from controller.logs import clip, request_context
 from controller.plugin_host import PluginHost
+from controller.resolve import DeviceResolver, Resolved
 from controller.secrets import SecretStore
 from controller.shards import Shards
 from controller.store import Completion, NewVerification, Store, StoreClosedError, is_outage
@@ -29,16 +30,11 @@ from controller.supervise import Outage, describe
 from plugins.base import (
     DeviceContext,
     DeviceControllerError,
-    DevicePlugin,
     DeviceUnreachableError,
     DeviceWrite,
-    Endpoint,
-    InvalidRequestError,
     Outcome,
     PendingVerification,
     RequestKind,
-    SystemSpec,
-    UnknownDeviceError,
     WriteLog,
     run_operation,
 )
@@ -49,23 +45,6 @@ log = logging.getLogger(__name__)
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-@dataclass
-class _Known:
-    """This process's copy of a device's stored state and model JSON."""
-
-    state: dict[str, Any] | None
-    model: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Resolved:
-    entry: DeviceEntry
-    plugin: DevicePlugin
-    endpoint: Endpoint
-    model: dict[str, Any]
-    state: dict[str, Any]
 
 
 class RequestRunner:
@@ -86,17 +65,11 @@ class RequestRunner:
         #: jobs in run() per shard (a shard being released waits for its own to finish)
         self.running_shards: Counter[int] = Counter()
         self._store = store
-        self._plugins = plugins
         self._settings = settings
-        self._inventory = inventory
-        self._secrets = secrets
-        self._on_complete = on_complete
-        self._devices: dict[str, _Known] = {}
+        self._resolver = DeviceResolver(store, plugins, settings, inventory, secrets)
+        self._completions = CompletionWriter(store, settings, on_complete)
         #: request id -> when its device call began, until the completion or a timer writes it
         self._starts: dict[str, datetime] = {}
-        #: device -> (entry, model, URL) of its last request (see `_url`)
-        self._urls: dict[str, tuple[DeviceEntry, dict[str, Any], str]] = {}
-        self._plugin_names = plugin_registry(inventory, settings.default_plugin)
 
     async def run(self, job: Job) -> bool:
         """Run a job to its completion; False when it was not run because its shard is not (or no
@@ -119,7 +92,11 @@ class RequestRunner:
     def forget_devices(self) -> None:
         """Drop the write-through device copies (shards were gained: another process may have
         changed their devices meanwhile)."""
-        self._devices.clear()
+        self._resolver.forget_all()
+
+    async def resolve(self, device: str, model_json: bytes, state_json: bytes) -> Resolved:
+        """The device's inventory entry, started plugin, merged model and current state."""
+        return await self._resolver.resolve(device, model_json, state_json)
 
     async def _run_journaled(self, job: Job) -> None:
         with request_context(job.device, job.request_id, job.trace_id):
@@ -236,64 +213,6 @@ class RequestRunner:
             return
         written.add_done_callback(_start_recorded)
 
-    async def resolve(self, device: str, model_json: bytes, state_json: bytes) -> Resolved:
-        """The device's inventory entry, started plugin, merged model and current state."""
-        request_model = parse_model_json(model_json) if model_json else {}
-        known = await self._known(device)
-        entry = self._inventory.get(device)
-        if entry is None:
-            try:
-                entry = entry_from_model(device, request_model or known.model, self._settings.default_plugin)
-            except (TypeError, ValueError, AttributeError) as exc:  # e.g. {"spec": {"devices": 5}}
-                raise InvalidRequestError(
-                    f"device_model_json: not a usable device model ({type(exc).__name__}: {clip(exc)})"
-                ) from None
-        if entry is None:
-            raise UnknownDeviceError(
-                f"unknown device {device!r}: not in the inventory, and no device_model_json says how to "
-                "reach it (Redfish.URL and Redfish.SecretName)"
-            )
-        # The request's model wins; without one, the last stored model (from an earlier request).
-        model = {**entry.model, **(request_model or known.model)}
-        state = parse_model_json(state_json) if state_json else dict(known.state or {})
-        # Only registered plugin names reach the loader: a request never chooses code to import.
-        self._plugin_names.lookup(entry.plugin, "request" if device not in self._inventory else "inventory")
-        # The URL the plugin will connect to is fixed here, so the secret is checked against it.
-        url = self._url(device, entry, model)
-        endpoint = entry.endpoint(self._secrets, self._settings.ca_bundle, url=url)
-        plugin = await self._plugins.get(entry.plugin)
-        # the plugin's schema: hostile or outdated JSON is refused (or migrated) before device code
-        plugin.check_model(model)
-        try:
-            state = plugin.load_state(state)
-        except InvalidRequestError as exc:
-            source = "device_state_json" if state_json else "stored device state"
-            raise InvalidRequestError(f"{source}: {exc.message}") from None
-        return Resolved(entry, plugin, endpoint, model, state)
-
-    def _url(self, device: str, entry: DeviceEntry, model: dict[str, Any]) -> str:
-        """`_device_url`, computed again only when the device's entry or model changed (parsing
-        the model's spec on every request was a measurable share of a request's cost)."""
-        cached = self._urls.get(device)
-        if cached is not None and cached[0] is entry and cached[1] == model:
-            return cached[2]
-        url = _device_url(entry, model)
-        self._urls[device] = (entry, dict(model), url)
-        return url
-
-    async def _known(self, device: str) -> _Known:
-        # NOTE: a device's requests run one at a time in this process (its lane), and every state
-        # change goes through _succeed, so this write-through copy stays equal to the database and
-        # saves two reads per request. Devices are routed to one controller at a time.
-        known = self._devices.get(device)
-        if known is None:
-            view = await self._store.get_device(device)
-            state = dict(view.state_json) if view is not None and view.state_json is not None else None
-            known = _Known(state, dict(view.model_json or {}) if view is not None else {})
-            if view is not None:
-                self._devices[device] = known
-        return known
-
     async def _succeed(
         self, job: Job, kind: RequestKind, resolved: Resolved, outcome: Outcome[Any], request: Any = None
     ) -> None:
@@ -339,12 +258,9 @@ class RequestRunner:
         )
         if done:
             metrics.applied(job.device, outcome.result)
-            known = self._devices.setdefault(job.device, _Known(None, {}))
-            known.model = dict(resolved.model)
-            if new_state is not None:
-                known.state = new_state
+            self._resolver.remember(job.device, resolved.model, new_state)
         else:  # completed elsewhere or fenced (lease lost): the database knows better than this copy
-            self._devices.pop(job.device, None)
+            self._resolver.forget(job.device)
 
     async def _fail(
         self,
@@ -402,35 +318,12 @@ class RequestRunner:
         )
 
     async def _complete(self, completion: Completion) -> bool:
-        """Write the completion, retrying in place (in the device's lane, so before anything newer
-        for the device runs) until it is written. A retry after a commit whose acknowledgement
-        was lost finds the request completed and returns False, like any recovery race."""
-        outage = Outage(
-            f"completion of {completion.request_id}", log, cap=self._settings.completion_retry_max
-        )
-        refused = 0  # failures that are no outage: the database refuses this very completion
-        stored_as_is = True
-        while True:
-            try:
-                done = await self._store.complete(completion)
-                break
-            except (LookupError, StoreClosedError):
-                raise
-            except Exception as exc:
-                if not is_outage(exc):
-                    refused += 1
-                    if refused == _REFUSED_COMPLETIONS and stored_as_is:
-                        # e.g. a state PostgreSQL's JSONB cannot hold: answer without it rather
-                        # than block the device's lane for good
-                        completion = _without_result(completion, exc)
-                        stored_as_is = False
-                        self._devices.pop(completion.device, None)
-                await asyncio.sleep(outage.failed(exc))
-        outage.ok()
-        if done:
-            metrics.request_done(completion.kind, completion.outcome)
-        self._on_complete(completion.request_id)
-        return done and stored_as_is
+        """Write the completion (controller/completions.py: retried in place, in the device's
+        lane); False when it did not commit as given, and then this copy of the device goes."""
+        written = await self._completions.write(completion)
+        if not written.as_is:
+            self._resolver.forget(completion.device)
+        return written.done and written.as_is
 
 
 class _LeftForOwner(Exception):
@@ -449,47 +342,9 @@ def _start_recorded(written: asyncio.Future[None]) -> None:
         log.warning("could not record the start (%s); running anyway", describe(exc))  # type: ignore[arg-type]
 
 
-#: a completion the database refuses this many times (not an outage) is stored without its result
-_REFUSED_COMPLETIONS = 3
-
-
-def _without_result(c: Completion, exc: BaseException) -> Completion:
-    """The completion as an error: no state, audit or verification, just why it failed."""
-    error = f"the result could not be stored ({describe(exc)}); the device may have been changed"
-    log.error("%s", error)
-    response = translate.error_response(
-        RequestKind(c.kind), error, device=c.device, request_id=c.request_id, trace_id=c.trace_id
-    )
-    return Completion(
-        request_id=c.request_id,
-        device=c.device,
-        outcome="failed",
-        error=error,
-        finished_at=c.finished_at,
-        response=response.SerializeToString(),
-        new_state=None,
-        touch_device=False,
-        trace_id=c.trace_id,
-        kind=c.kind,
-        internal=c.internal,
-        fence=c.fence,
-        started_at=c.started_at,
-    )
-
-
 def receipts(writes: Sequence[DeviceWrite]) -> list[dict[str, Any]] | None:
     """Receipts as stored with the journal (JSON objects), None when nothing was written."""
     return [encode(w) for w in writes] or None
-
-
-def _device_url(entry: DeviceEntry, model: Mapping[str, Any]) -> str:
-    """The inventory's URL, else the model's `Redfish.URL` (checked against the secret's policy)."""
-    if entry.url:
-        return entry.url
-    try:
-        return SystemSpec.from_model(model).redfish_url
-    except (TypeError, ValueError, AttributeError) as exc:
-        raise InvalidRequestError(f"device_model_json: {type(exc).__name__}: {str(exc)[:200]}") from None
 
 
 def _new_verification(job: Job, kind: RequestKind, pending: PendingVerification) -> NewVerification:

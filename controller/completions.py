@@ -1,0 +1,93 @@
+"""Writing a request's completion: retried in place until the journal takes it, so nothing newer
+for the device runs first (the runner awaits it inside the device's lane).
+
+A database outage is waited out with capped backoff; a completion the database refuses as such
+(not an outage: a state PostgreSQL's JSONB cannot hold, say) is stored, after a few attempts,
+without its result, as an error saying why, rather than block the device's lane for good.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from controller import metrics, translate
+from controller.config import Settings
+from controller.store import Completion, Store, StoreClosedError, is_outage
+from controller.supervise import Outage, describe
+from plugins.base import RequestKind
+
+log = logging.getLogger(__name__)
+
+#: a completion the database refuses this many times (not an outage) is stored without its result
+REFUSED_COMPLETIONS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    #: the completion committed (False: completed elsewhere before, or fenced: lease lost)
+    done: bool
+    #: it was stored as given (False: without its result, see the module docstring)
+    as_is: bool
+
+
+class CompletionWriter:
+    """Writes completions for the runner (see the module docstring)."""
+
+    def __init__(self, store: Store, settings: Settings, on_complete: Callable[[str], None]) -> None:
+        self._store = store
+        self._settings = settings
+        self._on_complete = on_complete
+
+    async def write(self, completion: Completion) -> Written:
+        """Write the completion, retrying until it is written. A retry after a commit whose
+        acknowledgement was lost finds the request completed (done False), like any recovery race."""
+        outage = Outage(
+            f"completion of {completion.request_id}", log, cap=self._settings.completion_retry_max
+        )
+        refused = 0  # failures that are no outage: the database refuses this very completion
+        as_is = True
+        while True:
+            try:
+                done = await self._store.complete(completion)
+                break
+            except (LookupError, StoreClosedError):
+                raise
+            except Exception as exc:
+                if not is_outage(exc):
+                    refused += 1
+                    if refused == REFUSED_COMPLETIONS and as_is:
+                        completion = without_result(completion, exc)
+                        as_is = False
+                await asyncio.sleep(outage.failed(exc))
+        outage.ok()
+        if done:
+            metrics.request_done(completion.kind, completion.outcome)
+        self._on_complete(completion.request_id)
+        return Written(done, as_is)
+
+
+def without_result(c: Completion, exc: BaseException) -> Completion:
+    """The completion as an error: no state, audit or verification, just why it failed."""
+    error = f"the result could not be stored ({describe(exc)}); the device may have been changed"
+    log.error("%s", error)
+    response = translate.error_response(
+        RequestKind(c.kind), error, device=c.device, request_id=c.request_id, trace_id=c.trace_id
+    )
+    return Completion(
+        request_id=c.request_id,
+        device=c.device,
+        outcome="failed",
+        error=error,
+        finished_at=c.finished_at,
+        response=response.SerializeToString(),
+        new_state=None,
+        touch_device=False,
+        trace_id=c.trace_id,
+        kind=c.kind,
+        internal=c.internal,
+        fence=c.fence,
+        started_at=c.started_at,
+    )
