@@ -10,14 +10,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from controller import agent, authz, metrics, tls, workers
 from controller._proto.devicecontroller.v1 import (
-    admin_pb2,
     admin_pb2_grpc,
-    devicecontroller_pb2,
     devicecontroller_pb2_grpc,
 )
 from controller.claims import Claims
@@ -27,6 +25,7 @@ from controller.delivery import Delivery
 from controller.dispatch import Dispatcher
 from controller.drift import DriftChecker
 from controller.dryrun import Planner
+from controller.health import SERVICE_NAMES, JournalHealth
 from controller.inventory import (
     DeviceEntry,
     InventoryError,
@@ -45,11 +44,6 @@ from controller.supervise import Outage, supervise
 from controller.verifier import Verifier
 
 log = logging.getLogger(__name__)
-
-SERVICE_NAMES = (
-    devicecontroller_pb2.DESCRIPTOR.services_by_name["DeviceController"].full_name,
-    admin_pb2.DESCRIPTOR.services_by_name["DeviceControllerAdmin"].full_name,
-)
 
 
 def retention_policy(s: Settings) -> RetentionPolicy:
@@ -146,7 +140,7 @@ class Controller:
         self.role = workers.process_role(settings)
         self.executes = workers.executes(settings)
         self.executors: workers.ExecutorPool | None = None
-        self._health = health.aio.HealthServicer()
+        self.health = JournalHealth(self.store, settings, self.role)
         self._server: grpc.aio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.port = 0
@@ -238,7 +232,7 @@ class Controller:
             ),
             server,
         )
-        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health.servicer, server)
         if self.settings.reflection:
             reflection.enable_server_reflection(
                 (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
@@ -246,9 +240,8 @@ class Controller:
         self.port = await self._bind(server)
         await server.start()
         self._server = server
-        for name in self._health_names:
-            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        self._tasks = [asyncio.create_task(supervise("health", self._health_loop), name="health")]
+        await self.health.set(serving=True)
+        self._tasks = [asyncio.create_task(supervise("health", self.health.run), name="health")]
         if self.executes:
             self._start_execution()
         if self.settings.retention_interval > 0 and self.role != "executor":  # one per deployment
@@ -268,11 +261,6 @@ class Controller:
             len(self.inventory),
         )
         return self.port
-
-    @property
-    def _health_names(self) -> tuple[str, ...]:
-        """The services whose health is reported: an executor serves no DeviceController."""
-        return ("", *SERVICE_NAMES) if workers.accepts(self.settings) else ("", SERVICE_NAMES[1])
 
     def _start_execution(self) -> None:
         """The background work of a process that runs requests (roles all and executor)."""
@@ -358,58 +346,20 @@ class Controller:
     @property
     def journal_failure(self) -> str:
         """Why the journal cannot commit ("" when it can)."""
-        failure = self.store.write_failure
-        return failure.reason if failure is not None else ""
-
-    async def _health_loop(self) -> None:
-        """NOT_SERVING while the journal cannot commit (acks would fail), SERVING again after.
-
-        Any failed write marks the journal down; while it is down a tiny write (our lease
-        heartbeat) probes it with backoff, so it comes back without waiting for traffic. A write
-        waiting longer than `journal_stall_seconds` (a lock held elsewhere: writes hang, nothing
-        fails) marks it down too, until the waiting writes commit; no probe is queued behind them."""
-        serving = True
-        outage = Outage("request journal", log, cap=5.0)
-        while not self._stopped:
-            failure = self.store.write_failure
-            if failure is not None and not failure.stalled:
-                try:
-                    await self.store.heartbeat(self.settings.instance_id, self.role)
-                except Exception as exc:
-                    outage.failed(exc)
-            if self.store.write_failure is None:
-                outage.ok()
-            up = self.store.write_failure is None
-            if up != serving and not self._stopped:
-                serving = up
-                status = (
-                    health_pb2.HealthCheckResponse.SERVING
-                    if up
-                    else health_pb2.HealthCheckResponse.NOT_SERVING
-                )
-                if not up:
-                    log.error(
-                        "health NOT_SERVING: the request journal cannot commit (%s)", self.journal_failure
-                    )
-                else:
-                    log.warning("health SERVING: the request journal commits again")
-                for name in self._health_names:
-                    await self._health.set(name, status)
-            await asyncio.sleep(self.settings.health_interval if up else outage.delay())
+        return self.health.journal_failure()
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop accepting, let in-flight work finish (or stay journaled), flush deliveries."""
         if self._stopped:
             return
-        self._stopped = True
+        self._stopped = self.health.stopped = True
         grace = self.settings.shutdown_grace if grace is None else grace
         # the executors stop (each gracefully) while this front end does
         executors = asyncio.ensure_future(self.executors.stop()) if self.executors is not None else None
         if self.agent is not None:
             self.agent.draining = True  # like the server below: no new work, responses still flow
         if self._server is not None:
-            for name in self._health_names:
-                await self._health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+            await self.health.set(serving=False)
             await self._server.stop(grace)
         if self.metrics_server is not None:
             await self.metrics_server.stop()

@@ -1,0 +1,81 @@
+"""gRPC health of a controller process: SERVING while the request journal commits, NOT_SERVING
+while it cannot (acks would fail), SERVING again after, and NOT_SERVING once it stops.
+
+Any failed write marks the journal down; while it is down a tiny write (the process's liveness
+heartbeat) probes it with backoff, so it comes back without waiting for traffic. A write waiting
+longer than `journal_stall_seconds` (a lock held elsewhere: writes hang, nothing fails) marks it
+down too, until the waiting writes commit; no probe is queued behind them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from grpc_health.v1 import health, health_pb2
+
+from controller import workers
+from controller._proto.devicecontroller.v1 import admin_pb2, devicecontroller_pb2
+from controller.config import Settings
+from controller.store import Store
+from controller.supervise import Outage
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAMES = (
+    devicecontroller_pb2.DESCRIPTOR.services_by_name["DeviceController"].full_name,
+    admin_pb2.DESCRIPTOR.services_by_name["DeviceControllerAdmin"].full_name,
+)
+
+
+class JournalHealth:
+    """The health servicer and the loop that follows the journal (see the module docstring)."""
+
+    def __init__(self, store: Store, settings: Settings, role: str) -> None:
+        self._store = store
+        self._settings = settings
+        self._role = role
+        self.servicer = health.aio.HealthServicer()
+        #: set when the process stops: the loop ends and leaves NOT_SERVING in place
+        self.stopped = False
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The services whose health is reported: an executor serves no DeviceController."""
+        return ("", *SERVICE_NAMES) if workers.accepts(self._settings) else ("", SERVICE_NAMES[1])
+
+    async def set(self, serving: bool) -> None:
+        status = (
+            health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for name in self.names:
+            await self.servicer.set(name, status)
+
+    def journal_failure(self) -> str:
+        """Why the journal cannot commit ("" when it can)."""
+        failure = self._store.write_failure
+        return failure.reason if failure is not None else ""
+
+    async def run(self) -> None:
+        serving = True
+        outage = Outage("request journal", log, cap=5.0)
+        while not self.stopped:
+            failure = self._store.write_failure
+            if failure is not None and not failure.stalled:
+                try:
+                    await self._store.heartbeat(self._settings.instance_id, self._role)
+                except Exception as exc:
+                    outage.failed(exc)
+            if self._store.write_failure is None:
+                outage.ok()
+            up = self._store.write_failure is None
+            if up != serving and not self.stopped:
+                serving = up
+                if not up:
+                    log.error(
+                        "health NOT_SERVING: the request journal cannot commit (%s)", self.journal_failure()
+                    )
+                else:
+                    log.warning("health SERVING: the request journal commits again")
+                await self.set(up)
+            await asyncio.sleep(self._settings.health_interval if up else outage.delay())
