@@ -9,7 +9,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -164,10 +164,13 @@ class RequestRunner:
         try:
             try:
                 operation = run_operation(resolved.plugin, kind, ctx, request, writes)
-                outcome = await asyncio.wait_for(operation, remaining)
+                outcome = await self._call_under_lease(operation, remaining, job.shard)
             finally:
                 marking.cancel()
                 metrics.RUN_SECONDS.labels(kind.value).observe(time.monotonic() - started)
+        except _LeftForOwner:
+            self._starts.pop(job.request_id, None)
+            raise
         except TimeoutError:
             await self._fail(
                 job,
@@ -201,6 +204,31 @@ class RequestRunner:
             return
         log.debug("%s done in %.3f s", kind.value, time.monotonic() - started)
         await self._succeed(job, kind, resolved, outcome, request)
+
+    async def _call_under_lease(self, operation: Awaitable[Any], timeout: float, shard: int) -> Any:
+        """Await the device call for at most `timeout` seconds (then TimeoutError), and no longer
+        than this process surely holds the shard's lease: past that the call is cancelled and the
+        request left for the next holder. A holder takes a lapsed lease only after its expiry in
+        the database, which comes later than our local deadline, so a BMC never has calls of two
+        controllers in flight at once (fencing still guards a process paused mid-call)."""
+        task = asyncio.ensure_future(operation)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                lease_left = self.shards.valid_for(shard)
+                if lease_left <= 0:
+                    log.warning("shard %d lease lapsed here: device call cancelled", shard)
+                    raise _LeftForOwner
+                if left <= 0:
+                    raise TimeoutError
+                done, _ = await asyncio.wait((task,), timeout=min(left, lease_left))
+                if done:
+                    return task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.wait((task,))  # let the plugin unwind (close its connection) first
 
     def _mark_running(self, request_id: str) -> None:
         """Record the start of a call that is still running (a timer; the completion won't)."""

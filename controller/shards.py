@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -120,6 +121,11 @@ class Shards:
         """Whether this process may start work of `shard` now."""
         return self.executes
 
+    def valid_for(self, shard: int) -> float:
+        """Seconds this process surely still holds `shard` (a device call in flight past it is
+        cancelled, so that no BMC ever has calls of two controllers at once)."""
+        return math.inf if self.executes else 0.0
+
     def fence(self, shard: int) -> LeaseFence | None:
         """The lease a completion of `shard` must still hold (None: no check)."""
         return None
@@ -179,6 +185,10 @@ class ShardLeases(Shards):
     def runs(self, shard: int) -> bool:
         until = self._valid_until.get(shard)
         return until is not None and shard not in self._releasing and time.monotonic() < until
+
+    def valid_for(self, shard: int) -> float:
+        # a shard being released (drained) still runs its calls until its lease lapses
+        return self._valid_until.get(shard, 0.0) - time.monotonic()
 
     def fence(self, shard: int) -> LeaseFence:
         # token 0 is never issued: a shard never held here cannot be completed here

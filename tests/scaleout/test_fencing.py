@@ -4,6 +4,8 @@ with. A process that lost its lease (paused, then overtaken) writes nothing; the
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -138,8 +140,11 @@ async def test_a_paused_controller_that_lost_its_lease_completes_nothing(
     await a.send(ping(device, "fenced"))
     await wait_until(lambda: len(calls) == 1, "A calls the device")
 
+    # A pauses: no renewals, no heartbeat, and (its loop frozen mid-call) no look at the clock
+    # to cancel the call in flight, which is what a running process does (the test below)
+    monkeypatch.setattr(a.leases, "valid_for", lambda shard: math.inf)
     renewal = next(t for t in a.controller._tasks if t.get_name() == "shard leases")
-    renewal.cancel()  # A pauses: no renewals, no heartbeat
+    renewal.cancel()
     await wait_until(lambda: shard in b.held(), "B takes the shard over once A's lease expired")
     await wait_until(lambda: len(calls) == 2, "B claims the request and calls the device")
     assert not a.leases.runs(shard), "A knows on its own that its lease is gone"
@@ -157,6 +162,46 @@ async def test_a_paused_controller_that_lost_its_lease_completes_nothing(
     assert view is not None and view.status == "completed" and view.owner == "b"
     await wait_until(lambda: b.controller.delivery.delivered >= 1, "B delivered it")
     assert cluster.sink.counts["fenced"] == 1
+
+
+async def test_a_call_in_flight_is_cancelled_when_the_lease_lapses_before_a_peer_takes_over(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process whose renewals stop cancels its device call at its local lease deadline, which
+    comes before the lease's expiry in the database: the next holder's call of the device starts
+    only after the first ended, so a BMC never has calls of two controllers in flight at once."""
+    starts: list[float] = []
+    cancelled: list[float] = []
+    work = MemoryPlugin._work
+
+    async def first_hangs(self: MemoryPlugin, ctx: Any, op: str) -> None:
+        starts.append(time.monotonic())
+        if len(starts) == 1:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                cancelled.append(time.monotonic())
+                raise
+        await work(self, ctx, op)
+
+    monkeypatch.setattr(MemoryPlugin, "_work", first_hangs)
+    a = await cluster.start("a")
+    b = await cluster.start("b")
+    await wait_until(lambda: fair([a, b]), "two controllers split the shards")
+    device = cluster.devices_in(a.held())[0]
+    shard = cluster.shard_of(device)
+    await a.send(ping(device, "lapsed"))
+    await wait_until(lambda: len(starts) == 1, "A calls the device")
+
+    renewal = next(t for t in a.controller._tasks if t.get_name() == "shard leases")
+    renewal.cancel()  # A's renewals stop (its database connection hangs, say)
+    await wait_until(lambda: bool(cancelled), "A cancels its call once its lease lapsed here")
+    await wait_until(lambda: shard in b.held(), "B takes the shard over")
+    await cluster.sink.wait_for({"lapsed"}, timeout=20)
+    assert len(starts) == 2 and starts[1] > cancelled[0], "B called the device after A's call ended"
+    view = await a.controller.store.get_request("lapsed")
+    assert view is not None and view.status == "completed" and view.owner == "b"
+    assert cluster.sink.counts["lapsed"] == 1
 
 
 async def test_a_restarted_executor_s_lease_holder_fences_its_predecessor(
