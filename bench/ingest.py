@@ -19,13 +19,12 @@ the first send to the arrival of the last measured response at the sink.
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.loadgen import device_ids, request_ids
+from bench.loadgen import device_ids, loadgen_command, request_ids
 from bench.processes import (
     ControllerProcess,
     database,
@@ -134,27 +133,15 @@ async def _scenario(
     what = f"{rate:g} req/s offered" if rate > 0 else f"max rate, {config.concurrency} in flight"
     say(f"{label}: {requests} requests, {what}")
     result = await run_json(
-        [
-            sys.executable,
-            "-m",
-            "bench.loadgen",
-            "--target",
+        loadgen_command(
             target,
-            "--requests",
-            str(requests),
-            "--rate",
-            str(rate),
-            "--concurrency",
-            str(config.concurrency),
-            "--devices",
-            str(config.devices),
-            "--device-prefix",
-            "bench",
-            "--id-prefix",
-            prefix,
-            "--warmup",
-            str(config.warmup),
-        ],
+            requests,
+            devices=config.devices,
+            id_prefix=prefix,
+            warmup=config.warmup,
+            rate=rate,
+            concurrency=config.concurrency,
+        ),
         label=label,
         timeout=120 + requests / 50,
         progress=lambda: f"{tracker.received} responses so far",

@@ -27,6 +27,27 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 
 
+def loadgen_command(
+    target: str,
+    requests: int,
+    *,
+    devices: int,
+    id_prefix: str,
+    warmup: int,
+    rate: float | None = None,
+    concurrency: int | None = None,
+) -> list[str]:
+    """The command line that runs this load generator as its own process (`--rate` and
+    `--concurrency` left at their defaults when not given)."""
+    command = [sys.executable, "-m", "bench.loadgen", "--target", target, "--requests", str(requests)]
+    if rate is not None:
+        command += ["--rate", str(rate)]
+    if concurrency is not None:
+        command += ["--concurrency", str(concurrency)]
+    command += ["--devices", str(devices), "--device-prefix", "bench"]
+    return [*command, "--id-prefix", id_prefix, "--warmup", str(warmup)]
+
+
 def request_ids(prefix: str, count: int) -> list[str]:
     """The request ids a run with this prefix and count sends (the benchmark expects these)."""
     return [f"{prefix}-{i:07d}" for i in range(count)]

@@ -16,13 +16,12 @@ server starts listening, so "serving" already includes the claim.
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.loadgen import device_ids, request_ids
+from bench.loadgen import device_ids, loadgen_command, request_ids
 from bench.processes import (
     ControllerProcess,
     database,
@@ -92,23 +91,9 @@ async def _backend(backend: str, config: RecoveryConfig, workdir: Path) -> dict[
                 tracker.expect(ids)
                 say(f"{label}: journaling {config.requests} requests that cannot finish")
                 sent = await run_json(
-                    [
-                        sys.executable,
-                        "-m",
-                        "bench.loadgen",
-                        "--target",
-                        first.address,
-                        "--requests",
-                        str(config.requests),
-                        "--devices",
-                        str(config.devices),
-                        "--device-prefix",
-                        "bench",
-                        "--id-prefix",
-                        prefix,
-                        "--warmup",
-                        "0",
-                    ],
+                    loadgen_command(
+                        first.address, config.requests, devices=config.devices, id_prefix=prefix, warmup=0
+                    ),
                     label=label,
                     timeout=120 + config.requests / 50,
                 )

@@ -34,7 +34,7 @@ from typing import Any
 
 from bench.cluster import ControllerGroup
 from bench.fanout import PHASES
-from bench.loadgen import device_ids, request_ids
+from bench.loadgen import device_ids, loadgen_command, request_ids
 from bench.processes import database, postgres_problem, run_json, write_noop_inventory
 from bench.responses import ResponseTracker
 from bench.scaleout_fanout import run_fanout
@@ -152,27 +152,15 @@ async def _ingest_run(
     results = await asyncio.gather(
         *(
             run_json(
-                [
-                    sys.executable,
-                    "-m",
-                    "bench.loadgen",
-                    "--target",
+                loadgen_command(
                     door,
-                    "--requests",
-                    str(per_door),
-                    "--rate",
-                    "0",
-                    "--concurrency",
-                    str(max(1, config.concurrency // k)),
-                    "--devices",
-                    str(config.devices),
-                    "--device-prefix",
-                    "bench",
-                    "--id-prefix",
-                    prefix,
-                    "--warmup",
-                    str(config.warmup),
-                ],
+                    per_door,
+                    devices=config.devices,
+                    id_prefix=prefix,
+                    warmup=config.warmup,
+                    rate=0,
+                    concurrency=max(1, config.concurrency // k),
+                ),
                 label=f"{label} loadgen {i}",
                 timeout=120 + config.requests / 50,
                 progress=None,
