@@ -313,6 +313,11 @@ def claim_unfinished_one(
         .where(R.c.status.in_(UNFINISHED), sa.or_(R.c.owner == owner, ~live))
         .order_by(R.c.seq)
     )
+    return _take(conn, query, owner, limit)
+
+
+def _take(conn: Connection, query: sa.Select[Any], owner: str, limit: int | None) -> list[JournalRow]:
+    """Run a claim's query and make the rows it found ``owner``'s."""
     if limit is not None:
         query = query.limit(limit)
     if is_postgres(conn):
@@ -341,15 +346,7 @@ def claim_shards_one(
     )
     if others_only:
         query = query.where(R.c.owner != owner)
-    if limit is not None:
-        query = query.limit(limit)
-    if is_postgres(conn):
-        query = query.with_for_update(of=R, skip_locked=True)
-    rows = [journal_row(row) for row in conn.execute(query)]
-    taken = [row.seq for row in rows if row.owner != owner]
-    for part in chunks(taken):
-        conn.execute(sa.update(R).where(R.c.seq.in_(part)).values(owner=owner))
-    return [row if row.owner == owner else _with_owner(row, owner) for row in rows]
+    return _take(conn, query, owner, limit)
 
 
 def claim_shards_many(
