@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import NullPool
 
+from controller.sink import TopologySink
 from controller.store import Store
 
 DEFAULT_PG_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -98,3 +99,12 @@ async def store(db_url: str) -> AsyncIterator[Store]:
         yield s
     finally:
         await s.close()
+
+
+@pytest.fixture
+async def sink() -> AsyncIterator[TopologySink]:
+    """A topology sink on a free port: the callback address controllers deliver responses to."""
+    s = TopologySink("127.0.0.1:0")
+    await s.start()
+    yield s
+    await s.stop()

@@ -55,14 +55,6 @@ def agent_settings(tmp_path: Path, server: str, **overrides: Any) -> Settings:
 
 
 @pytest.fixture
-async def sink() -> AsyncIterator[TopologySink]:
-    s = TopologySink("127.0.0.1:0")
-    await s.start()
-    yield s
-    await s.stop()
-
-
-@pytest.fixture
 async def start_agent(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[Controller]]]:
     MemoryPlugin.reset()
     started: list[Controller] = []

@@ -25,14 +25,6 @@ def memory_inventory(n: int = 4, **model: Any) -> dict[str, DeviceEntry]:
     }
 
 
-@pytest.fixture
-async def sink() -> AsyncIterator[TopologySink]:
-    s = TopologySink("127.0.0.1:0")
-    await s.start()
-    yield s
-    await s.stop()
-
-
 class Harness:
     """A started controller plus clients for DeviceController and the admin API."""
 

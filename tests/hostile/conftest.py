@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from controller import logs
-from tests.controller.conftest import sink, start_controller  # noqa: F401  (fixtures)
+from tests.controller.conftest import start_controller  # noqa: F401  (fixtures)
 
 
 class LogCapture:

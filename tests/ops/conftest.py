@@ -1,5 +1,5 @@
 """The controller fixtures (real gRPC ports, a real topology sink) for the operations tests."""
 
-from tests.controller.conftest import sink, start_controller
+from tests.controller.conftest import start_controller
 
-__all__ = ["sink", "start_controller"]
+__all__ = ["start_controller"]

@@ -141,14 +141,6 @@ def ping(device: str, request_id: str) -> pb.DeviceControllerRequest:
 
 
 @pytest.fixture
-async def sink() -> AsyncIterator[TopologySink]:
-    s = TopologySink("127.0.0.1:0")
-    await s.start()
-    yield s
-    await s.stop()
-
-
-@pytest.fixture
 async def cluster(pg_database: URL, sink: TopologySink) -> AsyncIterator[Cluster]:
     MemoryPlugin.reset()
     c = Cluster(pg_database.render_as_string(hide_password=False), sink)

@@ -24,12 +24,11 @@ from tests.scaleout.cluster import (
     cluster_settings,
     fair,
     ping,
-    sink,
     store,
     wait_until,
 )
 
-__all__ = ["cluster", "sink", "store"]  # fixtures
+__all__ = ["cluster", "store"]  # fixtures
 
 pytestmark = pytest.mark.postgres
 NOW = datetime.now(UTC)

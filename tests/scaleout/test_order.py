@@ -23,11 +23,10 @@ from tests.scaleout.cluster import (
     cluster_settings,
     fair,
     memory_inventory,
-    sink,
     wait_until,
 )
 
-__all__ = ["cluster", "sink"]  # fixtures
+__all__ = ["cluster"]  # fixtures
 
 postgres = pytest.mark.postgres
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

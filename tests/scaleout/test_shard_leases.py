@@ -24,9 +24,9 @@ from controller.metrics import StateCollector
 from controller.shards import ShardCountError, Shards, endpoint_key, shard_of
 from controller.store import Completion, NewRequest, NewVerification, Store
 from tests.memory_plugin import MemoryPlugin
-from tests.scaleout.cluster import LEASE_TTL, SHARDS, Cluster, cluster, fair, ping, sink, store, wait_until
+from tests.scaleout.cluster import LEASE_TTL, SHARDS, Cluster, cluster, fair, ping, store, wait_until
 
-__all__ = ["cluster", "sink", "store"]  # fixtures
+__all__ = ["cluster", "store"]  # fixtures
 
 ROOT = Path(__file__).resolve().parents[2]
 postgres = pytest.mark.postgres

@@ -68,14 +68,6 @@ async def remote() -> AsyncIterator[Callable[..., Awaitable[RemotePlugin]]]:
         await plugin.close()
 
 
-@pytest.fixture
-async def sink() -> AsyncIterator[TopologySink]:
-    s = TopologySink("127.0.0.1:0")
-    await s.start()
-    yield s
-    await s.stop()
-
-
 class Running:
     def __init__(self, controller: Controller) -> None:
         self.controller = controller
