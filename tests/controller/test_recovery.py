@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,19 +12,12 @@ from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
+from tests.serve_process import ROOT, free_port, start_serving
 
-ROOT = Path(__file__).resolve().parents[2]
 R = pb.DeviceControllerRequest
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class ServeProcess:
@@ -58,22 +50,7 @@ class ServeProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     async def start(self) -> None:
-        self.proc = subprocess.Popen(
-            self.args, cwd=ROOT, env=self.env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT
-        )
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{self.port}") as channel:
-            stub = health_pb2_grpc.HealthStub(channel)
-            for _ in range(150):
-                if self.proc.poll() is not None:
-                    raise AssertionError(f"serve exited: {self.log.read_text()[-2000:]}")
-                try:
-                    reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=0.5)
-                    if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                        return
-                except grpc.aio.AioRpcError:
-                    pass
-                await asyncio.sleep(0.1)
-        raise AssertionError(f"serve did not come up: {self.log.read_text()[-2000:]}")
+        self.proc = await start_serving(self.args, self.env, self.log, self.port, tries=150)
 
     async def send(self, request: pb.DeviceControllerRequest) -> None:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{self.port}") as channel:

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from controller.app import Controller
 from controller.config import Settings
@@ -25,10 +24,10 @@ from controller.shards import ShardCountError, Shards, endpoint_key, shard_of
 from controller.store import Completion, NewRequest, NewVerification, Store
 from tests.memory_plugin import MemoryPlugin
 from tests.scaleout.cluster import LEASE_TTL, SHARDS, Cluster, cluster, fair, ping, store, wait_until
+from tests.serve_process import ROOT, free_port, start_serving
 
 __all__ = ["cluster", "store"]  # fixtures
 
-ROOT = Path(__file__).resolve().parents[2]
 postgres = pytest.mark.postgres
 
 
@@ -177,7 +176,7 @@ class ServeProcess:
                 for i in range(64)
             )
         )
-        self.port = _free_port()
+        self.port = free_port()
         self.args = [
             *(sys.executable, "-m", "controller", "serve", "--listen", f"127.0.0.1:{self.port}"),
             *("--database-url", database_url, "--callback", callback, "--inventory", str(inventory)),
@@ -194,35 +193,12 @@ class ServeProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     async def start(self) -> None:
-        self.proc = subprocess.Popen(
-            self.args, cwd=ROOT, env=self.env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT
-        )
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{self.port}") as channel:
-            stub = health_pb2_grpc.HealthStub(channel)
-            for _ in range(300):
-                if self.proc.poll() is not None:
-                    raise AssertionError(f"serve exited: {self.log.read_text()[-2000:]}")
-                try:
-                    reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=0.5)
-                    if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                        return
-                except grpc.aio.AioRpcError:
-                    pass
-                await asyncio.sleep(0.1)
-        raise AssertionError(f"serve did not come up: {self.log.read_text()[-2000:]}")
+        self.proc = await start_serving(self.args, self.env, self.log, self.port, tries=300)
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @postgres
