@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import grpc
 
@@ -62,6 +64,42 @@ def cap_request(
     )
 
 
+class Tally(Protocol):
+    """A sender's limit on one request's acknowledgement (retries included) and what became of them."""
+
+    ack_limit: float
+    unacked: list[str]
+    #: request ids refused with a status other than "try again" (bad input: must be none here)
+    refused: dict[str, str]
+    retries: Counter[str]
+
+
+async def send_until_acked(
+    tally: Tally, stubs: Sequence[dgrpc.DeviceControllerStub], door: int, request: object, rid: str
+) -> int | None:
+    """Send `request` from door `door` on, the next door after each failure (at once while the round
+    of doors lasts, 0.2 s between rounds): the door that acknowledged it, or None when it was refused
+    or not acknowledged within `tally.ack_limit` (recorded in `tally`)."""
+    deadline = time.monotonic() + tally.ack_limit
+    attempt = 0
+    while True:
+        which = (door + attempt) % len(stubs)
+        try:
+            await stubs[which].SendDeviceRequest(request, timeout=5.0)
+            return which
+        except grpc.aio.AioRpcError as exc:
+            code = exc.code()
+            if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED):
+                tally.refused[rid] = f"{code.name}: {exc.details()}"
+                return None
+            tally.retries[code.name] += 1
+        attempt += 1
+        if time.monotonic() >= deadline:
+            tally.unacked.append(rid)
+            return None
+        await asyncio.sleep(0.02 if attempt % len(stubs) else 0.2)
+
+
 @dataclass
 class Load:
     """Senders for `devices` against the controller at `target`."""
@@ -109,7 +147,7 @@ class Load:
             rid = f"{self.prefix}-{device}-{k:06d}"
             watts = watts_for(index, k)
             request = cap_request(device, rid, watts, self.timeout_seconds)
-            if not await self._send(stub, request, rid):
+            if await send_until_acked(self, [stub], 0, request, rid) is None:
                 return  # not acknowledged: the next request would overtake it
             self.acked.append(Sent(rid, device, watts, time.monotonic()))
             if self.interval > 0:
@@ -117,20 +155,3 @@ class Load:
                     await asyncio.wait_for(self._stop.wait(), self.interval)
                 except TimeoutError:
                     pass
-
-    async def _send(self, stub: dgrpc.DeviceControllerStub, request: object, rid: str) -> bool:
-        deadline = time.monotonic() + self.ack_limit
-        while True:
-            try:
-                await stub.SendDeviceRequest(request, timeout=5.0)
-                return True
-            except grpc.aio.AioRpcError as exc:
-                code = exc.code()
-                if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED):
-                    self.refused[rid] = f"{code.name}: {exc.details()}"
-                    return False
-                self.retries[code.name] += 1
-            if time.monotonic() >= deadline:
-                self.unacked.append(rid)
-                return False
-            await asyncio.sleep(0.2)

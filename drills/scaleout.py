@@ -31,7 +31,7 @@ from bench.cluster import count_tracebacks, live_shards, query, settings_toml, w
 from bench.processes import ControllerProcess
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from drills.common import per_backend, problems_of
-from drills.load import CHANNEL_OPTIONS, Sent, cap_request, watts_for
+from drills.load import CHANNEL_OPTIONS, Sent, cap_request, send_until_acked, watts_for
 from drills.stack import Stack
 from drills.verdict import verdict
 
@@ -146,30 +146,11 @@ class Wave:
             rid = f"{self.prefix}-{device}-{k:04d}"
             watts = watts_for(index, k)
             request = cap_request(device, rid, watts, self.timeout_seconds)
-            if not await self._send(stubs, (index + k) % len(stubs), request, rid):
+            door = await send_until_acked(self, stubs, (index + k) % len(stubs), request, rid)
+            if door is None:
                 return  # not acknowledged: the next request would overtake it
+            self.by_door[door] += 1
             self.acked.append(Sent(rid, device, watts, time.monotonic()))
-
-    async def _send(self, stubs: list[dgrpc.DeviceControllerStub], door: int, request: Any, rid: str) -> bool:
-        deadline = time.monotonic() + self.ack_limit
-        attempt = 0
-        while True:
-            which = (door + attempt) % len(stubs)
-            try:
-                await stubs[which].SendDeviceRequest(request, timeout=5.0)
-                self.by_door[which] += 1
-                return True
-            except grpc.aio.AioRpcError as exc:
-                code = exc.code()
-                if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED):
-                    self.refused[rid] = f"{code.name}: {exc.details()}"
-                    return False
-                self.retries[code.name] += 1
-            attempt += 1
-            if time.monotonic() >= deadline:
-                self.unacked.append(rid)
-                return False
-            await asyncio.sleep(0.02 if attempt % len(stubs) else 0.2)  # next door at once
 
 
 # ---- the database's view ------------------------------------------------------------------
