@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,6 +21,7 @@ from tests.memory_plugin import MemoryPlugin
 from tests.scaleout.cluster import (
     SHARDS,
     Cluster,
+    Node,
     cluster,
     cluster_settings,
     fair,
@@ -117,6 +119,20 @@ async def test_a_restarted_process_with_the_same_instance_id_takes_its_leases_an
     assert await store.complete(completion("paused", LeaseFence(1, "x-w0", restarted.held[1])))
 
 
+async def a_calls_a_device(
+    cluster: Cluster, rid: str, calling: Callable[[], bool]
+) -> tuple[Node, Node, str, int]:
+    """Controllers A and B split the shards and A is sent `rid` for one of its devices; returns once
+    `calling` says A calls it: A, B, the device and its shard."""
+    a = await cluster.start("a")
+    b = await cluster.start("b")
+    await wait_until(lambda: fair([a, b]), "two controllers split the shards")
+    device = cluster.devices_in(a.held())[0]
+    await a.send(ping(device, rid))
+    await wait_until(calling, "A calls the device")
+    return a, b, device, cluster.shard_of(device)
+
+
 async def test_a_paused_controller_that_lost_its_lease_completes_nothing(
     cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -131,13 +147,7 @@ async def test_a_paused_controller_that_lost_its_lease_completes_nothing(
         await work(self, ctx, op)
 
     monkeypatch.setattr(MemoryPlugin, "_work", gated)
-    a = await cluster.start("a")
-    b = await cluster.start("b")
-    await wait_until(lambda: fair([a, b]), "two controllers split the shards")
-    device = cluster.devices_in(a.held())[0]
-    shard = cluster.shard_of(device)
-    await a.send(ping(device, "fenced"))
-    await wait_until(lambda: len(calls) == 1, "A calls the device")
+    a, b, device, shard = await a_calls_a_device(cluster, "fenced", lambda: len(calls) == 1)
 
     # A pauses: no renewals, no heartbeat, and (its loop frozen mid-call) no look at the clock
     # to cancel the call in flight, which is what a running process does (the test below)
@@ -184,13 +194,7 @@ async def test_a_call_in_flight_is_cancelled_when_the_lease_lapses_before_a_peer
         await work(self, ctx, op)
 
     monkeypatch.setattr(MemoryPlugin, "_work", first_hangs)
-    a = await cluster.start("a")
-    b = await cluster.start("b")
-    await wait_until(lambda: fair([a, b]), "two controllers split the shards")
-    device = cluster.devices_in(a.held())[0]
-    shard = cluster.shard_of(device)
-    await a.send(ping(device, "lapsed"))
-    await wait_until(lambda: len(starts) == 1, "A calls the device")
+    a, b, _, shard = await a_calls_a_device(cluster, "lapsed", lambda: len(starts) == 1)
 
     renewal = next(t for t in a.controller._tasks if t.get_name() == "shard leases")
     renewal.cancel()  # A's renewals stop (its database connection hangs, say)
