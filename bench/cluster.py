@@ -11,14 +11,16 @@ import dataclasses
 import math
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
 
-from bench.processes import ControllerProcess
+from bench.processes import ControllerProcess, database
+from bench.util import say
 from controller.config import Settings
 
 TRACEBACK = "Traceback (most recent call last)"
@@ -152,3 +154,19 @@ class ControllerGroup:
     def tracebacks(self) -> int:
         """Tracebacks in all the processes' logs."""
         return count_tracebacks(self.controllers)
+
+
+@asynccontextmanager
+async def serving_group(
+    workdir: Path, k: int, label: str, **group: Any
+) -> AsyncIterator[tuple[ControllerGroup, dict[str, Any]]]:
+    """`k` controllers (`ControllerGroup`, arguments `group`) on a fresh PostgreSQL database, started
+    with their shards shared out: the group and its balance (`wait_balanced`); stopped on exit."""
+    with database("postgres", workdir) as url:
+        controllers = ControllerGroup(workdir, k, database_url=url, **group)
+        try:
+            balance = await controllers.start()
+            say(f"{label}: serving, shards {balance}")
+            yield controllers, balance
+        finally:
+            await controllers.stop()

@@ -32,10 +32,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench.cluster import ControllerGroup
+from bench.cluster import ControllerGroup, serving_group
 from bench.fanout import PHASES
 from bench.loadgen import device_ids, loadgen_command, request_ids
-from bench.processes import database, postgres_problem, run_json, write_noop_inventory
+from bench.processes import postgres_problem, run_json, write_noop_inventory
 from bench.responses import ResponseTracker
 from bench.scaleout_fanout import run_fanout
 from bench.util import ROOT, jsonable, machine, say
@@ -112,27 +112,20 @@ async def _ingest(k: int, config: ScaleoutConfig, workdir: Path) -> dict[str, An
     callback = await tracker.start()
     label = f"scale-out ingest, {k} process(es)"
     try:
-        with database("postgres", workdir) as url:
-            group = ControllerGroup(
-                workdir,
-                k,
-                database_url=url,
-                callback=callback,
-                inventory=inventory,
-                lease_ttl=config.lease_ttl,
-                name="ingest",
-                log_level=config.log_level,
-            )
-            try:
-                balance = await group.start()
-                say(f"{label}: serving, shards {balance}")
-                row = await _ingest_run(k, config, group, tracker, label)
-                row.update(balance)
-            finally:
-                await group.stop()
-                row_rss = group.peak_rss_mb()
-            row["tracebacks"] = group.tracebacks()
-            row["peak_rss_mb"] = row_rss
+        async with serving_group(
+            workdir,
+            k,
+            label,
+            callback=callback,
+            inventory=inventory,
+            lease_ttl=config.lease_ttl,
+            name="ingest",
+            log_level=config.log_level,
+        ) as (group, balance):
+            row = await _ingest_run(k, config, group, tracker, label)
+            row.update(balance)
+        row["tracebacks"] = group.tracebacks()
+        row["peak_rss_mb"] = group.peak_rss_mb()
     finally:
         await tracker.stop()
     row["problems"] = _ingest_problems(row)

@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import grpc
 
-from bench.cluster import ControllerGroup
+from bench.cluster import ControllerGroup, serving_group
 from bench.fanout import EXPECTED_WRITES, PHASES, RETRY_CODES, SEND_ATTEMPTS, Phase, activation
-from bench.processes import database
 from bench.responses import ResponseTracker
 from bench.simulators import SimulatorProcesses
 from bench.util import say
@@ -69,37 +68,31 @@ async def _fanout_k(
     label = f"scale-out fan-out n={config.bmcs}, {k} process(es)"
     rows = []
     try:
-        with database("postgres", workdir) as url:
-            group = ControllerGroup(
-                workdir,
-                k,
-                database_url=url,
-                callback=callback,
-                inventory=sims.inventory,
-                secrets_dir=sims.secrets_dir,
-                max_concurrency=max(config.bmcs, 1024),
-                lease_ttl=config.lease_ttl,
-                name="fanout",
-                log_level=config.log_level,
-            )
+        async with serving_group(
+            workdir,
+            k,
+            label,
+            callback=callback,
+            inventory=sims.inventory,
+            secrets_dir=sims.secrets_dir,
+            max_concurrency=max(config.bmcs, 1024),
+            lease_ttl=config.lease_ttl,
+            name="fanout",
+            log_level=config.log_level,
+        ) as (group, balance):
+            channels = [grpc.aio.insecure_channel(a) for a in group.addresses]
             try:
-                balance = await group.start()
-                say(f"{label}: serving, shards {balance}")
-                channels = [grpc.aio.insecure_channel(a) for a in group.addresses]
-                try:
-                    await asyncio.gather(*(c.channel_ready() for c in channels))
-                    stubs = [dgrpc.DeviceControllerStub(c) for c in channels]
-                    for phase in PHASES:
-                        row = await _phase(k, config, group, sims, tracker, stubs, devices, phase, label)
-                        rows.append({**row, **balance})
-                finally:
-                    await asyncio.gather(*(c.close() for c in channels))
+                await asyncio.gather(*(c.channel_ready() for c in channels))
+                stubs = [dgrpc.DeviceControllerStub(c) for c in channels]
+                for phase in PHASES:
+                    row = await _phase(k, config, group, sims, tracker, stubs, devices, phase, label)
+                    rows.append({**row, **balance})
             finally:
-                await group.stop()
-            for row in rows:
-                row["tracebacks"] = group.tracebacks()
-                row["peak_rss_mb"] = group.peak_rss_mb()
-                row["problems"] = _fanout_problems(row, config)
+                await asyncio.gather(*(c.close() for c in channels))
+        for row in rows:
+            row["tracebacks"] = group.tracebacks()
+            row["peak_rss_mb"] = group.peak_rss_mb()
+            row["problems"] = _fanout_problems(row, config)
     finally:
         await tracker.stop()
     return rows
