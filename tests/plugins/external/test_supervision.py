@@ -57,8 +57,19 @@ async def test_kill_mid_batch_restarts_and_answers_every_request_once(
     assert conn is not None and conn.process is not None
     old_pid = conn.process.pid
 
-    await sink.wait_for(len(devices), timeout=60)  # first round answered: the second is now running
-    await asyncio.sleep(0.3)
+    # Kill while the second round's calls (2 s each) are in flight: wait for the first round's
+    # completions in the journal and the second round's jobs in the runner, not for deliveries
+    # (whose timing is not the point here), then give the calls a moment to reach the plugin.
+    first = {f"{d}-r0" for d in devices}
+    deadline = time.monotonic() + 60
+    while True:
+        views = [await h.controller.store.get_request(rid) for rid in first]
+        done = all(v is not None and v.status == "completed" for v in views)
+        if done and sum(h.controller.runner.running_shards.values()) == len(devices):
+            break
+        assert time.monotonic() < deadline, "the first round did not complete"
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)
     os.kill(old_pid, signal.SIGKILL)
     await sink.wait_for({rid for _, rid in batch}, timeout=90)
 
