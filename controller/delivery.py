@@ -169,15 +169,11 @@ class Delivery:
         the devices whose delivery just ended, whose next response may now be due."""
         now = time.monotonic()
         busy = len(self._tasks) >= _BUSY
-        # NOTE: a full pass also comes at least every _FULL_PASS_EVERY while deliveries keep
-        # waking the loop: without it, after an outage (or once rows' backoffs expire) only the
-        # devices that were already in flight would be looked at, and the rest would starve.
         if (
             not woken
             or self._full_pass_due
             or self.destination.failing
-            or (self._notified and not busy)
-            or now - self._last_full_pass >= _FULL_PASS_EVERY
+            or (self._notified and (not busy or now - self._last_full_pass >= _FULL_PASS_EVERY))
         ):
             self._notified = self._full_pass_due = False
             self._last_full_pass = now
@@ -334,7 +330,6 @@ class Delivery:
         metrics.DELIVERY_LAG_SECONDS.observe((datetime.now(UTC) - item.created_at).total_seconds())
         if self.destination.failing:
             self.destination.ok()
-            self._full_pass_due = True  # the whole backlog, not only the probed device's
             log.info("%s is back: releasing the backlog", self.destination.what)
         await self._record(self._store.mark_delivered, item.id, datetime.now(UTC))
         self.delivered += 1
