@@ -3,12 +3,15 @@ through prometheus_client's default registry without the plugin importing the co
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from prometheus_client import REGISTRY
 
-from plugins.base import Empty
+from controller import metrics
+from plugins.base import Empty, GpuPoliciesChange, GpuPolicy, PolicyAction, PowerLimit
 from tests.plugins.redfish.conftest import make_harness, sim_certs
 
 __all__ = ["make_harness", "sim_certs"]
@@ -47,3 +50,28 @@ async def test_bmc_calls_and_sessions_are_counted(make_harness: Callable[..., An
         assert _sessions() == sessions_before + 1  # reused, not reopened
         await h.plugin.close()
         assert _sessions() == sessions_before
+
+
+async def test_a_redfish_change_logs_and_exports_requested_and_enforced_watts(
+    make_harness: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The Redfish plugin reports `requested_watts` only where it differs from what the BMC
+    enforces (plugins/redfish/_operations.py): the log line and the requested gauge still carry it."""
+    caplog.set_level(logging.INFO, logger="controller.changes")
+    metrics.configure(per_device=True, max_devices=10)
+    try:
+        async with make_harness(n=1, model="gb200") as h:
+            change = GpuPoliciesChange(
+                "rg", PolicyAction.SET, policies=(GpuPolicy(0, PowerLimit(watts=600)),)
+            )
+            result = (await h.call("update_gpu_policies", h.fleet.bmcs[0], change)).result
+            (gpu,) = result.results
+            assert gpu.ok and gpu.requested_watts is None  # the plugin's own report: equal
+            metrics.applied("rf-node", result, change)
+        lines = [r.getMessage() for r in caplog.records if r.name == "controller.changes"]
+        assert lines == [f"applied gpu0: unknown -> requested 600 W -> enforced {gpu.applied_watts:g} W"]
+        for gauge, expected in (("requested", 600.0), ("enforced", gpu.applied_watts)):
+            labels = {"device": "rf-node", "component": "gpu0"}
+            assert REGISTRY.get_sample_value(f"devicectl_power_limit_{gauge}_watts", labels) == expected
+    finally:
+        metrics.configure(per_device=False, max_devices=1000)
