@@ -9,11 +9,15 @@ serves the CRD.
 from __future__ import annotations
 
 import hashlib
+import itertools
+import re
+import shlex
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
 from kubernetes_validate.utils import SchemaNotFoundError, latest_version
 
 from controller import certs
@@ -238,3 +242,47 @@ def test_the_pod_settings_pass_devicectls_own_start_checks(name: str, tmp_path: 
         plain["DEVICECTL_CALLBACK"] = "topology.example.internal:50052"
         with pytest.raises(ValueError, match="topology callback"):
             check_settings(load_settings(None, env={**plain, "DEVICECTL_LISTEN": "0.0.0.0:50051"}))
+
+
+def helm_commands(text: str) -> list[list[str]]:
+    """`helm install`/`helm upgrade` command lines in a Markdown text (continuations joined)."""
+    joined = re.sub(r"\\\n\s*", " ", text)
+    return [shlex.split(line.strip()) for line in joined.splitlines() if line.strip().startswith("helm ")]
+
+
+def values_of(argv: list[str]) -> dict[str, Any]:
+    """The values a helm command line sets (`--set a.b=c`, `--set-file k=path` as a placeholder)."""
+    out: dict[str, Any] = {}
+    for flag, arg in itertools.pairwise(argv):
+        if flag not in ("--set", "--set-file"):
+            continue
+        key, _, raw = arg.partition("=")
+        value: Any = "[defaults]\n" if flag == "--set-file" else yaml.safe_load(raw)
+        node = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
+def _known(values: dict[str, Any], defaults: dict[str, Any], path: str = "") -> None:
+    for key, value in values.items():
+        assert key in defaults, f"--set {path}{key}: no such value in values.yaml"
+        if isinstance(value, dict):
+            _known(value, defaults[key], f"{path}{key}.")
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/operations.md"])
+def test_the_documented_helm_commands_set_real_values_and_render_valid_manifests(doc: str) -> None:
+    commands = [
+        c for c in helm_commands((CHART.parents[2] / doc).read_text()) if c[1] in ("install", "upgrade")
+    ]
+    assert commands, f"{doc} documents no helm install"
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    for argv in commands:
+        values = values_of(argv)
+        _known(values, defaults)
+        for manifest in render_chart(CHART, values):  # ChartFailure: the documented line fails
+            if manifest["kind"] != "ServiceMonitor":
+                kubernetes_validate.validate(manifest, VERSIONS[0], strict=True)
