@@ -86,9 +86,17 @@ async def test_promtool_accepts_a_real_scrape(start_controller, sink, tmp_path: 
     build = [line for line in text.splitlines() if line.startswith("devicectl_build_info{")]
     assert len(build) == 1 and build[0].endswith(" 1.0") and 'version="' in build[0], build
     assert "devicectl_bmc_request_duration_seconds" in text  # declared: HELP and TYPE lines
-    requested = re.findall(r"^devicectl_power_limit_requested_watts\{(.*)\} (\S+)$", text, re.M)
-    enforced = re.findall(r"^devicectl_power_limit_enforced_watts\{(.*)\} (\S+)$", text, re.M)
-    assert sorted(requested) == sorted(enforced) and len(requested) == 2, (requested, enforced)
+    # both halves of the dashboard's power panel: this test's two devices have both gauges
+    series = {
+        (gauge, labels): float(value)
+        for gauge, labels, value in re.findall(
+            r"^devicectl_power_limit_(requested|enforced)_watts\{(.*)\} (\S+)$", text, re.M
+        )
+        if 'device="node00' in labels
+    }
+    for device, watts in (("node000", 402.0), ("node001", 401.0)):
+        labels = f'component="gpu0",device="{device}"'
+        assert series[("requested", labels)] == series[("enforced", labels)] == watts, series
 
 
 def _free_port() -> int:
