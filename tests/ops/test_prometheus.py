@@ -21,7 +21,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.controller.conftest import memory_inventory
+from controller.inventory import load_inventory
+from plugins.redfish.simulator import SimulatorFleet
 from tests.ops.test_metrics import gpu_caps, scrape
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "devicectl.json"
@@ -59,22 +60,36 @@ def exported(text: str) -> set[str]:
     return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and line[0] != "#"}
 
 
-async def _controller_with_traffic(start_controller: Any, sink: Any) -> tuple[int, str]:
-    h = await start_controller(memory_inventory(2), metrics_listen="127.0.0.1:0", metrics_per_device=True)
-    for i in range(3):
-        await h.stub.SendDeviceRequest(gpu_caps(f"node00{i % 2}", f"p-{i}", {0: 400 + i}))
-    await sink.wait_for({"p-0", "p-1", "p-2"}, timeout=15)
-    port = h.controller.metrics_server.port
-    status, text = await scrape(port)
-    assert status == 200
-    return port, text
+@pytest.fixture
+async def redfish_controller(
+    start_controller: Any, sink: Any, tmp_path: Path
+) -> AsyncIterator[tuple[int, str]]:
+    """A controller serving two simulated GB200 BMCs over real HTTPS (the Redfish plugin in
+    process, so its `devicectl_bmc_*` metrics are exported), after three GPU caps; yields its
+    metrics port and a scrape."""
+    async with SimulatorFleet(n=2, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        secrets = fleet.write_inventory(tmp_path / "inventory.toml", tmp_path / "secrets")
+        h = await start_controller(
+            load_inventory(tmp_path / "inventory.toml"),
+            secrets_dir=str(secrets),
+            metrics_listen="127.0.0.1:0",
+            metrics_per_device=True,
+        )
+        for i, watts in enumerate((500, 450, 520)):
+            await h.stub.SendDeviceRequest(gpu_caps(f"node00{i % 2 + 1}", f"p-{i}", {0: watts}))
+        await sink.wait_for({"p-0", "p-1", "p-2"}, timeout=30)
+        for rid in ("p-0", "p-1", "p-2"):
+            assert all(r.ok for r in sink.unique()[rid].gpu_policies_update.results), sink.unique()[rid]
+        port = h.controller.metrics_server.port
+        status, text = await scrape(port)
+        assert status == 200
+        yield port, text
+        await h.controller.stop(grace=1.0)  # logs out of the BMCs while they still answer
 
 
-async def test_promtool_accepts_a_real_scrape(start_controller, sink, tmp_path: Path) -> None:
+async def test_promtool_accepts_a_real_scrape(redfish_controller: tuple[int, str]) -> None:
     promtool = _require(PROMTOOL, "promtool")
-    import plugins.redfish._telemetry  # noqa: F401 (the plugin's metrics, as when it is loaded)
-
-    _, text = await _controller_with_traffic(start_controller, sink)
+    _, text = redfish_controller
     proc = await asyncio.create_subprocess_exec(
         promtool, "check", "metrics", stdin=PIPE, stdout=PIPE, stderr=STDOUT
     )
@@ -85,7 +100,10 @@ async def test_promtool_accepts_a_real_scrape(start_controller, sink, tmp_path: 
     assert not [n for n in names if n.endswith("_created")], "no *_created series"
     build = [line for line in text.splitlines() if line.startswith("devicectl_build_info{")]
     assert len(build) == 1 and build[0].endswith(" 1.0") and 'version="' in build[0], build
-    assert "devicectl_bmc_request_duration_seconds" in text  # declared: HELP and TYPE lines
+    # BMC call latency by method and outcome only: no BMC address, no platform
+    latency = re.findall(r"^devicectl_bmc_request_duration_seconds_count\{(.*)\} (\S+)$", text, re.M)
+    assert latency and all(re.fullmatch(r'method="\w+",outcome="\w+"', labels) for labels, _ in latency)
+    assert 'method="PATCH",outcome="ok"' in dict(latency), latency
     # both halves of the dashboard's power panel: this test's two devices have both gauges
     series = {
         (gauge, labels): float(value)
@@ -94,7 +112,8 @@ async def test_promtool_accepts_a_real_scrape(start_controller, sink, tmp_path: 
         )
         if 'device="node00' in labels
     }
-    for device, watts in (("node000", 402.0), ("node001", 401.0)):
+    # the Redfish plugin reports no requested value when the BMC enforces what was asked
+    for device, watts in (("node001", 520.0), ("node002", 450.0)):
         labels = f'component="gpu0",device="{device}"'
         assert series[("requested", labels)] == series[("enforced", labels)] == watts, series
 
@@ -160,17 +179,18 @@ async def _query(http: aiohttp.ClientSession, url: str, expr: str) -> dict[str, 
         return body
 
 
-async def test_every_dashboard_query_runs_on_a_real_prometheus(start_controller, sink, prometheus) -> None:
-    import plugins.redfish._telemetry  # noqa: F401
-
-    port, text = await _controller_with_traffic(start_controller, sink)
+async def test_every_dashboard_query_runs_on_a_real_prometheus(
+    redfish_controller: tuple[int, str], prometheus: Any
+) -> None:
+    port, text = redfish_controller
     url = await prometheus(port)
     names = exported(text)
     queries = dashboard_queries()
     assert len(queries) >= 20
     # a query must return data when every series it reads has samples (rates need two scrapes)
     expected = {q for q in queries if set(re.findall(r"devicectl_\w+", q)) <= names}
-    assert any("requested_watts" in q for q in expected), "the requested half has samples"
+    for wanted in ("requested_watts", "bmc_request_duration_seconds", "build_info", "bmc_requests_total"):
+        assert any(wanted in q for q in expected), f"no dashboard query on {wanted} has samples"
     results: dict[str, dict[str, Any]] = {}
     async with aiohttp.ClientSession() as http, asyncio.timeout(45):
         while True:
@@ -183,8 +203,8 @@ async def test_every_dashboard_query_runs_on_a_real_prometheus(start_controller,
         assert body["status"] == "success", (expr, body)  # valid PromQL with no warnings of error
         assert not body.get("warnings"), (expr, body)
     empty = sorted(q for q in queries if not results[q]["data"]["result"])
-    # what may be empty: BMC and out-of-process plugin series, none of which this controller has
-    assert all(re.search(r"devicectl_(bmc|plugin_restarts)_", q) for q in empty), empty
+    # what may be empty: out-of-process plugins' restarts (this controller runs its plugin in process)
+    assert all("devicectl_plugin_restarts_total" in q for q in empty), empty
     up = await _query_up(url)
     assert up == 1.0
 
