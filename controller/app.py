@@ -241,6 +241,7 @@ class Controller:
         await server.start()
         self._server = server
         await self.health.set(serving=True)
+        await self.health.set_live()
         self._tasks = [asyncio.create_task(supervise("health", self.health.run), name="health")]
         if self.executes:
             self._start_execution()

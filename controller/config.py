@@ -128,7 +128,8 @@ class Settings:
     # --- operations (docs/operations.md) ---
     #: HOST:PORT serving /metrics, /healthz and /readyz over HTTP; empty: off
     metrics_listen: str = ""
-    #: /readyz fails while the oldest undelivered response is older than this, seconds (0: never)
+    #: no longer read: a delivery backlog does not make a pod unready (a topology outage would empty
+    #: the Service); alert on devicectl_outbox_oldest_age_seconds. Accepted so old configs load.
     ready_max_backlog_age: float = 300.0
     #: per-device requested/enforced power gauges (one series per device and component)
     metrics_per_device: bool = False

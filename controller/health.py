@@ -1,5 +1,9 @@
 """gRPC health of a controller process: SERVING while the request journal commits, NOT_SERVING
-while it cannot (acks would fail), SERVING again after, and NOT_SERVING once it stops.
+while it cannot (acks would fail), SERVING again after, and NOT_SERVING once it stops. That is
+readiness (the process can accept); the service `liveness` is SERVING from start to stop whatever
+the journal does (and while the process drains at a stop: a kill then would cut the drain short),
+for a liveness or startup probe that must not restart every pod during a database outage
+(docs/operations.md, "Probes").
 
 Any failed write marks the journal down; while it is down a tiny write (the process's liveness
 heartbeat) probes it with backoff, so it comes back without waiting for traffic. A write waiting
@@ -21,6 +25,9 @@ from controller.store import Store
 from controller.supervise import Outage
 
 log = logging.getLogger(__name__)
+
+#: the health service a liveness or startup probe asks: SERVING while the process runs
+LIVENESS = "liveness"
 
 SERVICE_NAMES = (
     devicecontroller_pb2.DESCRIPTOR.services_by_name["DeviceController"].full_name,
@@ -50,6 +57,10 @@ class JournalHealth:
         )
         for name in self.names:
             await self.servicer.set(name, status)
+
+    async def set_live(self) -> None:
+        """`liveness`: SERVING from the start of the server until it closes."""
+        await self.servicer.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
 
     def journal_failure(self) -> str:
         """Why the journal cannot commit ("" when it can)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import platform
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
@@ -26,7 +27,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -37,6 +46,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 change_log = logging.getLogger("controller.changes")
+
+# NOTE: prometheus_client exports a `*_created` gauge beside every counter and histogram child
+# (OpenMetrics' creation timestamp); Prometheus' text format has no use for it and it doubles the
+# series. Off for the whole process, plugins' metrics included (they share the default registry).
+disable_created_metrics()
 
 _LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
@@ -93,6 +107,27 @@ POWER_ENFORCED = Gauge(
 )
 
 
+BUILD_INFO = Gauge(
+    "devicectl_build_info",
+    "Always 1; the labels say which devicectl and Python this process runs",
+    ["version", "python_version", "python_implementation"],
+)
+
+
+def version() -> str:
+    """The installed distribution's version ("unknown" when run from an uninstalled tree)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("devicectl")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+BUILD_INFO.labels(version(), platform.python_version(), platform.python_implementation()).set(1)
+
+
 def request_done(kind: str, outcome: str) -> None:
     REQUESTS.labels(kind, outcome).inc()
 
@@ -110,32 +145,63 @@ class Change:
     ok: bool
 
 
-def changes_of(result: Any) -> list[Change]:
-    """The limit changes a plugin result reports (allocation and GPU-policy results), else none."""
+def changes_of(result: Any, request: Any = None) -> list[Change]:
+    """The limit changes a plugin result reports (allocation and GPU-policy results), else none.
+
+    Plugins report `requested_watts` only where it differs from what the device enforces or the
+    write failed (plugins/redfish/_operations.py, `gpu_results`); otherwise the request's own watts
+    are the requested value, and without them (a percentage) the enforced value is, since the
+    plugin found both equal."""
+    asked = requested_in(request)
     out: list[Change] = []
     for name in ("node", "cpu", "memory"):
         part = getattr(result, name, None)
         if part is not None and hasattr(part, "applied_watts"):
-            out.append(Change(name, part.requested_watts, part.applied_watts, part.ok))
+            out.append(Change(name, _requested(part, asked.get(name)), part.applied_watts, part.ok))
     gpus = getattr(result, "gpu_policies", None) or result
     for gpu in getattr(gpus, "results", ()) or ():
         if hasattr(gpu, "gpu_id"):
-            out.append(Change(f"gpu{gpu.gpu_id}", gpu.requested_watts, gpu.applied_watts, gpu.ok))
+            component = f"gpu{gpu.gpu_id}"
+            out.append(Change(component, _requested(gpu, asked.get(component)), gpu.applied_watts, gpu.ok))
     return out
 
 
-def applied(device: str, result: Any) -> None:
+def _requested(part: Any, asked: float | None) -> float | None:
+    if part.requested_watts is not None:
+        return float(part.requested_watts)
+    if asked is not None:
+        return asked
+    return float(part.applied_watts) if part.ok else None
+
+
+def requested_in(request: Any) -> dict[str, float]:
+    """The watts a plugin request names, by component (percentages need the device: left out)."""
+    out: dict[str, float] = {}
+    if request is None:
+        return out
+    policy = getattr(getattr(request, "policy", None), "policy", None)
+    for item in getattr(policy, "limits", ()) or ():
+        if item.limit.watts is not None:
+            out[item.element.value] = float(item.limit.watts)
+    gpus = getattr(request, "gpu_policies", None) or request
+    for gpu in getattr(gpus, "policies", ()) or ():
+        if hasattr(gpu, "gpu_id") and gpu.limit is not None and gpu.limit.watts is not None:
+            out[f"gpu{gpu.gpu_id}"] = float(gpu.limit.watts)
+    return out
+
+
+def applied(device: str, result: Any, request: Any = None) -> None:
     """One log line per component a request changed (before → requested → enforced), and the
-    per-device gauges. "before" is the last value this process saw enforced ("?" if none)."""
-    changes = changes_of(result)
+    per-device gauges. "before" is the last value this process saw enforced ("unknown" if none)."""
+    changes = changes_of(result, request)
     for c in changes:
-        requested = f"{c.requested:g} W" if c.requested is not None else "?"
+        requested = f"{c.requested:g} W" if c.requested is not None else "unknown"
         if c.ok:
             before = POWER.before(device, c.component)
             change_log.info(
                 "applied %s: %s -> requested %s -> enforced %g W",
                 c.component,
-                f"{before:g} W" if before is not None else "?",
+                f"{before:g} W" if before is not None else "unknown",
                 requested,
                 c.enforced,
             )
@@ -260,8 +326,15 @@ class StateCollector(Collector):
 
 
 class MetricsServer:
-    """`/metrics`, `/healthz` (alive and the database answers) and `/readyz` (serving and the
-    oldest undelivered response younger than `ready_max_backlog_age`) on `metrics_listen`."""
+    """`/metrics`, `/healthz` and `/readyz` on `metrics_listen`.
+
+    The probes do not cascade (docs/operations.md, "Probes"): `/healthz` (liveness, and the
+    startup probe) says the process works, so it depends on nothing outside it: a database or
+    topology outage must not restart every pod, which would only add cold starts to the outage.
+    `/readyz` says this process can accept a request now: it is serving, not shutting down, and
+    its journal commits (an ack is a commit). A delivery backlog does not make a pod unready:
+    every pod shares the one topology service, so its outage would empty the Service; the
+    backlog is a metric to alert on (`devicectl_outbox_oldest_age_seconds`)."""
 
     def __init__(self, controller: Controller) -> None:
         self._controller = controller
@@ -305,35 +378,31 @@ class MetricsServer:
         await self.collector.refresh()
         return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    async def health_problems(self) -> list[str]:
-        """Why the process is not healthy: the database does not answer, the journal cannot commit."""
+    async def ready_problems(self) -> list[str]:
+        """Why this process cannot accept a request now."""
         c = self._controller
         problems = []
-        try:
-            await asyncio.wait_for(c.store.undelivered_count(), 5.0)
-        except Exception as exc:
-            problems.append(f"database unreachable: {type(exc).__name__}: {str(exc)[:200]}")
+        if c.stopping:
+            problems.append("shutting down")
         if c.journal_failure:
             problems.append(f"request journal cannot commit: {c.journal_failure}")
+        else:
+            try:  # an ack is a commit: a database that does not answer accepts nothing
+                await asyncio.wait_for(c.store.undelivered_count(), READY_DATABASE_TIMEOUT)
+            except Exception as exc:
+                problems.append(f"database unreachable: {type(exc).__name__}: {str(exc)[:200]}")
         return problems
 
     async def _healthz(self, _: web.Request) -> web.Response:
-        problems = await self.health_problems()
-        return _answer(problems)
+        # alive is answering: a wedged event loop does not answer, and the probe's timeout fails
+        return _answer([])
 
     async def _readyz(self, _: web.Request) -> web.Response:
-        c = self._controller
-        problems = await self.health_problems()
-        if c.stopping:
-            problems.append("shutting down")
-        if c.settings.callback:  # without a callback the outbox is meant to hold responses
-            await self.collector.refresh(rows_every=float("inf"))
-            limit = c.settings.ready_max_backlog_age
-            age = self.collector.oldest_age
-            if limit > 0 and age > limit:
-                problems.append(f"oldest undelivered response is {age:.0f} s old (limit {limit:g} s)")
-        return _answer(problems)
+        return _answer(await self.ready_problems())
 
+
+#: seconds /readyz waits for the database (below the chart's probe timeout)
+READY_DATABASE_TIMEOUT = 2.0
 
 _ACTIVE: StateCollector | None = None
 

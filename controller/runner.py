@@ -285,7 +285,7 @@ class RequestRunner:
             )
         )
         if done:
-            metrics.applied(job.device, outcome.result)
+            metrics.applied(job.device, outcome.result, request)
             self._resolver.remember(job.device, resolved.model, new_state)
         else:  # completed elsewhere or fenced (lease lost): the database knows better than this copy
             self._resolver.forget(job.device)

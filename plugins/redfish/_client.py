@@ -53,7 +53,7 @@ from plugins.redfish._errors import (
 )
 from plugins.redfish._sessions import LeftoverSessions
 from plugins.redfish._tasks import wait_task
-from plugins.redfish._telemetry import BMC_REQUESTS, SESSIONS_OPEN
+from plugins.redfish._telemetry import BMC_CALL_SECONDS, BMC_REQUESTS, SESSIONS_OPEN, outcome_of
 from plugins.redfish._transport import BmcTransport, SslParam, deadline_scope
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,7 @@ _ACCEPT_JSON = {"Accept": "application/json"}
 #: `BMC_REQUESTS` children by (method, status, platform): `labels()` takes a lock and builds a
 #: tuple on every call; the label sets are few (see `_telemetry`)
 _REQUEST_COUNTERS: dict[tuple[str, str, str], Any] = {}
+_CALL_HISTOGRAMS: dict[tuple[str, str], Any] = {}
 
 
 @dataclass(frozen=True)
@@ -252,6 +253,7 @@ class BmcClient(LeftoverSessions):
         hdrs = {"Accept": "application/json", **headers} if headers else _ACCEPT_JSON
         client = self._redfish
         status = "error"
+        started = time.monotonic()
         try:
             if method == "GET":
                 reply = await client.get(path, headers=hdrs)
@@ -276,16 +278,21 @@ class BmcClient(LeftoverSessions):
                 self._forget_login()
             raise self._map_dmtf(exc, method, path) from exc
         finally:
-            self._count(method, status)
+            self._count(method, status, time.monotonic() - started)
 
-    def _count(self, method: str, status: str) -> None:
-        """`devicectl_bmc_requests` + 1; the labelled child is looked up once per label set."""
+    def _count(self, method: str, status: str, seconds: float) -> None:
+        """`devicectl_bmc_requests` + 1 and the call's duration; labelled children are looked up
+        once per label set."""
         platform = self.settings.platform or getattr(self.discovery, "platform", None) or "undiscovered"
         key = (method, status, platform)
         child = _REQUEST_COUNTERS.get(key)
         if child is None:
             child = _REQUEST_COUNTERS[key] = BMC_REQUESTS.labels(method, status, platform)
         child.inc()
+        timing = _CALL_HISTOGRAMS.get((method, status))
+        if timing is None:
+            timing = _CALL_HISTOGRAMS[(method, status)] = BMC_CALL_SECONDS.labels(method, outcome_of(status))
+        timing.observe(seconds)
 
     # ---- authentication -----------------------------------------------------------------------
 

@@ -160,7 +160,7 @@ def reproduce_run_steps(stage: Stage, root: Path, env: dict[str, str]) -> Path:
             argv = shlex.split(command)
             pip = f"{venv}/bin/pip" if venv else None
             match argv:
-                case ["python", "-m", "venv", path]:
+                case ["python" | "python3", "-m", "venv", path]:
                     venv = PurePosixPath(path)
                     run([sys.executable, "-m", "venv", "--without-pip", str(root / venv.relative_to("/"))])
                 case [cmd, "install", "--upgrade", "pip"] if cmd == pip:

@@ -119,34 +119,6 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def test_backlog_age_fails_readiness_not_liveness(start_controller) -> None:
-    h = await start_controller(
-        memory_inventory(2),
-        metrics_listen="127.0.0.1:0",
-        callback=f"127.0.0.1:{_closed_port()}",  # nobody listens: responses wait in the outbox
-        ready_max_backlog_age=0.5,
-    )
-    port = h.controller.metrics_server.port
-    before = await samples(port)
-    await h.stub.SendDeviceRequest(gpu_caps("node000", "b-1", {0: 400}))
-    await h.stub.SendDeviceRequest(gpu_caps("node001", "b-2", {0: 400}))
-
-    async def unready() -> bool:
-        status, text = await scrape(port, "/readyz")
-        return status == 503 and "oldest undelivered response" in text
-
-    await until(unready)
-    now = await samples(port)
-    assert value(now, "devicectl_outbox_backlog") == 2
-    assert value(now, "devicectl_outbox_oldest_age_seconds") > 0.5
-    assert value(now, "devicectl_delivery_receiver_up") == 0
-    receiver_down = "devicectl_delivery_attempts_total"
-    assert value(now, receiver_down, result="receiver_down") > value(
-        before, receiver_down, result="receiver_down"
-    )
-    assert (await scrape(port, "/healthz"))[0] == 200  # alive: only delivery is behind
-
-
 async def test_the_grafana_dashboard_uses_only_exported_metrics(start_controller) -> None:
     import json
     import re

@@ -1,0 +1,288 @@
+"""The Helm chart installs and stays up: each values combination (defaults, TLS, workers,
+PostgreSQL replicas, SQLite) renders manifests that Kubernetes' own OpenAPI schemas accept (strict:
+no unknown field), from the schemas `kubernetes-validate` ships, for the oldest Kubernetes the
+chart supports (gRPC probes: 1.27) and the newest the package knows. The ServiceMonitor is a CRD
+(no schema ships): its shape is checked here, and it renders only when asked or when the cluster
+serves the CRD.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from kubernetes_validate.utils import SchemaNotFoundError, latest_version
+
+from controller import certs
+from controller.config import load_settings
+from controller.tls import callback_tls, check_settings
+from tests.ops._helm import ChartFailure, render_chart, render_notes
+from tests.ops.test_deploy import CHART, by_kind, container, env_of
+
+SERVICE_MONITOR = "monitoring.coreos.com/v1/ServiceMonitor"
+VERSIONS = ("1.27.0", latest_version())
+TLS = {"tls": {"enabled": True, "clientCA": True}, "probes": {"type": "http"}}
+CALLBACK_TLS = {
+    "callback": {
+        "tls": {
+            "enabled": True,
+            "caSecretName": "topology-ca",
+            "clientSecretName": "devicectl-callback-client",
+            "serverName": "topology.internal",
+        }
+    }
+}
+COMBINATIONS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "tls": {**TLS, **CALLBACK_TLS},
+    "workers": {"workers": 2},
+    "postgresql": {"replicas": 3, "workers": 1, "database": {"engine": "postgresql"}},
+    "sqlite": {"database": {"engine": "sqlite"}, "persistence": {"existingClaim": "devicectl-data"}},
+    "simulator": {"bmcSimulator": {"enabled": True, "count": 2}, "serviceMonitor": {"enabled": True}},
+}
+
+
+def pod_spec(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    deployment = next(d for d in by_kind(docs)["Deployment"] if d["metadata"]["name"] == "test-devicectl")
+    spec: dict[str, Any] = deployment["spec"]["template"]["spec"]
+    return spec
+
+
+@pytest.mark.parametrize("name", sorted(COMBINATIONS))
+def test_each_combination_validates_against_kubernetes_schemas(name: str) -> None:
+    docs = render_chart(CHART, COMBINATIONS[name], api_versions=[SERVICE_MONITOR])
+    checked = 0
+    for doc in docs:
+        if doc["kind"] == "ServiceMonitor":
+            check_service_monitor(doc)
+            continue
+        for version in VERSIONS:
+            kubernetes_validate.validate(doc, version, strict=True)  # raises ValidationError
+            checked += 1
+    assert checked >= 2 * 4  # at least Deployment, Service, ConfigMap, ServiceAccount
+
+
+def test_the_validator_rejects_what_kubernetes_rejects() -> None:
+    """The schemas bite: a probe with two handlers' fields misspelled, a port as a word."""
+    deployment = by_kind(render_chart(CHART))["Deployment"][0]
+    container(deployment)["livenessProbe"]["grpcc"] = {"port": 1}
+    with pytest.raises(kubernetes_validate.ValidationError, match="grpcc"):
+        kubernetes_validate.validate(deployment, VERSIONS[0], strict=True)
+    service = by_kind(render_chart(CHART))["Service"][0]
+    service["spec"]["ports"][0]["port"] = "grpc"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(service, VERSIONS[0], strict=True)
+    with pytest.raises(SchemaNotFoundError):  # CRDs have no schema here: checked by hand below
+        kubernetes_validate.validate(
+            {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor"}, "1.27"
+        )
+
+
+def check_service_monitor(doc: dict[str, Any]) -> None:
+    """The fields the Prometheus Operator's ServiceMonitor CRD (monitoring.coreos.com/v1) reads."""
+    assert set(doc) == {"apiVersion", "kind", "metadata", "spec"}
+    spec = doc["spec"]
+    assert set(spec) == {"selector", "endpoints"} and set(spec["selector"]) == {"matchLabels"}
+    for endpoint in spec["endpoints"]:
+        assert set(endpoint) == {"port", "path", "interval"} and endpoint["path"] == "/metrics"
+
+
+def test_the_service_monitor_renders_only_when_asked_or_when_its_crd_exists() -> None:
+    assert "ServiceMonitor" not in by_kind(render_chart(CHART))  # a bare cluster: install succeeds
+    assert "ServiceMonitor" in by_kind(render_chart(CHART, api_versions=[SERVICE_MONITOR]))
+    assert "ServiceMonitor" in by_kind(render_chart(CHART, {"serviceMonitor": {"enabled": True}}))
+    off = {"serviceMonitor": {"enabled": False}}
+    assert "ServiceMonitor" not in by_kind(render_chart(CHART, off, api_versions=[SERVICE_MONITOR]))
+
+
+def test_every_metrics_port_of_the_executors_is_exposed_and_scraped() -> None:
+    kinds = by_kind(render_chart(CHART, {"workers": 3}, api_versions=[SERVICE_MONITOR]))
+    ports = {p["name"]: p["containerPort"] for p in container(kinds["Deployment"][0])["ports"]}
+    # executor i serves its metrics on metricsPort + i (controller/workers.py, executor_settings)
+    assert ports == {
+        "grpc": 50051,
+        "metrics": 9464,
+        "metrics-w1": 9465,
+        "metrics-w2": 9466,
+        "metrics-w3": 9467,
+    }
+    service = {p["name"]: (p["port"], p["targetPort"]) for p in kinds["Service"][0]["spec"]["ports"]}
+    assert {name: port for name, (port, _) in service.items()} == ports
+    assert all(target == name for name, (_, target) in service.items() if name != "grpc")
+    scraped = {e["port"] for e in kinds["ServiceMonitor"][0]["spec"]["endpoints"]}
+    assert scraped == {"metrics", "metrics-w1", "metrics-w2", "metrics-w3"}
+
+
+def test_the_schema_is_migrated_before_the_controller_starts() -> None:
+    pod = pod_spec(render_chart(CHART))
+    (init,) = pod["initContainers"]
+    assert init["args"] == ["db", "upgrade"]
+    assert env_of(init)["DEVICECTL_DATABASE_URL"] == env_of(pod["containers"][0])["DEVICECTL_DATABASE_URL"]
+    # SQLite: the file lives on the volume both containers mount
+    sqlite = pod_spec(render_chart(CHART, COMBINATIONS["sqlite"]))
+    mounts = {m["name"]: m["mountPath"] for m in sqlite["initContainers"][0]["volumeMounts"]}
+    assert mounts["data"] == "/var/lib/devicectl"
+    assert {v["name"]: v for v in sqlite["volumes"]}["data"]["persistentVolumeClaim"]["claimName"] == (
+        "devicectl-data"
+    )
+    assert "initContainers" not in pod_spec(render_chart(CHART, {"migrations": {"enabled": False}}))
+
+
+def test_tls_needs_a_callback_that_devicectl_accepts() -> None:
+    with pytest.raises(ChartFailure, match=r"callback\.tls\.enabled"):
+        render_chart(CHART, TLS)  # devicectl would refuse the plaintext callback and crash-loop
+    pod = pod_spec(render_chart(CHART, {**TLS, **CALLBACK_TLS}))
+    env = env_of(pod["containers"][0])
+    assert "DEVICECTL_INSECURE" not in env
+    assert env["DEVICECTL_CALLBACK_TLS"] == "true"
+    assert env["DEVICECTL_CALLBACK_CA_CERT"] == "/etc/devicectl/callback-ca/ca.crt"
+    assert env["DEVICECTL_CALLBACK_CERT"] == "/etc/devicectl/callback-client/tls.crt"
+    assert env["DEVICECTL_CALLBACK_SERVER_NAME"] == "topology.internal"
+    assert env["DEVICECTL_TLS_CLIENT_CA"] == "/etc/devicectl/tls/ca.crt"
+    mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["callback-ca"] == "/etc/devicectl/callback-ca"
+    volumes = {v["name"]: v["secret"] for v in pod["volumes"] if "secret" in v}
+    assert volumes["callback-ca"]["secretName"] == "topology-ca"
+    assert volumes["callback-client"]["secretName"] == "devicectl-callback-client"
+    plaintext = env_of(
+        pod_spec(render_chart(CHART, {**TLS, "callback": {"allowPlaintext": True}}))["containers"][0]
+    )
+    assert plaintext["DEVICECTL_INSECURE"] == "true" and "DEVICECTL_CALLBACK_TLS" not in plaintext
+
+
+def test_a_config_change_rolls_the_pods_and_no_subpath_hides_updates() -> None:
+    def checksum(values: dict[str, Any]) -> str:
+        deployment = by_kind(render_chart(CHART, values))["Deployment"][0]
+        annotation: str = deployment["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+        return annotation
+
+    defaults = render_chart(CHART)
+    config_map = by_kind(defaults)["ConfigMap"][0]["data"]
+    expected = hashlib.sha256(
+        (config_map["devicectl.toml"] + config_map["inventory.toml"]).encode()
+    ).hexdigest()
+    assert checksum({}) == expected
+    assert checksum({"inventory": '[defaults]\nplugin = "nvml"\n'}) != expected
+    assert checksum({"config": '[devicectl]\nlog_format = "text"\n'}) != expected
+    mounts = pod_spec(defaults)["containers"][0]["volumeMounts"]
+    assert all("subPath" not in m for m in mounts)
+
+
+def test_probes_ask_liveness_of_the_process_and_readiness_of_the_journal() -> None:
+    c = pod_spec(render_chart(CHART))["containers"][0]
+    assert c["startupProbe"]["grpc"] == {"port": 50051, "service": "liveness"}
+    assert c["startupProbe"]["periodSeconds"] * c["startupProbe"]["failureThreshold"] >= 60
+    assert c["livenessProbe"]["grpc"] == {"port": 50051, "service": "liveness"}
+    assert c["readinessProbe"]["grpc"] == {"port": 50051, "service": "devicecontroller.v1.DeviceController"}
+    http = pod_spec(render_chart(CHART, {**TLS, **CALLBACK_TLS}))["containers"][0]
+    assert (
+        http["startupProbe"]["httpGet"]
+        == http["livenessProbe"]["httpGet"]
+        == {"path": "/healthz", "port": "metrics"}
+    )
+    assert http["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+
+
+def test_service_account_without_a_token_and_a_disruption_budget_for_replicas() -> None:
+    kinds = by_kind(render_chart(CHART))
+    (account,) = kinds["ServiceAccount"]
+    assert account["automountServiceAccountToken"] is False
+    pod = pod_spec(render_chart(CHART))
+    assert (
+        pod["serviceAccountName"] == account["metadata"]["name"]
+        and pod["automountServiceAccountToken"] is False
+    )
+    assert "PodDisruptionBudget" not in kinds  # one pod: a budget would block every drain
+    (budget,) = by_kind(render_chart(CHART, {"replicas": 3}))["PodDisruptionBudget"]
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert (
+        budget["spec"]["selector"]["matchLabels"] == kinds["Deployment"][0]["spec"]["selector"]["matchLabels"]
+    )
+
+
+def test_notes_say_how_to_check_the_install() -> None:
+    notes = render_notes(CHART, {"workers": 2})
+    assert "kubectl rollout status deployment/test-devicectl" in notes
+    assert "db-upgrade" in notes and "/readyz" in notes
+    assert 'scrape port "metrics" and "metrics-w1".."metrics-w2"' in notes
+    assert "{{" not in notes
+
+
+@pytest.mark.parametrize("name", ["defaults", "tls"])
+def test_the_pod_settings_pass_devicectls_own_start_checks(name: str, tmp_path: Path) -> None:
+    """What `serve` checks before it starts (controller/tls.py, check_settings), on the settings
+    the pod would load, with real certificates from a test CA laid out as the Secrets mount them."""
+    made = certs.init(tmp_path / "ca", clients=("devicectl",))
+    layout = {
+        "/etc/devicectl/tls/tls.crt": made.server_cert,
+        "/etc/devicectl/tls/tls.key": made.server_key,
+        "/etc/devicectl/tls/ca.crt": made.ca,
+        "/etc/devicectl/callback-ca/ca.crt": made.ca,
+        "/etc/devicectl/callback-client/tls.crt": made.clients["devicectl"][0],
+        "/etc/devicectl/callback-client/tls.key": made.clients["devicectl"][1],
+    }
+    c = container(by_kind(render_chart(CHART, COMBINATIONS[name]))["Deployment"][0])
+    env = {k: str(layout.get(v, v)) for k, v in env_of(c).items() if isinstance(v, str)}
+    settings = load_settings(None, env={**env, "DEVICECTL_LISTEN": "0.0.0.0:50051"})
+    check_settings(settings)  # raises ValueError on what would crash-loop the pod
+    assert settings.callback == "topology.example.internal:50052"
+    if name == "tls":
+        assert settings.tls_cert == str(made.server_cert) and not settings.insecure
+        assert callback_tls(settings).enabled
+    # and the refused combination is refused by devicectl too, not only by the chart
+    if name == "tls":
+        plain = {k: v for k, v in env.items() if not k.startswith("DEVICECTL_CALLBACK_")}
+        plain["DEVICECTL_CALLBACK"] = "topology.example.internal:50052"
+        with pytest.raises(ValueError, match="topology callback"):
+            check_settings(load_settings(None, env={**plain, "DEVICECTL_LISTEN": "0.0.0.0:50051"}))
+
+
+def helm_commands(text: str) -> list[list[str]]:
+    """`helm install`/`helm upgrade` command lines in a Markdown text (continuations joined)."""
+    joined = re.sub(r"\\\n\s*", " ", text)
+    return [shlex.split(line.strip()) for line in joined.splitlines() if line.strip().startswith("helm ")]
+
+
+def values_of(argv: list[str]) -> dict[str, Any]:
+    """The values a helm command line sets (`--set a.b=c`, `--set-file k=path` as a placeholder)."""
+    out: dict[str, Any] = {}
+    for flag, arg in itertools.pairwise(argv):
+        if flag not in ("--set", "--set-file"):
+            continue
+        key, _, raw = arg.partition("=")
+        value: Any = "[defaults]\n" if flag == "--set-file" else yaml.safe_load(raw)
+        node = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
+def _known(values: dict[str, Any], defaults: dict[str, Any], path: str = "") -> None:
+    for key, value in values.items():
+        assert key in defaults, f"--set {path}{key}: no such value in values.yaml"
+        if isinstance(value, dict):
+            _known(value, defaults[key], f"{path}{key}.")
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/operations.md"])
+def test_the_documented_helm_commands_set_real_values_and_render_valid_manifests(doc: str) -> None:
+    commands = [
+        c for c in helm_commands((CHART.parents[2] / doc).read_text()) if c[1] in ("install", "upgrade")
+    ]
+    assert commands, f"{doc} documents no helm install"
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    for argv in commands:
+        values = values_of(argv)
+        _known(values, defaults)
+        for manifest in render_chart(CHART, values):  # ChartFailure: the documented line fails
+            if manifest["kind"] != "ServiceMonitor":
+                kubernetes_validate.validate(manifest, VERSIONS[0], strict=True)
