@@ -8,8 +8,8 @@ from typing import Any
 
 import grpc
 
-#: output formats of `-o/--output` (`--json` is `-o json`)
-OUTPUTS = ("table", "json", "yaml")
+#: output formats of `-o/--output` (`--json` is `-o json`; `wide`: a table with every column, uncut)
+OUTPUTS = ("table", "wide", "json", "yaml")
 
 
 class UsageError(ValueError):

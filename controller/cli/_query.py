@@ -215,7 +215,7 @@ def requests_show(args: argparse.Namespace) -> int:
             ("finished", when(r.finished_at)),
             ("deadline", when(r.deadline_at)),
             ("delivered", when(r.delivered_at)),
-            ("delivery attempts", r.delivery_attempts),
+            ("delivery attempts", _delivery_attempts(r)),
             ("delivery error", r.delivery_error),
             ("dead-lettered", when(r.dead_lettered_at) if r.HasField("dead_lettered_at") else ""),
         ],
@@ -225,6 +225,14 @@ def requests_show(args: argparse.Namespace) -> int:
     if r.HasField("response"):
         render_response(r.response)
     return 0
+
+
+def _delivery_attempts(r: apb.RequestRecord) -> str:
+    """Tries so far: `delivery_attempts` counts the failed ones, the delivery itself is one more."""
+    failed = r.delivery_attempts
+    if r.HasField("delivered_at"):
+        return f"{failed + 1} ({failed} failed)" if failed else "1"
+    return f"{failed} failed" if failed else "none yet"
 
 
 def devices_list(args: argparse.Namespace) -> int:

@@ -12,18 +12,24 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import Message
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 console = Console()
 err_console = Console(stderr=True)
 #: the structured format `print_json` writes: "json" or "yaml" (`-o yaml`); set once per command line
 _structured = "json"
+#: `-o wide`: every column, nothing shortened
+_wide = False
 
 
-def set_output(output: str) -> None:
-    global _structured
+def set_output(output: str, *, wide: bool = False) -> None:
+    global _structured, _wide
     _structured = "yaml" if output == "yaml" else "json"
+    _wide = wide or output == "wide"
+
+
+def is_wide() -> bool:
+    return _wide
 
 
 def print_error(message: str) -> None:
@@ -133,13 +139,57 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    t = Table(title=title, title_justify="left")
-    for column in columns:
-        t.add_column(column, overflow="fold")
-    for row in rows:
-        t.add_row(*("" if v is None else str(v) for v in row))
-    console.print(t)
+def table(
+    title: str,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    wide_columns: Sequence[str] = (),
+) -> None:
+    """Plain columns, one line per row, never wrapped: in a terminal each line is cut to its width
+    (the last columns shortened first, with "…"), in a pipe rows are written whole; no box drawing
+    anywhere. `wide_columns` appear only with `-o wide`, which also cuts nothing."""
+    keep = [i for i, c in enumerate(columns) if _wide or c not in wide_columns]
+    header = [str(columns[i]) for i in keep]
+    cells = [[_cell(row[i]) for i in keep] for row in rows]
+    widths = [max([len(h), *(len(r[j]) for r in cells)]) for j, h in enumerate(header)]
+    limit = console.width if console.is_terminal and not _wide else None
+    if limit is not None:
+        widths = _fit(widths, [len(h) for h in header], limit)
+    lines = [_line(header, widths)] + [_line(r, widths) for r in cells]
+    if title:
+        lines.insert(0, title)
+    if limit is not None:
+        lines = [_cut(line, limit) for line in lines]
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.flush()
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else " ".join(str(value).split())
+
+
+def _fit(widths: list[int], floors: list[int], limit: int) -> list[int]:
+    """Shrink columns from the last one leftwards (callers put the least important last), each
+    down to a floor of its header's width, until the line fits `limit`."""
+    widths = list(widths)
+    floors = [max(min(f, 12), 4) for f in floors]
+    excess = sum(widths) + 2 * (len(widths) - 1) - limit
+    for j in reversed(range(len(widths))):
+        if excess <= 0:
+            break
+        cut = min(excess, max(widths[j] - floors[j], 0))
+        widths[j] -= cut
+        excess -= cut
+    return widths  # still too wide: each line is cut at the end
+
+
+def _line(cells: Sequence[str], widths: Sequence[int]) -> str:
+    return "  ".join(_cut(c, w).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
 def when(ts: Any) -> str:

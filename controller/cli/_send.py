@@ -19,9 +19,9 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller.cli._channel import channel as client_channel
 from controller.cli._errors import UsageError
-from controller.cli._render import console, err_console, print_json
+from controller.cli._render import as_dict, console, err_console, print_json
 from controller.cli._responses import render_response
-from controller.cli._writes import render_writes
+from controller.cli._writes import render_plan
 from plugins.base import (
     Allocation,
     ElementType,
@@ -274,19 +274,44 @@ def _dry_run(args: argparse.Namespace, msg: pb.DeviceControllerRequest) -> int:
                 err_console.print(f"[red]rejected[/red] ({exc.code().name}): {exc.details()}", soft_wrap=True)
                 return 2
             raise
+    kind = msg.WhichOneof("request") or "request"
     if args.json:
-        print_json(plan)
+        print_json(dry_run_result(plan, msg))
         return 0 if plan.ok else 1
-    render_writes(
-        plan.writes, f"dry run of {msg.WhichOneof('request') or 'request'} on {msg.device}: nothing written"
+    # Only the plan: never the response's "ok" or a result table, which read like an applied change.
+    planned = sum(1 for w in plan.writes if w.status == "planned")
+    console.print(
+        f"DRY RUN: nothing was written. {kind} on {msg.device} would make {planned} "
+        f"write{'' if planned == 1 else 's'}:",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
     )
-    if not plan.writes:
-        console.print("no writes: the device already has what this request asks for (or it only reads)")
-    if plan.HasField("response"):
-        render_response(plan.response)
+    if plan.writes:
+        render_plan(plan.writes)
+    else:
+        console.print("  none: the device already has what this request asks for (or it only reads)")
     if plan.error:
-        err_console.print(f"[red]error[/red]: {plan.error}", soft_wrap=True)
+        err_console.print(f"[red]the request would fail[/red]: {plan.error}", soft_wrap=True, highlight=False)
     return 0 if plan.ok else 1
+
+
+def dry_run_result(plan: apb.DryRunResponse, msg: pb.DeviceControllerRequest) -> dict[str, Any]:
+    """A dry run for scripts: `dry_run` and `outcome` say it is a plan (`planned`, or `would_fail`),
+    and the response it would send is `planned_response`, never a top-level `ok`."""
+    out: dict[str, Any] = {
+        "dry_run": True,
+        "outcome": "planned" if plan.ok else "would_fail",
+        "written": 0,
+        "device": msg.device,
+        "request_id": msg.request_id,
+        "kind": msg.WhichOneof("request") or "",
+        "writes": [as_dict(w) for w in plan.writes],
+        "error": plan.error,
+    }
+    if plan.HasField("response"):
+        out["planned_response"] = as_dict(plan.response)
+    return out
 
 
 class _null:

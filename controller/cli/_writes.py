@@ -31,6 +31,29 @@ def render_writes(writes: Sequence[apb.DeviceWrite], title: str = "device writes
             )
             for i, w in enumerate(writes)
         ],
+        wide_columns=("#", "target", "ms"),
+    )
+
+
+def render_plan(writes: Sequence[apb.DeviceWrite]) -> None:
+    """A dry run's plan: the writes it would send and those it would skip, with what is in force now."""
+    table(
+        "",
+        ("#", "component", "would", "now", "body", "note", "method", "target"),
+        [
+            (
+                i + 1,
+                w.component,
+                "send" if w.status == "planned" else w.status,
+                _watts(w, "before_watts"),
+                w.body_json,
+                w.note,
+                w.method,
+                w.target,
+            )
+            for i, w in enumerate(writes)
+        ],
+        wide_columns=("#", "method", "target"),
     )
 
 
