@@ -89,3 +89,47 @@ async def test_a_dry_run_that_would_fail_says_so(site: Site) -> None:
     )
     assert run.code == 1 and run.out.startswith("DRY RUN: nothing was written.")
     assert "the request would fail: GPU 0: 5000 W is above the maximum" in run.err
+
+
+# ---- --gpu N=none ----------------------------------------------------------------------------------
+
+
+async def test_gpu_none_removes_the_cap_with_receipts(site: Site) -> None:
+    original = gpu_set_point(site.bmc, 0)
+    cap = site.bmc.state.caps["GPU_1"]
+    cap.set_point, cap.oob_active = 600, True  # an out-of-band cap devicectl never recorded
+    run = await asyncio.to_thread(
+        pipe, *site.cli("send", "gpu-policies", "--device", "node001", "--gpu", "0=450", "--wait")
+    )
+    assert run.code == 0 and gpu_set_point(site.bmc, 0) == 450, run.out + run.err
+    writes = site.bmc.stats.writes_applied
+    terminal, piped = await both(
+        *site.cli(
+            "send", "gpu-policies", "--device", "node001", "--gpu", "0=none", "--gpu", "1=none",
+            "--request-id", "none-1", "--wait",
+        )
+    )  # fmt: skip
+    assert terminal.code == 0, terminal.out
+    fits(terminal)
+    # before: `gpu_policies_update: {}`, ok, no write, and the GPU kept its cap
+    assert gpu_set_point(site.bmc, 0) == original
+    assert site.bmc.state.caps["GPU_1"].set_point != 600, terminal.out
+    assert site.bmc.stats.writes_applied == writes + 2
+    for gpu in ("GPU 0", "GPU 1"):
+        assert any(line.startswith(gpu) and " ok " in line for line in terminal.lines), terminal.out
+    assert "cap removed" in terminal.out
+    shown = await asyncio.to_thread(pipe, *site.cli("requests", "show", "none-1"))
+    receipts = [
+        line
+        for line in shown.lines
+        if line.startswith(("GPU 0 ", "GPU 1 ")) and ("PATCH" in line or "POST" in line)
+    ]
+    assert len(receipts) == 2, shown.out
+    # second time: nothing left to remove, and it says so instead of a bare ok
+    piped = await asyncio.to_thread(
+        pipe,
+        *site.cli("send", "gpu-policies", "--device", "node001", "--gpu", "1=none", "--wait", "-o", "json"),
+    )
+    result = json.loads(piped.out)["response"]["gpu_policies_update"]["results"]
+    assert result[0]["ok"] and "no cap to remove" in result[0]["diag_msg"], piped.out
+    assert site.bmc.stats.writes_applied == writes + 2
