@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 from rich.console import Console
 from rich.text import Text
@@ -38,7 +39,50 @@ def print_error(message: str) -> None:
 
 
 def as_dict(message: Message) -> dict[str, Any]:
-    return _json_fields(json_format.MessageToDict(message, preserving_proto_field_name=True))
+    """A message as scripts want it: every field, zeros and empty ones included (optional fields
+    only when set), 64-bit integers as numbers (protobuf's JSON quotes them), enums in lower case
+    as tables and filters write them, and `*_json` bytes as JSON."""
+    data = json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    return _json_fields(_typed(message.DESCRIPTOR, data))
+
+
+_INT64 = {
+    FieldDescriptor.TYPE_INT64,
+    FieldDescriptor.TYPE_UINT64,
+    FieldDescriptor.TYPE_SINT64,
+    FieldDescriptor.TYPE_FIXED64,
+    FieldDescriptor.TYPE_SFIXED64,
+}
+
+
+def _typed(descriptor: Descriptor, data: dict[str, Any]) -> dict[str, Any]:
+    for name, value in data.items():
+        field = descriptor.fields_by_name.get(name)
+        if field is not None:
+            data[name] = _typed_field(field, value)
+    return data
+
+
+def _typed_field(field: FieldDescriptor, value: Any) -> Any:
+    kind = field.message_type
+    if kind is not None and kind.GetOptions().map_entry:
+        return {k: _typed_value(kind.fields_by_name["value"], v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed_value(field, v) for v in value]
+    return _typed_value(field, value)
+
+
+def _typed_value(field: FieldDescriptor, value: Any) -> Any:
+    if field.type in _INT64 and isinstance(value, str):
+        return int(value)
+    if field.type == FieldDescriptor.TYPE_ENUM and isinstance(value, str):
+        return value.lower()
+    kind = field.message_type
+    if kind is not None and isinstance(value, dict) and not kind.full_name.startswith("google.protobuf."):
+        return _typed(kind, value)
+    return value
 
 
 def _json_fields(value: Any) -> Any:
@@ -197,3 +241,10 @@ def when(ts: Any) -> str:
     if ts is None or (ts.seconds == 0 and ts.nanos == 0):
         return ""
     return str(ts.ToDatetime().isoformat(timespec="milliseconds")) + "Z"
+
+
+def when_short(ts: Any) -> str:
+    """A protobuf Timestamp as `MM-DD HH:MM:SS` (UTC) for narrow tables, '' when unset."""
+    if ts is None or (ts.seconds == 0 and ts.nanos == 0):
+        return ""
+    return str(ts.ToDatetime().strftime("%m-%d %H:%M:%S"))

@@ -225,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(args, msg)
     with client_channel(args) as channel:
+        _check_device(channel, msg)
         try:
             dgrpc.DeviceControllerStub(channel).SendDeviceRequest(msg, timeout=30)
         except grpc.RpcError as exc:
@@ -246,6 +247,16 @@ def run(args: argparse.Namespace) -> int:
             with console.status(f"waiting for {msg.request_id}...") if not args.json else _null():
                 for update in admin.WaitRequest(wait, timeout=limit):
                     record = update  # the last update is the completed record
+        except KeyboardInterrupt:
+            # Ctrl-C stops the waiting, not the request: say which one it was and how to follow it
+            err_console.print(
+                f"interrupted: request {msg.request_id} was accepted and runs on; follow it with "
+                f"`devicectl requests show {msg.request_id}`",
+                soft_wrap=True,
+                highlight=False,
+                markup=False,
+            )
+            return 130
         except grpc.RpcError as exc:
             if exc.code() is not grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise
@@ -263,6 +274,26 @@ def run(args: argparse.Namespace) -> int:
     else:
         render_response(record.response)
     return 0 if record.outcome == "ok" else 1
+
+
+def _check_device(channel: grpc.Channel, msg: pb.DeviceControllerRequest) -> None:
+    """Refuse, before sending, a device the controller cannot reach: one it has never seen (every
+    inventory device is known to it) when the request brings no model saying how to reach it.
+    Such a request used to be "accepted" (exit 0) and then fail. Without the operator role the
+    check is skipped and the controller's answer says it."""
+    if msg.device_model_json:
+        return
+    try:
+        agrpc.DeviceControllerAdminStub(channel).GetDevice(apb.GetDeviceRequest(id=msg.device), timeout=30)
+    except grpc.RpcError as exc:
+        if exc.code() is grpc.StatusCode.NOT_FOUND:
+            raise UsageError(
+                f"unknown device {msg.device!r}: not in the controller's inventory and never seen by it; "
+                "nothing was sent (devicectl devices list)"
+            ) from None
+        if exc.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+            return
+        raise
 
 
 def _dry_run(args: argparse.Namespace, msg: pb.DeviceControllerRequest) -> int:

@@ -225,6 +225,8 @@ class _SendGroup(Group):
             if any(a == "--file" or a.startswith("--file=") for a in args):
                 return ["file", *args]
             return args
+        if args[i] == "file":  # `send file --file F`: the form the warning below asks for
+            return args if i == 0 else [args[i], *args[:i], *args[i + 1 :]]
         if any(a == "--file" or a.startswith("--file=") for a in args):  # argparse: the file wins
             if not ctx.resilient_parsing:
                 _warn(

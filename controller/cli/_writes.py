@@ -60,17 +60,26 @@ def render_plan(writes: Sequence[apb.DeviceWrite]) -> None:
 def render_desired(rows: Sequence[apb.DesiredLimit]) -> None:
     table(
         "desired vs enforced",
-        ("component", "desired", "enforced", "set by", "checked", "last drift", "drift"),
+        ("component", "desired", "enforced", "set by", "read at", "last drift", "drift"),
         [
             (
                 r.component,
                 _watts(r, "desired_watts") if r.HasField("desired_watts") else "no cap",
-                _watts(r, "enforced_watts") if r.HasField("enforced_watts") else "not read yet",
+                _enforced(r),
                 r.request_id,
-                when(r.checked_at) if r.HasField("checked_at") else "",
+                when(r.checked_at) if r.HasField("checked_at") else when(r.set_at),
                 when(r.drift_at) if r.HasField("drift_at") else "never",
                 r.drift_detail,
             )
             for r in rows
         ],
     )
+
+
+def _enforced(r: apb.DesiredLimit) -> str:
+    """The last drift check's reading; before any, the read-back of the write that set it (the
+    desired value is that read-back), never "not read yet" for a limit just read back."""
+    if r.HasField("enforced_watts"):
+        return _watts(r, "enforced_watts")
+    desired = _watts(r, "desired_watts") if r.HasField("desired_watts") else "no cap"
+    return f"{desired} (read back when set)"

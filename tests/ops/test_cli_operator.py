@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,10 +15,13 @@ from typing import Any
 
 import pytest
 
-from controller.inventory import load_inventory
+from controller._proto.devicecontroller.v1 import admin_pb2 as apb
+from controller.inventory import DeviceEntry, load_inventory
 from controller.sink import TopologySink
 from plugins.redfish.simulator import SimulatedBmc, SimulatorFleet
-from tests.ops._terminal import both, fits, pipe
+from tests.controller.conftest import MEMORY, memory_inventory
+from tests.ops._terminal import Run, both, fits, pipe, tty, tty_interrupted
+from tests.ops.test_metrics import _closed_port, gpu_caps
 
 
 @dataclass
@@ -133,3 +137,126 @@ async def test_gpu_none_removes_the_cap_with_receipts(site: Site) -> None:
     result = json.loads(piped.out)["response"]["gpu_policies_update"]["results"]
     assert result[0]["ok"] and "no cap to remove" in result[0]["diag_msg"], piped.out
     assert site.bmc.stats.writes_applied == writes + 2
+
+
+# ---- tables, JSON and exit codes (the in-memory plugin: fast) --------------------------------------
+
+
+@pytest.fixture
+async def memory(start_controller: Any) -> AsyncIterator[Any]:
+    h = await start_controller(
+        {
+            **memory_inventory(1),
+            "node-with-a-long-name-0001": DeviceEntry(
+                "node-with-a-long-name-0001", MEMORY, {"fail": "rejected"}
+            ),
+            "slow": DeviceEntry("slow", MEMORY, {"Model": "DGX_GB200", "delay": 60}),
+        }
+    )
+    yield h
+
+
+async def test_tables_fit_80_columns_and_pipes_get_plain_columns(memory: Any) -> None:
+    server = f"127.0.0.1:{memory.controller.port}"
+    for rid, device in (("t-ok", "node000"), ("t-failed", "node-with-a-long-name-0001")):
+        await memory.stub.SendDeviceRequest(gpu_caps(device, rid, {0: 480, 1: 470}))
+    await wait_finished(memory, {"t-ok", "t-failed"})
+    for args in (("requests", "list"), ("requests", "show", "t-failed"), ("devices", "list"), ("status",)):
+        terminal, piped = await both("--server", server, *args)
+        assert terminal.code == piped.code == 0, terminal.out + piped.err
+        fits(terminal)  # cut at 80 columns, never wrapped, no box drawing
+        assert not re.search("[\u2500-\u257f]", piped.out), piped.out  # nothing box-drawn into a pipe
+    terminal, piped = await both("--server", server, "requests", "list")
+    header = piped.lines[1].split()
+    assert header[:4] == ["request_id", "device", "kind", "outcome"], piped.out
+    row = next(line for line in piped.lines if line.startswith("t-failed"))
+    assert "node-with-a-long-name-0001" in row and row.split()[3] == "failed"  # a row is one line
+    assert any(line.endswith("…") for line in terminal.lines)  # the error is cut at the terminal's width
+    wide = await asyncio.to_thread(tty, "--server", server, "requests", "list", "-o", "wide")
+    assert "finished" in wide.lines[1] and "status" in wide.lines[1]
+    assert not any(line.endswith("…") for line in wide.lines)  # -o wide cuts nothing
+
+
+async def test_outcome_filter(memory: Any) -> None:
+    server = f"127.0.0.1:{memory.controller.port}"
+    await memory.stub.SendDeviceRequest(gpu_caps("node000", "f-ok", {0: 480}))
+    await memory.stub.SendDeviceRequest(gpu_caps("node-with-a-long-name-0001", "f-bad", {0: 480}))
+    await wait_finished(memory, {"f-ok", "f-bad"})
+    for status, expected in (("failed", ["f-bad"]), ("ok", ["f-ok"]), ("completed", ["f-bad", "f-ok"])):
+        run = await asyncio.to_thread(
+            pipe, "--server", server, "requests", "list", "--status", status, "-o", "json"
+        )
+        assert run.code == 0, run.err  # `--status failed` used to be refused
+        assert [r["request_id"] for r in json.loads(run.out)] == expected
+
+
+async def test_status_json_has_numbers_zeros_and_lower_case_enums(memory: Any) -> None:
+    server = f"127.0.0.1:{memory.controller.port}"
+    run = await asyncio.to_thread(pipe, "--server", server, "status", "-o", "json")
+    status = json.loads(run.out)
+    assert run.code == 0 and status["healthy"] is True
+    for key in ("undelivered", "dead_letters", "delivered"):
+        assert status[key] == 0 and isinstance(status[key], int), status  # present, and a number
+    await memory.stub.SendDeviceRequest(gpu_caps("node000", "e-1", {0: 480}))
+    await wait_finished(memory, {"e-1"})
+    run = await asyncio.to_thread(pipe, "--server", server, "requests", "show", "e-1", "-o", "json")
+    record = json.loads(run.out)
+    assert record["status"] == "completed" and record["delivery_attempts"] == 0  # not "COMPLETED"
+    assert record["error"] == "" and isinstance(record["attempts"], int)
+
+
+async def test_status_exits_1_while_the_callback_is_down(start_controller: Any) -> None:
+    h = await start_controller(memory_inventory(1), callback=f"127.0.0.1:{_closed_port()}")
+    server = f"127.0.0.1:{h.controller.port}"
+    await h.stub.SendDeviceRequest(gpu_caps("node000", "down-1", {0: 480}))
+
+    async def down() -> Run:
+        while True:
+            run = await asyncio.to_thread(pipe, "--server", server, "status", "-o", "json")
+            if not json.loads(run.out)["callback_ok"]:
+                return run
+            await asyncio.sleep(0.2)
+
+    run = await asyncio.wait_for(down(), 30)
+    assert run.code == 1 and json.loads(run.out)["healthy"] is False  # it used to exit 0
+    terminal, piped = await both("--server", server, "status")
+    assert terminal.code == piped.code == 1 and "DOWN since" in piped.out
+
+
+async def test_ctrl_c_while_waiting_names_the_request(memory: Any) -> None:
+    server = f"127.0.0.1:{memory.controller.port}"
+    run = await asyncio.to_thread(
+        tty_interrupted,
+        "--server", server, "send", "ping", "--device", "slow", "--request-id", "int-1", "--wait",
+        after="waiting for int-1",
+    )  # fmt: skip
+    assert run.code == 130
+    assert "interrupted: request int-1 was accepted and runs on" in run.out  # it used to say nothing
+    assert "devicectl requests show int-1" in run.out
+    record = await memory.admin.GetRequest(apb.GetRequestRequest(request_id="int-1"))
+    assert record.request_id == "int-1"  # journaled: it goes on without the client
+
+
+async def test_send_to_an_unknown_device_is_refused(memory: Any) -> None:
+    server = f"127.0.0.1:{memory.controller.port}"
+    terminal, piped = await both(
+        "--server", server, "send", "ping", "--device", "nosuch", "--request-id", "u-1"
+    )
+    for run in (terminal, piped):
+        assert run.code == 2, run.out  # it used to say "accepted" and exit 0
+        assert "unknown device 'nosuch'" in run.out + run.err and "accepted" not in run.out
+    listed = await memory.admin.ListRequests(apb.ListRequestsRequest())
+    assert "u-1" not in [r.request_id for r in listed.requests]  # nothing was sent
+    run = await asyncio.to_thread(pipe, "--server", server, "send", "ping", "--device", "node000")
+    assert run.code == 0 and run.out.startswith("accepted request_id=")
+
+
+async def wait_finished(h: Any, ids: set[str]) -> None:
+    async def finished() -> None:
+        while True:
+            listed = await h.admin.ListRequests(apb.ListRequestsRequest(status=apb.COMPLETED))
+            if ids <= {r.request_id for r in listed.requests}:
+                return
+            await asyncio.sleep(0.1)
+
+    await asyncio.wait_for(finished(), 30)
