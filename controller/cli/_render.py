@@ -193,6 +193,8 @@ def table(
     """Plain columns, one line per row, never wrapped: in a terminal each line is cut to its width
     (the last columns shortened first, with "…"), in a pipe rows are written whole; no box drawing
     anywhere. `wide_columns` appear only with `-o wide`, which also cuts nothing."""
+    if console.quiet:  # a command printing only JSON silenced the console: tables too
+        return
     keep = [i for i, c in enumerate(columns) if _wide or c not in wide_columns]
     header = [str(columns[i]) for i in keep]
     cells = [[_cell(row[i]) for i in keep] for row in rows]
