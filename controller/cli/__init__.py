@@ -21,7 +21,7 @@ from controller import logs
 from controller.cli import _agent, _inspect, _local, _plugin, _preflight, _query, _send_cli
 from controller.cli._click import Group, call, client_options, namespace, output_options, pending_args
 from controller.cli._errors import check_sqlite_directory
-from controller.cli._render import err_console, print_error, print_json, set_output
+from controller.cli._render import print_error, print_json, set_output
 from controller.config import Settings, load_settings
 
 SHELLS = ("bash", "zsh", "fish")
@@ -168,7 +168,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         try:
             await controller.start()
         except SchemaOutdatedError as exc:
-            err_console.print(f"[red]error[/red]: {exc}")
+            print_error(str(exc))  # one line, however wide the terminal
             return 2
         runtime.freeze_startup_objects()
         stop = asyncio.Event()

@@ -15,8 +15,9 @@ from google.protobuf.message import Message
 from rich.console import Console
 from rich.text import Text
 
-console = Console()
-err_console = Console(stderr=True)
+# soft_wrap: a line is never broken at the width rich assumes (80 columns in a pipe)
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 #: the structured format `print_json` writes: "json" or "yaml" (`-o yaml`); set once per command line
 _structured = "json"
 #: `-o wide`: every column, nothing shortened

@@ -269,8 +269,19 @@ async def remove_gpu_caps(device: Device, scope: str, gpu_ids: Iterable[int]) ->
     if recorded:
         restored = await restore_scope(device, scope, recorded)
         applied.targets += restored.targets
-        applied.changes.update(restored.changes)
+        for key, change in restored.changes.items():
+            if change.ok:
+                back = _w_or_none(change.applied)
+                message = (
+                    f"{change.component.label}: cap removed; back to {back}, as before devicectl's change"
+                )
+                change = replace(change, message=message)
+            applied.changes[key] = change
     return applied
+
+
+def _w_or_none(watts: float | None) -> str:
+    return f"{watts:g} W" if watts is not None else "no cap"
 
 
 # ---- request kinds ----------------------------------------------------------------------------

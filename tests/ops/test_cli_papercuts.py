@@ -155,3 +155,26 @@ async def test_papercut_output_in_a_terminal_and_a_pipe(controller) -> None:
     for run in (terminal, piped):
         assert run.code == 0 and "not a loopback" not in run.out + run.err, run.out + run.err
         assert "request_id" in run.out
+
+
+async def test_the_schema_error_is_one_line_at_80_columns(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    args = ("serve", "--database-url", url, "--listen", "127.0.0.1:0", "--log-level", "ERROR")
+    terminal, piped = await both(*args)
+    for run in (terminal, piped):
+        assert run.code == 2, run.out + run.err
+        lines = [line for line in (run.out + run.err).splitlines() if line.strip()]
+        # it used to wrap over three lines at 80 columns
+        assert len(lines) == 1 and lines[0].startswith("error: database schema is at empty"), lines
+        assert lines[0].endswith("(or start with --auto-upgrade)")
+
+
+async def test_a_response_line_is_never_broken_in_a_pipe(controller) -> None:
+    _, server = controller
+    rid = "a-request-id-long-enough-to-push-the-summary-line-past-eighty-columns"
+    run = await asyncio.to_thread(
+        pipe, "--server", server, "send", "gpu-policies", "--device", "node000", "--gpu", "0=480",
+        "--request-id", rid, "--wait",
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    assert f"node000 gpu_policies_update request_id={rid}: ok" in run.lines  # one line, not two
