@@ -34,7 +34,7 @@ class Run:
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR")}
-    env.update(PYTHONPATH=str(ROOT), TERM="xterm-256color", **(extra or {}))
+    env.update({"PYTHONPATH": str(ROOT), "TERM": "xterm-256color", **(extra or {})})
     return env
 
 
