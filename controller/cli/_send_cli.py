@@ -32,7 +32,10 @@ _KIND_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
         {
             "multiple": True,
             "metavar": "ID=WATTS",
-            "help": "GPU-specific cap, e.g. --gpu 0=500 (WATTS may be 80% or 'none' to remove); repeatable",
+            "help": "GPU-specific cap, e.g. --gpu 0=500; WATTS may be 80% (of the GPU's maximum) or "
+            "'none', which removes that GPU's cap: it falls back to its share of the node policy, else to "
+            "its limit from before devicectl, else to no cap (refused where the GPU's cap cannot be "
+            "written); repeatable",
         },
     ),
     "enable": ("--enable", {"multiple": True, "type": int, "metavar": "ID", "help": "profile id to enable"}),
