@@ -287,7 +287,7 @@ def devices_list(args: argparse.Namespace) -> int:
                 d.last_kind,
                 d.last_outcome,
                 d.queued,
-                when(d.updated_at),
+                when(d.updated_at) if args.wide else when_short(d.updated_at),
                 clip_cell(d.last_error, args.wide),
             )
             for d in res.devices
@@ -334,19 +334,20 @@ def verifications_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json(list(res.verifications))
         return 0
+    at = when if args.wide else when_short
     table(
         "verifications",
         ("verification_id", "device", "request_id", "kind", "status", "created", "finished", "detail"),
         (
             (
-                short_id(v.verification_id),
+                short_id(v.verification_id, args.wide),
                 v.device,
-                short_id(v.request_id),
+                short_id(v.request_id, args.wide),
                 v.kind,
                 v.status,
-                when(v.created_at),
-                when(v.finished_at),
-                v.detail,
+                at(v.created_at),
+                at(v.finished_at),
+                clip_cell(v.detail, args.wide),
             )
             for v in res.verifications
         ),
