@@ -177,7 +177,8 @@ async def test_tables_fit_80_columns_and_pipes_get_plain_columns(memory: Any) ->
     assert not any(line.endswith("…") for line in wide.lines)  # -o wide cuts nothing
 
 
-async def test_outcome_filter(memory: Any) -> None:
+async def test_outcome_filter(memory: Any, db_url: str) -> None:
+    """On SQLite and PostgreSQL (`db_url`): the filter is the journal's query."""
     server = f"127.0.0.1:{memory.controller.port}"
     await memory.stub.SendDeviceRequest(gpu_caps("node000", "f-ok", {0: 480}))
     await memory.stub.SendDeviceRequest(gpu_caps("node-with-a-long-name-0001", "f-bad", {0: 480}))
