@@ -175,6 +175,7 @@ def requests_list(args: argparse.Namespace) -> int:
             for r in res.requests
         ),
         wide_columns=("status", "finished"),
+        cut_first=("error", "delivery error", "kind"),
     )
     return 0
 

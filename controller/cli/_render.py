@@ -7,6 +7,7 @@ import json
 import re
 import sys
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf import json_format
@@ -190,10 +191,12 @@ def table(
     rows: Iterable[Sequence[Any]],
     *,
     wide_columns: Sequence[str] = (),
+    cut_first: Sequence[str] = (),
 ) -> None:
     """Plain columns, one line per row, never wrapped: in a terminal each line is cut to its width
-    (the last columns shortened first, with "…"), in a pipe rows are written whole; no box drawing
-    anywhere. `wide_columns` appear only with `-o wide`, which also cuts nothing."""
+    (the `cut_first` columns, then the last ones, shortened with "…"), in a pipe rows are written
+    whole; no box drawing anywhere. `wide_columns` appear only with `-o wide`, which also cuts
+    nothing; `cut_first` are free text (an error) or long names, shortened before the others."""
     if console.quiet:  # a command printing only JSON silenced the console: tables too
         return
     keep = [i for i, c in enumerate(columns) if _wide or c not in wide_columns]
@@ -202,7 +205,9 @@ def table(
     widths = [max([len(h), *(len(r[j]) for r in cells)]) for j, h in enumerate(header)]
     limit = console.width if console.is_terminal and not _wide else None
     if limit is not None:
-        widths = _fit(widths, [len(h) for h in header], limit)
+        first = [j for j in reversed(range(len(header))) if header[j] in cut_first]
+        order = first + [j for j in reversed(range(len(header))) if j not in first]
+        widths = _fit(widths, [len(h) for h in header], limit, order)
     lines = [_line(header, widths)] + [_line(r, widths) for r in cells]
     if title:
         lines.insert(0, title)
@@ -216,13 +221,13 @@ def _cell(value: Any) -> str:
     return "" if value is None else " ".join(str(value).split())
 
 
-def _fit(widths: list[int], floors: list[int], limit: int) -> list[int]:
-    """Shrink columns from the last one leftwards (callers put the least important last), each
-    down to a floor of its header's width, until the line fits `limit`."""
+def _fit(widths: list[int], floors: list[int], limit: int, order: Sequence[int]) -> list[int]:
+    """Shrink columns in `order`, each down to a floor of its header's width, until the line fits
+    `limit`."""
     widths = list(widths)
     floors = [max(min(f, 12), 4) for f in floors]
     excess = sum(widths) + 2 * (len(widths) - 1) - limit
-    for j in reversed(range(len(widths))):
+    for j in order:
         if excess <= 0:
             break
         cut = min(excess, max(widths[j] - floors[j], 0))
@@ -247,7 +252,10 @@ def when(ts: Any) -> str:
 
 
 def when_short(ts: Any) -> str:
-    """A protobuf Timestamp as `MM-DD HH:MM:SS` (UTC) for narrow tables, '' when unset."""
+    """A protobuf Timestamp for narrow tables (UTC): `HH:MM:SS` today, `MM-DD HH:MM` before;
+    '' when unset. `-o wide` shows the full time."""
     if ts is None or (ts.seconds == 0 and ts.nanos == 0):
         return ""
-    return str(ts.ToDatetime().strftime("%m-%d %H:%M:%S"))
+    at = ts.ToDatetime()
+    today = datetime.now(UTC).date()
+    return str(at.strftime("%H:%M:%S" if at.date() == today else "%m-%d %H:%M"))

@@ -54,6 +54,7 @@ def render_plan(writes: Sequence[apb.DeviceWrite]) -> None:
             for i, w in enumerate(writes)
         ],
         wide_columns=("#", "method", "target"),
+        cut_first=("note", "body"),
     )
 
 
