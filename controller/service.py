@@ -363,6 +363,7 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
             undelivered_only=request.undelivered_only,
             limit=request.limit or 100,
             dead_letter_only=request.dead_letter_only,
+            outcome=request.outcome or None,
         )
         return apb.ListRequestsResponse(requests=[request_record(v) for v in views])
 

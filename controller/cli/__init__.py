@@ -21,7 +21,7 @@ from controller import logs
 from controller.cli import _agent, _inspect, _local, _plugin, _preflight, _query, _send_cli
 from controller.cli._click import Group, call, client_options, namespace, output_options, pending_args
 from controller.cli._errors import check_sqlite_directory
-from controller.cli._render import err_console, print_error, print_json
+from controller.cli._render import print_error, print_json, set_output
 from controller.config import Settings, load_settings
 
 SHELLS = ("bash", "zsh", "fish")
@@ -37,10 +37,23 @@ def _version() -> str:
         return "unknown"
 
 
+_VERSION = "devicectl.version"
+
+
 def _show_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """Noted here, printed by `main` once the whole line is parsed: `--version -o json` too."""
     if value and not ctx.resilient_parsing:
+        ctx.meta[_VERSION] = True
+
+
+def _print_version(ctx: click.Context) -> int:
+    output = ctx.meta.get("devicectl.output", "table")
+    if output in ("json", "yaml"):
+        set_output(output)
+        print_json({"name": "devicectl", "version": _version()})
+    else:
         click.echo(f"devicectl {_version()}")
-        ctx.exit(0)
+    return 0
 
 
 @click.group(
@@ -155,7 +168,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         try:
             await controller.start()
         except SchemaOutdatedError as exc:
-            err_console.print(f"[red]error[/red]: {exc}")
+            print_error(str(exc))  # one line, however wide the terminal
             return 2
         runtime.freeze_startup_objects()
         stop = asyncio.Event()
@@ -201,12 +214,16 @@ def _db_status(**_: Any) -> int:
 
 @_db.command("prune")
 @_db_options
-@click.option("--journal-days", type=float, help="override retention_journal_days")
-@click.option("--outbox-days", type=float, help="override retention_outbox_days")
-@click.option("--dead-letter-days", type=float, help="override retention_dead_letter_days")
-@click.option("--audit-days", type=float, help="override retention_audit_days")
+@click.option("--journal-days", type=float, help="override retention_journal_days (0: keep forever)")
+@click.option("--outbox-days", type=float, help="override retention_outbox_days (0: keep forever)")
+@click.option("--dead-letter-days", type=float, help="override retention_dead_letter_days (0: keep forever)")
+@click.option("--audit-days", type=float, help="override retention_audit_days (0: keep forever)")
 def _db_prune(**_: Any) -> int:
-    """Delete old finished rows now (the retention_* settings)."""
+    """Delete old finished rows now (the retention_* settings).
+
+    DAYS is an age: rows older than that go. 0 does not delete everything: it keeps that kind
+    forever. Undelivered responses and their requests are never pruned.
+    """
     return call(_local.cmd_db_prune, action="prune")
 
 
@@ -263,7 +280,12 @@ def _bmc_sim(**_: Any) -> int:
     """Run simulated Redfish BMCs over HTTPS (devicectl bmc-sim --help)."""
     from plugins.redfish.simulator.cli import main as sim_main
 
-    return call(lambda args: _own_flags(sim_main, args))
+    def run(args: argparse.Namespace) -> int:
+        if args.json:  # -o json: the simulator prints JSON lines instead of its text summary
+            args.passed = ["--json", *args.passed]
+        return _own_flags(sim_main, args)
+
+    return call(run)
 
 
 @cli.command("bmc-capture", cls=click.Command, context_settings=_PASS_THROUGH)
@@ -333,6 +355,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         with cli.make_context("devicectl", args) as ctx:
+            if ctx.meta.get(_VERSION):
+                return _print_version(ctx)
             return int(cli.invoke(ctx) or 0)
     except click.exceptions.Exit as exc:  # --version, --help
         return exc.exit_code

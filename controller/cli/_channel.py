@@ -8,9 +8,11 @@ _KEY, _SERVER_NAME, _SERVER) give the defaults (controller.cli._click.client_opt
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 import grpc
 
+from controller.cli._errors import UsageError
 from controller.tls import ClientTls, sync_channel
 
 
@@ -25,6 +27,38 @@ def client_tls(args: argparse.Namespace) -> ClientTls:
     )
 
 
+#: the controller's gRPC port when `--server` names none (grpc itself would dial 443)
+DEFAULT_PORT = 50051
+
+
+def server_address(server: str) -> tuple[str, bool]:
+    """`--server` as gRPC's target, and whether it asks for TLS: `host:port`, `host` (port
+    50051), `[::1]`, or a URL `http://host:port` (plaintext) / `https://host:port` (TLS)."""
+    text = server.strip()
+    scheme, sep, rest = text.partition("://")
+    tls = False
+    if sep:
+        if scheme.lower() not in ("http", "https"):
+            raise UsageError(f"--server {server}: give HOST:PORT (or http:// or https:// before it)")
+        tls = scheme.lower() == "https"
+        text = rest
+    text = text.rstrip("/")
+    if "/" in text or not text:
+        raise UsageError(f"--server {server}: give HOST:PORT, without a path")
+    if text.startswith("["):  # [v6] or [v6]:port
+        if text.endswith("]"):
+            text = f"{text}:{DEFAULT_PORT}"
+    elif text.count(":") > 1:  # a bare IPv6 address
+        text = f"[{text}]:{DEFAULT_PORT}"
+    elif ":" not in text:
+        text = f"{text}:{DEFAULT_PORT}"
+    return text, tls
+
+
 def channel(args: argparse.Namespace) -> grpc.Channel:
     """A blocking channel to `--server` per the TLS flags (ValueError for bad combinations)."""
-    return sync_channel(args.server, client_tls(args), what="controller")
+    target, tls = server_address(args.server)
+    settings = client_tls(args)
+    if tls and not settings.enabled:
+        settings = replace(settings, tls=True)
+    return sync_channel(target, settings, what="controller")

@@ -151,7 +151,7 @@ def output_options(f: F) -> F:
                 shell_complete=lambda ctx, param, incomplete: [
                     o for o in OUTPUTS if o.startswith(incomplete)
                 ],
-                help="output format (default table)",
+                help="output format (default table; wide: every column, nothing cut)",
             ),
             click.Option(
                 ["--debug"],
@@ -223,7 +223,13 @@ def namespace(ctx: click.Context, **extra: Any) -> argparse.Namespace:
             if name not in values or c.get_parameter_source(name) in _GIVEN or values[name] is None:
                 values[name] = list(value) if isinstance(value, tuple) else value
     output = ctx.meta.get(_OUTPUT, "table")
-    values.update(output=output, json=output != "table", debug=bool(ctx.meta.get(_DEBUG)), **extra)
+    values.update(
+        output=output,
+        json=output not in ("table", "wide"),
+        wide=bool(values.get("wide")) or output == "wide",
+        debug=bool(ctx.meta.get(_DEBUG)),
+        **extra,
+    )
     return argparse.Namespace(**values)
 
 
@@ -232,7 +238,7 @@ def call(handler: Callable[[argparse.Namespace], int], **extra: Any) -> int:
     stderr and an exit code (2: usage or input, 1: failure), a traceback only with `--debug`."""
     ctx = click.get_current_context()
     args = namespace(ctx, **extra)
-    set_output(args.output)
+    set_output(args.output, wide=args.wide)
     try:
         return int(handler(args))
     except KeyboardInterrupt:

@@ -88,7 +88,8 @@ async def _send_all(
     label: str,
 ) -> dict[str, pb.DeviceControllerResponse]:
     sent = {}
-    with Progress(console=console, transient=False) as progress:
+    # a bar only at a terminal; a pipe gets nothing drawn
+    with Progress(console=console, transient=False, disable=not console.is_terminal) as progress:
         task = progress.add_task(label, total=len(ids))
         for device in ids:
             rid = f"{kind.value}-{device}-{uuid.uuid4().hex[:8]}"
@@ -136,7 +137,10 @@ async def _demo(
     from plugins.redfish.simulator import SimulatorFleet
 
     db = workdir / "devicectl.db"
-    console.rule("devicectl demo")
+    if console.is_terminal:
+        console.rule("devicectl demo")
+    else:
+        console.print("devicectl demo")
     async with SimulatorFleet(n=nodes, model="gb200", cert_dir=workdir / "tls", latency=0.02) as fleet:
         fleet.write_inventory(workdir / "inventory.toml", workdir / "secrets")
         console.print(
@@ -336,19 +340,32 @@ def _rows(
 
 
 def _summary(ids: list[str], rows: list[Row]) -> None:
-    """One line per node: each component as before -> applied -> restored (--verbose: a table)."""
+    """A row per node: each component as before -> applied -> restored (--verbose: per component)."""
     by_node: dict[str, list[Row]] = {d: [] for d in ids}
     for row in rows:
         by_node[row[0]].append(row)
-    console.print("per node: before -> applied -> after deactivation (details: --verbose)")
+    out = []
     for device, items in by_node.items():
         gpus = [r for r in items if r[1].startswith("GPU ")]
-        was, got, after = (_joined(r[i] for r in gpus) for i in (2, 4, 5))
-        parts = [f"GPUs {was} -> {got} -> {after}"]
+        cells = {"GPUs": " -> ".join(_joined(r[i] for r in gpus) for i in (2, 4, 5))}
         for _, component, was, _want, got, after in items:
             if not component.startswith("GPU "):
-                parts.append(f"{component.replace(' (total)', '')} {was} -> {got} -> {after}")
-        console.print(f"  {device}: " + "; ".join(parts), soft_wrap=True, highlight=False)
+                cells[component.replace(" (total)", "")] = f"{was} -> {got} -> {after}"
+        out.append(
+            (
+                device,
+                cells.get("GPUs", ""),
+                cells.get("CPUs", ""),
+                cells.get("node", ""),
+                cells.get("profiles", ""),
+            )
+        )
+    table(
+        "requested vs applied, and what deactivation restored: before -> applied -> after (--verbose: "
+        "each component)",
+        ("node", "GPUs", "CPUs", "node limit", "profiles"),
+        out,
+    )
 
 
 def _joined(values: Iterable[str]) -> str:

@@ -8,8 +8,8 @@ from typing import Any
 
 import grpc
 
-#: output formats of `-o/--output` (`--json` is `-o json`)
-OUTPUTS = ("table", "json", "yaml")
+#: output formats of `-o/--output` (`--json` is `-o json`; `wide`: a table with every column, uncut)
+OUTPUTS = ("table", "wide", "json", "yaml")
 
 
 class UsageError(ValueError):
@@ -65,6 +65,12 @@ def rpc_error(exc: grpc.RpcError, server: str) -> str:
         )
     if code is grpc.StatusCode.UNAVAILABLE and _refused(details):
         return f"controller not running at {server} (or not reachable): {_first_line(details)}"
+    if code is grpc.StatusCode.UNIMPLEMENTED and "method not found" in details.lower():
+        # gRPC's bare "Method not found!": something answers there, but not the controller's API
+        return (
+            f"{server} is not a devicectl controller: it answers gRPC but not the controller's API "
+            "(the topology sink, say); check --server"
+        )
     name = code.name if code is not None else "error"
     return f"{name}: {_first_line(details)}"
 

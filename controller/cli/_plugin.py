@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import shlex
+import signal
 import sys
 import time
 from collections.abc import Mapping
@@ -161,19 +162,41 @@ def cmd_launch(args: argparse.Namespace) -> int:
     )
 
     async def main() -> int:
+        # SIGTERM (and SIGHUP) cancel the action so that `finally` shuts the plugin process down:
+        # the default handler ended this process at once and left the plugin running, orphaned.
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        caught: list[int] = []
+
+        def stop(signum: int) -> None:
+            caught.append(signum)
+            task.cancel()
+
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(signum, stop, signum)
         plugin = RemotePlugin(spec)
+        started = False
         try:
-            await plugin.start(supervise=False)
-        except DeviceControllerError as exc:
-            print(f"error: {exc}", file=sys.stderr)  # one line: no wrapping, no markup
-            return 1
-        try:
-            return await _act(plugin, args)
-        except DeviceControllerError as exc:
-            print(f"error: {exc}", file=sys.stderr)  # one line: no wrapping, no markup
-            return 1
-        finally:
-            await plugin.close()
+            try:
+                await plugin.start(supervise=False)
+            except DeviceControllerError as exc:
+                print(f"error: {exc}", file=sys.stderr)  # one line: no wrapping, no markup
+                return 1
+            started = True
+            try:
+                return await _act(plugin, args)
+            except DeviceControllerError as exc:
+                print(f"error: {exc}", file=sys.stderr)  # one line: no wrapping, no markup
+                return 1
+            finally:
+                await plugin.close()
+        except asyncio.CancelledError:
+            if not caught:
+                raise
+            if not started:
+                await plugin.close()  # a start cut short may have left a process
+            return 128 + caught[0]
 
     try:
         return asyncio.run(main())

@@ -15,7 +15,16 @@ from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller.cli._channel import channel
 from controller.cli._click import Group, call, client_options, output_options
 from controller.cli._errors import UsageError
-from controller.cli._render import clip_cell, console, print_json, short_id, table, when
+from controller.cli._render import (
+    as_dict,
+    clip_cell,
+    console,
+    print_json,
+    short_id,
+    table,
+    when,
+    when_short,
+)
 from controller.cli._responses import render_response
 from controller.cli._writes import render_desired, render_writes
 from plugins import registry
@@ -29,7 +38,11 @@ def register(cli: click.Group) -> None:
 
     @requests.command("list")
     @click.option("--device", help="only this device's requests")
-    @click.option("--status", type=click.Choice(["queued", "running", "completed"]))
+    @click.option(
+        "--status",
+        type=click.Choice(["queued", "running", "completed", "ok", "failed"]),
+        help="where it is (queued, running, completed) or how it ended (ok, failed)",
+    )
     @click.option("--undelivered", is_flag=True, default=False, help="responses not delivered yet, with why")
     @click.option(
         "--dead-letter", is_flag=True, default=False, help="responses the receiver refused for good"
@@ -86,7 +99,10 @@ def register(cli: click.Group) -> None:
     @output_options
     @client_options
     def _status(**_: Any) -> int:
-        """Journal and callback health, responses waiting and dead-lettered."""
+        """Journal and callback health, responses waiting and dead-lettered.
+
+        Exits 1 when the journal or the topology callback is down (JSON: "healthy": false).
+        """
         return call(status_show)
 
     @cli.command("plugins")
@@ -109,6 +125,8 @@ def _call(args: argparse.Namespace, method: str, request: Any) -> Any:
 
 
 _STATUS = {"queued": apb.QUEUED, "running": apb.RUNNING, "completed": apb.COMPLETED}
+#: `--status` values that are outcomes of finished requests
+_OUTCOMES = ("ok", "failed")
 
 
 def _status(record: apb.RequestRecord) -> str:
@@ -125,12 +143,14 @@ def requests_list(args: argparse.Namespace) -> int:
             undelivered_only=args.undelivered,
             limit=args.limit,
             dead_letter_only=args.dead_letter,
+            outcome=args.status if args.status in _OUTCOMES else "",
         ),
     )
     if args.json:
         print_json(list(res.requests))
         return 0
     wide = args.wide
+    at = when if wide else when_short
     # waiting or refused responses: why is what an operator looks for
     delivery = args.undelivered or args.dead_letter
     table(
@@ -143,10 +163,10 @@ def requests_list(args: argparse.Namespace) -> int:
                 r.device,
                 r.kind,
                 _status(r),
-                r.outcome,
-                when(r.accepted_at),
-                when(r.finished_at),
-                when(r.delivered_at)
+                r.outcome or _status(r),
+                at(r.accepted_at),
+                at(r.finished_at),
+                at(r.delivered_at)
                 or ("dead-lettered" if r.HasField("dead_lettered_at") else "")
                 or (f"pending ({r.delivery_attempts} tries)" if r.outcome else ""),
                 clip_cell(r.error, wide),
@@ -154,15 +174,19 @@ def requests_list(args: argparse.Namespace) -> int:
             + ((clip_cell(r.delivery_error, wide),) if delivery else ())
             for r in res.requests
         ),
+        wide_columns=("status", "finished"),
+        cut_first=("error", "delivery error", "kind"),
     )
     return 0
 
 
 def status_show(args: argparse.Namespace) -> int:
     s = _call(args, "GetStatus", empty_pb2.Empty())
+    # exit 1 when anything is down, for scripts and monitoring: the journal or the callback
+    healthy = s.journal_ok and s.callback_ok
     if args.json:
-        print_json(s)
-        return 0
+        print_json({**as_dict(s), "healthy": healthy})
+        return 0 if healthy else 1
     table(
         "controller status",
         ("field", "value"),
@@ -176,7 +200,7 @@ def status_show(args: argparse.Namespace) -> int:
             ("delivered (this process)", s.delivered),
         ],
     )
-    return 0 if s.journal_ok else 1
+    return 0 if healthy else 1
 
 
 def _by_prefix(args: argparse.Namespace, prefix: str) -> apb.RequestRecord:
@@ -215,7 +239,7 @@ def requests_show(args: argparse.Namespace) -> int:
             ("finished", when(r.finished_at)),
             ("deadline", when(r.deadline_at)),
             ("delivered", when(r.delivered_at)),
-            ("delivery attempts", r.delivery_attempts),
+            ("delivery attempts", _delivery_attempts(r)),
             ("delivery error", r.delivery_error),
             ("dead-lettered", when(r.dead_lettered_at) if r.HasField("dead_lettered_at") else ""),
         ],
@@ -225,6 +249,14 @@ def requests_show(args: argparse.Namespace) -> int:
     if r.HasField("response"):
         render_response(r.response)
     return 0
+
+
+def _delivery_attempts(r: apb.RequestRecord) -> str:
+    """Tries so far: `delivery_attempts` counts the failed ones, the delivery itself is one more."""
+    failed = r.delivery_attempts
+    if r.HasField("delivered_at"):
+        return f"{failed + 1} ({failed} failed)" if failed else "1"
+    return f"{failed} failed" if failed else "none yet"
 
 
 def devices_list(args: argparse.Namespace) -> int:
@@ -256,7 +288,7 @@ def devices_list(args: argparse.Namespace) -> int:
                 d.last_kind,
                 d.last_outcome,
                 d.queued,
-                when(d.updated_at),
+                when(d.updated_at) if args.wide else when_short(d.updated_at),
                 clip_cell(d.last_error, args.wide),
             )
             for d in res.devices
@@ -303,19 +335,20 @@ def verifications_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json(list(res.verifications))
         return 0
+    at = when if args.wide else when_short
     table(
         "verifications",
         ("verification_id", "device", "request_id", "kind", "status", "created", "finished", "detail"),
         (
             (
-                short_id(v.verification_id),
+                short_id(v.verification_id, args.wide),
                 v.device,
-                short_id(v.request_id),
+                short_id(v.request_id, args.wide),
                 v.kind,
                 v.status,
-                when(v.created_at),
-                when(v.finished_at),
-                v.detail,
+                at(v.created_at),
+                at(v.finished_at),
+                clip_cell(v.detail, args.wide),
             )
             for v in res.verifications
         ),

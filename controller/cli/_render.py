@@ -7,23 +7,32 @@ import json
 import re
 import sys
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
-console = Console()
-err_console = Console(stderr=True)
+# soft_wrap: a line is never broken at the width rich assumes (80 columns in a pipe)
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 #: the structured format `print_json` writes: "json" or "yaml" (`-o yaml`); set once per command line
 _structured = "json"
+#: `-o wide`: every column, nothing shortened
+_wide = False
 
 
-def set_output(output: str) -> None:
-    global _structured
+def set_output(output: str, *, wide: bool = False) -> None:
+    global _structured, _wide
     _structured = "yaml" if output == "yaml" else "json"
+    _wide = wide or output == "wide"
+
+
+def is_wide() -> bool:
+    return _wide
 
 
 def print_error(message: str) -> None:
@@ -32,7 +41,50 @@ def print_error(message: str) -> None:
 
 
 def as_dict(message: Message) -> dict[str, Any]:
-    return _json_fields(json_format.MessageToDict(message, preserving_proto_field_name=True))
+    """A message as scripts want it: every field, zeros and empty ones included (optional fields
+    only when set), 64-bit integers as numbers (protobuf's JSON quotes them), enums in lower case
+    as tables and filters write them, and `*_json` bytes as JSON."""
+    data = json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    return _json_fields(_typed(message.DESCRIPTOR, data))
+
+
+_INT64 = {
+    FieldDescriptor.TYPE_INT64,
+    FieldDescriptor.TYPE_UINT64,
+    FieldDescriptor.TYPE_SINT64,
+    FieldDescriptor.TYPE_FIXED64,
+    FieldDescriptor.TYPE_SFIXED64,
+}
+
+
+def _typed(descriptor: Descriptor, data: dict[str, Any]) -> dict[str, Any]:
+    for name, value in data.items():
+        field = descriptor.fields_by_name.get(name)
+        if field is not None:
+            data[name] = _typed_field(field, value)
+    return data
+
+
+def _typed_field(field: FieldDescriptor, value: Any) -> Any:
+    kind = field.message_type
+    if kind is not None and kind.GetOptions().map_entry:
+        return {k: _typed_value(kind.fields_by_name["value"], v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed_value(field, v) for v in value]
+    return _typed_value(field, value)
+
+
+def _typed_value(field: FieldDescriptor, value: Any) -> Any:
+    if field.type in _INT64 and isinstance(value, str):
+        return int(value)
+    if field.type == FieldDescriptor.TYPE_ENUM and isinstance(value, str):
+        return value.lower()
+    kind = field.message_type
+    if kind is not None and isinstance(value, dict) and not kind.full_name.startswith("google.protobuf."):
+        return _typed(kind, value)
+    return value
 
 
 def _json_fields(value: Any) -> Any:
@@ -133,13 +185,63 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    t = Table(title=title, title_justify="left")
-    for column in columns:
-        t.add_column(column, overflow="fold")
-    for row in rows:
-        t.add_row(*("" if v is None else str(v) for v in row))
-    console.print(t)
+def table(
+    title: str,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    wide_columns: Sequence[str] = (),
+    cut_first: Sequence[str] = (),
+) -> None:
+    """Plain columns, one line per row, never wrapped: in a terminal each line is cut to its width
+    (the `cut_first` columns, then the last ones, shortened with "…"), in a pipe rows are written
+    whole; no box drawing anywhere. `wide_columns` appear only with `-o wide`, which also cuts
+    nothing; `cut_first` are free text (an error) or long names, shortened before the others."""
+    if console.quiet:  # a command printing only JSON silenced the console: tables too
+        return
+    keep = [i for i, c in enumerate(columns) if _wide or c not in wide_columns]
+    header = [str(columns[i]) for i in keep]
+    cells = [[_cell(row[i]) for i in keep] for row in rows]
+    widths = [max([len(h), *(len(r[j]) for r in cells)]) for j, h in enumerate(header)]
+    limit = console.width if console.is_terminal and not _wide else None
+    if limit is not None:
+        first = [j for j in reversed(range(len(header))) if header[j] in cut_first]
+        order = first + [j for j in reversed(range(len(header))) if j not in first]
+        widths = _fit(widths, [len(h) for h in header], limit, order)
+    lines = [_line(header, widths)] + [_line(r, widths) for r in cells]
+    if title:
+        lines.insert(0, title)
+    if limit is not None:
+        lines = [_cut(line, limit) for line in lines]
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.flush()
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else " ".join(str(value).split())
+
+
+def _fit(widths: list[int], floors: list[int], limit: int, order: Sequence[int]) -> list[int]:
+    """Shrink columns in `order`, each down to a floor of its header's width, until the line fits
+    `limit`."""
+    widths = list(widths)
+    floors = [max(min(f, 12), 4) for f in floors]
+    excess = sum(widths) + 2 * (len(widths) - 1) - limit
+    for j in order:
+        if excess <= 0:
+            break
+        cut = min(excess, max(widths[j] - floors[j], 0))
+        widths[j] -= cut
+        excess -= cut
+    return widths  # still too wide: each line is cut at the end
+
+
+def _line(cells: Sequence[str], widths: Sequence[int]) -> str:
+    return "  ".join(_cut(c, w).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
 def when(ts: Any) -> str:
@@ -147,3 +249,13 @@ def when(ts: Any) -> str:
     if ts is None or (ts.seconds == 0 and ts.nanos == 0):
         return ""
     return str(ts.ToDatetime().isoformat(timespec="milliseconds")) + "Z"
+
+
+def when_short(ts: Any) -> str:
+    """A protobuf Timestamp for narrow tables (UTC): `HH:MM:SS` today, `MM-DD HH:MM` before;
+    '' when unset. `-o wide` shows the full time."""
+    if ts is None or (ts.seconds == 0 and ts.nanos == 0):
+        return ""
+    at = ts.ToDatetime()
+    today = datetime.now(UTC).date()
+    return str(at.strftime("%H:%M:%S" if at.date() == today else "%m-%d %H:%M"))

@@ -12,8 +12,19 @@ def _w(value: float | None) -> str:
 
 
 def _cap(ok: bool, watts: float) -> tuple[str, str]:
-    """(result, power): a failed cap enforced nothing, so it shows no watts (it used to say 0 W)."""
-    return ("ok", _w(watts)) if ok else ("failed", "not applied")
+    """(result, power): a failed cap enforced nothing, so it shows no watts (it used to say 0 W);
+    a successful 0 W is no cap at all (a removed one: no component takes a 0 W cap)."""
+    if not ok:
+        return "failed", "not applied"
+    return "ok", _w(watts) if watts else "no cap"
+
+
+def energy(value: float, unit: str) -> str:
+    """Energy readable at a glance: joules as kWh (`11.0 kWh`, not `3.96004e+07 Joules`)."""
+    if unit.strip().lower() in ("joules", "joule", "j") and value >= 3600:
+        return f"{value / 3.6e6:,.{3 if value < 3.6e7 else 1}f} kWh"
+    text = f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:g}"
+    return f"{text} {unit}".strip()
 
 
 def render_response(response: pb.DeviceControllerResponse) -> None:
@@ -57,7 +68,7 @@ def render_response(response: pb.DeviceControllerResponse) -> None:
                         "",
                         _w(d.power_usage),
                         f"limit {d.set_limit:g} W ({d.min_limit:g}..{d.max_limit:g}), "
-                        f"{d.energy_usage:g} {d.energy_usage_unit}, {d.temperature_celsius:g} °C",
+                        f"{energy(d.energy_usage, d.energy_usage_unit)}, {d.temperature_celsius:g} °C",
                     )
                 )
     if rows:

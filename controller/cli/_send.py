@@ -19,9 +19,9 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller.cli._channel import channel as client_channel
 from controller.cli._errors import UsageError
-from controller.cli._render import console, err_console, print_json
+from controller.cli._render import as_dict, console, err_console, print_json
 from controller.cli._responses import render_response
-from controller.cli._writes import render_writes
+from controller.cli._writes import render_plan
 from plugins.base import (
     Allocation,
     ElementType,
@@ -225,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(args, msg)
     with client_channel(args) as channel:
+        _check_device(channel, msg)
         try:
             dgrpc.DeviceControllerStub(channel).SendDeviceRequest(msg, timeout=30)
         except grpc.RpcError as exc:
@@ -246,6 +247,16 @@ def run(args: argparse.Namespace) -> int:
             with console.status(f"waiting for {msg.request_id}...") if not args.json else _null():
                 for update in admin.WaitRequest(wait, timeout=limit):
                     record = update  # the last update is the completed record
+        except KeyboardInterrupt:
+            # Ctrl-C stops the waiting, not the request: say which one it was and how to follow it
+            err_console.print(
+                f"interrupted: request {msg.request_id} was accepted and runs on; follow it with "
+                f"`devicectl requests show {msg.request_id}`",
+                soft_wrap=True,
+                highlight=False,
+                markup=False,
+            )
+            return 130
         except grpc.RpcError as exc:
             if exc.code() is not grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise
@@ -265,6 +276,26 @@ def run(args: argparse.Namespace) -> int:
     return 0 if record.outcome == "ok" else 1
 
 
+def _check_device(channel: grpc.Channel, msg: pb.DeviceControllerRequest) -> None:
+    """Refuse, before sending, a device the controller cannot reach: one it has never seen (every
+    inventory device is known to it) when the request brings no model saying how to reach it.
+    Such a request used to be "accepted" (exit 0) and then fail. Without the operator role the
+    check is skipped and the controller's answer says it."""
+    if msg.device_model_json:
+        return
+    try:
+        agrpc.DeviceControllerAdminStub(channel).GetDevice(apb.GetDeviceRequest(id=msg.device), timeout=30)
+    except grpc.RpcError as exc:
+        if exc.code() is grpc.StatusCode.NOT_FOUND:
+            raise UsageError(
+                f"unknown device {msg.device!r}: not in the controller's inventory and never seen by it; "
+                "nothing was sent (devicectl devices list)"
+            ) from None
+        if exc.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+            return
+        raise
+
+
 def _dry_run(args: argparse.Namespace, msg: pb.DeviceControllerRequest) -> int:
     with client_channel(args) as channel:
         try:
@@ -274,19 +305,44 @@ def _dry_run(args: argparse.Namespace, msg: pb.DeviceControllerRequest) -> int:
                 err_console.print(f"[red]rejected[/red] ({exc.code().name}): {exc.details()}", soft_wrap=True)
                 return 2
             raise
+    kind = msg.WhichOneof("request") or "request"
     if args.json:
-        print_json(plan)
+        print_json(dry_run_result(plan, msg))
         return 0 if plan.ok else 1
-    render_writes(
-        plan.writes, f"dry run of {msg.WhichOneof('request') or 'request'} on {msg.device}: nothing written"
+    # Only the plan: never the response's "ok" or a result table, which read like an applied change.
+    planned = sum(1 for w in plan.writes if w.status == "planned")
+    console.print(
+        f"DRY RUN: nothing was written. {kind} on {msg.device} would make {planned} "
+        f"write{'' if planned == 1 else 's'}:",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
     )
-    if not plan.writes:
-        console.print("no writes: the device already has what this request asks for (or it only reads)")
-    if plan.HasField("response"):
-        render_response(plan.response)
+    if plan.writes:
+        render_plan(plan.writes)
+    else:
+        console.print("  none: the device already has what this request asks for (or it only reads)")
     if plan.error:
-        err_console.print(f"[red]error[/red]: {plan.error}", soft_wrap=True)
+        err_console.print(f"[red]the request would fail[/red]: {plan.error}", soft_wrap=True, highlight=False)
     return 0 if plan.ok else 1
+
+
+def dry_run_result(plan: apb.DryRunResponse, msg: pb.DeviceControllerRequest) -> dict[str, Any]:
+    """A dry run for scripts: `dry_run` and `outcome` say it is a plan (`planned`, or `would_fail`),
+    and the response it would send is `planned_response`, never a top-level `ok`."""
+    out: dict[str, Any] = {
+        "dry_run": True,
+        "outcome": "planned" if plan.ok else "would_fail",
+        "written": 0,
+        "device": msg.device,
+        "request_id": msg.request_id,
+        "kind": msg.WhichOneof("request") or "",
+        "writes": [as_dict(w) for w in plan.writes],
+        "error": plan.error,
+    }
+    if plan.HasField("response"):
+        out["planned_response"] = as_dict(plan.response)
+    return out
 
 
 class _null:

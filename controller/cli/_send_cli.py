@@ -32,7 +32,10 @@ _KIND_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
         {
             "multiple": True,
             "metavar": "ID=WATTS",
-            "help": "GPU-specific cap, e.g. --gpu 0=500 (WATTS may be 80% or 'none' to remove); repeatable",
+            "help": "GPU-specific cap, e.g. --gpu 0=500; WATTS may be 80% (of the GPU's maximum) or "
+            "'none', which removes that GPU's cap: it falls back to its share of the node policy, else to "
+            "its limit from before devicectl, else to no cap (refused where the GPU's cap cannot be "
+            "written); repeatable",
         },
     ),
     "enable": ("--enable", {"multiple": True, "type": int, "metavar": "ID", "help": "profile id to enable"}),
@@ -225,6 +228,8 @@ class _SendGroup(Group):
             if any(a == "--file" or a.startswith("--file=") for a in args):
                 return ["file", *args]
             return args
+        if args[i] == "file":  # `send file --file F`: the form the warning below asks for
+            return args if i == 0 else [args[i], *args[:i], *args[i + 1 :]]
         if any(a == "--file" or a.startswith("--file=") for a in args):  # argparse: the file wins
             if not ctx.resilient_parsing:
                 _warn(

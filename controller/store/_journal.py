@@ -402,14 +402,18 @@ def list_requests(
     undelivered_only: bool,
     limit: int,
     dead_letter_only: bool = False,
+    outcome: str | None = None,
 ) -> list[RequestView]:
     """Requests, newest first. ``undelivered_only``: a response is written but not delivered yet
-    (nor dead-lettered); ``dead_letter_only``: the receiver refused the response for good."""
+    (nor dead-lettered); ``dead_letter_only``: the receiver refused the response for good;
+    ``outcome``: finished with that outcome."""
     query = _VIEW_QUERY
     if device is not None:
         query = query.where(R.c.device == device)
     if status is not None:
         query = query.where(R.c.status == status)
+    if outcome is not None:
+        query = query.where(R.c.outcome == outcome)
     if undelivered_only:
         query = query.where(OB.c.id.is_not(None), _outbox.PENDING)
     if dead_letter_only:

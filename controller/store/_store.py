@@ -261,11 +261,13 @@ class Store:
         undelivered_only: bool = False,
         limit: int = 100,
         dead_letter_only: bool = False,
+        outcome: str | None = None,
     ) -> list[RequestView]:
         """Requests, newest first; ``undelivered_only`` keeps those with a response not yet delivered,
-        ``dead_letter_only`` those whose response the receiver refused for good."""
+        ``dead_letter_only`` those whose response the receiver refused for good, ``outcome`` those
+        that finished so ("ok", "failed")."""
         return await self._read(
-            _journal.list_requests, device, status, undelivered_only, limit, dead_letter_only
+            _journal.list_requests, device, status, undelivered_only, limit, dead_letter_only, outcome
         )
 
     # --- devices ------------------------------------------------------------------------------------

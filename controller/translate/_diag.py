@@ -3,8 +3,9 @@
 The wire reports only the limit actually set (`power_cap_watts`). When a device set something
 other than what was asked, the operator needs both numbers, so the note
 "requested 700 W, applied 650 W" goes into `diag_msg` (after the plugin's own message, in
-parentheses). The note is written so it parses back exactly, which keeps
-`response_from_proto(response_to_proto(...))` lossless.
+parentheses); a cap that was not applied at all (`power_cap_watts` 0: no cap of 0 W exists) reads
+"requested 700 W, not applied", never "applied 0 W". The note is written so it parses back
+exactly, which keeps `response_from_proto(response_to_proto(...))` lossless.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 import re
 
 _NUMBER = r"(-?(?:\d+(?:\.\d*)?(?:e[-+]?\d+)?|inf))"
-_NOTE = rf"requested {_NUMBER} W, applied {_NUMBER} W"
+_NOTE = rf"requested {_NUMBER} W, (?:applied {_NUMBER} W|not applied)"
 _BARE = re.compile(_NOTE)
 _SUFFIXED = re.compile(rf"(.*) \({_NOTE}\)", re.DOTALL)
 
@@ -30,7 +31,8 @@ def describe(message: str, requested: float | None, applied: float) -> str:
     """`message`, plus the requested/applied note when the two differ."""
     if requested is None or requested == applied:
         return message
-    note = f"requested {format_watts(requested)} W, applied {format_watts(applied)} W"
+    done = f"applied {format_watts(applied)} W" if applied != 0 else "not applied"
+    note = f"requested {format_watts(requested)} W, {done}"
     return f"{message} ({note})" if message else note
 
 
@@ -50,6 +52,6 @@ def parse(diag: str, applied: float) -> tuple[str, float | None]:
     else:
         requested_text, applied_text = match.groups()
     requested = float(requested_text)
-    if float(applied_text) != applied or requested == applied:
+    if float(applied_text or 0) != applied or requested == applied:
         return diag, None
     return message, requested

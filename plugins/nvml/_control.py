@@ -103,6 +103,13 @@ def topology_unset(raw_state: Any, spec: SystemSpec, scope: str) -> Answer:
     return result, state.to_json(), None
 
 
+def _removed(change: GpuPoliciesChange | None) -> set[int]:
+    """GPUs whose GPU-specific cap the change removes (`limit=None`)."""
+    if change is None or change.action is not PolicyAction.SET:
+        return set()
+    return {p.gpu_id for p in change.policies if p.limit is None}
+
+
 def _apply_gpu_change(state: NvmlState, change: GpuPoliciesChange, group: str) -> bool:
     """Update the GPU layer; True when it was a reset."""
     if change.action is PolicyAction.SET:
@@ -149,7 +156,8 @@ def allocation(raw_state: Any, spec: SystemSpec, scope: str, req: Allocation, ki
         if req.gpu_policies is not None:
             reset = _apply_gpu_change(state, req.gpu_policies, req.resource_group) or reset
         caps = req.policy is not None or req.gpu_policies is not None
-    results = reconcile(inv, state, scope, reset_untracked=reset) if caps else None
+    removed = _removed(req.gpu_policies) if kind != "deactivate" else set()
+    results = reconcile(inv, state, scope, reset_untracked=reset, removed=removed) if caps else None
     payload = None
     profiles: ProfileResult | None = None
     if req.profiles is not None:
@@ -166,7 +174,7 @@ def gpu_policies(raw_state: Any, scope: str, req: GpuPoliciesChange) -> Answer:
     state = NvmlState(raw_state)
     inv = inventory(state)
     reset = _apply_gpu_change(state, req, req.resource_group)
-    results = reconcile(inv, state, scope, reset_untracked=reset)
+    results = reconcile(inv, state, scope, reset_untracked=reset, removed=_removed(req))
     return GpuPoliciesResult(req.resource_group, tuple(results)), state.to_json(), None
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -306,12 +306,21 @@ def _guarded(gpu: Gpu, what: str, fn: Callable[[], GpuResult | None]) -> GpuResu
     return GpuResult(gpu.gpu_id, False, message=str(error))
 
 
-def reconcile(inv: Inventory, state: NvmlState, scope: str, *, reset_untracked: bool) -> list[GpuResult]:
+def reconcile(
+    inv: Inventory,
+    state: NvmlState,
+    scope: str,
+    *,
+    reset_untracked: bool,
+    removed: Collection[int] = (),
+) -> list[GpuResult]:
     """Bring every GPU to the cap the policy layers in `state` ask for.
 
     GPUs with a target get it (validated against their own constraints first). GPUs without one
     get the limit recorded before devicectl's first change back; with `reset_untracked` (an
-    "unset"), GPUs with no record get their default limit. Other GPUs are not touched.
+    "unset"), GPUs with no record get their default limit, and so do the GPUs in `removed` (whose
+    GPU-specific cap the request removed: `--gpu N=none`), so that a removal always ends with a
+    write or a read-back that shows no cap of devicectl's. Other GPUs are not touched.
     """
     policy = state.effective_policy()
     gpu_policies = state.gpu_policies()
@@ -335,7 +344,7 @@ def reconcile(inv: Inventory, state: NvmlState, scope: str, *, reset_untracked: 
                     return GpuResult(gpu.gpu_id, False, requested_watts=target.watts, message=target.error)
                 return apply_target(gpu, scope, limits, target.watts, state)
         scopes = state.recorded_scopes(gpu.uuid)
-        if not scopes and reset_untracked:
+        if not scopes and (reset_untracked or gpu.gpu_id in removed):
             scopes = [scope]
         return restore(gpu, scopes, state) if scopes else None
 

@@ -236,8 +236,15 @@ async def set_cap(
     return CapChange(component, ok, watts, before=before, after=after, wrote=True, message=message)
 
 
-async def restore_cap(bmc: OpBmc, component: Component, prior: Prior) -> CapChange:
-    """Put back the value a component had before devicectl changed it."""
+async def restore_cap(
+    bmc: OpBmc,
+    component: Component,
+    prior: Prior,
+    *,
+    note: str = "restore the value from before devicectl's first change",
+) -> CapChange:
+    """Put back the value a component had before devicectl changed it (`Prior(None, False)`:
+    remove the cap)."""
     mech = mechanism_for(component)
     label = component.label
     if mech is None:
@@ -257,7 +264,7 @@ async def restore_cap(bmc: OpBmc, component: Component, prior: Prior) -> CapChan
             doc,
             lambda r: mech.matches(r, prior),
             prior,
-            note="restore the value from before devicectl's first change",
+            note=note,
         )
     except DeviceControllerError as exc:
         return CapChange(component, False, prior.watts, message=f"{label}: {exc}", error=exc)

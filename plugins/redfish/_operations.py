@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from plugins.base import (
     AllocationResult,
@@ -36,7 +36,7 @@ from plugins.redfish._caps import Bounds, CapChange, restore_cap, set_cap
 from plugins.redfish._device import Device, invalidate
 from plugins.redfish._errors import ResourceNotFoundError
 from plugins.redfish._layout import Component
-from plugins.redfish._platforms import unsupported_message
+from plugins.redfish._platforms import Prior, unsupported_message
 
 _GPU_PREFIX = re.compile(r"^GPU (\d+)(\b.*)$", re.S)
 
@@ -226,6 +226,64 @@ async def restore_scope(device: Device, scope: str, keys: Iterable[str] | None =
     return Applied(targets, changes)
 
 
+async def remove_gpu_caps(device: Device, scope: str, gpu_ids: Iterable[int]) -> Applied:
+    """Remove GPU caps (`limit=None` with no share to fall back to): the value from before
+    devicectl's change in `scope` where one is recorded, else no cap (the BMC's default). A GPU
+    whose cap cannot be written fails with the reason; one already uncapped is reported so."""
+    by_index = {c.index: c for c in device.discovery.gpus}
+    priors = device.state.priors(scope)
+    recorded: list[str] = []
+    targets: list[Target] = []
+    jobs = []
+    for gpu_id in sorted(gpu_ids):
+        comp = by_index.get(gpu_id)
+        if comp is None:
+            continue  # `gpu_targets` already reported the GPU as missing
+        if comp.key in priors:
+            recorded.append(comp.key)
+            continue
+        if not comp.mechanism:  # refused: this platform cannot write (so cannot remove) the cap
+            message = unsupported_message(device.discovery, f"GPU {gpu_id} power limit (removing it)")
+            targets.append(Target(ElementType.GPU, comp, None, message))
+            continue
+        targets.append(Target(ElementType.GPU, comp, None))
+        jobs.append(restore_cap(device.bmc, comp, Prior(None, False), note="remove the cap (--gpu N=none)"))
+    changes: dict[str, CapChange] = {}
+    for change in await asyncio.gather(*jobs):
+        key = change.component.key
+        _keep_reading(device, change)
+        if change.after is not None:
+            device.state.set_applied(key, change.after.watts if change.after.capped else None, None, scope)
+        if isinstance(change.error, ResourceNotFoundError):
+            invalidate(device)
+        if change.ok:
+            done = "cap removed" if change.wrote else "no cap to remove"
+            default = (
+                f" ({change.after.watts:g} W)" if change.after and change.after.watts is not None else ""
+            )
+            change = replace(
+                change, message=f"{change.component.label}: {done}; the BMC default is in force{default}"
+            )
+        changes[key] = change
+    applied = Applied(targets, changes)
+    if recorded:
+        restored = await restore_scope(device, scope, recorded)
+        applied.targets += restored.targets
+        for key, change in restored.changes.items():
+            if change.ok:
+                back = _w_or_none(change.applied)
+                message = (
+                    f"{change.component.label}: cap removed; back to {back}, as before devicectl's change"
+                )
+                change = replace(change, message=message)
+            applied.changes[key] = change
+    return applied
+
+
+def _w_or_none(watts: float | None) -> str:
+    return f"{watts:g} W" if watts is not None else "no cap"
+
+
 # ---- request kinds ----------------------------------------------------------------------------
 
 
@@ -251,6 +309,15 @@ async def apply_policy_change(
     if policy is not None or gpu_change is not None:
         targets += plan(device, gpu_share_policy, gpu_specific, elements=(ElementType.GPU,))
     applied = await apply_targets(device, targets, scope)
+    # `--gpu N=none` on a GPU that gets no share: its cap goes, never silently nothing
+    removed = {p.gpu_id for p in gpu_specific if p.limit is None}
+    removed -= {
+        t.component.index for t in targets if t.element is ElementType.GPU and t.component is not None
+    }
+    if removed:
+        cleared = await remove_gpu_caps(device, scope, removed)
+        applied.targets += cleared.targets
+        applied.changes.update(cleared.changes)
     # restore what the change released: an UNSET policy, elements a new policy no longer limits
     # (the topology sends full desired state), or reset GPUs that got no share
     release: set[str] = set()

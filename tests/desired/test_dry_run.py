@@ -134,7 +134,7 @@ async def test_dry_run_through_the_admin_api_and_the_cli(
             "--dry-run",
         )
         out = await _cli(*args)
-        assert "dry run" in out and "planned" in out and "600" in out
+        assert out.startswith("DRY RUN: nothing was written.") and "600" in out and ": ok" not in out
         assert bmc.stats.writes_applied == 2  # still only the real run's writes
         listed = await h.admin.ListRequests(apb.ListRequestsRequest())
         assert [r.request_id for r in listed.requests] == ["dry-1"]

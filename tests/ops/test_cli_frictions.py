@@ -49,7 +49,7 @@ async def test_output_flags_anywhere(controller, sink, capsys) -> None:
     code, out, _ = await run(capsys, "--server", server, "requests", "list", "-o", "yaml")
     assert code == 0 and out.startswith("- ") and 'request_id: "o-1"' in out
     code, _, err = await run(capsys, "status", "-o", "xml")
-    assert code == 2 and "output format must be one of table, json, yaml" in one_line_error(err)
+    assert code == 2 and "output format must be one of table, wide, json, yaml" in one_line_error(err)
 
 
 async def test_json_for_db_upgrade_and_bmc_sim(tmp_path: Path, capsys) -> None:

@@ -7,17 +7,30 @@ import re
 from pathlib import Path
 
 from controller.cli import main
-from controller.cli._render import console
 
 
-async def test_verbose_demo_shows_the_node_limit_before(tmp_path: Path, capsys, monkeypatch) -> None:
-    monkeypatch.setattr(console, "width", 200)
+async def test_verbose_demo_shows_the_node_limit_before(tmp_path: Path, capsys) -> None:
     code = await asyncio.to_thread(main, ["demo", "--nodes", "1", "--workdir", str(tmp_path), "--verbose"])
     out = capsys.readouterr().out
     assert code == 0, out
-    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if "│ node " in line]
+    rows = [re.split(r"\s{2,}", line) for line in out.splitlines() if re.match(r"node001\s+node\s", line)]
     assert rows == [["node001", "node", "5640 W", "5000 W", "5000 W", "5640 W"]], out
     assert not re.search(r"^\s+node001: GPUs", out, re.M)  # the table replaces the one-line summary
+
+
+async def test_the_demo_prints_a_table_without_verbose(tmp_path: Path, capsys) -> None:
+    """README: the demo "prints a table of requested vs applied vs restored values"; it used to
+    print one line per node unless --verbose was given."""
+    code = await asyncio.to_thread(main, ["demo", "--nodes", "2", "--workdir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("node "))
+    assert re.split(r"\s{2,}", lines[header]) == ["node", "GPUs", "CPUs", "node limit", "profiles"], out
+    rows = [re.split(r"\s{2,}", line) for line in lines[header + 1 : header + 3]]
+    assert [r[0] for r in rows] == ["node001", "node002"]
+    assert all(r[3] == "5640 W -> 5000 W -> 5640 W" for r in rows), out
+    assert not re.search("[\u2500-\u257f]", out)  # no bars or rules drawn into a pipe
 
 
 async def test_json_demo_prints_only_json(tmp_path: Path, capsys) -> None:

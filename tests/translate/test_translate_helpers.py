@@ -69,3 +69,9 @@ def test_note_only_trusted_when_applied_matches() -> None:
     assert parse("requested 700 W, applied 650 W", 600.0) == ("requested 700 W, applied 650 W", None)
     assert parse("plain", 1.0) == ("plain", None)
     assert describe("x", None, 5.0) == describe("x", 5.0, 5.0) == "x"
+
+
+def test_a_cap_not_applied_never_reads_applied_0_w() -> None:
+    assert describe("GPU 1: too high", 1300.0, 0.0) == "GPU 1: too high (requested 1300 W, not applied)"
+    assert parse("GPU 1: too high (requested 1300 W, not applied)", 0.0) == ("GPU 1: too high", 1300.0)
+    assert parse("requested 1300 W, not applied", 450.0) == ("requested 1300 W, not applied", None)

@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from plugins.redfish.simulator._bmcweb import DPS_ALLOW_LIST
 from plugins.redfish.simulator._config import DEFAULT_PASSWORD, PROFILES
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--ready-file", type=Path, default=None, help="write a JSON file with URLs once serving")
     add("--duration", type=float, default=None, help="stop after this many seconds (default: run until ^C)")
     add("--log-level", default="INFO", help="logging level (default INFO)")
+    add("--json", action="store_true", help="print JSON lines (ready, stopped) instead of text")
     return parser
 
 
@@ -131,11 +133,15 @@ async def _run(args: argparse.Namespace, models: list[str]) -> int:
             secrets_dir = fleet.write_inventory(
                 args.inventory_out, args.secrets_dir, id_prefix=args.id_prefix, secret_name=args.secret_name
             )
-        _print_summary(fleet, args, models, secrets_dir)
+        if args.json:
+            ready = {"event": "ready", "bmcs": len(fleet), "models": models}
+            print(json.dumps(ready | _ready_info(fleet, args.inventory_out, secrets_dir)), flush=True)
+        else:
+            _print_summary(fleet, args, models, secrets_dir)
         if args.ready_file is not None:
             _write_ready(args.ready_file, fleet, args.inventory_out, secrets_dir)
         await _wait(args.duration)
-    print("bmc-sim: stopped", flush=True)
+    print(json.dumps({"event": "stopped"}) if args.json else "bmc-sim: stopped", flush=True)
     return 0
 
 
@@ -159,14 +165,18 @@ def _print_summary(
     print("\n".join(lines), flush=True)
 
 
-def _write_ready(path: Path, fleet: SimulatorFleet, inventory: Path | None, secrets_dir: Path | None) -> None:
-    info = {
+def _ready_info(fleet: SimulatorFleet, inventory: Path | None, secrets_dir: Path | None) -> dict[str, Any]:
+    return {
         "urls": fleet.urls,
         "ca_bundle": str(fleet.ca_bundle.resolve()),
         "control_url": fleet.control_url,
         "inventory": str(inventory) if inventory else None,
         "secrets_dir": str(secrets_dir) if secrets_dir else None,
     }
+
+
+def _write_ready(path: Path, fleet: SimulatorFleet, inventory: Path | None, secrets_dir: Path | None) -> None:
+    info = _ready_info(fleet, inventory, secrets_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(info, indent=2) + "\n")

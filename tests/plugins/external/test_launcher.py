@@ -154,3 +154,46 @@ def test_launch_dials_a_plugin_served_by_hand(tmp_path: Path) -> None:
     finally:
         server.terminate()
         assert server.wait(timeout=30) == 0
+
+
+def test_sigterm_to_launch_shuts_its_plugin_down(tmp_path: Path) -> None:
+    """A SIGTERM (systemd, kill, a CI timeout) used to end `plugin launch` at once and leave the
+    plugin process it started running, orphaned."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        launch(tmp_path, "--json", "stats", "--interval", "0.2"),
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        proc.stdout.readline()  # the first update: the plugin is up
+        children = _children(proc.pid)
+        assert children, "plugin launch started no plugin process"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(pid) for pid in children):
+            time.sleep(0.05)
+        assert not [pid for pid in children if _alive(pid)], "the plugin process outlived launch"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"  # a zombie has exited (its parent, gone, cannot reap it)

@@ -18,6 +18,8 @@ from plugins.base import (
     PolicyChange,
     PolicyLimit,
     PowerLimit,
+    RequestKind,
+    run_operation,
 )
 from plugins.nvml.testing import FakeNode
 
@@ -265,6 +267,31 @@ async def test_gpu_policies_merge_and_a_none_limit_removes_one(h100x4: FakeNode)
         "update_gpu_policies", GpuPoliciesChange("rg", PolicyAction.SET, policies=(GpuPolicy(0, None),))
     )
     assert (h100x4.limit_w(0), h100x4.limit_w(3)) == (500.0, 650.0)  # back to the share
+
+
+async def test_a_none_limit_without_a_share_removes_the_cap_with_a_receipt(h100x4: FakeNode) -> None:
+    h100x4.fake.gpu(1).limit_mw = 450_000  # capped by someone else, never recorded by devicectl
+    await h100x4.do(
+        "update_gpu_policies",
+        GpuPoliciesChange("rg", PolicyAction.SET, policies=(GpuPolicy(0, PowerLimit(watts=250)),)),
+    )
+    seen = len(h100x4.fake.writes())
+    change = GpuPoliciesChange("rg", PolicyAction.SET, policies=(GpuPolicy(0, None), GpuPolicy(1, None)))
+    out = await run_operation(h100x4.plugin, RequestKind.GPU_POLICIES_UPDATE, h100x4.ctx(), change)
+    assert out.state is not None
+    h100x4.state = dict(out.state)
+    # before: `none` only dropped the GPU-specific policy and answered ok with no result and no write
+    assert [(r.gpu_id, r.ok) for r in out.result.results] == [(0, True), (1, True)]
+    assert (h100x4.limit_w(0), h100x4.limit_w(1)) == (700.0, 700.0)
+    assert "from before devicectl's change" in out.result.results[0].message
+    assert "restored the default limit" in out.result.results[1].message
+    assert [c.uuid for c in h100x4.fake.writes()[seen:]] == [h100x4.uuid(0), h100x4.uuid(1)]
+    assert [(w.component.split(" (")[0], w.status) for w in out.writes] == [("GPU 0", "ok"), ("GPU 1", "ok")]
+    again = await h100x4.do(
+        "update_gpu_policies", GpuPoliciesChange("rg", PolicyAction.SET, policies=(GpuPolicy(1, None),))
+    )
+    assert again.result.results[0].ok and "already in force" in again.result.results[0].message
+    assert len(h100x4.fake.writes()) == seen + 2  # nothing left to remove: no write, and it says so
 
 
 async def test_gpu_policies_reset_falls_back_to_the_share_or_restores(h100x4: FakeNode) -> None:

@@ -215,6 +215,12 @@ async def test_dgx_h100_answers_unsupported_per_component_and_writes_nothing(mix
     out = await mixed.call("update_gpu_policies", bmc, change)
     assert not out.result.results[0].ok and "unsupported" in out.result.results[0].message
 
+    # removing a cap it cannot write is refused, not answered ok with nothing done
+    change = GpuPoliciesChange("rg", PolicyAction.SET, policies=(GpuPolicy(3, None),))
+    out = await mixed.call("update_gpu_policies", bmc, change)
+    assert [(g.gpu_id, g.ok) for g in out.result.results] == [(3, False)]
+    assert "GPU 3 power limit (removing it): unsupported on this platform" in out.result.results[0].message
+
     out = await mixed.call("enable_profiles", bmc, ProfileChange(enable=(5,)))
     assert not out.result.ok and len(out.result.gpus) == 8
     assert "workload power profiles: unsupported on this platform (DGX_H100" in out.result.error

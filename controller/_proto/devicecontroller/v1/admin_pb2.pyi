@@ -92,18 +92,20 @@ class GetRequestRequest(_message.Message):
     def __init__(self, request_id: _Optional[str] = ...) -> None: ...
 
 class ListRequestsRequest(_message.Message):
-    __slots__ = ("device", "status", "undelivered_only", "limit", "dead_letter_only")
+    __slots__ = ("device", "status", "undelivered_only", "limit", "dead_letter_only", "outcome")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     UNDELIVERED_ONLY_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTER_ONLY_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
     device: str
     status: RequestStatus
     undelivered_only: bool
     limit: int
     dead_letter_only: bool
-    def __init__(self, device: _Optional[str] = ..., status: _Optional[_Union[RequestStatus, str]] = ..., undelivered_only: _Optional[bool] = ..., limit: _Optional[int] = ..., dead_letter_only: _Optional[bool] = ...) -> None: ...
+    outcome: str
+    def __init__(self, device: _Optional[str] = ..., status: _Optional[_Union[RequestStatus, str]] = ..., undelivered_only: _Optional[bool] = ..., limit: _Optional[int] = ..., dead_letter_only: _Optional[bool] = ..., outcome: _Optional[str] = ...) -> None: ...
 
 class ListRequestsResponse(_message.Message):
     __slots__ = ("requests",)
