@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from plugins.base import Empty, GpuMetricsQuery, Ping, PolicyAction, PolicyChange, ProfileChange
-from plugins.redfish._discovery import DISCOVERY_PATHS, ENVIRONMENT_METRICS, _Walker
+from plugins.redfish._discovery import DISCOVERY_PATHS, ENVIRONMENT_METRICS
+from plugins.redfish._walk import Walker as _Walker
 from plugins.redfish._errors import PlatformUnsupportedError
 from plugins.redfish.simulator import SimulatedBmc
 from plugins.redfish.simulator._bmcweb import DPS_ALLOW_LIST
