@@ -225,9 +225,10 @@ def _patch(bmc: SimulatedBmc, req: SimRequest) -> Write:
         _merge(current, changes)
         if nvidia is not None and set_point is not None:
             current["PowerLimitWatts"]["ControlMode"] = "Manual"
-            nvidia["PowerMode"] = "Custom"
-            nvidia["RequestedPersistentPowerLimitWatts"] = set_point if persistent else None
-            nvidia["RequestedOneshotPowerLimitWatts"] = None if persistent else set_point
+            # NOTE: only the OEM properties this firmware shows (GB300 shows none of them)
+            _set_shown(nvidia, "PowerMode", "Custom")
+            _set_shown(nvidia, "RequestedPersistentPowerLimitWatts", set_point if persistent else None)
+            _set_shown(nvidia, "RequestedOneshotPowerLimitWatts", None if persistent else set_point)
         state.revisions[req.path] += 1
 
     return Write(apply=apply, deferrable=True)
@@ -343,9 +344,16 @@ def _clear_oob(state: ReplayState, resource: str, doc: JsonDict) -> None:
         limit["ControlMode"] = "Automatic"
     nvidia = _nvidia(doc)
     if nvidia is not None:
-        nvidia["PowerMode"] = "MaxP"
-        nvidia["RequestedPersistentPowerLimitWatts"] = nvidia["RequestedOneshotPowerLimitWatts"] = None
+        _set_shown(nvidia, "PowerMode", "MaxP")
+        _set_shown(nvidia, "RequestedPersistentPowerLimitWatts", None)
+        _set_shown(nvidia, "RequestedOneshotPowerLimitWatts", None)
     state.revisions[resource] += 1
+
+
+def _set_shown(section: JsonDict, key: str, value: Any) -> None:
+    """Change an OEM property the captured firmware shows (a write never adds one it does not)."""
+    if key in section:
+        section[key] = value
 
 
 def _profiles(state: ReplayState, resource: str, doc: JsonDict, mask: int, enable: bool) -> None:
