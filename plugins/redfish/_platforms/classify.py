@@ -118,10 +118,12 @@ def _verdict(
         if kind_of:
             found = gpus if kind_of == "gpu" else cpus
             if len(found) != 1:
-                return (
-                    f"skipped: no RelatedItem, and the node has {len(found)} {kind_of.upper()}s: which one "
-                    f"it limits is not stated ({shown})"
+                why = (
+                    f"Control {base.name} names no RelatedItem and the node has {len(found)} "
+                    f"{kind_of.upper()}s: which one it limits is not stated"
                 )
+                out.why_not.setdefault(kind_of, why)
+                return f"skipped: {why} ({shown})"
             keys = [found[0].key]
         elif context in NODE_CONTEXTS and str(ch.get("ChassisType") or "") not in PART_TYPES:
             keys = ["node"]

@@ -135,6 +135,8 @@ class ControlCaps:
     node: Component | None = None
     components: dict[str, Component] = field(default_factory=dict)
     groups: list[Component] = field(default_factory=list)
+    #: why GPUs / CPUs (by kind) have no cap of their own, when a Control was found but not placed
+    why_not: dict[str, str] = field(default_factory=dict)
 
     @property
     def usable(self) -> bool:
@@ -151,12 +153,27 @@ def discover_controls(
 ) -> Discovery:
     """Caps from the classified Controls (`_platforms.classify`); nothing else is written."""
     node = (caps.node,) if caps.node is not None else ()
+
+    def placed(c: Component) -> Component:
+        found = caps.components.get(c.key)
+        if found is not None:
+            return found
+        shared = [g for g in caps.groups if c.key in g.covers.split(",")]
+        if shared:
+            group = shared[0]
+            why = (
+                f"its limit {group.name} is shared with {group.covers}: a group budget, never one "
+                f"{c.kind.upper()}'s cap"
+            )
+            return replace(c, reason=why)
+        return replace(c, reason=caps.why_not.get(c.kind, c.reason))
+
     return replace(
         base,
         platform=CONTROLS,
         node=node,
-        gpus=tuple(caps.components.get(c.key, c) for c in gpus),
-        cpus=tuple(caps.components.get(c.key, c) for c in cpus),
+        gpus=tuple(placed(c) for c in gpus),
+        cpus=tuple(placed(c) for c in cpus),
         groups=tuple(caps.groups),
         node_metrics=generic_node_metrics(chassis, node),
         note="" if node else "no Power Control on this BMC is the node's own cap",

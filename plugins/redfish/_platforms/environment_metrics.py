@@ -102,7 +102,11 @@ def _oob_active(body: Mapping[str, Any], set_point: float | None, default: float
         return True
     if mode == "Disabled":
         return False
-    return default is not None and abs(set_point - default) > 0.5
+    if default is None:
+        # NOTE: no default to tell a cap from (GB300 Grace CPU EnvironmentMetrics, an excerpt of a
+        # TDP Control in Automatic): the set point in force is what restore must put back
+        return True
+    return abs(set_point - default) > 0.5
 
 
 def _clear_target(body: Mapping[str, Any]) -> str:

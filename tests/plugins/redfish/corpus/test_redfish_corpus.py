@@ -1,0 +1,212 @@
+"""Captures of real BMCs (tests/corpus/redfish): every request kind gives the right outcome, and no
+write ever reaches a resource the request did not name (the simulator logs every PATCH and POST)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plugins.base import PolicyAction, PolicyChange
+from tests.plugins.redfish.corpus.cases import (
+    CASES,
+    CORPUS,
+    Case,
+    Survey,
+    allowed_writes,
+    policy,
+    survey,
+    written_outside,
+)
+from tests.plugins.redfish.corpus.hardware import HARDWARE_DOC, render
+
+#: the request steps and the component keys each names
+NAMED = {
+    "node": {"node"},
+    "node 1 W": {"node"},
+    "cpu": {"cpu/0", "cpu/1"},
+    "gpu 0": {"gpu/0"},
+    "gpu 0 1 W": {"gpu/0"},
+}
+
+
+def _check(found: Survey) -> None:
+    case = found.case
+    assert found.metrics_ok, found.metrics_error
+    if case.power is None:
+        assert "node power" in found.metrics_error  # absent, never reported as 0 W
+    else:
+        assert found.power == pytest.approx(case.power)
+    for name, step in found.steps.items():
+        keys = NAMED[name] if name != "cpu" else {c["key"] for c in found.discovery.get("cpus", ())}
+        outside = written_outside(step.writes, allowed_writes(found.discovery, keys))
+        assert outside == [], f"{case.id} {name}: wrote what the request did not name: {outside}"
+        assert step.restored, f"{case.id} {name}: not restored exactly"
+    for name in ("node 1 W", "gpu 0 1 W"):
+        if name in found.steps:
+            step = found.steps[name]
+            assert not step.ok and step.writes == [], f"{case.id}: a 1 W cap was not refused: {step}"
+    expected = {"node": (case.node, case.node_refusal), "gpu 0": (case.gpu, case.gpu_refusal)}
+    expected["cpu"] = (case.cpu, "")
+    for name, (watts, refusal) in expected.items():
+        found_step = found.steps.get(name)
+        if found_step is None:
+            continue
+        step = found_step
+        if watts is not None:
+            assert step.ok, f"{case.id} {name}: {step.error}"
+            assert step.writes, f"{case.id} {name}: nothing was written"
+        else:
+            assert not step.ok and step.writes == [], f"{case.id} {name}: not refused: {step}"
+            assert refusal in step.error, f"{case.id} {name}: {step.error}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+async def test_a_real_capture_gives_the_right_outcome_and_writes_only_what_was_named(
+    make_harness: Callable[..., Any], case: Case
+) -> None:
+    async with make_harness(n=1, model=f"mockup:{CORPUS / case.name}") as h:
+        found = await survey(h, h.fleet.bmcs[0], case)
+    _check(found)
+
+
+async def test_cray_ex_caps_in_automatic_and_restores_disabled_as_the_firmware_takes_it(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(n=1, model=f"mockup:{CORPUS / 'cray-ex235a'}") as h:
+        found = await survey(h, h.fleet.bmcs[0], CASES[0])
+    node = found.steps["node"]
+    uri = "/redfish/v1/Chassis/Node0/Controls/NodePowerLimit"
+    # HPE's power service shapes (hms-power-control power-cap.go), never a null SetPoint
+    assert node.writes == [
+        ("PATCH", uri, {"SetPoint": 1000, "ControlMode": "Automatic"}),
+        ("PATCH", uri, {"ControlMode": "Disabled"}),
+    ]
+    assert "SettingRangeMin of 764 W" in found.steps["node 1 W"].error
+    # four Accelerator controls without RelatedItem for eight GPUs: none is taken for a GPU's cap
+    evidence = "\n".join(found.discovery["evidence"])
+    assert "Accelerator0PowerLimit: skipped: Control Accelerator0PowerLimit names no RelatedItem" in evidence
+
+
+async def test_gb300_never_takes_a_cpu_or_group_control_for_another_components_cap(
+    make_harness: Callable[..., Any],
+) -> None:
+    case = next(c for c in CASES if c.name == "nvidia-gb300-nvl")
+    async with make_harness(n=1, model=f"mockup:{CORPUS / case.name}") as h:
+        found = await survey(h, h.fleet.bmcs[0], case)
+    every = [w for step in found.steps.values() for w in step.writes]
+    assert every and not any("/Controls/" in path for _, path, _ in every)  # no TDP or budget Control
+    assert [w[1] for w in found.steps["gpu 0"].writes] == [
+        "/redfish/v1/Systems/HGX_Baseboard_0/Processors/GPU_0/EnvironmentMetrics",
+        "/redfish/v1/Systems/HGX_Baseboard_0/Processors/GPU_0/EnvironmentMetrics/Actions/Oem/"
+        "NvidiaEnvironmentMetrics.ClearOOBSetPoint",
+    ]
+    groups = found.discovery["groups"]
+    assert [(g["name"], g["covers"]) for g in groups] == [("TotalGPU_Power_0", "gpu/0,gpu/1,gpu/2,gpu/3")]
+    # node power from the tray's own chassis, not a cable cartridge without PowerWatts
+    assert found.discovery["node_metrics"] == [
+        "environment_metrics",
+        "/redfish/v1/Chassis/Chassis_0/EnvironmentMetrics",
+    ]
+    evidence = "\n".join(found.discovery["evidence"])
+    assert "TDPPowerVolatile_0: chosen: CPU 0's cap (RelatedItem CPU_0" in evidence
+
+
+async def test_a_link_the_bmc_cannot_serve_is_absent_with_its_reason(
+    make_harness: Callable[..., Any],
+) -> None:
+    case = next(c for c in CASES if c.name == "intel-s2600bp")
+    async with make_harness(n=1, model=f"mockup:{CORPUS / case.name}") as h:
+        found = await survey(h, h.fleet.bmcs[0], case)
+    assert (
+        "/redfish/v1/Chassis/RackMount: absent (the BMC answered 404 ResourceMissingAtURI)"
+        in found.discovery["evidence"]
+    )
+    assert found.power == 148
+
+
+def _capture_copy(tmp_path: Path, name: str) -> Path:
+    target = tmp_path / name
+    shutil.copytree(CORPUS / name, target)
+    return target
+
+
+async def test_hard_power_off_is_replaced_by_no_action_and_restored_or_the_cap_refused(
+    make_harness: Callable[..., Any], tmp_path: Path
+) -> None:
+    power = "/redfish/v1/Chassis/Self/Power"
+    async with make_harness(n=1, model=f"mockup:{CORPUS / 'gigabyte-ami'}") as h:
+        found = await survey(h, h.fleet.bmcs[0], next(c for c in CASES if c.name == "gigabyte-ami"))
+    assert [body for _, _, body in found.steps["node"].writes] == [
+        {"PowerControl": [{"PowerLimit": {"LimitInWatts": 600, "LimitException": "NoAction"}}]},
+        {"PowerControl": [{"PowerLimit": {"LimitInWatts": 500, "LimitException": "HardPowerOff"}}]},
+    ]
+    # a resource that does not take NoAction: refused unless the inventory allows a power-off
+    capture = _capture_copy(tmp_path, "gigabyte-ami")
+    doc_path = capture / "Chassis/Self/Power/index.json"
+    doc = json.loads(doc_path.read_text())
+    doc["PowerControl"][0]["PowerLimit"]["LimitException@Redfish.AllowableValues"] = ["HardPowerOff"]
+    doc_path.write_text(json.dumps(doc))
+    async with make_harness(n=1, model=f"mockup:{capture}") as h:
+        bmc = h.fleet.bmcs[0]
+        model = {"Model": "auto", "Name": "h262"}
+        out = await h.call("set_policy", bmc, PolicyChange(PolicyAction.SET, policy(node=600)), model=model)
+        assert not out.result.ok and bmc.state.writes == []
+        assert "LimitException is HardPowerOff" in out.result.error
+        assert "allow_power_off_on_limit = true" in out.result.error
+        h.options["allow_power_off_on_limit"] = True
+        out = await h.call("set_policy", bmc, PolicyChange(PolicyAction.SET, policy(node=600)), model=model)
+        assert out.result.ok, out.result.error
+        assert bmc.state.writes == [
+            ("PATCH", power, {"PowerControl": [{"PowerLimit": {"LimitInWatts": 600}}]})
+        ]
+
+
+async def test_two_nodes_behind_one_bmc_share_its_session_and_write_only_their_own_chassis(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(n=1, model=f"mockup:{CORPUS / 'cray-ex425'}") as h:
+        bmc = h.fleet.bmcs[0]
+        model = {"Model": "auto", "Name": "ex425"}
+        outs = {}
+        for system, watts in (("Node0", 500), ("Node1", 700)):
+            ctx = replace(h.ctx(bmc, options={"system": system}, model=model), device_id=f"ex425-{system}")
+            outs[system] = await h.plugin.set_policy(ctx, PolicyChange(PolicyAction.SET, policy(node=watts)))
+            assert outs[system].result.ok, outs[system].result.error
+        docs = bmc.state.documents
+        assert docs["/redfish/v1/Chassis/Node0/Controls/NodePowerLimit"]["SetPoint"] == 500
+        assert docs["/redfish/v1/Chassis/Node1/Controls/NodePowerLimit"]["SetPoint"] == 700
+        assert [p for _, p, _ in bmc.state.writes] == [
+            "/redfish/v1/Chassis/Node0/Controls/NodePowerLimit",
+            "/redfish/v1/Chassis/Node1/Controls/NodePowerLimit",
+        ]
+        # one client, one Redfish session, one per-BMC concurrency limit for both devices
+        assert len(h.plugin.pool.clients()) == 1
+        assert bmc.stats.sessions_created == 1
+        assert outs["Node0"].state["discovery"]["system"] == "Node0"
+
+
+async def test_a_system_the_bmc_does_not_serve_is_one_clear_line(make_harness: Callable[..., Any]) -> None:
+    async with make_harness(n=1, model=f"mockup:{CORPUS / 'cray-ex425'}") as h:
+        bmc = h.fleet.bmcs[0]
+        h.options["system"] = "Node7"
+        with pytest.raises(Exception, match=r"system 'Node7' is not on this BMC; it serves Node0, Node1"):
+            await h.call("set_policy", bmc, PolicyChange(PolicyAction.SET, policy(node=500)))
+        assert bmc.state.writes == []
+
+
+async def test_hardware_doc_is_what_the_corpus_gives(make_harness: Callable[..., Any]) -> None:
+    found = []
+    for case in CASES:
+        async with make_harness(n=1, model=f"mockup:{CORPUS / case.name}") as h:
+            found.append(await survey(h, h.fleet.bmcs[0], case))
+    text = render(found)
+    if os.environ.get("UPDATE_HARDWARE_DOC"):
+        HARDWARE_DOC.write_text(text)
+    assert HARDWARE_DOC.read_text() == text, "docs/hardware.md is stale: rerun with UPDATE_HARDWARE_DOC=1"
