@@ -43,6 +43,7 @@ from plugins.redfish._layout import (
     Discovery,
     id_of,
     link_of,
+    natural_key,
     platform_hint,
     processor_components,
     readings_only,
@@ -251,7 +252,7 @@ def node_ids(hosts: list[Document]) -> list[str]:
     NOTE: an NVIDIA HGX tray shows its GPUs and Grace CPUs as `Systems/HGX_Baseboard_*` next to the
     host's own system; both are the same node (redfish.md §2.1).
     """
-    ids = [id_of(s) for s in hosts]
+    ids = sorted((id_of(s) for s in hosts), key=natural_key)
     if any(i.startswith("HGX_Baseboard") for i in ids):
         return [next(i for i in ids if i.startswith("HGX_Baseboard"))]
     return ids

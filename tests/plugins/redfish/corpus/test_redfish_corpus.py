@@ -3,6 +3,7 @@ write ever reaches a resource the request did not name (the simulator logs every
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from controller.cli import main
 from plugins.base import PolicyAction, PolicyChange
 from tests.plugins.redfish.corpus.cases import (
     CASES,
@@ -210,3 +212,44 @@ async def test_hardware_doc_is_what_the_corpus_gives(make_harness: Callable[...,
     if os.environ.get("UPDATE_HARDWARE_DOC"):
         HARDWARE_DOC.write_text(text)
     assert HARDWARE_DOC.read_text() == text, "docs/hardware.md is stale: rerun with UPDATE_HARDWARE_DOC=1"
+
+
+async def test_inventory_check_login_prints_which_resource_carries_each_cap(
+    make_harness: Callable[..., Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with make_harness(n=1, model=f"mockup:{CORPUS / 'cray-ex425'}") as h:
+        inventory = tmp_path / "inventory.toml"
+        secrets = h.fleet.write_inventory(inventory, tmp_path / "secrets")
+        block = inventory.read_text().split("[[device]]", 1)[1]
+        devices = [
+            block.replace('id = "node001"', f'id = "ex425-{system}"') + f'system = "{system}"\n'
+            for system in ("Node0", "Node1")
+        ]
+        inventory.write_text("".join(f"[[device]]{d}\n" for d in devices))
+        args = [
+            "--json",
+            "inventory",
+            "check",
+            "--inventory",
+            str(inventory),
+            "--secrets-dir",
+            str(secrets),
+            "--login",
+        ]
+        code = await asyncio.to_thread(main, args)
+        out = json.loads(capsys.readouterr().out)
+        assert code == 0 and out["ok"], out
+        caps = {d["device"]: d["caps"] for d in out["devices"]}
+        for system in ("Node0", "Node1"):
+            lines = caps[f"ex425-{system}"]
+            assert (
+                f"node: /redfish/v1/Chassis/{system}/Controls/NodePowerLimit (the node cap (PhysicalContext Chassis, on the node's chassis {system}))"
+                in lines
+            )
+            assert "CPU 0-1: refused (no writable limit)" in lines
+        assert h.fleet.bmcs[0].state.writes == []  # a check reads only
+        # the table form prints the same lines under the table
+        code = await asyncio.to_thread(main, args[1:])
+        text = capsys.readouterr().out
+        assert "ex425-Node1: which resource carries each cap" in text
+        assert "/redfish/v1/Chassis/Node1/Controls/NodePowerLimit" in text
