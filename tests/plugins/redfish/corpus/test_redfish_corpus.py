@@ -242,10 +242,8 @@ async def test_inventory_check_login_prints_which_resource_carries_each_cap(
         caps = {d["device"]: d["caps"] for d in out["devices"]}
         for system in ("Node0", "Node1"):
             lines = caps[f"ex425-{system}"]
-            assert (
-                f"node: /redfish/v1/Chassis/{system}/Controls/NodePowerLimit (the node cap (PhysicalContext Chassis, on the node's chassis {system}))"
-                in lines
-            )
+            node = f"node: /redfish/v1/Chassis/{system}/Controls/NodePowerLimit (the node cap "
+            assert node + f"(PhysicalContext Chassis, on the node's chassis {system}))" in lines
             assert "CPU 0-1: refused (no writable limit)" in lines
         assert h.fleet.bmcs[0].state.writes == []  # a check reads only
         # the table form prints the same lines under the table
