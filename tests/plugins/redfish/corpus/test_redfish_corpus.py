@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from controller.cli import main
-from plugins.base import PolicyAction, PolicyChange
+from plugins.base import Empty, PolicyAction, PolicyChange
 from tests.plugins.redfish.corpus.cases import (
     CASES,
     CORPUS,
@@ -197,6 +197,12 @@ async def test_two_nodes_behind_one_bmc_share_its_session_and_write_only_their_o
 async def test_a_system_the_bmc_does_not_serve_is_one_clear_line(make_harness: Callable[..., Any]) -> None:
     async with make_harness(n=1, model=f"mockup:{CORPUS / 'cray-ex425'}") as h:
         bmc = h.fleet.bmcs[0]
+        # none named: no node's power is reported as the device's
+        out = await h.call("std_metrics", bmc, Empty())
+        assert (
+            "node power (this BMC serves several systems, Node0, Node1: option `system`)" in out.result.error
+        )
+        h.states.clear()
         h.options["system"] = "Node7"
         with pytest.raises(Exception, match=r"system 'Node7' is not on this BMC; it serves Node0, Node1"):
             await h.call("set_policy", bmc, PolicyChange(PolicyAction.SET, policy(node=500)))
