@@ -33,7 +33,7 @@ from plugins.redfish.simulator._inventory import (
     write_inventory,
     write_secrets,
 )
-from plugins.redfish.simulator._platforms import MODELS, get_platform
+from plugins.redfish.simulator._platforms import MODELS, REAL_LAYOUTS, get_platform
 from plugins.redfish.simulator._state import Cap
 from plugins.redfish.simulator._stats import UNMATCHED, BmcStats
 from plugins.redfish.simulator._tls import TlsFiles, ensure_tls_files
@@ -44,6 +44,7 @@ __all__ = [
     "DPS_ALLOW_LIST",
     "LAYOUTS",
     "MODELS",
+    "REAL_LAYOUTS",
     "PROFILES",
     "SUPPORTED_MASK",
     "UNMATCHED",

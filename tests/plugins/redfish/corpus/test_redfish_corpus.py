@@ -16,6 +16,7 @@ import pytest
 
 from controller.cli import main
 from plugins.base import Empty, PolicyAction, PolicyChange
+from plugins.redfish.simulator import REAL_LAYOUTS
 from tests.plugins.redfish.corpus.cases import (
     CASES,
     CORPUS,
@@ -257,3 +258,17 @@ async def test_inventory_check_login_prints_which_resource_carries_each_cap(
         text = capsys.readouterr().out
         assert "ex425-Node1: which resource carries each cap" in text
         assert "/redfish/v1/Chassis/Node1/Controls/NodePowerLimit" in text
+
+
+async def test_the_simulator_serves_the_real_layouts_as_models_of_a_mixed_fleet(
+    make_harness: Callable[..., Any],
+) -> None:
+    models = list(REAL_LAYOUTS)
+    async with make_harness(n=len(models), model=models) as h:
+        for bmc in h.fleet.bmcs:
+            system = {"system": "Node1"} if bmc.model == "cray-ex425" else {}
+            out = await h.call(
+                "std_metrics", bmc, Empty(), model={"Model": "auto", "Name": bmc.model}, options=system
+            )
+            assert out.result.ok, (bmc.model, out.result.error)
+            assert out.state["discovery"]["evidence"], bmc.model
