@@ -178,7 +178,7 @@ async def _choose(
     if hint == AUTO:
         em = await walker_em_caps(walker, chassis, gpus, cpus)
         if em is not None:
-            return discover_generic_em(base, chassis, gpus, cpus, em)
+            return discover_generic_em(base, chassis, gpus, cpus, em, processor_chassis(processors))
     legacy = await legacy_power_of(walker, chassis)
     if (legacy is not None and legacy_capable(legacy[1])) or hint == LEGACY_POWER:
         return replace(discover_legacy(base, chassis, legacy, gpus, cpus), groups=tuple(classified.groups))
@@ -239,6 +239,17 @@ def node_systems(systems: list[Document], chassis: list[Document]) -> list[Docum
     linked = {uri for ch in chassis for uri in links_of(ch.body, "ComputerSystems")}
     chosen = [s for s in hosts if s.path.rstrip("/") in linked]
     return chosen or hosts
+
+
+def processor_chassis(processors: list[Document]) -> frozenset[str]:
+    """The chassis the processors live in (`Processor.Links.Chassis`)."""
+    out = set()
+    for doc in processors:
+        links = doc.get("Links")
+        where = link_of(links, "Chassis") if isinstance(links, Mapping) else ""
+        if where:
+            out.add(where)
+    return frozenset(out)
 
 
 def nvidia_tray(processors: list[Document]) -> bool:
