@@ -272,3 +272,43 @@ async def test_the_simulator_serves_the_real_layouts_as_models_of_a_mixed_fleet(
             )
             assert out.result.ok, (bmc.model, out.result.error)
             assert out.state["discovery"]["evidence"], bmc.model
+
+
+def _without_hgx_names(tmp_path: Path) -> Path:
+    """The GB300 capture with its baseboard system renamed, so no NVIDIA naming can be relied on."""
+    target = _capture_copy(tmp_path, "nvidia-gb300-nvl")
+    (target / "Systems/HGX_Baseboard_0").rename(target / "Systems/Baseboard_0")
+    for file in target.rglob("index.json"):
+        file.write_text(file.read_text().replace("HGX_Baseboard_0", "Baseboard_0"))
+    return target
+
+
+async def test_controls_are_classified_by_what_they_relate_to_on_an_unnamed_layout(
+    make_harness: Callable[..., Any], tmp_path: Path
+) -> None:
+    capture = _without_hgx_names(tmp_path)
+    async with make_harness(n=1, model=f"mockup:{capture}") as h:
+        bmc = h.fleet.bmcs[0]
+        model = {"Model": "auto", "Name": "tray"}
+        # two systems (host and baseboard), none named: nothing is capped
+        out = await h.call("set_policy", bmc, PolicyChange(PolicyAction.SET, policy(node=2000)), model=model)
+        assert not out.result.ok and "several systems (Baseboard_0, System_0)" in out.result.error
+        h.states.clear()
+        h.options["system"] = "Baseboard_0"
+        out = await h.call("set_policy", bmc, PolicyChange(PolicyAction.SET, policy(cpu=400)), model=model)
+        assert out.result.ok, out.result.error
+        tdp = "/redfish/v1/Chassis/HGX_CPU_{}/Controls/ProcessorModule_{}_CPU_0_TDPPowerVolatile_0"
+        assert sorted(p for _, p, _ in bmc.state.writes) == [tdp.format(0, 0), tdp.format(1, 1)]
+        out = await h.call("unset_policy", bmc, PolicyChange(PolicyAction.UNSET, None), model=model)
+        assert out.result.ok, out.result.error
+        for cpu in (0, 1):
+            doc = bmc.state.documents[tdp.format(cpu, cpu)]
+            assert (doc["SetPoint"], doc["ControlMode"]) == (300, "Automatic")  # as captured
+        # no node Control: the module budgets and the four-GPU budget are never taken for it
+        written = len(bmc.state.writes)
+        change = PolicyChange(PolicyAction.SET, policy(node=2000, gpu=2000))
+        out = await h.call("set_policy", bmc, change, model=model)
+        assert not out.result.ok
+        assert "node power limit: unsupported" in out.result.error
+        assert "its limit TotalGPU_Power_0 is shared with gpu/0,gpu/1,gpu/2,gpu/3" in out.result.error
+        assert len(bmc.state.writes) == written  # nothing was written
