@@ -130,15 +130,31 @@ def legacy_capable(power: Document) -> bool:
     return _limit_member(power) is not None
 
 
+#: URI segments of resources that are a part of a node: a PowerControl related only to them limits
+#: that part (a CPU, a DIMM), never the node
+_PART_SEGMENTS = ("/Processors/", "/Memory/", "/PCIeDevices/", "/Storage/", "/NetworkAdapters/")
+
+
 def _limit_member(power: Document) -> int | None:
     for i, c in enumerate(power.get("PowerControl") or []):
         if (
             isinstance(c, Mapping)
             and isinstance(c.get("PowerLimit"), Mapping)
             and "LimitInWatts" in c["PowerLimit"]
+            and not _part_only(c)
         ):
             return i
     return None
+
+
+def _part_only(control: Mapping[str, Any]) -> bool:
+    """Whether a PowerControl's `RelatedItem` names only parts of the node (see `_PART_SEGMENTS`)."""
+    related = [
+        str(r.get("@odata.id"))
+        for r in control.get("RelatedItem") or ()
+        if isinstance(r, Mapping) and isinstance(r.get("@odata.id"), str)
+    ]
+    return bool(related) and all(any(seg in uri for seg in _PART_SEGMENTS) for uri in related)
 
 
 # ---- discovery -----------------------------------------------------------------------------------
@@ -156,11 +172,17 @@ def discover_legacy(
     note, evidence = "no PowerLimit", ""
     member = _limit_member(legacy[1]) if legacy is not None else None
     if legacy is not None and member is None:
-        evidence = f"{legacy[1].path}: skipped (PowerLimit without LimitInWatts)"
-        note = (
-            "power capping is disabled in the BMC's firmware: its PowerLimit shows no LimitInWatts "
-            "(bmcweb omits it while capping is disabled and refuses a write with ActionNotSupported)"
-        )
+        evidence = f"{legacy[1].path}: skipped (no PowerLimit with LimitInWatts for the whole node)"
+        controls = [c for c in legacy[1].get("PowerControl") or () if isinstance(c, Mapping)]
+        if any(
+            isinstance(c.get("PowerLimit"), Mapping) and "LimitInWatts" in c["PowerLimit"] for c in controls
+        ):
+            note = "the Power resource's limits are related to parts of the node (RelatedItem), not the node"
+        else:
+            note = (
+                "power capping is disabled in the BMC's firmware: its PowerLimit shows no LimitInWatts "
+                "(bmcweb omits it while capping is disabled and refuses a write with ActionNotSupported)"
+            )
     elif legacy is not None and member is not None:
         ch, power = legacy
         controls = list(power.get("PowerControl") or [])

@@ -312,3 +312,19 @@ async def test_controls_are_classified_by_what_they_relate_to_on_an_unnamed_layo
         assert "node power limit: unsupported" in out.result.error
         assert "its limit TotalGPU_Power_0 is shared with gpu/0,gpu/1,gpu/2,gpu/3" in out.result.error
         assert len(bmc.state.writes) == written  # nothing was written
+
+
+async def test_a_legacy_limit_related_only_to_a_processor_is_never_the_node_cap(
+    make_harness: Callable[..., Any], tmp_path: Path
+) -> None:
+    capture = _capture_copy(tmp_path, "hpe-dl325-gen10plus")
+    doc_path = capture / "Chassis/1/Power/index.json"
+    doc = json.loads(doc_path.read_text())
+    doc["PowerControl"][0]["RelatedItem"] = [{"@odata.id": "/redfish/v1/Systems/1/Processors/1"}]
+    doc_path.write_text(json.dumps(doc))
+    async with make_harness(n=1, model=f"mockup:{capture}") as h:
+        bmc = h.fleet.bmcs[0]
+        change = PolicyChange(PolicyAction.SET, policy(node=500))
+        out = await h.call("set_policy", bmc, change, model={"Model": "auto", "Name": "dl325"})
+        assert not out.result.ok and bmc.state.writes == []
+        assert "related to parts of the node (RelatedItem), not the node" in out.result.error
