@@ -174,7 +174,13 @@ async def _choose(
         tray = discover_nvidia_em(base, every_chassis, gpus, cpus)
         return replace(tray, groups=tuple(classified.groups))
     if hint == CONTROLS or (hint == AUTO and classified.usable):
-        return discover_controls(base, chassis, classified, gpus, cpus)
+        found = discover_controls(base, chassis, classified, gpus, cpus)
+        legacy = await legacy_power_of(walker, chassis) if hint == AUTO and not found.node else None
+        if legacy is not None and legacy_capable(legacy[1]):
+            # Controls for processors only: the node cap may still be the legacy Power limit
+            node = discover_legacy(base, chassis, legacy, gpus, cpus)
+            return replace(found, node=node.node, note="", evidence=node.evidence)
+        return found
     if hint == AUTO:
         em = await walker_em_caps(walker, chassis, gpus, cpus)
         if em is not None:

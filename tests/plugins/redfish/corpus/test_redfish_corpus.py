@@ -328,3 +328,41 @@ async def test_a_legacy_limit_related_only_to_a_processor_is_never_the_node_cap(
         out = await h.call("set_policy", bmc, change, model={"Model": "auto", "Name": "dl325"})
         assert not out.result.ok and bmc.state.writes == []
         assert "related to parts of the node (RelatedItem), not the node" in out.result.error
+
+
+async def test_processor_controls_and_a_legacy_node_limit_each_cap_their_own_component(
+    make_harness: Callable[..., Any], tmp_path: Path
+) -> None:
+    capture = _capture_copy(tmp_path, "hpe-dl325-gen10plus")
+    chassis = json.loads((capture / "Chassis/1/index.json").read_text())
+    chassis["Controls"] = {"@odata.id": "/redfish/v1/Chassis/1/Controls"}
+    (capture / "Chassis/1/index.json").write_text(json.dumps(chassis))
+    control = "/redfish/v1/Chassis/1/Controls/CPU1Limit"
+    collection = {"@odata.id": "/redfish/v1/Chassis/1/Controls", "Members": [{"@odata.id": control}]}
+    (capture / "Chassis/1/Controls/CPU1Limit").mkdir(parents=True)
+    (capture / "Chassis/1/Controls/index.json").write_text(json.dumps(collection))
+    body = {
+        "@odata.id": control,
+        "Id": "CPU1Limit",
+        "ControlType": "Power",
+        "PhysicalContext": "CPU",
+        "SetPoint": 180,
+        "ControlMode": "Automatic",
+        "AllowableMin": 100,
+        "AllowableMax": 200,
+        "RelatedItem": [{"@odata.id": "/redfish/v1/Systems/1/Processors/1"}],
+    }
+    (capture / "Chassis/1/Controls/CPU1Limit/index.json").write_text(json.dumps(body))
+    async with make_harness(n=1, model=f"mockup:{capture}") as h:
+        bmc = h.fleet.bmcs[0]
+        change = PolicyChange(PolicyAction.SET, policy(node=500, cpu=150))
+        out = await h.call("set_policy", bmc, change, model={"Model": "auto", "Name": "dl325"})
+        assert out.result.ok, out.result.error
+        assert sorted(p for _, p, _ in bmc.state.writes) == [control, "/redfish/v1/Chassis/1/Power"]
+        assert bmc.state.documents[control]["SetPoint"] == 150
+        assert (
+            bmc.state.documents["/redfish/v1/Chassis/1/Power"]["PowerControl"][0]["PowerLimit"][
+                "LimitInWatts"
+            ]
+            == 500
+        )
