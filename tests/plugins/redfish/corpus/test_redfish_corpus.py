@@ -192,6 +192,18 @@ async def test_two_nodes_behind_one_bmc_share_its_session_and_write_only_their_o
         # one client, one Redfish session, one per-BMC concurrency limit for both devices
         assert len(h.plugin.pool.clients()) == 1
         assert bmc.stats.sessions_created == 1
+        bmc.stats.reset()
+        reads = [
+            h.plugin.std_metrics(
+                replace(h.ctx(bmc, options={"system": system}, model=model), device_id=f"ex425-{system}"),
+                Empty(),
+            )
+            for system in ("Node0", "Node1")
+            for _ in range(4)
+        ]
+        assert all(out.result.ok for out in await asyncio.gather(*reads))
+        assert 1 <= bmc.stats.max_in_flight <= 2  # the BMC's `concurrency` (2), not 2 per device
+        assert bmc.stats.sessions_created == 0  # still the one session
         assert outs["Node0"].state["discovery"]["system"] == "Node0"
 
 
