@@ -21,7 +21,8 @@ def cap_plan(state: Mapping[str, Any]) -> list[str]:
     if found is None:
         return []
     where = f"platform {found.platform}" + (f", system {found.system}" if found.system else "")
-    lines = [f"{found.vendor or found.product or 'BMC'} firmware {found.firmware or '?'} ({where})".strip()]
+    firmware = f"firmware {found.firmware}" if found.firmware else "firmware not shown"
+    lines = [f"{found.vendor or found.product or 'BMC'}, {firmware} ({where})"]
     if found.node:
         for comp in found.node:
             lines.append(f"{comp.label}: {comp.limit_uri} ({comp.reason or comp.mechanism})")

@@ -166,7 +166,8 @@ def discover_controls(
                 f"{c.kind.upper()}'s cap"
             )
             return replace(c, reason=why)
-        return replace(c, reason=caps.why_not.get(c.kind, c.reason))
+        why = caps.why_not.get(c.kind) or f"no power Control relates to this {c.kind.upper()}"
+        return replace(c, reason=why)
 
     return replace(
         base,

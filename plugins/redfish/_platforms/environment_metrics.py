@@ -135,7 +135,8 @@ def discover_nvidia_em(
 
     def capped(c: Component) -> Component:
         uri = c.metrics_uri or f"{c.resource_uri}/EnvironmentMetrics"
-        return replace(c, mechanism=MECH_EM, limit_uri=uri, metrics_uri=uri)
+        why = f"{c.label}'s own Processor EnvironmentMetrics PowerLimitWatts"
+        return replace(c, mechanism=MECH_EM, limit_uri=uri, metrics_uri=uri, reason=why)
 
     modules = sorted(
         (ch for ch in chassis if "ProcessorModule" in id_of(ch)),
@@ -151,6 +152,7 @@ def discover_nvidia_em(
             limit_uri=f"{ch.path}/EnvironmentMetrics",
             metrics_uri=f"{ch.path}/EnvironmentMetrics",
             resource_uri=ch.path,
+            reason=f"node cap share: processor module {id_of(ch)} (the node cap is the modules' sum)",
         )
         for i, ch in enumerate(modules)
     )

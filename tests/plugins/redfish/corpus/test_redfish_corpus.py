@@ -263,7 +263,7 @@ async def test_inventory_check_login_prints_which_resource_carries_each_cap(
             lines = caps[f"ex425-{system}"]
             node = f"node: /redfish/v1/Chassis/{system}/Controls/NodePowerLimit (the node cap "
             assert node + f"(PhysicalContext Chassis, on the node's chassis {system}))" in lines
-            assert "CPU 0-1: refused (no writable limit)" in lines
+            assert "CPU 0-1: refused (no power Control relates to this CPU)" in lines
         assert h.fleet.bmcs[0].state.writes == []  # a check reads only
         # the table form prints the same lines under the table
         code = await asyncio.to_thread(main, args[1:])
