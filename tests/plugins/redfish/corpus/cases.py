@@ -78,6 +78,14 @@ CASES = (
     ),
     Case("hpe-dl325-gen10plus", node=500, power=97),
     Case("hpe-xl675d-a100", node=2000, power=894),
+    Case(
+        "hpe-dl380a-gen11",
+        node=None,
+        power=565,
+        node_refusal="no power-limit resource",
+        gpu_refusal="no power-limit resource",
+    ),
+    Case("hpe-dl380a-gen12", node=3000, power=968, gpu_refusal="caps the whole node only"),
     Case("gigabyte-ami", node=600, power=100),
     Case(
         "openbmc-stock", node=None, power=None, node_refusal="power capping is disabled in the BMC's firmware"
