@@ -152,7 +152,10 @@ def load_platform(model: str) -> Platform:
 
 def _shows_a_limit(body: Any) -> bool:
     if isinstance(body, dict):
-        return "SetPoint" in body or "LimitInWatts" in body or any(_shows_a_limit(v) for v in body.values())
+        # NOTE: a PowerLimit without LimitInWatts (bmcweb, capping disabled) still takes PATCH (and
+        # answers ActionNotSupported, see `_vendor_writes`)
+        shown = "SetPoint" in body or "LimitInWatts" in body or isinstance(body.get("PowerLimit"), dict)
+        return shown or any(_shows_a_limit(v) for v in body.values())
     if isinstance(body, list):
         return any(_shows_a_limit(v) for v in body)
     return False
