@@ -212,15 +212,15 @@ async def set_cap(
             _skipped(bmc, component, current, watts, problem)
             return CapChange(component, False, watts, before=before, after=before, message=problem)
         value = _quantize(watts, current.increment)
-        if current.capped and same_watts(current.watts, value):
-            _skipped(bmc, component, current, value, "already in force")
-            return CapChange(component, True, watts, before=before, after=current)
-        guarded = mech.guard(
-            mech.set_request(component, value, current), component, current, bmc.allow_power_off
-        )
+        plain = mech.set_request(component, value, current)
+        guarded = mech.guard(plain, component, current, bmc.allow_power_off)
         if isinstance(guarded, str):
+            # NOTE: also when the value is already in force: what the BMC does above it is the risk
             _skipped(bmc, component, current, watts, guarded)
             return CapChange(component, False, watts, before=before, after=before, message=guarded)
+        if current.capped and same_watts(current.watts, value) and guarded == plain:
+            _skipped(bmc, component, current, value, "already in force")
+            return CapChange(component, True, watts, before=before, after=current)
 
         def build(cur: LimitReading, _doc: Document) -> CapRequest:
             request = mech.guard(mech.set_request(component, value, cur), component, cur, bmc.allow_power_off)

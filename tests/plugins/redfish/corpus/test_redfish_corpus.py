@@ -150,6 +150,17 @@ async def test_hard_power_off_is_replaced_by_no_action_and_restored_or_the_cap_r
         {"PowerControl": [{"PowerLimit": {"LimitInWatts": 600, "LimitException": "NoAction"}}]},
         {"PowerControl": [{"PowerLimit": {"LimitInWatts": 500, "LimitException": "HardPowerOff"}}]},
     ]
+    # the captured 500 W asked again: not "already in force" while HardPowerOff stays
+    async with make_harness(n=1, model=f"mockup:{CORPUS / 'gigabyte-ami'}") as h:
+        bmc = h.fleet.bmcs[0]
+        model = {"Model": "auto", "Name": "h262"}
+        out = await h.call("set_policy", bmc, PolicyChange(PolicyAction.SET, policy(node=500)), model=model)
+        assert out.result.ok, out.result.error
+        await h.call("unset_policy", bmc, PolicyChange(PolicyAction.UNSET, None), model=model)
+        assert [body for _, _, body in bmc.state.writes] == [
+            {"PowerControl": [{"PowerLimit": {"LimitInWatts": 500, "LimitException": "NoAction"}}]},
+            {"PowerControl": [{"PowerLimit": {"LimitInWatts": 500, "LimitException": "HardPowerOff"}}]},
+        ]
     # a resource that does not take NoAction: refused unless the inventory allows a power-off
     capture = _capture_copy(tmp_path, "gigabyte-ami")
     doc_path = capture / "Chassis/Self/Power/index.json"
