@@ -10,9 +10,11 @@ NoAction), and restore puts the prior value back; where HardPowerOff would stay 
 refused unless the inventory entry sets `allow_power_off_on_limit = true` (AMI MegaRAC on a Gigabyte
 H262 ships with HardPowerOff).
 
-Stock OpenBMC bmcweb shows `PowerLimit` without `LimitInWatts` while power capping is disabled and
-answers a write with `ActionNotSupported` (openbmc/bmcweb `redfish-core/lib/power.hpp`): reported as
-"capping disabled", nothing is written.
+Stock OpenBMC bmcweb (the captured 2.15) shows `PowerLimit` without `LimitInWatts` while power capping
+is disabled (D-Bus `PowerCapEnable` false) and answers a write with `ActionNotSupported`
+(openbmc/bmcweb `redfish-core/lib/power.hpp`, `setPowerCapOverride`): reported as "capping disabled",
+nothing is written. Later bmcweb shows `LimitInWatts: null` then, which reads as "no cap": a cap is
+attempted and fails with the BMC's ActionNotSupported message, nothing changed.
 """
 
 from __future__ import annotations
@@ -181,7 +183,7 @@ def discover_legacy(
         else:
             note = (
                 "power capping is disabled in the BMC's firmware: its PowerLimit shows no LimitInWatts "
-                "(bmcweb omits it while capping is disabled and refuses a write with ActionNotSupported)"
+                "(bmcweb leaves it out while capping is disabled and refuses a write with ActionNotSupported)"
             )
     elif legacy is not None and member is not None:
         ch, power = legacy
