@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -82,8 +83,6 @@ def identity(item: Survey) -> dict[str, str]:
 def _first(item: Survey, collection: str, field: str) -> dict[str, Any]:
     """The first resource of a captured collection that shows `field` (the named system first;
     a host system before an NVIDIA HGX baseboard)."""
-    import json
-
     found = []
     for path in sorted((CORPUS / item.case.name / collection).glob("*/index.json")):
         body = json.loads(path.read_text())
