@@ -93,6 +93,11 @@ def run_check(args: argparse.Namespace) -> int:
                 for r in rows.values()
             ),
         )
+        for r in rows.values():
+            if r.get("caps"):
+                print(f"\n{r['device']}: which resource carries each cap")
+                for line in r["caps"]:
+                    print(f"  {line}")
     return 1 if failed else 0
 
 
@@ -152,8 +157,14 @@ async def _login(
             deadline=time.monotonic() + timeout,
             state=plugin.load_state({}),
         )
-        await asyncio.wait_for(run_operation(plugin, RequestKind.STD_METRICS, ctx, Empty()), timeout)
+        outcome = await asyncio.wait_for(
+            run_operation(plugin, RequestKind.STD_METRICS, ctx, Empty()), timeout
+        )
         row["login"] = f"ok ({time.monotonic() - started:.1f} s)"
+        # which resource would carry each cap, and why (plugins that can say so)
+        plan = getattr(plugin, "cap_plan", None)
+        if callable(plan) and outcome.state is not None:
+            row["caps"] = list(plan(outcome.state))
     except TimeoutError:
         row["login"] = f"FAILED: no answer within {timeout:g} s"
     except Exception as exc:

@@ -30,6 +30,7 @@ from plugins.redfish._client import BmcClient, Document
 from plugins.redfish._errors import (
     ConnectionFailedError,
     DeadlineExceededError,
+    PlatformUnsupportedError,
     PreconditionFailedError,
     RedfishHTTPError,
     RequestTimeoutError,
@@ -61,6 +62,8 @@ class OpBmc:
         self.etag_policy: str | None = None
         #: the `persistent_caps` option
         self.persistent = False
+        #: the `allow_power_off_on_limit` option: a cap may leave LimitException HardPowerOff in force
+        self.allow_power_off = False
 
     @property
     def origin(self) -> str:
@@ -209,9 +212,21 @@ async def set_cap(
             _skipped(bmc, component, current, watts, problem)
             return CapChange(component, False, watts, before=before, after=before, message=problem)
         value = _quantize(watts, current.increment)
-        if current.capped and same_watts(current.watts, value):
+        plain = mech.set_request(component, value, current)
+        guarded = mech.guard(plain, component, current, bmc.allow_power_off)
+        if isinstance(guarded, str):
+            # NOTE: also when the value is already in force: what the BMC does above it is the risk
+            _skipped(bmc, component, current, watts, guarded)
+            return CapChange(component, False, watts, before=before, after=before, message=guarded)
+        if current.capped and same_watts(current.watts, value) and guarded == plain:
             _skipped(bmc, component, current, value, "already in force")
             return CapChange(component, True, watts, before=before, after=current)
+
+        def build(cur: LimitReading, _doc: Document) -> CapRequest:
+            request = mech.guard(mech.set_request(component, value, cur), component, cur, bmc.allow_power_off)
+            if isinstance(request, str):
+                raise PlatformUnsupportedError(request)
+            return request
 
         def satisfied(r: LimitReading) -> bool:
             return r.capped and same_watts(r.watts, value)
@@ -220,7 +235,7 @@ async def set_cap(
             bmc,
             mech,
             component,
-            lambda cur, _doc: mech.set_request(component, value, cur),
+            build,
             current,
             doc,
             satisfied,

@@ -22,6 +22,8 @@ Per-device options (all optional):
 | `etag_policy` | the platform's | `strong` (If-Match with the ETag), `body-hash` or `none` (no If-Match) |
 | `persistent_caps` | false | NVIDIA: caps survive BMC/host resets (`Oem.Nvidia.PowerLimitPersistency`) |
 | `min_cap_watts` | 100 | safety floor for a cap when neither the BMC nor the device spec gives a minimum |
+| `system` | none | the ComputerSystem `Id` of this device on a BMC serving several (Cray EX `Node0`) |
+| `allow_power_off_on_limit` | false | accept a cap while the BMC's `LimitException` is `HardPowerOff` |
 """
 
 from __future__ import annotations
@@ -101,6 +103,8 @@ class ConnectionSettings:
     etag_policy: str | None = None
     persistent_caps: bool = False
     min_cap_watts: float = 100.0
+    system: str = ""
+    allow_power_off_on_limit: bool = False
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -182,6 +186,8 @@ def config_schema() -> Mapping[str, Any]:
             "etag_policy": {"type": "string", "enum": list(ETAG_POLICIES)},
             "persistent_caps": {"type": "boolean", "default": False},
             "min_cap_watts": {"type": "number", "minimum": 0, "default": 100.0},
+            "system": {"type": "string"},
+            "allow_power_off_on_limit": {"type": "boolean", "default": False},
         },
     }
 

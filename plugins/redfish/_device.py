@@ -71,20 +71,26 @@ async def prepare(pool: BmcPool, defaults: RedfishSettings, ctx: DeviceContext) 
     bmc = OpBmc(client, ctx.deadline)
     bmc.etag_policy = settings.etag_policy
     bmc.persistent = settings.persistent_caps
+    bmc.allow_power_off = settings.allow_power_off_on_limit
     client.note_sessions(state.sessions(client.origin))
     await client.reap_if_logged_in(ctx.deadline)
     spec = SystemSpec.from_model(ctx.model)
     model_name = str(ctx.model.get("Model") or ctx.model.get("model") or spec.model or "")
     hint = platform_hint(model_name, settings.platform)
-    discovery = _usable(state.discovery, client.origin, model_name, hint)
+    system = settings.system
+    discovery = _usable(state.discovery, client.origin, model_name, hint, system)
     if discovery is None:
-        discovery = _usable(client.discovery, client.origin, model_name, hint)
+        # NOTE: devices behind one BMC share its client (session, concurrency limit) but each names
+        # its own system: the client's cached discovery serves only the same system
+        discovery = _usable(client.discovery, client.origin, model_name, hint, system)
         if discovery is not None:
             state.discovery = discovery
     if discovery is None:
         log.info("%s: discovering the Redfish service (%s)", client.origin, hint)
         try:
-            discovery = await discover(bmc.client, model=model_name, hint=hint, deadline=ctx.deadline)
+            discovery = await discover(
+                bmc.client, model=model_name, hint=hint, deadline=ctx.deadline, system=system
+            )
         except (ConnectionFailedError, RequestTimeoutError, TlsError, DeadlineExceededError) as exc:
             bmc.reach_error = str(exc)
             raise
@@ -108,8 +114,8 @@ def invalidate(device: Device) -> None:
     device.bmc.client.discovery = None
 
 
-def _usable(found: Discovery | None, origin: str, model: str, hint: str) -> Discovery | None:
-    if found is None or found.url != origin or found.model != model:
+def _usable(found: Discovery | None, origin: str, model: str, hint: str, system: str) -> Discovery | None:
+    if found is None or found.url != origin or found.model != model or found.system != system:
         return None
     if hint != "auto" and found.platform != hint:
         return None

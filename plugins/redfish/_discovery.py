@@ -2,8 +2,15 @@
 
 The platform comes from the device model (NVIDIA DPS model names), from the `platform` option, or,
 when the model says `auto` or is not a known name, from probing in the order of redfish.md §1.6:
-`Chassis/{id}/Controls` (a `ControlType: Power` member) → `EnvironmentMetrics.PowerLimitWatts` →
-legacy `Chassis/{id}/Power` → the NVIDIA/AMI Node Manager (not supported yet).
+an NVIDIA HGX tray's processor EnvironmentMetrics → `Chassis/{id}/Controls` (a `ControlType:
+Power` member, classified by DMTF semantics in `_platforms.controls`) →
+`EnvironmentMetrics.PowerLimitWatts` → legacy `Chassis/{id}/Power` → HPE Apollo 6500's
+`AccPowerService` → the NVIDIA/AMI Node Manager (not supported yet).
+
+Only the node's own systems and chassis are read for caps: a BMC serving several nodes (HPE Cray EX)
+needs the inventory option `system`, else its caps are refused with the list of its systems. A link
+the BMC cannot serve is absent, with its reason, never a failed node (`_walk`). Every resource chosen
+or skipped leaves one line in `Discovery.evidence`.
 
 The result (`Discovery`) is JSON: the plugin returns it inside the device state, so later requests
 skip probing; it is also cached in process by BMC URL. URIs are static per firmware; a 404 on a
@@ -13,7 +20,6 @@ cached URI drops the cache and the next request discovers again.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -35,16 +41,31 @@ from plugins.redfish._layout import (
     ROOT,
     Component,
     Discovery,
+    id_of,
     link_of,
-    members_of,
+    natural_key,
     platform_hint,
     processor_components,
     readings_only,
 )
+from plugins.redfish._platforms.classify import classify_controls
 from plugins.redfish._platforms.controls import discover_controls
 from plugins.redfish._platforms.environment_metrics import discover_generic_em, discover_nvidia_em
-from plugins.redfish._platforms.legacy_power import discover_legacy
+from plugins.redfish._platforms.hpe_acc import discover_hpe_acc
+from plugins.redfish._platforms.legacy_power import discover_legacy, legacy_capable
 from plugins.redfish._platforms.node_manager import discover_node_manager
+from plugins.redfish._walk import (
+    Walker,
+    chassis_of,
+    controls_of,
+    firmware_of,
+    has_node_manager,
+    hpe_acc_limit_of,
+    legacy_power_of,
+    processors_of,
+    systems_of,
+    walker_em_caps,
+)
 
 __all__ = [
     "AUTO",
@@ -64,7 +85,9 @@ __all__ = [
 ]
 
 
-async def discover(client: BmcClient, *, model: str, hint: str, deadline: float) -> Discovery:
+async def discover(
+    client: BmcClient, *, model: str, hint: str, deadline: float, system: str = ""
+) -> Discovery:
     """Walk the BMC's resources and decide the platform (see the module docstring).
 
     Args:
@@ -72,54 +95,120 @@ async def discover(client: BmcClient, *, model: str, hint: str, deadline: float)
         model: the device model name (recorded; used for messages).
         hint: a platform name, or `auto` to probe.
         deadline: the request's deadline.
+        system: the ComputerSystem `Id` this device is, for a BMC serving several nodes.
     """
-    walker = _Walker(client, deadline, DISCOVERY_PATHS.get(hint))
+    walker = Walker(client, deadline, DISCOVERY_PATHS.get(hint))
     root = await walker.get(ROOT)
-    firmware_task = asyncio.create_task(walker.firmware(root))
+    firmware_task = asyncio.create_task(firmware_of(walker, root))
     try:
         nvidia_layout = hint in (ENVIRONMENT_METRICS, NODE_MANAGER)
-        chassis = await walker.chassis(root, fetch=not nvidia_layout)
-        systems = await walker.systems(root, chassis, nvidia=nvidia_layout)
-        if not nvidia_layout:
-            chassis = node_chassis(chassis, systems)
-        processors = await walker.processors(systems)
-        firmware = await firmware_task
+        every_chassis = await chassis_of(walker, root, fetch=not nvidia_layout)
+        hosts = node_systems(await systems_of(walker, root, nvidia=nvidia_layout), every_chassis)
+        nodes = node_ids(hosts)
+        base = Discovery(
+            platform=hint,
+            url=client.origin,
+            model=model,
+            vendor=str(root.get("Vendor") or ""),
+            product=str(root.get("Product") or ""),
+            redfish_version=str(root.get("RedfishVersion") or ""),
+            system=system,
+            systems=tuple(nodes),
+            discovered_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+        if system:
+            hosts = [s for s in hosts if id_of(s) == system]
+            if not hosts:
+                raise PlatformUnsupportedError(
+                    f"{client.origin}: system {system!r} is not on this BMC; it serves "
+                    f"{', '.join(nodes) or 'no ComputerSystem'} (option `system`)"
+                )
+        elif len(nodes) > 1:
+            firmware = await firmware_task
+            return replace(
+                base,
+                platform=hint if hint != AUTO else CONTROLS,
+                firmware=firmware,
+                note=several_systems_note(nodes),
+                evidence=(*walker.evidence, several_systems_note(nodes)),
+            )
+        chassis = every_chassis if nvidia_layout else node_chassis(every_chassis, hosts, walker.evidence)
+        processors = await processors_of(walker, hosts)
+        base = replace(base, firmware=await firmware_task)
     finally:
         if not firmware_task.done():
             firmware_task.cancel()
-    base = Discovery(
-        platform=hint,
-        url=client.origin,
-        model=model,
-        vendor=str(root.get("Vendor") or ""),
-        product=str(root.get("Product") or ""),
-        redfish_version=str(root.get("RedfishVersion") or ""),
-        firmware=firmware,
-        discovered_at=datetime.now(UTC).isoformat(timespec="seconds"),
-    )
     gpus = processor_components(processors, "gpu")
     cpus = processor_components(processors, "cpu")
+    found = await _choose(walker, root, base, hint, (chassis, every_chassis), processors, gpus, cpus)
+    return replace(found, evidence=(*walker.evidence, *found.evidence))
+
+
+async def _choose(
+    walker: Walker,
+    root: Document,
+    base: Discovery,
+    hint: str,
+    chassis_sets: tuple[list[Document], list[Document]],
+    processors: list[Document],
+    gpus: list[Component],
+    cpus: list[Component],
+) -> Discovery:
+    """The platform and each component's cap resource, in the probing order of the module docstring.
+
+    `chassis_sets`: the node's own chassis, and every chassis (an NVIDIA tray is one node whose
+    processor modules need not link a system).
+    """
+    chassis, every_chassis = chassis_sets
     if hint == ENVIRONMENT_METRICS:
         return discover_nvidia_em(base, chassis, gpus, cpus)
     if hint == NODE_MANAGER:
         return discover_node_manager(base, chassis, gpus, cpus)
-    controls = await walker.power_controls(chassis)
-    if hint == CONTROLS or (hint == AUTO and controls):
-        return discover_controls(base, chassis, controls, gpus, cpus)
+    controls = await controls_of(walker, chassis)
+    classified = classify_controls(chassis, controls, processors, gpus, cpus, walker.evidence)
+    if hint == AUTO and nvidia_tray(processors) and await walker_em_caps(walker, chassis, gpus, cpus):
+        # NOTE: an NVIDIA HGX tray (GPUs and Grace CPUs under Systems/HGX_Baseboard_*, with
+        # EnvironmentMetrics PowerLimitWatts) is capped as DPS does for DGX_GB200/GB300 (redfish.md
+        # §2.1); its Controls are only recorded (a GPU-total budget is never one GPU's cap)
+        walker.evidence.append("NVIDIA HGX tray (Systems/HGX_Baseboard_*): processor EnvironmentMetrics caps")
+        tray = discover_nvidia_em(base, every_chassis, gpus, cpus)
+        return replace(tray, groups=tuple(classified.groups))
+    if hint == CONTROLS or (hint == AUTO and classified.usable):
+        found = discover_controls(base, chassis, classified, gpus, cpus)
+        legacy = await legacy_power_of(walker, chassis) if hint == AUTO and not found.node else None
+        if legacy is not None and legacy_capable(legacy[1]):
+            # Controls for processors only: the node cap may still be the legacy Power limit
+            node = discover_legacy(base, chassis, legacy, gpus, cpus)
+            return replace(found, node=node.node, note="", evidence=node.evidence)
+        return found
     if hint == AUTO:
-        em = await walker.em_caps(chassis, gpus, cpus)
+        em = await walker_em_caps(walker, chassis, gpus, cpus)
         if em is not None:
-            return discover_generic_em(base, chassis, gpus, cpus, em)
-    legacy = await walker.legacy_power(chassis)
-    if legacy is not None or hint == LEGACY_POWER:
-        return discover_legacy(base, chassis, legacy, gpus, cpus)
-    if await walker.has_node_manager(root):
+            return discover_generic_em(base, chassis, gpus, cpus, em, processor_chassis(processors))
+    legacy = await legacy_power_of(walker, chassis)
+    if (legacy is not None and legacy_capable(legacy[1])) or hint == LEGACY_POWER:
+        return replace(discover_legacy(base, chassis, legacy, gpus, cpus), groups=tuple(classified.groups))
+    acc = await hpe_acc_limit_of(walker, chassis) if hint == AUTO else None
+    if acc is not None:
+        return replace(discover_hpe_acc(base, chassis, acc, gpus, cpus), groups=tuple(classified.groups))
+    if legacy is not None:
+        return replace(discover_legacy(base, chassis, legacy, gpus, cpus), groups=tuple(classified.groups))
+    if await has_node_manager(walker, root):
         return discover_node_manager(base, chassis, gpus, cpus)
     return replace(
         readings_only(base, chassis, gpus, cpus),
         platform=LEGACY_POWER,
+        groups=tuple(classified.groups),
         note="the BMC offers no power-limit resource (no Power Control, EnvironmentMetrics "
         "PowerLimitWatts or Chassis Power PowerLimit)",
+    )
+
+
+def several_systems_note(nodes: Sequence[str]) -> str:
+    """Why caps are refused on a BMC serving several nodes when the inventory names none."""
+    return (
+        f"this BMC serves several systems ({', '.join(nodes)}); name the one this device is with the "
+        'inventory option `system` (e.g. system = "' + nodes[0] + '")'
     )
 
 
@@ -143,10 +232,6 @@ DISCOVERY_PATHS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _pattern(pattern: str) -> re.Pattern[str]:
-    return re.compile("[^/]*".join(re.escape(part) for part in pattern.split("*")))
-
-
 # ---- following links ---------------------------------------------------------------------------
 
 #: ComputerSystem types that are never the node's host (a SmartNIC's or DPU's SoC)
@@ -162,11 +247,64 @@ def node_systems(systems: list[Document], chassis: list[Document]) -> list[Docum
     return chosen or hosts
 
 
-def node_chassis(chassis: list[Document], systems: list[Document]) -> list[Document]:
-    """The chassis of the node's own systems (`Links.ComputerSystems`), in collection order; all
-    chassis when none names a system (an enclosure's cap is never taken for the node's)."""
+def processor_chassis(processors: list[Document]) -> frozenset[str]:
+    """The chassis the processors live in (`Processor.Links.Chassis`)."""
+    out = set()
+    for doc in processors:
+        links = doc.get("Links")
+        where = link_of(links, "Chassis") if isinstance(links, Mapping) else ""
+        if where:
+            out.add(where)
+    return frozenset(out)
+
+
+def nvidia_tray(processors: list[Document]) -> bool:
+    """Whether the processors are NVIDIA HGX's (`Systems/HGX_Baseboard_*`, redfish.md §2.1)."""
+    return any("/Systems/HGX_Baseboard" in p.path for p in processors)
+
+
+def node_ids(hosts: list[Document]) -> list[str]:
+    """The distinct nodes among the host systems (their `Id`s).
+
+    NOTE: an NVIDIA HGX tray shows its GPUs and Grace CPUs as `Systems/HGX_Baseboard_*` next to the
+    host's own system; both are the same node (redfish.md §2.1).
+    """
+    ids = sorted((id_of(s) for s in hosts), key=natural_key)
+    if any(i.startswith("HGX_Baseboard") for i in ids):
+        return [next(i for i in ids if i.startswith("HGX_Baseboard"))]
+    return ids
+
+
+def node_chassis(
+    chassis: list[Document], systems: list[Document], evidence: list[str] | None = None
+) -> list[Document]:
+    """The chassis of the node's own systems, in collection order; all chassis when none is related
+    to a system (an enclosure's cap is never taken for the node's).
+
+    A chassis belongs to a system when either links the other (`Links.ComputerSystems`,
+    `Links.Chassis`); HPE Cray EX node controllers link neither, and name the node's chassis as its
+    system (`Chassis/Node0` for `Systems/Node0`).
+    """
     ours = {s.path.rstrip("/") for s in systems}
-    linked = [ch for ch in chassis if ours & set(links_of(ch.body, "ComputerSystems"))]
+    theirs = {uri for s in systems for uri in links_of(s.body, "Chassis")}
+    theirs |= {link_of(s.body, "Chassis") for s in systems} - {""}
+    linked = [
+        ch
+        for ch in chassis
+        if ours & set(links_of(ch.body, "ComputerSystems")) or ch.path.rstrip("/") in theirs
+    ]
+    if not linked and not any(links_of(ch.body, "ComputerSystems") for ch in chassis) and not theirs:
+        names = {id_of(s) for s in systems}
+        linked = [ch for ch in chassis if id_of(ch) in names]
+        if linked and evidence is not None:
+            evidence.append(
+                "no chassis links a system: the node's chassis is the one named as its system "
+                f"({', '.join(id_of(ch) for ch in linked)})"
+            )
+    if linked and evidence is not None:
+        others = [id_of(ch) for ch in chassis if ch not in linked]
+        if others:
+            evidence.append(f"chassis of other systems or shared, not read for caps: {', '.join(others)}")
     return linked or chassis
 
 
@@ -181,138 +319,3 @@ def links_of(body: Mapping[str, Any], name: str) -> list[str]:
         for i in items
         if isinstance(i, Mapping) and isinstance(i.get("@odata.id"), str)
     ]
-
-
-# ---- the walk ------------------------------------------------------------------------------------
-
-
-class _Walker:
-    """GETs for discovery, each resource at most once, two at a time (the BMC limit applies anyway)."""
-
-    def __init__(self, client: BmcClient, deadline: float, allowed: tuple[str, ...] | None = None) -> None:
-        self.client = client
-        self.deadline = deadline
-        self._seen: dict[str, Document] = {}
-        self._allowed = [_pattern(p) for p in allowed] if allowed is not None else None
-
-    async def get(self, path: str) -> Document:
-        doc = self._seen.get(path)
-        if doc is None:
-            clean = path.rstrip("/") or "/"
-            if self._allowed is not None and not any(p.fullmatch(clean) for p in self._allowed):
-                # a BMC whose links lead elsewhere: refuse rather than walk past the platform's paths
-                raise PlatformUnsupportedError(
-                    f"{self.client.origin}: discovery would read {clean}, which is not among the paths "
-                    "this platform needs (docs/redfish.md, Discovery)"
-                )
-            doc = await self.client.get(path, deadline=self.deadline)
-            self._seen[path] = doc
-        return doc
-
-    async def get_many(self, paths: Sequence[str]) -> list[Document]:
-        return list(await asyncio.gather(*(self.get(p) for p in paths)))
-
-    async def members(self, collection_path: str) -> list[str]:
-        doc = await self.get(collection_path)
-        return members_of(doc)
-
-    async def firmware(self, root: Document) -> str:
-        managers = link_of(root.body, "Managers")
-        if not managers:
-            return ""
-        ids = await self.members(managers)
-        if not ids:
-            return ""
-        # NOTE: the BMC's own manager is `BMC` on NVIDIA bmcweb (dps.md §7), often `1` elsewhere
-        ids.sort(key=lambda m: (not m.rstrip("/").endswith("/BMC"), m))
-        manager = await self.get(ids[0])
-        return str(manager.get("FirmwareVersion") or "")
-
-    async def systems(self, root: Document, chassis: list[Document], *, nvidia: bool) -> list[Document]:
-        """The node's own ComputerSystems (see `node_systems`); on NVIDIA only `HGX_Baseboard_*`."""
-        systems_path = link_of(root.body, "Systems")
-        if not systems_path:
-            return []
-        paths = await self.members(systems_path)
-        if nvidia:
-            # NOTE: NVIDIA HGX puts GPUs and Grace CPUs under Systems/HGX_Baseboard_0 (redfish.md §2.1),
-            # and the DPS proxy allows no other system (dps.md §7): the host's System_0 is never read
-            paths = [p for p in paths if p.rstrip("/").rsplit("/", 1)[-1].startswith("HGX_Baseboard")]
-            return await self.get_many(paths)
-        return node_systems(await self.get_many(paths), chassis)
-
-    async def processors(self, systems: list[Document]) -> list[Document]:
-        """The processors of the given systems only (never a SmartNIC's or another node's)."""
-        out: list[Document] = []
-        for system in systems:
-            procs_path = link_of(system.body, "Processors")
-            if not procs_path:
-                continue
-            out += await self.get_many(await self.members(procs_path))
-        return out
-
-    async def chassis(self, root: Document, *, fetch: bool) -> list[Document]:
-        """Chassis documents; with `fetch=False` only the collection is read and ids are used.
-
-        NOTE: the DPS allow-list for NVIDIA BMCs permits GET on `Chassis/HGX_ProcessorModule_*`'s
-        EnvironmentMetrics but not on the chassis resource itself (dps.md §7), so on NVIDIA
-        platforms the walk stops at the collection and builds `{chassis}/EnvironmentMetrics`.
-        """
-        chassis_path = link_of(root.body, "Chassis")
-        if not chassis_path:
-            return []
-        members = await self.members(chassis_path)
-        if fetch:
-            return await self.get_many(members)
-        return [Document(m, {"@odata.id": m, "Id": m.rstrip("/").rsplit("/", 1)[-1]}) for m in members]
-
-    async def power_controls(self, chassis: list[Document]) -> list[tuple[Document, Document]]:
-        """(chassis, control) pairs for every `ControlType: Power` control."""
-        found: list[tuple[Document, Document]] = []
-        for ch in chassis:
-            path = link_of(ch.body, "Controls")
-            if not path:
-                continue
-            for control in await self.get_many(await self.members(path)):
-                if (
-                    control.get("ControlType") == "Power"
-                    and control.get("SetPointType", "Single") == "Single"
-                ):
-                    found.append((ch, control))
-        return found
-
-    async def em_caps(
-        self, chassis: list[Document], gpus: list[Component], cpus: list[Component]
-    ) -> dict[str, Document] | None:
-        """EnvironmentMetrics documents that carry `PowerLimitWatts`, keyed by URI; None if none."""
-        paths = [c.metrics_uri for c in gpus + cpus if c.metrics_uri]
-        paths += [p for ch in chassis if (p := link_of(ch.body, "EnvironmentMetrics"))]
-        if not paths:
-            return None
-        docs = await self.get_many(paths)
-        caps = {d.path: d for d in docs if isinstance(d.get("PowerLimitWatts"), Mapping)}
-        return caps or None
-
-    async def legacy_power(self, chassis: list[Document]) -> tuple[Document, Document] | None:
-        for ch in chassis:
-            path = link_of(ch.body, "Power")
-            if not path:
-                continue
-            power = await self.get(path)
-            controls = power.get("PowerControl") or []
-            if any(isinstance(c, Mapping) and isinstance(c.get("PowerLimit"), Mapping) for c in controls):
-                return ch, power
-        return None
-
-    async def has_node_manager(self, root: Document) -> bool:
-        managers = link_of(root.body, "Managers")
-        if not managers:
-            return False
-        for path in await self.members(managers):
-            manager = await self.get(path)
-            oem = manager.get("Oem") or {}
-            if isinstance(oem, Mapping) and any(
-                isinstance(v, Mapping) and "NodeManager" in v for v in oem.values()
-            ):
-                return True
-        return False

@@ -23,6 +23,7 @@ PLATFORMS = (ENVIRONMENT_METRICS, CONTROLS, LEGACY_POWER, NODE_MANAGER)
 MECH_EM = "environment_metrics"
 MECH_CONTROL = "control"
 MECH_LEGACY = "legacy_power"
+MECH_HPE_ACC = "hpe_acc_power_limit"
 
 #: DPS topology models and their power-policy interface (redfish.md §2.1)
 MODEL_PLATFORMS: dict[str, str] = {
@@ -38,8 +39,10 @@ MODEL_PLATFORMS: dict[str, str] = {
 }
 
 ROOT = "/redfish/v1"
+#: chassis types that are a part of a node (a module, a card, a cable cartridge), never the node itself
+PART_TYPES = frozenset({"Module", "Component", "Card", "Zone", "Cartridge", "Sidecar", "Expansion"})
 #: bump when the shape changes: older cached discoveries are then redone
-DISCOVERY_VERSION = 1
+DISCOVERY_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,10 @@ class Component:
         wpps_uri: the NVIDIA WorkloadPowerProfile resource (GPUs with WPPS).
         model: the component's model, when known.
         cap_mode: the ControlMode caps are written with when a vendor quirk decides it.
+        reason: one line saying why this resource carries the component's cap (or why none does).
+        quirk: vendor behaviour matched from what the firmware shows (`hpe-cray-ex`,
+            `limit-exception`, `limit-exception-fixed`), see `plugins.redfish._platforms`.
+        covers: for a group budget (`kind` `group`): the keys of the components it limits together.
     """
 
     key: str
@@ -77,12 +84,17 @@ class Component:
     model: str = ""
     #: the ControlMode a cap is written with, when a vendor quirk decides it (see `controls.QUIRKS`)
     cap_mode: str = ""
+    reason: str = ""
+    quirk: str = ""
+    covers: str = ""
 
     @property
     def label(self) -> str:
         """How messages name the component ("GPU 0", "CPU 1", "node", "module 0")."""
         if self.kind == "node":
             return "node"
+        if self.kind == "group":
+            return f"group budget {self.name}"
         return f"{self.kind.upper() if self.kind in ('gpu', 'cpu') else self.kind} {self.index}"
 
 
@@ -106,6 +118,14 @@ class Discovery:
     #: why a control path is missing (shown in "unsupported" messages)
     note: str = ""
     discovered_at: str = ""
+    #: the ComputerSystem `Id` this device is (the `system` option), '' when not named
+    system: str = ""
+    #: the node systems the BMC serves (several: one BMC for several nodes)
+    systems: tuple[str, ...] = ()
+    #: limits shared by several components (never one component's cap)
+    groups: tuple[Component, ...] = ()
+    #: one line per resource considered: chosen or skipped, and why
+    evidence: tuple[str, ...] = ()
     version: int = DISCOVERY_VERSION
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -138,7 +158,8 @@ class Discovery:
             if int(data.get("version", 0)) != DISCOVERY_VERSION or data.get("platform") not in PLATFORMS:
                 return None
             comps = {
-                name: tuple(Component(**c) for c in data.get(name) or ()) for name in ("node", "gpus", "cpus")
+                name: tuple(Component(**c) for c in data.get(name) or ())
+                for name in ("node", "gpus", "cpus", "groups")
             }
             metrics = data.get("node_metrics") or ("", "")
             return cls(
@@ -155,6 +176,10 @@ class Discovery:
                 node_metrics=(str(metrics[0]), str(metrics[1])),
                 note=str(data.get("note", "")),
                 discovered_at=str(data.get("discovered_at", "")),
+                system=str(data.get("system", "")),
+                systems=tuple(str(s) for s in data.get("systems") or ()),
+                groups=comps["groups"],
+                evidence=tuple(str(e) for e in data.get("evidence") or ()),
                 extra=dict(data.get("extra") or {}),
             )
         except (TypeError, ValueError, KeyError, IndexError):
@@ -214,7 +239,9 @@ def generic_node_metrics(chassis: list[Document], node: Sequence[Component]) -> 
     """(kind, uri) of the node power reading on a generic BMC."""
     for ch in chassis:
         em = link_of(ch.body, "EnvironmentMetrics")
-        if em and str(ch.get("ChassisType")) != "Module":
+        # NOTE: node power is the node's own chassis's, never a part's (GB300's cable cartridge
+        # Chassis/CBC_0 has EnvironmentMetrics without PowerWatts)
+        if em and str(ch.get("ChassisType")) not in PART_TYPES:
             return MECH_EM, em
     for comp in node:
         if comp.mechanism == MECH_LEGACY:

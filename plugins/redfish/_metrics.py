@@ -127,7 +127,11 @@ def node_metrics(
     power = node_power(discovery, docs)
     uri = discovery.node_metrics[1]
     if power is None and (not uri or uri in docs):
-        absent.append("node power" + ("" if uri else " (the BMC links no node power resource)"))
+        why = " (the BMC links no node power resource)"
+        if len(discovery.systems) > 1 and not discovery.system:
+            # NOTE: one BMC for several nodes: which node's power is meant needs the `system` option
+            why = f" (this BMC serves several systems, {', '.join(discovery.systems)}: option `system`)"
+        absent.append("node power" + ("" if uri else why))
     return NodeMetrics(
         name=name,
         power_watts=power or 0.0,

@@ -92,7 +92,7 @@ def plan(
                 reason = "no Redfish memory power-limit resource is known for it"
                 message = unsupported_message(disc, "memory power limits", reason)
             else:
-                message = unsupported_message(disc, "CPU power limits")
+                message = unsupported_message(disc, "CPU power limits", comps[0].reason if comps else "")
             targets.append(Target(element, None, share.watts, message, total))
         elif share.error:
             targets.append(Target(element, None, share.watts, share.error, total))
@@ -133,7 +133,7 @@ def _gpu_targets(device: Device, policy: Policy | None, gpu_policies: Sequence[G
         comp = by_index.get(gpu_id)
         error = cap.error
         if not error and comp is not None and not comp.mechanism:
-            error = unsupported_message(disc, f"GPU {gpu_id} power limit")
+            error = unsupported_message(disc, f"GPU {gpu_id} power limit", comp.reason)
         if comp is None:
             comp = Component(key=f"gpu/{gpu_id}", kind="gpu", index=gpu_id, name=f"GPU {gpu_id}")
         out.append(Target(ElementType.GPU, comp, cap.watts, error))

@@ -43,6 +43,7 @@ from plugins.redfish._caps import OpBmc
 from plugins.redfish._config import RedfishSettings, config_schema
 from plugins.redfish._device import Device, connect, prepare, record_session
 from plugins.redfish._errors import PlatformUnsupportedError
+from plugins.redfish._evidence import cap_plan
 from plugins.redfish._layout import MECH_CONTROL
 from plugins.redfish._operations import apply_policy_change, restore_scope
 from plugins.redfish._pool import BmcPool
@@ -94,6 +95,10 @@ class RedfishPlugin(DevicePlugin):
     def check_model(self, model: Mapping[str, Any]) -> None:
         """Check the device model JSON fields the plugin reads."""
         _schema.check_model(model)
+
+    def cap_plan(self, state: Mapping[str, Any]) -> list[str]:
+        """Which resource carries each cap and why, from a device state (`inventory check --login`)."""
+        return cap_plan(state)
 
     async def start(self) -> None:
         """Open the shared HTTP session. Never touches any BMC (limits survive controller restarts)."""

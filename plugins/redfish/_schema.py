@@ -33,10 +33,13 @@ MAX_DEPTH = 24
 MAX_NODES = 50_000
 CONTROL_MODES = ("Automatic", "Manual", "Override", "Disabled")
 _MODE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
-_KINDS = ("gpu", "cpu", "node", "module")
-_MECHANISMS = ("", "environment_metrics", "control", "legacy_power")
+_KINDS = ("gpu", "cpu", "node", "module", "group")
+_MECHANISMS = ("", "environment_metrics", "control", "legacy_power", "hpe_acc_power_limit")
 _NODE_METRICS = ("", "environment_metrics", "control", "legacy_power")
 _COMPONENT_FIELDS: dict[str, type] = {
+    "reason": str,
+    "quirk": str,
+    "covers": str,
     "key": str,
     "kind": str,
     "index": int,
@@ -52,6 +55,7 @@ _COMPONENT_FIELDS: dict[str, type] = {
     "cap_mode": str,
 }
 _DISCOVERY_STRINGS = (
+    "system",
     "url",
     "model",
     "vendor",
@@ -147,7 +151,11 @@ def _discovery(data: Any) -> dict[str, Any] | None:
             raise InvalidRequestError(
                 f"device state: {where}.{name}: expected a string, got {json_type(obj[name])}"
             )
-    for name in ("node", "gpus", "cpus"):
+    for name in ("systems", "evidence"):
+        strings = obj.get(name) or []
+        if not isinstance(strings, list | tuple) or not all(isinstance(x, str) for x in strings):
+            raise InvalidRequestError(f"device state: {where}.{name}: expected a list of strings")
+    for name in ("node", "gpus", "cpus", "groups"):
         items = obj.get(name) or []
         if not isinstance(items, list | tuple):
             raise InvalidRequestError(

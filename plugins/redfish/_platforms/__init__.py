@@ -2,18 +2,20 @@
 
 Three standard shapes exist (redfish.md §1): NVIDIA/DMTF `EnvironmentMetrics.PowerLimitWatts`
 (`environment_metrics`), DMTF `Control` resources (`controls`) and the deprecated
-`Chassis/{id}/Power` `PowerControl[].PowerLimit` (`legacy_power`). Each module here turns a
-resource into a `LimitReading` and builds the request that changes it; `plugins.redfish._caps`
-runs the requests (ETag, 412, 0x600 and read-back handling are the same for all of them).
+`Chassis/{id}/Power` `PowerControl[].PowerLimit` (`legacy_power`); HPE Apollo 6500's OEM
+`AccPowerService` (`hpe_acc_power_limit`). `classify` decides which component a Control limits.
+Each module here turns a resource into a `LimitReading` and builds the request that changes it;
+`plugins.redfish._caps` runs the requests (ETag, 412, 0x600 and read-back handling are shared).
 `node_manager` explains why Node Manager platforms are not supported yet.
 """
 
 from __future__ import annotations
 
-from plugins.redfish._layout import MECH_CONTROL, MECH_EM, MECH_LEGACY, Component
+from plugins.redfish._layout import MECH_CONTROL, MECH_EM, MECH_HPE_ACC, MECH_LEGACY, Component
 from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior
 from plugins.redfish._platforms.controls import ControlMechanism
 from plugins.redfish._platforms.environment_metrics import EnvironmentMetricsMechanism
+from plugins.redfish._platforms.hpe_acc import HpeAccPowerLimitMechanism
 from plugins.redfish._platforms.legacy_power import LegacyPowerMechanism
 from plugins.redfish._platforms.node_manager import unsupported_message
 
@@ -21,6 +23,7 @@ _MECHANISMS: dict[str, Mechanism] = {
     MECH_EM: EnvironmentMetricsMechanism(),
     MECH_CONTROL: ControlMechanism(),
     MECH_LEGACY: LegacyPowerMechanism(),
+    MECH_HPE_ACC: HpeAccPowerLimitMechanism(),
 }
 
 

@@ -137,6 +137,12 @@ class Mechanism(ABC):
     def clear_request(self, component: Component, current: LimitReading, doc: Document) -> CapRequest:
         """The request that removes devicectl's cap (back to the BMC default / no cap)."""
 
+    def guard(
+        self, request: CapRequest, component: Component, current: LimitReading, allow_power_off: bool
+    ) -> CapRequest | str:
+        """The cap request made safe for what the BMC does above the limit, or why it is refused."""
+        return request
+
     def persist(self, request: CapRequest, doc: Document) -> CapRequest:
         """The request asking the cap to survive BMC/host resets, where the BMC supports it."""
         return request

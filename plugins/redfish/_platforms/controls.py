@@ -3,31 +3,39 @@
 Set: `PATCH {"SetPoint": <int>, "ControlMode": "Manual"}`; remove: `{"SetPoint": null, "ControlMode":
 "Disabled"}` (Lenovo XCC requires null and Disabled together, redfish.md §1.1); restore puts back the
 prior `SetPoint` and `ControlMode` exactly.
+
+HPE Cray EX node controllers (matched by what their Controls show: the non-DMTF `SettingRangeMin` /
+`SettingRangeMax` bounds and an `Oem.Hpe` block; their service root has no Vendor/Product) take caps
+as `{"SetPoint": N, "ControlMode": "Automatic"}` and remove them with `{"ControlMode": "Disabled"}`
+alone, as HPE's own power service writes them (Cray-HPE/hms-power-control
+`internal/domain/power-cap.go`, `generatePowerCapPayload`); a null SetPoint is refused there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from plugins.redfish._client import Document
-from plugins.redfish._layout import CONTROLS, MECH_CONTROL, Component, Discovery, generic_node_metrics
+from plugins.redfish._layout import (
+    CONTROLS,
+    MECH_CONTROL,
+    Component,
+    Discovery,
+    generic_node_metrics,
+)
 from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior, number
 
 RESET_TO_DEFAULTS = "#Control.ResetToDefaults"
 CLIENT_MODES = ("Manual", "Override")
-
-#: vendors whose power Controls hold a client's cap in `ControlMode: Automatic`, matched on the
-#: service root's `Vendor` and a `Product` substring (case-insensitive). HPE Cray EX sets caps with
-#: `{"ControlMode": "Automatic", "SetPoint": N}` (Cray-HPE hms-capmc tests; Cray-HPE docs-csm #1106).
-QUIRKS: tuple[tuple[str, str, str], ...] = (("HPE", "Cray", "Automatic"),)
+HPE_CRAY_EX = "hpe-cray-ex"
 
 
-def quirk_mode(vendor: str, product: str) -> str:
-    """The ControlMode a vendor's caps are written with ('' when the DMTF default applies)."""
-    for q_vendor, q_product, mode in QUIRKS:
-        if vendor.strip().lower() == q_vendor.lower() and q_product.lower() in product.lower():
-            return mode
+def control_quirk(control: Mapping[str, object]) -> str:
+    """The vendor behaviour a Control shows ('' for DMTF's): HPE Cray EX (see the module docstring)."""
+    oem = control.get("Oem")
+    if "SettingRangeMax" in control and isinstance(oem, Mapping) and "Hpe" in oem:
+        return HPE_CRAY_EX
     return ""
 
 
@@ -62,12 +70,20 @@ class ControlMechanism(Mechanism):
         # "Automatic" is usually the BMC managing its own default and Manual/Override a client's
         # cap; where caps are written in Automatic (quirk, or the only mode allowed) it is a cap too
         client_modes = {*CLIENT_MODES, cap_mode(component, shown), None}
+        # NOTE: HPE Cray EX publishes its bounds as SettingRangeMin/Max (not DMTF AllowableMin/Max)
+        low, high = number(body.get("AllowableMin")), number(body.get("AllowableMax"))
+        names = ("AllowableMin", "AllowableMax")
+        if low is None and high is None:
+            low, high = number(body.get("SettingRangeMin")), number(body.get("SettingRangeMax"))
+            names = ("SettingRangeMin", "SettingRangeMax")
         return LimitReading(
             watts=set_point,
-            capped=set_point is not None and mode in client_modes,
+            capped=set_point is not None and mode in client_modes and mode != "Disabled",
             modes=modes,
-            min_watts=number(body.get("AllowableMin")),
-            max_watts=number(body.get("AllowableMax")),
+            min_watts=low,
+            max_watts=high,
+            min_name=names[0],
+            max_name=names[1],
             default_watts=number(body.get("DefaultSetPoint")),
             increment=number(body.get("Increment")),
             units=str(body.get("SetPointUnits") or "W"),
@@ -81,6 +97,8 @@ class ControlMechanism(Mechanism):
         return CapRequest("PATCH", component.limit_uri, {"SetPoint": int(watts), "ControlMode": mode})
 
     def clear_request(self, component: Component, current: LimitReading, doc: Document) -> CapRequest:
+        if component.quirk == HPE_CRAY_EX:
+            return CapRequest("PATCH", component.limit_uri, {"ControlMode": "Disabled"})
         actions = doc.get("Actions")
         reset = actions.get(RESET_TO_DEFAULTS) if isinstance(actions, dict) else None
         if current.default_watts is not None and isinstance(reset, dict) and reset.get("target"):
@@ -91,6 +109,9 @@ class ControlMechanism(Mechanism):
         self, component: Component, prior: Prior, current: LimitReading, doc: Document
     ) -> CapRequest:
         if prior.watts is None or prior.mode == "Disabled":
+            if component.quirk == HPE_CRAY_EX:
+                # NOTE: the firmware takes Disabled alone and sets SetPoint 0 itself (what was read)
+                return CapRequest("PATCH", component.limit_uri, {"ControlMode": "Disabled"})
             return CapRequest("PATCH", component.limit_uri, {"SetPoint": None, "ControlMode": "Disabled"})
         body: dict[str, object] = {"SetPoint": round(prior.watts)}
         if prior.mode:
@@ -107,48 +128,54 @@ class ControlMechanism(Mechanism):
 # ---- discovery -----------------------------------------------------------------------------------
 
 
+@dataclass
+class ControlCaps:
+    """What the power Controls carry: the node's cap, each processor's, and the group budgets."""
+
+    node: Component | None = None
+    components: dict[str, Component] = field(default_factory=dict)
+    groups: list[Component] = field(default_factory=list)
+    #: why GPUs / CPUs (by kind) have no cap of their own, when a Control was found but not placed
+    why_not: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def usable(self) -> bool:
+        """Whether any Control carries a cap devicectl may write for one component."""
+        return self.node is not None or bool(self.components)
+
+
 def discover_controls(
     base: Discovery,
     chassis: list[Document],
-    controls: list[tuple[Document, Document]],
+    caps: ControlCaps,
     gpus: list[Component],
     cpus: list[Component],
 ) -> Discovery:
-    """Power Controls: GPU/CPU caps by `RelatedItem`, the node cap from the first other one."""
-    by_uri = {c.resource_uri: c for c in gpus + cpus}
-    mode = quirk_mode(base.vendor, base.product)
-    node: list[Component] = []
-    updated: dict[str, Component] = {}
-    for ch, control in controls:
-        related = [
-            str(item.get("@odata.id"))
-            for item in control.get("RelatedItem") or ()
-            if isinstance(item, Mapping)
-        ]
-        target = next((by_uri[r] for r in related if r in by_uri), None)
-        if target is not None:
-            updated[target.key] = replace(
-                target, mechanism=MECH_CONTROL, limit_uri=control.path, cap_mode=mode
+    """Caps from the classified Controls (`_platforms.classify`); nothing else is written."""
+    node = (caps.node,) if caps.node is not None else ()
+
+    def placed(c: Component) -> Component:
+        found = caps.components.get(c.key)
+        if found is not None:
+            return found
+        shared = [g for g in caps.groups if c.key in g.covers.split(",")]
+        if shared:
+            group = shared[0]
+            why = (
+                f"its limit {group.name} is shared with {group.covers}: a group budget, never one "
+                f"{c.kind.upper()}'s cap"
             )
-        elif not node:
-            node.append(
-                Component(
-                    key="node",
-                    kind="node",
-                    index=0,
-                    name=str(control.get("Id") or ""),
-                    mechanism=MECH_CONTROL,
-                    limit_uri=control.path,
-                    resource_uri=ch.path,
-                    cap_mode=mode,
-                )
-            )
+            return replace(c, reason=why)
+        why = caps.why_not.get(c.kind) or f"no power Control relates to this {c.kind.upper()}"
+        return replace(c, reason=why)
+
     return replace(
         base,
         platform=CONTROLS,
-        node=tuple(node),
-        gpus=tuple(updated.get(c.key, c) for c in gpus),
-        cpus=tuple(updated.get(c.key, c) for c in cpus),
+        node=node,
+        gpus=tuple(placed(c) for c in gpus),
+        cpus=tuple(placed(c) for c in cpus),
+        groups=tuple(caps.groups),
         node_metrics=generic_node_metrics(chassis, node),
-        note="" if node else "no node-level Power Control on this BMC",
+        note="" if node else "no Power Control on this BMC is the node's own cap",
     )

@@ -15,6 +15,7 @@ from plugins.redfish._client import Document
 from plugins.redfish._layout import (
     ENVIRONMENT_METRICS,
     MECH_EM,
+    PART_TYPES,
     Component,
     Discovery,
     generic_node_metrics,
@@ -102,7 +103,11 @@ def _oob_active(body: Mapping[str, Any], set_point: float | None, default: float
         return True
     if mode == "Disabled":
         return False
-    return default is not None and abs(set_point - default) > 0.5
+    if default is None:
+        # NOTE: no default to tell a cap from (GB300 Grace CPU EnvironmentMetrics, an excerpt of a
+        # TDP Control in Automatic): the set point in force is what restore must put back
+        return True
+    return abs(set_point - default) > 0.5
 
 
 def _clear_target(body: Mapping[str, Any]) -> str:
@@ -130,7 +135,8 @@ def discover_nvidia_em(
 
     def capped(c: Component) -> Component:
         uri = c.metrics_uri or f"{c.resource_uri}/EnvironmentMetrics"
-        return replace(c, mechanism=MECH_EM, limit_uri=uri, metrics_uri=uri)
+        why = f"{c.label}'s own Processor EnvironmentMetrics PowerLimitWatts"
+        return replace(c, mechanism=MECH_EM, limit_uri=uri, metrics_uri=uri, reason=why)
 
     modules = sorted(
         (ch for ch in chassis if "ProcessorModule" in id_of(ch)),
@@ -146,6 +152,7 @@ def discover_nvidia_em(
             limit_uri=f"{ch.path}/EnvironmentMetrics",
             metrics_uri=f"{ch.path}/EnvironmentMetrics",
             resource_uri=ch.path,
+            reason=f"node cap share: processor module {id_of(ch)} (the node cap is the modules' sum)",
         )
         for i, ch in enumerate(modules)
     )
@@ -167,27 +174,62 @@ def discover_generic_em(
     gpus: list[Component],
     cpus: list[Component],
     caps: dict[str, Document],
+    proc_chassis: frozenset[str] = frozenset(),
 ) -> Discovery:
-    """Caps on whichever EnvironmentMetrics resources showed `PowerLimitWatts` when probed."""
+    """Caps on whichever EnvironmentMetrics resources showed `PowerLimitWatts` when probed.
+
+    The node cap is the first node chassis' (not a part: `PART_TYPES`), else the sum of the processor
+    modules' (`ChassisType: Module`, as on NVIDIA GB200/GB300); a chassis a Processor lives in
+    (`proc_chassis`) carries that processor's limit, never the node's.
+    """
 
     def capped(c: Component) -> Component:
         if c.metrics_uri in caps:
-            return replace(c, mechanism=MECH_EM, limit_uri=c.metrics_uri)
+            return replace(
+                c, mechanism=MECH_EM, limit_uri=c.metrics_uri, reason="its EnvironmentMetrics PowerLimitWatts"
+            )
         return c
 
+    evidence: list[str] = []
     node: list[Component] = []
-    modules = [ch for ch in chassis if link_of(ch.body, "EnvironmentMetrics") in caps]
-    module_like = [ch for ch in modules if str(ch.get("ChassisType")) == "Module"]
-    if module_like:
+    limited = [ch for ch in chassis if link_of(ch.body, "EnvironmentMetrics") in caps]
+    for ch in limited:
+        if ch.path.rstrip("/") in proc_chassis:
+            evidence.append(f"{link_of(ch.body, 'EnvironmentMetrics')}: skipped: a processor's own chassis")
+    limited = [ch for ch in limited if ch.path.rstrip("/") not in proc_chassis]
+    whole = [ch for ch in limited if str(ch.get("ChassisType")) not in PART_TYPES]
+    module_like = [ch for ch in limited if str(ch.get("ChassisType")) == "Module"]
+    if whole:
+        ch = whole[0]
+        uri = link_of(ch.body, "EnvironmentMetrics")
+        reason = f"the node cap (PowerLimitWatts of chassis {id_of(ch)}, {ch.get('ChassisType')})"
+        node.append(
+            Component(
+                "node",
+                "node",
+                0,
+                id_of(ch),
+                MECH_EM,
+                uri,
+                resource_uri=ch.path,
+                metrics_uri=uri,
+                reason=reason,
+            )
+        )
+    elif module_like:
         for i, ch in enumerate(sorted(module_like, key=lambda c: natural_key(id_of(c)))):
             uri = link_of(ch.body, "EnvironmentMetrics")
-            node.append(Component(f"module/{i}", "module", i, id_of(ch), MECH_EM, uri, resource_uri=ch.path))
-    elif modules:
-        ch = modules[0]
-        uri = link_of(ch.body, "EnvironmentMetrics")
-        node.append(
-            Component("node", "node", 0, id_of(ch), MECH_EM, uri, resource_uri=ch.path, metrics_uri=uri)
-        )
+            reason = f"node cap share: processor module {id_of(ch)}"
+            node.append(
+                Component(
+                    f"module/{i}", "module", i, id_of(ch), MECH_EM, uri, resource_uri=ch.path, reason=reason
+                )
+            )
+    for ch in limited:
+        if ch not in whole and ch not in module_like:
+            kind = ch.get("ChassisType")
+            evidence.append(f"{link_of(ch.body, 'EnvironmentMetrics')}: skipped: a part of the node ({kind})")
+    evidence += [f"{c.limit_uri}: chosen: {c.reason}" for c in node]
     return replace(
         base,
         platform=ENVIRONMENT_METRICS,
@@ -196,4 +238,5 @@ def discover_generic_em(
         cpus=tuple(capped(c) for c in cpus),
         node_metrics=generic_node_metrics(chassis, node),
         note="" if node else "no chassis-level EnvironmentMetrics power limit on this BMC",
+        evidence=(*base.evidence, *evidence),
     )

@@ -2,6 +2,19 @@
 
 Set: `PATCH {"PowerControl": [{"PowerLimit": {"LimitInWatts": <int>}}]}`; remove: `LimitInWatts: null`.
 Node caps only.
+
+`LimitException` says what the BMC does when the load stays above the limit (Power.v1 schema);
+`HardPowerOff` turns the node off. A cap is written with `LimitException: NoAction` where the
+resource shows the property (and, when it lists `LimitException@Redfish.AllowableValues`, allows
+NoAction), and restore puts the prior value back; where HardPowerOff would stay in force the cap is
+refused unless the inventory entry sets `allow_power_off_on_limit = true` (AMI MegaRAC on a Gigabyte
+H262 ships with HardPowerOff).
+
+Stock OpenBMC bmcweb (the captured 2.15) shows `PowerLimit` without `LimitInWatts` while power capping
+is disabled (D-Bus `PowerCapEnable` false) and answers a write with `ActionNotSupported`
+(openbmc/bmcweb `redfish-core/lib/power.hpp`, `setPowerCapOverride`): reported as "capping disabled",
+nothing is written. Later bmcweb shows `LimitInWatts: null` then, which reads as "no cap": a cap is
+attempted and fails with the BMC's ActionNotSupported message, nothing changed.
 """
 
 from __future__ import annotations
@@ -12,7 +25,12 @@ from typing import Any
 
 from plugins.redfish._client import Document
 from plugins.redfish._layout import LEGACY_POWER, MECH_LEGACY, Component, Discovery, generic_node_metrics
-from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, number
+from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior, number
+
+LIMIT_EXCEPTION = "limit-exception"
+LIMIT_EXCEPTION_FIXED = "limit-exception-fixed"
+#: LimitException values that leave the node running when the load stays above the cap
+HARMLESS = (None, "NoAction", "LogEventOnly")
 
 
 class LegacyPowerMechanism(Mechanism):
@@ -28,14 +46,26 @@ class LegacyPowerMechanism(Mechanism):
         limit = control.get("PowerLimit")
         limit = limit if isinstance(limit, Mapping) else {}
         watts = number(limit.get("LimitInWatts"))
+        exception = limit.get("LimitException")
+        # NOTE: Power has no AllowableMin/Max; PowerCapacityWatts bounds what a cap can mean
+        # (RP Power.v1_7_3.json), and the BMC validates the rest.
+        # NOTE: PowerCapacityWatts 0 means "not reported" (DMTF mockups), not a 0 W ceiling
+        high, high_name = number(control.get("PowerCapacityWatts")) or None, "PowerCapacityWatts"
+        low, low_name = None, "AllowableMin"
+        vendor = _ami_limits(control)
+        if vendor:
+            # NOTE: AMI MegaRAC publishes its cap range in Oem.Vendor.PowerLimit (Min/Max)
+            low, low_name = number(vendor.get("Min")), "Oem/Vendor/PowerLimit/Min"
+            if high is None:
+                high, high_name = number(vendor.get("Max")), "Oem/Vendor/PowerLimit/Max"
         return LimitReading(
             watts=watts,
             capped=watts is not None,
-            # NOTE: Power has no AllowableMin/Max; PowerCapacityWatts bounds what a cap can mean
-            # (RP Power.v1_7_3.json), and the BMC validates the rest.
-            # NOTE: PowerCapacityWatts 0 means "not reported" (DMTF mockups), not a 0 W ceiling
-            max_watts=number(control.get("PowerCapacityWatts")) or None,
-            max_name="PowerCapacityWatts",
+            min_watts=low,
+            min_name=low_name,
+            max_watts=high,
+            max_name=high_name,
+            mode=str(exception) if exception is not None else None,
             power_watts=number(control.get("PowerConsumedWatts")),
             etag=doc.etag,
         )
@@ -46,12 +76,87 @@ class LegacyPowerMechanism(Mechanism):
     def clear_request(self, component: Component, current: LimitReading, doc: Document) -> CapRequest:
         return self._limit(component, None)
 
-    def _limit(self, component: Component, value: int | None) -> CapRequest:
+    def guard(
+        self, request: CapRequest, component: Component, current: LimitReading, allow_power_off: bool
+    ) -> CapRequest | str:
+        if current.mode in HARMLESS or allow_power_off:
+            return request
+        if component.quirk == LIMIT_EXCEPTION:
+            return self._limit(component, _watts(request), "NoAction")
+        return (
+            f"{component.label}: the BMC's LimitException is {current.mode} (the node is powered off "
+            "when the load stays above the cap) and this resource does not take NoAction; refused "
+            "(inventory option allow_power_off_on_limit = true accepts it)"
+        )
+
+    def restore_request(
+        self, component: Component, prior: Prior, current: LimitReading, doc: Document
+    ) -> CapRequest:
+        watts = round(prior.watts) if prior.capped and prior.watts is not None else None
+        exception = prior.mode if prior.mode != current.mode and component.quirk == LIMIT_EXCEPTION else None
+        return self._limit(component, watts, exception)
+
+    def matches(self, reading: LimitReading, prior: Prior) -> bool:
+        return super().matches(reading, prior) and (prior.mode is None or reading.mode == prior.mode)
+
+    def _limit(self, component: Component, value: int | None, exception: str | None = None) -> CapRequest:
         # NOTE: DSP0266 array PATCH: `{}` leaves a member unchanged and a shorter array deletes the
         # rest, so every other PowerControl member is padded with `{}` (redfish.md §1.3).
         members: list[dict[str, Any]] = [{} for _ in range(max(component.members, component.member + 1))]
-        members[component.member] = {"PowerLimit": {"LimitInWatts": value}}
+        limit: dict[str, Any] = {"LimitInWatts": value}
+        if exception is not None:
+            limit["LimitException"] = exception
+        members[component.member] = {"PowerLimit": limit}
         return CapRequest("PATCH", component.limit_uri, {"PowerControl": members})
+
+
+def _watts(request: CapRequest) -> int | None:
+    members = request.body.get("PowerControl") or []
+    for member in members:
+        limit = member.get("PowerLimit") if isinstance(member, Mapping) else None
+        if isinstance(limit, Mapping):
+            value = limit.get("LimitInWatts")
+            return int(value) if isinstance(value, int | float) else None
+    return None
+
+
+def _ami_limits(control: Mapping[str, Any]) -> Mapping[str, Any]:
+    oem = control.get("Oem")
+    vendor = oem.get("Vendor") if isinstance(oem, Mapping) else None
+    limits = vendor.get("PowerLimit") if isinstance(vendor, Mapping) else None
+    return limits if isinstance(limits, Mapping) else {}
+
+
+def legacy_capable(power: Document) -> bool:
+    """Whether a `Power` resource shows a writable node limit (a `PowerLimit` with `LimitInWatts`)."""
+    return _limit_member(power) is not None
+
+
+#: URI segments of resources that are a part of a node: a PowerControl related only to them limits
+#: that part (a CPU, a DIMM), never the node
+_PART_SEGMENTS = ("/Processors/", "/Memory/", "/PCIeDevices/", "/Storage/", "/NetworkAdapters/")
+
+
+def _limit_member(power: Document) -> int | None:
+    for i, c in enumerate(power.get("PowerControl") or []):
+        if (
+            isinstance(c, Mapping)
+            and isinstance(c.get("PowerLimit"), Mapping)
+            and "LimitInWatts" in c["PowerLimit"]
+            and not _part_only(c)
+        ):
+            return i
+    return None
+
+
+def _part_only(control: Mapping[str, Any]) -> bool:
+    """Whether a PowerControl's `RelatedItem` names only parts of the node (see `_PART_SEGMENTS`)."""
+    related = [
+        str(r.get("@odata.id"))
+        for r in control.get("RelatedItem") or ()
+        if isinstance(r, Mapping) and isinstance(r.get("@odata.id"), str)
+    ]
+    return bool(related) and all(any(seg in uri for seg in _PART_SEGMENTS) for uri in related)
 
 
 # ---- discovery -----------------------------------------------------------------------------------
@@ -66,10 +171,32 @@ def discover_legacy(
 ) -> Discovery:
     """The node cap in `PowerControl[]` of the chassis `Power` resource; nothing else."""
     node: tuple[Component, ...] = ()
-    if legacy is not None:
+    note, evidence = "no PowerLimit", ""
+    member = _limit_member(legacy[1]) if legacy is not None else None
+    if legacy is not None and member is None:
+        evidence = f"{legacy[1].path}: skipped (no PowerLimit with LimitInWatts for the whole node)"
+        controls = [c for c in legacy[1].get("PowerControl") or () if isinstance(c, Mapping)]
+        if any(
+            isinstance(c.get("PowerLimit"), Mapping) and "LimitInWatts" in c["PowerLimit"] for c in controls
+        ):
+            note = "the Power resource's limits are related to parts of the node (RelatedItem), not the node"
+        else:
+            note = (
+                "power capping is disabled in the BMC's firmware: its PowerLimit shows no LimitInWatts "
+                "(bmcweb leaves it out while capping is disabled and refuses a write with ActionNotSupported)"
+            )
+    elif legacy is not None and member is not None:
         ch, power = legacy
         controls = list(power.get("PowerControl") or [])
-        member = next(i for i, c in enumerate(controls) if isinstance(c, Mapping) and "PowerLimit" in c)
+        limit = controls[member]["PowerLimit"]
+        quirk = ""
+        if "LimitException" in limit:
+            allowed = limit.get("LimitException@Redfish.AllowableValues")
+            writable = not isinstance(allowed, list) or "NoAction" in allowed
+            quirk = LIMIT_EXCEPTION if writable else LIMIT_EXCEPTION_FIXED
+        reason = f"the node cap (PowerControl[{member}].PowerLimit of chassis {ch.get('Id') or ch.path})"
+        if limit.get("LimitException") not in HARMLESS:
+            reason += f"; LimitException {limit.get('LimitException')}"
         node = (
             Component(
                 key="node",
@@ -81,7 +208,13 @@ def discover_legacy(
                 member=member,
                 members=len(controls),
                 resource_uri=ch.path,
+                quirk=quirk,
+                reason=reason,
             ),
+        )
+        note, evidence = (
+            "the legacy Chassis Power resource caps the whole node only",
+            f"{power.path}: chosen: {reason}",
         )
     return replace(
         base,
@@ -90,5 +223,6 @@ def discover_legacy(
         gpus=tuple(gpus),
         cpus=tuple(cpus),
         node_metrics=generic_node_metrics(chassis, list(node)),
-        note="the legacy Chassis Power resource caps the whole node only" if node else "no PowerLimit",
+        note=note,
+        evidence=(*base.evidence, evidence) if evidence else base.evidence,
     )

@@ -33,7 +33,7 @@ from plugins.redfish.simulator._inventory import (
     write_inventory,
     write_secrets,
 )
-from plugins.redfish.simulator._platforms import MODELS, get_platform
+from plugins.redfish.simulator._platforms import MODELS, REAL_LAYOUTS, get_platform
 from plugins.redfish.simulator._state import Cap
 from plugins.redfish.simulator._stats import UNMATCHED, BmcStats
 from plugins.redfish.simulator._tls import TlsFiles, ensure_tls_files
@@ -45,6 +45,7 @@ __all__ = [
     "LAYOUTS",
     "MODELS",
     "PROFILES",
+    "REAL_LAYOUTS",
     "SUPPORTED_MASK",
     "UNMATCHED",
     "BmcConfig",

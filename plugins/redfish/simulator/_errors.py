@@ -345,6 +345,24 @@ def session_limit_exceeded() -> RedfishError:
     )
 
 
+def action_not_supported(action: str) -> RedfishError:
+    """400 ActionNotSupported (bmcweb: a power-limit write while capping is disabled)."""
+    return RedfishError(
+        400,
+        [
+            message(
+                BASE + "ActionNotSupported",
+                f"The action {action} is not supported by the resource.",
+                [action],
+                severity="Critical",
+                resolution="The action supplied cannot be resubmitted to the implementation.  Perhaps the "
+                "action was invalid, the wrong resource was the target or the implementation documentation "
+                "may be of assistance.",
+            )
+        ],
+    )
+
+
 def internal_error() -> RedfishError:
     """Plain 500."""
     return RedfishError(

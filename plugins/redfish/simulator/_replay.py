@@ -16,7 +16,14 @@ simulator's SessionService, AccountService and TaskService replace the captured 
   `ControlMode@Redfish.AllowableValues` when the document lists them. Caps therefore stay writable
   within the captured allowable ranges; with `async_writes` the PATCH runs as a task;
 - a POST to a captured action target succeeds (`Base.Success`); it changes nothing unless it is one
-  of the vendor actions below.
+  of the vendor actions below;
+- a link the capture has no document for answers 404 `ResourceMissingAtURI`, as the captured
+  firmware did (the corpus leaves out what the firmware could not serve);
+- every PATCH and POST to a captured resource, accepted or refused, is kept in the BMC's write log
+  (`ReplayState.writes`, also on the control endpoint), so tests can prove what was written.
+
+HPE Cray EX Controls, HPE Apollo 6500's accelerator power-limit action, bmcweb with power capping
+disabled and `LimitException` values behave as `_vendor_writes` describes, with its sources.
 
 Vendor write effects, as the vendor documents them (the same as the gb200 model): on a resource with
 NVIDIA's `Oem/Nvidia` section a `PowerLimitWatts/SetPoint` PATCH makes the cap out-of-band
@@ -34,7 +41,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator import _errors, _vendor_writes
 from plugins.redfish.simulator._common import common_routes
 from plugins.redfish.simulator._routing import (
     JsonDict,
@@ -77,12 +84,15 @@ class ReplayState(PlatformState):
         super().__init__(index)
         self.documents = copy.deepcopy(documents)
         self.revisions = dict.fromkeys(documents, 0)
+        #: every write that reached a captured resource, accepted or not: (method, path, body)
+        self.writes: list[tuple[str, str, Any]] = []
 
     def describe(self) -> dict[str, Any]:
         """For the control endpoint: how many resources and which were written."""
         return {
             "resources": len(self.documents),
             "written": sorted(p for p, r in self.revisions.items() if r),
+            "writes": [{"method": m, "path": p, "body": b} for m, p, b in self.writes],
         }
 
 
@@ -142,7 +152,10 @@ def load_platform(model: str) -> Platform:
 
 def _shows_a_limit(body: Any) -> bool:
     if isinstance(body, dict):
-        return "SetPoint" in body or "LimitInWatts" in body or any(_shows_a_limit(v) for v in body.values())
+        # NOTE: a PowerLimit without LimitInWatts (bmcweb, capping disabled) still takes PATCH (and
+        # answers ActionNotSupported, see `_vendor_writes`)
+        shown = "SetPoint" in body or "LimitInWatts" in body or isinstance(body.get("PowerLimit"), dict)
+        return shown or any(_shows_a_limit(v) for v in body.values())
     if isinstance(body, list):
         return any(_shows_a_limit(v) for v in body)
     return False
@@ -161,7 +174,7 @@ def _action_targets(body: JsonDict) -> list[str]:
         if isinstance(node, dict):
             target = node.get("target")
             if isinstance(target, str) and target.startswith(ROOT):
-                targets.append(target)
+                targets.append(target.rstrip("/"))
             stack.extend(v for k, v in node.items() if k != "target")
     return targets
 
@@ -182,10 +195,21 @@ def _get(bmc: SimulatedBmc, req: SimRequest) -> Reply:
 
 def _patch(bmc: SimulatedBmc, req: SimRequest) -> Write:
     state = _state(bmc)
+    state.writes.append(("PATCH", req.path, copy.deepcopy(req.body)))
     current = state.documents[req.path]
     changes = req.body if isinstance(req.body, dict) else None
     if changes is None:
         raise _errors.malformed_json()
+    if _vendor_writes.is_cray_ex_control(current):
+        after = _vendor_writes.cray_ex_control_patch(current, changes)
+
+        def apply_ex() -> None:
+            current.update(after)
+            state.revisions[req.path] += 1
+
+        return Write(apply=apply_ex, deferrable=True)
+    if _vendor_writes.capping_disabled(current, changes):
+        raise _errors.action_not_supported("PowerLimit")
     nvidia = _nvidia(current)
     persistent = None
     if nvidia is not None and isinstance(changes.get("Oem"), dict):
@@ -193,7 +217,7 @@ def _patch(bmc: SimulatedBmc, req: SimRequest) -> Write:
         oem = {**changes["Oem"], "Nvidia": dict(changes["Oem"].get("Nvidia") or {})}
         persistent = oem["Nvidia"].pop("PowerLimitPersistency", None)
         changes = {**changes, "Oem": oem}
-    problems: list[JsonDict] = []
+    problems: list[JsonDict] = _vendor_writes.limit_exception_problems(changes)
     _check(current, changes, "", problems)
     if problems:
         raise _errors.bad_request(problems)
@@ -204,9 +228,10 @@ def _patch(bmc: SimulatedBmc, req: SimRequest) -> Write:
         _merge(current, changes)
         if nvidia is not None and set_point is not None:
             current["PowerLimitWatts"]["ControlMode"] = "Manual"
-            nvidia["PowerMode"] = "Custom"
-            nvidia["RequestedPersistentPowerLimitWatts"] = set_point if persistent else None
-            nvidia["RequestedOneshotPowerLimitWatts"] = None if persistent else set_point
+            # NOTE: only the OEM properties this firmware shows (GB300 shows none of them)
+            _set_shown(nvidia, "PowerMode", "Custom")
+            _set_shown(nvidia, "RequestedPersistentPowerLimitWatts", set_point if persistent else None)
+            _set_shown(nvidia, "RequestedOneshotPowerLimitWatts", None if persistent else set_point)
         state.revisions[req.path] += 1
 
     return Write(apply=apply, deferrable=True)
@@ -284,10 +309,20 @@ def _nvidia(doc: JsonDict) -> JsonDict | None:
 
 def _action(bmc: SimulatedBmc, req: SimRequest) -> Write:
     state = _state(bmc)
-    resource, _, name = req.path.partition("/Actions/")
+    state.writes.append(("POST", req.path, copy.deepcopy(req.body)))
+    resource, _, name = req.path.rstrip("/").partition("/Actions/")
     name = name.rsplit("/", 1)[-1]
     doc = state.documents.get(resource)
     params = req.body if isinstance(req.body, dict) else {}
+    if doc is not None and name == _vendor_writes.ACC_ACTION:
+        changes = _vendor_writes.configure_acc_power_limit(doc, params)
+
+        def apply_acc() -> None:
+            for index, watts in changes:
+                doc["PowerLimits"][index]["PowerLimitInWatts"] = watts
+            state.revisions[resource] += 1
+
+        return Write(apply=apply_acc, reply="success")
     if doc is None or not name.startswith("Nvidia"):
         return Write(apply=lambda: None, reply="success")
     if name.endswith(".ClearOOBSetPoint"):
@@ -312,9 +347,16 @@ def _clear_oob(state: ReplayState, resource: str, doc: JsonDict) -> None:
         limit["ControlMode"] = "Automatic"
     nvidia = _nvidia(doc)
     if nvidia is not None:
-        nvidia["PowerMode"] = "MaxP"
-        nvidia["RequestedPersistentPowerLimitWatts"] = nvidia["RequestedOneshotPowerLimitWatts"] = None
+        _set_shown(nvidia, "PowerMode", "MaxP")
+        _set_shown(nvidia, "RequestedPersistentPowerLimitWatts", None)
+        _set_shown(nvidia, "RequestedOneshotPowerLimitWatts", None)
     state.revisions[resource] += 1
+
+
+def _set_shown(section: JsonDict, key: str, value: Any) -> None:
+    """Change an OEM property the captured firmware shows (a write never adds one it does not)."""
+    if key in section:
+        section[key] = value
 
 
 def _profiles(state: ReplayState, resource: str, doc: JsonDict, mask: int, enable: bool) -> None:

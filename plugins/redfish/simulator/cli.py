@@ -20,7 +20,7 @@ from typing import Any
 from plugins.redfish.simulator._bmcweb import DPS_ALLOW_LIST
 from plugins.redfish.simulator._config import DEFAULT_PASSWORD, PROFILES
 from plugins.redfish.simulator._fleet import SimulatorFleet
-from plugins.redfish.simulator._platforms import MODELS, get_platform
+from plugins.redfish.simulator._platforms import MODELS, REAL_LAYOUTS, get_platform
 from plugins.redfish.simulator._replay import is_replay
 
 log = logging.getLogger("devicectl.bmc_sim")
@@ -40,8 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--model",
         default="gb200",
-        help=f"BMC model, or a comma-separated list used round-robin: {', '.join(MODELS)}, capture:DIR "
-        "(a `devicectl bmc-capture` directory) or mockup:DIR (a DMTF-style mockup) (default gb200)",
+        help=f"BMC model, or a comma-separated list used round-robin: {', '.join(MODELS)}, a real BMC "
+        f"layout ({', '.join(REAL_LAYOUTS)}), capture:DIR (a `devicectl bmc-capture` directory) or "
+        "mockup:DIR (a DMTF-style mockup) (default gb200)",
     )
     add("--host", default="127.0.0.1", help="listening address (default 127.0.0.1)")
     add("--base-port", type=int, default=0, help="BMC i listens on BASE_PORT+i; 0 picks free ports")
@@ -85,11 +86,12 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     models = [m.strip() for m in args.model.split(",") if m.strip()]
-    unknown = [m for m in models if m not in MODELS and not is_replay(m)]
+    unknown = [m for m in models if m not in MODELS and m not in REAL_LAYOUTS and not is_replay(m)]
     if unknown or not models:
-        print(f"bmc-sim: unknown model(s) {unknown}; choose from {', '.join(MODELS)}", file=sys.stderr)
+        known = ", ".join((*MODELS, *REAL_LAYOUTS))
+        print(f"bmc-sim: unknown model(s) {unknown}; choose from {known}", file=sys.stderr)
         return 2
-    for model in filter(is_replay, models):
+    for model in (m for m in models if is_replay(m) or m in REAL_LAYOUTS):
         try:
             get_platform(model)
         except (ValueError, OSError) as exc:

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from plugins.base import Empty, GpuMetricsQuery, Ping, PolicyAction, PolicyChange, ProfileChange
-from plugins.redfish._discovery import DISCOVERY_PATHS, ENVIRONMENT_METRICS, _Walker
+from plugins.redfish._discovery import DISCOVERY_PATHS, ENVIRONMENT_METRICS
 from plugins.redfish._errors import PlatformUnsupportedError
+from plugins.redfish._walk import Walker
 from plugins.redfish.simulator import SimulatedBmc
 from plugins.redfish.simulator._bmcweb import DPS_ALLOW_LIST
 from tests.plugins.redfish.harness import Harness
@@ -173,7 +174,7 @@ async def test_discovery_never_reads_outside_the_platforms_paths(bmcweb: Harness
     bmc = bmcweb.fleet.bmcs[0]
     await bmcweb.call("ping", bmc, Ping())
     client = bmcweb.plugin.pool.clients()[0]
-    walker = _Walker(client, time.monotonic() + 5, DISCOVERY_PATHS[ENVIRONMENT_METRICS])
+    walker = Walker(client, time.monotonic() + 5, DISCOVERY_PATHS[ENVIRONMENT_METRICS])
     bmcweb.reset()
     with pytest.raises(PlatformUnsupportedError, match="discovery would read /redfish/v1/Systems/System_0"):
         await walker.get("/redfish/v1/Systems/System_0")

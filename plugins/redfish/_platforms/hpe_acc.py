@@ -1,0 +1,114 @@
+"""HPE Apollo 6500 (ProLiant XL675d): the node limit through the OEM `AccPowerService`.
+
+These iLO 5 systems show no standard limit (their `PowerControl` has no `PowerLimit`). HPE's own power
+service caps them through `Chassis/1/Power/AccPowerService/PowerLimit`, linked from
+`Power.Oem.Hpe.Links.AccPowerService`, and calls it the node power limit: read
+`PowerLimits[zone].PowerLimitInWatts` with `PowerLimitRanges[zone]` as bounds (0 means not
+reported), set with `POST …/Actions/HpeServerAccPowerLimit.ConfigurePowerLimit`
+`{"PowerLimits": [{"PowerLimitInWatts": N, "ZoneNumber": 0}]}` (Cray-HPE/hms-power-control
+`internal/domain/power-cap.go`: `generatePowerCapPayload`, `parsePowerCapRFData`). There is no "no
+cap" state: restore puts the value read before the first change back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from plugins.redfish._client import Document
+from plugins.redfish._layout import LEGACY_POWER, MECH_HPE_ACC, Component, Discovery, generic_node_metrics
+from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior, number
+
+ACTION = "#HpeServerAccPowerLimit.ConfigurePowerLimit"
+ZONE = 0
+
+
+def acc_action_target(body: Mapping[str, Any]) -> str:
+    """The ConfigurePowerLimit action's target ('' when the resource shows none)."""
+    actions = body.get("Actions")
+    entry = actions.get(ACTION) if isinstance(actions, Mapping) else None
+    target = entry.get("target") if isinstance(entry, Mapping) else None
+    return str(target).rstrip("/") if isinstance(target, str) else ""
+
+
+def _zone(items: Any) -> Mapping[str, Any]:
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, Mapping) and item.get("ZoneNumber") == ZONE:
+            return item
+    return {}
+
+
+class HpeAccPowerLimitMechanism(Mechanism):
+    """The zone-0 limit of HPE's `HpeServerAccPowerLimit` resource."""
+
+    name = MECH_HPE_ACC
+    # NOTE: the action takes no If-Match; the read-back is the proof
+    etag_policy = "none"
+
+    def parse(self, component: Component, doc: Document) -> LimitReading:
+        watts = number(_zone(doc.get("PowerLimits")).get("PowerLimitInWatts"))
+        ranges = _zone(doc.get("PowerLimitRanges"))
+        actual = number(_zone(doc.get("ActualPowerLimits")).get("PowerLimitInWatts"))
+        return LimitReading(
+            watts=watts,
+            capped=watts is not None,
+            min_watts=number(ranges.get("MinimumPowerLimit")) or None,
+            max_watts=number(ranges.get("MaximumPowerLimit")) or None,
+            min_name="PowerLimitRanges/MinimumPowerLimit",
+            max_name="PowerLimitRanges/MaximumPowerLimit",
+            power_watts=actual,
+            etag=doc.etag,
+        )
+
+    def set_request(self, component: Component, watts: int, current: LimitReading) -> CapRequest:
+        body = {"PowerLimits": [{"PowerLimitInWatts": int(watts), "ZoneNumber": ZONE}]}
+        return CapRequest("POST", component.name, body, if_match=False)
+
+    def clear_request(self, component: Component, current: LimitReading, doc: Document) -> CapRequest:
+        # no "no cap" state: the published maximum, else the value in force (a no-op)
+        target = current.max_watts or current.watts or 0
+        return self.set_request(component, round(target), current)
+
+    def restore_request(
+        self, component: Component, prior: Prior, current: LimitReading, doc: Document
+    ) -> CapRequest:
+        if prior.watts is None:
+            return self.clear_request(component, current, doc)
+        return self.set_request(component, round(prior.watts), current)
+
+
+def discover_hpe_acc(
+    base: Discovery,
+    chassis: list[Document],
+    found: tuple[Document, Document],
+    gpus: list[Component],
+    cpus: list[Component],
+) -> Discovery:
+    """The node cap through the AccPowerService action (see the module docstring)."""
+    ch, limit = found
+    reason = (
+        "the node cap (HPE AccPowerService PowerLimit zone 0, set with HpeServerAccPowerLimit."
+        "ConfigurePowerLimit as HPE's power service does)"
+    )
+    node = Component(
+        key="node",
+        kind="node",
+        index=0,
+        # NOTE: the action's target; `limit_uri` is the resource read before and after
+        name=acc_action_target(limit.body),
+        mechanism=MECH_HPE_ACC,
+        limit_uri=limit.path.rstrip("/"),
+        resource_uri=ch.path,
+        reason=reason,
+    )
+    return replace(
+        base,
+        platform=LEGACY_POWER,
+        node=(node,),
+        gpus=tuple(gpus),
+        cpus=tuple(cpus),
+        node_metrics=generic_node_metrics(chassis, ()),
+        note="the node limit is HPE's AccPowerService (OEM); GPUs and CPUs have no limit of their own",
+        evidence=(*base.evidence, f"{node.limit_uri}: chosen: {reason}"),
+    )

@@ -1,0 +1,212 @@
+"""Discovery's reads: each resource at most once, a link the BMC cannot serve recorded as absent.
+
+Real firmware links resources it cannot serve: an Intel S2600BP lists `Chassis/RackMount` and answers
+404 for it, HPE Cray EX node controllers link `Chassis/Mezz*/Power` that answer
+`ResourceMissingAtURI`. Such a link is an absent resource, kept with its reason in the discovery's
+evidence, never a failed node; only the service root and the collections discovery starts from must
+be readable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Mapping, Sequence
+
+from plugins.redfish._client import BmcClient, Document
+from plugins.redfish._errors import PlatformUnsupportedError, RedfishHTTPError, ResourceNotFoundError
+from plugins.redfish._layout import Component, link_of, members_of
+from plugins.redfish._platforms.hpe_acc import acc_action_target
+
+
+def _pattern(pattern: str) -> re.Pattern[str]:
+    return re.compile("[^/]*".join(re.escape(part) for part in pattern.split("*")))
+
+
+def _missing(exc: RedfishHTTPError) -> bool:
+    """404, or another status whose message says the resource is missing (some firmware: 400/500)."""
+    return isinstance(exc, ResourceNotFoundError) or exc.has_message("ResourceMissingAtURI")
+
+
+class Walker:
+    """GETs for discovery, each resource at most once, two at a time (the BMC limit applies anyway).
+
+    Attributes:
+        evidence: one line per resource considered (absent, chosen, skipped) and why.
+    """
+
+    def __init__(self, client: BmcClient, deadline: float, allowed: tuple[str, ...] | None = None) -> None:
+        self.client = client
+        self.deadline = deadline
+        self._seen: dict[str, Document] = {}
+        self._absent: set[str] = set()
+        self._allowed = [_pattern(p) for p in allowed] if allowed is not None else None
+        self.evidence: list[str] = []
+
+    async def get(self, path: str) -> Document:
+        """A resource that must be readable (errors propagate)."""
+        doc = self._seen.get(path)
+        if doc is None:
+            clean = path.rstrip("/") or "/"
+            if self._allowed is not None and not any(p.fullmatch(clean) for p in self._allowed):
+                # a BMC whose links lead elsewhere: refuse rather than walk past the platform's paths
+                raise PlatformUnsupportedError(
+                    f"{self.client.origin}: discovery would read {clean}, which is not among the paths "
+                    "this platform needs (docs/redfish.md, Discovery)"
+                )
+            doc = await self.client.get(path, deadline=self.deadline)
+            self._seen[path] = doc
+        return doc
+
+    async def find(self, path: str) -> Document | None:
+        """A linked resource; None (recorded as absent, with the BMC's answer) when it cannot be served."""
+        if path in self._absent:
+            return None
+        try:
+            return await self.get(path)
+        except RedfishHTTPError as exc:
+            if not _missing(exc):
+                raise
+            self._absent.add(path)
+            ids = [i.rsplit(".", 1)[-1] for i in exc.message_ids]
+            code = "ResourceMissingAtURI" if "ResourceMissingAtURI" in ids else (ids[0] if ids else "")
+            self.evidence.append(
+                f"{path.rstrip('/')}: absent (the BMC answered {exc.status} {code})".replace(" )", ")")
+            )
+            return None
+
+    async def find_many(self, paths: Sequence[str]) -> list[Document]:
+        """The resources that can be served, in the order given."""
+        found = await asyncio.gather(*(self.find(p) for p in paths))
+        return [d for d in found if d is not None]
+
+    async def members(self, collection_path: str) -> list[str]:
+        """Member URIs of a collection ([] when the collection itself is absent)."""
+        doc = await self.find(collection_path)
+        return members_of(doc) if doc is not None else []
+
+    async def linked(self, body: Mapping[str, object], name: str) -> Document | None:
+        """The resource a navigation property points to, if any and servable."""
+        path = link_of(body, name)  # type: ignore[arg-type]
+        return await self.find(path) if path else None
+
+
+# ---- the walk ------------------------------------------------------------------------------------
+
+
+async def firmware_of(walker: Walker, root: Document) -> str:
+    """The BMC manager's firmware version."""
+    managers = link_of(root.body, "Managers")
+    ids = await walker.members(managers) if managers else []
+    if not ids:
+        return ""
+    # NOTE: the BMC's own manager is `BMC` on NVIDIA bmcweb (dps.md §7), often `1` elsewhere
+    ids.sort(key=lambda m: (not m.rstrip("/").endswith("/BMC"), m))
+    manager = await walker.find(ids[0])
+    return str(manager.get("FirmwareVersion") or "") if manager is not None else ""
+
+
+async def systems_of(walker: Walker, root: Document, *, nvidia: bool) -> list[Document]:
+    """Every ComputerSystem the BMC can serve; on NVIDIA only `HGX_Baseboard_*`."""
+    systems_path = link_of(root.body, "Systems")
+    if not systems_path:
+        return []
+    paths = await walker.members(systems_path)
+    if nvidia:
+        # NOTE: NVIDIA HGX puts GPUs and Grace CPUs under Systems/HGX_Baseboard_0 (redfish.md §2.1),
+        # and the DPS proxy allows no other system (dps.md §7): the host's System_0 is never read
+        paths = [p for p in paths if p.rstrip("/").rsplit("/", 1)[-1].startswith("HGX_Baseboard")]
+        return await walker.find_many(paths)
+    return await walker.find_many(paths)
+
+
+async def processors_of(walker: Walker, systems: list[Document]) -> list[Document]:
+    """The processors of the given systems only (never a SmartNIC's or another node's)."""
+    out: list[Document] = []
+    for system in systems:
+        procs_path = link_of(system.body, "Processors")
+        if procs_path:
+            out += await walker.find_many(await walker.members(procs_path))
+    return out
+
+
+async def chassis_of(walker: Walker, root: Document, *, fetch: bool) -> list[Document]:
+    """Chassis documents; with `fetch=False` only the collection is read and ids are used.
+
+    NOTE: the DPS allow-list for NVIDIA BMCs permits GET on `Chassis/HGX_ProcessorModule_*`'s
+    EnvironmentMetrics but not on the chassis resource itself (dps.md §7), so on NVIDIA
+    platforms the walk stops at the collection and builds `{chassis}/EnvironmentMetrics`.
+    """
+    chassis_path = link_of(root.body, "Chassis")
+    if not chassis_path:
+        return []
+    members = await walker.members(chassis_path)
+    if fetch:
+        return await walker.find_many(members)
+    return [Document(m, {"@odata.id": m, "Id": m.rstrip("/").rsplit("/", 1)[-1]}) for m in members]
+
+
+async def controls_of(walker: Walker, chassis: list[Document]) -> list[tuple[Document, Document]]:
+    """(chassis, control) pairs for every Control of the given chassis."""
+    found: list[tuple[Document, Document]] = []
+    for ch in chassis:
+        path = link_of(ch.body, "Controls")
+        if path:
+            found += [(ch, c) for c in await walker.find_many(await walker.members(path))]
+    return found
+
+
+async def walker_em_caps(
+    walker: Walker, chassis: list[Document], gpus: list[Component], cpus: list[Component]
+) -> dict[str, Document] | None:
+    """EnvironmentMetrics documents that carry `PowerLimitWatts`, keyed by URI; None if none."""
+    paths = [c.metrics_uri for c in gpus + cpus if c.metrics_uri]
+    paths += [p for ch in chassis if (p := link_of(ch.body, "EnvironmentMetrics"))]
+    if not paths:
+        return None
+    docs = await walker.find_many(paths)
+    caps = {d.path: d for d in docs if isinstance(d.get("PowerLimitWatts"), Mapping)}
+    return caps or None
+
+
+async def legacy_power_of(walker: Walker, chassis: list[Document]) -> tuple[Document, Document] | None:
+    """The first chassis `Power` with a `PowerControl[].PowerLimit` (capable or not)."""
+    for ch in chassis:
+        power = await walker.linked(ch.body, "Power")
+        controls = (power.get("PowerControl") or []) if power is not None else []
+        if power is not None and any(
+            isinstance(c, Mapping) and isinstance(c.get("PowerLimit"), Mapping) for c in controls
+        ):
+            return ch, power
+    return None
+
+
+async def hpe_acc_limit_of(walker: Walker, chassis: list[Document]) -> tuple[Document, Document] | None:
+    """HPE Apollo 6500's `Power/AccPowerService/PowerLimit` (linked from `Power.Oem.Hpe.Links`)."""
+    for ch in chassis:
+        power = await walker.linked(ch.body, "Power")
+        oem = power.get("Oem") if power is not None else None
+        hpe = oem.get("Hpe") if isinstance(oem, Mapping) else None
+        links = hpe.get("Links") if isinstance(hpe, Mapping) else None
+        service = await walker.linked(links, "AccPowerService") if isinstance(links, Mapping) else None
+        service_links = service.get("Links") if service is not None else None
+        if isinstance(service_links, Mapping):
+            limit = await walker.linked(service_links, "PowerLimit")
+            if limit is not None and acc_action_target(limit.body):
+                return ch, limit
+    return None
+
+
+async def has_node_manager(walker: Walker, root: Document) -> bool:
+    """Whether a manager shows an OEM `NodeManager` (NVIDIA/AMI)."""
+    managers = link_of(root.body, "Managers")
+    if not managers:
+        return False
+    for path in await walker.members(managers):
+        manager = await walker.find(path)
+        oem = (manager.get("Oem") or {}) if manager is not None else {}
+        if isinstance(oem, Mapping) and any(
+            isinstance(v, Mapping) and "NodeManager" in v for v in oem.values()
+        ):
+            return True
+    return False
