@@ -110,11 +110,7 @@ async def sink() -> AsyncIterator[TopologySink]:
     await s.stop()
 
 
-# ---- running in parallel (`make test`: pytest-xdist, `--dist loadgroup`) ------------------------
-
-#: session fixtures that are costly to build: every test that uses one runs on the same worker, so
-#: it is built once (the BMC fault-matrix drill runs for half a minute)
-SHARED_SESSION_FIXTURES = frozenset({"matrix_result"})
+# ---- running in parallel (`make test`: pytest-xdist, `--dist loadfile`) -------------------------
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -122,27 +118,3 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     processes, sockets and timers (the serial suite keeps about half a core busy), so one worker
     per core would leave the cores idle half the time."""
     return min(8, 2 * len(os.sched_getaffinity(0)))
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests sharing a module- or class-scoped fixture, or one of SHARED_SESSION_FIXTURES, get one
-    `xdist_group`, so that `--dist loadgroup` runs them on one worker and the fixture is built once
-    (under plain `--dist load` each worker would build its own). Other tests go wherever a worker
-    is free; every test already has its own ports, temporary directory and database."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None:
-            continue
-        group = None
-        for name in info.names_closure:
-            definitions = info.name2fixturedefs.get(name)
-            if not definitions:
-                continue
-            scope = definitions[-1].scope
-            if name in SHARED_SESSION_FIXTURES:
-                group = name
-                break
-            if scope in ("module", "class") and group is None:
-                group = item.nodeid.split("::")[0] if scope == "module" else item.nodeid.rsplit("::", 1)[0]
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
