@@ -40,9 +40,12 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-# the suite runs the benchmarks at tiny size, plot included, so it needs the bench extras
+# the suite runs the benchmarks at tiny size, plot included, so it needs the bench extras.
+# pytest-xdist runs it in PYTEST_WORKERS processes: `auto` is two per core, at most 8
+# (tests/conftest.py); PYTEST_WORKERS=0 runs it in this one
+PYTEST_WORKERS ?= auto
 pytest: $(BENCH_STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test: lint typecheck pytest
 

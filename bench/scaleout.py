@@ -28,7 +28,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,44 +37,9 @@ from bench.fanout import PHASES
 from bench.loadgen import device_ids, loadgen_command, request_ids
 from bench.processes import postgres_problem, run_json, write_noop_inventory
 from bench.responses import ResponseTracker
+from bench.scaleout_config import QUICK, ScaleoutConfig
 from bench.scaleout_fanout import run_fanout
 from bench.util import ROOT, jsonable, machine, say
-
-
-@dataclass(frozen=True)
-class ScaleoutConfig:
-    processes: tuple[int, ...] = (1, 2, 3)
-    benchmarks: tuple[str, ...] = ("ingest", "fanout")
-    # ingest
-    devices: int = 1000
-    requests: int = 12_000
-    #: requests in flight over all load generators together
-    concurrency: int = 256
-    warmup: int = 100
-    # fan-out
-    bmcs: int = 1000
-    latency: float = 0.05
-    per_sim_process: int = 1000
-    #: the Redfish plugin's per-BMC concurrency (its default)
-    per_bmc: int = 2
-    #: CPUs the simulator processes are confined to (empty: not confined)
-    pin_simulators: tuple[int, ...] = ()
-    #: the default's: a short lease lapses on a machine this loaded (see BENCHMARKS.md) and work is redone
-    lease_ttl: float = 30.0
-    log_level: str = "INFO"
-
-
-QUICK = ScaleoutConfig(
-    processes=(1, 2),
-    devices=20,
-    requests=150,
-    concurrency=16,
-    warmup=10,
-    bmcs=3,
-    latency=0.02,
-    per_sim_process=2,
-    lease_ttl=5.0,
-)
 
 
 async def run_scaleout(config: ScaleoutConfig, workdir: Path) -> dict[str, Any]:

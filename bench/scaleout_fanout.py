@@ -9,7 +9,7 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 import grpc
@@ -17,13 +17,11 @@ import grpc
 from bench.cluster import ControllerGroup, serving_group
 from bench.fanout import EXPECTED_WRITES, PHASES, RETRY_CODES, SEND_ATTEMPTS, Phase, activation
 from bench.responses import ResponseTracker
+from bench.scaleout_config import ScaleoutConfig
 from bench.simulators import SimulatorProcesses
 from bench.util import say
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller.inventory import load_inventory
-
-if TYPE_CHECKING:
-    from bench.scaleout import ScaleoutConfig
 
 
 async def run_fanout(config: ScaleoutConfig, workdir: Path) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 from prometheus_client import (
@@ -42,7 +42,10 @@ from prometheus_client.registry import Collector
 from controller.store import outbox_backlog, table_rows
 
 if TYPE_CHECKING:
-    from controller.app import Controller
+    from controller.config import Settings
+    from controller.plugin_host import PluginHost
+    from controller.shards import Shards
+    from controller.store import Store
 
 log = logging.getLogger(__name__)
 change_log = logging.getLogger("controller.changes")
@@ -248,11 +251,52 @@ class PowerGauges:
 # ---- live state, read at scrape time -----------------------------------------------------------
 
 
+class _Lanes(Protocol):
+    @property
+    def waiting(self) -> int: ...
+    @property
+    def running(self) -> int: ...
+    @property
+    def active_lanes(self) -> int: ...
+
+
+class _Destination(Protocol):
+    @property
+    def failing(self) -> bool: ...
+
+
+class _Delivery(Protocol):
+    @property
+    def destination(self) -> _Destination: ...
+
+
+class ServedController(Protocol):
+    """What the endpoint reads from the controller it serves (`controller.app.Controller`): a
+    Protocol, so that this module, which most others import, imports none of them back."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def dispatcher(self) -> _Lanes: ...
+    @property
+    def shards(self) -> Shards: ...
+    @property
+    def delivery(self) -> _Delivery: ...
+    @property
+    def plugins(self) -> PluginHost: ...
+    @property
+    def journal_failure(self) -> str: ...
+    @property
+    def stopping(self) -> bool: ...
+
+
 class StateCollector(Collector):
     """Gauges read from the served controller when scraped; database figures come from the last
     `refresh()` (done by the /metrics handler before it renders)."""
 
-    def __init__(self, controller: Controller) -> None:
+    def __init__(self, controller: ServedController) -> None:
         self._controller = controller
         self.backlog = 0
         self.oldest_age = 0.0
@@ -336,7 +380,7 @@ class MetricsServer:
     every pod shares the one topology service, so its outage would empty the Service; the
     backlog is a metric to alert on (`devicectl_outbox_oldest_age_seconds`)."""
 
-    def __init__(self, controller: Controller) -> None:
+    def __init__(self, controller: ServedController) -> None:
         self._controller = controller
         self.collector = StateCollector(controller)
         self._runner: web.AppRunner | None = None

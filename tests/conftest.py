@@ -108,3 +108,13 @@ async def sink() -> AsyncIterator[TopologySink]:
     await s.start()
     yield s
     await s.stop()
+
+
+# ---- running in parallel (`make test`: pytest-xdist, `--dist loadfile`) -------------------------
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: two workers per core, at most 8. Most tests spend their time waiting on child
+    processes, sockets and timers (the serial suite keeps about half a core busy), so one worker
+    per core would leave the cores idle half the time."""
+    return min(8, 2 * len(os.sched_getaffinity(0)))

@@ -21,8 +21,7 @@ from plugins.base._entity import EntityFacts, decide, endpoint_changes, policy_c
 from plugins.nvml._state import NvmlState
 
 if TYPE_CHECKING:
-    from plugins.base import DeviceContext
-    from plugins.nvml._plugin import NvmlPlugin
+    from plugins.base import DeviceContext, DevicePlugin
 
 
 def facts(state: NvmlState) -> EntityFacts:
@@ -31,8 +30,10 @@ def facts(state: NvmlState) -> EntityFacts:
 
 
 async def modify_entity(
-    plugin: NvmlPlugin, ctx: DeviceContext, req: EntityModification
+    plugin: DevicePlugin, ctx: DeviceContext, req: EntityModification
 ) -> Outcome[EntityModificationResult]:
+    """`plugin` is the NVML plugin; only its `set_policy` is used (typed by the contract's base, so
+    this module need not import the plugin module that imports it)."""
     state = NvmlState(ctx.state)
     if req.phase == 0:
         return Outcome(decide(req, facts(state)))

@@ -10,6 +10,7 @@ import tomllib
 from pathlib import Path
 
 import pynvml
+import setuptools
 
 ROOT = Path(__file__).parents[2]
 
@@ -73,3 +74,14 @@ def test_license_is_an_spdx_string_and_bench_extras_are_separate() -> None:
     makefile = (ROOT / "Makefile").read_text()
     assert "-e '.[dev]'" in makefile  # `make setup`: what the demo and tests need
     assert re.search(r"^bench: \$\(BENCH_STAMP\)", makefile, re.M)
+
+
+def test_only_the_project_packages_are_installed() -> None:
+    """bench/ and drills/ are tools run from a checkout (`python -m drills`): setuptools' own package
+    discovery, with pyproject's settings, must not put them (or tests/) in users' site-packages."""
+    find = _project()["tool"]["setuptools"]["packages"]["find"]  # type: ignore[index]
+    packages = setuptools.find_namespace_packages(
+        where=str(ROOT), include=find["include"], exclude=find.get("exclude", ())
+    )
+    assert "plugins.redfish.simulator" in packages and "controller.store" in packages
+    assert {p.split(".")[0] for p in packages} == {"controller", "plugins", "migrations"}

@@ -8,14 +8,12 @@ fails here as it would on a driver.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 import pynvml
 
 from plugins.nvml.testing._models import Call, FakeGpu, FakeHandle
-
-if TYPE_CHECKING:
-    from plugins.nvml.testing._fake import FakeNvml
 
 _ERROR_TEXT = {v: k for k, v in vars(pynvml).items() if k.startswith("NVML_ERROR_") and isinstance(v, int)}
 
@@ -44,7 +42,40 @@ def _struct(ref: Any, cls: type, version: int | None) -> Any:
     return obj
 
 
-def implementations(fake: FakeNvml) -> dict[str, Callable[..., Any]]:
+class FakeNvmlState(Protocol):
+    """What these functions read and change on the fake node: `FakeNvml` (`_fake.py`), which passes
+    itself in, so this module never imports it."""
+
+    refcount: int
+
+    @property
+    def _lock(self) -> AbstractContextManager[Any]: ...
+    @property
+    def _missing(self) -> set[str]: ...
+    @property
+    def calls(self) -> list[Call]: ...
+    @property
+    def unexpected(self) -> list[str]: ...
+    @property
+    def driver_loaded(self) -> bool: ...
+    @property
+    def driver_version(self) -> str: ...
+    @property
+    def driver_branch(self) -> int: ...
+    @property
+    def init_error(self) -> int: ...
+    @property
+    def privileged(self) -> bool: ...
+    @property
+    def wpps_capability(self) -> bool: ...
+    def check(self, name: str, uuid: str | None) -> None: ...
+    def device(self, handle: Any, function: str) -> FakeGpu: ...
+    def require_init(self) -> None: ...
+    def require_privilege(self) -> None: ...
+    def visible(self) -> list[FakeGpu]: ...
+
+
+def implementations(fake: FakeNvmlState) -> dict[str, Callable[..., Any]]:
     """name → implementation for every `pynvml` function the fake serves."""
 
     def dev(handle: Any, name: str) -> FakeGpu:
@@ -300,7 +331,7 @@ def _field(gpu: FakeGpu, fid: int, scope: int) -> int | None:
     return getattr(gpu, attr) if scope == pynvml.NVML_POWER_SCOPE_GPU else None
 
 
-def function_pointer(fake: FakeNvml) -> Callable[[str], Callable[..., int]]:
+def function_pointer(fake: FakeNvmlState) -> Callable[[str], Callable[..., int]]:
     """`_nvmlGetFunctionPointer`: C-level fakes; only the `_v2` limit setter is served."""
 
     def set_limit_v2(handle: Any, ref: Any) -> int:
