@@ -38,7 +38,7 @@ KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset(
             f"plugins.redfish.simulator.{name}"
             for name in (
                 "_accounts _bmc _bmcweb _common _dgx_h100 _dmtf _dmtf_power _dmtf_state _gb200 "
-                "_layouts _platforms _protocol _replay _routing _sessions _wpps"
+                "_layouts _platforms _protocol _replay _routing _sessions _vendor_writes _wpps"
             ).split()
         ),
     )
