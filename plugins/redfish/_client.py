@@ -6,7 +6,7 @@
   a 401 on a GET is re-logged-in by `AsyncRedfishClient` itself (single flight), a 401 on a write
   re-logs in once here (single flight too) and the write is sent once more; a login that fails
   (ours or the library's own) leaves no session, so the next request logs in again; sessions a crashed
-  process left behind (their URIs are in device state) are deleted after the next login, or when
+  process left behind (marked with its `Session.Context`) are deleted after the first login, or when
   `SessionLimitExceeded` refuses it; Basic auth is used then only with `basic_fallback`;
   `logout()` DELETEs the session;
 - transient failures (connection errors, 502/503/504, 429, NVIDIA `0x50A`) are retried with
@@ -87,11 +87,20 @@ class BmcClient(LeftoverSessions):
         http: the process-wide `aiohttp.ClientSession`.
         settings: this BMC's connection settings.
         ssl_param: what to pass as aiohttp's `ssl=` (a context, True, or False when insecure).
+        marker: the `Session.Context` every login sends (this process's, `session_marker`).
     """
 
-    def __init__(self, http: aiohttp.ClientSession, settings: ConnectionSettings, ssl_param: SslParam):
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        settings: ConnectionSettings,
+        ssl_param: SslParam,
+        marker: str = "",
+    ):
         self.settings = settings
-        self.transport = BmcTransport(http, settings, ssl_param)
+        #: the `Session.Context` of our sessions (see `plugins.redfish._sessions`)
+        self.marker = marker
+        self.transport = BmcTransport(http, settings, ssl_param, login_context=marker)
         self._redfish = AsyncRedfishClient(
             settings.url, settings.username, settings.password, session=self.transport
         )
@@ -338,6 +347,7 @@ class BmcClient(LeftoverSessions):
             assert isinstance(error, RedfishHTTPError)
             if mode == "session" and error.has_message("SessionLimitExceeded"):
                 await self._session_table_full(error)  # raises, or logs in some other way
+                self._swept = True
                 if self._auth == "session" and not self._session_counted:
                     self._session_counted = True
                     SESSIONS_OPEN.inc()
@@ -351,7 +361,7 @@ class BmcClient(LeftoverSessions):
             SESSIONS_OPEN.inc()
         if mode == "session":
             log.debug("%s: Redfish session opened", self.origin)
-            await self._reap_stale()
+            await self._after_login()
 
     async def logout(self) -> None:
         """Delete the Redfish session (best effort, bounded by `logout_timeout`) and stop."""
