@@ -29,4 +29,5 @@ async def main(client_id: str, url: str, bundle: str, model: str, password: str)
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:5], sys.stdin.readline().strip()))
+    client_id, url, bundle, model = sys.argv[1:5]
+    asyncio.run(main(client_id, url, bundle, model, sys.stdin.readline().strip()))
