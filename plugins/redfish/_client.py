@@ -27,7 +27,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +42,7 @@ from plugins.redfish._errors import (
     AccessError,
     BmcBusyError,
     ConnectionFailedError,
+    DeadlineExceededError,
     ProtocolError,
     RedfishError,
     RedfishHTTPError,
@@ -237,7 +238,7 @@ class BmcClient(LeftoverSessions):
     ) -> AsyncRestResponse:
         with deadline_scope(deadline):
             if authenticated:
-                await self._ensure_login()
+                await _before_sending(self._ensure_login())
             generation = self.transport.session_generation
             reply = await self._send(method, path, body, headers)
             if (
@@ -251,7 +252,7 @@ class BmcClient(LeftoverSessions):
                 # so log in once more (unless a concurrent request already did) and resend once.
                 # A read gets here only when the library did not log in again: it skips requests
                 # sent without a token, which it is left with after its own re-login failed.
-                await self._relogin(generation)
+                await _before_sending(self._relogin(generation))
                 reply = await self._send(method, path, body, headers)
             return reply
 
@@ -405,6 +406,16 @@ class BmcClient(LeftoverSessions):
         if isinstance(exc, dmtf.RedfishProtocolError):
             return ProtocolError(f"{self.origin}: {method} {path}: {exc}")
         return ConnectionFailedError(f"{self.origin}: {method} {path}: {exc}", sent=True)
+
+
+async def _before_sending(login: Awaitable[None]) -> None:
+    """A login for a request: when it fails, the request itself was never sent (so a write that
+    could not log in changed nothing, and may be tried again)."""
+    try:
+        await login
+    except (ConnectionFailedError, RequestTimeoutError, DeadlineExceededError) as exc:
+        exc.sent = False
+        raise
 
 
 def _is_login(exc: dmtf.RedfishError) -> bool:

@@ -176,7 +176,7 @@ class _Call:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise DeadlineExceededError(
-                    f"{t.origin}: {self._method} {path}: the request's deadline passed"
+                    f"{t.origin}: {self._method} {path}: the request's deadline passed", sent=False
                 )
             if t._slots.locked():
                 # NOTE: a timer only when the slot wait can block: an `asyncio.timeout` per call
@@ -187,7 +187,8 @@ class _Call:
                 except TimeoutError:
                     raise DeadlineExceededError(
                         f"{t.origin}: {self._method} {path}: the deadline passed while waiting for a "
-                        f"free connection slot (per-BMC limit {t._settings.concurrency})"
+                        f"free connection slot (per-BMC limit {t._settings.concurrency})",
+                        sent=False,
                     ) from None
             else:
                 await t._slots.acquire()  # a free slot: taken at once
