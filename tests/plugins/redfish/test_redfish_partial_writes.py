@@ -71,6 +71,7 @@ async def test_a_write_whose_answer_never_came_is_unknown(gb200: Harness) -> Non
     response = translate.response_to_proto(
         RequestKind.GPU_POLICIES_UPDATE, out.result, device="node0", request_id="r2"
     )
-    assert response.gpu_policies_update.results[1].diag_msg.startswith("unknown (the BMC's answer never came); ")
+    diag = response.gpu_policies_update.results[1].diag_msg
+    assert diag.startswith("unknown (the BMC's answer never came); ")
     assert desired_from(out.result) == {"gpu/0": 650, "gpu/1": 650, "gpu/2": 650, "gpu/3": 650}
     assert "gpu/1" not in out.state.get("readings", {})  # the next change reads GPU_1 afresh
