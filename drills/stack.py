@@ -49,6 +49,8 @@ class Arrival:
     ok: bool
     error: str
     seen_at: float  # time.monotonic() when the drill read it (within one poll interval of arrival)
+    #: per GPU of a GPU-policies response: (gpu id, ok, power_cap_watts, diag_msg)
+    gpus: tuple[tuple[int, bool, float, str], ...] = ()
 
 
 class SinkProcess:
@@ -126,8 +128,11 @@ class SinkProcess:
                 continue
             response = json_format.ParseDict(json.loads(line), pb.DeviceControllerResponse())
             ok, error = translate.success_of(response)
+            gpus = tuple(
+                (r.gpu_id, r.ok, r.power_cap_watts, r.diag_msg) for r in response.gpu_policies_update.results
+            )
             self.counts[response.request_id] += 1
-            self.arrivals.append(Arrival(response.request_id, response.device, ok, error, now))
+            self.arrivals.append(Arrival(response.request_id, response.device, ok, error, now, gpus))
         return len(lines)
 
     def first(self) -> dict[str, Arrival]:
