@@ -34,7 +34,7 @@ from redfish.aio.response import AsyncRestResponse
 
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._errors import RedfishError, RedfishHTTPError, SessionLimitError, error_for_response
-from plugins.redfish._transport import deadline_scope
+from plugins.redfish._transport import BmcTransport, deadline_scope
 
 log = logging.getLogger("plugins.redfish._client")
 
@@ -82,6 +82,7 @@ class LeftoverSessions:
 
     settings: ConnectionSettings
     marker: str
+    transport: BmcTransport
     _redfish: AsyncRedfishClient
     _auth: str | None
     _login_lock: asyncio.Lock
@@ -244,9 +245,12 @@ class LeftoverSessions:
         uris = [urlsplit(u).path.rstrip("/") for u in ids if isinstance(u, str)]
         sweep.listed = len(uris)
         others = [u for u in uris if u != own][:MAX_SWEPT]
-        docs = await asyncio.gather(*(self._read(u, missing_ok=True) for u in [own, *others] if u))
-        own_doc = docs[0] if own else {}
-        found = dict(zip(others, docs[1:] if own else docs, strict=True))
+        # our own session as the login's reply showed it (bmcweb answers with the session), else read
+        own_doc = self.transport.login_reply if own else {}
+        if own and "ClientOriginIPAddress" not in own_doc and "Context" not in own_doc:
+            own_doc = await self._read(own, missing_ok=True)
+        docs = await asyncio.gather(*(self._read(u, missing_ok=True) for u in others))
+        found = dict(zip(others, docs, strict=True))
         # a BMC that ignores Context: our own session reads back without it
         address = own_doc.get("ClientOriginIPAddress") if own and "Context" not in own_doc else None
         doomed = []

@@ -82,6 +82,8 @@ class BmcTransport:
         self._session = session
         #: `Session.Context` added to every login POST (the client library sends only the credentials)
         self.login_context = login_context
+        #: the body of the last successful login's reply (the session as the BMC shows it; no token)
+        self.login_reply: dict[str, Any] = {}
         self._settings = settings
         self._ssl = ssl_param
         self._slots = asyncio.Semaphore(settings.concurrency)
@@ -223,6 +225,7 @@ class _Call:
             raise
         if login and 200 <= response.status < 300:
             t.session_generation += 1
+            t.login_reply = await _json_object(response)
         return response
 
     async def __aexit__(
@@ -238,6 +241,15 @@ class _Call:
         if self._holding:
             self._holding = False
             self._t._released()
+
+
+async def _json_object(response: aiohttp.ClientResponse) -> dict[str, Any]:
+    """A reply's JSON object body, {} when it has none (some services answer a login with 204)."""
+    try:
+        body = await response.json(content_type=None)
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
 
 
 def _reason(exc: BaseException) -> str:

@@ -30,12 +30,11 @@ CLEAR = PROC_EM + "/Actions/Oem/NvidiaEnvironmentMetrics.ClearOOBSetPoint"
 CHASSIS_CLEAR = CHASSIS_EM + "/Actions/Oem/NvidiaEnvironmentMetrics.ClearOOBSetPoint"
 
 #: login (service root + session POST) and the NVIDIA discovery walk
-#: the first login, then the look for sessions an earlier process left (the list, our own session)
+#: the first login, then the look for sessions an earlier process left (the list: only ours in it)
 LOGIN = {
     "GET /redfish/v1": 1,
     "POST /redfish/v1/SessionService/Sessions": 1,
     "GET /redfish/v1/SessionService/Sessions": 1,
-    "GET /redfish/v1/SessionService/Sessions/{id}": 1,
 }
 DISCOVERY = {
     "GET /redfish/v1": 1,
