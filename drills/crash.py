@@ -54,7 +54,7 @@ class CrashConfig:
 REDUCED = CrashConfig()
 #: the issue's drill: 50 GB200 BMCs at 50 ms, 600 paced requests, 20 kills while they are sent
 FULL = CrashConfig(
-    kills=20, devices=50, latency=0.05, per_device=12, interval=3.0, up_min=0.5, up_max=2.0, drain_limit=300.0
+    kills=20, devices=50, latency=0.05, per_device=12, interval=7.0, up_min=1.0, up_max=3.0, drain_limit=300.0
 )
 
 
