@@ -22,6 +22,7 @@ from controller.dispatch import Job
 from controller.inventory import DeviceEntry
 from controller.logs import clip, request_context
 from controller.plugin_host import PluginHost
+from controller.receipts import failed_writes_note
 from controller.resolve import DeviceResolver, Resolved
 from controller.secrets import SecretStore
 from controller.shards import Shards
@@ -302,6 +303,9 @@ class RequestRunner:
         ping_error: str = "",
         writes: WriteLog | None = None,
     ) -> None:
+        note = failed_writes_note(writes.entries()) if writes is not None else ""
+        if note:  # a failed request says what it changed, whatever stopped it
+            error = f"{error} ({note})"
         log.warning("%s %s: %s", job.kind.value, outcome, clip(error))  # errors quote ids
         response = translate.error_response(
             job.kind,
