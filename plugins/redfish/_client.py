@@ -362,11 +362,12 @@ class BmcClient(LeftoverSessions):
             SESSIONS_OPEN.inc()
         if mode == "session":
             log.debug("%s: Redfish session opened", self.origin)
-            await self._after_login()
+            self._after_login()
 
     async def logout(self) -> None:
         """Delete the Redfish session (best effort, bounded by `logout_timeout`) and stop."""
         self._closed = True
+        await self._stop_sweeping()
         if self._auth is None:
             return
         try:

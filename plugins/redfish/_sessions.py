@@ -22,7 +22,9 @@ replaces the session only when the device allows it (`basic_fallback`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +44,8 @@ SESSIONS_PATH = "/redfish/v1/SessionService/Sessions"
 MARKER_PREFIX = "devicectl/"
 #: session members read per sweep at most (real tables hold 4 to 64)
 MAX_SWEPT = 64
+#: time a sweep after login may take (its own budget, not a request's)
+SWEEP_SECONDS = 30.0
 
 
 def session_marker(client_id: str, boot: str) -> str:
@@ -92,6 +96,7 @@ class LeftoverSessions:
         self._stale: set[str] = set()
         self._reaped: set[str] = set()
         self._swept = False
+        self._sweeping: asyncio.Task[None] | None = None
         #: False once the BMC refused to list its sessions (not asked again by this process)
         self._listable = True
         self.sessions_reaped = 0
@@ -185,24 +190,44 @@ class LeftoverSessions:
         """Recorded sessions not yet deleted."""
         return sorted(self._stale)
 
-    async def reap_if_logged_in(self, deadline: float) -> None:
-        """Delete recorded leftovers now when a session is already open (else at the next login)."""
+    def reap_if_logged_in(self) -> None:
+        """Delete recorded leftovers now when a session is already open (else after the next login)."""
         if self._stale and self._auth == "session":
-            with deadline_scope(deadline):
-                async with self._login_lock:
-                    try:
-                        await self._sweep()
-                    except RedfishError as exc:
-                        log.warning("%s: could not read the BMC's Redfish sessions: %s", self.origin, exc)
+            self._after_login()
 
-    async def _after_login(self) -> None:
-        """The first session of this process on this BMC: sweep once (best effort, never raises)."""
-        if self._swept and not self._stale:
+    def _after_login(self) -> None:
+        """The first session of this process on this BMC: sweep once, in the background.
+
+        NOTE: not within the request's deadline: a crash loop leaves requests little time, and a
+        sweep cut short by each of them would let the table fill up (the request goes on meanwhile;
+        the BMC's concurrency limit paces both).
+        """
+        if (self._swept and not self._stale) or self._sweeping is not None:
             return
+        self._sweeping = asyncio.get_running_loop().create_task(self._background_sweep())
+
+    async def _background_sweep(self) -> None:
         try:
-            await self._sweep()
+            with deadline_scope(time.monotonic() + SWEEP_SECONDS):
+                await self._sweep()
         except RedfishError as exc:
             log.warning("%s: could not read the BMC's Redfish sessions: %s", self.origin, exc)
+        finally:
+            self._sweeping = None
+
+    async def settled(self) -> None:
+        """Wait for a sweep in progress to end."""
+        task = self._sweeping
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(task)
+
+    async def _stop_sweeping(self) -> None:
+        task = self._sweeping
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def _sweep(self) -> Sweep:
         """List the session table and delete what earlier processes of this client left in it."""
@@ -229,6 +254,7 @@ class LeftoverSessions:
             doomed = await self._examine(listing, own, sweep)
         else:
             doomed = [u for u in self._stale if u != own]  # recorded in device state: ours
+        self._reaped |= self._stale
         self._stale.clear()
         self._swept = True
         for uri in doomed:

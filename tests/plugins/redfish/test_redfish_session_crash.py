@@ -71,6 +71,7 @@ async def test_sessions_of_processes_killed_right_after_login_are_deleted_by_the
         try:
             out = await plugin.std_metrics(h.ctx(bmc, state={}), Empty())  # no state: nothing recorded
             assert out.result.ok, out.result.error
+            await plugin.pool.clients()[0].settled()  # the sweep after the login runs apart
             assert _markers(bmc) == {"another-tool", f"devicectl/{CLIENT}/{plugin.pool.boot}"}
             assert len(bmc.sessions) == 2
         finally:

@@ -73,6 +73,7 @@ async def test_a_sweep_deletes_only_earlier_processes_of_this_controller(
         h.plugin.set_client_id("ctl-a")
         await h.call("std_metrics", bmc, Empty())
         await other.std_metrics(h.ctx(bmc, state={}), Empty())
+        await other.pool.clients()[0].settled()
         tool = bmc.sessions.create(context="ipmitool-web", client="127.0.0.1").id  # another tool
         bare = bmc.sessions.create(client="127.0.0.1").id  # another client that sets no Context
         b_session = other.pool.clients()[0].session_uri.rsplit("/", 1)[1]
