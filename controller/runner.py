@@ -230,6 +230,11 @@ class RequestRunner:
             if not task.done():
                 task.cancel()
                 await asyncio.wait((task,))  # let the plugin unwind (close its connection) first
+            if not task.cancelled():
+                # NOTE: a call that ended as the deadline passed (the plugin's own deadline fires
+                # then too) or while it unwound: its result or error came too late and is dropped,
+                # not left for the loop to log as "Task exception was never retrieved"
+                task.exception()
 
     def _mark_running(self, request_id: str) -> None:
         """Record the start of a call that is still running (a timer; the completion won't)."""
