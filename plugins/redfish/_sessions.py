@@ -97,6 +97,7 @@ class LeftoverSessions:
         self._reaped: set[str] = set()
         self._swept = False
         self._sweeping: asyncio.Task[None] | None = None
+        self._basic_sweep: asyncio.Task[Sweep | None] | None = None
         #: False once the BMC refused to list its sessions (not asked again by this process)
         self._listable = True
         self.sessions_reaped = 0
@@ -117,15 +118,12 @@ class LeftoverSessions:
         NOTE: leaked sessions fill small BMC session tables (iDRAC RAC0218, redfish.md §3). Only
         sessions marked as this controller's (or recorded by it) are deleted; other clients' never.
         """
-        await self._redfish.login(auth="basic")  # listing and deleting need some authentication
-        self._auth = "basic"
-        try:
-            sweep: Sweep | None = await self._sweep()
-        except RedfishError as exc:
-            log.warning("%s: could not read the BMC's Redfish sessions: %s", self.origin, exc)
-            sweep = None
-        finally:
-            self._auth = None
+        task = self._basic_sweep
+        if task is None or task.done():
+            task = self._basic_sweep = asyncio.get_running_loop().create_task(self._sweep_with_basic_auth())
+        # NOTE: shielded, with its own budget: a request whose deadline ends first fails, and the
+        # sweep still frees the table for the next one (a crash loop leaves requests little time)
+        sweep = await asyncio.shield(task)
         if sweep is not None and sweep.deleted:
             log.info(
                 "%s: Redfish session limit reached; deleted %d session(s) earlier devicectl "
@@ -167,6 +165,20 @@ class LeftoverSessions:
             path=error.path,
             infos=error.infos,
         )
+
+    async def _sweep_with_basic_auth(self) -> Sweep | None:
+        """The sweep when no session can be opened: Basic auth for its requests only."""
+        await self._redfish.login(auth="basic")  # listing and deleting need some authentication
+        self._auth = "basic"
+        try:
+            with deadline_scope(time.monotonic() + SWEEP_SECONDS):
+                return await self._sweep()
+        except RedfishError as exc:
+            log.warning("%s: could not read the BMC's Redfish sessions: %s", self.origin, exc)
+            return None
+        finally:
+            if self._auth == "basic":  # unless a login succeeded meanwhile
+                self._auth = None
 
     @property
     def session_uri(self) -> str:
@@ -223,11 +235,11 @@ class LeftoverSessions:
                 await asyncio.shield(task)
 
     async def _stop_sweeping(self) -> None:
-        task = self._sweeping
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        for task in (self._sweeping, self._basic_sweep):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     async def _sweep(self) -> Sweep:
         """List the session table and delete what earlier processes of this client left in it."""

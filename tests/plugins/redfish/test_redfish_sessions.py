@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable
@@ -159,3 +160,27 @@ async def test_full_session_table_frees_only_our_leftover_and_never_falls_back_s
         await h.plugin.close()
         for sid in bmc.sessions.ids():
             bmc.sessions.delete(sid)
+
+
+async def test_a_sweep_outlives_the_request_that_found_the_table_full(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(n=1, model="gb200", session_limit=4) as h:
+        bmc = h.fleet.bmcs[0]
+        h.plugin.set_client_id("ctl-a")
+        dead = [
+            bmc.sessions.create(context="devicectl/ctl-a/0dead0", client="127.0.0.1").id for _ in range(4)
+        ]
+        bmc.configure(latency=0.2)  # listing, reading and deleting four sessions take over a second
+        with pytest.raises(TimeoutError):  # the runner cancels a call at its deadline
+            await asyncio.wait_for(h.call("std_metrics", bmc, Empty(), timeout=0.5), 0.5)
+        for _ in range(100):
+            if not set(dead) & set(bmc.sessions.ids()):
+                break
+            await asyncio.sleep(0.05)
+        assert not set(dead) & set(bmc.sessions.ids()), "the sweep stopped with the request"
+        bmc.configure(latency=0.0)
+        out = await h.call("std_metrics", bmc, Empty())
+        assert out.result.ok, out.result.error
+        assert len(bmc.sessions) == 1
+        await h.plugin.close()
