@@ -22,7 +22,6 @@ from typing import Any
 
 from drills.common import per_backend, problems_of
 from drills.crash_figures import (
-    SESSION_FULL,
     bmc_sessions,
     caps_against_responses,
     duplicates_per_kill,
@@ -110,10 +109,9 @@ async def run_backend(config: CrashConfig, backend: str, url: str, workdir: Path
         result.update(caps_against_responses(load.acked, arrivals, held))
         result.update(await bmc_sessions(stack))
         per_kill = duplicates_per_kill(load.acked, arrivals, kills_at)
-        reasons = failure_reasons(load.acked, arrivals)
+        reasons, session_failures = failure_reasons(load.acked, arrivals)
     finally:
         await stack.close()
-    session_failures = sum(n for reason, n in reasons.items() if SESSION_FULL in reason)
     result.update(
         backend=backend,
         kills=len(restarts),

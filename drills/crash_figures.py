@@ -93,12 +93,14 @@ def duplicates_per_kill(
     return counts
 
 
-def failure_reasons(acked: Sequence[Sent], arrivals: Sequence[Arrival]) -> dict[str, int]:
-    """Failed responses by reason (addresses, ids and durations blanked so that alike ones group)."""
+def failure_reasons(acked: Sequence[Sent], arrivals: Sequence[Arrival]) -> tuple[dict[str, int], int]:
+    """The five commonest reasons of failed responses (addresses, ids and durations blanked so that
+    alike ones group), and how many failed on a full session table."""
     ids = {s.request_id for s in acked}
     first: dict[str, Arrival] = {}
     for arrival in arrivals:
         if arrival.request_id in ids:
             first.setdefault(arrival.request_id, arrival)
-    reasons = Counter(_VOLATILE.sub("…", a.error)[:160] for a in first.values() if not a.ok)
-    return dict(reasons.most_common(5))
+    failed = [a.error for a in first.values() if not a.ok]
+    reasons = Counter(_VOLATILE.sub("…", e)[:160] for e in failed)
+    return dict(reasons.most_common(5)), sum(SESSION_FULL in e for e in failed)
