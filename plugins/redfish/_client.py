@@ -27,7 +27,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,16 +42,13 @@ from plugins.redfish._errors import (
     AccessError,
     BmcBusyError,
     ConnectionFailedError,
-    DeadlineExceededError,
     ProtocolError,
     RedfishError,
     RedfishHTTPError,
-    RequestTimeoutError,
-    ServiceUnavailableError,
     error_for_response,
-    parse_retry_after,
     raise_for_response,
 )
+from plugins.redfish._retry import READS, before_sending, gave_up, retryable
 from plugins.redfish._sessions import LeftoverSessions
 from plugins.redfish._tasks import wait_task
 from plugins.redfish._telemetry import BMC_REQUESTS, SESSIONS_OPEN
@@ -60,7 +57,6 @@ from plugins.redfish._transport import BmcTransport, SslParam, deadline_scope
 log = logging.getLogger(__name__)
 
 SERVICE_ROOT = "/redfish/v1/"
-_READS = frozenset({"GET", "HEAD"})
 #: request headers when the caller adds none (the library copies them, never changes them)
 _ACCEPT_JSON = {"Accept": "application/json"}
 #: `BMC_REQUESTS` children by (method, status, platform): `labels()` takes a lock and builds a
@@ -220,11 +216,11 @@ class BmcClient(LeftoverSessions):
                     raise_for_response(self.origin, method, path, reply)
                 return reply
             except RedfishError as exc:
-                if not _retryable(exc, method):
+                if not retryable(exc, method):
                     raise
                 wait = self._wait(exc, attempt)
                 if attempt >= limit or time.monotonic() + wait >= deadline:
-                    raise _gave_up(exc, attempt, deadline)  # noqa: B904 (the same exception, annotated)
+                    raise gave_up(exc, attempt, deadline)  # noqa: B904 (the same exception, annotated)
             await asyncio.sleep(wait)
 
     async def _attempt(
@@ -238,21 +234,21 @@ class BmcClient(LeftoverSessions):
     ) -> AsyncRestResponse:
         with deadline_scope(deadline):
             if authenticated:
-                await _before_sending(self._ensure_login())
+                await before_sending(self._ensure_login())
             generation = self.transport.session_generation
             reply = await self._send(method, path, body, headers)
             if (
                 reply.status == 401
                 and authenticated
                 and self._auth == "session"
-                and (method not in _READS or self.transport.session_generation == generation)
+                and (method not in READS or self.transport.session_generation == generation)
             ):
                 # NOTE: AsyncRedfishClient re-logs in on 401 only for GET/HEAD and never resends
                 # writes (DMTF/python-redfish-library#189); a 401 means the write was not applied,
                 # so log in once more (unless a concurrent request already did) and resend once.
                 # A read gets here only when the library did not log in again: it skips requests
                 # sent without a token, which it is left with after its own re-login failed.
-                await _before_sending(self._relogin(generation))
+                await before_sending(self._relogin(generation))
                 reply = await self._send(method, path, body, headers)
             return reply
 
@@ -409,16 +405,6 @@ class BmcClient(LeftoverSessions):
         return ConnectionFailedError(f"{self.origin}: {method} {path}: {exc}", sent=True)
 
 
-async def _before_sending(login: Awaitable[None]) -> None:
-    """A login for a request: when it fails, the request itself was never sent (so a write that
-    could not log in changed nothing, and may be tried again)."""
-    try:
-        await login
-    except (ConnectionFailedError, RequestTimeoutError, DeadlineExceededError) as exc:
-        exc.sent = False
-        raise
-
-
 def _is_login(exc: dmtf.RedfishError) -> bool:
     """Whether the library's failure was its own login (a session POST, or a refusal of it)."""
     if isinstance(exc, dmtf.RedfishAuthenticationError | dmtf.RedfishPasswordChangeRequiredError):
@@ -429,36 +415,3 @@ def _is_login(exc: dmtf.RedfishError) -> bool:
         and request.method == "POST"
         and request.path.rstrip("/").endswith("/SessionService/Sessions")
     )
-
-
-def _retryable(exc: BaseException, method: str) -> bool:
-    if isinstance(exc, ServiceUnavailableError | BmcBusyError):
-        return True  # the protocol says nothing was changed
-    if isinstance(exc, ConnectionFailedError | RequestTimeoutError):
-        return method in _READS or not exc.sent
-    return False
-
-
-def _gave_up(error: BaseException, attempts: int, deadline: float) -> BaseException:
-    """The last error, its message saying why no further attempt was made."""
-    if not isinstance(error, RedfishError) or not _retryable_any(error):
-        return error
-    left = max(0.0, deadline - time.monotonic())
-    wait = ""
-    if isinstance(error, RedfishHTTPError) and error.retry_after is not None:
-        wait = f" the BMC asked to wait {error.retry_after:g} s and"
-    plural = "s" if attempts != 1 else ""
-    note = f" (gave up after {attempts} attempt{plural};{wait} {left:.1f} s of the deadline left)"
-    error.message += note
-    error.args = (error.message,)
-    return error
-
-
-def _retryable_any(exc: BaseException) -> bool:
-    return isinstance(
-        exc, ServiceUnavailableError | BmcBusyError | ConnectionFailedError | RequestTimeoutError
-    )
-
-
-def _retry_after(reply: AsyncRestResponse) -> float | None:
-    return parse_retry_after(reply.getheader("Retry-After"))
