@@ -74,7 +74,10 @@ class Controller:
         self.store = Store.from_url(settings.database_url)
         self.store.stall_after = settings.journal_stall_seconds or None
         # out-of-process plugins are declared in the inventory file ([[plugin]] tables)
-        self.plugins = PluginHost(load_external_plugins(settings.inventory) if settings.inventory else {})
+        self.plugins = PluginHost(
+            load_external_plugins(settings.inventory) if settings.inventory else {},
+            client_id=settings.instance_id,
+        )
         self.watchers = Watchers()
         self.secrets = inventory_secrets(settings, self.inventory)
         self.shards = self._shards()

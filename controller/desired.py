@@ -1,6 +1,6 @@
 """Desired state: the limits a successful change leaves in force, and how drift from them is judged.
 
-After a successful change the runner records each component's limit as read back (`desired_from`)
+After a change the runner records each component's limit as read back (`desired_from`)
 with the request that set it, in the completion's transaction (`controller/store/_desired.py`).
 The drift check (`controller/drift.py`) compares them with what the device enforces, through one
 path or, for a node the inventory serves in-band and out-of-band (`bmc`), through both.
@@ -12,7 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from plugins.base import AllocationResult, GpuPoliciesResult, GpuResult, StdMetricsResult
+from plugins.base import (
+    AllocationResult,
+    ComponentResult,
+    GpuPoliciesResult,
+    GpuResult,
+    StdMetricsResult,
+    WriteOutcome,
+)
 
 if TYPE_CHECKING:  # the validator imports this module: keep it free of the store
     from controller.store import DesiredLimit
@@ -47,20 +54,38 @@ def path_of(plugin: str) -> str:
 
 
 def desired_from(result: Any) -> dict[str, float | None] | None:
-    """The limits a successful result leaves in force, by component ("node", "cpu", "gpu/0")."""
+    """The limits a result leaves in force, by component ("node", "cpu", "gpu/0").
+
+    Each component on its own, whether the request as a whole succeeded or not: one that succeeded
+    or whose write the device accepted (its read-back), and one whose write's answer never came
+    (the value asked for: the drift check's next read tells whether it landed, and a re-application
+    completes it rather than undoing it). A component not written leaves the earlier desired value.
+    """
     out: dict[str, float | None] = {}
     gpus: tuple[GpuResult, ...] = ()
-    if isinstance(result, AllocationResult):  # each component on its own: a partial success counts
+    if isinstance(result, AllocationResult):
         for name, comp in (("node", result.node), ("cpu", result.cpu), ("memory", result.memory)):
-            if comp is not None and comp.ok:
-                out[name] = comp.applied_watts or None
+            if comp is not None and _changed(comp):
+                out[name] = _left_in_force(comp)
         gpus = result.gpu_policies.results if result.gpu_policies is not None else ()
     elif isinstance(result, GpuPoliciesResult):
         gpus = result.results
     for gpu in gpus:
-        if gpu.ok:
-            out[f"gpu/{gpu.gpu_id}"] = gpu.applied_watts or None
+        if _changed(gpu):
+            out[f"gpu/{gpu.gpu_id}"] = _left_in_force(gpu)
     return out or None
+
+
+def _changed(comp: ComponentResult | GpuResult) -> bool:
+    """Whether the component's desired value follows this result."""
+    unknown = comp.write is WriteOutcome.UNKNOWN and comp.requested_watts is not None
+    return comp.ok or comp.write is WriteOutcome.WRITTEN or unknown
+
+
+def _left_in_force(comp: ComponentResult | GpuResult) -> float | None:
+    if comp.ok or comp.write is WriteOutcome.WRITTEN:
+        return comp.applied_watts or None
+    return comp.requested_watts
 
 
 def enforced_from(result: StdMetricsResult) -> dict[str, float | None]:

@@ -19,8 +19,14 @@ log = logging.getLogger(__name__)
 
 
 class PluginHost:
-    def __init__(self, external: Mapping[str, ExternalPlugin] | None = None) -> None:
+    """Args:
+    external: plugins served by their own processes, by name.
+    client_id: this controller's instance id, handed to every in-process plugin (`set_client_id`).
+    """
+
+    def __init__(self, external: Mapping[str, ExternalPlugin] | None = None, client_id: str = "") -> None:
         self._external = dict(external or {})
+        self._client_id = client_id
         self._plugins: dict[str, DevicePlugin] = {}
         self._lock = asyncio.Lock()
 
@@ -33,6 +39,8 @@ class PluginHost:
             if name not in self._plugins:
                 spec = self._external.get(name)
                 instance = RemotePlugin(spec) if spec is not None else registry.load_class(name)()
+                if spec is None and self._client_id:
+                    instance.set_client_id(self._client_id)
                 await instance.start()
                 log.info("plugin %s %s started", instance.info.name, instance.info.version)
                 self._plugins[name] = instance

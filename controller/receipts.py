@@ -1,4 +1,5 @@
-"""Receipts and desired state on the admin API: stored rows as `DeviceWrite` / `DesiredLimit` messages."""
+"""Receipts and desired state on the admin API: stored rows as `DeviceWrite` / `DesiredLimit` messages;
+what the receipts of a failed operation say it changed."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller.store import DesiredLimit
 from controller.translate import datetime_to_timestamp
+from plugins.base import DeviceWrite, WriteOutcome
 
 
 def write_records(writes: Iterable[Mapping[str, Any]]) -> list[apb.DeviceWrite]:
@@ -52,3 +54,33 @@ def desired_records(rows: Iterable[DesiredLimit]) -> list[apb.DesiredLimit]:
             msg.drift_at.CopyFrom(datetime_to_timestamp(row.drift_at))
         out.append(msg)
     return out
+
+
+def write_outcome(write: DeviceWrite) -> WriteOutcome | None:
+    """What one receipt says its write did (None: planned or skipped, nothing was sent)."""
+    if write.method == "-" or write.status in ("planned", "skipped"):
+        return None
+    status = write.status
+    if status == "ok" or (status.isdigit() and 200 <= int(status) < 300):
+        return WriteOutcome.WRITTEN
+    answered = status.removeprefix("error: ")
+    if answered.isdigit() and int(answered) >= 400:
+        return WriteOutcome.NOT_WRITTEN  # the device answered, refusing it
+    return WriteOutcome.UNKNOWN  # cancelled, cut off or timed out after it was sent
+
+
+def failed_writes_note(writes: Iterable[DeviceWrite]) -> str:
+    """For a request that failed as a whole (a deadline, an error the plugin raised): what its
+    writes did, per component, so that the response never says less than what happened."""
+    last: dict[str, tuple[WriteOutcome, float | None]] = {}
+    for write in writes:
+        outcome = write_outcome(write)
+        if outcome is not None:
+            last[write.component or write.target] = (outcome, write.after)
+    if not last:
+        return ""
+    parts = []
+    for component, (outcome, after) in last.items():
+        watts = f", {after:g} W read back" if outcome is WriteOutcome.WRITTEN and after is not None else ""
+        parts.append(f"{component} {outcome.value}{watts}")
+    return "writes before the failure: " + "; ".join(parts)

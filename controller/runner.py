@@ -22,6 +22,7 @@ from controller.dispatch import Job
 from controller.inventory import DeviceEntry
 from controller.logs import clip, request_context
 from controller.plugin_host import PluginHost
+from controller.receipts import failed_writes_note
 from controller.resolve import DeviceResolver, Resolved
 from controller.secrets import SecretStore
 from controller.shards import Shards
@@ -229,6 +230,11 @@ class RequestRunner:
             if not task.done():
                 task.cancel()
                 await asyncio.wait((task,))  # let the plugin unwind (close its connection) first
+            if not task.cancelled():
+                # NOTE: a call that ended as the deadline passed (the plugin's own deadline fires
+                # then too) or while it unwound: its result or error came too late and is dropped,
+                # not left for the loop to log as "Task exception was never retrieved"
+                task.exception()
 
     def _mark_running(self, request_id: str) -> None:
         """Record the start of a call that is still running (a timer; the completion won't)."""
@@ -302,6 +308,9 @@ class RequestRunner:
         ping_error: str = "",
         writes: WriteLog | None = None,
     ) -> None:
+        note = failed_writes_note(writes.entries()) if writes is not None else ""
+        if note:  # a failed request says what it changed, whatever stopped it
+            error = f"{error} ({note})"
         log.warning("%s %s: %s", job.kind.value, outcome, clip(error))  # errors quote ids
         response = translate.error_response(
             job.kind,

@@ -3,19 +3,30 @@
 Load runs throughout (senders retry until acknowledged, as a topology service would). After each
 kill a new controller process starts on the same database and port; recovery must re-queue what
 was journaled and unfinished, in order. At the end: nothing lost or stuck, per-device order kept,
-the caps on every BMC equal to its last request's.
+no request failed on a Redfish session table full of the controller's own sessions, at most one
+session per BMC (one live controller), every GPU cap equal to what the responses say it is (a
+failed request included: it says which GPUs it wrote), and no more duplicates than kills. (One
+kill can repeat up to one response per device: those whose receiver's acknowledgement came and
+whose `delivered_at` was not committed yet; the maximum per kill is reported next to the mean.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from drills.common import per_backend, problems_of, session_figures
+from drills.common import per_backend, problems_of
+from drills.crash_figures import (
+    bmc_sessions,
+    caps_against_responses,
+    duplicates_per_kill,
+    failure_reasons,
+)
 from drills.load import Load
 from drills.stack import Stack
 from drills.verdict import verdict
@@ -26,6 +37,10 @@ class CrashConfig:
     backends: tuple[str, ...] = ("sqlite", "postgres")
     kills: int = 20
     devices: int = 4
+    #: seconds each simulated BMC adds to every request
+    latency: float = 0.0
+    #: requests per device (0: until the last kill, then `up_max` more seconds)
+    per_device: int = 0
     #: seconds each sender waits between requests
     interval: float = 0.05
     #: the controller runs this long (uniform, seeded) under load before each kill
@@ -36,7 +51,10 @@ class CrashConfig:
 
 
 REDUCED = CrashConfig()
-FULL = CrashConfig(kills=40, devices=16, interval=0.02, up_min=0.5, up_max=3.0, drain_limit=300.0)
+#: the issue's drill: 50 GB200 BMCs at 50 ms, 600 paced requests, 20 kills while they are sent
+FULL = CrashConfig(
+    kills=20, devices=50, latency=0.05, per_device=12, interval=7.0, up_min=1.0, up_max=3.0, drain_limit=300.0
+)
 
 
 async def run(config: CrashConfig, workdir: Path) -> dict[str, Any]:
@@ -48,25 +66,50 @@ async def run(config: CrashConfig, workdir: Path) -> dict[str, Any]:
 
 
 async def run_backend(config: CrashConfig, backend: str, url: str, workdir: Path) -> dict[str, Any]:
-    stack = Stack(workdir, bmcs=config.devices, database_url=url, name=f"crash-{backend}")
+    stack = Stack(
+        workdir, bmcs=config.devices, database_url=url, name=f"crash-{backend}", latency=config.latency
+    )
     rng = random.Random(config.seed)
     restarts: list[float] = []
+    kills_at: list[float] = []
     try:
         await stack.start()
-        load = Load(stack.ctl.address, stack.devices, prefix=f"crash-{backend}", interval=config.interval)
+        load = Load(
+            stack.ctl.address,
+            stack.devices,
+            prefix=f"crash-{backend}",
+            interval=config.interval,
+            per_device=config.per_device or 1_000_000,
+        )
         load.start()
+        poller = asyncio.create_task(_poll(stack))  # arrival times, for duplicates per kill
         began = time.monotonic()
         try:
             for _ in range(config.kills):
                 await asyncio.sleep(rng.uniform(config.up_min, config.up_max))
+                stack.sink.poll()
+                kills_at.append(time.monotonic())
                 stack.ctl.kill()
                 restarts.append(await stack.ctl.start())
-            await asyncio.sleep(config.up_max)  # traffic after the last restart too
+            if config.per_device:
+                await load.wait()
+            else:
+                await asyncio.sleep(config.up_max)  # traffic after the last restart too
         finally:
             await load.stop()
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await poller
         loaded_s = time.monotonic() - began
-        result = await verdict(stack, load.acked, database_url=url, drain_limit=config.drain_limit)
-        result.update(await session_figures(stack))
+        result = await verdict(
+            stack, load.acked, database_url=url, drain_limit=config.drain_limit, check_caps=False
+        )
+        held = {d: await stack.gpu_caps(i) for i, d in enumerate(stack.devices)}
+        arrivals = stack.sink.arrivals
+        result.update(caps_against_responses(load.acked, arrivals, held))
+        result.update(await bmc_sessions(stack))
+        per_kill = duplicates_per_kill(load.acked, arrivals, kills_at)
+        reasons, session_failures = failure_reasons(load.acked, arrivals)
     finally:
         await stack.close()
     result.update(
@@ -77,8 +120,31 @@ async def run_backend(config: CrashConfig, backend: str, url: str, workdir: Path
         unacked=len(load.unacked),
         refused=len(load.refused),
         client_retries=dict(load.retries),
+        duplicates_max_per_kill=max(per_kill[1:], default=0),
+        duplicates_per_kill=per_kill[1:],
+        failure_reasons=reasons,
+        failed_on_session_table=session_failures,
     )
-    result["problems"] = problems_of(result)
+    problems = problems_of(result, allow_failed=True)
+    if session_failures:
+        problems.append(f"{session_failures} requests failed on a session table full of our own sessions")
+    if result["caps_wrong"]:
+        problems.append(
+            f"{result['caps_wrong']} GPU caps differ from the responses: {result['caps_examples']}"
+        )
+    if result["sessions_open_max_per_bmc"] > 1:
+        problems.append(f"a BMC holds {result['sessions_open_max_per_bmc']} sessions (one live controller)")
+    if result["duplicates"] > max(len(restarts), 1):
+        problems.append(
+            f"{result['duplicates']} duplicates after {len(restarts)} kills (more than one per kill)"
+        )
     if load.refused:
-        result["problems"].append(f"{len(load.refused)} refused: {list(load.refused.values())[:2]}")
+        problems.append(f"{len(load.refused)} refused: {list(load.refused.values())[:2]}")
+    result["problems"] = problems
     return result
+
+
+async def _poll(stack: Stack) -> None:
+    while True:
+        stack.sink.poll()
+        await asyncio.sleep(0.1)

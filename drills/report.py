@@ -13,8 +13,10 @@ from typing import Any
 
 COLUMNS: dict[str, tuple[str, ...]] = {
     "crash": (
-        "backend", "kills", "acked", "responses", "lost", "stuck", "duplicates", "order_violations",
-        "failed", "caps_wrong", "drain_s", "restart_s_max", "sessions_created", "sessions_open",
+        "backend", "kills", "acked", "responses", "lost", "stuck", "duplicates", "duplicates_max_per_kill",
+        "order_violations", "failed", "failed_on_session_table", "caps_checked", "caps_unknown", "caps_wrong",
+        "sessions_open_max_per_bmc", "bmcs_at_session_limit", "bmcs_that_refused_a_login", "drain_s",
+        "restart_s_max",
     ),
     "outage": (
         "backend", "outage_s", "acked", "acked_during_outage", "backlog", "responses", "lost", "stuck",

@@ -49,6 +49,8 @@ class Arrival:
     ok: bool
     error: str
     seen_at: float  # time.monotonic() when the drill read it (within one poll interval of arrival)
+    #: per GPU of a GPU-policies response: (gpu id, ok, power_cap_watts, diag_msg)
+    gpus: tuple[tuple[int, bool, float, str], ...] = ()
 
 
 class SinkProcess:
@@ -66,21 +68,38 @@ class SinkProcess:
         self.arrivals: list[Arrival] = []
         self.counts: Counter[str] = Counter()
 
-    async def start(self, timeout: float = 30.0) -> None:
-        """Start the sink and wait until its port accepts connections."""
-        self._log = self.log_path.open("ab")
-        args = [sys.executable, "-m", "controller", "topology-sink", "--listen", self.address]
-        self.proc = subprocess.Popen(
-            [*args, "--record", str(self.record)],
-            cwd=ROOT,
-            env=child_env(),
-            stdout=subprocess.DEVNULL,  # it prints one line per response: costly under load
-            stderr=self._log,
-        )
+    async def start(self, timeout: float = 30.0, *, first: bool = False) -> None:
+        """Start the sink and wait until its port accepts connections. On the `first` start a port
+        another process took meanwhile is given up for a fresh one (later starts keep the port the
+        controller calls back on)."""
+        for _ in range(3 if first else 1):
+            self._log = self.log_path.open("ab")
+            args = [sys.executable, "-m", "controller", "topology-sink", "--listen", self.address]
+            self.proc = subprocess.Popen(
+                [*args, "--record", str(self.record)],
+                cwd=ROOT,
+                env=child_env(),
+                stdout=subprocess.DEVNULL,  # it prints one line per response: costly under load
+                stderr=self._log,
+            )
+            await self._listening(timeout)
+            await asyncio.sleep(0.5)  # a sink that could not bind exits: the port answered for another
+            if self.proc.poll() is None:
+                return
+            self._log.close()
+            if not first:
+                break
+            self.port = free_port()
+            self.address = f"127.0.0.1:{self.port}"
+        code = self.proc.returncode if self.proc is not None else None
+        raise RuntimeError(f"topology sink exited with {code}: {self._log_tail()}")
+
+    async def _listening(self, timeout: float) -> None:
+        assert self.proc is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"topology sink exited with {self.proc.returncode}: {self._log_tail()}")
+                return  # the caller reports it
             with contextlib.suppress(OSError):
                 _, writer = await asyncio.open_connection("127.0.0.1", self.port)
                 writer.close()
@@ -126,8 +145,11 @@ class SinkProcess:
                 continue
             response = json_format.ParseDict(json.loads(line), pb.DeviceControllerResponse())
             ok, error = translate.success_of(response)
+            gpus = tuple(
+                (r.gpu_id, r.ok, r.power_cap_watts, r.diag_msg) for r in response.gpu_policies_update.results
+            )
             self.counts[response.request_id] += 1
-            self.arrivals.append(Arrival(response.request_id, response.device, ok, error, now))
+            self.arrivals.append(Arrival(response.request_id, response.device, ok, error, now, gpus))
         return len(lines)
 
     def first(self) -> dict[str, Arrival]:
@@ -166,7 +188,7 @@ class Stack:
         await self.sims.start()
         inventory = self.workdir / "inventory.toml"
         self.devices = _with_options(self.sims.inventory, inventory, REDFISH_OPTIONS)
-        await self.sink.start()
+        await self.sink.start(first=True)
         self.controller = ControllerProcess(
             self.workdir,
             database_url=self.database_url,

@@ -5,18 +5,27 @@ from __future__ import annotations
 from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.cli._render import console, table
+from plugins.base import WriteOutcome
 
 
 def _w(value: float | None) -> str:
     return "" if value is None else f"{value:g} W"
 
 
-def _cap(ok: bool, watts: float) -> tuple[str, str]:
-    """(result, power): a failed cap enforced nothing, so it shows no watts (it used to say 0 W);
-    a successful 0 W is no cap at all (a removed one: no component takes a 0 W cap)."""
-    if not ok:
-        return "failed", "not applied"
-    return "ok", _w(watts) if watts else "no cap"
+def _cap(ok: bool, watts: float, diag: str) -> tuple[str, str, str]:
+    """(result, power, detail) of one component: a failed one says what its write did on the device
+    (written, not written, unknown), never less than what happened; a successful 0 W is no cap
+    at all (a removed one: no component takes a 0 W cap)."""
+    rest, write = translate.split_write(diag)
+    if ok:
+        return "ok", _w(watts) if watts else "no cap", rest
+    if write is WriteOutcome.WRITTEN:
+        return "failed", f"{_w(watts)} written" if watts else "written", rest
+    if write is WriteOutcome.UNKNOWN:
+        return "failed", "unknown: no answer", rest
+    if write is WriteOutcome.NOT_WRITTEN:
+        return "failed", f"not written ({_w(watts)} in force)" if watts else "not written", rest
+    return "failed", "not applied", diag  # the plugin does not say
 
 
 def energy(value: float, unit: str) -> str:
@@ -43,15 +52,15 @@ def render_response(response: pb.DeviceControllerResponse) -> None:
             field = f"allocated_{name}_policy"
             if member.HasField(field):
                 comp = getattr(member, field)
-                rows.append((name, *_cap(comp.ok, comp.power_cap_watts), comp.diag_msg))
+                rows.append((name, *_cap(comp.ok, comp.power_cap_watts, comp.diag_msg)))
         if member.HasField("allocated_gpu_policies"):
             for gpu in member.allocated_gpu_policies.results:
-                rows.append((f"GPU {gpu.gpu_id}", *_cap(gpu.ok, gpu.power_cap_watts), gpu.diag_msg))
+                rows.append((f"GPU {gpu.gpu_id}", *_cap(gpu.ok, gpu.power_cap_watts, gpu.diag_msg)))
         if member.HasField("workload_profile_result"):
             _profiles(member.workload_profile_result, rows)
     elif isinstance(member, pb.DeviceControllerResponse.GPUPoliciesUpdateResponse):
         for gpu in member.results:
-            rows.append((f"GPU {gpu.gpu_id}", *_cap(gpu.ok, gpu.power_cap_watts), gpu.diag_msg))
+            rows.append((f"GPU {gpu.gpu_id}", *_cap(gpu.ok, gpu.power_cap_watts, gpu.diag_msg)))
     elif isinstance(member, pb.DeviceControllerResponse.PowerProfileResponse):
         _profiles(member, rows)
     elif isinstance(member, pb.DeviceControllerResponse.GPUMetricsResponse):

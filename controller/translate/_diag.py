@@ -6,12 +6,18 @@ other than what was asked, the operator needs both numbers, so the note
 parentheses); a cap that was not applied at all (`power_cap_watts` 0: no cap of 0 W exists) reads
 "requested 700 W, not applied", never "applied 0 W". The note is written so it parses back
 exactly, which keeps `response_from_proto(response_to_proto(...))` lossless.
+
+What the request did to the component (`WriteOutcome`: "written", "not written", "unknown (the
+BMC's answer never came)") leads the `diag_msg` when the plugin says it, followed by "; " and the
+rest: the wire has no field for it, and a failed request must say exactly what it changed.
 """
 
 from __future__ import annotations
 
 import math
 import re
+
+from plugins.base import WriteOutcome
 
 _NUMBER = r"(-?(?:\d+(?:\.\d*)?(?:e[-+]?\d+)?|inf))"
 _NOTE = rf"requested {_NUMBER} W, (?:applied {_NUMBER} W|not applied)"
@@ -55,3 +61,20 @@ def parse(diag: str, applied: float) -> tuple[str, float | None]:
     if float(applied_text or 0) != applied or requested == applied:
         return diag, None
     return message, requested
+
+
+def with_write(diag: str, write: WriteOutcome | None) -> str:
+    """`diag` led by what the request did to the component (unchanged when the plugin does not say)."""
+    if write is None:
+        return diag
+    return f"{write.value}; {diag}" if diag else write.value
+
+
+def split_write(diag: str) -> tuple[str, WriteOutcome | None]:
+    """Undo `with_write`: (the rest of the diag_msg, the write outcome or None)."""
+    for write in WriteOutcome:
+        if diag == write.value:
+            return "", write
+        if diag.startswith(f"{write.value}; "):
+            return diag[len(write.value) + 2 :], write
+    return diag, None

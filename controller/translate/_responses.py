@@ -70,7 +70,9 @@ def _component_to_proto(result: ComponentResult) -> _Resp.PolicyComponentResult:
     return _Resp.PolicyComponentResult(
         ok=result.ok,
         power_cap_watts=result.applied_watts,
-        diag_msg=_diag.describe(result.message, result.requested_watts, result.applied_watts),
+        diag_msg=_diag.with_write(
+            _diag.describe(result.message, result.requested_watts, result.applied_watts), result.write
+        ),
     )
 
 
@@ -82,7 +84,9 @@ def _gpu_policies_to_proto(result: GpuPoliciesResult) -> _Resp.GPUPoliciesUpdate
                 gpu_id=item.gpu_id,
                 ok=item.ok,
                 power_cap_watts=item.applied_watts,
-                diag_msg=_diag.describe(item.message, item.requested_watts, item.applied_watts),
+                diag_msg=_diag.with_write(
+                    _diag.describe(item.message, item.requested_watts, item.applied_watts), item.write
+                ),
             )
             for item in result.results
         ],
@@ -274,16 +278,18 @@ def response_to_proto(
 
 
 def _component_from_proto(msg: _Resp.PolicyComponentResult) -> ComponentResult:
-    message, requested = _diag.parse(msg.diag_msg, msg.power_cap_watts)
+    rest, write = _diag.split_write(msg.diag_msg)
+    message, requested = _diag.parse(rest, msg.power_cap_watts)
     return ComponentResult(
-        ok=msg.ok, applied_watts=msg.power_cap_watts, requested_watts=requested, message=message
+        ok=msg.ok, applied_watts=msg.power_cap_watts, requested_watts=requested, message=message, write=write
     )
 
 
 def _gpu_policies_from_proto(msg: _Resp.GPUPoliciesUpdateResponse) -> GpuPoliciesResult:
     results = []
     for item in msg.results:
-        message, requested = _diag.parse(item.diag_msg, item.power_cap_watts)
+        rest, write = _diag.split_write(item.diag_msg)
+        message, requested = _diag.parse(rest, item.power_cap_watts)
         results.append(
             GpuResult(
                 gpu_id=item.gpu_id,
@@ -291,6 +297,7 @@ def _gpu_policies_from_proto(msg: _Resp.GPUPoliciesUpdateResponse) -> GpuPolicie
                 applied_watts=item.power_cap_watts,
                 requested_watts=requested,
                 message=message,
+                write=write,
             )
         )
     return GpuPoliciesResult(resource_group=msg.resource_group, results=tuple(results))

@@ -83,6 +83,7 @@ from plugins.base._types import (
     RawMetricsResult,
     RequestKind,
     StdMetricsResult,
+    WriteOutcome,
 )
 
 __all__ = [
@@ -160,6 +161,7 @@ __all__ = [
     "UnsupportedError",
     "VerificationResult",
     "WriteLog",
+    "WriteOutcome",
     "check_range",
     "check_shape",
     "element_share",

@@ -165,6 +165,14 @@ class DevicePlugin(ABC):
         Raise `InvalidRequestError` with a one-line message naming the bad key.
         """
 
+    def set_client_id(self, client_id: str) -> None:
+        """Who this plugin acts for: the controller's instance id, called before `start`.
+
+        Stable across the controller's restarts and distinct between controllers that run at once;
+        a plugin that leaves marks on devices (a Redfish session's `Context`) uses it to find what
+        an earlier, killed process of the same controller left behind. Default: ignored.
+        """
+
     async def start(self) -> None:
         """Open shared resources (HTTP sessions, libraries). Called once per process."""
 

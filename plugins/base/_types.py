@@ -183,17 +183,35 @@ DeviceRequest = (
 # ---- results --------------------------------------------------------------------------------
 
 
+class WriteOutcome(enum.Enum):
+    """What a request did to one component, whatever its `ok` says.
+
+    A failed request says exactly what it changed: the topology service must never be told less
+    than what happened on the device.
+    """
+
+    #: the device accepted the write (the read-back, if any, is `applied_watts`)
+    WRITTEN = "written"
+    #: nothing was sent, or the device refused it (nothing changed; `applied_watts` is the value
+    #: in force as last read, 0 when none was read)
+    NOT_WRITTEN = "not written"
+    #: the write was sent and the device's answer never came: it may or may not have landed
+    UNKNOWN = "unknown (the BMC's answer never came)"
+
+
 @dataclass(frozen=True)
 class ComponentResult:
     """Result of applying a limit to one component (node, CPU, memory, or one GPU).
 
     `applied_watts` is what the device reports after the write (read back), not what was asked.
+    `write` says what happened on the device (None: the plugin does not say).
     """
 
     ok: bool
     applied_watts: float = 0.0
     requested_watts: float | None = None
     message: str = ""
+    write: WriteOutcome | None = None
 
 
 @dataclass(frozen=True)
@@ -203,6 +221,7 @@ class GpuResult:
     applied_watts: float = 0.0
     requested_watts: float | None = None
     message: str = ""
+    write: WriteOutcome | None = None
 
 
 @dataclass(frozen=True)

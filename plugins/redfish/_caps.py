@@ -25,7 +25,7 @@ from typing import Any
 
 from redfish.aio.response import AsyncRestResponse
 
-from plugins.base import DeviceControllerError, write_log
+from plugins.base import DeviceControllerError, WriteOutcome, write_log
 from plugins.redfish._client import BmcClient, Document
 from plugins.redfish._errors import (
     ConnectionFailedError,
@@ -38,6 +38,7 @@ from plugins.redfish._errors import (
     WriteMaybeAppliedError,
 )
 from plugins.redfish._layout import Component
+from plugins.redfish._outcome import WriteProgress
 from plugins.redfish._platforms import CapRequest, LimitReading, Mechanism, Prior, mechanism_for
 from plugins.redfish._platforms._base import same_watts
 
@@ -156,6 +157,7 @@ class CapChange:
         wrote: whether a write was sent.
         message: why it failed, or how the applied value differs from the request.
         error: the exception behind a failure, if any.
+        write: what the change did on the BMC (written, not written, unknown), failed or not.
     """
 
     component: Component
@@ -166,6 +168,7 @@ class CapChange:
     wrote: bool = False
     message: str = ""
     error: DeviceControllerError | None = None
+    write: WriteOutcome = WriteOutcome.NOT_WRITTEN
 
     @property
     def applied(self) -> float | None:
@@ -193,6 +196,8 @@ async def set_cap(
     label = component.label
     if mech is None:
         return CapChange(component, False, watts, message=f"{label}: no writable power limit")
+    progress = WriteProgress()
+    before: LimitReading | None = None
     try:
         skip_get = (
             stored is not None
@@ -240,15 +245,26 @@ async def set_cap(
             doc,
             satisfied,
             Prior(float(value), True),
+            progress,
             note=_plan_note(watts, value, current, bounds),
         )
     except DeviceControllerError as exc:
-        return CapChange(component, False, watts, message=f"{label}: {exc}", error=exc)
+        return CapChange(
+            component,
+            False,
+            watts,
+            before=before,
+            message=f"{label}: {exc}",
+            error=exc,
+            write=progress.outcome,
+        )
     ok = satisfied(after)
     message = (
         "" if ok else f"{label}: requested {_w(value)}, the BMC reports {_w(after.watts)} after the write"
     )
-    return CapChange(component, ok, watts, before=before, after=after, wrote=True, message=message)
+    return CapChange(
+        component, ok, watts, before=before, after=after, wrote=True, message=message, write=progress.outcome
+    )
 
 
 async def restore_cap(
@@ -264,6 +280,8 @@ async def restore_cap(
     label = component.label
     if mech is None:
         return CapChange(component, False, prior.watts, message=f"{label}: no writable power limit")
+    progress = WriteProgress()
+    current: LimitReading | None = None
     try:
         doc = await bmc.get(component.limit_uri)
         current = mech.parse(component, doc)
@@ -279,14 +297,32 @@ async def restore_cap(
             doc,
             lambda r: mech.matches(r, prior),
             prior,
+            progress,
             note=note,
         )
     except DeviceControllerError as exc:
-        return CapChange(component, False, prior.watts, message=f"{label}: {exc}", error=exc)
+        return CapChange(
+            component,
+            False,
+            prior.watts,
+            before=current,
+            message=f"{label}: {exc}",
+            error=exc,
+            write=progress.outcome,
+        )
     ok = mech.matches(after, prior)
     wanted = _w(prior.watts) if prior.capped else "no cap (the BMC default)"
     message = "" if ok else f"{label}: restoring {wanted}, the BMC reports {_describe(after)}"
-    return CapChange(component, ok, prior.watts, before=current, after=after, wrote=True, message=message)
+    return CapChange(
+        component,
+        ok,
+        prior.watts,
+        before=current,
+        after=after,
+        wrote=True,
+        message=message,
+        write=progress.outcome,
+    )
 
 
 async def _write(
@@ -298,6 +334,7 @@ async def _write(
     doc: Document,
     satisfied: Callable[[LimitReading], bool],
     target: Prior,
+    progress: WriteProgress,
     *,
     note: str = "",
 ) -> LimitReading:
@@ -318,9 +355,16 @@ async def _write(
             request = mech.persist(request, doc)
         etag = current.etag if request.if_match and policy == "strong" else None
         try:
-            index = await bmc.send(request, etag, component=component.label, before=current.watts, note=note)
+            try:
+                index = await bmc.send(
+                    request, etag, component=component.label, before=current.watts, note=note
+                )
+            except Exception as exc:
+                progress.failed(exc)
+                raise
             if bmc.dry_run:  # nothing was sent: what the write would leave in force
                 return replace(current, watts=target.watts, capped=target.capped, etag=None)
+            progress.accepted()
             after = mech.parse(component, await bmc.get(component.limit_uri))
             write_log().read_back(index, after.watts)
             return after
@@ -348,6 +392,7 @@ async def _write(
         doc = await bmc.get(component.limit_uri)
         current = mech.parse(component, doc)
         if satisfied(current):
+            progress.accepted()
             return current  # it landed after all: this read is the read-back
 
 

@@ -6,7 +6,7 @@
   a 401 on a GET is re-logged-in by `AsyncRedfishClient` itself (single flight), a 401 on a write
   re-logs in once here (single flight too) and the write is sent once more; a login that fails
   (ours or the library's own) leaves no session, so the next request logs in again; sessions a crashed
-  process left behind (their URIs are in device state) are deleted after the next login, or when
+  process left behind (marked with its `Session.Context`) are deleted after the first login, or when
   `SessionLimitExceeded` refuses it; Basic auth is used then only with `basic_fallback`;
   `logout()` DELETEs the session;
 - transient failures (connection errors, 502/503/504, 429, NVIDIA `0x50A`) are retried with
@@ -45,12 +45,10 @@ from plugins.redfish._errors import (
     ProtocolError,
     RedfishError,
     RedfishHTTPError,
-    RequestTimeoutError,
-    ServiceUnavailableError,
     error_for_response,
-    parse_retry_after,
     raise_for_response,
 )
+from plugins.redfish._retry import READS, before_sending, gave_up, retryable
 from plugins.redfish._sessions import LeftoverSessions
 from plugins.redfish._tasks import wait_task
 from plugins.redfish._telemetry import BMC_CALL_SECONDS, BMC_REQUESTS, SESSIONS_OPEN, outcome_of
@@ -59,7 +57,6 @@ from plugins.redfish._transport import BmcTransport, SslParam, deadline_scope
 log = logging.getLogger(__name__)
 
 SERVICE_ROOT = "/redfish/v1/"
-_READS = frozenset({"GET", "HEAD"})
 #: request headers when the caller adds none (the library copies them, never changes them)
 _ACCEPT_JSON = {"Accept": "application/json"}
 #: `BMC_REQUESTS` children by (method, status, platform): `labels()` takes a lock and builds a
@@ -88,11 +85,20 @@ class BmcClient(LeftoverSessions):
         http: the process-wide `aiohttp.ClientSession`.
         settings: this BMC's connection settings.
         ssl_param: what to pass as aiohttp's `ssl=` (a context, True, or False when insecure).
+        marker: the `Session.Context` every login sends (this process's, `session_marker`).
     """
 
-    def __init__(self, http: aiohttp.ClientSession, settings: ConnectionSettings, ssl_param: SslParam):
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        settings: ConnectionSettings,
+        ssl_param: SslParam,
+        marker: str = "",
+    ):
         self.settings = settings
-        self.transport = BmcTransport(http, settings, ssl_param)
+        #: the `Session.Context` of our sessions (see `plugins.redfish._sessions`)
+        self.marker = marker
+        self.transport = BmcTransport(http, settings, ssl_param, login_context=marker)
         self._redfish = AsyncRedfishClient(
             settings.url, settings.username, settings.password, session=self.transport
         )
@@ -211,11 +217,11 @@ class BmcClient(LeftoverSessions):
                     raise_for_response(self.origin, method, path, reply)
                 return reply
             except RedfishError as exc:
-                if not _retryable(exc, method):
+                if not retryable(exc, method):
                     raise
                 wait = self._wait(exc, attempt)
                 if attempt >= limit or time.monotonic() + wait >= deadline:
-                    raise _gave_up(exc, attempt, deadline)  # noqa: B904 (the same exception, annotated)
+                    raise gave_up(exc, attempt, deadline)  # noqa: B904 (the same exception, annotated)
             await asyncio.sleep(wait)
 
     async def _attempt(
@@ -229,21 +235,21 @@ class BmcClient(LeftoverSessions):
     ) -> AsyncRestResponse:
         with deadline_scope(deadline):
             if authenticated:
-                await self._ensure_login()
+                await before_sending(self._ensure_login())
             generation = self.transport.session_generation
             reply = await self._send(method, path, body, headers)
             if (
                 reply.status == 401
                 and authenticated
                 and self._auth == "session"
-                and (method not in _READS or self.transport.session_generation == generation)
+                and (method not in READS or self.transport.session_generation == generation)
             ):
                 # NOTE: AsyncRedfishClient re-logs in on 401 only for GET/HEAD and never resends
                 # writes (DMTF/python-redfish-library#189); a 401 means the write was not applied,
                 # so log in once more (unless a concurrent request already did) and resend once.
                 # A read gets here only when the library did not log in again: it skips requests
                 # sent without a token, which it is left with after its own re-login failed.
-                await self._relogin(generation)
+                await before_sending(self._relogin(generation))
                 reply = await self._send(method, path, body, headers)
             return reply
 
@@ -345,6 +351,7 @@ class BmcClient(LeftoverSessions):
             assert isinstance(error, RedfishHTTPError)
             if mode == "session" and error.has_message("SessionLimitExceeded"):
                 await self._session_table_full(error)  # raises, or logs in some other way
+                self._swept = True
                 if self._auth == "session" and not self._session_counted:
                     self._session_counted = True
                     SESSIONS_OPEN.inc()
@@ -358,11 +365,12 @@ class BmcClient(LeftoverSessions):
             SESSIONS_OPEN.inc()
         if mode == "session":
             log.debug("%s: Redfish session opened", self.origin)
-            await self._reap_stale()
+            self._after_login()
 
     async def logout(self) -> None:
         """Delete the Redfish session (best effort, bounded by `logout_timeout`) and stop."""
         self._closed = True
+        await self._stop_sweeping()
         if self._auth is None:
             return
         try:
@@ -414,36 +422,3 @@ def _is_login(exc: dmtf.RedfishError) -> bool:
         and request.method == "POST"
         and request.path.rstrip("/").endswith("/SessionService/Sessions")
     )
-
-
-def _retryable(exc: BaseException, method: str) -> bool:
-    if isinstance(exc, ServiceUnavailableError | BmcBusyError):
-        return True  # the protocol says nothing was changed
-    if isinstance(exc, ConnectionFailedError | RequestTimeoutError):
-        return method in _READS or not exc.sent
-    return False
-
-
-def _gave_up(error: BaseException, attempts: int, deadline: float) -> BaseException:
-    """The last error, its message saying why no further attempt was made."""
-    if not isinstance(error, RedfishError) or not _retryable_any(error):
-        return error
-    left = max(0.0, deadline - time.monotonic())
-    wait = ""
-    if isinstance(error, RedfishHTTPError) and error.retry_after is not None:
-        wait = f" the BMC asked to wait {error.retry_after:g} s and"
-    plural = "s" if attempts != 1 else ""
-    note = f" (gave up after {attempts} attempt{plural};{wait} {left:.1f} s of the deadline left)"
-    error.message += note
-    error.args = (error.message,)
-    return error
-
-
-def _retryable_any(exc: BaseException) -> bool:
-    return isinstance(
-        exc, ServiceUnavailableError | BmcBusyError | ConnectionFailedError | RequestTimeoutError
-    )
-
-
-def _retry_after(reply: AsyncRestResponse) -> float | None:
-    return parse_retry_after(reply.getheader("Retry-After"))

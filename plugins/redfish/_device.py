@@ -73,7 +73,7 @@ async def prepare(pool: BmcPool, defaults: RedfishSettings, ctx: DeviceContext) 
     bmc.persistent = settings.persistent_caps
     bmc.allow_power_off = settings.allow_power_off_on_limit
     client.note_sessions(state.sessions(client.origin))
-    await client.reap_if_logged_in(ctx.deadline)
+    client.reap_if_logged_in()
     spec = SystemSpec.from_model(ctx.model)
     model_name = str(ctx.model.get("Model") or ctx.model.get("model") or spec.model or "")
     hint = platform_hint(model_name, settings.platform)

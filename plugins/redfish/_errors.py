@@ -259,9 +259,16 @@ class RequestTimeoutError(RedfishError, DeviceTimeoutError):
 
 
 class DeadlineExceededError(RedfishError, DeviceTimeoutError):
-    """The request's deadline passed; no further attempt is made."""
+    """The request's deadline passed; no further attempt is made.
+
+    `sent` is False only when the request certainly never left (a write may have landed otherwise).
+    """
 
     retryable = False
+
+    def __init__(self, message: str, *, sent: bool = True) -> None:
+        super().__init__(message)
+        self.sent = sent
 
 
 class ProtocolError(RedfishError, DeviceRejectedError):

@@ -29,6 +29,7 @@ from plugins.base import (
     Policy,
     PolicyAction,
     PolicyChange,
+    WriteOutcome,
     element_share,
     gpu_targets,
 )
@@ -382,9 +383,17 @@ def gpu_results(targets: list[Target], changes: dict[str, CapChange]) -> list[Gp
         gid = target.component.index
         change = changes.get(target.component.key)
         if target.error or change is None:
-            out.append(GpuResult(gid, False, requested_watts=target.watts, message=target.error))
+            out.append(
+                GpuResult(
+                    gid,
+                    False,
+                    requested_watts=target.watts,
+                    message=target.error,
+                    write=WriteOutcome.NOT_WRITTEN,
+                )
+            )
             continue
-        applied = change.applied or 0.0
+        applied = _in_force(change)
         requested = change.requested
         differs = requested is not None and abs(applied - requested) > 0.5
         out.append(
@@ -395,6 +404,7 @@ def gpu_results(targets: list[Target], changes: dict[str, CapChange]) -> list[Gp
                 requested_watts=requested if differs or not change.ok else None,
                 message=change.message
                 or (_differs(target.component.label, requested, applied) if differs else ""),
+                write=change.write,
             )
         )
     return out
@@ -410,7 +420,7 @@ def _element_result(
         changes[t.component.key] for t in targets if t.component is not None and t.component.key in changes
     ]
     errors += [c.message for c in found if not c.ok and c.message]
-    applied = sum(c.applied or 0.0 for c in found)
+    applied = sum(_in_force(c) for c in found)
     requested_parts = [t.watts for t in targets if t.watts is not None]
     requested = (
         targets[0].total
@@ -422,12 +432,28 @@ def _element_result(
     message = "; ".join(errors)
     if ok and differs:
         message = _differs(element.value, requested, applied)
+    outcomes = {c.write for c in found}
+    write = next((w for w in _WRITE_PRECEDENCE if w in outcomes), WriteOutcome.NOT_WRITTEN)
     return ComponentResult(
         ok=ok,
         applied_watts=applied,
         requested_watts=requested if differs or not ok else None,
         message=message,
+        write=write,
     )
+
+
+#: an element of several parts: unknown if any part is, else written if any part was
+_WRITE_PRECEDENCE = (WriteOutcome.UNKNOWN, WriteOutcome.WRITTEN)
+
+
+def _in_force(change: CapChange) -> float:
+    """The cap the response reports: the read-back, else (nothing written) the value read before."""
+    if change.after is not None:
+        return change.after.watts or 0.0
+    if change.write is WriteOutcome.NOT_WRITTEN and change.before is not None:
+        return change.before.watts or 0.0
+    return 0.0  # unknown
 
 
 def summarize(messages: Sequence[str]) -> str:

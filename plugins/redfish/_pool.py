@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import secrets
+import socket
 import ssl
 from collections.abc import Iterable
 
@@ -17,6 +20,7 @@ import aiohttp
 
 from plugins.redfish._client import BmcClient
 from plugins.redfish._config import ConnectionSettings, RedfishSettings, check_ca_bundle
+from plugins.redfish._sessions import session_marker
 from plugins.redfish._transport import SslParam
 
 log = logging.getLogger(__name__)
@@ -27,10 +31,16 @@ class BmcPool:
 
     Args:
         defaults: plugin-wide settings (each device's options override them).
+        client_id: who this process acts for (the controller's instance id): stable across its
+            restarts, distinct between controllers that run at once. Default: the environment's
+            `DEVICECTL_INSTANCE_ID`, else the host name.
     """
 
-    def __init__(self, defaults: RedfishSettings | None = None) -> None:
+    def __init__(self, defaults: RedfishSettings | None = None, client_id: str = "") -> None:
         self.defaults = defaults or RedfishSettings()
+        #: random per pool (per process, in production): tells this process's sessions from earlier ones
+        self.boot = secrets.token_hex(4)
+        self.client_id = client_id or os.environ.get("DEVICECTL_INSTANCE_ID") or socket.gethostname()
         self._http: aiohttp.ClientSession | None = None
         self._clients: dict[str, BmcClient] = {}
         self._users: dict[str, set[str]] = {}  # BMC URL -> device ids using it
@@ -74,7 +84,8 @@ class BmcPool:
                 retired = current
                 current = None
             if current is None:
-                current = BmcClient(self._http, settings, self._ssl_for(settings))
+                marker = session_marker(self.client_id, self.boot)
+                current = BmcClient(self._http, settings, self._ssl_for(settings), marker)
                 self._clients[settings.url] = current
             elif current.settings != settings:
                 # same connection, other tuning (timeouts, back-off): keep the session, take the values

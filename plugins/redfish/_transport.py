@@ -6,6 +6,7 @@ forwards to the one shared `aiohttp.ClientSession` and adds, for every HTTP requ
 (logins, logouts and the client's own 401 re-logins included):
 
 - the per-BMC concurrency limit (an `asyncio.Semaphore`, shared by control, metrics and ping);
+- the process's `Session.Context` on every login (how a restarted process finds its leftovers);
 - the BMC's TLS settings (`ssl=`: a CA-bundle context, the system store, or off when `insecure`);
 - connect and read timeouts cut to the current request's deadline (a context variable set by the
   caller, so the client's internal requests are bounded too);
@@ -70,8 +71,19 @@ class BmcTransport:
             re-login uses it to tell whether someone else already logged in again).
     """
 
-    def __init__(self, session: aiohttp.ClientSession, settings: ConnectionSettings, ssl_param: SslParam):
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        settings: ConnectionSettings,
+        ssl_param: SslParam,
+        *,
+        login_context: str = "",
+    ):
         self._session = session
+        #: `Session.Context` added to every login POST (the client library sends only the credentials)
+        self.login_context = login_context
+        #: the body of the last successful login's reply (the session as the BMC shows it; no token)
+        self.login_reply: dict[str, Any] = {}
         self._settings = settings
         self._ssl = ssl_param
         self._slots = asyncio.Semaphore(settings.concurrency)
@@ -166,7 +178,7 @@ class _Call:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise DeadlineExceededError(
-                    f"{t.origin}: {self._method} {path}: the request's deadline passed"
+                    f"{t.origin}: {self._method} {path}: the request's deadline passed", sent=False
                 )
             if t._slots.locked():
                 # NOTE: a timer only when the slot wait can block: an `asyncio.timeout` per call
@@ -177,7 +189,8 @@ class _Call:
                 except TimeoutError:
                     raise DeadlineExceededError(
                         f"{t.origin}: {self._method} {path}: the deadline passed while waiting for a "
-                        f"free connection slot (per-BMC limit {t._settings.concurrency})"
+                        f"free connection slot (per-BMC limit {t._settings.concurrency})",
+                        sent=False,
                     ) from None
             else:
                 await t._slots.acquire()  # a free slot: taken at once
@@ -186,6 +199,10 @@ class _Call:
         t._acquired()
         self._holding = True
         kwargs = self._kwargs  # built by `request()` for this call alone
+        login = self._method == "POST" and path.rstrip("/").endswith("/SessionService/Sessions")
+        body = kwargs.get("json")
+        if login and t.login_context and isinstance(body, dict) and "UserName" in body:
+            kwargs["json"] = {**body, "Context": t.login_context}
         kwargs["timeout"] = t.timeout_for(deadline)
         kwargs["ssl"] = t._ssl
         if not t._settings.keepalive:
@@ -206,12 +223,9 @@ class _Call:
         except BaseException:
             self._release()
             raise
-        if (
-            self._method == "POST"
-            and 200 <= response.status < 300
-            and path.rstrip("/").endswith("/SessionService/Sessions")
-        ):
+        if login and 200 <= response.status < 300:
             t.session_generation += 1
+            t.login_reply = await _json_object(response)
         return response
 
     async def __aexit__(
@@ -227,6 +241,15 @@ class _Call:
         if self._holding:
             self._holding = False
             self._t._released()
+
+
+async def _json_object(response: aiohttp.ClientResponse) -> dict[str, Any]:
+    """A reply's JSON object body, {} when it has none (some services answer a login with 204)."""
+    try:
+        body = await response.json(content_type=None)
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
 
 
 def _reason(exc: BaseException) -> str:

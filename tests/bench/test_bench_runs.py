@@ -20,6 +20,9 @@ LOGIN_AND_LOGOUT = {
     "POST /redfish/v1/SessionService/Sessions",
     "DELETE /redfish/v1/SessionService/Sessions/{id}",
     "GET /redfish/v1",  # the synchronous client reads the service root before logging in
+    # devicectl looks for sessions an earlier process of it left (the list, and each session)
+    "GET /redfish/v1/SessionService/Sessions",
+    "GET /redfish/v1/SessionService/Sessions/{id}",
 }
 
 

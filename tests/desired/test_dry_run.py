@@ -17,7 +17,7 @@ import pytest
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller.inventory import load_inventory
 from controller.sink import TopologySink
-from plugins.base import DeviceWrite, Empty, ProfileChange, RequestKind, run_operation
+from plugins.base import DeviceWrite, Empty, ProfileChange, RequestKind, WriteOutcome, run_operation
 from plugins.nvml.testing import FakeNode
 from plugins.redfish.simulator import SimulatorFleet
 from tests.controller.conftest import MEMORY, memory_inventory
@@ -63,8 +63,11 @@ async def test_redfish_dry_run_writes_nothing_and_plans_what_the_real_run_does(g
     assert real.result.ok and bmc.stats.writes_applied == 8
     assert sent(plan.writes) == sent(real.writes)
     assert [w.before for w in plan.writes] == [w.before for w in real.writes]
-    # the planned result is the real one: what each component would hold afterwards
-    assert plan.result.node == real.result.node and plan.result.cpu == real.result.cpu
+    # the planned result is the real one (what each component would hold afterwards), except that
+    # the plan says nothing was written
+    for planned, done in ((plan.result.node, real.result.node), (plan.result.cpu, real.result.cpu)):
+        assert planned.write is WriteOutcome.NOT_WRITTEN and done.write is WriteOutcome.WRITTEN
+        assert dataclasses.replace(planned, write=done.write) == done
 
 
 async def test_nvml_dry_run_lists_skips_and_matches_the_real_run(h100x4: FakeNode) -> None:

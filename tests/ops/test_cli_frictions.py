@@ -176,6 +176,28 @@ def test_failed_cap_is_not_shown_as_zero_watts(capsys) -> None:
     assert "not applied" in out and "0 W" not in out
 
 
+def test_a_failed_cap_says_what_its_write_did(capsys) -> None:
+    R = pb.DeviceControllerResponse
+    results = [
+        R.GPUPolicyResult(gpu_id=0, ok=True, power_cap_watts=600, diag_msg="written"),
+        R.GPUPolicyResult(gpu_id=1, ok=False, power_cap_watts=700, diag_msg="not written; GPU 1: HTTP 500"),
+        R.GPUPolicyResult(
+            gpu_id=2,
+            ok=False,
+            power_cap_watts=0,
+            diag_msg="unknown (the BMC's answer never came); GPU 2: no reply",
+        ),
+        R.GPUPolicyResult(gpu_id=3, ok=False, power_cap_watts=580, diag_msg="written; GPU 3: reads 580 W"),
+    ]
+    response = R(
+        device="n1", request_id="r", gpu_policies_update=R.GPUPoliciesUpdateResponse(results=results)
+    )
+    render_response(response)
+    out = capsys.readouterr().out
+    assert "not written (700 W in force)" in out and "unknown: no answer" in out
+    assert "580 W written" in out and "not applied" not in out
+
+
 async def test_version(capsys) -> None:
     assert main(["--version"]) == 0  # returned, never raised as SystemExit
     assert capsys.readouterr().out.startswith("devicectl ")

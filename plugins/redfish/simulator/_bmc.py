@@ -277,7 +277,7 @@ class SimulatedBmc:
             if fault is FaultMode.NVIDIA_BUSY:
                 self._fault_fired(fault)
                 raise _errors.nvidia_busy()
-            req = SimRequest(method, path, params, body)
+            req = SimRequest(method, path, params, body, request.remote or "")
             if method in ("PATCH", "PUT") and "If-Match" in request.headers:
                 self._check_if_match(route, req, request.headers["If-Match"])
             result = handler(self, req)

@@ -107,7 +107,9 @@ def _session_service(bmc: SimulatedBmc, req: SimRequest) -> Reply:
 
 
 def _session_doc(session: Session) -> JsonDict:
-    return {
+    # NOTE: as bmcweb's fillSessionObject (redfish-core/lib/redfish_sessions.hpp): the client's
+    # address always, `Context` only when the login set one
+    doc: JsonDict = {
         "@odata.id": f"{SESSIONS}/{session.id}",
         "@odata.type": "#Session.v1_7_0.Session",
         "Id": session.id,
@@ -116,7 +118,11 @@ def _session_doc(session: Session) -> JsonDict:
         "UserName": session.username,
         "Password": None,
         "SessionType": "Redfish",
+        "ClientOriginIPAddress": session.client,
     }
+    if session.context is not None:
+        doc["Context"] = session.context
+    return doc
 
 
 def _sessions(bmc: SimulatedBmc, req: SimRequest) -> Reply:
@@ -131,6 +137,11 @@ def _login(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     missing = [p for p in ("UserName", "Password") if p not in body]
     if missing:
         raise _errors.bad_request([_errors.property_missing(p) for p in missing])
+    # DMTF Session.Context: a client-supplied string stored with the session and shown on it
+    # (bmcweb reads it in handleSessionCollectionPost, redfish-core/lib/redfish_sessions.hpp)
+    context = body.get("Context")
+    if context is not None and not isinstance(context, str):
+        raise _errors.bad_request([_errors.property_value_type_error(context, "Context")])
     if not bmc.sessions.credentials_ok(body["UserName"], body["Password"]):
         bmc.stats.logins_failed += 1
         raise _errors.login_failed(SESSIONS)
@@ -138,7 +149,8 @@ def _login(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     if bmc.sessions.is_full():
         bmc.stats.session_limit_rejections += 1
         raise _errors.session_limit_exceeded()
-    session = bmc.sessions.create(body["UserName"])
+    kept = context if bmc.config.session_context else None
+    session = bmc.sessions.create(body["UserName"], context=kept, client=req.client)
     bmc.stats.sessions_created += 1
     location = f"{SESSIONS}/{session.id}"
     return Reply(

@@ -34,6 +34,8 @@ class BmcConfig:
         layout: layout variants (see `LAYOUTS`).
         control_quirk: "automatic" makes Controls accept caps only in `ControlMode: Automatic`
             (HPE Cray EX style; `ControlMode@Redfish.AllowableValues` says so).
+        session_context: keep a login's `Context` and show it on the session (DMTF Session v1.1+,
+            bmcweb); False drops it, as firmware without it does.
     """
 
     model: str = "gb200"
@@ -50,6 +52,7 @@ class BmcConfig:
     allow_list: tuple[tuple[str, str], ...] | None = None
     layout: frozenset[str] = field(default_factory=frozenset)
     control_quirk: str | None = None
+    session_context: bool = True
 
 
 PROFILES = ("default", "bmcweb")
@@ -64,7 +67,7 @@ LAYOUTS = (
 )
 
 #: `SimulatedBmc.configure` keys handled by `checked`
-BEHAVIOUR = ("profile", "layout", "task_failure", "allow_list", "control_quirk")
+BEHAVIOUR = ("profile", "layout", "task_failure", "allow_list", "control_quirk", "session_context")
 
 
 def checked(key: str, value: Any) -> Any:
@@ -76,6 +79,8 @@ def checked(key: str, value: Any) -> Any:
         if unknown:
             raise ValueError(f"unknown layout variant(s) {sorted(unknown)}; choose from {LAYOUTS}")
         return frozenset(value)
+    if key == "session_context":
+        return bool(value)
     if key == "control_quirk" and value not in (None, "automatic"):
         raise ValueError(f"unknown control_quirk {value!r}; choose from None, 'automatic'")
     return value

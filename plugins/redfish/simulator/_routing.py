@@ -30,6 +30,8 @@ class SimRequest:
     path: str
     params: Mapping[str, str]
     body: Any = None
+    #: the client's IP address as the server sees it (a session's `ClientOriginIPAddress`)
+    client: str = ""
 
 
 @dataclass(slots=True)

@@ -20,6 +20,10 @@ class Session:
     username: str
     created: float
     last_used: float
+    #: the client's `Context` string from the login POST (None when it sent none)
+    context: str | None = None
+    #: the address the login came from (`ClientOriginIPAddress`)
+    client: str = ""
 
 
 class SessionStore:
@@ -71,7 +75,7 @@ class SessionStore:
         """Whether a new login would exceed the limit."""
         return len(self._by_token) >= self.limit
 
-    def create(self, username: str | None = None) -> Session:
+    def create(self, username: str | None = None, *, context: str | None = None, client: str = "") -> Session:
         """Open a session for an account (default: the BMC's user); the caller checks the limit first."""
         now = time.monotonic()
         session = Session(
@@ -81,6 +85,8 @@ class SessionStore:
             username=username or self.username,
             created=now,
             last_used=now,
+            context=context,
+            client=client,
         )
         self._by_token[session.token] = session
         self.revision += 1

@@ -80,6 +80,8 @@ class Harness:
     async def call(self, method: str, bmc: SimulatedBmc, request: Any, **kw: Any) -> Outcome[Any]:
         """Run one plugin operation and keep the returned state (None keeps the stored one)."""
         outcome: Outcome[Any] = await getattr(self.plugin, method)(self.ctx(bmc, **kw), request)
+        for client in self.plugin.pool.clients():  # the sweep after a first login runs apart
+            await client.settled()
         if outcome.state is not None:
             self.states[bmc.index] = outcome.state
         return outcome

@@ -106,7 +106,7 @@ async def test_session_limit_falls_back_to_basic_auth_only_when_allowed(
 ) -> None:
     bmc = gb200.fleet.bmcs[0]
     bmc.configure(session_limit=0)
-    with pytest.raises(SessionLimitError, match=r"session table is full .* set `basic_fallback = true`"):
+    with pytest.raises(SessionLimitError, match=r"session table is full.* set `basic_fallback = true`"):
         await gb200.call("std_metrics", bmc, Empty())
     assert bmc.stats.session_limit_rejections == 1  # not retried: waiting frees nothing
     assert bmc.stats.calls.get(("GET", "/redfish/v1/Systems")) is None  # no Basic requests either

@@ -30,7 +30,12 @@ CLEAR = PROC_EM + "/Actions/Oem/NvidiaEnvironmentMetrics.ClearOOBSetPoint"
 CHASSIS_CLEAR = CHASSIS_EM + "/Actions/Oem/NvidiaEnvironmentMetrics.ClearOOBSetPoint"
 
 #: login (service root + session POST) and the NVIDIA discovery walk
-LOGIN = {"GET /redfish/v1": 1, "POST /redfish/v1/SessionService/Sessions": 1}
+#: the first login, then the look for sessions an earlier process left (the list: only ours in it)
+LOGIN = {
+    "GET /redfish/v1": 1,
+    "POST /redfish/v1/SessionService/Sessions": 1,
+    "GET /redfish/v1/SessionService/Sessions": 1,
+}
 DISCOVERY = {
     "GET /redfish/v1": 1,
     "GET /redfish/v1/Managers": 1,

@@ -1,7 +1,9 @@
-"""Redfish sessions a killed process left open are deleted by the next one (issue 9, defect 13)."""
+"""Redfish sessions a killed process left open are deleted by the next one, and no one else's are."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -11,6 +13,9 @@ import pytest
 from plugins.base import Empty
 from plugins.redfish import RedfishPlugin
 from plugins.redfish._errors import SessionLimitError
+from plugins.redfish.simulator import SimulatedBmc
+
+SESSIONS = "/redfish/v1/SessionService/Sessions/"
 
 
 async def _crash(plugin: RedfishPlugin) -> None:
@@ -23,26 +28,35 @@ async def _crash(plugin: RedfishPlugin) -> None:
     pool._http = None
 
 
+async def _plugin(client_id: str) -> RedfishPlugin:
+    plugin = RedfishPlugin()
+    plugin.set_client_id(client_id)
+    await plugin.start()
+    return plugin
+
+
+def _contexts(bmc: SimulatedBmc) -> list[str | None]:
+    return [bmc.sessions.by_id(sid).context for sid in bmc.sessions.ids()]  # type: ignore[union-attr]
+
+
 async def test_sessions_of_killed_processes_do_not_accumulate(
     make_harness: Callable[..., Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     async with make_harness(n=1, model="gb200", session_limit=4) as h:
         bmc = h.fleet.bmcs[0]
+        h.plugin.set_client_id("ctl-a")
         first = await h.call("std_metrics", bmc, Empty())
         recorded = first.state["sessions"][bmc.url]
-        assert len(recorded) == 1 and recorded[0].startswith("/redfish/v1/SessionService/Sessions/")
-        assert bmc.sessions.ids() == [recorded[0].rsplit("/", 1)[1]]
+        assert len(recorded) == 1 and recorded[0].startswith(SESSIONS)
+        assert _contexts(bmc) == [f"devicectl/ctl-a/{h.plugin.pool.boot}"]
         with caplog.at_level(logging.WARNING, logger="plugins.redfish"):
             for _ in range(10):  # ten SIGKILLs with a session open, each followed by a fresh process
                 await _crash(h.plugin)
-                h.plugin = RedfishPlugin()
-                await h.plugin.start()
-                out = await h.call("std_metrics", bmc, Empty())
+                h.plugin = await _plugin("ctl-a")
+                out = await h.call("std_metrics", bmc, Empty(), state={})  # nothing recorded
                 assert out.result.ok, out.result.error
-                assert bmc.stats.open_sessions == 1  # the leftover was deleted after the new login
-                assert out.state["sessions"][bmc.url] == [
-                    f"{bmc.sessions.ids() and '/redfish/v1/SessionService/Sessions/' + bmc.sessions.ids()[0]}"
-                ]
+                assert bmc.stats.open_sessions == 1  # the leftover was found by its Context
+                assert _contexts(bmc) == [f"devicectl/ctl-a/{h.plugin.pool.boot}"]
                 client = h.plugin.pool.clients()[0]
                 assert client.auth_mode == "session" and client.sessions_reaped == 1
         await h.plugin.close()
@@ -51,34 +65,122 @@ async def test_sessions_of_killed_processes_do_not_accumulate(
         assert bmc.password not in caplog.text
 
 
+async def test_a_sweep_deletes_only_earlier_processes_of_this_controller(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(n=1, model="gb200", session_limit=8) as h:
+        bmc = h.fleet.bmcs[0]
+        other = await _plugin("ctl-b")  # a second live controller on the same BMC (and account)
+        h.plugin.set_client_id("ctl-a")
+        await h.call("std_metrics", bmc, Empty())
+        await other.std_metrics(h.ctx(bmc, state={}), Empty())
+        await other.pool.clients()[0].settled()
+        tool = bmc.sessions.create(context="ipmitool-web", client="127.0.0.1").id  # another tool
+        bare = bmc.sessions.create(client="127.0.0.1").id  # another client that sets no Context
+        b_session = other.pool.clients()[0].session_uri.rsplit("/", 1)[1]
+        await _crash(h.plugin)
+        h.plugin = await _plugin("ctl-a")
+        out = await h.call("std_metrics", bmc, Empty(), state={})
+        assert out.result.ok, out.result.error
+        live = set(bmc.sessions.ids())
+        mine = h.plugin.pool.clients()[0].session_uri.rsplit("/", 1)[1]
+        assert live == {mine, b_session, tool, bare}
+        assert h.plugin.pool.clients()[0].sessions_reaped == 1
+        await other.close()
+        bmc.sessions.delete(tool)
+        bmc.sessions.delete(bare)
+        await h.plugin.close()
+
+
+async def test_devices_behind_one_bmc_share_one_session(make_harness: Callable[..., Any]) -> None:
+    async with make_harness(n=1, model="gb200") as h:
+        bmc = h.fleet.bmcs[0]
+        for device in ("tray-a", "tray-b", "tray-c"):
+            ctx = dataclasses.replace(h.ctx(bmc, state={}), device_id=device)
+            out = await h.plugin.std_metrics(ctx, Empty())
+            assert out.result.ok, out.result.error
+        assert bmc.stats.sessions_created == 1 and bmc.stats.open_sessions == 1
+        assert len(h.plugin.pool.clients()) == 1
+
+
+async def test_a_bmc_that_drops_context_is_swept_by_account_and_address(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(n=1, model="gb200", session_limit=8) as h:
+        bmc = h.fleet.bmcs[0]
+        bmc.configure(session_context=False)
+        await h.call("std_metrics", bmc, Empty())
+        assert _contexts(bmc) == [None]
+        elsewhere = bmc.sessions.create(client="10.9.9.9").id  # same account, another host
+        tagged = bmc.sessions.create(context="other-tool", client="127.0.0.1").id
+        await _crash(h.plugin)
+        h.plugin = RedfishPlugin()
+        await h.plugin.start()
+        out = await h.call("std_metrics", bmc, Empty(), state={})
+        assert out.result.ok, out.result.error
+        mine = h.plugin.pool.clients()[0].session_uri.rsplit("/", 1)[1]
+        assert set(bmc.sessions.ids()) == {mine, elsewhere, tagged}
+        bmc.sessions.delete(elsewhere)
+        bmc.sessions.delete(tagged)
+        await h.plugin.close()
+
+
 async def test_full_session_table_frees_only_our_leftover_and_never_falls_back_silently(
     make_harness: Callable[..., Any],
 ) -> None:
     async with make_harness(n=1, model="gb200", session_limit=4) as h:
         bmc = h.fleet.bmcs[0]
-        first = await h.call("std_metrics", bmc, Empty())
-        ours = first.state["sessions"][bmc.url][0].rsplit("/", 1)[1]
+        await h.call("std_metrics", bmc, Empty())
+        ours = bmc.sessions.ids()[0]
         await _crash(h.plugin)
-        foreign = [bmc.sessions.create().id for _ in range(3)]  # another tool on the same account
+        foreign = [bmc.sessions.create(client="10.1.2.3").id for _ in range(3)]  # another tool
         assert bmc.sessions.is_full()
         h.plugin = RedfishPlugin()
         await h.plugin.start()
-        out = await h.call("std_metrics", bmc, Empty())
+        out = await h.call("std_metrics", bmc, Empty(), state={})  # nothing recorded: found by Context
         assert out.result.ok, out.result.error
         assert bmc.stats.session_limit_rejections == 1
         live = set(bmc.sessions.ids())
         assert ours not in live and set(foreign) <= live and len(live) == 4
         assert h.plugin.pool.clients()[0].auth_mode == "session"
-        # a full table with nothing of ours in it: a clear error, no silent Basic auth
+        # a full table with nothing of ours in it: a clear error with the BMC's figures, no Basic auth
         await _crash(h.plugin)
-        bmc.sessions.delete(out.state["sessions"][bmc.url][0].rsplit("/", 1)[1])
-        bmc.sessions.create()
+        bmc.sessions.delete(next(s for s in bmc.sessions.ids() if s not in foreign))
+        bmc.sessions.create(context="other-tool", client="10.1.2.4")
         h.plugin = RedfishPlugin()
         await h.plugin.start()
-        with pytest.raises(
-            SessionLimitError, match="none of its sessions is one this controller left behind"
-        ):
+        with pytest.raises(SessionLimitError) as caught:
             await h.call("std_metrics", bmc, Empty(), state={})
+        message = str(caught.value)
+        assert "session table is full: 4 of 4 sessions open" in message
+        assert "none of them this controller's" in message
+        assert "3 of account 'admin' from 10.1.2.3" in message
+        assert "1 of account 'admin' from 10.1.2.4 (Context 'other-tool')" in message
+        assert len(bmc.sessions) == 4
         await h.plugin.close()
         for sid in bmc.sessions.ids():
             bmc.sessions.delete(sid)
+
+
+async def test_a_sweep_outlives_the_request_that_found_the_table_full(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(n=1, model="gb200", session_limit=4) as h:
+        bmc = h.fleet.bmcs[0]
+        h.plugin.set_client_id("ctl-a")
+        dead = [
+            bmc.sessions.create(context="devicectl/ctl-a/0dead0", client="127.0.0.1").id for _ in range(4)
+        ]
+        bmc.configure(latency=0.2)  # listing, reading and deleting four sessions take over a second
+        with pytest.raises(TimeoutError):  # the runner cancels a call at its deadline
+            await asyncio.wait_for(h.call("std_metrics", bmc, Empty(), timeout=0.5), 0.5)
+        for _ in range(100):
+            if not set(dead) & set(bmc.sessions.ids()):
+                break
+            await asyncio.sleep(0.05)
+        assert not set(dead) & set(bmc.sessions.ids()), "the sweep stopped with the request"
+        bmc.configure(latency=0.0)
+        out = await h.call("std_metrics", bmc, Empty())
+        assert out.result.ok, out.result.error
+        assert len(bmc.sessions) == 1
+        await h.plugin.close()

@@ -1,0 +1,106 @@
+"""What the crash drill measures beyond the common verdict: the BMCs' sessions, the caps against what
+the responses said, duplicates per kill, and why requests failed.
+
+- caps: for each GPU, the last response of its device that says what the GPU holds (`ok`,
+  `written`, or `not written` with the value in force) is what the BMC must hold at the end; a
+  response whose write's answer never came (`unknown`) leaves that GPU unchecked until a later one;
+- duplicates per kill: each repeated arrival is counted against the last kill before it;
+- session failures: responses that failed on a full Redfish session table (in this drill every
+  session is the controller's own, so any is a failure because of our own sessions).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from controller import translate
+from drills.load import Sent
+from drills.stack import Arrival, Stack
+from plugins.base import WriteOutcome
+
+SESSION_FULL = "session table is full"
+_VOLATILE = re.compile(r"https://[^ :]+:\d+|\b[0-9a-f]{8,}\b|\d+(\.\d+)? s\b")
+
+
+async def bmc_sessions(stack: Stack) -> dict[str, Any]:
+    """Sessions open on each BMC now, and how many BMCs are at their limit (now and ever refused)."""
+    stats = await stack.control("GET", "/stats")
+    described = {b["index"]: b for b in await stack.control("GET", "/bmcs")}
+    per_bmc = {b["index"]: int(b.get("open_sessions", 0)) for b in stats["bmcs"]}
+    limits = {i: int(described[i]["session_limit"]) for i in per_bmc}
+    refused = [b["index"] for b in stats["bmcs"] if int(b.get("session_limit_rejections", 0))]
+    return {
+        "sessions_open_max_per_bmc": max(per_bmc.values(), default=0),
+        "sessions_open_total": sum(per_bmc.values()),
+        "bmcs_at_session_limit": sum(1 for i, n in per_bmc.items() if n >= limits[i]),
+        "bmcs_that_refused_a_login": len(refused),
+    }
+
+
+def caps_against_responses(
+    acked: Sequence[Sent], arrivals: Sequence[Arrival], held: dict[str, list[float]]
+) -> dict[str, Any]:
+    """Each GPU's cap on its BMC against the last response that says what it holds."""
+    first: dict[str, Arrival] = {}
+    for arrival in arrivals:
+        first.setdefault(arrival.request_id, arrival)
+    expected: dict[tuple[str, int], float | None] = {}  # None: the last word was "unknown"
+    for sent in acked:  # acknowledgement order is each device's execution order
+        answer = first.get(sent.request_id)
+        for gpu_id, ok, watts, diag in answer.gpus if answer is not None else ():
+            _, write = translate.split_write(diag)
+            if write is WriteOutcome.WRITTEN and not watts:
+                watts = sent.watts  # accepted, not read back: what was sent
+            if ok or write is WriteOutcome.WRITTEN or (write is WriteOutcome.NOT_WRITTEN and watts > 0):
+                expected[(sent.device, gpu_id)] = watts
+            elif write is WriteOutcome.UNKNOWN:
+                expected[(sent.device, gpu_id)] = None
+    wrong, unknown, checked = [], 0, 0
+    for (device, gpu_id), said in sorted(expected.items()):
+        if device not in held:
+            continue
+        if said is None:
+            unknown += 1
+            continue
+        checked += 1
+        actual = held[device][gpu_id]
+        if abs(actual - said) > 0.5:
+            wrong.append(f"{device} GPU {gpu_id}: BMC holds {actual:g} W, the responses say {said:g} W")
+    return {
+        "caps_checked": checked,
+        "caps_unknown": unknown,
+        "caps_wrong": len(wrong),
+        "caps_examples": wrong[:3],
+    }
+
+
+def duplicates_per_kill(
+    acked: Sequence[Sent], arrivals: Sequence[Arrival], kills_at: Sequence[float]
+) -> list[int]:
+    """Repeated arrivals of acked requests, counted against the last kill before each (0: before any)."""
+    ids = {s.request_id for s in acked}
+    seen: set[str] = set()
+    counts = [0] * (len(kills_at) + 1)
+    for arrival in arrivals:
+        if arrival.request_id not in ids:
+            continue
+        if arrival.request_id in seen:
+            counts[sum(1 for t in kills_at if t <= arrival.seen_at)] += 1
+        seen.add(arrival.request_id)
+    return counts
+
+
+def failure_reasons(acked: Sequence[Sent], arrivals: Sequence[Arrival]) -> tuple[dict[str, int], int]:
+    """The five commonest reasons of failed responses (addresses, ids and durations blanked so that
+    alike ones group), and how many failed on a full session table."""
+    ids = {s.request_id for s in acked}
+    first: dict[str, Arrival] = {}
+    for arrival in arrivals:
+        if arrival.request_id in ids:
+            first.setdefault(arrival.request_id, arrival)
+    failed = [a.error for a in first.values() if not a.ok]
+    reasons = Counter(_VOLATILE.sub("…", e)[:160] for e in failed)
+    return dict(reasons.most_common(5)), sum(SESSION_FULL in e for e in failed)
