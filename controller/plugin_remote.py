@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -80,7 +81,7 @@ class RemotePlugin(DevicePlugin):
         self.last_error = ""
         #: restarts so far (for tests and `devicectl plugins`)
         self.restarts = 0
-        vars(self)["info"] = PluginInfo(name=spec.name, version="", description="out of process")
+        vars(self)["info"] = PluginInfo(name=spec.label, version="", description="out of process")
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -92,6 +93,8 @@ class RemotePlugin(DevicePlugin):
 
     async def _connect(self) -> None:
         conn = await connect(self.spec)
+        if not self.spec.name:  # started by `plugin launch`: named by its PluginInfo
+            self.spec = dataclasses.replace(self.spec, name=conn.name)
         self._conn = conn
         vars(self)["info"] = PluginInfo(
             name=self.spec.name,

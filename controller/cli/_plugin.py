@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import shlex
+import signal
 import sys
 import time
 from collections.abc import Mapping
@@ -153,7 +154,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
     from controller.plugin_remote import RemotePlugin
 
     spec = ExternalPlugin(
-        name=args.address or shlex.split(args.command)[-1],
+        name="",  # messages name the plugin by its PluginInfo once it answers
         command=tuple(shlex.split(args.command)) if args.command else (),
         address=args.address or "",
         config=_json_arg(args.config, "--config"),
@@ -161,6 +162,11 @@ def cmd_launch(args: argparse.Namespace) -> int:
     )
 
     async def main() -> int:
+        # SIGTERM ends the action like Ctrl-C does: the plugin is shut down, never orphaned
+        # (it runs in its own session, so nothing else would stop it)
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
         plugin = RemotePlugin(spec)
         try:
             await plugin.start(supervise=False)
@@ -179,6 +185,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
         return asyncio.run(main())
     except KeyboardInterrupt:
         return 130
+    except asyncio.CancelledError:  # SIGTERM
+        return 143
 
 
 def _emit(value: Mapping[str, Any]) -> None:
@@ -216,8 +224,8 @@ async def _act(plugin: Any, args: argparse.Namespace) -> int:
         else:
             table(
                 "config schema",
-                ["name", "type", "required"],
-                [(r["name"], r["type"], r["required"]) for r in rows],
+                ["name", "type", "required", "default"],
+                [(r["name"], r["type"], r["required"], r["default"]) for r in rows],
             )
         return 0
     if args.what == "fingerprint":

@@ -81,8 +81,9 @@ def test_nomad_client_drives_the_example_plugin(launch: type[Launched], tmp_path
         nc.msg(nc.BASE, "ConfigSchemaRequest"),
         f"{nc.BASE}.ConfigSchemaResponse",
     )
-    assert schema.spec.object.attributes["dir"].Attr.required
-    assert schema.spec.object.attributes["list_period"].Attr.type == "number"
+    assert schema.spec.object.attributes["dir"].Attr.type == "string"
+    period = schema.spec.object.attributes["list_period"].default
+    assert (period.primary.Attr.type, period.default.literal.value) == ("number", "5")
     info = negotiate(plugin, {"dir": str(tmp_path), "list_period": 0.1})
     assert info.name == "filedevices"
 
@@ -96,7 +97,8 @@ def test_nomad_client_drives_the_example_plugin(launch: type[Launched], tmp_path
     (group,) = first.device_group
     assert (group.vendor, group.device_type, group.device_name) == ("devicectl", "file", "bin")
     assert [(d.ID, d.healthy) for d in group.devices] == [("gpu0.bin", True)]
-    assert group.attributes["total_size"].int_val == 4 and group.attributes["total_size"].unit == "B"
+    # 4 bytes, as a unit Nomad knows (plugins/shared/structs/units.go has no plain bytes)
+    assert group.attributes["total_size"].int_val == 1 and group.attributes["total_size"].unit == "KiB"
     (tmp_path / "gpu1.bin").write_bytes(b"")
     second = next(prints)
     assert sorted(d.ID for d in second.device_group[0].devices) == ["gpu0.bin", "gpu1.bin"]
