@@ -41,6 +41,7 @@ from plugins.base import _nomad as n
 from plugins.base import _wire as w
 from plugins.base._codec import decode
 from plugins.base._config import ConfigSpec, settings, unpack_config
+from plugins.base._nomad_rules import fingerprint_problems
 from plugins.base._plugin import DeviceContext, DevicePlugin, DeviceTarget, PendingVerification
 
 log = logging.getLogger(__name__)
@@ -142,12 +143,21 @@ async def _stream(
         await _abort(context, exc)
 
 
+def checked_groups_to_pb(groups: tuple[Any, ...]) -> dpb.FingerprintResponse:
+    """A fingerprint as Nomad's message, after Nomad's own validation rules: a Nomad client
+    drops every device of a plugin whose fingerprint fails them, so fail loudly here instead."""
+    problems = fingerprint_problems(groups)
+    if problems:
+        raise e.DeviceControllerError(f"fingerprint fails Nomad's validation: {'; '.join(problems)}")
+    return n.groups_to_pb(groups)
+
+
 class DevicePluginServicer(dgrpc.DevicePluginServicer):
     def __init__(self, state: _State) -> None:
         self._s = state
 
     async def Fingerprint(self, request: Any, context: Any) -> AsyncIterator[dpb.FingerprintResponse]:
-        async for msg in _stream(self._s.plugin.fingerprint(()), context, n.groups_to_pb):
+        async for msg in _stream(self._s.plugin.fingerprint(()), context, checked_groups_to_pb):
             yield msg
 
     async def Stats(self, request: dpb.StatsRequest, context: Any) -> AsyncIterator[dpb.StatsResponse]:
@@ -249,7 +259,7 @@ def _power_handler(state: _State) -> grpc.GenericRpcHandler:
     async def fingerprint(
         request: ppb.TargetsRequest, context: Any
     ) -> AsyncIterator[dpb.FingerprintResponse]:
-        async for msg in _stream(state.plugin.fingerprint(targets(request)), context, n.groups_to_pb):
+        async for msg in _stream(state.plugin.fingerprint(targets(request)), context, checked_groups_to_pb):
             yield msg
 
     async def stats(request: ppb.StatsTargetsRequest, context: Any) -> AsyncIterator[dpb.StatsResponse]:
