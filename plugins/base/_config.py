@@ -221,3 +221,18 @@ def unpack_config(spec: ConfigSpec, data: bytes) -> dict[str, Any]:
 def settings(config: Mapping[str, Any]) -> dict[str, Any]:
     """The attributes that have a value (set, or defaulted): what a plugin's `set_config` gets."""
     return {k: v for k, v in config.items() if v is not None}
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str, what: str) -> float:
+    """Seconds in a Go duration ("1m", "1m30s", "500ms"), the form Nomad plugins take periods in."""
+    body = text.strip()
+    if body == "0":
+        return 0.0
+    parts = _DURATION.findall(body)
+    if not parts or "".join(n + u for n, u in parts) != body:
+        raise InvalidRequestError(f"config: {what}: {clip(text)!r} is not a duration (e.g. 30s, 1m, 1m30s)")
+    return sum(float(n) * _SECONDS[u] for n, u in parts)
