@@ -198,11 +198,23 @@ class StdioServicer(stgrpc.GRPCStdioServicer):
 
 class BrokerServicer(brgrpc.GRPCBrokerServicer):
     """go-plugin's broker. We offer the host no extra servers and dial none of its: read what the
-    host announces until it closes the stream."""
+    host announces until it closes the stream or the plugin stops."""
+
+    def __init__(self, state: _State) -> None:
+        self._s = state
 
     async def StartStream(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
-        async for info in request_iterator:
-            log.debug("broker: the host offers service %d at %s", info.service_id, info.address)
+        async def read() -> None:
+            async for info in request_iterator:
+                log.debug("broker: the host offers service %d at %s", info.service_id, info.address)
+
+        reader = asyncio.ensure_future(read())
+        stopping = asyncio.ensure_future(self._s.stopped.wait())
+        try:
+            await asyncio.wait({reader, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            reader.cancel()
+            stopping.cancel()
         return
         yield  # an async generator that sends nothing
 
@@ -315,7 +327,7 @@ async def serve_async(
     bgrpc.add_BasePluginServicer_to_server(BasePluginServicer(state), server)
     gcgrpc.add_GRPCControllerServicer_to_server(ControllerServicer(state), server)
     stgrpc.add_GRPCStdioServicer_to_server(StdioServicer(state), server)
-    brgrpc.add_GRPCBrokerServicer_to_server(BrokerServicer(), server)
+    brgrpc.add_GRPCBrokerServicer_to_server(BrokerServicer(state), server)
     server.add_generic_rpc_handlers((_power_handler(state),))
     checks = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(checks, server)
@@ -343,7 +355,10 @@ async def serve_async(
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
-        await server.stop(grace=2.0)
+        # go-plugin's own server stops at once on Shutdown; a short grace lets answers in flight
+        # go out, while streams a host left open (Fingerprint, Stats) must not hold the exit:
+        # go-plugin's Kill gives the process 2 s before SIGKILL
+        await server.stop(grace=0.5)
         await plugin.close()
         if tmpdir is not None:
             shutil.rmtree(tmpdir, ignore_errors=True)
