@@ -163,6 +163,8 @@ class Connection:
                     "plugin %s did not exit %g s after Shutdown; killing it", self.name, SHUTDOWN_GRACE
                 )
         await _reap(proc)
+        if graceful and proc is not None and self._drains:  # its last words: output ends at exit
+            await asyncio.wait(self._drains, timeout=SHUTDOWN_GRACE / 2)
         await self.channel.close()
         for task in self._drains:
             task.cancel()

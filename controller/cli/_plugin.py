@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import shlex
 import signal
 import sys
@@ -153,6 +154,13 @@ def cmd_launch(args: argparse.Namespace) -> int:
     from controller.plugin_process import ExternalPlugin
     from controller.plugin_remote import RemotePlugin
 
+    # the plugin's own output (stderr, stdout, go-plugin's stdio stream) goes to our stderr
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    host_log = logging.getLogger("controller.plugin_process")
+    host_log.addHandler(handler)
+    host_log.setLevel(logging.INFO)
+    host_log.propagate = False
     spec = ExternalPlugin(
         name="",  # messages name the plugin by its PluginInfo once it answers
         command=tuple(shlex.split(args.command)) if args.command else (),
