@@ -155,12 +155,13 @@ def cmd_launch(args: argparse.Namespace) -> int:
     from controller.plugin_remote import RemotePlugin
 
     # the plugin's own output (stderr, stdout, go-plugin's stdio stream) goes to our stderr
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
     host_log = logging.getLogger("controller.plugin_process")
-    host_log.addHandler(handler)
-    host_log.setLevel(logging.INFO)
-    host_log.propagate = False
+    if not any(getattr(h, "plugin_launch", False) for h in host_log.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler.plugin_launch = True  # type: ignore[attr-defined]
+        host_log.addHandler(handler)
+        host_log.setLevel(logging.INFO)
     spec = ExternalPlugin(
         name="",  # messages name the plugin by its PluginInfo once it answers
         command=tuple(shlex.split(args.command)) if args.command else (),
