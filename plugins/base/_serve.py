@@ -376,6 +376,8 @@ def serve(plugin: DevicePlugin, *, address: str | None = None, manual: bool = Fa
         print(f"error: {problem}", file=sys.stderr)
         return 1
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if not manual:  # from the start, not only once serving: the host's Ctrl-C is the host's
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         asyncio.run(serve_async(plugin, address=address, ignore_interrupts=not manual))
     except e.DeviceControllerError as exc:

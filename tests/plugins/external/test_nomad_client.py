@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from datetime import timedelta
@@ -189,3 +190,28 @@ def test_nomad_client_drives_the_power_plugins(launch: type[Launched], name: str
     except grpc.RpcError as exc:
         assert exc.code() in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.FAILED_PRECONDITION), exc
     assert plugin.close() == 0
+
+
+def test_sigint_is_left_to_the_host_sigterm_stops(launch: type[Launched]) -> None:
+    """go-plugin's server ignores interrupts ("eat the interrupts", server.go): the plugin runs in
+    the host's process group, and Ctrl-C on a foreground agent is the agent's to handle."""
+    plugin = launch("filedevices")
+    check = health_pb2_grpc.HealthStub(plugin.channel).Check
+    for _ in range(3):
+        plugin.proc.send_signal(signal.SIGINT)
+    reply = check(health_pb2.HealthCheckRequest(service="plugin"), timeout=10)
+    assert reply.status == health_pb2.HealthCheckResponse.SERVING and plugin.proc.poll() is None
+    plugin.proc.send_signal(signal.SIGTERM)
+    assert plugin.proc.wait(timeout=30) == 0
+
+
+def test_grpc_stdio_and_the_broker_answer(launch: type[Launched]) -> None:
+    """go-plugin >= 1.4 hosts open GRPCStdio and the broker's stream at once; both must answer
+    (not UNIMPLEMENTED) and end when the plugin shuts down."""
+    plugin = launch("filedevices")
+    stdio = plugin.channel.unary_stream("/plugin.GRPCStdio/StreamStdio")(b"")
+    broker = plugin.channel.stream_stream("/plugin.GRPCBroker/StartStream")(iter(()))
+    assert list(broker) == []  # the host's side ended: so does ours, having sent nothing
+    plugin.channel.unary_unary("/plugin.GRPCController/Shutdown")(b"", timeout=10)
+    assert list(stdio) == []  # open and quiet until the plugin shut down, then ended cleanly
+    assert plugin.proc.wait(timeout=30) == 0
