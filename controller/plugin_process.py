@@ -243,6 +243,7 @@ async def _launch(spec: ExternalPlugin) -> Connection:
         MAGIC_COOKIE_KEY: MAGIC_COOKIE_VALUE,
         "PLUGIN_PROTOCOL_VERSIONS": str(APP_PROTOCOL_VERSION),
     }
+    env.pop("PLUGIN_CLIENT_CERT", None)  # we dial without TLS: no go-plugin AutoMTLS from an outer host
     try:
         proc = await asyncio.create_subprocess_exec(
             *spec.command,

@@ -37,6 +37,7 @@ from controller._proto.nomad.plugins.base import base_pb2_grpc as bgrpc
 from controller._proto.nomad.plugins.device import device_pb2 as dpb
 from controller._proto.nomad.plugins.device import device_pb2_grpc as dgrpc
 from plugins.base import _errors as e
+from plugins.base import _mtls
 from plugins.base import _nomad as n
 from plugins.base import _wire as w
 from plugins.base._codec import decode
@@ -335,7 +336,14 @@ async def serve_async(
     if address is None:
         tmpdir = tempfile.mkdtemp(prefix="devicectl-plugin-", dir=os.environ.get("PLUGIN_UNIX_SOCKET_DIR"))
         address = f"unix:{Path(tmpdir) / 'plugin.sock'}"
-    port = server.add_insecure_port(address)
+    # go-plugin's AutoMTLS: a host that sent its certificate gets TLS and ours in the handshake
+    client_cert = os.environ.get(_mtls.ENV, "")
+    cert_field = ""
+    if client_cert:
+        creds, cert_field = _mtls.server_credentials(client_cert)
+        port = server.add_secure_port(address, creds)
+    else:
+        port = server.add_insecure_port(address)
     if address.startswith("unix:"):
         network, where = "unix", address.removeprefix("unix:").removeprefix("//")
     else:
@@ -349,7 +357,8 @@ async def serve_async(
         loop.add_signal_handler(signal.SIGINT, log.debug, "interrupt ignored: the host shuts the plugin down")
     else:
         loop.add_signal_handler(signal.SIGINT, state.stopped.set)
-    (announce or _print_line)(f"{CORE_PROTOCOL_VERSION}|{APP_PROTOCOL_VERSION}|{network}|{where}|grpc")
+    line = f"{CORE_PROTOCOL_VERSION}|{APP_PROTOCOL_VERSION}|{network}|{where}|grpc"
+    (announce or _print_line)(f"{line}|{cert_field}" if cert_field else line)
     try:
         await state.stopped.wait()
     finally:

@@ -73,6 +73,7 @@ type run struct {
 	Env       map[string]string      `json:"env"`
 	Config    map[string]interface{} `json:"config"`
 	Interrupt bool                   `json:"interrupt"`
+	AutoMTLS  bool                   `json:"auto_mtls"`
 }
 
 type remote struct {
@@ -132,6 +133,7 @@ func newClient(r *run, reattach *plugin.ReattachConfig) *plugin.Client {
 		Plugins:          map[string]plugin.Plugin{"device": devicePlugin{}},
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           logger,
+		AutoMTLS:         r.AutoMTLS && reattach == nil,
 	}
 	if reattach != nil {
 		cfg.Reattach = reattach
@@ -464,15 +466,20 @@ func drive(r *run, interrupts chan os.Signal) {
 		report["stdio"] = "open"
 	}
 
-	// 3. reattach, as a restarted agent reattaches to a plugin it started
+	// 3. reattach, as a restarted agent reattaches to a plugin it started (go-plugin 1.0.1's
+	// ReattachConfig carries no TLS settings: with AutoMTLS the same client goes on)
 	rc := client.ReattachConfig()
-	re := newClient(r, rc)
-	again, err := dispense(re)
-	if err != nil {
-		fail("reattach: %v", err)
-	} else if i2, err := again.base.PluginInfo(context.Background(), &basepb.PluginInfoRequest{}); err != nil {
+	re, again := client, rem
+	if !r.AutoMTLS {
+		re = newClient(r, rc)
+		if again, err = dispense(re); err != nil {
+			fail("reattach: %v", err)
+			again = rem
+		}
+	}
+	if i2, err := again.base.PluginInfo(context.Background(), &basepb.PluginInfoRequest{}); err != nil {
 		fail("reattach: PluginInfo: %v", err)
-	} else {
+	} else if !r.AutoMTLS {
 		report["reattach"] = i2.GetName()
 	}
 
