@@ -40,6 +40,8 @@ _WELL_KNOWN = {
     "google/protobuf/wrappers.proto": "github.com/golang/protobuf/ptypes/wrappers",
     "google/protobuf/empty.proto": "github.com/golang/protobuf/ptypes/empty",
 }
+#: Debian packages providing the tools
+_TOOLS = {"go": "golang-go", "protoc": "protobuf-compiler", "protoc-gen-go": "golang-goprotobuf-dev"}
 #: Debian source packages the build needs, by a directory each provides
 _SOURCES = {
     "github.com/hashicorp/go-plugin": "golang-github-hashicorp-go-plugin-dev",
@@ -58,18 +60,12 @@ class Built:
 
 def missing() -> str | None:
     """Why the Go side cannot be built here (a tool or package is missing), or None."""
-    tools = [t for t in ("go", "protoc", "protoc-gen-go") if shutil.which(t) is None]
-    packages = [deb for path, deb in _SOURCES.items() if not (GOCODE / path).is_dir()]
-    if not tools and not packages:
+    lacking = [deb for tool, deb in _TOOLS.items() if shutil.which(tool) is None]
+    lacking += [deb for path, deb in _SOURCES.items() if not (GOCODE / path).is_dir()]
+    if not lacking:
         return None
-    need = sorted(
-        {"golang-go" if "go" in tools else "", *packages}
-        | ({"protobuf-compiler"} if "protoc" in tools else set())
-        | ({"golang-goprotobuf-dev"} if "protoc-gen-go" in tools else set())
-    )
-    return "Go toolchain missing ({}): apt-get install {}".format(
-        ", ".join(tools + packages) or "?", " ".join(n for n in need if n)
-    )
+    packages = " ".join(sorted(set(lacking)))
+    return f"the go-plugin tests need Go and Debian's Go sources: apt-get install {packages}"
 
 
 def _protoc_include() -> Path:
