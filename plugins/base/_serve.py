@@ -37,7 +37,6 @@ from controller._proto.nomad.plugins.base import base_pb2_grpc as bgrpc
 from controller._proto.nomad.plugins.device import device_pb2 as dpb
 from controller._proto.nomad.plugins.device import device_pb2_grpc as dgrpc
 from plugins.base import _errors as e
-from plugins.base import _mtls
 from plugins.base import _nomad as n
 from plugins.base import _wire as w
 from plugins.base._codec import decode
@@ -337,9 +336,11 @@ async def serve_async(
         tmpdir = tempfile.mkdtemp(prefix="devicectl-plugin-", dir=os.environ.get("PLUGIN_UNIX_SOCKET_DIR"))
         address = f"unix:{Path(tmpdir) / 'plugin.sock'}"
     # go-plugin's AutoMTLS: a host that sent its certificate gets TLS and ours in the handshake
-    client_cert = os.environ.get(_mtls.ENV, "")
+    client_cert = os.environ.get("PLUGIN_CLIENT_CERT", "")
     cert_field = ""
     if client_cert:
+        from plugins.base import _mtls  # cryptography only where a host asks for AutoMTLS
+
         creds, cert_field = _mtls.server_credentials(client_cert)
         port = server.add_secure_port(address, creds)
     else:
