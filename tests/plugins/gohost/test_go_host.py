@@ -13,7 +13,12 @@ from typing import Any
 
 import pytest
 
+from plugins.base._config import decode_config, encode_config
+from plugins.base._serve import config_spec
+from plugins.filedevices import FileDevicesPlugin
+from plugins.nvml import NvmlPlugin
 from plugins.nvml.testing import FakeNvml
+from plugins.redfish import RedfishPlugin
 from plugins.redfish.simulator import SimulatorFleet
 from tests.plugins.gohost import build
 from tests.plugins.gohost.conftest import CHILD_ENV, run_host, serve_command
@@ -32,6 +37,13 @@ def check_lifecycle(report: dict[str, Any], name: str, *, reattach: bool = True)
     assert report["stdio"] == "open"  # GRPCStdio answers (go-plugin >= 1.4 hosts call it)
     assert report["kill"].startswith("graceful"), "Kill had to SIGKILL the plugin"
     assert report["exited"] and report["socket_left"] is False
+
+
+def same_bytes_as_devicectl(report: dict[str, Any], plugin: Any, given: dict[str, Any]) -> None:
+    """devicectl's host sends the plugin exactly the msgpack a Nomad client sends for this config
+    (the Go host encodes with HCL + cty; we decode with the same spec and encode)."""
+    ours = encode_config(decode_config(config_spec(plugin), given))
+    assert ours.hex() == report["msgpack_hex"]
 
 
 def devices(report: dict[str, Any]) -> list[str]:
@@ -58,6 +70,7 @@ async def test_filedevices(go: build.Built, tmp_path: Path, files: Path, config:
     )
     check_lifecycle(report, "filedevices")
     assert report["sent_keys"] == ["dir", "list_period"]  # every attribute, as cty sends it
+    same_bytes_as_devicectl(report, FileDevicesPlugin(), given)
     assert devices(report) == ["a.txt", "b.bin"]
     assert {g["units"]["total_size"] for g in report["fingerprint"]["groups"]} == {"KiB"}
     assert report["stats"]["devices"] == 2
@@ -78,6 +91,7 @@ async def test_nvml_with_a_fake_node(go: build.Built, tmp_path: Path, config: st
         go, tmp_path, {"name": "nvml", "command": command, "env": CHILD_ENV, "config": given}
     )
     check_lifecycle(report, "nvml")
+    same_bytes_as_devicectl(report, NvmlPlugin(), given)
     assert report["sent_keys"] == ["enabled", "fingerprint_period", "ignored_gpu_ids", "stream_timeout"]
     assert devices(report) == ([gpu0] if config == "full" else sorted([gpu0, gpu1]))
     (group,) = report["fingerprint"]["groups"]
@@ -118,6 +132,7 @@ async def test_redfish_against_the_simulator(
         {"name": "redfish", "command": serve_command("redfish"), "env": CHILD_ENV, "config": given},
     )
     check_lifecycle(report, "redfish")
+    same_bytes_as_devicectl(report, RedfishPlugin(), given)
     assert "endpoints" in report["sent_keys"] and "password_file" in report["sent_keys"]
     if config == "empty":  # no BMCs configured: a valid, empty fingerprint
         assert devices(report) == [] and report["stats"]["devices"] == 0

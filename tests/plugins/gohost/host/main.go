@@ -23,6 +23,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -368,6 +369,7 @@ func setConfig(ctx context.Context, r *remote, spec hcldec.Spec, api string) err
 		return fmt.Errorf("failed to parse config: %v", err)
 	}
 	report["sent_keys"] = keys
+	report["msgpack_hex"] = hex.EncodeToString(data)
 	report["api_version"] = api
 	// the agent config a Nomad client passes (client/config: the default client port range)
 	agent := &basepb.NomadConfig{Driver: &basepb.NomadDriverConfig{ClientMinPort: 14000, ClientMaxPort: 14512}}
