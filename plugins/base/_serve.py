@@ -1,10 +1,13 @@
 """Serve a `DevicePlugin` as its own process, the way a Nomad client expects (go-plugin over gRPC).
 
 One gRPC server carries Nomad's `DevicePlugin` and `BasePlugin` services, go-plugin's health
-(`plugin` SERVING) and `GRPCController`, and devicectl's `PowerOperations` extension. The process
-refuses to start without Nomad's magic cookie (unless run by hand), then prints the one handshake
-line on stdout and serves until the host calls `Shutdown` or sends SIGTERM. Logs go to stderr:
-stdout belongs to the handshake.
+(`plugin` SERVING), `GRPCController`, `GRPCStdio` and `GRPCBroker`, and devicectl's
+`PowerOperations` extension. The process refuses to start without Nomad's magic cookie (unless
+run by hand), then prints the one handshake line on stdout and serves until the host calls
+`Shutdown` or sends SIGTERM; like go-plugin's server it ignores SIGINT when a host started it.
+SetConfig is decoded with the plugin's own spec (`plugins.base._config`), and a fingerprint is
+checked against Nomad's validation rules before it is sent (`plugins.base._nomad_rules`). Logs go
+to stderr: stdout belongs to the handshake.
 """
 
 from __future__ import annotations
