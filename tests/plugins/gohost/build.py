@@ -79,7 +79,8 @@ def build(work: Path) -> Built:
     src = work / "gopath" / "src" / PKG
     for sub in ("host", "plugin"):
         (src / sub).mkdir(parents=True, exist_ok=True)
-        shutil.copy(HERE / sub / "main.go", src / sub / "main.go")
+        for source in (HERE / sub).glob("*.go"):
+            shutil.copy(source, src / sub / source.name)
     mapping = ",".join(
         [f"M{proto}={PKG}/{pkg}" for proto, pkg in _GO_PACKAGES.items()]
         + [f"M{proto}={pkg}" for proto, pkg in _WELL_KNOWN.items()]
