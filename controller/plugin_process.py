@@ -21,15 +21,21 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import msgpack
+from google.protobuf import empty_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from controller._proto.devicectl.plugin.v1 import power_pb2_grpc
-from controller._proto.goplugin import grpc_controller_pb2, grpc_controller_pb2_grpc
+from controller._proto.goplugin import (
+    grpc_controller_pb2,
+    grpc_controller_pb2_grpc,
+    grpc_stdio_pb2,
+    grpc_stdio_pb2_grpc,
+)
 from controller._proto.nomad.plugins.base import base_pb2, base_pb2_grpc
 from controller._proto.nomad.plugins.device import device_pb2_grpc
 from controller.inventory import InventoryError
-from plugins.base import HostEnvironmentError
+from plugins.base import HostEnvironmentError, InvalidRequestError
+from plugins.base._config import ConfigSpec, decode_config, encode_config
 from plugins.base._serve import (
     API_VERSIONS,
     APP_PROTOCOL_VERSION,
@@ -39,6 +45,9 @@ from plugins.base._serve import (
 )
 
 log = logging.getLogger(__name__)
+
+#: how long a plugin asked to shut down may take before it is killed (go-plugin's Kill waits 2 s)
+SHUTDOWN_GRACE = 2.0
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,11 @@ class ExternalPlugin:
     env: Mapping[str, str] = field(default_factory=dict)
     #: seconds to wait for the handshake line and the first health check
     handshake_timeout: float = 10.0
+
+    @property
+    def label(self) -> str:
+        """How messages name the plugin before its PluginInfo is known."""
+        return self.name or self.address or " ".join(self.command)[:80]
 
 
 def load_external_plugins(path: str | Path) -> dict[str, ExternalPlugin]:
@@ -107,6 +121,8 @@ class Connection:
     process: asyncio.subprocess.Process | None = None
     stderr_tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=20))
     _drains: list[asyncio.Task[None]] = field(default_factory=list)
+    #: the name the output drains print (shared with them, so a rename reaches them)
+    label: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.device = device_pb2_grpc.DevicePluginStub(self.channel)
@@ -114,6 +130,17 @@ class Connection:
         self.power = power_pb2_grpc.PowerOperationsStub(self.channel)
         self.controller = grpc_controller_pb2_grpc.GRPCControllerStub(self.channel)
         self.health = health_pb2_grpc.HealthStub(self.channel)
+        self.stdio = grpc_stdio_pb2_grpc.GRPCStdioStub(self.channel)
+        if not self.label:
+            self.label.append(self.name)
+
+    def rename(self, name: str) -> None:
+        self.name = name
+        self.label[0] = name
+
+    def stdio_drain(self) -> None:
+        """Start reading go-plugin's stdio stream (plugins that do not serve it answer UNIMPLEMENTED)."""
+        self._drains.append(asyncio.create_task(_drain_stdio(self), name=f"plugin {self.name} stdio"))
 
     async def healthy(self, timeout: float) -> bool:
         try:
@@ -123,14 +150,21 @@ class Connection:
         return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
     async def close(self, *, graceful: bool = True) -> None:
-        """Ask the process to shut down (go-plugin's Shutdown), then make sure it is gone."""
+        """Ask the process to shut down (go-plugin's Shutdown) and give it `SHUTDOWN_GRACE` seconds
+        to exit, as go-plugin's `Kill` does, then make sure it is gone."""
         proc = self.process
         if proc is not None and proc.returncode is None and graceful:
             with contextlib.suppress(grpc.aio.AioRpcError):
-                await self.controller.Shutdown(grpc_controller_pb2.Empty(), timeout=2.0)
+                await self.controller.Shutdown(grpc_controller_pb2.Empty(), timeout=SHUTDOWN_GRACE)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(proc.wait(), 5.0)
+                await asyncio.wait_for(proc.wait(), SHUTDOWN_GRACE)
+            if proc.returncode is None:
+                log.warning(
+                    "plugin %s did not exit %g s after Shutdown; killing it", self.name, SHUTDOWN_GRACE
+                )
         await _reap(proc)
+        if graceful and proc is not None and self._drains:  # its last words: output ends at exit
+            await asyncio.wait(self._drains, timeout=SHUTDOWN_GRACE / 2)
         await self.channel.close()
         for task in self._drains:
             task.cancel()
@@ -144,12 +178,37 @@ async def _reap(proc: asyncio.subprocess.Process | None) -> None:
     await proc.wait()
 
 
-async def _drain(stream: asyncio.StreamReader, name: str, tail: collections.deque[str]) -> None:
+async def _drain(stream: asyncio.StreamReader, label: list[str], tail: collections.deque[str]) -> None:
     """Forward the plugin's output to our log (stdout after the handshake, and stderr)."""
     while line := await stream.readline():
         text = line.decode(errors="replace").rstrip()
         tail.append(text)
-        log.info("plugin %s: %s", name, text)
+        log.info("plugin %s: %s", label[0], text)
+
+
+async def _drain_stdio(conn: Connection) -> None:
+    """go-plugin >= 1.4 plugins write their stdout/stderr into `GRPCStdio`, a stream only the host
+    drains (a chatty plugin blocks when nobody does): read it into our log, line by line."""
+    names: dict[int, str] = {
+        grpc_stdio_pb2.StdioData.STDOUT: "stdout",
+        grpc_stdio_pb2.StdioData.STDERR: "stderr",
+    }
+    partial: dict[int, str] = {}
+    quiet = (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
+    try:
+        async for chunk in conn.stdio.StreamStdio(empty_pb2.Empty()):
+            text = partial.pop(chunk.channel, "") + chunk.data.decode(errors="replace")
+            *lines, rest = text.split("\n")
+            if rest:
+                partial[chunk.channel] = rest
+            for line in lines:
+                conn.stderr_tail.append(line)
+                log.info("plugin %s (%s): %s", conn.name, names.get(chunk.channel, "stdio"), line)
+    except grpc.aio.AioRpcError as err:
+        if err.code() not in quiet:
+            log.debug("plugin %s: stdio stream ended: %s", conn.name, err.details())
+    for channel, line in partial.items():
+        log.info("plugin %s (%s): %s", conn.name, names.get(channel, "stdio"), line)
 
 
 def parse_handshake(name: str, line: str) -> str:
@@ -184,6 +243,7 @@ async def _launch(spec: ExternalPlugin) -> Connection:
         MAGIC_COOKIE_KEY: MAGIC_COOKIE_VALUE,
         "PLUGIN_PROTOCOL_VERSIONS": str(APP_PROTOCOL_VERSION),
     }
+    env.pop("PLUGIN_CLIENT_CERT", None)  # we dial without TLS: no go-plugin AutoMTLS from an outer host
     try:
         proc = await asyncio.create_subprocess_exec(
             *spec.command,
@@ -195,11 +255,12 @@ async def _launch(spec: ExternalPlugin) -> Connection:
         )
     except OSError as exc:
         raise HostEnvironmentError(
-            f"plugin {spec.name}: cannot start {spec.command[0]!r}: {exc.strerror}"
+            f"plugin {spec.label}: cannot start {spec.command[0]!r}: {exc.strerror}"
         ) from None
     assert proc.stdout is not None and proc.stderr is not None
     tail: collections.deque[str] = collections.deque(maxlen=20)
-    drains = [asyncio.create_task(_drain(proc.stderr, spec.name, tail))]
+    label = [spec.label]  # renamed after PluginInfo; the drains read it per line
+    drains = [asyncio.create_task(_drain(proc.stderr, label, tail))]
     try:
         line = (await asyncio.wait_for(proc.stdout.readline(), spec.handshake_timeout)).decode(
             errors="replace"
@@ -209,36 +270,42 @@ async def _launch(spec: ExternalPlugin) -> Connection:
             await asyncio.sleep(0.05)  # let the stderr drain catch the last words
             said = f": {tail[-1]}" if tail else ""
             raise HostEnvironmentError(
-                f"plugin {spec.name}: exited with status {status} before its handshake{said}"
+                f"plugin {spec.label}: exited with status {status} before its handshake{said}"
             )
-        target = parse_handshake(spec.name, line)
+        target = parse_handshake(spec.label, line)
     except BaseException as exc:
         await _reap(proc)
         for task in drains:
             task.cancel()
         if isinstance(exc, TimeoutError):
             raise HostEnvironmentError(
-                f"plugin {spec.name}: never announced itself "
+                f"plugin {spec.label}: never announced itself "
                 f"(no handshake line within {spec.handshake_timeout:g} s)"
             ) from None
         raise
-    drains.append(asyncio.create_task(_drain(proc.stdout, spec.name, tail)))
+    drains.append(asyncio.create_task(_drain(proc.stdout, label, tail)))
     channel = grpc.aio.insecure_channel(target)
-    return Connection(spec.name, target, channel, base_pb2.PluginInfoResponse(), "", proc, tail, drains)
+    conn = Connection(spec.label, target, channel, base_pb2.PluginInfoResponse(), "", proc, tail, drains)
+    conn.label = label
+    return conn
 
 
 async def connect(spec: ExternalPlugin, *, config: Mapping[str, Any] | None = None) -> Connection:
-    """Start or dial the plugin, then health-check and negotiate. Raises HostEnvironmentError."""
+    """Start or dial the plugin, then health-check and negotiate. Raises HostEnvironmentError.
+
+    A plugin that fails negotiation is asked to shut down before it is killed, so it can remove
+    its socket (go-plugin's `Kill`)."""
     if spec.command:
         conn = await _launch(spec)
     else:
         channel = grpc.aio.insecure_channel(spec.address.replace("unix:///", "unix:/", 1))
-        conn = Connection(spec.name, spec.address, channel, base_pb2.PluginInfoResponse(), "")
+        conn = Connection(spec.label, spec.address, channel, base_pb2.PluginInfoResponse(), "")
     try:
         await _negotiate(conn, spec, dict(spec.config if config is None else config))
     except BaseException:
-        await conn.close(graceful=False)
+        await conn.close(graceful=True)
         raise
+    conn.stdio_drain()
     return conn
 
 
@@ -248,28 +315,35 @@ async def _negotiate(conn: Connection, spec: ExternalPlugin, config: Mapping[str
         await asyncio.wait_for(conn.channel.channel_ready(), timeout)
     except TimeoutError:
         raise HostEnvironmentError(
-            f"plugin {spec.name}: cannot connect to {conn.target} within {timeout:g} s"
+            f"plugin {conn.name}: cannot connect to {conn.target} within {timeout:g} s"
         ) from None
     if not await conn.healthy(timeout):
-        raise HostEnvironmentError(f"plugin {spec.name}: health check of service 'plugin' is not SERVING")
+        raise HostEnvironmentError(f"plugin {conn.name}: health check of service 'plugin' is not SERVING")
     try:
         conn.info = await conn.base.PluginInfo(base_pb2.PluginInfoRequest(), timeout=timeout)
+        if not spec.name and conn.info.name:  # `plugin launch`: the plugin's own name from here on
+            conn.rename(conn.info.name)
         if conn.info.type != base_pb2.DEVICE:
             raise HostEnvironmentError(
-                f"plugin {spec.name}: is a {base_pb2.PluginType.Name(conn.info.type)} plugin"
+                f"plugin {conn.name}: is a {base_pb2.PluginType.Name(conn.info.type)} plugin"
             )
         common = [v for v in API_VERSIONS if v in conn.info.plugin_api_versions]
         if not common:
             raise HostEnvironmentError(
-                f"plugin {spec.name}: version mismatch: plugin speaks API "
+                f"plugin {conn.name}: version mismatch: plugin speaks API "
                 f"{', '.join(conn.info.plugin_api_versions) or 'none'}, devicectl {', '.join(API_VERSIONS)}"
             )
         conn.api_version = common[0]
+        # as a Nomad client does: decode the operator's config with the plugin's own spec
+        # (defaults, types, required), then send every attribute as cty's msgpack would
+        schema = await conn.base.ConfigSchema(base_pb2.ConfigSchemaRequest(), timeout=timeout)
+        try:
+            decoded = decode_config(ConfigSpec.from_pb(schema.spec), config)
+        except InvalidRequestError as exc:
+            raise HostEnvironmentError(f"plugin {conn.name}: {exc.message}") from None
         await conn.base.SetConfig(
-            base_pb2.SetConfigRequest(
-                msgpack_config=msgpack.packb(dict(config)), plugin_api_version=common[0]
-            ),
+            base_pb2.SetConfigRequest(msgpack_config=encode_config(decoded), plugin_api_version=common[0]),
             timeout=timeout,
         )
     except grpc.aio.AioRpcError as err:
-        raise HostEnvironmentError(f"plugin {spec.name}: negotiation failed: {err.details()}") from None
+        raise HostEnvironmentError(f"plugin {conn.name}: negotiation failed: {err.details()}") from None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -52,6 +53,8 @@ log = logging.getLogger(__name__)
 
 #: a plugin that stayed up this long restarts at the shortest backoff again
 _STABLE_AFTER = 30.0
+#: how long a lost connection waits for the process's exit to be reaped before a health check
+_REAP_WAIT = 0.5
 
 
 class RemotePlugin(DevicePlugin):
@@ -75,12 +78,14 @@ class RemotePlugin(DevicePlugin):
         self._last_reply = 0.0
         self._conn: Connection | None = None
         self._ready = asyncio.Event()
+        #: set by a call that lost the connection; the supervisor checks at once
+        self._suspect = asyncio.Event()
         self._closing = False
         self._supervisor: asyncio.Task[None] | None = None
         self.last_error = ""
         #: restarts so far (for tests and `devicectl plugins`)
         self.restarts = 0
-        vars(self)["info"] = PluginInfo(name=spec.name, version="", description="out of process")
+        vars(self)["info"] = PluginInfo(name=spec.label, version="", description="out of process")
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -92,6 +97,8 @@ class RemotePlugin(DevicePlugin):
 
     async def _connect(self) -> None:
         conn = await connect(self.spec)
+        if not self.spec.name:  # started by `plugin launch`: named by its PluginInfo
+            self.spec = dataclasses.replace(self.spec, name=conn.name)
         self._conn = conn
         vars(self)["info"] = PluginInfo(
             name=self.spec.name,
@@ -132,21 +139,36 @@ class RemotePlugin(DevicePlugin):
                 break
 
     async def _watch(self, conn: Connection) -> str:
-        """Return why the plugin must be restarted: its process ended, or it stopped answering."""
+        """Return why the plugin must be restarted: its process ended, or it stopped answering.
+
+        A call that lost the connection (`_lost`) wakes this at once: until it is settled, new
+        calls wait (`_ready` is clear) rather than go to a plugin that may be dead but not yet
+        reaped. A plugin that answers its health check is back in service at once."""
         failures, streak_began = 0, 0.0
         exited = asyncio.ensure_future(conn.process.wait()) if conn.process is not None else None
         try:
             while True:
-                if exited is not None:
-                    await asyncio.wait({exited}, timeout=self._health_interval)
-                    if exited.done():
-                        return f"process exited with status {exited.result()}"
-                else:
-                    await asyncio.sleep(self._health_interval)
+                suspect = asyncio.ensure_future(self._suspect.wait())
+                try:
+                    await asyncio.wait(
+                        {f for f in (exited, suspect) if f is not None}, timeout=self._health_interval
+                    )
+                finally:
+                    suspect.cancel()
+                if self._suspect.is_set() and exited is not None and not exited.done():
+                    # a dead plugin's calls fail a moment before its exit is reaped
+                    await asyncio.wait({exited}, timeout=_REAP_WAIT)
+                if exited is not None and exited.done():
+                    return f"process exited with status {exited.result()}"
                 checked = time.monotonic()
                 if failures == 0:
                     streak_began = checked
                 healthy = await conn.healthy(self._health_timeout)
+                if self._suspect.is_set():
+                    self._suspect.clear()
+                    if not healthy:
+                        return "the connection was lost and the health check failed"
+                    self._ready.set()
                 # a call finished since this run of failed checks began: busy, not hung
                 failures = 0 if healthy or self._last_reply >= streak_began else failures + 1
                 if failures >= self._health_failures:
@@ -154,6 +176,18 @@ class RemotePlugin(DevicePlugin):
         finally:
             if exited is not None:
                 exited.cancel()
+
+    def _lost(self, conn: Connection, err: grpc.aio.AioRpcError) -> None:
+        """A call found the connection gone: hold new calls until the supervisor has looked."""
+        if (
+            err.code() == grpc.StatusCode.UNAVAILABLE
+            and not self._trailer_error(err)
+            and self._supervisor is not None
+            and conn is self._conn
+            and not self._closing
+        ):
+            self._ready.clear()
+            self._suspect.set()
 
     async def close(self) -> None:
         self._closing = True
@@ -190,6 +224,18 @@ class RemotePlugin(DevicePlugin):
             return UnsupportedError(f"plugin {self.spec.name} does not offer {what}")
         return w.error_from_status(err, self.spec.name)
 
+    def _cut_off(self, what: str) -> DeviceControllerError:
+        """A call cancelled under us, not by our caller: the supervisor closed the connection of a
+        plugin that died (when it notices the exit before the call sees the socket close, gRPC
+        cancels the call). The same retryable answer as a call that saw the plugin go away."""
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise asyncio.CancelledError  # our caller cancelled us: let it through
+        return TransientError(
+            f"plugin {self.spec.name} went away during {what} (it crashed or is restarting); "
+            "the request did not complete and may be retried"
+        )
+
     @staticmethod
     def _trailer_error(err: grpc.aio.AioRpcError) -> bool:
         return any(k == w.ERROR_CODE_KEY for k, _ in (err.trailing_metadata() or ()))
@@ -203,7 +249,10 @@ class RemotePlugin(DevicePlugin):
         try:
             reply = await call(w.request_to_pb(ctx, request), timeout=max(ctx.remaining(), 0.001))
         except grpc.aio.AioRpcError as err:
+            self._lost(conn, err)
             raise self._error(err, f"{rpc.method} (devicectl power operations)") from None
+        except asyncio.CancelledError:
+            raise self._cut_off(f"{rpc.method} (devicectl power operations)") from None
         self._last_reply = time.monotonic()
         return w.outcome_from_pb(rpc, reply)
 
@@ -213,7 +262,10 @@ class RemotePlugin(DevicePlugin):
         try:
             reply = await conn.power.Verify(msg, timeout=max(ctx.remaining(), 0.001))
         except grpc.aio.AioRpcError as err:
+            self._lost(conn, err)
             raise self._error(err, "verify") from None
+        except asyncio.CancelledError:
+            raise self._cut_off("verify") from None
         if reply.HasField("error"):
             raise w.error_from(reply.error.code, reply.error.message, reply.error.retryable)
         return VerificationResult(done=reply.done, status=reply.status, detail=reply.detail)
@@ -231,7 +283,10 @@ class RemotePlugin(DevicePlugin):
         try:
             reply = await conn.device.Reserve(dpb.ReserveRequest(device_ids=list(device_ids)), timeout=30.0)
         except grpc.aio.AioRpcError as err:
+            self._lost(conn, err)
             raise self._error(err, "reserve") from None
+        except asyncio.CancelledError:
+            raise self._cut_off("reserve") from None
         return n.reservation_from_pb(reply)
 
     async def fingerprint(self, targets: Sequence[DeviceTarget]) -> AsyncIterator[FingerprintResponse]:

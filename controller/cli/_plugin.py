@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import shlex
 import signal
 import sys
@@ -153,8 +154,16 @@ def cmd_launch(args: argparse.Namespace) -> int:
     from controller.plugin_process import ExternalPlugin
     from controller.plugin_remote import RemotePlugin
 
+    # the plugin's own output (stderr, stdout, go-plugin's stdio stream) goes to our stderr
+    host_log = logging.getLogger("controller.plugin_process")
+    if not any(getattr(h, "plugin_launch", False) for h in host_log.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler.plugin_launch = True  # type: ignore[attr-defined]
+        host_log.addHandler(handler)
+        host_log.setLevel(logging.INFO)
     spec = ExternalPlugin(
-        name=args.address or shlex.split(args.command)[-1],
+        name="",  # messages name the plugin by its PluginInfo once it answers
         command=tuple(shlex.split(args.command)) if args.command else (),
         address=args.address or "",
         config=_json_arg(args.config, "--config"),
@@ -202,6 +211,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
         return asyncio.run(main())
     except KeyboardInterrupt:
         return 130
+    except asyncio.CancelledError:  # SIGTERM
+        return 143
 
 
 def _emit(value: Mapping[str, Any]) -> None:
@@ -239,8 +250,8 @@ async def _act(plugin: Any, args: argparse.Namespace) -> int:
         else:
             table(
                 "config schema",
-                ["name", "type", "required"],
-                [(r["name"], r["type"], r["required"]) for r in rows],
+                ["name", "type", "required", "default"],
+                [(r["name"], r["type"], r["required"], r["default"]) for r in rows],
             )
         return 0
     if args.what == "fingerprint":

@@ -7,6 +7,7 @@ the client side turns that status back into a response carrying the error.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import UTC
 from typing import Any
@@ -206,10 +207,12 @@ def schema_to_hcl(schema: Mapping[str, Any]) -> hpb.Spec:
     required = set(schema.get("required", ()))
     spec = hpb.Spec(object=hpb.Object())
     for name, prop in dict(schema.get("properties", {})).items():
-        attr = hpb.Attr(
-            name=name, type=_hcl_type(prop if isinstance(prop, Mapping) else {}), required=name in required
-        )
-        spec.object.attributes[name].CopyFrom(hpb.Spec(Attr=attr))
+        prop = prop if isinstance(prop, Mapping) else {}
+        attr = hpb.Spec(Attr=hpb.Attr(name=name, type=_hcl_type(prop), required=name in required))
+        if prop.get("default") is not None:  # Nomad fills it in when the operator sets none
+            literal = hpb.Spec(literal=hpb.Literal(value=json.dumps(prop["default"])))
+            attr = hpb.Spec(default=hpb.Default(primary=attr, default=literal))
+        spec.object.attributes[name].CopyFrom(attr)
     return spec
 
 
@@ -222,9 +225,12 @@ def hcl_to_rows(spec: hpb.Spec, prefix: str = "") -> list[dict[str, Any]]:
             rows += hcl_to_rows(spec.object.attributes[name], f"{prefix}{name}")
         return rows
     if which == "Attr":
-        return [{"name": spec.Attr.name or prefix, "type": spec.Attr.type, "required": spec.Attr.required}]
+        attr = spec.Attr
+        return [{"name": attr.name or prefix, "type": attr.type, "required": attr.required, "default": ""}]
     if which == "default":
-        return [{**row, "required": False} for row in hcl_to_rows(spec.default.primary, prefix)]
+        given = spec.default.default.literal.value if spec.default.default.HasField("literal") else ""
+        rows = hcl_to_rows(spec.default.primary, prefix)
+        return [{**row, "required": False, "default": given} for row in rows]
     if which == "block_value":
         return hcl_to_rows(spec.block_value.nested, f"{spec.block_value.name or prefix}.")
-    return [{"name": prefix or "(spec)", "type": which or "empty", "required": False}]
+    return [{"name": prefix or "(spec)", "type": which or "empty", "required": False, "default": ""}]

@@ -1,10 +1,13 @@
 """Serve a `DevicePlugin` as its own process, the way a Nomad client expects (go-plugin over gRPC).
 
 One gRPC server carries Nomad's `DevicePlugin` and `BasePlugin` services, go-plugin's health
-(`plugin` SERVING) and `GRPCController`, and devicectl's `PowerOperations` extension. The process
-refuses to start without Nomad's magic cookie (unless run by hand), then prints the one handshake
-line on stdout and serves until the host calls `Shutdown` or sends SIGTERM. Logs go to stderr:
-stdout belongs to the handshake.
+(`plugin` SERVING), `GRPCController`, `GRPCStdio` and `GRPCBroker`, and devicectl's
+`PowerOperations` extension. The process refuses to start without Nomad's magic cookie (unless
+run by hand), then prints the one handshake line on stdout and serves until the host calls
+`Shutdown` or sends SIGTERM; like go-plugin's server it ignores SIGINT when a host started it.
+SetConfig is decoded with the plugin's own spec (`plugins.base._config`), and a fingerprint is
+checked against Nomad's validation rules before it is sent (`plugins.base._nomad_rules`). Logs go
+to stderr: stdout belongs to the handshake.
 """
 
 from __future__ import annotations
@@ -24,12 +27,14 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import msgpack
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from controller._proto.devicectl.plugin.v1 import power_pb2 as ppb
+from controller._proto.goplugin import grpc_broker_pb2_grpc as brgrpc
 from controller._proto.goplugin import grpc_controller_pb2 as gcpb
 from controller._proto.goplugin import grpc_controller_pb2_grpc as gcgrpc
+from controller._proto.goplugin import grpc_stdio_pb2 as stpb
+from controller._proto.goplugin import grpc_stdio_pb2_grpc as stgrpc
 from controller._proto.nomad.plugins.base import base_pb2 as bpb
 from controller._proto.nomad.plugins.base import base_pb2_grpc as bgrpc
 from controller._proto.nomad.plugins.device import device_pb2 as dpb
@@ -38,6 +43,8 @@ from plugins.base import _errors as e
 from plugins.base import _nomad as n
 from plugins.base import _wire as w
 from plugins.base._codec import decode
+from plugins.base._config import ConfigSpec, settings, unpack_config
+from plugins.base._nomad_rules import fingerprint_problems
 from plugins.base._plugin import DeviceContext, DevicePlugin, DeviceTarget, PendingVerification
 
 log = logging.getLogger(__name__)
@@ -52,13 +59,22 @@ API_VERSIONS = ("v0.1.0",)
 
 
 def plugin_config_schema(plugin: DevicePlugin) -> Mapping[str, Any]:
-    """The plugin-level config schema: `plugin_config_schema()` when defined, else `config_schema()`."""
+    """The plugin-level config schema (`plugin_config_schema()`; none: the plugin takes no config).
+
+    Never the per-device `config_schema()`: a Nomad operator writes plugin-level settings in
+    `plugin "x" { config { ... } }`, while per-device options live in devicectl's inventory.
+    """
     hook = getattr(plugin, "plugin_config_schema", None)
-    return dict(hook()) if callable(hook) else dict(plugin.config_schema())
+    return dict(hook()) if callable(hook) else {"type": "object", "properties": {}}
+
+
+def config_spec(plugin: DevicePlugin) -> ConfigSpec:
+    """The plugin's config spec as its `ConfigSchema` advertises it (and as SetConfig decodes)."""
+    return ConfigSpec.from_pb(n.schema_to_hcl(plugin_config_schema(plugin)))
 
 
 async def apply_config(plugin: DevicePlugin, config: Mapping[str, Any]) -> None:
-    """Hand plugin-level config to the plugin's optional `set_config` hook."""
+    """Hand decoded plugin-level config (set or defaulted values) to the optional `set_config` hook."""
     hook: Callable[[Mapping[str, Any]], Any] | None = getattr(plugin, "set_config", None)
     if hook is None:
         if config:
@@ -109,15 +125,8 @@ class BasePluginServicer(bgrpc.BasePluginServicer):
                 ),
             )
         try:
-            config = msgpack.unpackb(request.msgpack_config, raw=False) if request.msgpack_config else {}
-        except (ValueError, msgpack.ExtraData) as exc:
-            await _abort(context, e.InvalidRequestError(f"config is not valid msgpack: {exc}"))
-        if config is None:
-            config = {}
-        if not isinstance(config, dict):
-            await _abort(context, e.InvalidRequestError("config must be a map"))
-        try:
-            await apply_config(self._s.plugin, config)
+            config = unpack_config(config_spec(self._s.plugin), request.msgpack_config)
+            await apply_config(self._s.plugin, settings(config))
         except e.DeviceControllerError as exc:
             await _abort(context, exc)
         self._s.api_version = request.plugin_api_version
@@ -137,12 +146,21 @@ async def _stream(
         await _abort(context, exc)
 
 
+def checked_groups_to_pb(groups: tuple[Any, ...]) -> dpb.FingerprintResponse:
+    """A fingerprint as Nomad's message, after Nomad's own validation rules: a Nomad client
+    drops every device of a plugin whose fingerprint fails them, so fail loudly here instead."""
+    problems = fingerprint_problems(groups)
+    if problems:
+        raise e.DeviceControllerError(f"fingerprint fails Nomad's validation: {'; '.join(problems)}")
+    return n.groups_to_pb(groups)
+
+
 class DevicePluginServicer(dgrpc.DevicePluginServicer):
     def __init__(self, state: _State) -> None:
         self._s = state
 
     async def Fingerprint(self, request: Any, context: Any) -> AsyncIterator[dpb.FingerprintResponse]:
-        async for msg in _stream(self._s.plugin.fingerprint(()), context, n.groups_to_pb):
+        async for msg in _stream(self._s.plugin.fingerprint(()), context, checked_groups_to_pb):
             yield msg
 
     async def Stats(self, request: dpb.StatsRequest, context: Any) -> AsyncIterator[dpb.StatsResponse]:
@@ -165,6 +183,43 @@ class ControllerServicer(gcgrpc.GRPCControllerServicer):
     async def Shutdown(self, request: Any, context: Any) -> gcpb.Empty:
         self._s.stopped.set()
         return gcpb.Empty()
+
+
+class StdioServicer(stgrpc.GRPCStdioServicer):
+    """go-plugin's stdio stream. Our logs go to stderr, which every host reads directly (a Nomad
+    client discards the stdio stream unless configured otherwise), so the stream stays open and
+    quiet until the plugin stops: a host that asks for it gets an answer, not UNIMPLEMENTED."""
+
+    def __init__(self, state: _State) -> None:
+        self._s = state
+
+    async def StreamStdio(self, request: Any, context: Any) -> AsyncIterator[stpb.StdioData]:
+        await self._s.stopped.wait()
+        return
+        yield  # an async generator that sends nothing
+
+
+class BrokerServicer(brgrpc.GRPCBrokerServicer):
+    """go-plugin's broker. We offer the host no extra servers and dial none of its: read what the
+    host announces until it closes the stream or the plugin stops."""
+
+    def __init__(self, state: _State) -> None:
+        self._s = state
+
+    async def StartStream(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
+        async def read() -> None:
+            async for info in request_iterator:
+                log.debug("broker: the host offers service %d at %s", info.service_id, info.address)
+
+        reader = asyncio.ensure_future(read())
+        stopping = asyncio.ensure_future(self._s.stopped.wait())
+        try:
+            await asyncio.wait({reader, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            reader.cancel()
+            stopping.cancel()
+        return
+        yield  # an async generator that sends nothing
 
 
 def checked_context(plugin: DevicePlugin, request: ppb.OperationRequest) -> DeviceContext:
@@ -219,7 +274,7 @@ def _power_handler(state: _State) -> grpc.GenericRpcHandler:
     async def fingerprint(
         request: ppb.TargetsRequest, context: Any
     ) -> AsyncIterator[dpb.FingerprintResponse]:
-        async for msg in _stream(state.plugin.fingerprint(targets(request)), context, n.groups_to_pb):
+        async for msg in _stream(state.plugin.fingerprint(targets(request)), context, checked_groups_to_pb):
             yield msg
 
     async def stats(request: ppb.StatsTargetsRequest, context: Any) -> AsyncIterator[dpb.StatsResponse]:
@@ -258,8 +313,14 @@ async def serve_async(
     *,
     address: str | None = None,
     announce: Callable[[str], None] | None = None,
+    ignore_interrupts: bool = False,
 ) -> None:
-    """Serve until Shutdown or SIGTERM. `address`: "unix:PATH", "HOST:PORT", or None (a fresh socket)."""
+    """Serve until Shutdown or SIGTERM. `address`: "unix:PATH", "HOST:PORT", or None (a fresh socket).
+
+    `ignore_interrupts`: a plugin started by a host runs in the host's process group, so a Ctrl-C
+    meant for the host reaches it too; like go-plugin's server it ignores SIGINT and leaves its
+    shutdown to the host (`Shutdown`, or SIGKILL).
+    """
     state = _State(plugin)
     await plugin.start()
     # gRPC cancels a call its server has not picked up within 30 s by default; a plugin busy with a
@@ -268,6 +329,8 @@ async def serve_async(
     dgrpc.add_DevicePluginServicer_to_server(DevicePluginServicer(state), server)
     bgrpc.add_BasePluginServicer_to_server(BasePluginServicer(state), server)
     gcgrpc.add_GRPCControllerServicer_to_server(ControllerServicer(state), server)
+    stgrpc.add_GRPCStdioServicer_to_server(StdioServicer(state), server)
+    brgrpc.add_GRPCBrokerServicer_to_server(BrokerServicer(state), server)
     server.add_generic_rpc_handlers((_power_handler(state),))
     checks = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(checks, server)
@@ -275,7 +338,16 @@ async def serve_async(
     if address is None:
         tmpdir = tempfile.mkdtemp(prefix="devicectl-plugin-", dir=os.environ.get("PLUGIN_UNIX_SOCKET_DIR"))
         address = f"unix:{Path(tmpdir) / 'plugin.sock'}"
-    port = server.add_insecure_port(address)
+    # go-plugin's AutoMTLS: a host that sent its certificate gets TLS and ours in the handshake
+    client_cert = os.environ.get("PLUGIN_CLIENT_CERT", "")
+    cert_field = ""
+    if client_cert:
+        from plugins.base import _mtls  # cryptography only where a host asks for AutoMTLS
+
+        creds, cert_field = _mtls.server_credentials(client_cert)
+        port = server.add_secure_port(address, creds)
+    else:
+        port = server.add_insecure_port(address)
     if address.startswith("unix:"):
         network, where = "unix", address.removeprefix("unix:").removeprefix("//")
     else:
@@ -284,13 +356,22 @@ async def serve_async(
     for name in ("plugin", ""):
         await checks.set(name, health_pb2.HealthCheckResponse.SERVING)
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, state.stopped.set)
-    (announce or _print_line)(f"{CORE_PROTOCOL_VERSION}|{APP_PROTOCOL_VERSION}|{network}|{where}|grpc")
+    loop.add_signal_handler(signal.SIGTERM, state.stopped.set)
+    if ignore_interrupts:
+        loop.add_signal_handler(signal.SIGINT, log.debug, "interrupt ignored: the host shuts the plugin down")
+    else:
+        loop.add_signal_handler(signal.SIGINT, state.stopped.set)
+    line = f"{CORE_PROTOCOL_VERSION}|{APP_PROTOCOL_VERSION}|{network}|{where}|grpc"
+    (announce or _print_line)(f"{line}|{cert_field}" if cert_field else line)
     try:
         await state.stopped.wait()
     finally:
-        await server.stop(grace=2.0)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        # go-plugin's own server stops at once on Shutdown; a short grace lets answers in flight
+        # go out, while streams a host left open (Fingerprint, Stats) must not hold the exit:
+        # go-plugin's Kill gives the process 2 s before SIGKILL
+        await server.stop(grace=0.5)
         await plugin.close()
         if tmpdir is not None:
             shutil.rmtree(tmpdir, ignore_errors=True)
@@ -308,8 +389,10 @@ def serve(plugin: DevicePlugin, *, address: str | None = None, manual: bool = Fa
         print(f"error: {problem}", file=sys.stderr)
         return 1
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if not manual:  # from the start, not only once serving: the host's Ctrl-C is the host's
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        asyncio.run(serve_async(plugin, address=address))
+        asyncio.run(serve_async(plugin, address=address, ignore_interrupts=not manual))
     except e.DeviceControllerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -65,16 +65,21 @@ class FileDevicesPlugin(DevicePlugin):
         return {
             "type": "object",
             "properties": {
-                "dir": {"type": "string", "description": "directory whose files are the devices"},
-                "list_period": {"type": "number", "description": "seconds between directory scans"},
+                "dir": {
+                    "type": "string",
+                    "description": "directory whose files are the devices "
+                    "(default: $DEVICECTL_FILEDEVICES_DIR, else the working directory)",
+                },
+                "list_period": {
+                    "type": "number",
+                    "default": 5,
+                    "description": "seconds between directory scans",
+                },
             },
-            "required": ["dir"],
         }
 
     def set_config(self, config: Mapping[str, Any]) -> None:
-        unknown = sorted(set(config) - {"dir", "list_period"})
-        if unknown:
-            raise InvalidRequestError(f"unknown config key(s): {', '.join(unknown)}")
+        """Config decoded with the schema above (unknown keys refused, defaults filled, nulls dropped)."""
         directory = config.get("dir", str(self._dir))
         if not isinstance(directory, str) or not Path(directory).is_dir():
             raise InvalidRequestError(f"dir: {directory!r} is not a directory")
@@ -106,7 +111,8 @@ class FileDevicesPlugin(DevicePlugin):
                 for p in paths
             )
             total = sum(p.stat().st_size for p in paths)
-            attributes = {"extension": Attribute(ext), "total_size": Attribute(total, "B")}
+            # Nomad has no plain byte unit (plugins/shared/structs/units.go): KiB, rounded up
+            attributes = {"extension": Attribute(ext), "total_size": Attribute(-(-total // 1024), "KiB")}
             groups.append(
                 DeviceGroup(vendor="devicectl", type="file", name=ext, devices=devices, attributes=attributes)
             )

@@ -50,7 +50,7 @@ from plugins.base import (
     SystemSpec,
     VerificationResult,
 )
-from plugins.nvml import _control, _entity, _profiles, _schema, _streams, _telemetry
+from plugins.nvml import _control, _entity, _plugin_config, _profiles, _schema, _streams, _telemetry
 from plugins.nvml._gpus import KnownGpu, enumerate_gpus
 from plugins.nvml._library import NvmlLibrary, shared_library
 from plugins.nvml._power import GPU_SCOPE, SCOPES, to_watts
@@ -102,6 +102,20 @@ class NvmlPlugin(DevicePlugin):
         self._fingerprint_interval = fingerprint_interval
         self._verify_after = verify_after
         self._stream_timeout = stream_timeout
+        self._config = _plugin_config.PluginConfig()
+
+    # ---- plugin-level config (Nomad's `plugin "nvml" { config { ... } }`) -----------------------
+
+    def plugin_config_schema(self) -> Mapping[str, Any]:
+        """nomad-device-nvidia's settings plus ours (`plugins.nvml._plugin_config`); per-device
+        options stay in `config_schema()` (the inventory's `options`)."""
+        return _plugin_config.SCHEMA
+
+    def set_config(self, config: Mapping[str, Any]) -> None:
+        """Config decoded with that schema: defaults filled, types checked, unknown keys refused."""
+        self._config = _plugin_config.PluginConfig.parse(config)
+        self._fingerprint_interval = self._config.fingerprint_period
+        self._stream_timeout = self._config.stream_timeout
 
     def config_schema(self) -> Mapping[str, Any]:
         return {
@@ -334,7 +348,7 @@ class NvmlPlugin(DevicePlugin):
                 )
                 for gpu in snapshot.gpus:
                     known[gpu.uuid] = KnownGpu(gpu.uuid, gpu.pci_bus_id, gpu.name)
-                response = FingerprintResponse(groups=_streams.build_groups(snapshot))
+                response = FingerprintResponse(groups=self._config.visible(_streams.build_groups(snapshot)))
                 key: tuple[Any, ...] = ("groups", response.groups)
             except DeviceControllerError as exc:
                 response = FingerprintResponse(error=exc)
@@ -359,7 +373,7 @@ class NvmlPlugin(DevicePlugin):
                 )
                 for r in readings:
                     known[r.uuid] = KnownGpu(r.uuid, r.pci_bus_id, r.name)
-                response = StatsResponse(groups=_streams.build_stats(readings, _now()))
+                response = StatsResponse(groups=self._config.visible(_streams.build_stats(readings, _now())))
             except DeviceControllerError as exc:
                 response = StatsResponse(error=exc)
             yield response
@@ -368,6 +382,7 @@ class NvmlPlugin(DevicePlugin):
     async def reserve(self, device_ids: Sequence[str]) -> ContainerReservation:
         """`NVIDIA_VISIBLE_DEVICES` with the GPUs' UUIDs, and their device nodes."""
         wanted = list(device_ids)
+        self._config.check_reserve(wanted)
 
         def job() -> list[int]:
             gpus = {gpu.uuid: gpu for gpu in enumerate_gpus().gpus}

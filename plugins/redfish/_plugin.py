@@ -38,7 +38,7 @@ from plugins.base import (
     StdMetricsResult,
     VerificationResult,
 )
-from plugins.redfish import _entity, _metrics, _operations, _profiles, _schema, _streams
+from plugins.redfish import _entity, _metrics, _operations, _plugin_config, _profiles, _schema, _streams
 from plugins.redfish._caps import OpBmc
 from plugins.redfish._config import RedfishSettings, config_schema
 from plugins.redfish._device import Device, connect, prepare, record_session
@@ -81,6 +81,25 @@ class RedfishPlugin(DevicePlugin):
     def __init__(self, settings: RedfishSettings | None = None) -> None:
         self.settings = settings or RedfishSettings()
         self.pool = BmcPool(self.settings)
+        #: BMCs from the plugin config, for hosts whose streams name no devices (a Nomad client)
+        self._configured: tuple[DeviceTarget, ...] = ()
+        self._started = False
+
+    def plugin_config_schema(self) -> Mapping[str, Any]:
+        """Plugin-wide BMC settings and the BMCs a Nomad client gets (`plugins.redfish._plugin_config`);
+        per-device options stay in `config_schema()` (the inventory's `options`)."""
+        return _plugin_config.SCHEMA
+
+    async def set_config(self, config: Mapping[str, Any]) -> None:
+        """Config decoded with that schema (defaults filled, nulls dropped, unknown keys refused)."""
+        settings = _plugin_config.settings_from(config, self.settings)
+        self._configured = _plugin_config.targets_from(config, settings)
+        if settings != self.settings:
+            if self._started:  # the pool holds the old settings: a fresh one for the new
+                await self.pool.close()
+            self.settings, self.pool = settings, BmcPool(settings)
+            if self._started:
+                await self.pool.start()
 
     state_version = _schema.STATE_VERSION
 
@@ -108,6 +127,7 @@ class RedfishPlugin(DevicePlugin):
     async def start(self) -> None:
         """Open the shared HTTP session. Never touches any BMC (limits survive controller restarts)."""
         await self.pool.start()
+        self._started = True
 
     async def close(self) -> None:
         """Delete every Redfish session and close the shared HTTP session."""
@@ -286,11 +306,11 @@ class RedfishPlugin(DevicePlugin):
 
     def fingerprint(self, targets: Sequence[DeviceTarget]) -> AsyncIterator[FingerprintResponse]:
         """Inventory and health of every target's GPUs and CPUs, re-sent when it changes."""
-        return _streams.fingerprint(self.pool, self.settings, targets)
+        return _streams.fingerprint(self.pool, self.settings, targets or self._configured)
 
     def stats(self, targets: Sequence[DeviceTarget], interval: float) -> AsyncIterator[StatsResponse]:
         """Power, energy, limit and temperature of every target's node, GPUs and CPUs."""
-        return _streams.stats(self.pool, self.settings, targets, interval)
+        return _streams.stats(self.pool, self.settings, targets or self._configured, interval)
 
     # ---- helpers --------------------------------------------------------------------------------
 

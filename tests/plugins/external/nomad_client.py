@@ -50,9 +50,16 @@ _SCHEMA: dict[str, dict[str, list[str]]] = {
         ],
     },
     HCL: {
-        "Spec": ["oneof block Object object = 1", "oneof block Attr Attr = 3"],
+        "Spec": [
+            "oneof block Object object = 1",
+            "oneof block Attr Attr = 3",
+            "oneof block Default default = 9",
+            "oneof block Literal literal = 10",
+        ],
         "Attr": ["string name = 1", "string type = 2", "bool required = 3"],
         "Object": ["map<string,Spec> attributes = 1"],
+        "Default": ["Spec primary = 1", "Spec default = 2"],
+        "Literal": ["string value = 1"],
     },
     DEVICE: {
         "FingerprintRequest": [],

@@ -46,6 +46,9 @@ class Base(base_pb2_grpc.BasePluginServicer):
             type=base_pb2.DEVICE, plugin_api_versions=["v0.1.0"], plugin_version="9.9", name="acme-fpga"
         )
 
+    async def ConfigSchema(self, request: Any, context: Any) -> base_pb2.ConfigSchemaResponse:
+        return base_pb2.ConfigSchemaResponse()  # no spec: takes no config
+
     async def SetConfig(self, request: Any, context: Any) -> base_pb2.SetConfigResponse:
         return base_pb2.SetConfigResponse()
 

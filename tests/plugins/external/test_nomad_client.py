@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from datetime import timedelta
@@ -81,8 +82,9 @@ def test_nomad_client_drives_the_example_plugin(launch: type[Launched], tmp_path
         nc.msg(nc.BASE, "ConfigSchemaRequest"),
         f"{nc.BASE}.ConfigSchemaResponse",
     )
-    assert schema.spec.object.attributes["dir"].Attr.required
-    assert schema.spec.object.attributes["list_period"].Attr.type == "number"
+    assert schema.spec.object.attributes["dir"].Attr.type == "string"
+    period = schema.spec.object.attributes["list_period"].default
+    assert (period.primary.Attr.type, period.default.literal.value) == ("number", "5")
     info = negotiate(plugin, {"dir": str(tmp_path), "list_period": 0.1})
     assert info.name == "filedevices"
 
@@ -96,7 +98,8 @@ def test_nomad_client_drives_the_example_plugin(launch: type[Launched], tmp_path
     (group,) = first.device_group
     assert (group.vendor, group.device_type, group.device_name) == ("devicectl", "file", "bin")
     assert [(d.ID, d.healthy) for d in group.devices] == [("gpu0.bin", True)]
-    assert group.attributes["total_size"].int_val == 4 and group.attributes["total_size"].unit == "B"
+    # 4 bytes, as a unit Nomad knows (plugins/shared/structs/units.go has no plain bytes)
+    assert group.attributes["total_size"].int_val == 1 and group.attributes["total_size"].unit == "KiB"
     (tmp_path / "gpu1.bin").write_bytes(b"")
     second = next(prints)
     assert sorted(d.ID for d in second.device_group[0].devices) == ["gpu0.bin", "gpu1.bin"]
@@ -187,3 +190,28 @@ def test_nomad_client_drives_the_power_plugins(launch: type[Launched], name: str
     except grpc.RpcError as exc:
         assert exc.code() in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.FAILED_PRECONDITION), exc
     assert plugin.close() == 0
+
+
+def test_sigint_is_left_to_the_host_sigterm_stops(launch: type[Launched]) -> None:
+    """go-plugin's server ignores interrupts ("eat the interrupts", server.go): the plugin runs in
+    the host's process group, and Ctrl-C on a foreground agent is the agent's to handle."""
+    plugin = launch("filedevices")
+    check = health_pb2_grpc.HealthStub(plugin.channel).Check
+    for _ in range(3):
+        plugin.proc.send_signal(signal.SIGINT)
+    reply = check(health_pb2.HealthCheckRequest(service="plugin"), timeout=10)
+    assert reply.status == health_pb2.HealthCheckResponse.SERVING and plugin.proc.poll() is None
+    plugin.proc.send_signal(signal.SIGTERM)
+    assert plugin.proc.wait(timeout=30) == 0
+
+
+def test_grpc_stdio_and_the_broker_answer(launch: type[Launched]) -> None:
+    """go-plugin >= 1.4 hosts open GRPCStdio and the broker's stream at once; both must answer
+    (not UNIMPLEMENTED) and end when the plugin shuts down."""
+    plugin = launch("filedevices")
+    stdio = plugin.channel.unary_stream("/plugin.GRPCStdio/StreamStdio")(b"")
+    broker = plugin.channel.stream_stream("/plugin.GRPCBroker/StartStream")(iter(()))
+    assert list(broker) == []  # the host's side ended: so does ours, having sent nothing
+    plugin.channel.unary_unary("/plugin.GRPCController/Shutdown")(b"", timeout=10)
+    assert list(stdio) == []  # open and quiet until the plugin shut down, then ended cleanly
+    assert plugin.proc.wait(timeout=30) == 0

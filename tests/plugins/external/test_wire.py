@@ -148,6 +148,6 @@ def test_a_json_schema_becomes_nomads_hcl_object_spec() -> None:
         }
     )
     assert n.hcl_to_rows(spec) == [
-        {"name": "dir", "type": "string", "required": True},
-        {"name": "ids", "type": "list(number)", "required": False},
+        {"name": "dir", "type": "string", "required": True, "default": ""},
+        {"name": "ids", "type": "list(number)", "required": False, "default": ""},
     ]

@@ -1,0 +1,148 @@
+"""devicectl hosting a plugin built with HashiCorp's go-plugin, written like Nomad's example
+device plugin (plugin/main.go): `devicectl plugin launch` and an inventory `[[plugin]]` send a
+partial config that only works with the spec's defaults filled in (the plugin parses
+`list_period` with Go's time.ParseDuration), read the plugin's stdio, and shut it down with
+go-plugin's Shutdown, so it exits on its own and removes its socket.
+
+go-plugin puts its socket in $TMPDIR; each test gives the plugin a private one, so an empty
+directory afterwards shows the plugin exited cleanly (SIGKILL would leave the socket behind).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from controller.plugin_host import PluginHost
+from controller.plugin_process import load_external_plugins
+from tests.plugins.gohost import build
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    directory = tmp_path / "devices"
+    directory.mkdir()
+    (directory / "disk0.img").write_bytes(b"\0" * 5000)
+    return directory
+
+
+@pytest.fixture
+def socket_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "plugin-tmp"
+    directory.mkdir()
+    return directory
+
+
+async def launch(go: build.Built, socket_dir: Path, *args: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "controller",
+        "plugin",
+        "launch",
+        "--command",
+        str(go.plugin),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "TMPDIR": str(socket_dir)},
+    )
+
+
+def leftovers(directory: Path) -> list[str]:
+    """What the plugin left in its TMPDIR (its socket, when it did not exit on its own)."""
+    return sorted(p.name for p in directory.iterdir())
+
+
+def plugin_processes(go: build.Built, socket_dir: Path) -> list[int]:
+    """Go plugin processes started for this test (found by the private TMPDIR in their environment)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and os.readlink(proc / "exe") == str(go.plugin):
+                if f"TMPDIR={socket_dir}".encode() in (proc / "environ").read_bytes().split(b"\0"):
+                    found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+async def test_launch_fills_the_specs_defaults_reads_stdio_and_shuts_down(
+    go: build.Built, files: Path, socket_dir: Path
+) -> None:
+    proc = await launch(
+        go, socket_dir, "--config", json.dumps({"dir": str(files)}), "--json", "fingerprint", "--count", "1"
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    said = err.decode()
+    assert proc.returncode == 0, said
+    (group,) = json.loads(out.decode().splitlines()[0])["groups"]
+    assert [d["id"] for d in group["devices"]] == ["disk0.img"]
+    # list_period was not given: the spec's default "5s" reached the plugin (its own words)
+    assert f"plugin go-files (stdout): go-files: watching {files} every 5s" in said
+    assert "plugin go-files (stderr): go-files: stderr says hello" in said  # GRPCStdio, drained
+    assert "killed" not in said
+    assert leftovers(socket_dir) == []  # exited on Shutdown, socket removed
+
+
+async def test_launch_refuses_a_config_the_spec_does_not_take_naming_the_plugin(
+    go: build.Built, socket_dir: Path
+) -> None:
+    proc = await launch(go, socket_dir, "--config", '{"bogus": 1}', "info")
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 1
+    lines = [line for line in err.decode().splitlines() if line.startswith("error:")]
+    assert lines == [
+        "error: plugin go-files: config: unsupported argument(s) bogus (this plugin takes: dir, list_period)"
+    ]
+    assert leftovers(socket_dir) == [] and plugin_processes(go, socket_dir) == []
+
+
+async def test_sigterm_to_launch_does_not_orphan_the_plugin(
+    go: build.Built, files: Path, socket_dir: Path
+) -> None:
+    proc = await launch(go, socket_dir, "--config", json.dumps({"dir": str(files)}), "--json", "fingerprint")
+    assert proc.stdout is not None
+    await asyncio.wait_for(proc.stdout.readline(), 60)  # the first update: plugin up and streaming
+    assert len(plugin_processes(go, socket_dir)) == 1
+    proc.send_signal(signal.SIGTERM)
+    await asyncio.wait_for(proc.wait(), 30)
+    assert plugin_processes(go, socket_dir) == []
+    assert leftovers(socket_dir) == []  # shut down, not killed
+
+
+async def test_an_inventory_plugin_table_drives_the_go_plugin(
+    go: build.Built, files: Path, socket_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(
+        "[[plugin]]\n"
+        'name = "gofiles"\n'
+        f"command = [{json.dumps(str(go.plugin))}]\n"
+        f"config = {{ dir = {json.dumps(str(files))} }}\n"
+        f"env = {{ TMPDIR = {json.dumps(str(socket_dir))} }}\n"
+    )
+    caplog.set_level(logging.INFO, logger="controller.plugin_process")
+    host = PluginHost(load_external_plugins(inventory))
+    try:
+        plugin = await host.get("gofiles")
+        stream = plugin.fingerprint(())
+        update = await anext(stream)
+        await stream.aclose()
+        assert [d.id for g in update.groups for d in g.devices] == ["disk0.img"]
+        assert [(k, a.value, a.unit) for g in update.groups for k, a in g.attributes.items()] == [
+            ("size", 5, "KiB")
+        ]
+    finally:
+        await host.close()
+    said = caplog.text
+    assert f"plugin gofiles (stdout): go-files: watching {files} every 5s" in said
+    assert "killed" not in said
+    assert leftovers(socket_dir) == [] and plugin_processes(go, socket_dir) == []
