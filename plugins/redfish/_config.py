@@ -22,6 +22,7 @@ Per-device options (all optional):
 | `etag_policy` | the platform's | `strong` (If-Match with the ETag), `body-hash` or `none` (no If-Match) |
 | `persistent_caps` | false | NVIDIA: caps survive BMC/host resets (`Oem.Nvidia.PowerLimitPersistency`) |
 | `min_cap_watts` | 100 | safety floor for a cap when neither the BMC nor the device spec gives a minimum |
+| `read_back_max_age` | 60 s | how long our read-back of a limit may stand in for a pre-write GET (0: never) |
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class RedfishSettings:
     etag_policy: str | None = None
     persistent_caps: bool = False
     min_cap_watts: float = 100.0
+    read_back_max_age: float = 60.0
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -101,6 +103,7 @@ class ConnectionSettings:
     etag_policy: str | None = None
     persistent_caps: bool = False
     min_cap_watts: float = 100.0
+    read_back_max_age: float = 60.0
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -182,6 +185,7 @@ def config_schema() -> Mapping[str, Any]:
             "etag_policy": {"type": "string", "enum": list(ETAG_POLICIES)},
             "persistent_caps": {"type": "boolean", "default": False},
             "min_cap_watts": {"type": "number", "minimum": 0, "default": 100.0},
+            "read_back_max_age": {"type": "number", "minimum": 0, "default": 60.0},
         },
     }
 
@@ -220,7 +224,7 @@ def _validate(obj: RedfishSettings | ConnectionSettings) -> None:
     for name in ("connect_timeout", "read_timeout", "task_poll_interval", "logout_timeout"):
         if float(getattr(obj, name)) <= 0:
             raise ValueError(f"{name} must be positive")
-    for name in ("busy_backoff", "retry_backoff", "max_retry_wait", "verify_after"):
+    for name in ("busy_backoff", "retry_backoff", "max_retry_wait", "verify_after", "read_back_max_age"):
         if float(getattr(obj, name)) < 0:
             raise ValueError(f"{name} must not be negative")
     if obj.etag_policy is not None and obj.etag_policy not in ETAG_POLICIES:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from plugins.base import (
     AllocationResult,
@@ -36,7 +36,8 @@ from plugins.redfish._caps import Bounds, CapChange, restore_cap, set_cap
 from plugins.redfish._device import Device, invalidate
 from plugins.redfish._errors import ResourceNotFoundError
 from plugins.redfish._layout import Component
-from plugins.redfish._platforms import unsupported_message
+from plugins.redfish._platforms import LimitReading, mechanism_for, unsupported_message
+from plugins.redfish._readbacks import Priors, priors_from_read_backs
 
 _GPU_PREFIX = re.compile(r"^GPU (\d+)(\b.*)$", re.S)
 
@@ -148,15 +149,22 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
     runnable = [t for t in targets if not t.error and t.component is not None and t.watts is not None]
     state = device.state
     jobs = []
+    priors = []
     for t in runnable:
         comp = t.component
         assert comp is not None and t.watts is not None
         # NOTE: the stored reading stands in for the pre-write GET only once the scope's prior value
-        # is recorded: the first change in a scope always reads what it will later restore.
+        # is recorded: the first change in a scope always reads what it will later restore, though
+        # our own read-back of it, while valid, is that reading (docs/redfish.md).
         stored = state.reading(comp.key) if state.prior(scope, comp.key) is not None else None
+        if _read_back_will_do(device, comp, t.watts):
+            priors.append(comp.limit_uri)
         jobs.append(set_cap(device.bmc, comp, t.watts, stored=stored, bounds=_bounds(device, comp)))
+    with priors_from_read_backs(priors) as used:  # the tasks gather() starts take this context
+        done = asyncio.gather(*jobs)
     changes: dict[str, CapChange] = {}
-    for change in await asyncio.gather(*jobs):
+    for change in await done:
+        change = _corrected(change, used)
         key = change.component.key
         changes[key] = change
         if change.before is not None:
@@ -168,6 +176,36 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
         if isinstance(change.error, ResourceNotFoundError):
             invalidate(device)
     return Applied(targets, changes)
+
+
+def _corrected(change: CapChange, used: Priors) -> CapChange:
+    """The change with its `before` read again where the BMC refused the read-back's ETag (412):
+    the value someone else set meanwhile, not our stale read-back, is the prior to restore."""
+    fresh = used.fresh.get(change.component.limit_uri)
+    mech = mechanism_for(change.component)
+    if fresh is None or mech is None or change.before is None:
+        return change
+    return replace(change, before=mech.parse(change.component, fresh))
+
+
+def _read_back_will_do(device: Device, comp: Component, watts: float) -> bool:
+    """Whether our valid read-back of the component's limit may stand in for the pre-write GET:
+    only when it shows a value clearly off the target, so a write follows (whose `If-Match`, where
+    the policy sends one, the BMC checks). "Already in force" is never judged from it: that answer
+    sends nothing, so the BMC must say it."""
+    doc = device.bmc.client.read_backs.peek(comp.limit_uri)
+    mech = mechanism_for(comp)
+    if doc is None or mech is None:
+        return False
+    try:
+        reading: LimitReading = mech.parse(comp, doc)
+    except Exception:  # whatever the parser makes of it, a fresh GET decides
+        return False
+    if not reading.capped:
+        return True
+    if reading.watts is None or reading.units != "W":
+        return False
+    return abs(reading.watts - watts) > max(reading.increment or 0.0, 1.0) + 0.5
 
 
 def _keep_reading(device: Device, change: CapChange) -> None:

@@ -1,0 +1,152 @@
+"""The controller's own last read-back of each resource on one BMC, standing in for the next
+pre-write GET of that resource while it is still valid (docs/redfish.md, "Read-backs as priors").
+
+It lives in the per-BMC `BmcClient`, which the controller keeps alive between requests like the
+Redfish session and the discovery cache; nothing of it is persisted, so a restarted controller (or
+one that takes a shard over) starts empty and reads afresh. Its rules:
+
+- filled only by a read-back: the first successful GET of a URI after a write to it sent by this
+  client; a later GET of a cached URI replaces the entry (a newer reading);
+- dropped for a URI when a write to it is sent (before sending), and for every URI on any failed
+  request to the BMC and on a new login (a BMC that fails or lost our session may have rebooted);
+- used only where the caller asks for it (`priors_from_read_backs`): the pre-write read of a cap
+  change whose cached value is not already the target. Restores, verifications, drift checks and
+  metrics always read the BMC;
+- valid for `max_age` seconds after it was read (0: never used). Where the write carries
+  `If-Match` (real ETags, the `strong` policy), the ETag of the read-back goes with it and the BMC
+  checks that the resource is still as read: a 412 makes the write path read it again, and that
+  fresh reading, not the stale read-back, is the prior recorded (`Priors.fresh`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from plugins.redfish._client import Document
+
+
+@dataclass
+class Priors:
+    """One operation's use of read-backs as priors (shared by the tasks it starts).
+
+    Attributes:
+        uris: the URIs whose GET may be answered by a valid read-back.
+        served: those a read-back did answer.
+        refused: those whose write then failed its `If-Match` (412): the read-back was stale.
+        fresh: for those, the first GET after the refusal: the value truly in force before.
+    """
+
+    uris: frozenset[str]
+    served: set[str] = field(default_factory=set)
+    refused: set[str] = field(default_factory=set)
+    fresh: dict[str, Document] = field(default_factory=dict)
+
+
+#: per task: concurrent operations on other devices behind the same BMC are not affected
+_PRIORS: ContextVar[Priors | None] = ContextVar("redfish_read_back_priors", default=None)
+
+
+@contextlib.contextmanager
+def priors_from_read_backs(uris: Iterable[str]) -> Iterator[Priors]:
+    """Let GETs of `uris` inside the block (and tasks started from it) use a valid read-back."""
+    priors = Priors(frozenset(uris))
+    token = _PRIORS.set(priors)
+    try:
+        yield priors
+    finally:
+        _PRIORS.reset(token)
+
+
+def accepted(path: str) -> bool:
+    """Whether the current context takes a read-back for a GET of `path`."""
+    priors = _PRIORS.get()
+    return priors is not None and path in priors.uris
+
+
+def note_served(path: str) -> None:
+    """A read-back answered a GET of `path` in this context."""
+    priors = _PRIORS.get()
+    if priors is not None:
+        priors.served.add(path)
+
+
+def note_refused(path: str) -> None:
+    """A write to `path` failed its `If-Match`: a read-back served for it was stale."""
+    priors = _PRIORS.get()
+    if priors is not None and path in priors.served:
+        priors.refused.add(path)
+
+
+def note_read(path: str, doc: Document) -> None:
+    """A GET of `path` answered `doc` from the BMC (kept when it corrects a stale read-back)."""
+    priors = _PRIORS.get()
+    if priors is not None and path in priors.refused and path not in priors.fresh:
+        priors.fresh[path] = doc
+
+
+class ReadBacks:
+    """One BMC's read-backs by URI (see the module docstring)."""
+
+    __slots__ = ("_after_write", "_entries", "_epoch", "hits", "max_age")
+
+    def __init__(self, max_age: float) -> None:
+        self.max_age = max_age
+        #: URI -> (document, monotonic time it was read)
+        self._entries: dict[str, tuple[Document, float]] = {}
+        #: URI -> writes sent to it whose read-back has not come yet
+        self._after_write: dict[str, int] = {}
+        #: bumped when everything is dropped: a GET in flight across it fills nothing
+        self._epoch = 0
+        #: GETs answered from here (for tests and the debug log)
+        self.hits = 0
+
+    def valid(self, path: str) -> Document | None:
+        """The read-back of `path` while it is fresh enough, else None."""
+        entry = self._entries.get(path)
+        if entry is None:
+            return None
+        if time.monotonic() - entry[1] > self.max_age:
+            del self._entries[path]
+            return None
+        self.hits += 1
+        return entry[0]
+
+    def peek(self, path: str) -> Document | None:
+        """The read-back of `path` if one would be used now (no hit counted)."""
+        entry = self._entries.get(path)
+        return entry[0] if entry is not None and time.monotonic() - entry[1] <= self.max_age else None
+
+    def writing(self, path: str) -> None:
+        """A write to `path` is about to be sent: its read-back is no longer the resource's state."""
+        self._entries.pop(path, None)
+        self._after_write[path] = self._after_write.get(path, 0) + 1
+
+    def ticket(self, path: str) -> tuple[int, int]:
+        """Taken before a GET of `path` is sent; given back to `read` with its document."""
+        return self._epoch, self._after_write.get(path, 0)
+
+    def read(self, path: str, ticket: tuple[int, int], doc: Document) -> None:
+        """A GET of `path` answered `doc`: keep it if it is a read-back (or replaces one) and nothing
+        was written to `path`, nor failed, while it was in flight."""
+        if self.max_age <= 0 or ticket != self.ticket(path):
+            return
+        if ticket[1]:
+            del self._after_write[path]
+        elif path not in self._entries:
+            return  # an ordinary read of a resource we have not written
+        self._entries[path] = (doc, time.monotonic())
+
+    def clear(self) -> None:
+        """Drop everything (a failed request, a new login)."""
+        self._entries.clear()
+        self._after_write.clear()
+        self._epoch += 1
+
+    def __len__(self) -> int:
+        return len(self._entries)
