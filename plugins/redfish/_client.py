@@ -141,7 +141,7 @@ class BmcClient(LeftoverSessions):
         ticket = read_backs.ticket(path)
         reply = await self.call("GET", path, deadline=deadline)
         doc = self.document(path, reply)
-        read_backs.read(path, ticket, doc)
+        read_backs.read(path, ticket, doc, reply.read)
         note_read(path, doc)
         return doc
 

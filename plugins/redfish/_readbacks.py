@@ -21,6 +21,7 @@ one that takes a shard over) starts empty and reads afresh. Its rules:
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
@@ -97,8 +98,10 @@ class ReadBacks:
 
     def __init__(self, max_age: float) -> None:
         self.max_age = max_age
-        #: URI -> (document, monotonic time it was read)
-        self._entries: dict[str, tuple[Document, float]] = {}
+        #: URI -> (the reply's bytes, its ETag, monotonic time it was read). The bytes, not the
+        #: parsed body: a few per component over a whole fleet, and a parsed body takes 3-4 times
+        #: the memory; parsing again on use costs a fraction of the GET it saves.
+        self._entries: dict[str, tuple[bytes, str | None, float]] = {}
         #: URI -> writes sent to it whose read-back has not come yet
         self._after_write: dict[str, int] = {}
         #: bumped when everything is dropped: a GET in flight across it fills nothing
@@ -108,19 +111,21 @@ class ReadBacks:
 
     def valid(self, path: str) -> Document | None:
         """The read-back of `path` while it is fresh enough, else None."""
-        entry = self._entries.get(path)
-        if entry is None:
-            return None
-        if time.monotonic() - entry[1] > self.max_age:
-            del self._entries[path]
+        doc = self.peek(path)
+        if doc is None:
+            self._entries.pop(path, None)
             return None
         self.hits += 1
-        return entry[0]
+        return doc
 
     def peek(self, path: str) -> Document | None:
         """The read-back of `path` if one would be used now (no hit counted)."""
         entry = self._entries.get(path)
-        return entry[0] if entry is not None and time.monotonic() - entry[1] <= self.max_age else None
+        if entry is None or time.monotonic() - entry[2] > self.max_age:
+            return None
+        from plugins.redfish._client import Document  # (the client imports this module)
+
+        return Document(path, json.loads(entry[0]), entry[1])
 
     def writing(self, path: str) -> None:
         """A write to `path` is about to be sent: its read-back is no longer the resource's state."""
@@ -131,16 +136,16 @@ class ReadBacks:
         """Taken before a GET of `path` is sent; given back to `read` with its document."""
         return self._epoch, self._after_write.get(path, 0)
 
-    def read(self, path: str, ticket: tuple[int, int], doc: Document) -> None:
-        """A GET of `path` answered `doc`: keep it if it is a read-back (or replaces one) and nothing
-        was written to `path`, nor failed, while it was in flight."""
+    def read(self, path: str, ticket: tuple[int, int], doc: Document, raw: bytes) -> None:
+        """A GET of `path` answered `doc` (`raw`: the reply's bytes): keep it if it is a read-back
+        (or replaces one) and nothing was written to `path`, nor failed, while it was in flight."""
         if self.max_age <= 0 or ticket != self.ticket(path):
             return
         if ticket[1]:
             del self._after_write[path]
         elif path not in self._entries:
             return  # an ordinary read of a resource we have not written
-        self._entries[path] = (doc, time.monotonic())
+        self._entries[path] = (raw, doc.etag, time.monotonic())
 
     def clear(self) -> None:
         """Drop everything (a failed request, a new login)."""

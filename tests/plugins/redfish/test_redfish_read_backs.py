@@ -147,38 +147,42 @@ def _doc(value: int) -> Document:
     return Document("/x", {"SetPoint": value})
 
 
+def _raw(value: int) -> bytes:
+    return b'{"SetPoint": %d}' % value
+
+
 def test_only_read_backs_fill_and_a_write_or_failure_in_flight_spoils_them() -> None:
     rb = ReadBacks(max_age=60)
     ticket = rb.ticket("/x")
-    rb.read("/x", ticket, _doc(1))
+    rb.read("/x", ticket, _doc(1), _raw(1))
     assert rb.peek("/x") is None  # an ordinary read of a resource we have not written
 
     rb.writing("/x")
     stale = rb.ticket("/x")
     rb.writing("/x")  # a second write while the first one's read-back is in flight
-    rb.read("/x", stale, _doc(2))
+    rb.read("/x", stale, _doc(2), _raw(2))
     assert rb.peek("/x") is None
-    rb.read("/x", rb.ticket("/x"), _doc(3))
+    rb.read("/x", rb.ticket("/x"), _doc(3), _raw(3))
     assert rb.peek("/x") == _doc(3) and rb.valid("/x") == _doc(3) and rb.hits == 1
 
     rb.writing("/x")
     assert rb.peek("/x") is None  # dropped before the write goes out
     ticket = rb.ticket("/x")
     rb.clear()  # a failure while the read-back was in flight
-    rb.read("/x", ticket, _doc(4))
+    rb.read("/x", ticket, _doc(4), _raw(4))
     assert rb.peek("/x") is None and len(rb) == 0
 
 
 def test_an_entry_expires_and_a_zero_window_keeps_nothing(monkeypatch: Any) -> None:
     rb = ReadBacks(max_age=5)
     rb.writing("/x")
-    rb.read("/x", rb.ticket("/x"), _doc(1))
+    rb.read("/x", rb.ticket("/x"), _doc(1), _raw(1))
     now = time.monotonic()
     monkeypatch.setattr(time, "monotonic", lambda: now + 6)
     assert rb.valid("/x") is None and len(rb) == 0
     off = ReadBacks(max_age=0)
     off.writing("/x")
-    off.read("/x", off.ticket("/x"), _doc(1))
+    off.read("/x", off.ticket("/x"), _doc(1), _raw(1))
     assert len(off) == 0
 
 
