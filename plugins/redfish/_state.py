@@ -237,6 +237,8 @@ def _copy(value: Any) -> Any:
         return {key: _copy(item) for key, item in value.items()}
     if kind is list:
         return [_copy(item) for item in value]
+    if kind is tuple:  # e.g. a reading's allowable values, as the plugin itself stored them
+        return tuple(_copy(item) for item in value)
     return copy.deepcopy(value)
 
 
