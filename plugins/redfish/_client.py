@@ -54,7 +54,7 @@ from plugins.redfish._errors import (
     parse_retry_after,
     raise_for_response,
 )
-from plugins.redfish._readbacks import ReadBacks, accepted, note_read, note_refused, note_served
+from plugins.redfish._readbacks import ReadBacks, note_read, note_refused, note_served, offered
 from plugins.redfish._sessions import LeftoverSessions
 from plugins.redfish._tasks import wait_task
 from plugins.redfish._telemetry import BMC_REQUESTS, SESSIONS_OPEN
@@ -131,13 +131,12 @@ class BmcClient(LeftoverSessions):
 
     async def get(self, path: str, *, deadline: float) -> Document:
         """GET a resource as JSON, retrying transient failures; where the caller accepts it
-        (`priors_from_read_backs`), our valid read-back of it instead."""
+        (`priors_from_read_backs`), our still valid read-back of it instead."""
         read_backs = self.read_backs
-        if accepted(path):
-            kept = read_backs.valid(path)
-            if kept is not None:
-                note_served(path)
-                return kept
+        prior = offered(path)
+        if prior is not None and read_backs.still(path, prior[1]):
+            note_served(path)
+            return prior[0]
         ticket = read_backs.ticket(path)
         reply = await self.call("GET", path, deadline=deadline)
         doc = self.document(path, reply)

@@ -33,6 +33,7 @@ from plugins.base import (
     gpu_targets,
 )
 from plugins.redfish._caps import Bounds, CapChange, restore_cap, set_cap
+from plugins.redfish._client import Document
 from plugins.redfish._device import Device, invalidate
 from plugins.redfish._errors import ResourceNotFoundError
 from plugins.redfish._layout import Component
@@ -149,7 +150,7 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
     runnable = [t for t in targets if not t.error and t.component is not None and t.watts is not None]
     state = device.state
     jobs = []
-    priors = []
+    priors: dict[str, tuple[Document, float]] = {}
     for t in runnable:
         comp = t.component
         assert comp is not None and t.watts is not None
@@ -157,8 +158,9 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
         # is recorded: the first change in a scope always reads what it will later restore, though
         # our own read-back of it, while valid, is that reading (docs/redfish.md).
         stored = state.reading(comp.key) if state.prior(scope, comp.key) is not None else None
-        if _read_back_will_do(device, comp, t.watts):
-            priors.append(comp.limit_uri)
+        read_back = _read_back_for(device, comp, t.watts)
+        if read_back is not None:
+            priors[comp.limit_uri] = read_back
         jobs.append(set_cap(device.bmc, comp, t.watts, stored=stored, bounds=_bounds(device, comp)))
     with priors_from_read_backs(priors) as used:  # the tasks gather() starts take this context
         done = asyncio.gather(*jobs)
@@ -188,24 +190,24 @@ def _corrected(change: CapChange, used: Priors) -> CapChange:
     return replace(change, before=mech.parse(change.component, fresh))
 
 
-def _read_back_will_do(device: Device, comp: Component, watts: float) -> bool:
-    """Whether our valid read-back of the component's limit may stand in for the pre-write GET:
+def _read_back_for(device: Device, comp: Component, watts: float) -> tuple[Document, float] | None:
+    """Our valid read-back of the component's limit, where it may stand in for the pre-write GET:
     only when it shows a value clearly off the target, so a write follows (whose `If-Match`, where
     the policy sends one, the BMC checks). "Already in force" is never judged from it: that answer
     sends nothing, so the BMC must say it."""
-    doc = device.bmc.client.read_backs.peek(comp.limit_uri)
+    found = device.bmc.client.read_backs.peek(comp.limit_uri)
     mech = mechanism_for(comp)
-    if doc is None or mech is None:
-        return False
+    if found is None or mech is None:
+        return None
     try:
-        reading: LimitReading = mech.parse(comp, doc)
+        reading: LimitReading = mech.parse(comp, found[0])
     except Exception:  # whatever the parser makes of it, a fresh GET decides
-        return False
+        return None
     if not reading.capped:
-        return True
-    if reading.watts is None or reading.units != "W":
-        return False
-    return abs(reading.watts - watts) > max(reading.increment or 0.0, 1.0) + 0.5
+        return found
+    if reading.watts is None or not reading.in_watts:
+        return None
+    return found if abs(reading.watts - watts) > max(reading.increment or 0.0, 1.0) + 0.5 else None
 
 
 def _keep_reading(device: Device, change: CapChange) -> None:

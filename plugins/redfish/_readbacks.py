@@ -9,7 +9,7 @@ one that takes a shard over) starts empty and reads afresh. Its rules:
   client; a later GET of a cached URI replaces the entry (a newer reading);
 - dropped for a URI when a write to it is sent (before sending), and for every URI on any failed
   request to the BMC and on a new login (a BMC that fails or lost our session may have rebooted);
-- used only where the caller asks for it (`priors_from_read_backs`): the pre-write read of a cap
+- used only where the caller offers it (`priors_from_read_backs`): the pre-write read of a cap
   change whose cached value is not already the target. Restores, verifications, drift checks and
   metrics always read the BMC;
 - valid for `max_age` seconds after it was read (0: never used). Where the write carries
@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -37,13 +37,14 @@ class Priors:
     """One operation's use of read-backs as priors (shared by the tasks it starts).
 
     Attributes:
-        uris: the URIs whose GET may be answered by a valid read-back.
+        offered: the read-backs (parsed, with the time they were read) that may answer a GET of
+            their URI, if still valid then.
         served: those a read-back did answer.
         refused: those whose write then failed its `If-Match` (412): the read-back was stale.
         fresh: for those, the first GET after the refusal: the value truly in force before.
     """
 
-    uris: frozenset[str]
+    offered: dict[str, tuple[Document, float]]
     served: set[str] = field(default_factory=set)
     refused: set[str] = field(default_factory=set)
     fresh: dict[str, Document] = field(default_factory=dict)
@@ -54,9 +55,10 @@ _PRIORS: ContextVar[Priors | None] = ContextVar("redfish_read_back_priors", defa
 
 
 @contextlib.contextmanager
-def priors_from_read_backs(uris: Iterable[str]) -> Iterator[Priors]:
-    """Let GETs of `uris` inside the block (and tasks started from it) use a valid read-back."""
-    priors = Priors(frozenset(uris))
+def priors_from_read_backs(offered: Mapping[str, tuple[Document, float]]) -> Iterator[Priors]:
+    """Let GETs of the URIs `offered` (`ReadBacks.peek` results) inside the block, and in tasks
+    started from it, be answered by those read-backs while they are still the valid ones."""
+    priors = Priors(dict(offered))
     token = _PRIORS.set(priors)
     try:
         yield priors
@@ -64,10 +66,10 @@ def priors_from_read_backs(uris: Iterable[str]) -> Iterator[Priors]:
         _PRIORS.reset(token)
 
 
-def accepted(path: str) -> bool:
-    """Whether the current context takes a read-back for a GET of `path`."""
+def offered(path: str) -> tuple[Document, float] | None:
+    """The read-back the current context offers for a GET of `path`, if any."""
     priors = _PRIORS.get()
-    return priors is not None and path in priors.uris
+    return priors.offered.get(path) if priors is not None else None
 
 
 def note_served(path: str) -> None:
@@ -109,23 +111,23 @@ class ReadBacks:
         #: GETs answered from here (for tests and the debug log)
         self.hits = 0
 
-    def valid(self, path: str) -> Document | None:
-        """The read-back of `path` while it is fresh enough, else None."""
-        doc = self.peek(path)
-        if doc is None:
-            self._entries.pop(path, None)
-            return None
+    def still(self, path: str, read_at: float) -> bool:
+        """Whether the read-back of `path` taken at `read_at` (by `peek`) is still the one kept
+        and fresh enough; counted as a hit when it is."""
+        entry = self._entries.get(path)
+        if entry is None or entry[2] != read_at or time.monotonic() - read_at > self.max_age:
+            return False
         self.hits += 1
-        return doc
+        return True
 
-    def peek(self, path: str) -> Document | None:
-        """The read-back of `path` if one would be used now (no hit counted)."""
+    def peek(self, path: str) -> tuple[Document, float] | None:
+        """The read-back of `path` (parsed) and when it was read, if one would be used now."""
         entry = self._entries.get(path)
         if entry is None or time.monotonic() - entry[2] > self.max_age:
             return None
         from plugins.redfish._client import Document  # (the client imports this module)
 
-        return Document(path, json.loads(entry[0]), entry[1])
+        return Document(path, json.loads(entry[0]), entry[1]), entry[2]
 
     def writing(self, path: str) -> None:
         """A write to `path` is about to be sent: its read-back is no longer the resource's state."""

@@ -18,7 +18,7 @@ from plugins.base import (
     PowerLimit,
 )
 from plugins.redfish._client import Document
-from plugins.redfish._readbacks import ReadBacks, accepted, priors_from_read_backs
+from plugins.redfish._readbacks import ReadBacks, offered, priors_from_read_backs
 from tests.plugins.redfish.harness import Harness
 from tests.plugins.redfish.test_redfish_client import one_gpu
 from tests.plugins.redfish.test_redfish_gb200 import CHASSIS_EM, PROC_EM, node_policy
@@ -163,7 +163,8 @@ def test_only_read_backs_fill_and_a_write_or_failure_in_flight_spoils_them() -> 
     rb.read("/x", stale, _doc(2), _raw(2))
     assert rb.peek("/x") is None
     rb.read("/x", rb.ticket("/x"), _doc(3), _raw(3))
-    assert rb.peek("/x") == _doc(3) and rb.valid("/x") == _doc(3) and rb.hits == 1
+    found = rb.peek("/x")
+    assert found is not None and found[0] == _doc(3) and rb.still("/x", found[1]) and rb.hits == 1
 
     rb.writing("/x")
     assert rb.peek("/x") is None  # dropped before the write goes out
@@ -177,17 +178,25 @@ def test_an_entry_expires_and_a_zero_window_keeps_nothing(monkeypatch: Any) -> N
     rb = ReadBacks(max_age=5)
     rb.writing("/x")
     rb.read("/x", rb.ticket("/x"), _doc(1), _raw(1))
+    found = rb.peek("/x")
+    assert found is not None
     now = time.monotonic()
     monkeypatch.setattr(time, "monotonic", lambda: now + 6)
-    assert rb.valid("/x") is None and len(rb) == 0
+    assert rb.peek("/x") is None and not rb.still("/x", found[1]) and rb.hits == 0
     off = ReadBacks(max_age=0)
     off.writing("/x")
     off.read("/x", off.ticket("/x"), _doc(1), _raw(1))
     assert len(off) == 0
 
 
-def test_only_the_accepted_uris_of_this_context_take_a_read_back() -> None:
-    assert not accepted("/x")
-    with priors_from_read_backs(["/x"]):
-        assert accepted("/x") and not accepted("/y")
-    assert not accepted("/x")
+def test_a_read_back_offered_is_used_only_while_it_is_still_the_one_kept() -> None:
+    rb = ReadBacks(max_age=60)
+    rb.writing("/x")
+    rb.read("/x", rb.ticket("/x"), _doc(1), _raw(1))
+    found = rb.peek("/x")
+    assert found is not None and offered("/x") is None
+    with priors_from_read_backs({"/x": found}):
+        assert offered("/x") == found and offered("/y") is None
+        rb.writing("/x")  # e.g. another device's operation behind the same BMC
+        assert not rb.still("/x", found[1])
+    assert offered("/x") is None
