@@ -263,7 +263,7 @@ def _fanout(section: Mapping[str, Any], plot: str) -> list[str]:
         [
             "BMCs",
             "phase",
-            "calls/BMC",
+            "calls/BMC (= per activation)",
             "floor s",
             "devicectl s",
             "÷ floor",
@@ -418,7 +418,9 @@ def markdown(results: Mapping[str, Any], plot: str) -> str:
         "",
         "Produced by `make bench` (= `.venv/bin/python -m bench`); `python -m bench --help` lists the sizes "
         "and options, `--only ingest|fanout|recovery` reruns one benchmark (the others' results are kept), "
-        "`--quick` runs tiny sizes into `bench/out/quick/` (what the tests do). Raw results: "
+        "`--quick` runs tiny sizes into `bench/out/quick/` (what the tests do), `make bench COMPARE=REF` "
+        "(`--compare REF`) runs fan-out and ingest for a git ref and the working tree, alternating, and "
+        'prints the ratios (section "Against the previous release" below). Raw results: '
         "`bench/results.json`. The benchmarks report; they never assert the targets.",
         "",
         *_machine(results),
