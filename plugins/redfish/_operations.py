@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from plugins.base import (
     AllocationResult,
@@ -37,8 +37,9 @@ from plugins.redfish._client import Document
 from plugins.redfish._device import Device, invalidate
 from plugins.redfish._errors import ResourceNotFoundError
 from plugins.redfish._layout import Component
-from plugins.redfish._platforms import LimitReading, mechanism_for, unsupported_message
-from plugins.redfish._readbacks import Priors, priors_from_read_backs
+from plugins.redfish._platforms import unsupported_message
+from plugins.redfish._priors import corrected, read_back_for
+from plugins.redfish._readbacks import priors_from_read_backs
 
 _GPU_PREFIX = re.compile(r"^GPU (\d+)(\b.*)$", re.S)
 
@@ -158,7 +159,7 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
         # is recorded: the first change in a scope always reads what it will later restore, though
         # our own read-back of it, while valid, is that reading (docs/redfish.md).
         stored = state.reading(comp.key) if state.prior(scope, comp.key) is not None else None
-        read_back = _read_back_for(device, comp, t.watts)
+        read_back = read_back_for(device, comp, t.watts)
         if read_back is not None:
             priors[comp.limit_uri] = read_back
         jobs.append(set_cap(device.bmc, comp, t.watts, stored=stored, bounds=_bounds(device, comp)))
@@ -166,7 +167,7 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
         done = asyncio.gather(*jobs)
     changes: dict[str, CapChange] = {}
     for change in await done:
-        change = _corrected(change, used)
+        change = corrected(change, used)
         key = change.component.key
         changes[key] = change
         if change.before is not None:
@@ -178,36 +179,6 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
         if isinstance(change.error, ResourceNotFoundError):
             invalidate(device)
     return Applied(targets, changes)
-
-
-def _corrected(change: CapChange, used: Priors) -> CapChange:
-    """The change with its `before` read again where the BMC refused the read-back's ETag (412):
-    the value someone else set meanwhile, not our stale read-back, is the prior to restore."""
-    fresh = used.fresh.get(change.component.limit_uri)
-    mech = mechanism_for(change.component)
-    if fresh is None or mech is None or change.before is None:
-        return change
-    return replace(change, before=mech.parse(change.component, fresh))
-
-
-def _read_back_for(device: Device, comp: Component, watts: float) -> tuple[Document, float] | None:
-    """Our valid read-back of the component's limit, where it may stand in for the pre-write GET:
-    only when it shows a value clearly off the target, so a write follows (whose `If-Match`, where
-    the policy sends one, the BMC checks). "Already in force" is never judged from it: that answer
-    sends nothing, so the BMC must say it."""
-    found = device.bmc.client.read_backs.peek(comp.limit_uri)
-    mech = mechanism_for(comp)
-    if found is None or mech is None:
-        return None
-    try:
-        reading: LimitReading = mech.parse(comp, found[0])
-    except Exception:  # whatever the parser makes of it, a fresh GET decides
-        return None
-    if not reading.capped:
-        return found
-    if reading.watts is None or not reading.in_watts:
-        return None
-    return found if abs(reading.watts - watts) > max(reading.increment or 0.0, 1.0) + 0.5 else None
 
 
 def _keep_reading(device: Device, change: CapChange) -> None:
