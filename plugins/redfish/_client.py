@@ -133,10 +133,12 @@ class BmcClient(LeftoverSessions):
         """GET a resource as JSON, retrying transient failures; where the caller accepts it
         (`priors_from_read_backs`), our still valid read-back of it instead."""
         read_backs = self.read_backs
-        prior = offered(path)
-        if prior is not None and read_backs.still(path, prior[1]):
-            note_served(path)
-            return prior[0]
+        read_at = offered(path)
+        if read_at is not None:
+            kept = read_backs.still(path, read_at)
+            if kept is not None:
+                note_served(path)
+                return kept
         ticket = read_backs.ticket(path)
         reply = await self.call("GET", path, deadline=deadline)
         doc = self.document(path, reply)

@@ -33,7 +33,6 @@ from plugins.base import (
     gpu_targets,
 )
 from plugins.redfish._caps import Bounds, CapChange, restore_cap, set_cap
-from plugins.redfish._client import Document
 from plugins.redfish._device import Device, invalidate
 from plugins.redfish._errors import ResourceNotFoundError
 from plugins.redfish._layout import Component
@@ -151,7 +150,7 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
     runnable = [t for t in targets if not t.error and t.component is not None and t.watts is not None]
     state = device.state
     jobs = []
-    priors: dict[str, tuple[Document, float]] = {}
+    priors: dict[str, float] = {}
     for t in runnable:
         comp = t.component
         assert comp is not None and t.watts is not None

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from plugins.redfish._caps import CapChange
-from plugins.redfish._client import Document
 from plugins.redfish._device import Device
 from plugins.redfish._layout import Component
 from plugins.redfish._platforms import LimitReading, mechanism_for
@@ -23,8 +22,9 @@ def corrected(change: CapChange, used: Priors) -> CapChange:
     return replace(change, before=mech.parse(change.component, fresh))
 
 
-def read_back_for(device: Device, comp: Component, watts: float) -> tuple[Document, float] | None:
-    """Our valid read-back of the component's limit, where it may stand in for the pre-write GET:
+def read_back_for(device: Device, comp: Component, watts: float) -> float | None:
+    """When our valid read-back of the component's limit was read, where it may stand in for the
+    pre-write GET:
     only when it shows a value clearly off the target, so a write follows (whose `If-Match`, where
     the policy sends one, the BMC checks). "Already in force" is never judged from it: that answer
     sends nothing, so the BMC must say it."""
@@ -37,7 +37,7 @@ def read_back_for(device: Device, comp: Component, watts: float) -> tuple[Docume
     except Exception:  # whatever the parser makes of it, a fresh GET decides
         return None
     if not reading.capped:
-        return found
+        return found[1]
     if reading.watts is None or not reading.in_watts:
         return None
-    return found if abs(reading.watts - watts) > max(reading.increment or 0.0, 1.0) + 0.5 else None
+    return found[1] if abs(reading.watts - watts) > max(reading.increment or 0.0, 1.0) + 0.5 else None

@@ -37,14 +37,15 @@ class Priors:
     """One operation's use of read-backs as priors (shared by the tasks it starts).
 
     Attributes:
-        offered: the read-backs (parsed, with the time they were read) that may answer a GET of
-            their URI, if still valid then.
+        offered: URI -> when the read-back that may answer a GET of it was read (it is parsed
+            again then, if it is still the one kept: holding 8 parsed bodies per activation in
+            flight, for the whole activation, showed in the fleet's peak memory).
         served: those a read-back did answer.
         refused: those whose write then failed its `If-Match` (412): the read-back was stale.
         fresh: for those, the first GET after the refusal: the value truly in force before.
     """
 
-    offered: dict[str, tuple[Document, float]]
+    offered: dict[str, float]
     served: set[str] = field(default_factory=set)
     refused: set[str] = field(default_factory=set)
     fresh: dict[str, Document] = field(default_factory=dict)
@@ -55,7 +56,7 @@ _PRIORS: ContextVar[Priors | None] = ContextVar("redfish_read_back_priors", defa
 
 
 @contextlib.contextmanager
-def priors_from_read_backs(offered: Mapping[str, tuple[Document, float]]) -> Iterator[Priors]:
+def priors_from_read_backs(offered: Mapping[str, float]) -> Iterator[Priors]:
     """Let GETs of the URIs `offered` (`ReadBacks.peek` results) inside the block, and in tasks
     started from it, be answered by those read-backs while they are still the valid ones."""
     priors = Priors(dict(offered))
@@ -66,8 +67,8 @@ def priors_from_read_backs(offered: Mapping[str, tuple[Document, float]]) -> Ite
         _PRIORS.reset(token)
 
 
-def offered(path: str) -> tuple[Document, float] | None:
-    """The read-back the current context offers for a GET of `path`, if any."""
+def offered(path: str) -> float | None:
+    """When the read-back the current context offers for a GET of `path` was read, if any."""
     priors = _PRIORS.get()
     return priors.offered.get(path) if priors is not None else None
 
@@ -111,23 +112,21 @@ class ReadBacks:
         #: GETs answered from here (for tests and the debug log)
         self.hits = 0
 
-    def still(self, path: str, read_at: float) -> bool:
-        """Whether the read-back of `path` taken at `read_at` (by `peek`) is still the one kept
-        and fresh enough; counted as a hit when it is."""
+    def still(self, path: str, read_at: float) -> Document | None:
+        """The read-back of `path` read at `read_at` (as `peek` gave it), parsed, if it is still
+        the one kept and fresh enough (counted as a hit); else None."""
         entry = self._entries.get(path)
         if entry is None or entry[2] != read_at or time.monotonic() - read_at > self.max_age:
-            return False
+            return None
         self.hits += 1
-        return True
+        return _document(path, entry)
 
     def peek(self, path: str) -> tuple[Document, float] | None:
         """The read-back of `path` (parsed) and when it was read, if one would be used now."""
         entry = self._entries.get(path)
         if entry is None or time.monotonic() - entry[2] > self.max_age:
             return None
-        from plugins.redfish._client import Document  # (the client imports this module)
-
-        return Document(path, json.loads(entry[0]), entry[1]), entry[2]
+        return _document(path, entry), entry[2]
 
     def writing(self, path: str) -> None:
         """A write to `path` is about to be sent: its read-back is no longer the resource's state."""
@@ -157,3 +156,9 @@ class ReadBacks:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _document(path: str, entry: tuple[bytes, str | None, float]) -> Document:
+    from plugins.redfish._client import Document  # (the client imports this module)
+
+    return Document(path, json.loads(entry[0]), entry[1])

@@ -164,7 +164,7 @@ def test_only_read_backs_fill_and_a_write_or_failure_in_flight_spoils_them() -> 
     assert rb.peek("/x") is None
     rb.read("/x", rb.ticket("/x"), _doc(3), _raw(3))
     found = rb.peek("/x")
-    assert found is not None and found[0] == _doc(3) and rb.still("/x", found[1]) and rb.hits == 1
+    assert found is not None and found[0] == _doc(3) and rb.still("/x", found[1]) == _doc(3) and rb.hits == 1
 
     rb.writing("/x")
     assert rb.peek("/x") is None  # dropped before the write goes out
@@ -182,7 +182,7 @@ def test_an_entry_expires_and_a_zero_window_keeps_nothing(monkeypatch: Any) -> N
     assert found is not None
     now = time.monotonic()
     monkeypatch.setattr(time, "monotonic", lambda: now + 6)
-    assert rb.peek("/x") is None and not rb.still("/x", found[1]) and rb.hits == 0
+    assert rb.peek("/x") is None and rb.still("/x", found[1]) is None and rb.hits == 0
     off = ReadBacks(max_age=0)
     off.writing("/x")
     off.read("/x", off.ticket("/x"), _doc(1), _raw(1))
@@ -195,8 +195,8 @@ def test_a_read_back_offered_is_used_only_while_it_is_still_the_one_kept() -> No
     rb.read("/x", rb.ticket("/x"), _doc(1), _raw(1))
     found = rb.peek("/x")
     assert found is not None and offered("/x") is None
-    with priors_from_read_backs({"/x": found}):
-        assert offered("/x") == found and offered("/y") is None
+    with priors_from_read_backs({"/x": found[1]}):
+        assert offered("/x") == found[1] and offered("/y") is None
         rb.writing("/x")  # e.g. another device's operation behind the same BMC
-        assert not rb.still("/x", found[1])
+        assert rb.still("/x", found[1]) is None
     assert offered("/x") is None
