@@ -152,8 +152,7 @@ def checkout(commit: str, parent: Path) -> Iterator[Path]:
         yield tree
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
-        shutil.rmtree(tree, ignore_errors=True)
-        subprocess.run(["git", "worktree", "prune"], cwd=ROOT, capture_output=True)
+        shutil.rmtree(tree, ignore_errors=True)  # `worktree remove` dropped its entry; other worktrees untouched
 
 
 def side_env(tree: Path) -> dict[str, str]:
