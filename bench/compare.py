@@ -152,7 +152,7 @@ def checkout(commit: str, parent: Path) -> Iterator[Path]:
         yield tree
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
-        shutil.rmtree(tree, ignore_errors=True)  # `worktree remove` dropped its entry; other worktrees untouched
+        shutil.rmtree(tree, ignore_errors=True)  # its entry went with `remove`; no prune: others untouched
 
 
 def side_env(tree: Path) -> dict[str, str]:
