@@ -49,8 +49,9 @@ pytest: $(BENCH_STAMP)
 
 test: lint typecheck pytest
 
+# COMPARE=REF: the fan-out and ingest benchmarks of git REF against the working tree (bench/compare.py)
 bench: $(BENCH_STAMP)
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(if $(COMPARE),--compare $(COMPARE) $(BENCH_ARGS),$(BENCH_ARGS))
 
 # DMTF's service validator against every simulator model; SCHEMAS=DIR holds DMTF's CSDL files
 # (not shipped with the project: see docs/redfish.md, "Conformance")

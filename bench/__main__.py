@@ -3,6 +3,7 @@
     make bench                                   # everything, full sizes (about 35 minutes)
     python -m bench --only fanout --sizes 100,1000,2000,4000
     python -m bench --quick                      # tiny sizes, seconds; output in bench/out/quick/
+    python -m bench --compare f88e5ae            # a ref against the working tree, alternating (bench.compare)
 
 Results of benchmarks not run this time are kept from the results file, so `--only` updates one
 section of the report.
@@ -66,6 +67,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--controller-log-level", help="the controller's --log-level (default INFO, as deployed)")
     p.add_argument(
         "--profile", type=Path, help="write py-spy profiles of the controller's fan-out phases here"
+    )
+    p.add_argument(
+        "--compare",
+        metavar="REF",
+        help="run fan-out and ingest for git REF and for the working tree, alternating, and print the ratios",
+    )
+    p.add_argument("--rounds", type=int, default=2, help="with --compare: runs of each side (default 2)")
+    p.add_argument(
+        "--compare-out", type=Path, help="with --compare: results directory (default bench/out/compare)"
     )
     p.add_argument("--workdir", type=Path, help="scratch directory (default bench/out/work)")
     p.add_argument("--results", type=Path, help="results JSON (default bench/results.json)")
@@ -158,6 +168,10 @@ def _code_version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.compare:
+        from bench.compare import compare
+
+        return compare(args)
     quick_dir = ROOT / "bench" / "out" / "quick"
     results_path = args.results or (
         quick_dir / "results.json" if args.quick else ROOT / "bench" / "results.json"

@@ -15,14 +15,16 @@ Per fleet size the run goes:
    platform's URIs hard-coded; both log in and out every time, as a script run does.
 
 The activation sets the node policy (split over the tray's two superchip modules), 4 GPU caps and
-2 CPU caps: 8 writes per BMC, each one GET, PATCH and read-back GET.
+2 CPU caps: 8 writes per BMC, each one GET, PATCH and read-back GET; in steady state the
+controller's own read-back from the first activation stands in for the GET (docs/redfish.md,
+"Read-backs as priors"), so 8 PATCH-GET chains.
 
 The floor, per BMC: `calls x latency / concurrency`, with `calls` counted by the simulator for the
 phase. The BMCs are independent and served in parallel, so the fleet's floor is the largest
 per-BMC floor. It is a lower bound: calls that depend on each other (a read-back after its PATCH,
 discovery's walk down the resource tree) cannot overlap, so no client could reach it exactly when
 the dependencies are longer than the slots allow; in steady state it is exact (8 independent
-GET-PATCH-GET chains on 2 slots take 4 rounds of 3 calls, i.e. 24 x latency / 2).
+PATCH-GET chains on 2 slots take 4 rounds of 2 calls, i.e. 16 x latency / 2).
 """
 
 from __future__ import annotations

@@ -221,7 +221,9 @@ def _fanout(section: Mapping[str, Any], plot: str) -> list[str]:
         "`--max-concurrency` = max(fleet size, 1024) and the Redfish plugin's default per-BMC "
         "concurrency of "
         f"{cfg['concurrency']}. One resource-group activation per BMC: the node policy (2 superchip-module "
-        "caps), 4 GPU caps and 2 CPU caps, i.e. 8 writes, each a GET, a PATCH and a read-back GET. "
+        "caps), 4 GPU caps and 2 CPU caps, i.e. 8 writes, each a GET, a PATCH and a read-back GET (in "
+        "steady state no GET before the PATCH: the controller's own read-back of the first activation "
+        "is still valid and stands in for it, docs/redfish.md). "
         "Time: first "
         "send to the last response at the topology sink.",
         "",
@@ -229,15 +231,17 @@ def _fanout(section: Mapping[str, Any], plot: str) -> list[str]:
         "and discovers the Redfish service.",
         "- *steady state*: a second activation (another resource group, other values) once the controller "
         "holds a session and the discovery for every BMC — the normal case in production.",
+        "- calls per activation = calls/BMC (one activation per BMC).",
         f"- *baseline*: the same calls made by a script with the synchronous DMTF `redfish` client in a "
         f"`ThreadPoolExecutor` ({cfg['baseline_workers']} threads), one BMC per thread start to finish: "
-        "log in, (first contact: the same discovery walk), GET/PATCH/GET per cap, log out.",
+        "log in, (first contact: the same discovery walk), GET/PATCH/GET per cap, log out (a script "
+        "keeps no read-back: it reads before every write).",
         f"- *floor* = calls per BMC x latency ÷ per-BMC concurrency ({cfg['concurrency']}), calls "
         "counted by the "
         "simulator for the phase (login and discovery included in first contact). The BMCs are independent, "
         "so the fleet's floor is the largest per-BMC floor. It is a lower bound: dependent calls (a "
         "read-back after its PATCH, discovery's walk down the resource tree) cannot overlap; in steady state "
-        "it is exact (8 independent 3-call chains on 2 slots = 4 rounds x 3 x latency).",
+        "it is exact (8 independent 2- or 3-call chains on 2 slots = 4 rounds x 2 or 3 x latency).",
         "",
     ]
     rows = []
@@ -263,7 +267,7 @@ def _fanout(section: Mapping[str, Any], plot: str) -> list[str]:
         [
             "BMCs",
             "phase",
-            "calls/BMC",
+            "calls/BMC (= per activation)",
             "floor s",
             "devicectl s",
             "÷ floor",
@@ -418,7 +422,9 @@ def markdown(results: Mapping[str, Any], plot: str) -> str:
         "",
         "Produced by `make bench` (= `.venv/bin/python -m bench`); `python -m bench --help` lists the sizes "
         "and options, `--only ingest|fanout|recovery` reruns one benchmark (the others' results are kept), "
-        "`--quick` runs tiny sizes into `bench/out/quick/` (what the tests do). Raw results: "
+        "`--quick` runs tiny sizes into `bench/out/quick/` (what the tests do), `make bench COMPARE=REF` "
+        "(`--compare REF`) runs fan-out and ingest for a git ref and the working tree, alternating, and "
+        'prints the ratios (section "Against the previous release" below). Raw results: '
         "`bench/results.json`. The benchmarks report; they never assert the targets.",
         "",
         *_machine(results),

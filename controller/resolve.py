@@ -10,6 +10,7 @@ shards are gained and whenever a completion does not commit as given.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,8 @@ class DeviceResolver:
         #: device -> (entry, model, URL) of its last request (see `_url`)
         self._urls: dict[str, tuple[DeviceEntry, dict[str, Any], str]] = {}
         self._plugin_names = plugin_registry(inventory, settings.default_plugin)
+        #: device -> (plugin, model) its plugin last accepted (see `_check_model`)
+        self._checked: dict[str, tuple[DevicePlugin, dict[str, Any]]] = {}
 
     def forget_all(self) -> None:
         self._devices.clear()
@@ -101,13 +104,22 @@ class DeviceResolver:
         endpoint = entry.endpoint(self._secrets, self._settings.ca_bundle, url=url)
         plugin = await self._plugins.get(entry.plugin)
         # the plugin's schema: hostile or outdated JSON is refused (or migrated) before device code
-        plugin.check_model(model)
+        self._check_model(device, plugin, model)
         try:
             state = plugin.load_state(state)
         except InvalidRequestError as exc:
             source = "device_state_json" if state_json else "stored device state"
             raise InvalidRequestError(f"{source}: {exc.message}") from None
         return Resolved(entry, plugin, endpoint, model, state)
+
+    def _check_model(self, device: str, plugin: DevicePlugin, model: dict[str, Any]) -> None:
+        """`plugin.check_model`, skipped when the same plugin accepted an equal model for the device
+        last time (a pure check; every request of a device usually carries the same model)."""
+        cached = self._checked.get(device)
+        if cached is not None and cached[0] is plugin and cached[1] == model:
+            return
+        plugin.check_model(model)
+        self._checked[device] = (plugin, copy.deepcopy(model))  # its own: nothing else can change it
 
     def _url(self, device: str, entry: DeviceEntry, model: dict[str, Any]) -> str:
         """`device_url`, computed again only when the device's entry or model changed (parsing

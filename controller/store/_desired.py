@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ._database import insert_for
 from ._models import DESIRED_LIMITS as D
 from ._models import DEVICES, REQUESTS
 from ._models import STATE_AUDIT as A
@@ -17,13 +19,32 @@ from ._types import Completion, DesiredLimit, DriftCheck
 
 def record(conn: Connection, completions: Sequence[Completion]) -> None:
     """Upsert each completion's desired limits (in the completion's transaction). The last drift
-    found stays: it is history, and `devicectl devices show` reports it next to the new value."""
+    found stays: it is history, and `devicectl devices show` reports it next to the new value.
+
+    One executemany of a statement built once per backend for the whole batch: the completion
+    path runs it for every request, and a statement per component showed in its profile."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}  # one row per component: the last one wins
     for c in completions:
         for name, watts in sorted((c.desired or {}).items()):
-            values = {"watts": watts, "request_id": c.request_id, "set_at": c.finished_at}
-            where = (D.c.device == c.device, D.c.component == name)
-            if conn.execute(sa.update(D).where(*where).values(**values)).rowcount == 0:
-                conn.execute(sa.insert(D).values(device=c.device, component=name, drift_detail="", **values))
+            rows[c.device, name] = {
+                "device": c.device,
+                "component": name,
+                "watts": watts,
+                "request_id": c.request_id,
+                "set_at": c.finished_at,
+                "drift_detail": "",
+            }
+    if rows:
+        conn.execute(_record_statement(conn.dialect.name), list(rows.values()))
+
+
+@functools.cache
+def _record_statement(dialect: str) -> Any:
+    stmt = insert_for(dialect, D)
+    return stmt.on_conflict_do_update(
+        index_elements=[D.c.device, D.c.component],
+        set_={name: stmt.excluded[name] for name in ("watts", "request_id", "set_at")},
+    )
 
 
 def desired_for(conn: Connection, device: str) -> list[DesiredLimit]:

@@ -145,7 +145,21 @@ class WriteLog:
     def _update(self, index: int | None, **changes: Any) -> None:
         with self._lock:  # an unknown index (None from a wrapped choke point) changes nothing
             if isinstance(index, int) and 0 <= index < len(self._entries):
-                self._entries[index] = dataclasses.replace(self._entries[index], **changes)
+                self._entries[index] = _replaced(self._entries[index], changes)
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(DeviceWrite))
+
+
+def _replaced(entry: DeviceWrite, changes: Mapping[str, Any]) -> DeviceWrite:
+    """`dataclasses.replace` without its per-call introspection (three per write, on the hot path)."""
+    unknown = set(changes) - _FIELDS
+    if unknown:
+        raise TypeError(f"DeviceWrite has no field(s) {sorted(unknown)}")
+    new = object.__new__(DeviceWrite)
+    new.__dict__.update(entry.__dict__)
+    new.__dict__.update(changes)
+    return new
 
 
 _CURRENT: ContextVar[WriteLog | None] = ContextVar("devicectl_write_log", default=None)

@@ -17,7 +17,9 @@
   sent, and NVIDIA `0x600`, raise to the caller, which reads the resource before trying again;
 - `patch()` sends `If-Match` when given an ETag; `202 Accepted` is followed through the task
   monitor until the task ends or the deadline passes;
-- every unsuccessful reply becomes a typed error through `raise_for_response`.
+- every unsuccessful reply becomes a typed error through `raise_for_response`;
+- the last read-back of each resource is kept (`read_backs`, see `plugins.redfish._readbacks`) and
+  answers a GET only where the caller accepts it.
 """
 
 from __future__ import annotations
@@ -42,12 +44,14 @@ from plugins.redfish._errors import (
     AccessError,
     BmcBusyError,
     ConnectionFailedError,
+    PreconditionFailedError,
     ProtocolError,
     RedfishError,
     RedfishHTTPError,
     error_for_response,
     raise_for_response,
 )
+from plugins.redfish._readbacks import ReadBacks, note_read, note_refused, note_served, offered
 from plugins.redfish._retry import READS, before_sending, gave_up, retryable
 from plugins.redfish._sessions import LeftoverSessions
 from plugins.redfish._tasks import wait_task
@@ -111,6 +115,8 @@ class BmcClient(LeftoverSessions):
         self.discovery: Any = None
         #: ETag policies learned on this BMC, by mechanism (a 412 over an unchanged value: body hash)
         self.etag_quirks: dict[str, str] = {}
+        #: our last read-back of each resource, a prior for the next change while still valid
+        self.read_backs = ReadBacks(settings.read_back_max_age)
 
     @property
     def origin(self) -> str:
@@ -121,6 +127,7 @@ class BmcClient(LeftoverSessions):
         """Take new timeouts and back-offs (same URL, credentials and TLS) without a new login."""
         self.settings = settings
         self.transport.retune(settings)
+        self.read_backs.max_age = settings.read_back_max_age
 
     @property
     def auth_mode(self) -> str | None:
@@ -130,9 +137,21 @@ class BmcClient(LeftoverSessions):
     # ---- reading ------------------------------------------------------------------------------
 
     async def get(self, path: str, *, deadline: float) -> Document:
-        """GET a resource as JSON, retrying transient failures."""
+        """GET a resource as JSON, retrying transient failures; where the caller accepts it
+        (`priors_from_read_backs`), our still valid read-back of it instead."""
+        read_backs = self.read_backs
+        read_at = offered(path)
+        if read_at is not None:
+            kept = read_backs.still(path, read_at)
+            if kept is not None:
+                note_served(path)
+                return kept
+        ticket = read_backs.ticket(path)
         reply = await self.call("GET", path, deadline=deadline)
-        return self.document(path, reply)
+        doc = self.document(path, reply)
+        read_backs.read(path, ticket, doc, reply.read)
+        note_read(path, doc)
+        return doc
 
     async def ping(self, *, deadline: float, attempts: int = 1) -> Document:
         """GET the service root, which needs no authentication (reachability check)."""
@@ -205,6 +224,8 @@ class BmcClient(LeftoverSessions):
         if self._closed:
             raise ConnectionFailedError(f"{self.origin}: the connection was closed", sent=False)
         method = method.upper()
+        if method not in READS:
+            self.read_backs.writing(path)
         limit = attempts if attempts is not None else self.settings.max_attempts
         attempt = 0
         # NOTE: a plain loop, not tenacity: an `AsyncRetrying` per call leaves ~37 objects in
@@ -216,8 +237,11 @@ class BmcClient(LeftoverSessions):
                 if not (allow_404 and reply.status == 404):
                     raise_for_response(self.origin, method, path, reply)
                 return reply
-            except RedfishError as exc:
-                if not retryable(exc, method):
+            except BaseException as exc:
+                self.read_backs.clear()  # the BMC may have rebooted, or the write may have landed
+                if isinstance(exc, PreconditionFailedError):
+                    note_refused(path)
+                if not isinstance(exc, RedfishError) or not retryable(exc, method):
                     raise
                 wait = self._wait(exc, attempt)
                 if attempt >= limit or time.monotonic() + wait >= deadline:
@@ -360,6 +384,7 @@ class BmcClient(LeftoverSessions):
         except dmtf.RedfishError as exc:
             raise self._map_dmtf(exc, "POST", "/redfish/v1/SessionService/Sessions") from exc
         self._auth = mode
+        self.read_backs.clear()  # a new login: the BMC may have restarted since the last read-backs
         if mode == "session" and not self._session_counted:
             self._session_counted = True
             SESSIONS_OPEN.inc()
@@ -384,6 +409,7 @@ class BmcClient(LeftoverSessions):
     def _forget_login(self) -> None:
         """No credentials are held any more: the next authenticated request logs in."""
         self._auth = None
+        self.read_backs.clear()
         if self._session_counted:
             self._session_counted = False
             SESSIONS_OPEN.dec()

@@ -24,6 +24,7 @@ Per-device options (all optional):
 | `min_cap_watts` | 100 | safety floor for a cap when neither the BMC nor the device spec gives a minimum |
 | `system` | none | the ComputerSystem `Id` of this device on a BMC serving several (Cray EX `Node0`) |
 | `allow_power_off_on_limit` | false | accept a cap while the BMC's `LimitException` is `HardPowerOff` |
+| `read_back_max_age` | 60 s | how long our read-back of a limit may stand in for a pre-write GET (0: never) |
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class RedfishSettings:
     etag_policy: str | None = None
     persistent_caps: bool = False
     min_cap_watts: float = 100.0
+    read_back_max_age: float = 60.0
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -105,6 +107,7 @@ class ConnectionSettings:
     min_cap_watts: float = 100.0
     system: str = ""
     allow_power_off_on_limit: bool = False
+    read_back_max_age: float = 60.0
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -188,6 +191,7 @@ def config_schema() -> Mapping[str, Any]:
             "min_cap_watts": {"type": "number", "minimum": 0, "default": 100.0},
             "system": {"type": "string"},
             "allow_power_off_on_limit": {"type": "boolean", "default": False},
+            "read_back_max_age": {"type": "number", "minimum": 0, "default": 60.0},
         },
     }
 
@@ -226,7 +230,7 @@ def _validate(obj: RedfishSettings | ConnectionSettings) -> None:
     for name in ("connect_timeout", "read_timeout", "task_poll_interval", "logout_timeout"):
         if float(getattr(obj, name)) <= 0:
             raise ValueError(f"{name} must be positive")
-    for name in ("busy_backoff", "retry_backoff", "max_retry_wait", "verify_after"):
+    for name in ("busy_backoff", "retry_backoff", "max_retry_wait", "verify_after", "read_back_max_age"):
         if float(getattr(obj, name)) < 0:
             raise ValueError(f"{name} must not be negative")
     if obj.etag_policy is not None and obj.etag_policy not in ETAG_POLICIES:

@@ -38,6 +38,8 @@ from plugins.redfish._device import Device, invalidate
 from plugins.redfish._errors import ResourceNotFoundError
 from plugins.redfish._layout import Component
 from plugins.redfish._platforms import Prior, unsupported_message
+from plugins.redfish._priors import corrected, read_back_for
+from plugins.redfish._readbacks import priors_from_read_backs
 
 _GPU_PREFIX = re.compile(r"^GPU (\d+)(\b.*)$", re.S)
 
@@ -149,15 +151,23 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
     runnable = [t for t in targets if not t.error and t.component is not None and t.watts is not None]
     state = device.state
     jobs = []
+    priors: dict[str, float] = {}
     for t in runnable:
         comp = t.component
         assert comp is not None and t.watts is not None
         # NOTE: the stored reading stands in for the pre-write GET only once the scope's prior value
-        # is recorded: the first change in a scope always reads what it will later restore.
+        # is recorded: the first change in a scope always reads what it will later restore, though
+        # our own read-back of it, while valid, is that reading (docs/redfish.md).
         stored = state.reading(comp.key) if state.prior(scope, comp.key) is not None else None
+        read_back = read_back_for(device, comp, t.watts)
+        if read_back is not None:
+            priors[comp.limit_uri] = read_back
         jobs.append(set_cap(device.bmc, comp, t.watts, stored=stored, bounds=_bounds(device, comp)))
+    with priors_from_read_backs(priors) as used:  # the tasks gather() starts take this context
+        done = asyncio.gather(*jobs)
     changes: dict[str, CapChange] = {}
-    for change in await asyncio.gather(*jobs):
+    for change in await done:
+        change = corrected(change, used)
         key = change.component.key
         changes[key] = change
         if change.before is not None:

@@ -51,7 +51,7 @@ class DeviceState:
         # checked and migrated (raises InvalidRequestError on anything malformed) unless the host
         # already did (`load_state` made it), then copied: the caller's copy is never changed
         checked = data if isinstance(data, LoadedState) else load_state(data or {})
-        self._data = {key: _copy(value) for key, value in checked.items()}
+        self._data = {key: value if key in _SHARED else _copy(value) for key, value in checked.items()}
         self._data["version"] = STATE_VERSION
         self.changed = False
 
@@ -211,8 +211,8 @@ class DeviceState:
     # ---- output ---------------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        """A deep copy for `Outcome.state`."""
-        return {key: _copy(value) for key, value in self._data.items()}
+        """A deep copy for `Outcome.state` (but for the sections only ever replaced whole)."""
+        return {key: value if key in _SHARED else _copy(value) for key, value in self._data.items()}
 
     def _section(self, name: str) -> dict[str, Any]:
         section = self._data.get(name)
@@ -222,6 +222,9 @@ class DeviceState:
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+#: sections only ever replaced whole (the setter stores a new dict), never changed in place: the
+#: copies share them. Discovery is most of a state, and was copied twice per request.
+_SHARED = frozenset({"discovery"})
 
 
 def _copy(value: Any) -> Any:
@@ -233,10 +236,13 @@ def _copy(value: Any) -> Any:
     kind = type(value)
     if kind in _SCALARS:
         return value
+    # scalars inline: a call per scalar was most of the cost
     if kind is dict:
-        return {key: _copy(item) for key, item in value.items()}
+        return {key: item if type(item) in _SCALARS else _copy(item) for key, item in value.items()}
     if kind is list:
-        return [_copy(item) for item in value]
+        return [item if type(item) in _SCALARS else _copy(item) for item in value]
+    if kind is tuple:  # e.g. a reading's allowable values, as the plugin itself stored them
+        return tuple(item if type(item) in _SCALARS else _copy(item) for item in value)
     return copy.deepcopy(value)
 
 

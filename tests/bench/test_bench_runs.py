@@ -74,7 +74,13 @@ async def test_fanout_sees_the_expected_calls_on_every_bmc(tmp_path: Path) -> No
     for ours, theirs in zip(size["phases"], size["baseline"], strict=True):
         assert theirs["problems"] == [] and theirs["failed"] == 0
         assert theirs["writes_per_bmc_min"] == theirs["writes_per_bmc_max"] == EXPECTED_WRITES
-        assert set(theirs["differs_from_devicectl"]) <= LOGIN_AND_LOGOUT, "the baseline makes the same calls"
+        differs = theirs["differs_from_devicectl"]
+        if ours is steady:  # devicectl's read-backs of the first activation stand in for its GETs
+            skipped = {call: n for call, n in differs.items() if call not in LOGIN_AND_LOGOUT}
+            assert skipped
+            assert all(call.startswith("GET ") and n[0] * 2 == n[1] for call, n in skipped.items())
+            differs = {call: n for call, n in differs.items() if call not in skipped}
+        assert set(differs) <= LOGIN_AND_LOGOUT, "otherwise the baseline makes the same calls"
         assert theirs["elapsed"] > 0 and ours["speedup"] == pytest.approx(theirs["elapsed"] / ours["elapsed"])
 
 

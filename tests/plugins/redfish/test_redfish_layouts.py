@@ -123,6 +123,7 @@ async def test_automatic_mode_caps_work_and_restore_exactly(make_harness: Callab
         assert (node.set_point, node.control_mode) == (900, "Automatic")
         # from no cap at all: restored to exactly that (SetPoint null, Disabled)
         node.set_point, node.control_mode = None, "Disabled"
+        node.revision += 1  # changed behind our back: its ETag changes, as on a real BMC
         await h.call("set_policy", bmc, PolicyChange(SET, policy(node=650)))
         assert (node.set_point, node.control_mode) == (650, "Automatic")
         await h.call("unset_policy", bmc, PolicyChange(PolicyAction.UNSET, None))

@@ -1,0 +1,43 @@
+"""Which of our read-backs an operation offers as priors, and the prior after a refused one
+(docs/redfish.md, "Read-backs as priors"; the cache itself: `plugins.redfish._readbacks`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from plugins.redfish._caps import CapChange
+from plugins.redfish._device import Device
+from plugins.redfish._layout import Component
+from plugins.redfish._platforms import LimitReading, mechanism_for
+from plugins.redfish._readbacks import Priors
+
+
+def corrected(change: CapChange, used: Priors) -> CapChange:
+    """The change with its `before` read again where the BMC refused the read-back's ETag (412):
+    the value someone else set meanwhile, not our stale read-back, is the prior to restore."""
+    fresh = used.fresh.get(change.component.limit_uri)
+    mech = mechanism_for(change.component)
+    if fresh is None or mech is None or change.before is None:
+        return change
+    return replace(change, before=mech.parse(change.component, fresh))
+
+
+def read_back_for(device: Device, comp: Component, watts: float) -> float | None:
+    """When our valid read-back of the component's limit was read, where it may stand in for the
+    pre-write GET:
+    only when it shows a value clearly off the target, so a write follows (whose `If-Match`, where
+    the policy sends one, the BMC checks). "Already in force" is never judged from it: that answer
+    sends nothing, so the BMC must say it."""
+    found = device.bmc.client.read_backs.peek(comp.limit_uri)
+    mech = mechanism_for(comp)
+    if found is None or mech is None:
+        return None
+    try:
+        reading: LimitReading = mech.parse(comp, found[0])
+    except Exception:  # whatever the parser makes of it, a fresh GET decides
+        return None
+    if not reading.capped:
+        return found[1]
+    if reading.watts is None or not reading.in_watts:
+        return None
+    return found[1] if abs(reading.watts - watts) > max(reading.increment or 0.0, 1.0) + 0.5 else None

@@ -1,0 +1,62 @@
+"""`python -m bench --compare REF` at tiny size against HEAD: the ref runs from its own checkout,
+the sides alternate, and the table has every row with a value on both sides."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench.__main__ import main
+from bench.compare import check_imports, checkout, render, resolve
+from bench.util import ROOT
+
+
+def test_the_ref_runs_from_its_own_checkout(tmp_path: Path) -> None:
+    head = resolve("HEAD")
+    with checkout(head, tmp_path) as tree:
+        assert (tree / "bench" / "compare.py").exists() or (tree / "bench" / "__main__.py").exists()
+        rev = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True, text=True, check=True
+        )
+        assert rev.stdout.strip() == head
+        check_imports(tree)  # its bench, controller and plugins, not the working tree's
+    assert not tree.exists()
+    listed = subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert str(tree) not in listed.stdout
+
+
+def test_an_unknown_ref_is_one_clear_line() -> None:
+    with pytest.raises(SystemExit, match="names no commit"):
+        resolve("no-such-ref-anywhere")
+
+
+def test_compare_against_head_prints_the_ratio_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "compare"
+    argv = ["--compare", "HEAD", "--quick", "--only", "fanout", "--rounds", "1", "--compare-out", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((out / "compare.json").read_text())
+    rows = {row[0]: row[1:] for row in summary["table"][1:]}
+    assert "steady state" in printed and "tree ÷ ref" in printed
+    table = render(summary["table"])
+    assert table in printed
+    assert max(len(line) for line in table.splitlines()) <= 100, "the table fits a terminal"
+    for metric in (
+        "fan-out first contact s",
+        "fan-out steady state s",
+        "CPU ms/BMC call, first contact",
+        "CPU ms/BMC call, steady state",
+        "calls per activation, steady state",
+        "fan-out peak RSS MB",
+    ):
+        ref, tree, ratio = rows[metric]
+        assert ref != "-" and tree != "-" and float(ratio) > 0, metric
+    # each side ran once, its own results: the ref's run is of HEAD's commit
+    ref_results = json.loads((out / "round1-ref" / "results.json").read_text())
+    assert ref_results["fanout"]["code"].startswith(summary["commit"][:7])
+    assert all(phase["problems"] == [] for phase in ref_results["fanout"]["result"]["sizes"][0]["phases"])
