@@ -30,7 +30,6 @@ import logging
 import random
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -40,6 +39,7 @@ from redfish.aio.response import AsyncRestResponse
 
 from plugins.base import HostEnvironmentError
 from plugins.redfish._config import ConnectionSettings
+from plugins.redfish._document import Document
 from plugins.redfish._errors import (
     AccessError,
     BmcBusyError,
@@ -67,19 +67,6 @@ _ACCEPT_JSON = {"Accept": "application/json"}
 #: tuple on every call; the label sets are few (see `_telemetry`)
 _REQUEST_COUNTERS: dict[tuple[str, str, str], Any] = {}
 _CALL_HISTOGRAMS: dict[tuple[str, str], Any] = {}
-
-
-@dataclass(frozen=True)
-class Document:
-    """A resource as read: its JSON body and its ETag (header, else `@odata.etag`)."""
-
-    path: str
-    body: Mapping[str, Any]
-    etag: str | None = None
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """Shortcut for `body.get`."""
-        return self.body.get(key, default)
 
 
 class BmcClient(LeftoverSessions):

@@ -26,10 +26,8 @@ import time
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from plugins.redfish._client import Document
+from plugins.redfish._document import Document
 
 
 @dataclass
@@ -159,6 +157,4 @@ class ReadBacks:
 
 
 def _document(path: str, entry: tuple[bytes, str | None, float]) -> Document:
-    from plugins.redfish._client import Document  # (the client imports this module)
-
     return Document(path, json.loads(entry[0]), entry[1])
