@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 
-from controller.delivery import reconnect_options
+from controller.delivery_wire import reconnect_options
 from controller.sink import TopologySink
 from tests.controller.test_service import ping
 

@@ -1,0 +1,62 @@
+"""What delivery knows about the way to the topology server: how the receiver's status codes are
+classified, the back-off delays, the callback channel's reconnect options and the `Transport`
+seam for another way than the unary callback (the agent stream)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import grpc
+import tenacity
+
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+
+_Code = grpc.StatusCode
+#: the receiver (or the path to it) is down: say so once for the destination, probe, don't
+#: count it against each row
+DESTINATION_DOWN = frozenset(
+    {
+        _Code.UNAVAILABLE,
+        _Code.DEADLINE_EXCEEDED,
+        _Code.UNIMPLEMENTED,
+        _Code.UNAUTHENTICATED,
+        _Code.PERMISSION_DENIED,
+    }
+)
+#: the receiver refuses this very response (too large, malformed): retrying cannot help
+DEAD_LETTER = frozenset({_Code.RESOURCE_EXHAUSTED, _Code.INVALID_ARGUMENT, _Code.OUT_OF_RANGE})
+
+
+def reconnect_options(probe_max: float) -> list[tuple[str, int]]:
+    """Channel options that keep gRPC's own reconnect back-off within the probe interval.
+
+    NOTE: gRPC backs reconnect attempts off up to 120 s on its own; after an outage of a minute a
+    probe could find the channel still waiting to reconnect long after the receiver came back.
+    `min_reconnect_backoff_ms` is also the floor of each connection attempt's timeout, so it gets
+    the probe interval rather than the 1 s start.
+    """
+    cap = max(100, int(probe_max * 1000))
+    return [
+        ("grpc.initial_reconnect_backoff_ms", min(1000, cap)),
+        ("grpc.min_reconnect_backoff_ms", cap),
+        ("grpc.max_reconnect_backoff_ms", cap),
+    ]
+
+
+def _backoff(max_backoff: float) -> tenacity.wait.wait_base:
+    return tenacity.wait_exponential_jitter(multiplier=0.2, exp_base=2, max=max_backoff, jitter=0.5)
+
+
+def backoff_delay(attempt: int, max_backoff: float) -> float:
+    """Seconds to wait after the `attempt`-th failed delivery (1-based)."""
+    state = tenacity.RetryCallState(retry_object=tenacity.AsyncRetrying(), fn=None, args=(), kwargs={})
+    state.attempt_number = attempt
+    return float(_backoff(max_backoff)(state))
+
+
+class Transport(Protocol):
+    """Another way to the topology server than the unary callback (the agent stream): `send`
+    returns once the receiver acknowledged the response and raises `grpc.aio.AioRpcError` with
+    the same status codes as the callback would, so failures are classified the same way."""
+
+    async def send(self, response: pb.DeviceControllerResponse, timeout: float) -> None: ...
