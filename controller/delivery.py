@@ -148,11 +148,13 @@ class Delivery:
                     "no topology callback: responses of devices outside agent_devices stay in the outbox"
                 )
             return
+        watcher: asyncio.Task[None] | None = None
         if self._transport is None:
             self._channel = client_channel(
                 self._target, self._tls, what="topology callback", options=reconnect_options(self._probe_max)
             )
             self._stub = cb.TopologyCallbackStub(self._channel)
+            watcher = asyncio.create_task(self._watch_channel(self._channel), name="callback channel")
         try:
             woken = False  # the first pass is a full one
             while not self._stopping:
@@ -182,6 +184,8 @@ class Delivery:
                         await asyncio.sleep(_BUSY_COALESCE if len(self._tasks) >= _BUSY else _COALESCE)
         finally:
             await self._stop_tasks()
+            if watcher is not None:
+                watcher.cancel()
             if self._channel is not None:
                 await self._channel.close()
 
@@ -226,6 +230,19 @@ class Delivery:
         the end began after it; skipping it left a drained device idle until the next timed
         full pass (0.5 s), which capped a backlog's drain at two responses per device a second."""
         return self._finished.get(device, -1) > this_pass
+
+    async def _watch_channel(self, channel: grpc.aio.Channel) -> None:
+        """Probe at once when the callback channel (re)connects while the destination is down.
+
+        NOTE: without this the receiver's return was seen only at the next probe, up to
+        `delivery_probe_max_interval` (5 s) later, plus the channel's own reconnect wait."""
+        state = channel.get_state()
+        while True:
+            await channel.wait_for_state_change(state)
+            state = channel.get_state()
+            if state is grpc.ChannelConnectivity.READY and self.destination.failing:
+                log.debug("%s reconnected: probing now", self.destination.what)
+                self.retry_now()
 
     def retry_now(self) -> None:
         """The destination is reachable again (an agent stream reconnected): probe at once."""

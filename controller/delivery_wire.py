@@ -27,19 +27,26 @@ DESTINATION_DOWN = frozenset(
 DEAD_LETTER = frozenset({_Code.RESOURCE_EXHAUSTED, _Code.INVALID_ARGUMENT, _Code.OUT_OF_RANGE})
 
 
-def reconnect_options(probe_max: float) -> list[tuple[str, int]]:
-    """Channel options that keep gRPC's own reconnect back-off within the probe interval.
+#: the callback channel tries to reconnect to a receiver that is down at least this often (ms)
+RECONNECT_EVERY_MS = 500
 
-    NOTE: gRPC backs reconnect attempts off up to 120 s on its own; after an outage of a minute a
-    probe could find the channel still waiting to reconnect long after the receiver came back.
-    `min_reconnect_backoff_ms` is also the floor of each connection attempt's timeout, so it gets
-    the probe interval rather than the 1 s start.
+
+def reconnect_options(probe_max: float) -> list[tuple[str, int]]:
+    """Channel options that keep gRPC's own reconnect back-off short while a receiver is down.
+
+    NOTE: gRPC backs reconnect attempts off up to 120 s on its own; after an outage of a minute
+    the channel could still be waiting to reconnect long after the receiver came back. Attempts
+    every `RECONNECT_EVERY_MS` at most (a refused connection costs next to nothing) let the
+    delivery loop, which watches the channel, probe within about that time of the receiver's
+    return. `min_reconnect_backoff_ms` is the floor of each connection attempt's timeout, so it
+    gets the probe interval: a slow network still has that long to connect.
     """
     cap = max(100, int(probe_max * 1000))
+    every = min(RECONNECT_EVERY_MS, cap)
     return [
-        ("grpc.initial_reconnect_backoff_ms", min(1000, cap)),
+        ("grpc.initial_reconnect_backoff_ms", every),
         ("grpc.min_reconnect_backoff_ms", cap),
-        ("grpc.max_reconnect_backoff_ms", cap),
+        ("grpc.max_reconnect_backoff_ms", every),
     ]
 
 
