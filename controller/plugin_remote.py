@@ -19,8 +19,8 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
@@ -49,6 +49,8 @@ from plugins.base import _wire as w
 from plugins.base._codec import encode
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: a plugin that stayed up this long restarts at the shortest backoff again
 _STABLE_AFTER = 30.0
@@ -190,6 +192,35 @@ class RemotePlugin(DevicePlugin):
             return UnsupportedError(f"plugin {self.spec.name} does not offer {what}")
         return w.error_from_status(err, self.spec.name)
 
+    def _went_away(self, what: str) -> TransientError | None:
+        """The error for a call that gRPC cancelled because its channel was closed; None when the
+        calling task itself is being cancelled (a deadline, a lapsed lease, shutdown).
+
+        NOTE: when the plugin dies or hangs, the supervisor closes its channel, and gRPC ends the
+        calls still in flight on it as cancelled locally: they raise `CancelledError` in tasks that
+        nobody cancelled. Whether a call saw the dead socket's UNAVAILABLE first or the close was
+        a race; a CancelledError escaping into the device's lane ended the lane, so the request
+        was neither answered nor failed, and ran again after the next sweep."""
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            return None
+        return TransientError(
+            f"plugin {self.spec.name} went away during {what} (it crashed or is restarting: its "
+            "connection was closed); the request did not complete and may be retried"
+        )
+
+    async def _call(self, what: str, call: Awaitable[T]) -> T:
+        """Await one unary call; its failures as the controller's errors (see `_error`)."""
+        try:
+            return await call
+        except grpc.aio.AioRpcError as err:
+            raise self._error(err, what) from None
+        except asyncio.CancelledError:
+            error = self._went_away(what)
+            if error is None:
+                raise
+            raise error from None
+
     @staticmethod
     def _trailer_error(err: grpc.aio.AioRpcError) -> bool:
         return any(k == w.ERROR_CODE_KEY for k, _ in (err.trailing_metadata() or ()))
@@ -200,20 +231,17 @@ class RemotePlugin(DevicePlugin):
         rpc = w.BY_METHOD[method]
         conn = await self._available(ctx.remaining())
         call = getattr(conn.power, rpc.name)
-        try:
-            reply = await call(w.request_to_pb(ctx, request), timeout=max(ctx.remaining(), 0.001))
-        except grpc.aio.AioRpcError as err:
-            raise self._error(err, f"{rpc.method} (devicectl power operations)") from None
+        reply = await self._call(
+            f"{rpc.method} (devicectl power operations)",
+            call(w.request_to_pb(ctx, request), timeout=max(ctx.remaining(), 0.001)),
+        )
         self._last_reply = time.monotonic()
         return w.outcome_from_pb(rpc, reply)
 
     async def verify(self, ctx: DeviceContext, pending: PendingVerification) -> VerificationResult:
         conn = await self._available(ctx.remaining())
         msg = ppb.VerifyRequest(context=w.request_to_pb(ctx, None), pending_json=json.dumps(encode(pending)))
-        try:
-            reply = await conn.power.Verify(msg, timeout=max(ctx.remaining(), 0.001))
-        except grpc.aio.AioRpcError as err:
-            raise self._error(err, "verify") from None
+        reply = await self._call("verify", conn.power.Verify(msg, timeout=max(ctx.remaining(), 0.001)))
         if reply.HasField("error"):
             raise w.error_from(reply.error.code, reply.error.message, reply.error.retryable)
         return VerificationResult(done=reply.done, status=reply.status, detail=reply.detail)
@@ -221,17 +249,17 @@ class RemotePlugin(DevicePlugin):
     async def forget(self, device_id: str) -> None:
         conn = self.connection
         if conn is not None:
-            with contextlib.suppress(grpc.aio.AioRpcError):
-                await conn.power.Forget(ppb.ForgetRequest(device_id=device_id), timeout=5.0)
+            with contextlib.suppress(DeviceControllerError):
+                await self._call(
+                    "forget", conn.power.Forget(ppb.ForgetRequest(device_id=device_id), timeout=5.0)
+                )
 
     # ---- Nomad's trio -------------------------------------------------------------------------
 
     async def reserve(self, device_ids: Sequence[str]) -> ContainerReservation:
         conn = await self._available(10.0)
-        try:
-            reply = await conn.device.Reserve(dpb.ReserveRequest(device_ids=list(device_ids)), timeout=30.0)
-        except grpc.aio.AioRpcError as err:
-            raise self._error(err, "reserve") from None
+        request = dpb.ReserveRequest(device_ids=list(device_ids))
+        reply = await self._call("reserve", conn.device.Reserve(request, timeout=30.0))
         return n.reservation_from_pb(reply)
 
     async def fingerprint(self, targets: Sequence[DeviceTarget]) -> AsyncIterator[FingerprintResponse]:
@@ -272,11 +300,20 @@ class RemotePlugin(DevicePlugin):
             if started or err.code() != grpc.StatusCode.UNIMPLEMENTED or self._trailer_error(err):
                 yield FingerprintResponse(error=self._error(err, ours))
                 return
+        except asyncio.CancelledError:
+            if (error := self._went_away(ours)) is None:
+                raise
+            yield FingerprintResponse(error=error)
+            return
         try:
             async for msg in getattr(conn.device, nomads)(nomad_request):
                 yield msg
         except grpc.aio.AioRpcError as err:
             yield FingerprintResponse(error=self._error(err, nomads))
+        except asyncio.CancelledError:
+            if (error := self._went_away(nomads)) is None:
+                raise
+            yield FingerprintResponse(error=error)
 
 
 def _forward(method: str) -> Any:
