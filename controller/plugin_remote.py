@@ -209,11 +209,14 @@ class RemotePlugin(DevicePlugin):
             "connection was closed); the request did not complete and may be retried"
         )
 
-    async def _call(self, what: str, call: Awaitable[T]) -> T:
-        """Await one unary call; its failures as the controller's errors (see `_error`)."""
+    async def _call(self, what: str, call: Awaitable[T], *, unsent: bool = False) -> T:
+        """Await one unary call; its failures as the controller's errors (see `_error`), or
+        `_Unsent` (when `unsent`) for a call gRPC failed without sending it."""
         try:
             return await call
         except grpc.aio.AioRpcError as err:
+            if unsent and _never_sent(err):
+                raise _Unsent from None
             raise self._error(err, what) from None
         except asyncio.CancelledError:
             error = self._went_away(what)
@@ -230,13 +233,37 @@ class RemotePlugin(DevicePlugin):
     async def _operate(self, method: str, ctx: DeviceContext, request: Any) -> Outcome[Any]:
         rpc = w.BY_METHOD[method]
         conn = await self._available(ctx.remaining())
-        call = getattr(conn.power, rpc.name)
-        reply = await self._call(
-            f"{rpc.method} (devicectl power operations)",
-            call(w.request_to_pb(ctx, request), timeout=max(ctx.remaining(), 0.001)),
-        )
+        what = f"{rpc.method} (devicectl power operations)"
+        try:
+            reply = await self._call(what, self._power_call(conn, rpc, ctx, request), unsent=True)
+        except _Unsent:
+            # the plugin was gone before this call: it never reached it, so it runs once the
+            # supervisor has restarted the plugin (within the request's deadline), as a request
+            # arriving during a restart does
+            conn = await self._replaced(conn, ctx.remaining())
+            reply = await self._call(what, self._power_call(conn, rpc, ctx, request))
         self._last_reply = time.monotonic()
         return w.outcome_from_pb(rpc, reply)
+
+    @staticmethod
+    def _power_call(conn: Connection, rpc: Any, ctx: DeviceContext, request: Any) -> Awaitable[Any]:
+        call = getattr(conn.power, rpc.name)
+        return call(w.request_to_pb(ctx, request), timeout=max(ctx.remaining(), 0.001))  # type: ignore[no-any-return]
+
+    async def _replaced(self, old: Connection, wait: float) -> Connection:
+        """The connection that replaced `old` (the supervisor restarted the plugin), waiting for
+        it up to `wait` seconds."""
+        deadline = time.monotonic() + wait
+        while not (self._ready.is_set() and self._conn is not old and self._conn is not None):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TransientError(
+                    f"plugin {self.spec.name} is not running "
+                    f"(restarting after: {self.last_error or 'its connection failed'}); retry later"
+                )
+            await asyncio.sleep(min(0.05, left))
+        assert self._conn is not None
+        return self._conn
 
     async def verify(self, ctx: DeviceContext, pending: PendingVerification) -> VerificationResult:
         conn = await self._available(ctx.remaining())
@@ -314,6 +341,21 @@ class RemotePlugin(DevicePlugin):
             if (error := self._went_away(nomads)) is None:
                 raise
             yield FingerprintResponse(error=error)
+
+
+class _Unsent(Exception):
+    """A call failed before it was sent: the channel had no connection to the plugin."""
+
+
+def _never_sent(err: grpc.aio.AioRpcError) -> bool:
+    """Whether gRPC failed the call without sending it.
+
+    NOTE: a call on a channel without a connection (in TRANSIENT_FAILURE: the plugin's socket is
+    gone) fails at once with UNAVAILABLE "failed to connect to all addresses" and is never sent.
+    Between a plugin's death and the supervisor noticing it (milliseconds), a request that starts
+    meets exactly that; it used to be failed as if the plugin had died under it.
+    """
+    return err.code() == grpc.StatusCode.UNAVAILABLE and "failed to connect" in (err.details() or "")
 
 
 def _forward(method: str) -> Any:

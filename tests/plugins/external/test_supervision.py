@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import grpc
 import pytest
 
 from controller import translate
@@ -234,3 +235,49 @@ async def test_a_dialed_plugin_that_restarts_is_dialed_again(remote, tmp_path: P
     finally:
         second.terminate()
         second.wait()
+
+
+async def test_a_call_that_starts_after_the_plugin_died_waits_for_the_restart(remote, tmp_path: Path) -> None:
+    """The kill-mid-batch test's other failure (1 in 27 runs once the first was fixed): a
+    device's next request started between the plugin's death and the supervisor noticing it,
+    and gRPC failed it at once, unsent ("failed to connect to all addresses"); it was answered
+    "went away" as if it had been running. A call that never reached the plugin waits for the
+    restart and runs. Made certain here with a dialed plugin and slow health checks: its server
+    is gone, the channel has no connection, and the supervisor has not noticed yet."""
+    sock = tmp_path / "files.sock"
+    (tmp_path / "a.txt").write_text("x")
+
+    def serve_by_hand() -> subprocess.Popen[str]:
+        command = [*serve_command("filedevices"), "--manual", "--address", f"unix:{sock}"]
+        proc = subprocess.Popen(command, env={**os.environ, **CHILD_ENV}, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None and proc.stdout.readline().startswith("1|2|unix|")
+        return proc
+
+    first = serve_by_hand()
+    second: subprocess.Popen[str] | None = None
+    try:
+        plugin: RemotePlugin = await remote(
+            ExternalPlugin(name="files", address=f"unix:{sock}", config={"dir": str(tmp_path)}),
+            health_interval=1.0,
+            health_timeout=0.2,
+            health_failures=2,
+            min_backoff=0.1,
+        )
+        conn = plugin.connection
+        assert conn is not None
+        first.kill()
+        first.wait()
+        await until(lambda: conn.channel.get_state() is grpc.ChannelConnectivity.TRANSIENT_FAILURE)
+        assert plugin.connection is conn, "the supervisor has not noticed yet"
+        call = asyncio.create_task(
+            plugin.ping(DeviceContext(device_id="a.txt", deadline=time.monotonic() + 30), Ping())
+        )
+        await asyncio.sleep(0.5)
+        second = serve_by_hand()
+        assert (await call).result.ok
+        assert plugin.restarts == 1
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                proc.wait()
