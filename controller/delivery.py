@@ -51,6 +51,9 @@ _BUSY_COALESCE = 0.02
 #: while `_BUSY` deliveries are in flight, a pass over every device's head (after new completions)
 #: runs at most this often; the passes between look only at devices whose delivery just ended
 _FULL_PASS_EVERY = 0.1
+#: with nothing waking it, the loop still passes over every device this often (rows whose own
+#: back-off ended); a backlog must never drain at this pace
+_IDLE_PASS_EVERY = 0.5
 #: a device's delivery reads its next responses this many at a time (one indexed read)
 _READ_AHEAD = 32
 
@@ -160,7 +163,7 @@ class Delivery:
             while not self._stopping:
                 devices = self._pass_devices(woken)
                 self._wake.clear()
-                wait = 0.5
+                wait = _IDLE_PASS_EVERY
                 try:
                     if devices is None or devices:
                         await self.pass_once(devices)

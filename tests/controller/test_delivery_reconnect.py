@@ -3,9 +3,10 @@
 gRPC backs reconnect attempts to a down receiver off exponentially (1 s, 1.6 s, 2.56 s, ... up to
 120 s): after a long topology outage the first probe could wait many seconds for the channel to
 try again although the receiver was back. The delivery worker caps that back-off at 0.5 s
-(within `delivery_probe_max_interval`) and probes as soon as the channel reconnects. Observed here without a clock: a listener that accepts and drops
-every connection counts the channel's attempts; with gRPC's defaults twelve attempts take well
-over a minute, within the cap a few seconds.
+(within `delivery_probe_max_interval`) and probes as soon as the channel reconnects. Observed
+here without a clock: a listener that accepts and drops every connection counts the channel's
+attempts; with gRPC's defaults twelve attempts take well over a minute, within the cap a few
+seconds.
 """
 
 from __future__ import annotations
