@@ -1,17 +1,13 @@
 """Outbox delivery: post each response to the topology callback, in per-device order, retrying
-with capped exponential backoff and jitter until it is acknowledged.
+until it is acknowledged.
 
-Failures come in three kinds (by the receiver's status code):
-
-- the destination is down (`UNAVAILABLE`, `DEADLINE_EXCEEDED`, ...): one destination-level
-  state backs off and a single probe (the oldest due response) tries at the backoff interval;
-  the first success releases the whole backlog at once, still in order per device;
-- the receiver refuses this response for good (`RESOURCE_EXHAUSTED`, `INVALID_ARGUMENT`,
-  `OUT_OF_RANGE`): the row is dead-lettered with the error, so the device's later responses flow;
-- anything else: that row backs off on its own, persisted (attempts, next attempt time), so
-  retries outlive restarts; tenacity's wait strategy computes the delays.
-
-A failing database never ends the loop: a failed pass is logged once per outage and retried.
+A pass reads the due head of every device (or only of the devices whose delivery just ended)
+and starts one delivery per device; that delivery goes on with the device's next responses (read
+ahead in batches), each recorded before the next is sent, so a backlog drains at the pace of the
+receiver and the database, not of the passes. Failures (`controller.delivery_wire`): a receiver
+that is down gets one probe at a time, its first success releases the whole backlog; a response
+refused for good is dead-lettered; any other failure backs that row off, persisted. A failing
+database never ends the loop: a failed pass is logged once per outage and retried.
 """
 
 from __future__ import annotations
@@ -34,6 +30,7 @@ from controller.delivery_wire import (
     DESTINATION_DOWN,
     Transport,
     backoff_delay,
+    probe_on_reconnect,
     reconnect_options,
 )
 from controller.logs import request_context
@@ -157,7 +154,10 @@ class Delivery:
                 self._target, self._tls, what="topology callback", options=reconnect_options(self._probe_max)
             )
             self._stub = cb.TopologyCallbackStub(self._channel)
-            watcher = asyncio.create_task(self._watch_channel(self._channel), name="callback channel")
+            watcher = asyncio.create_task(
+                probe_on_reconnect(self._channel, lambda: self.destination.failing, self.retry_now),
+                name="callback channel",
+            )
         try:
             woken = False  # the first pass is a full one
             while not self._stopping:
@@ -233,19 +233,6 @@ class Delivery:
         the end began after it; skipping it left a drained device idle until the next timed
         full pass (0.5 s), which capped a backlog's drain at two responses per device a second."""
         return self._finished.get(device, -1) > this_pass
-
-    async def _watch_channel(self, channel: grpc.aio.Channel) -> None:
-        """Probe at once when the callback channel (re)connects while the destination is down.
-
-        NOTE: without this the receiver's return was seen only at the next probe, up to
-        `delivery_probe_max_interval` (5 s) later, plus the channel's own reconnect wait."""
-        state = channel.get_state()
-        while True:
-            await channel.wait_for_state_change(state)
-            state = channel.get_state()
-            if state is grpc.ChannelConnectivity.READY and self.destination.failing:
-                log.debug("%s reconnected: probing now", self.destination.what)
-                self.retry_now()
 
     def retry_now(self) -> None:
         """The destination is reachable again (an agent stream reconnected): probe at once."""
