@@ -77,6 +77,9 @@ class RemotePlugin(DevicePlugin):
         self._last_reply = 0.0
         self._conn: Connection | None = None
         self._ready = asyncio.Event()
+        #: a connection a call found dead, until the supervisor replaces it (or it answers a
+        #: health check): later calls wait for the restart instead of meeting the dead plugin
+        self._gone: Connection | None = None
         self._closing = False
         self._supervisor: asyncio.Task[None] | None = None
         self.last_error = ""
@@ -149,6 +152,8 @@ class RemotePlugin(DevicePlugin):
                 if failures == 0:
                     streak_began = checked
                 healthy = await conn.healthy(self._health_timeout)
+                if healthy and self._gone is conn:
+                    self._gone = None  # a false alarm: calls go to it again
                 # a call finished since this run of failed checks began: busy, not hung
                 failures = 0 if healthy or self._last_reply >= streak_began else failures + 1
                 if failures >= self._health_failures:
@@ -211,18 +216,24 @@ class RemotePlugin(DevicePlugin):
 
     async def _call(self, what: str, call: Awaitable[T], *, unsent: bool = False) -> T:
         """Await one unary call; its failures as the controller's errors (see `_error`), or
-        `_Unsent` (when `unsent`) for a call gRPC failed without sending it."""
+        when `unsent`, `_Unsent` for a call gRPC failed without sending it and `_WentAway` for
+        one whose connection was lost under it (the caller then holds later calls back)."""
         try:
             return await call
         except grpc.aio.AioRpcError as err:
             if unsent and _never_sent(err):
                 raise _Unsent from None
-            raise self._error(err, what) from None
-        except asyncio.CancelledError:
-            error = self._went_away(what)
-            if error is None:
-                raise
+            error = self._error(err, what)
+            if unsent and _connection_lost(err):
+                raise _WentAway(error) from None
             raise error from None
+        except asyncio.CancelledError:
+            went = self._went_away(what)
+            if went is None:
+                raise
+            if unsent:
+                raise _WentAway(went) from None
+            raise went from None
 
     @staticmethod
     def _trailer_error(err: grpc.aio.AioRpcError) -> bool:
@@ -233,6 +244,8 @@ class RemotePlugin(DevicePlugin):
     async def _operate(self, method: str, ctx: DeviceContext, request: Any) -> Outcome[Any]:
         rpc = w.BY_METHOD[method]
         conn = await self._available(ctx.remaining())
+        if conn is self._gone:  # an earlier call found it dead; the supervisor has not yet noticed
+            conn = await self._replaced(conn, ctx.remaining())
         what = f"{rpc.method} (devicectl power operations)"
         try:
             reply = await self._call(what, self._power_call(conn, rpc, ctx, request), unsent=True)
@@ -240,8 +253,13 @@ class RemotePlugin(DevicePlugin):
             # the plugin was gone before this call: it never reached it, so it runs once the
             # supervisor has restarted the plugin (within the request's deadline), as a request
             # arriving during a restart does
+            self._gone = conn
             conn = await self._replaced(conn, ctx.remaining())
             reply = await self._call(what, self._power_call(conn, rpc, ctx, request))
+        except _WentAway as exc:
+            if self._conn is conn:
+                self._gone = conn  # it went away under this call: the next ones wait for it
+            raise exc.error from None
         self._last_reply = time.monotonic()
         return w.outcome_from_pb(rpc, reply)
 
@@ -251,10 +269,14 @@ class RemotePlugin(DevicePlugin):
         return call(w.request_to_pb(ctx, request), timeout=max(ctx.remaining(), 0.001))  # type: ignore[no-any-return]
 
     async def _replaced(self, old: Connection, wait: float) -> Connection:
-        """The connection that replaced `old` (the supervisor restarted the plugin), waiting for
-        it up to `wait` seconds."""
+        """The connection that replaced `old` (the supervisor restarted the plugin), or `old`
+        again if it answered a health check meanwhile; waits up to `wait` seconds."""
         deadline = time.monotonic() + wait
-        while not (self._ready.is_set() and self._conn is not old and self._conn is not None):
+        while not (
+            self._ready.is_set()
+            and self._conn is not None
+            and (self._conn is not old or self._gone is not old)
+        ):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TransientError(
@@ -345,6 +367,20 @@ class RemotePlugin(DevicePlugin):
 
 class _Unsent(Exception):
     """A call failed before it was sent: the channel had no connection to the plugin."""
+
+
+class _WentAway(Exception):
+    """A call failed because the plugin's connection was lost under it (`error` says so)."""
+
+    def __init__(self, error: DeviceControllerError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _connection_lost(err: grpc.aio.AioRpcError) -> bool:
+    """UNAVAILABLE or CANCELLED that the plugin did not send itself (no error trailer)."""
+    codes = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+    return err.code() in codes and not RemotePlugin._trailer_error(err)
 
 
 def _never_sent(err: grpc.aio.AioRpcError) -> bool:
