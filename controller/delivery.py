@@ -1,17 +1,13 @@
 """Outbox delivery: post each response to the topology callback, in per-device order, retrying
-with capped exponential backoff and jitter until it is acknowledged.
+until it is acknowledged.
 
-Failures come in three kinds (by the receiver's status code):
-
-- the destination is down (`UNAVAILABLE`, `DEADLINE_EXCEEDED`, ...): one destination-level
-  state backs off and a single probe (the oldest due response) tries at the backoff interval;
-  the first success releases the whole backlog at once, still in order per device;
-- the receiver refuses this response for good (`RESOURCE_EXHAUSTED`, `INVALID_ARGUMENT`,
-  `OUT_OF_RANGE`): the row is dead-lettered with the error, so the device's later responses flow;
-- anything else: that row backs off on its own, persisted (attempts, next attempt time), so
-  retries outlive restarts; tenacity's wait strategy computes the delays.
-
-A failing database never ends the loop: a failed pass is logged once per outage and retried.
+A pass reads the due head of every device (or only of the devices whose delivery just ended)
+and starts one delivery per device; that delivery goes on with the device's next responses (read
+ahead in batches), each recorded before the next is sent, so a backlog drains at the pace of the
+receiver and the database, not of the passes. Failures (`controller.delivery_wire`): a receiver
+that is down gets one probe at a time, its first success releases the whole backlog; a response
+refused for good is dead-lettered; any other failure backs that row off, persisted. A failing
+database never ends the loop: a failed pass is logged once per outage and retried.
 """
 
 from __future__ import annotations
@@ -23,36 +19,26 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
 
 import grpc
-import tenacity
 
 from controller import metrics
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import topology_callback_pb2_grpc as cb
+from controller.delivery_wire import (
+    DEAD_LETTER,
+    DESTINATION_DOWN,
+    Transport,
+    backoff_delay,
+    probe_on_reconnect,
+    reconnect_options,
+)
 from controller.logs import request_context
 from controller.store import OutboxItem, Store, StoreClosedError
 from controller.supervise import Outage
 from controller.tls import ClientTls, client_channel
 
 log = logging.getLogger(__name__)
-
-_Code = grpc.StatusCode
-#: the receiver (or the path to it) is down: say so once for the destination, probe, don't
-#: count it against each row
-DESTINATION_DOWN = frozenset(
-    {
-        _Code.UNAVAILABLE,
-        _Code.DEADLINE_EXCEEDED,
-        _Code.UNIMPLEMENTED,
-        _Code.UNAUTHENTICATED,
-        _Code.PERMISSION_DENIED,
-    }
-)
-#: the receiver refuses this very response (too large, malformed): retrying cannot help
-DEAD_LETTER = frozenset({_Code.RESOURCE_EXHAUSTED, _Code.INVALID_ARGUMENT, _Code.OUT_OF_RANGE})
-
 
 #: seconds a woken delivery loop waits for more completions before its pass; when at least
 #: `_BUSY` deliveries are in flight (a pass would mostly re-read their heads), `_BUSY_COALESCE`
@@ -62,41 +48,11 @@ _BUSY_COALESCE = 0.02
 #: while `_BUSY` deliveries are in flight, a pass over every device's head (after new completions)
 #: runs at most this often; the passes between look only at devices whose delivery just ended
 _FULL_PASS_EVERY = 0.1
-
-
-def reconnect_options(probe_max: float) -> list[tuple[str, int]]:
-    """Channel options that keep gRPC's own reconnect back-off within the probe interval.
-
-    NOTE: gRPC backs reconnect attempts off up to 120 s on its own; after an outage of a minute a
-    probe could find the channel still waiting to reconnect long after the receiver came back.
-    `min_reconnect_backoff_ms` is also the floor of each connection attempt's timeout, so it gets
-    the probe interval rather than the 1 s start.
-    """
-    cap = max(100, int(probe_max * 1000))
-    return [
-        ("grpc.initial_reconnect_backoff_ms", min(1000, cap)),
-        ("grpc.min_reconnect_backoff_ms", cap),
-        ("grpc.max_reconnect_backoff_ms", cap),
-    ]
-
-
-def _backoff(max_backoff: float) -> tenacity.wait.wait_base:
-    return tenacity.wait_exponential_jitter(multiplier=0.2, exp_base=2, max=max_backoff, jitter=0.5)
-
-
-def backoff_delay(attempt: int, max_backoff: float) -> float:
-    """Seconds to wait after the `attempt`-th failed delivery (1-based)."""
-    state = tenacity.RetryCallState(retry_object=tenacity.AsyncRetrying(), fn=None, args=(), kwargs={})
-    state.attempt_number = attempt
-    return float(_backoff(max_backoff)(state))
-
-
-class Transport(Protocol):
-    """Another way to the topology server than the unary callback (the agent stream): `send`
-    returns once the receiver acknowledged the response and raises `grpc.aio.AioRpcError` with
-    the same status codes as the callback would, so failures are classified the same way."""
-
-    async def send(self, response: pb.DeviceControllerResponse, timeout: float) -> None: ...
+#: with nothing waking it, the loop still passes over every device this often (rows whose own
+#: back-off ended); a backlog must never drain at this pace
+_IDLE_PASS_EVERY = 0.5
+#: a device's delivery reads its next responses this many at a time (one indexed read)
+_READ_AHEAD = 32
 
 
 class Delivery:
@@ -138,7 +94,8 @@ class Delivery:
         self._freed: set[str] = set()  # devices whose delivery ended since the last pass
         self._busy: set[str] = set()  # devices with a delivery in flight: keeps per-device order
         # A due-rows query that began before a device's delivery finished may still list the
-        # delivered row: remember which pass each device last finished in, and skip stale rows.
+        # delivered row: remember, per device, how many passes had started when its delivery
+        # finished; a pass numbered below that began before the end and skips the device.
         self._passes = 0
         self._finished: dict[str, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -191,17 +148,22 @@ class Delivery:
                     "no topology callback: responses of devices outside agent_devices stay in the outbox"
                 )
             return
+        watcher: asyncio.Task[None] | None = None
         if self._transport is None:
             self._channel = client_channel(
                 self._target, self._tls, what="topology callback", options=reconnect_options(self._probe_max)
             )
             self._stub = cb.TopologyCallbackStub(self._channel)
+            watcher = asyncio.create_task(
+                probe_on_reconnect(self._channel, lambda: self.destination.failing, self.retry_now),
+                name="callback channel",
+            )
         try:
             woken = False  # the first pass is a full one
             while not self._stopping:
                 devices = self._pass_devices(woken)
                 self._wake.clear()
-                wait = 0.5
+                wait = _IDLE_PASS_EVERY
                 try:
                     if devices is None or devices:
                         await self.pass_once(devices)
@@ -225,6 +187,8 @@ class Delivery:
                         await asyncio.sleep(_BUSY_COALESCE if len(self._tasks) >= _BUSY else _COALESCE)
         finally:
             await self._stop_tasks()
+            if watcher is not None:
+                watcher.cancel()
             if self._channel is not None:
                 await self._channel.close()
 
@@ -241,7 +205,7 @@ class Delivery:
         heads = await self._store.due_heads(datetime.now(UTC), limit=2000, shards=shards, devices=devices)
         chosen: list[int] = []
         for outbox_id, device in heads:
-            if device in self._busy or self._finished.get(device, -1) >= this_pass:
+            if device in self._busy or self._stale(device, this_pass):
                 continue
             if self._owns is not None and not self._owns(device):
                 continue  # the other transport's device
@@ -250,8 +214,8 @@ class Delivery:
                 break
         started = 0
         for item in await self._store.outbox_items(chosen):
-            if item.device in self._busy:  # started by a concurrent pass (the shutdown flush)
-                continue
+            if item.device in self._busy or self._stale(item.device, this_pass):
+                continue  # started by a concurrent pass (the shutdown flush)
             self._busy.add(item.device)
             self.in_flight_shards[item.shard] += 1
             if probe:
@@ -260,8 +224,15 @@ class Delivery:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             started += 1
-        self._finished = {d: p for d, p in self._finished.items() if p >= this_pass}
+        self._finished = {d: p for d, p in self._finished.items() if p > this_pass}
         return started
+
+    def _stale(self, device: str, this_pass: int) -> bool:
+        """Whether pass `this_pass` began before the device's last delivery ended (its rows may
+        predate that delivery's records). NOTE: `>` not `>=`: the pass numbered as the count at
+        the end began after it; skipping it left a drained device idle until the next timed
+        full pass (0.5 s), which capped a backlog's drain at two responses per device a second."""
+        return self._finished.get(device, -1) > this_pass
 
     def retry_now(self) -> None:
         """The destination is reachable again (an agent stream reconnected): probe at once."""
@@ -298,23 +269,63 @@ class Delivery:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def _deliver(self, item: OutboxItem, *, probe: bool) -> None:
+        """Deliver `item`, then the device's next responses one by one while each is delivered
+        (or dead-lettered), reading them ahead in small batches.
+
+        NOTE: each response is recorded as delivered before the next is sent, so a crash repeats
+        at most one response per device; a probe delivers one response (its success releases the
+        whole backlog through a full pass)."""
+        device, shard = item.device, item.shard
+        ahead: list[OutboxItem] = []
         try:
-            async with self._slots:
-                response = pb.DeviceControllerResponse.FromString(item.response)
-                with request_context(item.device, item.request_id, response.trace_id):
-                    await self._send(item, response, probe=probe)
+            while True:
+                async with self._slots:
+                    response = pb.DeviceControllerResponse.FromString(item.response)
+                    with request_context(item.device, item.request_id, response.trace_id):
+                        done = await self._send(item, response, probe=probe)
+                if not done or probe or self._stopping or self.destination.failing:
+                    return
+                if not ahead:
+                    try:
+                        ahead = await self._store.next_outbox(device, item.id, _READ_AHEAD)
+                    except StoreClosedError:
+                        return
+                    except Exception as exc:  # the next pass finds the device's head again
+                        self.database.failed(exc)
+                        self._full_pass_due = True
+                        return
+                    ahead.reverse()
+                if not ahead or not self._may_continue(ahead[-1]):
+                    return
+                item = ahead.pop()
+                if item.shard != shard:
+                    self.in_flight_shards[item.shard] += 1
+                    self._shard_done(shard)
+                    shard = item.shard
         finally:
             if probe:
                 self._probing = False
-            self._busy.discard(item.device)
-            self.in_flight_shards[item.shard] -= 1
-            if not self.in_flight_shards[item.shard]:
-                del self.in_flight_shards[item.shard]
-            self._finished[item.device] = self._passes
-            self._freed.add(item.device)
+            self._busy.discard(device)
+            self._shard_done(shard)
+            self._finished[device] = self._passes
+            self._freed.add(device)
             self._wake.set()  # the device's next response (or the whole backlog) may be due now
 
-    async def _send(self, item: OutboxItem, response: pb.DeviceControllerResponse, *, probe: bool) -> None:
+    def _may_continue(self, item: OutboxItem) -> bool:
+        """Whether a device's delivery may go on with `item`: never tried (a row that failed
+        keeps its own back-off, and passes find it) and of a shard this process still serves."""
+        if item.attempts:
+            return False
+        shards = self._shards() if self._shards is not None else None
+        return shards is None or item.shard in shards
+
+    def _shard_done(self, shard: int) -> None:
+        self.in_flight_shards[shard] -= 1
+        if not self.in_flight_shards[shard]:
+            del self.in_flight_shards[shard]
+
+    async def _send(self, item: OutboxItem, response: pb.DeviceControllerResponse, *, probe: bool) -> bool:
+        """Send one response and record the outcome; True when the device's next may follow."""
         sent = time.monotonic()
         try:
             if self._transport is not None:
@@ -323,18 +334,19 @@ class Delivery:
                 assert self._stub is not None
                 await self._stub.DeviceResponse(response, timeout=self._timeout)
         except grpc.aio.AioRpcError as exc:
-            await self._failed(item, exc, probe=probe)
-            return
+            return await self._failed(item, exc, probe=probe)
         metrics.DELIVERY_SECONDS.observe(time.monotonic() - sent)
         metrics.DELIVERY_ATTEMPTS.labels("ok").inc()
         metrics.DELIVERY_LAG_SECONDS.observe((datetime.now(UTC) - item.created_at).total_seconds())
         if self.destination.failing:
             self.destination.ok()
+            self._full_pass_due = True  # every device's backlog, not only the probed one's
             log.info("%s is back: releasing the backlog", self.destination.what)
-        await self._record(self._store.mark_delivered, item.id, datetime.now(UTC))
+        recorded = await self._record(self._store.mark_delivered, item.id, datetime.now(UTC))
         self.delivered += 1
+        return recorded
 
-    async def _failed(self, item: OutboxItem, exc: grpc.aio.AioRpcError, *, probe: bool) -> None:
+    async def _failed(self, item: OutboxItem, exc: grpc.aio.AioRpcError, *, probe: bool) -> bool:
         code = exc.code()
         error = f"{code.name}: {exc.details()}"
         now = datetime.now(UTC)
@@ -351,9 +363,8 @@ class Delivery:
                 self._target,
                 error,
             )
-            await self._record(self._store.dead_letter, item.id, error, now)
             self.dead_lettered += 1
-            return
+            return await self._record(self._store.dead_letter, item.id, error, now)
         if code in DESTINATION_DOWN:
             # Deliveries already in flight when the receiver went away fail together: only the
             # first of them (or a probe) counts towards the destination's backoff.
@@ -363,7 +374,7 @@ class Delivery:
                 self._next_probe = time.monotonic() + delay
             # recorded on the row for operators; due again at once, the destination gates it
             await self._record(self._store.delivery_failed, item.id, error, now)
-            return
+            return False
         delay = backoff_delay(item.attempts + 1, self._max_backoff)
         log.warning(
             "delivery of %s to %s failed (attempt %d): %s; next in %.1f s",
@@ -374,22 +385,23 @@ class Delivery:
             delay,
         )
         await self._record(self._store.delivery_failed, item.id, error, now + timedelta(seconds=delay))
+        return False
 
-    async def _record(self, write: Callable[..., Awaitable[None]], *args: object) -> None:
+    async def _record(self, write: Callable[..., Awaitable[None]], *args: object) -> bool:
         """Persist a delivery outcome, retrying through a database outage (the device's next
-        response waits meanwhile); given up only at shutdown, when the row is simply sent again
-        after restart (the wire is at-least-once)."""
+        response waits meanwhile); given up only at shutdown (False), when the row is simply
+        sent again after restart (the wire is at-least-once)."""
         while True:
             try:
                 await write(*args)
                 self.database.ok()
-                return
+                return True
             except StoreClosedError:
-                return
+                return False
             except Exception as exc:
                 delay = self.database.failed(exc)
                 if self._stopping:
-                    return
+                    return False
                 await asyncio.sleep(delay)
 
     async def _stop_tasks(self) -> None:

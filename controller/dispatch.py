@@ -151,7 +151,17 @@ class Dispatcher:
                             if started and job.kind not in READ_ONLY_KINDS:
                                 self._started[device] = max(self._started.get(device, -1), job.seq)
                 except asyncio.CancelledError:
-                    raise
+                    task = asyncio.current_task()
+                    if task is None or task.cancelling():
+                        raise  # the lane is being stopped
+                    # NOTE: a library's own cancellation escaped the job (a gRPC call whose
+                    # channel was closed): ending the lane would strand its other jobs
+                    log.error(
+                        "lane %s: %s ended as cancelled without a stop; it stays journaled and the "
+                        "sweep runs it again",
+                        device,
+                        job.request_id,
+                    )
                 except Exception:  # the runner answers errors itself; this is a last line of defence
                     log.exception("lane %s: unexpected error running %s", device, job.request_id)
                 finally:

@@ -20,8 +20,8 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
@@ -51,10 +51,10 @@ from plugins.base._codec import encode
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 #: a plugin that stayed up this long restarts at the shortest backoff again
 _STABLE_AFTER = 30.0
-#: how long a lost connection waits for the process's exit to be reaped before a health check
-_REAP_WAIT = 0.5
 
 
 class RemotePlugin(DevicePlugin):
@@ -78,8 +78,9 @@ class RemotePlugin(DevicePlugin):
         self._last_reply = 0.0
         self._conn: Connection | None = None
         self._ready = asyncio.Event()
-        #: set by a call that lost the connection; the supervisor checks at once
-        self._suspect = asyncio.Event()
+        #: a connection a call found dead, until the supervisor replaces it (or it answers a
+        #: health check): later calls wait for the restart instead of meeting the dead plugin
+        self._gone: Connection | None = None
         self._closing = False
         self._supervisor: asyncio.Task[None] | None = None
         self.last_error = ""
@@ -139,36 +140,23 @@ class RemotePlugin(DevicePlugin):
                 break
 
     async def _watch(self, conn: Connection) -> str:
-        """Return why the plugin must be restarted: its process ended, or it stopped answering.
-
-        A call that lost the connection (`_lost`) wakes this at once: until it is settled, new
-        calls wait (`_ready` is clear) rather than go to a plugin that may be dead but not yet
-        reaped. A plugin that answers its health check is back in service at once."""
+        """Return why the plugin must be restarted: its process ended, or it stopped answering."""
         failures, streak_began = 0, 0.0
         exited = asyncio.ensure_future(conn.process.wait()) if conn.process is not None else None
         try:
             while True:
-                suspect = asyncio.ensure_future(self._suspect.wait())
-                try:
-                    await asyncio.wait(
-                        {f for f in (exited, suspect) if f is not None}, timeout=self._health_interval
-                    )
-                finally:
-                    suspect.cancel()
-                if self._suspect.is_set() and exited is not None and not exited.done():
-                    # a dead plugin's calls fail a moment before its exit is reaped
-                    await asyncio.wait({exited}, timeout=_REAP_WAIT)
-                if exited is not None and exited.done():
-                    return f"process exited with status {exited.result()}"
+                if exited is not None:
+                    await asyncio.wait({exited}, timeout=self._health_interval)
+                    if exited.done():
+                        return f"process exited with status {exited.result()}"
+                else:
+                    await asyncio.sleep(self._health_interval)
                 checked = time.monotonic()
                 if failures == 0:
                     streak_began = checked
                 healthy = await conn.healthy(self._health_timeout)
-                if self._suspect.is_set():
-                    self._suspect.clear()
-                    if not healthy:
-                        return "the connection was lost and the health check failed"
-                    self._ready.set()
+                if healthy and self._gone is conn:
+                    self._gone = None  # a false alarm: calls go to it again
                 # a call finished since this run of failed checks began: busy, not hung
                 failures = 0 if healthy or self._last_reply >= streak_began else failures + 1
                 if failures >= self._health_failures:
@@ -176,18 +164,6 @@ class RemotePlugin(DevicePlugin):
         finally:
             if exited is not None:
                 exited.cancel()
-
-    def _lost(self, conn: Connection, err: grpc.aio.AioRpcError) -> None:
-        """A call found the connection gone: hold new calls until the supervisor has looked."""
-        if (
-            err.code() == grpc.StatusCode.UNAVAILABLE
-            and not self._trailer_error(err)
-            and self._supervisor is not None
-            and conn is self._conn
-            and not self._closing
-        ):
-            self._ready.clear()
-            self._suspect.set()
 
     async def close(self) -> None:
         self._closing = True
@@ -224,17 +200,43 @@ class RemotePlugin(DevicePlugin):
             return UnsupportedError(f"plugin {self.spec.name} does not offer {what}")
         return w.error_from_status(err, self.spec.name)
 
-    def _cut_off(self, what: str) -> DeviceControllerError:
-        """A call cancelled under us, not by our caller: the supervisor closed the connection of a
-        plugin that died (when it notices the exit before the call sees the socket close, gRPC
-        cancels the call). The same retryable answer as a call that saw the plugin go away."""
+    def _went_away(self, what: str) -> TransientError | None:
+        """The error for a call that gRPC cancelled because its channel was closed; None when the
+        calling task itself is being cancelled (a deadline, a lapsed lease, shutdown).
+
+        NOTE: when the plugin dies or hangs, the supervisor closes its channel, and gRPC ends the
+        calls still in flight on it as cancelled locally: they raise `CancelledError` in tasks that
+        nobody cancelled. Whether a call saw the dead socket's UNAVAILABLE first or the close was
+        a race; a CancelledError escaping into the device's lane ended the lane, so the request
+        was neither answered nor failed, and ran again after the next sweep."""
         task = asyncio.current_task()
         if task is not None and task.cancelling():
-            raise asyncio.CancelledError  # our caller cancelled us: let it through
+            return None
         return TransientError(
-            f"plugin {self.spec.name} went away during {what} (it crashed or is restarting); "
-            "the request did not complete and may be retried"
+            f"plugin {self.spec.name} went away during {what} (it crashed or is restarting: its "
+            "connection was closed); the request did not complete and may be retried"
         )
+
+    async def _call(self, what: str, call: Awaitable[T], *, unsent: bool = False) -> T:
+        """Await one unary call; its failures as the controller's errors (see `_error`), or
+        when `unsent`, `_Unsent` for a call gRPC failed without sending it and `_WentAway` for
+        one whose connection was lost under it (the caller then holds later calls back)."""
+        try:
+            return await call
+        except grpc.aio.AioRpcError as err:
+            if unsent and _never_sent(err):
+                raise _Unsent from None
+            error = self._error(err, what)
+            if unsent and _connection_lost(err):
+                raise _WentAway(error) from None
+            raise error from None
+        except asyncio.CancelledError:
+            went = self._went_away(what)
+            if went is None:
+                raise
+            if unsent:
+                raise _WentAway(went) from None
+            raise went from None
 
     @staticmethod
     def _trailer_error(err: grpc.aio.AioRpcError) -> bool:
@@ -245,27 +247,53 @@ class RemotePlugin(DevicePlugin):
     async def _operate(self, method: str, ctx: DeviceContext, request: Any) -> Outcome[Any]:
         rpc = w.BY_METHOD[method]
         conn = await self._available(ctx.remaining())
-        call = getattr(conn.power, rpc.name)
+        if conn is self._gone:  # an earlier call found it dead; the supervisor has not yet noticed
+            conn = await self._replaced(conn, ctx.remaining())
+        what = f"{rpc.method} (devicectl power operations)"
         try:
-            reply = await call(w.request_to_pb(ctx, request), timeout=max(ctx.remaining(), 0.001))
-        except grpc.aio.AioRpcError as err:
-            self._lost(conn, err)
-            raise self._error(err, f"{rpc.method} (devicectl power operations)") from None
-        except asyncio.CancelledError:
-            raise self._cut_off(f"{rpc.method} (devicectl power operations)") from None
+            reply = await self._call(what, self._power_call(conn, rpc, ctx, request), unsent=True)
+        except _Unsent:
+            # the plugin was gone before this call: it never reached it, so it runs once the
+            # supervisor has restarted the plugin (within the request's deadline), as a request
+            # arriving during a restart does
+            self._gone = conn
+            conn = await self._replaced(conn, ctx.remaining())
+            reply = await self._call(what, self._power_call(conn, rpc, ctx, request))
+        except _WentAway as exc:
+            if self._conn is conn:
+                self._gone = conn  # it went away under this call: the next ones wait for it
+            raise exc.error from None
         self._last_reply = time.monotonic()
         return w.outcome_from_pb(rpc, reply)
+
+    @staticmethod
+    def _power_call(conn: Connection, rpc: Any, ctx: DeviceContext, request: Any) -> Awaitable[Any]:
+        call = getattr(conn.power, rpc.name)
+        return call(w.request_to_pb(ctx, request), timeout=max(ctx.remaining(), 0.001))  # type: ignore[no-any-return]
+
+    async def _replaced(self, old: Connection, wait: float) -> Connection:
+        """The connection that replaced `old` (the supervisor restarted the plugin), or `old`
+        again if it answered a health check meanwhile; waits up to `wait` seconds."""
+        deadline = time.monotonic() + wait
+        while not (
+            self._ready.is_set()
+            and self._conn is not None
+            and (self._conn is not old or self._gone is not old)
+        ):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TransientError(
+                    f"plugin {self.spec.name} is not running "
+                    f"(restarting after: {self.last_error or 'its connection failed'}); retry later"
+                )
+            await asyncio.sleep(min(0.05, left))
+        assert self._conn is not None
+        return self._conn
 
     async def verify(self, ctx: DeviceContext, pending: PendingVerification) -> VerificationResult:
         conn = await self._available(ctx.remaining())
         msg = ppb.VerifyRequest(context=w.request_to_pb(ctx, None), pending_json=json.dumps(encode(pending)))
-        try:
-            reply = await conn.power.Verify(msg, timeout=max(ctx.remaining(), 0.001))
-        except grpc.aio.AioRpcError as err:
-            self._lost(conn, err)
-            raise self._error(err, "verify") from None
-        except asyncio.CancelledError:
-            raise self._cut_off("verify") from None
+        reply = await self._call("verify", conn.power.Verify(msg, timeout=max(ctx.remaining(), 0.001)))
         if reply.HasField("error"):
             raise w.error_from(reply.error.code, reply.error.message, reply.error.retryable)
         return VerificationResult(done=reply.done, status=reply.status, detail=reply.detail)
@@ -273,20 +301,17 @@ class RemotePlugin(DevicePlugin):
     async def forget(self, device_id: str) -> None:
         conn = self.connection
         if conn is not None:
-            with contextlib.suppress(grpc.aio.AioRpcError):
-                await conn.power.Forget(ppb.ForgetRequest(device_id=device_id), timeout=5.0)
+            with contextlib.suppress(DeviceControllerError):
+                await self._call(
+                    "forget", conn.power.Forget(ppb.ForgetRequest(device_id=device_id), timeout=5.0)
+                )
 
     # ---- Nomad's trio -------------------------------------------------------------------------
 
     async def reserve(self, device_ids: Sequence[str]) -> ContainerReservation:
         conn = await self._available(10.0)
-        try:
-            reply = await conn.device.Reserve(dpb.ReserveRequest(device_ids=list(device_ids)), timeout=30.0)
-        except grpc.aio.AioRpcError as err:
-            self._lost(conn, err)
-            raise self._error(err, "reserve") from None
-        except asyncio.CancelledError:
-            raise self._cut_off("reserve") from None
+        request = dpb.ReserveRequest(device_ids=list(device_ids))
+        reply = await self._call("reserve", conn.device.Reserve(request, timeout=30.0))
         return n.reservation_from_pb(reply)
 
     async def fingerprint(self, targets: Sequence[DeviceTarget]) -> AsyncIterator[FingerprintResponse]:
@@ -327,11 +352,49 @@ class RemotePlugin(DevicePlugin):
             if started or err.code() != grpc.StatusCode.UNIMPLEMENTED or self._trailer_error(err):
                 yield FingerprintResponse(error=self._error(err, ours))
                 return
+        except asyncio.CancelledError:
+            if (error := self._went_away(ours)) is None:
+                raise
+            yield FingerprintResponse(error=error)
+            return
         try:
             async for msg in getattr(conn.device, nomads)(nomad_request):
                 yield msg
         except grpc.aio.AioRpcError as err:
             yield FingerprintResponse(error=self._error(err, nomads))
+        except asyncio.CancelledError:
+            if (error := self._went_away(nomads)) is None:
+                raise
+            yield FingerprintResponse(error=error)
+
+
+class _Unsent(Exception):
+    """A call failed before it was sent: the channel had no connection to the plugin."""
+
+
+class _WentAway(Exception):
+    """A call failed because the plugin's connection was lost under it (`error` says so)."""
+
+    def __init__(self, error: DeviceControllerError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _connection_lost(err: grpc.aio.AioRpcError) -> bool:
+    """UNAVAILABLE or CANCELLED that the plugin did not send itself (no error trailer)."""
+    codes = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+    return err.code() in codes and not RemotePlugin._trailer_error(err)
+
+
+def _never_sent(err: grpc.aio.AioRpcError) -> bool:
+    """Whether gRPC failed the call without sending it.
+
+    NOTE: a call on a channel without a connection (in TRANSIENT_FAILURE: the plugin's socket is
+    gone) fails at once with UNAVAILABLE "failed to connect to all addresses" and is never sent.
+    Between a plugin's death and the supervisor noticing it (milliseconds), a request that starts
+    meets exactly that; it used to be failed as if the plugin had died under it.
+    """
+    return err.code() == grpc.StatusCode.UNAVAILABLE and "failed to connect" in (err.details() or "")
 
 
 def _forward(method: str) -> Any:

@@ -20,7 +20,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "outage": (
         "backend", "outage_s", "acked", "acked_during_outage", "backlog", "responses", "lost", "stuck",
-        "duplicates", "order_violations", "first_after_s", "drain_s",
+        "duplicates", "order_violations", "first_after_s", "drain_s", "drain_per_s",
     ),
     "dbfaults": (
         "fault", "acked", "responses", "lost", "stuck", "duplicates", "order_violations", "failed",

@@ -339,6 +339,10 @@ class Store:
         """The outbox rows ``ids`` (those that still exist), by id."""
         return await self._read(_outbox.outbox_items, list(ids)) if ids else []
 
+    async def next_outbox(self, device: str, after_id: int, limit: int) -> list[OutboxItem]:
+        """The device's next ``limit`` undelivered responses after ``after_id``, by id."""
+        return await self._read(_outbox.next_outbox, device, after_id, limit)
+
     async def mark_delivered(self, outbox_id: int, at: datetime) -> None:
         """Record a successful delivery."""
         _require_aware("at", at)

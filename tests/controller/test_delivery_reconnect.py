@@ -2,19 +2,22 @@
 
 gRPC backs reconnect attempts to a down receiver off exponentially (1 s, 1.6 s, 2.56 s, ... up to
 120 s): after a long topology outage the first probe could wait many seconds for the channel to
-try again although the receiver was back. The delivery worker caps that back-off at
-`delivery_probe_max_interval`. Observed here without a clock: a listener that accepts and drops
-every connection counts the channel's attempts; with gRPC's defaults twelve attempts take well
-over a minute, within the cap a few seconds.
+try again although the receiver was back. The delivery worker caps that back-off at 0.5 s
+(within `delivery_probe_max_interval`) and probes as soon as the channel reconnects. Observed
+here without a clock: a listener that accepts and drops every connection counts the channel's
+attempts; with gRPC's defaults twelve attempts take well over a minute, within the cap a few
+seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 
-from controller.delivery import reconnect_options
+from controller.delivery_wire import reconnect_options
 from controller.sink import TopologySink
 from tests.controller.test_service import ping
+from tests.serve_process import free_port
 
 
 class _Refusing:
@@ -43,15 +46,16 @@ class _Refusing:
 
 
 def test_reconnect_options_are_bounded_by_the_probe_interval() -> None:
+    # attempts every 0.5 s at most; a connection attempt may still take the probe interval
     assert dict(reconnect_options(5.0)) == {
-        "grpc.initial_reconnect_backoff_ms": 1000,
-        "grpc.min_reconnect_backoff_ms": 5000,
-        "grpc.max_reconnect_backoff_ms": 5000,
-    }
-    assert dict(reconnect_options(0.5)) == {
         "grpc.initial_reconnect_backoff_ms": 500,
-        "grpc.min_reconnect_backoff_ms": 500,
+        "grpc.min_reconnect_backoff_ms": 5000,
         "grpc.max_reconnect_backoff_ms": 500,
+    }
+    assert dict(reconnect_options(0.2)) == {
+        "grpc.initial_reconnect_backoff_ms": 200,
+        "grpc.min_reconnect_backoff_ms": 200,
+        "grpc.max_reconnect_backoff_ms": 200,
     }
     assert dict(reconnect_options(0.0))["grpc.max_reconnect_backoff_ms"] == 100  # never a busy loop
 
@@ -78,3 +82,26 @@ async def test_callback_channel_keeps_trying_at_the_probe_interval_through_a_lon
             await receiver.stop()
         else:
             await down.stop()
+
+
+async def test_receiver_back_is_probed_when_the_channel_reconnects_not_at_the_next_probe(
+    start_controller,
+) -> None:
+    """The first response follows the receiver's return by about one reconnect attempt (0.5 s),
+    however far away the next timed probe is (up to `delivery_probe_max_interval`)."""
+    port = free_port()  # nothing listens there yet
+    h = await start_controller(callback=f"127.0.0.1:{port}", delivery_probe_max_interval=30)
+    delivery = h.controller.delivery
+    await h.stub.SendDeviceRequest(ping("node000", "r1"))
+    async with asyncio.timeout(20):
+        while not delivery.destination.failing:  # noqa: ASYNC110 (no event to wait on)
+            await asyncio.sleep(0.05)
+    # a long outage: the next timed probe is far away (the destination's back-off grew)
+    delivery._next_probe = time.monotonic() + 3600
+    receiver = TopologySink(f"127.0.0.1:{port}")
+    await receiver.start()
+    try:
+        await receiver.wait_for({"r1"}, timeout=10)
+        assert receiver.counts["r1"] == 1
+    finally:
+        await receiver.stop()

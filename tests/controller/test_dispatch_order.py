@@ -46,3 +46,21 @@ async def test_a_late_job_runs_before_newer_queued_jobs_and_superseded_ones_are_
     assert await dispatcher.drain(5)
     assert superseded == [("r4", 5)]
     assert ran == ["r1", "r3", "r5", "r2"]
+
+
+async def test_a_job_that_ends_as_cancelled_without_a_stop_does_not_end_its_lane() -> None:
+    """A cancellation raised inside a job that nobody cancelled (gRPC ends a call whose channel
+    was closed that way) must not strand the lane's later jobs."""
+    ran: list[str] = []
+
+    async def execute(j: Job) -> None:
+        ran.append(j.request_id)
+        if j.seq == 1:
+            raise asyncio.CancelledError
+
+    dispatcher = Dispatcher(execute, max_concurrency=4, queue_limit=10)
+    assert dispatcher.submit(job(1))
+    assert dispatcher.submit(job(2))
+    assert await dispatcher.drain(5)
+    assert ran == ["r1", "r2"]
+    assert not dispatcher.knows("r1"), "left to the sweep, which runs it again"

@@ -1,0 +1,103 @@
+"""What delivery knows about the way to the topology server: how the receiver's status codes are
+classified, the back-off delays, the callback channel's reconnect options and watch, and the
+`Transport` seam for another way than the unary callback (the agent stream).
+
+Failures come in three kinds (by the receiver's status code):
+
+- the destination is down (`UNAVAILABLE`, `DEADLINE_EXCEEDED`, ...): one destination-level
+  state backs off and a single probe (the oldest due response) tries at the backoff interval, or
+  at once when the callback channel reconnects; the first success releases the whole backlog,
+  still in order per device;
+- the receiver refuses this response for good (`RESOURCE_EXHAUSTED`, `INVALID_ARGUMENT`,
+  `OUT_OF_RANGE`): the row is dead-lettered with the error, so the device's later responses flow;
+- anything else: that row backs off on its own, persisted (attempts, next attempt time), so
+  retries outlive restarts; tenacity's wait strategy computes the delays.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Protocol
+
+import grpc
+import tenacity
+
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+
+log = logging.getLogger("controller.delivery")
+
+_Code = grpc.StatusCode
+#: the receiver (or the path to it) is down: say so once for the destination, probe, don't
+#: count it against each row
+DESTINATION_DOWN = frozenset(
+    {
+        _Code.UNAVAILABLE,
+        _Code.DEADLINE_EXCEEDED,
+        _Code.UNIMPLEMENTED,
+        _Code.UNAUTHENTICATED,
+        _Code.PERMISSION_DENIED,
+    }
+)
+#: the receiver refuses this very response (too large, malformed): retrying cannot help
+DEAD_LETTER = frozenset({_Code.RESOURCE_EXHAUSTED, _Code.INVALID_ARGUMENT, _Code.OUT_OF_RANGE})
+
+
+#: the callback channel tries to reconnect to a receiver that is down at least this often (ms)
+RECONNECT_EVERY_MS = 500
+
+
+def reconnect_options(probe_max: float) -> list[tuple[str, int]]:
+    """Channel options that keep gRPC's own reconnect back-off short while a receiver is down.
+
+    NOTE: gRPC backs reconnect attempts off up to 120 s on its own; after an outage of a minute
+    the channel could still be waiting to reconnect long after the receiver came back. Attempts
+    every `RECONNECT_EVERY_MS` at most (a refused connection costs next to nothing) let the
+    delivery loop, which watches the channel, probe within about that time of the receiver's
+    return. `min_reconnect_backoff_ms` is the floor of each connection attempt's timeout, so it
+    gets the probe interval: a slow network still has that long to connect.
+    """
+    cap = max(100, int(probe_max * 1000))
+    every = min(RECONNECT_EVERY_MS, cap)
+    return [
+        ("grpc.initial_reconnect_backoff_ms", every),
+        ("grpc.min_reconnect_backoff_ms", cap),
+        ("grpc.max_reconnect_backoff_ms", every),
+    ]
+
+
+async def probe_on_reconnect(
+    channel: grpc.aio.Channel, failing: Callable[[], bool], probe_now: Callable[[], None]
+) -> None:
+    """Call `probe_now` whenever the callback channel (re)connects while the destination is
+    `failing`, until cancelled.
+
+    NOTE: without this the receiver's return was seen only at the next timed probe, up to
+    `delivery_probe_max_interval` (5 s) later, plus the channel's own reconnect wait: the first
+    response came 6.5-7 s after the receiver was back in the full outage drill."""
+    state = channel.get_state()
+    while True:
+        await channel.wait_for_state_change(state)
+        state = channel.get_state()
+        if state is grpc.ChannelConnectivity.READY and failing():
+            log.debug("the topology callback channel reconnected: probing now")
+            probe_now()
+
+
+def _backoff(max_backoff: float) -> tenacity.wait.wait_base:
+    return tenacity.wait_exponential_jitter(multiplier=0.2, exp_base=2, max=max_backoff, jitter=0.5)
+
+
+def backoff_delay(attempt: int, max_backoff: float) -> float:
+    """Seconds to wait after the `attempt`-th failed delivery (1-based)."""
+    state = tenacity.RetryCallState(retry_object=tenacity.AsyncRetrying(), fn=None, args=(), kwargs={})
+    state.attempt_number = attempt
+    return float(_backoff(max_backoff)(state))
+
+
+class Transport(Protocol):
+    """Another way to the topology server than the unary callback (the agent stream): `send`
+    returns once the receiver acknowledged the response and raises `grpc.aio.AioRpcError` with
+    the same status codes as the callback would, so failures are classified the same way."""
+
+    async def send(self, response: pb.DeviceControllerResponse, timeout: float) -> None: ...
