@@ -77,10 +77,16 @@ def generate(root: Path) -> None:
 
 def _same_tree(a: Path, b: Path) -> list[str]:
     cmp = filecmp.dircmp(a, b, ignore=["__pycache__"])
-    diffs = [*cmp.left_only, *cmp.right_only, *cmp.diff_files]
+    # a folder left with only bytecode (a family that moved away) is not committed code
+    extra = [n for n in cmp.right_only if not (b / n).is_dir() or _has_source(b / n)]
+    diffs = [*cmp.left_only, *extra, *cmp.diff_files]
     for name, sub in cmp.subdirs.items():
         diffs += [f"{name}/{d}" for d in _same_tree(Path(sub.left), Path(sub.right))]
     return diffs
+
+
+def _has_source(folder: Path) -> bool:
+    return any(p.is_file() and "__pycache__" not in p.parts for p in folder.rglob("*"))
 
 
 def main() -> int:
