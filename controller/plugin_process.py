@@ -24,16 +24,16 @@ import grpc
 from google.protobuf import empty_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from controller._proto.devicectl.plugin.v1 import power_pb2_grpc
-from controller._proto.goplugin import (
+from controller.inventory import InventoryError
+from plugins._proto.devicectl.plugin.v1 import power_pb2_grpc
+from plugins._proto.goplugin import (
     grpc_controller_pb2,
     grpc_controller_pb2_grpc,
     grpc_stdio_pb2,
     grpc_stdio_pb2_grpc,
 )
-from controller._proto.nomad.plugins.base import base_pb2, base_pb2_grpc
-from controller._proto.nomad.plugins.device import device_pb2_grpc
-from controller.inventory import InventoryError
+from plugins._proto.nomad.plugins.base import base_pb2, base_pb2_grpc
+from plugins._proto.nomad.plugins.device import device_pb2_grpc
 from plugins.base import HostEnvironmentError, InvalidRequestError
 from plugins.base._config import ConfigSpec, decode_config, encode_config
 from plugins.base._serve import (

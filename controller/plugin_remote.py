@@ -26,9 +26,9 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.duration_pb2 import Duration
 
-from controller._proto.devicectl.plugin.v1 import power_pb2 as ppb
-from controller._proto.nomad.plugins.device import device_pb2 as dpb
 from controller.plugin_process import Connection, ExternalPlugin, connect
+from plugins._proto.devicectl.plugin.v1 import power_pb2 as ppb
+from plugins._proto.nomad.plugins.device import device_pb2 as dpb
 from plugins.base import (
     ContainerReservation,
     DeviceContext,

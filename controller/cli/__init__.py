@@ -293,7 +293,7 @@ def _bmc_sim(**_: Any) -> int:
 @output_options
 def _bmc_capture(**_: Any) -> int:
     """Capture a BMC read-only for bmc-sim replay (devicectl bmc-capture --help)."""
-    from plugins.redfish.capture import main as capture_main
+    from controller.cli._capture import main as capture_main
 
     return call(lambda args: _own_flags(capture_main, args))
 

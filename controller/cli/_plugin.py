@@ -220,8 +220,8 @@ def _emit(value: Mapping[str, Any]) -> None:
 
 
 async def _act(plugin: Any, args: argparse.Namespace) -> int:
-    from controller._proto.nomad.plugins.base import base_pb2
     from controller.plugin_remote import RemotePlugin
+    from plugins._proto.nomad.plugins.base import base_pb2
     from plugins.base import _nomad
     from plugins.base._codec import decode, encode
     from plugins.base._wire import BY_METHOD

@@ -24,7 +24,7 @@ from typing import Any
 
 import msgpack
 
-from controller._proto.nomad.plugins.shared.hclspec import hcl_spec_pb2 as hpb
+from plugins._proto.nomad.plugins.shared.hclspec import hcl_spec_pb2 as hpb
 from plugins.base._errors import InvalidRequestError
 from plugins.base._schema import clip, json_type
 

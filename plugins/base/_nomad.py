@@ -15,10 +15,10 @@ from typing import Any
 from google.protobuf import wrappers_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from controller._proto.nomad.plugins.device import device_pb2 as dpb
-from controller._proto.nomad.plugins.shared.hclspec import hcl_spec_pb2 as hpb
-from controller._proto.nomad.plugins.shared.structs import attribute_pb2 as apb
-from controller._proto.nomad.plugins.shared.structs import stats_pb2 as spb
+from plugins._proto.nomad.plugins.device import device_pb2 as dpb
+from plugins._proto.nomad.plugins.shared.hclspec import hcl_spec_pb2 as hpb
+from plugins._proto.nomad.plugins.shared.structs import attribute_pb2 as apb
+from plugins._proto.nomad.plugins.shared.structs import stats_pb2 as spb
 from plugins.base import _streams as s
 
 # ---- fingerprint ------------------------------------------------------------------------------

@@ -29,16 +29,16 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from controller._proto.devicectl.plugin.v1 import power_pb2 as ppb
-from controller._proto.goplugin import grpc_broker_pb2_grpc as brgrpc
-from controller._proto.goplugin import grpc_controller_pb2 as gcpb
-from controller._proto.goplugin import grpc_controller_pb2_grpc as gcgrpc
-from controller._proto.goplugin import grpc_stdio_pb2 as stpb
-from controller._proto.goplugin import grpc_stdio_pb2_grpc as stgrpc
-from controller._proto.nomad.plugins.base import base_pb2 as bpb
-from controller._proto.nomad.plugins.base import base_pb2_grpc as bgrpc
-from controller._proto.nomad.plugins.device import device_pb2 as dpb
-from controller._proto.nomad.plugins.device import device_pb2_grpc as dgrpc
+from plugins._proto.devicectl.plugin.v1 import power_pb2 as ppb
+from plugins._proto.goplugin import grpc_broker_pb2_grpc as brgrpc
+from plugins._proto.goplugin import grpc_controller_pb2 as gcpb
+from plugins._proto.goplugin import grpc_controller_pb2_grpc as gcgrpc
+from plugins._proto.goplugin import grpc_stdio_pb2 as stpb
+from plugins._proto.goplugin import grpc_stdio_pb2_grpc as stgrpc
+from plugins._proto.nomad.plugins.base import base_pb2 as bpb
+from plugins._proto.nomad.plugins.base import base_pb2_grpc as bgrpc
+from plugins._proto.nomad.plugins.device import device_pb2 as dpb
+from plugins._proto.nomad.plugins.device import device_pb2_grpc as dgrpc
 from plugins.base import _errors as e
 from plugins.base import _nomad as n
 from plugins.base import _wire as w

@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 from google.protobuf.duration_pb2 import Duration
 
-from controller._proto.devicectl.plugin.v1 import power_pb2 as ppb
+from plugins._proto.devicectl.plugin.v1 import power_pb2 as ppb
 from plugins.base import _errors as e
 from plugins.base import _plugin as p
 from plugins.base import _types as t

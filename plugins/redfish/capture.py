@@ -1,4 +1,4 @@
-"""`devicectl bmc-capture`: a read-only walk of a real BMC into a directory the simulator can replay.
+"""A read-only walk of a real BMC into a directory the simulator can replay (`devicectl bmc-capture`).
 
 The walk starts at `/redfish/v1` and follows every `@odata.id` (and `@Redfish.ActionInfo`) link,
 breadth first, bounded by depth and count, at most `rate` requests a second. It only ever sends GET,
@@ -26,18 +26,17 @@ Every document is scrubbed before it is written (`scrub`), by these rules:
 
 Output: `DIR/index.json` (= `/redfish/v1`), `DIR/Chassis/1/index.json`, … (DMTF's mockup layout),
 plus `DIR/capture.json` (what was observed and skipped). Serve it with `devicectl bmc-sim --model
-capture:DIR`.
+capture:DIR`. The command line (arguments, the secret store, exit codes) is the controller's
+(`controller/cli/_capture.py`); this module takes the credentials as arguments.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import ipaddress
 import json
 import re
 import ssl
-import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -299,62 +298,3 @@ def _write(out: Path, path: str, body: dict[str, Any]) -> None:
     directory = out.joinpath(*segments)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "index.json").write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
-
-
-# --- command line -------------------------------------------------------------------------------------
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """`devicectl bmc-capture` arguments."""
-    parser = argparse.ArgumentParser(
-        prog="devicectl bmc-capture",
-        description="Capture a BMC's Redfish tree read-only and scrubbed, for "
-        "`devicectl bmc-sim --model capture:DIR`.",
-    )
-    add = parser.add_argument
-    add("--url", required=True, help="the BMC's base URL, e.g. https://10.0.0.5")
-    add("--secret", required=True, help="name of the secret holding the BMC user name and password")
-    add("--secrets-dir", default=None, help="secrets directory (default: DEVICECTL_SECRET_<NAME> variables)")
-    add("--out", type=Path, required=True, help="directory to write the capture to")
-    add("--ca-bundle", default=None, help="CA bundle to verify the BMC's certificate")
-    add("--insecure", action="store_true", help="do not verify the BMC's TLS certificate")
-    add("--max-depth", type=int, default=12, help="links to follow from the service root (default 12)")
-    add("--max-resources", type=int, default=2000, help="resources to read at most (default 2000)")
-    add("--rate", type=float, default=20.0, help="requests per second at most (default 20)")
-    add("--dps-proxy", action="store_true", help="read only what NVIDIA's DPS proxy allows")
-    add("--topology-model", default=None, help="model string to record for replays (e.g. DGX_GB200)")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run a capture; returns the process exit status (errors are one line, never a traceback)."""
-    args = build_parser().parse_args(argv)
-    from controller.secrets import SecretStore  # the controller's secret layouts, not a second parser
-
-    if args.max_depth < 1 or args.max_resources < 1 or args.rate <= 0:
-        print("bmc-capture: --max-depth, --max-resources and --rate must be positive", file=sys.stderr)
-        return 2
-    allow: tuple[str, ...] | None = None
-    if args.dps_proxy:
-        from plugins.redfish.simulator import DPS_ALLOW_LIST
-
-        allow = tuple(pattern for methods, pattern in DPS_ALLOW_LIST if "GET" in methods.split(","))
-    options = CaptureOptions(args.max_depth, args.max_resources, args.rate, allow)
-    ctx: ssl.SSLContext | bool = False if args.insecure else ssl.create_default_context(cafile=args.ca_bundle)
-    try:
-        creds = SecretStore(args.secrets_dir).credentials(args.secret)
-        result = asyncio.run(
-            capture(args.url, creds.username, creds.password, args.out, ssl_context=ctx, options=options)
-        )
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:  # one line for the operator, never a traceback (and never the password)
-        print(f"bmc-capture: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    if args.topology_model:
-        meta_file = args.out / "capture.json"
-        meta = json.loads(meta_file.read_text())
-        meta["topology_model"] = args.topology_model
-        meta_file.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    print(f"bmc-capture: {result.resources} resources in {args.out} ({len(result.skipped)} skipped)")
-    return 0

@@ -16,8 +16,8 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from controller._proto.nomad.plugins.base import base_pb2, base_pb2_grpc
-from controller._proto.nomad.plugins.device import device_pb2, device_pb2_grpc
+from plugins._proto.nomad.plugins.base import base_pb2, base_pb2_grpc
+from plugins._proto.nomad.plugins.device import device_pb2, device_pb2_grpc
 
 
 class Device(device_pb2_grpc.DevicePluginServicer):

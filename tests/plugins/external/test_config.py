@@ -12,7 +12,7 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from controller._proto.nomad.plugins.shared.hclspec import hcl_spec_pb2 as hpb
+from plugins._proto.nomad.plugins.shared.hclspec import hcl_spec_pb2 as hpb
 from plugins.base import InvalidRequestError
 from plugins.base import _nomad as n
 from plugins.base._config import ConfigSpec, decode_config, encode_config, settings, unpack_config

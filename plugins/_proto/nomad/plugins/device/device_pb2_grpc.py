@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from controller._proto.nomad.plugins.device import device_pb2 as nomad_dot_plugins_dot_device_dot_device__pb2
+from plugins._proto.nomad.plugins.device import device_pb2 as nomad_dot_plugins_dot_device_dot_device__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

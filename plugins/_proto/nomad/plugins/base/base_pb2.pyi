@@ -1,4 +1,4 @@
-from controller._proto.nomad.plugins.shared.hclspec import hcl_spec_pb2 as _hcl_spec_pb2
+from plugins._proto.nomad.plugins.shared.hclspec import hcl_spec_pb2 as _hcl_spec_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor

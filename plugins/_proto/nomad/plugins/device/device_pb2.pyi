@@ -2,8 +2,8 @@ import datetime
 
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
-from controller._proto.nomad.plugins.shared.structs import attribute_pb2 as _attribute_pb2
-from controller._proto.nomad.plugins.shared.structs import stats_pb2 as _stats_pb2
+from plugins._proto.nomad.plugins.shared.structs import attribute_pb2 as _attribute_pb2
+from plugins._proto.nomad.plugins.shared.structs import stats_pb2 as _stats_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from controller._proto.goplugin import grpc_broker_pb2 as goplugin_dot_grpc__broker__pb2
+from plugins._proto.goplugin import grpc_broker_pb2 as goplugin_dot_grpc__broker__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

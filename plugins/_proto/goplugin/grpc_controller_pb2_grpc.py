@@ -3,8 +3,7 @@
 import grpc
 import warnings
 
-from google.protobuf import empty_pb2 as google_dot_protobuf_dot_empty__pb2
-from controller._proto.goplugin import grpc_stdio_pb2 as goplugin_dot_grpc__stdio__pb2
+from plugins._proto.goplugin import grpc_controller_pb2 as goplugin_dot_grpc__controller__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -19,14 +18,14 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in goplugin/grpc_stdio_pb2_grpc.py depends on'
+        + ' but the generated code in goplugin/grpc_controller_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class GRPCStdioStub:
+class GRPCControllerStub:
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -35,44 +34,43 @@ class GRPCStdioStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.StreamStdio = channel.unary_stream(
-                '/plugin.GRPCStdio/StreamStdio',
-                request_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
-                response_deserializer=goplugin_dot_grpc__stdio__pb2.StdioData.FromString,
+        self.Shutdown = channel.unary_unary(
+                '/plugin.GRPCController/Shutdown',
+                request_serializer=goplugin_dot_grpc__controller__pb2.Empty.SerializeToString,
+                response_deserializer=goplugin_dot_grpc__controller__pb2.Empty.FromString,
                 _registered_method=True)
 
 
-class GRPCStdioServicer:
+class GRPCControllerServicer:
     """Missing associated documentation comment in .proto file."""
 
-    def StreamStdio(self, request, context):
-        """One stream per host: the plugin sends what it writes until it exits.
-        """
+    def Shutdown(self, request, context):
+        """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
 
-def add_GRPCStdioServicer_to_server(servicer, server):
+def add_GRPCControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'StreamStdio': grpc.unary_stream_rpc_method_handler(
-                    servicer.StreamStdio,
-                    request_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
-                    response_serializer=goplugin_dot_grpc__stdio__pb2.StdioData.SerializeToString,
+            'Shutdown': grpc.unary_unary_rpc_method_handler(
+                    servicer.Shutdown,
+                    request_deserializer=goplugin_dot_grpc__controller__pb2.Empty.FromString,
+                    response_serializer=goplugin_dot_grpc__controller__pb2.Empty.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'plugin.GRPCStdio', rpc_method_handlers)
+            'plugin.GRPCController', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('plugin.GRPCStdio', rpc_method_handlers)
+    server.add_registered_method_handlers('plugin.GRPCController', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
-class GRPCStdio:
+class GRPCController:
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod
-    def StreamStdio(request,
+    def Shutdown(request,
             target,
             options=(),
             channel_credentials=None,
@@ -82,12 +80,12 @@ class GRPCStdio:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_stream(
+        return grpc.experimental.unary_unary(
             request,
             target,
-            '/plugin.GRPCStdio/StreamStdio',
-            google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
-            goplugin_dot_grpc__stdio__pb2.StdioData.FromString,
+            '/plugin.GRPCController/Shutdown',
+            goplugin_dot_grpc__controller__pb2.Empty.SerializeToString,
+            goplugin_dot_grpc__controller__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,

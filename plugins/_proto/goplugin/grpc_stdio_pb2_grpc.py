@@ -3,7 +3,8 @@
 import grpc
 import warnings
 
-from controller._proto.goplugin import grpc_controller_pb2 as goplugin_dot_grpc__controller__pb2
+from google.protobuf import empty_pb2 as google_dot_protobuf_dot_empty__pb2
+from plugins._proto.goplugin import grpc_stdio_pb2 as goplugin_dot_grpc__stdio__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,14 +19,14 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in goplugin/grpc_controller_pb2_grpc.py depends on'
+        + ' but the generated code in goplugin/grpc_stdio_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class GRPCControllerStub:
+class GRPCStdioStub:
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -34,43 +35,44 @@ class GRPCControllerStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.Shutdown = channel.unary_unary(
-                '/plugin.GRPCController/Shutdown',
-                request_serializer=goplugin_dot_grpc__controller__pb2.Empty.SerializeToString,
-                response_deserializer=goplugin_dot_grpc__controller__pb2.Empty.FromString,
+        self.StreamStdio = channel.unary_stream(
+                '/plugin.GRPCStdio/StreamStdio',
+                request_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
+                response_deserializer=goplugin_dot_grpc__stdio__pb2.StdioData.FromString,
                 _registered_method=True)
 
 
-class GRPCControllerServicer:
+class GRPCStdioServicer:
     """Missing associated documentation comment in .proto file."""
 
-    def Shutdown(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+    def StreamStdio(self, request, context):
+        """One stream per host: the plugin sends what it writes until it exits.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
 
-def add_GRPCControllerServicer_to_server(servicer, server):
+def add_GRPCStdioServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'Shutdown': grpc.unary_unary_rpc_method_handler(
-                    servicer.Shutdown,
-                    request_deserializer=goplugin_dot_grpc__controller__pb2.Empty.FromString,
-                    response_serializer=goplugin_dot_grpc__controller__pb2.Empty.SerializeToString,
+            'StreamStdio': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamStdio,
+                    request_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+                    response_serializer=goplugin_dot_grpc__stdio__pb2.StdioData.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'plugin.GRPCController', rpc_method_handlers)
+            'plugin.GRPCStdio', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('plugin.GRPCController', rpc_method_handlers)
+    server.add_registered_method_handlers('plugin.GRPCStdio', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
-class GRPCController:
+class GRPCStdio:
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod
-    def Shutdown(request,
+    def StreamStdio(request,
             target,
             options=(),
             channel_credentials=None,
@@ -80,12 +82,12 @@ class GRPCController:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_unary(
+        return grpc.experimental.unary_stream(
             request,
             target,
-            '/plugin.GRPCController/Shutdown',
-            goplugin_dot_grpc__controller__pb2.Empty.SerializeToString,
-            goplugin_dot_grpc__controller__pb2.Empty.FromString,
+            '/plugin.GRPCStdio/StreamStdio',
+            google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
+            goplugin_dot_grpc__stdio__pb2.StdioData.FromString,
             options,
             channel_credentials,
             insecure,

@@ -2,7 +2,7 @@ import datetime
 
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
-from controller._proto.nomad.plugins.device import device_pb2 as _device_pb2
+from plugins._proto.nomad.plugins.device import device_pb2 as _device_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
