@@ -80,7 +80,10 @@ class Planner:
         )
         ok, error = translate.success_of(response)
         return apb.DryRunResponse(
-            writes=write_records(receipts(outcome.writes) or ()), response=response, ok=ok, error=error
+            writes=write_records(receipts(outcome.writes) or ()),
+            response=response,
+            ok=ok,
+            error=translate.without_writes(error),
         )
 
 

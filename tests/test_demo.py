@@ -27,9 +27,9 @@ def test_demo_activates_and_restores_a_small_fleet(tmp_path: Path) -> None:
     # deactivation; the node's real limit before (not "-"), and the metrics endpoint to look at
     lines = [line.strip() for line in out.splitlines() if line.strip().startswith("node00")]
     assert len(lines) == 3, out
-    for line in lines:
-        assert "GPUs 1200 W -> 900/850/800/750 W -> 1200 W" in line, line
-        assert "node - ->" not in line and "node 5640 W -> 5000 W -> 5640 W" in line, line
+    for line in lines:  # plain columns: node, GPUs, CPUs, node limit, profiles
+        assert "  1200 W -> 900/850/800/750 W -> 1200 W  " in line, line
+        assert " - ->" not in line and "  5640 W -> 5000 W -> 5640 W  " in line, line
     assert re.search(r"^metrics on http://127\.0\.0\.1:\d+/metrics", out, re.M), out
     # std_metrics, raw_metrics, activate, deactivate: 4 requests per node, read back from /metrics
     assert re.search(r"/metrics: 12 requests acknowledged, 12 answered", out), out

@@ -9,11 +9,12 @@ covered both ways.
 - `error_response`: a failed response of the right member for a kind; `bounded_response` swaps
   a response over `MAX_RESPONSE_BYTES` for one.
 - `success_of`: overall success and error text of any response.
-- `split_write`: a component's `diag_msg` split into the rest and what its write did on the device.
+- `split_write`: a component's `diag_msg` split into the rest and what its write did on the device;
+  `without_writes`: a failure text without those outcomes (for a dry run, which wrote nothing).
 - `datetime_to_timestamp` / `timestamp_to_datetime`, `encode_json_object`.
 """
 
-from controller.translate._diag import split_write
+from controller.translate._diag import split_write, without_writes
 from controller.translate._failures import MAX_RESPONSE_BYTES, bounded_response, error_response, success_of
 from controller.translate._json import encode_json_object
 from controller.translate._kinds import REQUEST_TYPES, RESULT_TYPES, request_kind, response_kind
@@ -39,4 +40,5 @@ __all__ = [
     "split_write",
     "success_of",
     "timestamp_to_datetime",
+    "without_writes",
 ]

@@ -78,3 +78,11 @@ def split_write(diag: str) -> tuple[str, WriteOutcome | None]:
         if diag.startswith(f"{write.value}; "):
             return diag[len(write.value) + 2 :], write
     return diag, None
+
+
+def without_writes(text: str) -> str:
+    """`text` (one diag_msg, or several joined) without the write outcomes that lead each: a dry
+    run wrote nothing, so "not written" there says nothing the plan does not already say."""
+    for write in sorted(WriteOutcome, key=lambda w: -len(w.value)):  # "not written" before "written"
+        text = text.replace(f"{write.value}; ", "")
+    return text
