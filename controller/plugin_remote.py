@@ -156,6 +156,10 @@ class RemotePlugin(DevicePlugin):
                     streak_began = checked
                 healthy = await conn.healthy(self._health_timeout)
                 if healthy and self._gone is conn:
+                    if conn.process is None:
+                        # a dialed plugin's channel redials its address by itself: what answers
+                        # there now may be a new process that never got our config
+                        return "the connection was lost; dialing the plugin and configuring it again"
                     self._gone = None  # a false alarm: calls go to it again
                 # a call finished since this run of failed checks began: busy, not hung
                 failures = 0 if healthy or self._last_reply >= streak_began else failures + 1

@@ -113,7 +113,12 @@ async def test_silent_revert_is_out_of_band_drift_reapplied_through_the_bmc(
 
     audit = await eventually(capped, "re-applied once, then only reported", timeout=60)
     first = audit[0]
-    assert first.summary["findings"] == {f"gpu/{i}": ["outofband", "disagree"] for i in (0, 1)}
+    both = {f"gpu/{i}": ["outofband", "disagree"] for i in (0, 1)}
+    # the firmware drops each set point 0.3 s after its own write, so on a loaded machine the first
+    # check may come between GPU 0's revert and GPU 1's: it sees GPU 0 alone, a later one both
+    assert "gpu/0" in first.summary["findings"], first.summary
+    assert all(both[k] == v for k, v in first.summary["findings"].items()), first.summary
+    assert any(a.summary["findings"] == both for a in audit), [a.summary for a in audit]
     assert first.summary["paths"]["gpu/0"] == {"inband": 500.0, "outofband": 1200.0}
     assert first.summary["drift"]["gpu/0"] == (
         "out-of-band: desired 500 W (set by oob-1), enforced 1200 W; "

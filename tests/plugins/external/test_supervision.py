@@ -272,7 +272,9 @@ async def test_a_call_that_starts_after_the_plugin_died_waits_for_the_restart(re
         call = asyncio.create_task(
             plugin.ping(DeviceContext(device_id="a.txt", deadline=time.monotonic() + 30), Ping())
         )
-        await asyncio.sleep(0.5)
+        # the call failed unsent and now waits for the restart; the new process on the same address
+        # answers the old channel's health checks too, but gets the call only once configured
+        await until(lambda: plugin._gone is conn)
         second = serve_by_hand()
         assert (await call).result.ok
         assert plugin.restarts == 1
