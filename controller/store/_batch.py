@@ -13,6 +13,10 @@ an acknowledged write is durable; nothing correctness depends on lives only in t
 A database that fails writes is recorded in ``failure`` by the failing transaction; one that makes
 them wait (a table lock held elsewhere) fails nothing, so ``failure`` also reports a stall once
 the oldest pending write has waited longer than ``stall_after`` seconds for its commit.
+
+An operation submitted with ``first=True`` (a delivery outcome: the receiver already has the
+response, and a crash before this commit sends it again) goes into the next transaction ahead of
+everything queued without it; such operations keep their order among themselves.
 """
 
 from __future__ import annotations
@@ -113,6 +117,7 @@ class BatchWriter:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="devicectl-store-writer")
         self._lock = threading.Lock()
         self._queue: deque[_Pending] = deque()
+        self._first: deque[_Pending] = deque()  # submitted with first=True: taken before _queue
         # True while a drain is scheduled or running; it owns the queue until it finds it empty.
         self._active = False
         self._closed = False
@@ -144,8 +149,8 @@ class BatchWriter:
         """Seconds the oldest submitted, not yet committed (or failed) write has waited; 0 if none."""
         with self._lock:
             since = self._running_since
-            if since is None and self._queue:
-                since = self._queue[0].queued_at
+            if since is None:
+                since = min((q[0].queued_at for q in (self._first, self._queue) if q), default=None)
         return 0.0 if since is None else max(0.0, time.monotonic() - since)
 
     @property
@@ -153,14 +158,18 @@ class BatchWriter:
         """The writer thread, for work that must be serialised with writes (in-memory SQLite reads)."""
         return self._executor
 
-    def submit(self, handler: Handler, arg: Any) -> asyncio.Future[Any]:
-        """Queue one operation; the returned future resolves after its transaction committed."""
+    def submit(self, handler: Handler, arg: Any, *, first: bool = False) -> asyncio.Future[Any]:
+        """Queue one operation; the returned future resolves after its transaction committed.
+
+        ``first``: run it in the next transaction, ahead of the operations queued without it."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         with self._lock:
             if self._closed:
                 raise StoreClosedError("the store is closed")
-            self._queue.append(_Pending(handler, arg, future, loop, time.monotonic()))
+            (self._first if first else self._queue).append(
+                _Pending(handler, arg, future, loop, time.monotonic())
+            )
             if self._active:
                 return future
             self._active = True
@@ -177,7 +186,8 @@ class BatchWriter:
 
     def _fail_queued(self, exc: BaseException) -> None:
         with self._lock:
-            pending = list(self._queue)
+            pending = [*self._first, *self._queue]
+            self._first.clear()
             self._queue.clear()
             self._active = False
             self._running_since = None
@@ -186,13 +196,18 @@ class BatchWriter:
     def _take(self) -> list[_Pending]:
         """The next batch; when there is none, mark the writer idle (under the same lock)."""
         with self._lock:
-            if not self._queue:
+            if not self._first and not self._queue:
                 self._active = False
                 self._running_since = None
                 return []
-            n = min(len(self._queue), self._batch_max)
-            batch = [self._queue.popleft() for _ in range(n)]
-            self._running_since = batch[0].queued_at  # FIFO: the oldest pending write
+            batch: list[_Pending] = []
+            for queue in (self._first, self._queue):
+                while queue and len(batch) < self._batch_max:
+                    batch.append(queue.popleft())
+            # the oldest pending write, wherever it is (``first`` ones may have overtaken it)
+            self._running_since = min(
+                [p.queued_at for p in batch] + [q[0].queued_at for q in (self._first, self._queue) if q]
+            )
             return batch
 
     def _drain(self) -> None:

@@ -128,6 +128,14 @@ def create_engines(
     return writer, reader
 
 
+def create_outcome_engine(url: URL) -> Engine | None:
+    """PostgreSQL: one more writing connection, for delivery outcomes only (``_store``); None on
+    SQLite, where a second writer would only wait for the first one's lock."""
+    if url.get_backend_name() == "sqlite":
+        return None
+    return sa.create_engine(url, pool_size=1, max_overflow=0, pool_pre_ping=True)
+
+
 def create_migration_engine(url: URL, *, sqlite_synchronous: str = "FULL") -> Engine:
     """A short-lived engine for migrations and schema checks (no pooled connections left behind)."""
     if url.get_backend_name() == "sqlite":

@@ -2,6 +2,11 @@
 
 Writes go through the group-commit writer (one thread, see ``_batch``); reads run on a small
 thread pool with their own connections. The event loop never waits on the database directly.
+
+Delivery outcomes (delivered, failed, dead-lettered) never wait behind the other writes: the
+receiver already has the response, and a crash before the outcome commits sends it again. On
+PostgreSQL they have a writer and a connection of their own; on SQLite (one writer at a time for
+the whole database) they go ahead of everything queued in the one writer.
 """
 
 from __future__ import annotations
@@ -69,6 +74,13 @@ class Store:
         #: Group-commit counters (batches, transactions, ops, retries, failures).
         self.stats = StoreStats()
         self._writer = BatchWriter(self._write_engine, batch_max=batch_max, stats=self.stats)
+        #: delivery outcomes' own engine and writer (PostgreSQL; None: the main writer, first)
+        self._outcome_engine = _database.create_outcome_engine(url)
+        self._outcomes = (
+            BatchWriter(self._outcome_engine, batch_max=batch_max, stats=self.stats)
+            if self._outcome_engine is not None
+            else None
+        )
         # A private in-memory SQLite database is one connection: reads must queue behind writes.
         self._read_pool = (
             self._writer.executor
@@ -133,6 +145,8 @@ class Store:
         """Open the writer's and a reader's connection now, so a bad URL fails at startup."""
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._writer.executor, _ping, self._write_engine)
+        if self._outcomes is not None:
+            await loop.run_in_executor(self._outcomes.executor, _ping, self._outcome_engine)
         if not self._memory:
             await loop.run_in_executor(self._read_pool, _ping, self._read_engine)
 
@@ -142,6 +156,10 @@ class Store:
             return
         self._closed = True
         await self._writer.close()
+        if self._outcomes is not None:
+            await self._outcomes.close()
+        if self._outcome_engine is not None:
+            self._outcome_engine.dispose()
         if self._read_pool is not self._writer.executor:
             await asyncio.get_running_loop().run_in_executor(None, self._read_pool.shutdown, True)
         self._write_engine.dispose()
@@ -151,6 +169,12 @@ class Store:
 
     async def _write(self, handler: Handler, arg: Any) -> Any:
         return await self._writer.submit(handler, arg)
+
+    async def _write_outcome(self, handler: Handler, arg: Any) -> Any:
+        """A delivery outcome: its own writer, or the main one ahead of its queue (module doc)."""
+        if self._outcomes is not None:
+            return await self._outcomes.submit(handler, arg)
+        return await self._writer.submit(handler, arg, first=True)
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._read_pool, self._run_read, fn, args)
@@ -346,17 +370,17 @@ class Store:
     async def mark_delivered(self, outbox_id: int, at: datetime) -> None:
         """Record a successful delivery."""
         _require_aware("at", at)
-        await self._write(_outbox.mark_delivered_many, (outbox_id, at))
+        await self._write_outcome(_outbox.mark_delivered_many, (outbox_id, at))
 
     async def delivery_failed(self, outbox_id: int, error: str, next_attempt_at: datetime) -> None:
         """Record a failed delivery attempt and when to try again."""
         _require_aware("next_attempt_at", next_attempt_at)
-        await self._write(_outbox.delivery_failed_many, (outbox_id, error, next_attempt_at))
+        await self._write_outcome(_outbox.delivery_failed_many, (outbox_id, error, next_attempt_at))
 
     async def dead_letter(self, outbox_id: int, error: str, at: datetime) -> None:
         """Give up on a response the receiver refused for good (never sent again)."""
         _require_aware("at", at)
-        await self._write(_outbox.dead_letter_many, (outbox_id, error, at))
+        await self._write_outcome(_outbox.dead_letter_many, (outbox_id, error, at))
 
     async def dead_letter_count(self) -> int:
         """How many responses were given up on."""
@@ -366,7 +390,9 @@ class Store:
     def write_failure(self) -> WriteFailure | None:
         """Set while write transactions fail because the database is unreachable or locked, or
         while the oldest pending write has waited longer than ``stall_after`` for its commit."""
-        return self._writer.failure
+        if self._writer.failure is not None or self._outcomes is None:
+            return self._writer.failure
+        return self._outcomes.failure
 
     @property
     def stall_after(self) -> float | None:
@@ -376,6 +402,8 @@ class Store:
     @stall_after.setter
     def stall_after(self, seconds: float | None) -> None:
         self._writer.stall_after = seconds
+        if self._outcomes is not None:
+            self._outcomes.stall_after = seconds
 
     async def undelivered_count(self) -> int:
         """How many responses await delivery."""
