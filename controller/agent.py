@@ -30,6 +30,7 @@ from controller.config import Settings
 from controller.dispatch import Dispatcher
 from controller.logs import request_context
 from controller.service import DeviceControllerService, JournalUnavailableError
+from controller.version import installed_version
 from plugins.base import InvalidRequestError, RequestKind
 
 log = logging.getLogger(__name__)
@@ -187,7 +188,7 @@ class Agent:
         handshake = apb.AgentMessage(
             handshake=apb.Handshake(
                 agent_id=self.agent_id,
-                version=_version(),
+                version=installed_version(),
                 protocol_version=PROTOCOL_VERSION,
                 capabilities=[k.value for k in RequestKind],
                 devices=self._devices,
@@ -313,12 +314,3 @@ class Agent:
             self._accepting[request.device] -= 1
             if not self._accepting[request.device]:
                 del self._accepting[request.device]
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("devicectl")
-    except PackageNotFoundError:
-        return "unknown"

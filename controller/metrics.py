@@ -40,6 +40,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from controller.store import outbox_backlog, table_rows
+from controller.version import installed_version
 
 if TYPE_CHECKING:
     from controller.config import Settings
@@ -117,18 +118,7 @@ BUILD_INFO = Gauge(
 )
 
 
-def version() -> str:
-    """The installed distribution's version ("unknown" when run from an uninstalled tree)."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
-    try:
-        return dist_version("devicectl")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-BUILD_INFO.labels(version(), platform.python_version(), platform.python_implementation()).set(1)
+BUILD_INFO.labels(installed_version(), platform.python_version(), platform.python_implementation()).set(1)
 
 
 def request_done(kind: str, outcome: str) -> None:

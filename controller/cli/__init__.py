@@ -23,18 +23,10 @@ from controller.cli._click import Group, call, client_options, namespace, output
 from controller.cli._errors import check_sqlite_directory
 from controller.cli._render import print_error, print_json, set_output
 from controller.config import Settings, load_settings
+from controller.version import installed_version
 
 SHELLS = ("bash", "zsh", "fish")
 _COMPLETE_VAR = "_DEVICECTL_COMPLETE"
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("devicectl")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown"
 
 
 _VERSION = "devicectl.version"
@@ -50,9 +42,9 @@ def _print_version(ctx: click.Context) -> int:
     output = ctx.meta.get("devicectl.output", "table")
     if output in ("json", "yaml"):
         set_output(output)
-        print_json({"name": "devicectl", "version": _version()})
+        print_json({"name": "devicectl", "version": installed_version()})
     else:
-        click.echo(f"devicectl {_version()}")
+        click.echo(f"devicectl {installed_version()}")
     return 0
 
 
