@@ -18,8 +18,9 @@ from controller.translate._diag import split_write, without_writes
 from controller.translate._failures import MAX_RESPONSE_BYTES, bounded_response, error_response, success_of
 from controller.translate._json import encode_json_object
 from controller.translate._kinds import REQUEST_TYPES, RESULT_TYPES, request_kind, response_kind
+from controller.translate._metrics import ENERGY_UNIT
 from controller.translate._requests import request_from_proto, request_to_proto
-from controller.translate._responses import ENERGY_UNIT, response_from_proto, response_to_proto
+from controller.translate._responses import response_from_proto, response_to_proto
 from controller.translate._time import datetime_to_timestamp, timestamp_to_datetime
 
 __all__ = [

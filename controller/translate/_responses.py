@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, cast
 
-from google.protobuf import struct_pb2
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import Message
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
-from controller._proto.devicecontroller.v1 import metrics_pb2
 from controller.translate import _diag
-from controller.translate._json import dict_to_struct, encode_json_object, struct_to_dict
+from controller.translate._json import encode_json_object
 from controller.translate._kinds import RESULT_TYPES, response_kind
+from controller.translate._metrics import (
+    node_metrics_from_proto,
+    node_metrics_to_proto,
+    raw_documents,
+    raw_metrics_to_proto,
+)
 from controller.translate._policy import policy_from_proto, policy_to_proto
-from controller.translate._time import datetime_to_timestamp, timestamp_to_datetime
+from controller.translate._time import datetime_to_timestamp
 from controller.translate._wire import set_message
 from plugins.base import (
     AllocationResult,
-    ComponentMetrics,
     ComponentResult,
     DeviceResult,
     EntityModificationResult,
@@ -30,7 +31,6 @@ from plugins.base import (
     GpuProfileStatus,
     GpuResult,
     GpuUsage,
-    NodeMetrics,
     Outcome,
     PingResult,
     ProfileResult,
@@ -41,19 +41,6 @@ from plugins.base import (
 
 _Resp = pb.DeviceControllerResponse
 _Entity = _Resp.EntityModificationResponse
-
-#: the unit `StdMetricsResponse` energies are sent in
-ENERGY_UNIT = "Joules"
-#: joules per unit, for reading responses that another sender wrote in a different unit
-_JOULES_PER: Mapping[str, float] = {
-    "": 1.0,
-    "joules": 1.0,
-    "j": 1.0,
-    "kilojoules": 1e3,
-    "kj": 1e3,
-    "wh": 3600.0,
-    "kwh": 3.6e6,
-}
 
 _VERDICT_TO_PROTO = {
     EntityVerdict.ACCEPTED: _Entity.ACCEPTED,
@@ -134,42 +121,6 @@ def _allocation_to_proto(result: AllocationResult) -> _Resp.AllocationResponse:
     return msg
 
 
-def _component_metrics_to_proto(item: ComponentMetrics) -> metrics_pb2.DeviceMetrics:
-    return metrics_pb2.DeviceMetrics(
-        id=item.id,
-        power_usage=item.power_watts,
-        energy_usage=item.energy_joules,
-        energy_usage_unit=ENERGY_UNIT,
-        set_limit=item.limit_watts,
-        max_limit=item.max_watts,
-        min_limit=item.min_watts,
-        temperature_celsius=item.temperature_celsius,
-    )
-
-
-def _node_metrics_to_proto(metrics: NodeMetrics) -> metrics_pb2.NodeMetricsResponse:
-    msg = metrics_pb2.NodeMetricsResponse(
-        name=metrics.name,
-        num_gpus=len(metrics.gpus),
-        num_cpus=len(metrics.cpus),
-        num_memory_units=metrics.memory_units,
-        power_usage=metrics.power_watts,
-        gpus=[_component_metrics_to_proto(item) for item in metrics.gpus],
-        cpus=[_component_metrics_to_proto(item) for item in metrics.cpus],
-    )
-    if metrics.sampled_at is not None:
-        msg.sampled_at.CopyFrom(datetime_to_timestamp(metrics.sampled_at))
-    return msg
-
-
-def _raw_metrics_to_proto(result: RawMetricsResult) -> _Resp.RawMetricsResponse:
-    msg = _Resp.RawMetricsResponse(success=result.ok, error=result.error)
-    if result.ok or result.documents:
-        # the documents always travel as a Struct: the receiver needs no device-specific types
-        msg.raw_metrics.Pack(dict_to_struct(result.documents, "raw_metrics"))
-    return msg
-
-
 def _result_to_proto(result: DeviceResult) -> Message:
     if isinstance(result, AllocationResult):
         return _allocation_to_proto(result)
@@ -188,11 +139,11 @@ def _result_to_proto(result: DeviceResult) -> Message:
             ],
         )
     if isinstance(result, RawMetricsResult):
-        return _raw_metrics_to_proto(result)
+        return raw_metrics_to_proto(result)
     if isinstance(result, StdMetricsResult):
         msg = _Resp.StdMetricsResponse(success=result.ok, error=result.error)
         if result.metrics is not None:
-            msg.metrics.CopyFrom(_node_metrics_to_proto(result.metrics))
+            msg.metrics.CopyFrom(node_metrics_to_proto(result.metrics))
         return msg
     assert isinstance(result, EntityModificationResult)
     return _Entity(response=_VERDICT_TO_PROTO[result.verdict], diag_msg=result.message)
@@ -346,54 +297,6 @@ def _allocation_from_proto(msg: _Resp.AllocationResponse, field: str) -> Allocat
     )
 
 
-def _joules(value: float, unit: str, field: str) -> float:
-    try:
-        return value * _JOULES_PER[unit.strip().lower()]
-    except KeyError:
-        raise ValueError(f"{field}: unknown energy unit {unit!r}") from None
-
-
-def _component_metrics_from_proto(msg: metrics_pb2.DeviceMetrics, field: str) -> ComponentMetrics:
-    return ComponentMetrics(
-        id=msg.id,
-        power_watts=msg.power_usage,
-        energy_joules=_joules(msg.energy_usage, msg.energy_usage_unit, f"{field}.energy_usage_unit"),
-        limit_watts=msg.set_limit,
-        min_watts=msg.min_limit,
-        max_watts=msg.max_limit,
-        temperature_celsius=msg.temperature_celsius,
-    )
-
-
-def _node_metrics_from_proto(msg: metrics_pb2.NodeMetricsResponse, field: str) -> NodeMetrics:
-    # num_gpus / num_cpus are derived from the lists on the way out, so the lists are the truth
-    return NodeMetrics(
-        name=msg.name,
-        power_watts=msg.power_usage,
-        gpus=tuple(_component_metrics_from_proto(m, f"{field}.gpus[{i}]") for i, m in enumerate(msg.gpus)),
-        cpus=tuple(_component_metrics_from_proto(m, f"{field}.cpus[{i}]") for i, m in enumerate(msg.cpus)),
-        memory_units=msg.num_memory_units,
-        sampled_at=timestamp_to_datetime(msg.sampled_at) if msg.HasField("sampled_at") else None,
-    )
-
-
-def _raw_documents(msg: _Resp.RawMetricsResponse, field: str) -> dict[str, Any]:
-    if not msg.HasField("raw_metrics"):
-        return {}
-    if msg.raw_metrics.Is(struct_pb2.Struct.DESCRIPTOR):
-        struct = struct_pb2.Struct()
-        try:
-            msg.raw_metrics.Unpack(struct)
-        except DecodeError as exc:
-            raise ValueError(f"{field}: packed Struct does not parse: {exc}") from None
-        return struct_to_dict(struct, field)
-    # another sender's message type: keep it renderable rather than failing the whole response
-    return {
-        "@type": msg.raw_metrics.type_url,
-        "value": base64.b64encode(msg.raw_metrics.value).decode("ascii"),
-    }
-
-
 def response_from_proto(msg: pb.DeviceControllerResponse) -> tuple[RequestKind, DeviceResult]:
     """The response's kind and its domain result (the inverse of `response_to_proto`).
 
@@ -427,11 +330,11 @@ def response_from_proto(msg: pb.DeviceControllerResponse) -> tuple[RequestKind, 
             metrics=tuple(GpuUsage(gpu_id=m.gpu_id, watts=m.usage) for m in member.metrics),
         )
     elif expected is RawMetricsResult:
-        documents = _raw_documents(member, f"{field}.raw_metrics")
+        documents = raw_documents(member, f"{field}.raw_metrics")
         result = RawMetricsResult(ok=member.success, error=member.error, documents=documents)
     elif expected is StdMetricsResult:
         metrics = (
-            _node_metrics_from_proto(member.metrics, f"{field}.metrics")
+            node_metrics_from_proto(member.metrics, f"{field}.metrics")
             if member.HasField("metrics")
             else None
         )

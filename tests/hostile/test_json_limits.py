@@ -10,8 +10,8 @@ import pytest
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller.json_fields import json_depth_exceeds
 from controller.logs import clip
-from controller.validate import json_depth_exceeds
 from tests.hostile.conftest import LogCapture
 
 R = pb.DeviceControllerRequest
