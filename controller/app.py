@@ -18,6 +18,7 @@ from controller._proto.devicecontroller.v1 import (
     admin_pb2_grpc,
     devicecontroller_pb2_grpc,
 )
+from controller.admin import AdminService, Watchers
 from controller.claims import Claims
 from controller.config import Settings
 from controller.decode import DecodeGuard
@@ -37,7 +38,7 @@ from controller.inventory import (
 from controller.plugin_host import PluginHost
 from controller.plugin_process import load_external_plugins
 from controller.runner import RequestRunner
-from controller.service import AdminService, DeviceControllerService, Watchers
+from controller.service import DeviceControllerService
 from controller.shards import ShardLeases, Shards
 from controller.store import DeviceUpsert, RetentionPolicy, Store, prune
 from controller.supervise import Outage, supervise
