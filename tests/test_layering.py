@@ -24,11 +24,6 @@ FOLDERS = ("controller", "plugins", "bench", "drills")
 KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset(
     frozenset(circle)
     for circle in (
-        # the CLI's agent commands import the CLI package back, inside a function
-        ("controller.cli", "controller.cli._agent"),
-        # type-only: the entity module names the plugin class; the task poller names the client
-        ("plugins.redfish._entity", "plugins.redfish._plugin"),
-        ("plugins.redfish._client", "plugins.redfish._tasks"),
         # the simulator: every part names the `Bmc` class that assembles them (type-only), and the
         # control endpoint names the fleet that serves it
         ("plugins.redfish.simulator._control", "plugins.redfish.simulator._fleet"),
