@@ -23,7 +23,8 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from plugins.redfish.simulator import _errors, _protocol
-from plugins.redfish.simulator._accounts import AccountStore, authorize
+from plugins.redfish.simulator._account_store import AccountStore
+from plugins.redfish.simulator._accounts import authorize
 from plugins.redfish.simulator._bmcweb import RETRY_AFTER, allowed, body_etag, forbidden, if_match_ok
 from plugins.redfish.simulator._config import BEHAVIOUR, BmcConfig, checked
 from plugins.redfish.simulator._faults import PRE_AUTH_MODES, FaultMode, Faults, reset_connection

@@ -24,7 +24,7 @@ from plugins.redfish.simulator._routing import (
 from plugins.redfish.simulator._state import now, rounded
 
 if TYPE_CHECKING:
-    from plugins.redfish.simulator._bmc import SimulatedBmc
+    from plugins.redfish.simulator._routing import Bmc
 
 POWER = f"{CHASSIS}/Power"
 _EXCEPTIONS = ("NoAction", "HardPowerOff", "LogEventOnly", "Oem")
@@ -38,7 +38,7 @@ _TOP_READ_ONLY = frozenset(
 )
 
 
-def _power(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _power(bmc: Bmc, req: SimRequest) -> Reply:
     state = dmtf_state(bmc)
     t = now()
     watts = state.readings(t)["node"]
@@ -98,7 +98,7 @@ def _power(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=cap.revision)
 
 
-def _patch_power(bmc: SimulatedBmc, req: SimRequest) -> Write:
+def _patch_power(bmc: Bmc, req: SimRequest) -> Write:
     cap = dmtf_state(bmc).node_cap
     patch = require_object(req.body)
     if not patch:

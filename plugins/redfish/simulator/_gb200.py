@@ -33,7 +33,7 @@ from plugins.redfish.simulator._state import Cap, PlatformState, now, rounded
 from plugins.redfish.simulator._wpps import ProfileState, wpps_routes
 
 if TYPE_CHECKING:
-    from plugins.redfish.simulator._bmc import SimulatedBmc
+    from plugins.redfish.simulator._routing import Bmc
 
 SYSTEM = "/redfish/v1/Systems/HGX_Baseboard_0"
 PROCESSORS = f"{SYSTEM}/Processors"
@@ -92,7 +92,7 @@ class Gb200State(PlatformState):
         return described
 
 
-def _state(bmc: SimulatedBmc) -> Gb200State:
+def _state(bmc: Bmc) -> Gb200State:
     assert isinstance(bmc.state, Gb200State)
     return bmc.state
 
@@ -100,7 +100,7 @@ def _state(bmc: SimulatedBmc) -> Gb200State:
 # --- EnvironmentMetrics (processors and chassis) ----------------------------------------------------------
 
 
-def _metrics_doc(bmc: SimulatedBmc, path: str, component: str, cap: Cap | None) -> Reply:
+def _metrics_doc(bmc: Bmc, path: str, component: str, cap: Cap | None) -> Reply:
     state, t = _state(bmc), now()
     watts = state.readings(t)[component]
     scale = cap.allow_max if cap is not None else NODE_LIMITS[1]
@@ -207,14 +207,14 @@ def _clear_write(cap: Cap) -> Write:
     return Write(apply=apply, caps=(cap,), reply="success")
 
 
-def _processor_cap(bmc: SimulatedBmc, req: SimRequest) -> Cap:
+def _processor_cap(bmc: Bmc, req: SimRequest) -> Cap:
     proc = req.params["id"]
     if proc not in GPUS + CPUS:
         raise _errors.resource_not_found(req.path)
     return _state(bmc).caps[proc]
 
 
-def _module_cap(bmc: SimulatedBmc, req: SimRequest, method: str) -> Cap:
+def _module_cap(bmc: Bmc, req: SimRequest, method: str) -> Cap:
     chassis = req.params["id"]
     if chassis in MODULES:
         return _state(bmc).caps[chassis]
@@ -223,23 +223,23 @@ def _module_cap(bmc: SimulatedBmc, req: SimRequest, method: str) -> Cap:
     raise _errors.resource_not_found(req.path)
 
 
-def _get_proc_metrics(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _get_proc_metrics(bmc: Bmc, req: SimRequest) -> Reply:
     cap = _processor_cap(bmc, req)
     return _metrics_doc(bmc, req.path, req.params["id"], cap)
 
 
-def _patch_proc_metrics(bmc: SimulatedBmc, req: SimRequest) -> Write:
+def _patch_proc_metrics(bmc: Bmc, req: SimRequest) -> Write:
     cap = _processor_cap(bmc, req)
     return _cap_write(cap, *_parse_patch(req.body, cap))
 
 
-def _clear_proc(bmc: SimulatedBmc, req: SimRequest) -> Write:
+def _clear_proc(bmc: Bmc, req: SimRequest) -> Write:
     cap = _processor_cap(bmc, req)
     action_body(req.body, _CLEAR_OOB)
     return _clear_write(cap)
 
 
-def _get_chassis_metrics(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _get_chassis_metrics(bmc: Bmc, req: SimRequest) -> Reply:
     chassis = req.params["id"]
     if chassis in MODULES:
         return _metrics_doc(bmc, req.path, chassis, _state(bmc).caps[chassis])
@@ -248,12 +248,12 @@ def _get_chassis_metrics(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     raise _errors.resource_not_found(req.path)
 
 
-def _patch_chassis_metrics(bmc: SimulatedBmc, req: SimRequest) -> Write:
+def _patch_chassis_metrics(bmc: Bmc, req: SimRequest) -> Write:
     cap = _module_cap(bmc, req, "PATCH")
     return _cap_write(cap, *_parse_patch(req.body, cap))
 
 
-def _clear_chassis(bmc: SimulatedBmc, req: SimRequest) -> Write:
+def _clear_chassis(bmc: Bmc, req: SimRequest) -> Write:
     cap = _module_cap(bmc, req, "POST")
     action_body(req.body, _CLEAR_OOB)
     return _clear_write(cap)
@@ -262,7 +262,7 @@ def _clear_chassis(bmc: SimulatedBmc, req: SimRequest) -> Write:
 # --- inventory: system, processors, chassis -------------------------------------------------------------
 
 
-def _system(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _system(bmc: Bmc, req: SimRequest) -> Reply:
     body = {
         "@odata.id": SYSTEM,
         "@odata.type": "#ComputerSystem.v1_22_0.ComputerSystem",
@@ -282,13 +282,13 @@ def _system(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=0)
 
 
-def _processors(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _processors(bmc: Bmc, req: SimRequest) -> Reply:
     members = [f"{PROCESSORS}/{p}" for p in GPUS + CPUS]
     body = collection(PROCESSORS, "#ProcessorCollection.ProcessorCollection", "Processors", members)
     return Reply(body=body, revision=0)
 
 
-def _processor(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _processor(bmc: Bmc, req: SimRequest) -> Reply:
     proc = req.params["id"]
     cap = _processor_cap(bmc, req)
     module = f"HGX_ProcessorModule_{int(proc.rsplit('_', 1)[1]) // (2 if proc in GPUS else 1)}"
@@ -316,7 +316,7 @@ def _processor(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=0)
 
 
-def _chassis(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _chassis(bmc: Bmc, req: SimRequest) -> Reply:
     cid = req.params["id"]
     if cid not in MODULES + NODE_CHASSIS:
         raise _errors.resource_not_found(req.path)
@@ -341,7 +341,7 @@ def _chassis(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=0)
 
 
-def _assembly(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _assembly(bmc: Bmc, req: SimRequest) -> Reply:
     cid = req.params["id"]
     if cid not in MODULES:
         raise _errors.resource_not_found(req.path)

@@ -25,7 +25,7 @@ from plugins.redfish.simulator import _errors
 from plugins.redfish.simulator._routing import Reply, SimRequest
 
 if TYPE_CHECKING:
-    from plugins.redfish.simulator._bmc import SimulatedBmc
+    from plugins.redfish.simulator._routing import Bmc
 
 METADATA = "/redfish/v1/$metadata"
 DMTF_SCHEMAS = "http://redfish.dmtf.org/schemas/v1"
@@ -131,7 +131,7 @@ def json_schema_uri(odata_type: str) -> str:
     return f"{DMTF_JSON_SCHEMAS}/{name}.json"
 
 
-def metadata(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def metadata(bmc: Bmc, req: SimRequest) -> Reply:
     """The OData metadata document of this BMC (XML)."""
     dmtf: dict[str, set[str]] = {k: set(v) for k, v in _ALWAYS.items()}
     oem: dict[str, set[str]] = {}
@@ -168,7 +168,7 @@ def metadata(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(text="\n".join(lines) + "\n", content_type="application/xml")
 
 
-def _types(bmc: SimulatedBmc) -> Iterator[tuple[str, bool]]:
+def _types(bmc: Bmc) -> Iterator[tuple[str, bool]]:
     """Every `@odata.type` in the BMC's documents, and whether it sits under an `Oem` object."""
     seen = {"/redfish/v1"}
     queue = deque(["/redfish/v1"])
@@ -196,7 +196,7 @@ def _types(bmc: SimulatedBmc) -> Iterator[tuple[str, bool]]:
                 stack.extend((item, in_oem) for item in node)
 
 
-def _get(bmc: SimulatedBmc, path: str) -> dict[str, Any] | None:
+def _get(bmc: Bmc, path: str) -> dict[str, Any] | None:
     matched = bmc.platform.router.match(path)
     if matched is None or matched[0].get is None or path.startswith("/redfish/v1/TaskService/TaskMonitors"):
         return None

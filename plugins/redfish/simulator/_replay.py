@@ -56,7 +56,7 @@ from plugins.redfish.simulator._routing import (
 from plugins.redfish.simulator._state import PlatformState
 
 if TYPE_CHECKING:
-    from plugins.redfish.simulator._bmc import SimulatedBmc
+    from plugins.redfish.simulator._routing import Bmc
 
 PREFIXES = ("capture:", "mockup:")
 ROOT = "/redfish/v1"
@@ -179,13 +179,13 @@ def _action_targets(body: JsonDict) -> list[str]:
     return targets
 
 
-def _state(bmc: SimulatedBmc) -> ReplayState:
+def _state(bmc: Bmc) -> ReplayState:
     state = bmc.state
     assert isinstance(state, ReplayState)
     return state
 
 
-def _get(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _get(bmc: Bmc, req: SimRequest) -> Reply:
     state = _state(bmc)
     body = state.documents.get(req.path)
     if body is None:
@@ -193,7 +193,7 @@ def _get(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=copy.deepcopy(body), revision=state.revisions[req.path])
 
 
-def _patch(bmc: SimulatedBmc, req: SimRequest) -> Write:
+def _patch(bmc: Bmc, req: SimRequest) -> Write:
     state = _state(bmc)
     state.writes.append(("PATCH", req.path, copy.deepcopy(req.body)))
     current = state.documents[req.path]
@@ -307,7 +307,7 @@ def _nvidia(doc: JsonDict) -> JsonDict | None:
     return nvidia if isinstance(nvidia, dict) else None
 
 
-def _action(bmc: SimulatedBmc, req: SimRequest) -> Write:
+def _action(bmc: Bmc, req: SimRequest) -> Write:
     state = _state(bmc)
     state.writes.append(("POST", req.path, copy.deepcopy(req.body)))
     resource, _, name = req.path.rstrip("/").partition("/Actions/")
