@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator import _errors, _messages
 from plugins.redfish.simulator._account_store import Account
 from plugins.redfish.simulator._routing import JsonDict, Reply, Route, SimRequest, collection, link, status_ok
 
@@ -58,8 +58,8 @@ def insufficient_privilege() -> _errors.RedfishError:
     return _errors.RedfishError(
         403,
         [
-            _errors.message(
-                _errors.BASE + "InsufficientPrivilege",
+            _messages.message(
+                _messages.BASE + "InsufficientPrivilege",
                 "There are insufficient privileges for the account or credentials associated with the "
                 "current session to perform the requested operation.",
                 severity="Critical",
@@ -72,8 +72,8 @@ def insufficient_privilege() -> _errors.RedfishError:
 
 def no_operation() -> JsonDict:
     """A PATCH that changes nothing (e.g. only OData annotations)."""
-    return _errors.message(
-        _errors.BASE + "NoOperation",
+    return _messages.message(
+        _messages.BASE + "NoOperation",
         "The request body submitted contain no data to act upon and no changes to the resource took place.",
         resolution="Add properties in the JSON object and resubmit the request.",
     )
@@ -128,10 +128,10 @@ def _create(bmc: Bmc, req: SimRequest) -> Reply:
         raise _errors.malformed_json()
     missing = [p for p in ("UserName", "Password") if p not in body]
     if missing:
-        raise _errors.bad_request([_errors.property_missing(p) for p in missing])
+        raise _errors.bad_request([_messages.property_missing(p) for p in missing])
     unknown = [k for k in body if k not in _WRITABLE]
     if unknown:
-        raise _errors.bad_request([_errors.property_unknown(k) for k in unknown])
+        raise _errors.bad_request([_messages.property_unknown(k) for k in unknown])
     username, password, role = body["UserName"], body["Password"], body.get("RoleId", "ReadOnly")
     problems = _check_values(bmc, username=username, password=password, role=role)
     if problems:
@@ -145,13 +145,13 @@ def _check_values(bmc: Bmc, **values: object) -> list[JsonDict]:
     problems = []
     name = values.get("username")
     if "username" in values and (not isinstance(name, str) or not name or bmc.accounts.by_name(name)):
-        problems.append(_errors.property_value_incorrect("UserName", name))
+        problems.append(_messages.property_value_incorrect("UserName", name))
     if "password" in values:
         pwd = values["password"]
         if not isinstance(pwd, str) or not MIN_PASSWORD <= len(pwd) <= MAX_PASSWORD:
-            problems.append(_errors.property_value_incorrect("Password", "<hidden>"))
+            problems.append(_messages.property_value_incorrect("Password", "<hidden>"))
     if "role" in values and values["role"] not in ROLE_PRIVILEGES:
-        problems.append(_errors.property_value_not_in_list(values["role"], "RoleId"))
+        problems.append(_messages.property_value_not_in_list(values["role"], "RoleId"))
     return problems
 
 
@@ -174,7 +174,7 @@ def _patch(bmc: Bmc, req: SimRequest) -> Reply:
         raise _errors.bad_request([no_operation()])
     unknown = [k for k in changes if k not in _WRITABLE]
     if unknown:
-        raise _errors.bad_request([_errors.property_unknown(k) for k in unknown])
+        raise _errors.bad_request([_messages.property_unknown(k) for k in unknown])
     checks: dict[str, object] = {}
     if "UserName" in changes and changes["UserName"] != account.username:
         checks["username"] = changes["UserName"]
@@ -184,7 +184,7 @@ def _patch(bmc: Bmc, req: SimRequest) -> Reply:
         checks["role"] = changes["RoleId"]
     problems = _check_values(bmc, **checks)
     if "Enabled" in changes and not isinstance(changes["Enabled"], bool):
-        problems.append(_errors.property_value_type_error(changes["Enabled"], "Enabled"))
+        problems.append(_messages.property_value_type_error(changes["Enabled"], "Enabled"))
     if problems:
         raise _errors.bad_request(problems)
     account.username = changes.get("UserName", account.username)

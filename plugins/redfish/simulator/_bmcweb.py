@@ -20,7 +20,7 @@ import zlib
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator import _errors, _messages
 from plugins.redfish.simulator._routing import Reply, Route, SimRequest
 from plugins.redfish.simulator._tasks import MONITORS_PATH
 
@@ -87,8 +87,8 @@ def forbidden(method: str, path: str) -> _errors.RedfishError:
     return _errors.RedfishError(
         403,
         [
-            _errors.message(
-                _errors.BASE + "InsufficientPrivilege",
+            _messages.message(
+                _messages.BASE + "InsufficientPrivilege",
                 f"There are insufficient privileges for the account or credentials associated with the "
                 f"current session to perform the requested operation ({method} {path} is not on the "
                 "BMC proxy's allow-list).",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator import _errors, _messages
 from plugins.redfish.simulator._accounts import account_routes
 from plugins.redfish.simulator._bmcweb import monitor_routes
 from plugins.redfish.simulator._protocol import METADATA, metadata
@@ -136,12 +136,12 @@ def _login(bmc: Bmc, req: SimRequest) -> Reply:
     body = require_object(req.body)
     missing = [p for p in ("UserName", "Password") if p not in body]
     if missing:
-        raise _errors.bad_request([_errors.property_missing(p) for p in missing])
+        raise _errors.bad_request([_messages.property_missing(p) for p in missing])
     # DMTF Session.Context: a client-supplied string stored with the session and shown on it
     # (bmcweb reads it in handleSessionCollectionPost, redfish-core/lib/redfish_sessions.hpp)
     context = body.get("Context")
     if context is not None and not isinstance(context, str):
-        raise _errors.bad_request([_errors.property_value_type_error(context, "Context")])
+        raise _errors.bad_request([_messages.property_value_type_error(context, "Context")])
     if not bmc.sessions.credentials_ok(body["UserName"], body["Password"]):
         bmc.stats.logins_failed += 1
         raise _errors.login_failed(SESSIONS)

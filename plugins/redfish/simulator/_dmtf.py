@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator import _errors, _messages
 from plugins.redfish.simulator._common import common_routes
 from plugins.redfish.simulator._dmtf_power import power_routes
 from plugins.redfish.simulator._dmtf_state import (
@@ -120,27 +120,27 @@ def _patch_control(bmc: Bmc, req: SimRequest) -> Write:
     problems: list[JsonDict] = []
     for key in patch:
         if key in _CONTROL_READ_ONLY:
-            problems.append(_errors.property_not_writable(key))
+            problems.append(_messages.property_not_writable(key))
         elif key not in ("SetPoint", "ControlMode"):
-            problems.append(_errors.property_unknown(key))
+            problems.append(_messages.property_unknown(key))
     mode = patch.get("ControlMode")
     if "ControlMode" in patch and mode not in _modes(bmc):
-        problems.append(_errors.property_value_not_in_list(mode, "ControlMode"))
+        problems.append(_messages.property_value_not_in_list(mode, "ControlMode"))
     has_sp = "SetPoint" in patch
     set_point: Any = patch.get("SetPoint")
     if has_sp and set_point is not None and not is_int(set_point):
-        problems.append(_errors.property_value_type_error(set_point, "SetPoint"))
+        problems.append(_messages.property_value_type_error(set_point, "SetPoint"))
     elif has_sp and is_int(set_point) and not cap.in_range(set_point):
         problems.append(
-            _errors.property_value_out_of_range(set_point, "SetPoint", cap.allow_min, cap.allow_max)
+            _messages.property_value_out_of_range(set_point, "SetPoint", cap.allow_min, cap.allow_max)
         )
     elif has_sp and set_point is None and mode not in (None, "Disabled"):
         # null and Disabled go together (Lenovo XCC rejects one without the other)
-        problems.append(_errors.property_value_incorrect("ControlMode", mode))
+        problems.append(_messages.property_value_incorrect("ControlMode", mode))
     elif is_int(set_point) and mode == "Disabled":
-        problems.append(_errors.property_value_incorrect("SetPoint", set_point))
+        problems.append(_messages.property_value_incorrect("SetPoint", set_point))
     elif not has_sp and mode not in (None, "Disabled") and cap.set_point is None:
-        problems.append(_errors.property_missing("SetPoint"))
+        problems.append(_messages.property_missing("SetPoint"))
     if problems:
         raise _errors.bad_request(problems)
     disable = mode == "Disabled" or (has_sp and set_point is None)

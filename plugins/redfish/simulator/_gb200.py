@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from plugins.redfish.simulator import _errors
 from plugins.redfish.simulator._common import common_routes, firmware_routes
+from plugins.redfish.simulator._gb200_writes import cap_write, clear_write, parse_patch
 from plugins.redfish.simulator._layouts import gb200_layout_routes
 from plugins.redfish.simulator._routing import (
     JsonDict,
@@ -24,9 +25,7 @@ from plugins.redfish.simulator._routing import (
     Write,
     action_body,
     collection,
-    is_int,
     link,
-    require_object,
     status_ok,
 )
 from plugins.redfish.simulator._state import Cap, PlatformState, now, rounded
@@ -47,11 +46,6 @@ MODULE_LIMITS = (CPU_LIMITS[0] + 2 * GPU_LIMITS[0], CPU_LIMITS[1] + 2 * GPU_LIMI
 # fans, NICs, DPUs and memory that no component cap covers
 _TRAY_OVERHEAD_W = 180.0
 _CLEAR_OOB = "NvidiaEnvironmentMetrics.ClearOOBSetPoint"
-_READ_ONLY = frozenset(
-    {"@odata.id", "@odata.type", "@odata.etag", "Id", "Name", "PowerWatts", "EnergyJoules", "EnergykWh"}
-    | {"TemperatureCelsius", "Actions", "Description", "Status"}
-)
-_LIMIT_READ_ONLY = frozenset({"AllowableMin", "AllowableMax", "DefaultSetPoint", "Reading", "DataSourceUri"})
 
 
 def module_members(module: str) -> tuple[str, ...]:
@@ -139,74 +133,6 @@ def _metrics_doc(bmc: Bmc, path: str, component: str, cap: Cap | None) -> Reply:
     return Reply(body=body, revision=cap.revision)
 
 
-def _parse_patch(body: Any, cap: Cap) -> tuple[int, bool | None]:
-    """Validate a PATCH the way NVIDIA bmcweb does; returns (SetPoint, PowerLimitPersistency)."""
-    patch = require_object(body)
-    if not patch:
-        raise _errors.empty_json()
-    problems: list[JsonDict] = []
-    set_point: Any = None
-    persistent: bool | None = None
-    for key, value in patch.items():
-        if key == "PowerLimitWatts" and isinstance(value, dict):
-            for sub, sub_value in value.items():
-                prop = f"PowerLimitWatts/{sub}"
-                if sub == "SetPoint":
-                    set_point = sub_value
-                elif sub in _LIMIT_READ_ONLY:
-                    problems.append(_errors.property_not_writable(prop))
-                else:  # bmcweb parses only SetPoint here (ControlMode included)
-                    problems.append(_errors.property_unknown(prop))
-        elif key == "PowerLimitWatts":
-            problems.append(_errors.property_value_type_error(value, key))
-        elif key == "Oem" and isinstance(value, dict) and set(value) <= {"Nvidia"}:
-            nvidia = value.get("Nvidia", {})
-            for sub, sub_value in nvidia.items() if isinstance(nvidia, dict) else ():
-                if sub == "PowerLimitPersistency" and isinstance(sub_value, bool):
-                    persistent = sub_value
-                elif sub == "PowerLimitPersistency":
-                    problems.append(_errors.property_value_type_error(sub_value, "Oem/Nvidia/" + sub))
-                else:
-                    problems.append(_errors.property_unknown("Oem/Nvidia/" + sub))
-        elif key in _READ_ONLY:
-            problems.append(_errors.property_not_writable(key))
-        else:
-            problems.append(_errors.property_unknown(key))
-    if set_point is None and not problems:
-        problems.append(_errors.property_missing("PowerLimitWatts/SetPoint"))
-    elif set_point is not None and not is_int(set_point):
-        problems.append(_errors.property_value_type_error(set_point, "PowerLimitWatts/SetPoint"))
-    elif set_point is not None and not cap.in_range(set_point):
-        problems.append(
-            _errors.property_value_out_of_range(
-                set_point, "PowerLimitWatts/SetPoint", cap.allow_min, cap.allow_max
-            )
-        )
-    if problems:
-        raise _errors.bad_request(problems)
-    return int(set_point), persistent
-
-
-def _cap_write(cap: Cap, set_point: int, persistent: bool | None) -> Write:
-    def apply() -> None:
-        cap.set_point = set_point
-        cap.oob_active = True
-        cap.persistent = bool(persistent)
-        cap.control_mode = "Manual"
-
-    return Write(apply=apply, caps=(cap,), deferrable=True)
-
-
-def _clear_write(cap: Cap) -> Write:
-    def apply() -> None:
-        cap.set_point = cap.default
-        cap.oob_active = False
-        cap.persistent = None
-        cap.control_mode = "Automatic"
-
-    return Write(apply=apply, caps=(cap,), reply="success")
-
-
 def _processor_cap(bmc: Bmc, req: SimRequest) -> Cap:
     proc = req.params["id"]
     if proc not in GPUS + CPUS:
@@ -230,13 +156,13 @@ def _get_proc_metrics(bmc: Bmc, req: SimRequest) -> Reply:
 
 def _patch_proc_metrics(bmc: Bmc, req: SimRequest) -> Write:
     cap = _processor_cap(bmc, req)
-    return _cap_write(cap, *_parse_patch(req.body, cap))
+    return cap_write(cap, *parse_patch(req.body, cap))
 
 
 def _clear_proc(bmc: Bmc, req: SimRequest) -> Write:
     cap = _processor_cap(bmc, req)
     action_body(req.body, _CLEAR_OOB)
-    return _clear_write(cap)
+    return clear_write(cap)
 
 
 def _get_chassis_metrics(bmc: Bmc, req: SimRequest) -> Reply:
@@ -250,13 +176,13 @@ def _get_chassis_metrics(bmc: Bmc, req: SimRequest) -> Reply:
 
 def _patch_chassis_metrics(bmc: Bmc, req: SimRequest) -> Write:
     cap = _module_cap(bmc, req, "PATCH")
-    return _cap_write(cap, *_parse_patch(req.body, cap))
+    return cap_write(cap, *parse_patch(req.body, cap))
 
 
 def _clear_chassis(bmc: Bmc, req: SimRequest) -> Write:
     cap = _module_cap(bmc, req, "POST")
     action_body(req.body, _CLEAR_OOB)
-    return _clear_write(cap)
+    return clear_write(cap)
 
 
 # --- inventory: system, processors, chassis -------------------------------------------------------------

@@ -21,7 +21,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMethod
 from aiohttp.web_protocol import RequestHandler
 
-from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator import _errors, _messages
 from plugins.redfish.simulator._routing import Reply, SimRequest
 
 if TYPE_CHECKING:
@@ -52,8 +52,8 @@ def query_not_supported(param: str) -> _errors.RedfishError:
     return _errors.RedfishError(
         501,
         [
-            _errors.message(
-                _errors.BASE + "QueryNotSupported",
+            _messages.message(
+                _messages.BASE + "QueryNotSupported",
                 "Querying is not supported by the implementation.",
                 [param],
                 resolution="Remove the query parameters and resubmit the request if the operation failed.",
@@ -67,8 +67,8 @@ def odata_version_unsupported(version: str) -> _errors.RedfishError:
     return _errors.RedfishError(
         412,
         [
-            _errors.message(
-                _errors.BASE + "HeaderInvalid",
+            _messages.message(
+                _messages.BASE + "HeaderInvalid",
                 f"The header 'OData-Version: {version}' is invalid: this service supports OData 4.0.",
                 [f"OData-Version: {version}"],
                 severity="Critical",
@@ -83,8 +83,8 @@ def method_not_implemented() -> _errors.RedfishError:
     return _errors.RedfishError(
         501,
         [
-            _errors.message(
-                _errors.BASE + "OperationNotAllowed",
+            _messages.message(
+                _messages.BASE + "OperationNotAllowed",
                 "The HTTP method is not implemented by this service.",
                 severity="Critical",
                 resolution="Use GET, HEAD, POST, PATCH or DELETE.",

@@ -41,7 +41,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from plugins.redfish.simulator import _errors, _vendor_writes
+from plugins.redfish.simulator import _errors, _messages, _vendor_writes
 from plugins.redfish.simulator._common import common_routes
 from plugins.redfish.simulator._routing import (
     JsonDict,
@@ -251,7 +251,7 @@ def _check(
         if key.startswith("@"):
             continue
         if key not in current:
-            problems.append(_errors.property_unknown(name))
+            problems.append(_messages.property_unknown(name))
         elif isinstance(value, dict) and isinstance(current[key], dict):
             _check(current[key], value, f"{name}/", problems, capacity)
         elif isinstance(value, list) and isinstance(current[key], list):
@@ -267,20 +267,20 @@ def _check(
         elif key == "ControlMode":
             allowed = current.get("ControlMode@Redfish.AllowableValues")
             if isinstance(allowed, list) and value not in allowed:
-                problems.append(_errors.property_value_not_in_list(value, name))
+                problems.append(_messages.property_value_not_in_list(value, name))
 
 
 def _check_watts(current: JsonDict, value: Any, name: str, problems: list[JsonDict], capacity: Any) -> None:
     if value is None:
         return  # "no cap"
     if (not is_int(value) and not isinstance(value, float)) or isinstance(value, bool):
-        problems.append(_errors.property_value_type_error(value, name))
+        problems.append(_messages.property_value_type_error(value, name))
         return
     low = current.get("AllowableMin", 0)
     high = current.get("AllowableMax", capacity or None)
     low = low if is_int(low) else 0
     if isinstance(high, int) and not low <= value <= high:
-        problems.append(_errors.property_value_out_of_range(value, name, low, high))
+        problems.append(_messages.property_value_out_of_range(value, name, low, high))
 
 
 def _merge(current: JsonDict, changes: JsonDict) -> None:
@@ -334,7 +334,7 @@ def _action(bmc: Bmc, req: SimRequest) -> Write:
         except ValueError:
             mask = -1
         if mask < 0:
-            raise _errors.bad_request([_errors.action_parameter_value_error(raw, name)])
+            raise _errors.bad_request([_messages.action_parameter_value_error(raw, name)])
         enable = name.endswith(".EnableProfiles")
         return Write(apply=lambda: _profiles(state, resource, doc, mask, enable), reply="success")
     return Write(apply=lambda: None, reply="success")

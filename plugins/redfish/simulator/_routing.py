@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator import _errors, _messages
 
 if TYPE_CHECKING:
     from plugins.redfish.simulator._account_store import AccountStore
@@ -227,7 +227,7 @@ def action_body(body: Any, action: str, allowed: Iterable[str] = ()) -> JsonDict
     params: JsonDict = {} if body is None else require_object(body)
     unknown = [key for key in params if key not in set(allowed)]
     if unknown:
-        raise _errors.bad_request([_errors.action_parameter_unknown(action, key) for key in unknown])
+        raise _errors.bad_request([_messages.action_parameter_unknown(action, key) for key in unknown])
     return params
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator import _errors, _messages
 from plugins.redfish.simulator._routing import (
     Handler,
     Reply,
@@ -129,13 +129,13 @@ def _get(bmc: Bmc, req: SimRequest) -> Reply:
 def _parse_mask(req: SimRequest, action: str, supported: int) -> int:
     params = action_body(req.body, action, allowed=("ProfileMask",))
     if "ProfileMask" not in params:
-        raise _errors.bad_request([_errors.action_parameter_missing(action, "ProfileMask")])
+        raise _errors.bad_request([_messages.action_parameter_missing(action, "ProfileMask")])
     raw = params["ProfileMask"]
     if not isinstance(raw, str) or not _MASK_RE.match(raw):
-        raise _errors.bad_request([_errors.action_parameter_value_error(raw, action)])
+        raise _errors.bad_request([_messages.action_parameter_value_error(raw, action)])
     mask = int(raw, 16)
     if mask & ~supported:
-        raise _errors.bad_request([_errors.action_parameter_value_error(raw, action)])
+        raise _errors.bad_request([_messages.action_parameter_value_error(raw, action)])
     return mask
 
 
