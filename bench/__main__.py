@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
-from bench.fanout import QUICK_FANOUT, FanoutConfig, run_fanout
+from bench.fanout import run_fanout
+from bench.fanout_plan import QUICK_FANOUT, FanoutConfig
 from bench.ingest import QUICK_INGEST, IngestConfig, run_ingest
 from bench.processes import postgres_version
 from bench.recovery import QUICK_RECOVERY, RecoveryConfig, run_recovery

@@ -28,7 +28,7 @@ from typing import Any
 
 from bench import procstats
 from bench.baseline import GB200_CAPS
-from bench.fanout import PHASES
+from bench.fanout_plan import PHASES
 from bench.simulators import PASSWORD, USERNAME, SimulatorProcesses
 from bench.util import ROOT, jsonable, say
 from controller import runtime

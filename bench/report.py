@@ -7,9 +7,13 @@ after the end marker (analysis, profiling notes) is kept as it is.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from bench.report_cells import fmt, run_line, table
+from bench.report_fanout import fanout_section
+from bench.report_fanout import plot_fanout as plot_fanout  # `python -m bench` calls it here
 
 BEGIN = "<!-- BEGIN GENERATED: python -m bench rewrites everything up to the END marker -->"
 END = "<!-- END GENERATED -->"
@@ -17,18 +21,6 @@ END = "<!-- END GENERATED -->"
 #: the numbers the issue asks for on this 2-core machine (the benchmark reports them, never asserts)
 ACKS_SQLITE, ACKS_POSTGRES, ACK_P99_MS, FIXED_RATE = 3000.0, 2000.0, 20.0, 1000.0
 FANOUT_N, FLOOR_RATIO, SPEEDUP, CPU_MS_PER_CALL, RSS_MB = 2000, 1.5, 5.0, 0.5, 400.0
-
-
-def _f(value: float | None, digits: int = 1, unit: str = "") -> str:
-    if value is None:
-        return "-"
-    return f"{value:,.{digits}f}{unit}"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
 
 
 def _met(ok: bool | None) -> str:
@@ -54,7 +46,7 @@ def targets(results: Mapping[str, Any]) -> list[tuple[str, str, bool | None]]:
         rows.append(
             (
                 f"Ingest, {name}: ≥ {goal:,.0f} durable acks/s",
-                _f(value, 0, " acks/s"),
+                fmt(value, 0, " acks/s"),
                 None if value is None else value >= goal,
             )
         )
@@ -123,22 +115,12 @@ def _machine(results: Mapping[str, Any]) -> list[str]:
     return [
         "## Machine",
         "",
-        *_table(["", ""], rows),
+        *table(["", ""], rows),
         "",
         f"Everything runs on these {m.get('cores', '?')} cores at once: the controller, the BMC simulators, "
         "the load generator, the baseline's client and the topology sink. CPU and memory figures are the "
         "controller's own (its process, read from /proc); wall-clock figures include the contention.",
     ]
-
-
-def _run_line(section: Mapping[str, Any]) -> str:
-    line = f"Command: `{section.get('command', '?')}` — finished {section.get('finished_at', '?')}"
-    if "code" in section:
-        line += f", code at {section['code']}"
-    if "load_before" in section:
-        before, after = section["load_before"][0], section["load_after"][0]
-        line += f", 1-minute load average {before:.1f} before and {after:.1f} after"
-    return line + "."
 
 
 def _ingest(section: Mapping[str, Any]) -> list[str]:
@@ -147,7 +129,7 @@ def _ingest(section: Mapping[str, Any]) -> list[str]:
     lines = [
         "## 1. Ingest",
         "",
-        _run_line(section),
+        run_line(section),
         "",
         f"No-op plugin (`bench.noop_plugin`), {cfg['devices']:,} devices, ping requests round robin; the "
         "load "
@@ -175,18 +157,18 @@ def _ingest(section: Mapping[str, Any]) -> list[str]:
                 [
                     backend,
                     offered,
-                    _f(s["acks_per_s"], 0),
+                    fmt(s["acks_per_s"], 0),
                     str(s.get("refused", 0)),
-                    _f(lat["p50"], 1),
-                    _f(lat["p99"], 1),
-                    _f(lat["max"], 1),
-                    _f(s["responses_per_s"], 0),
-                    _f(s["controller_cpu_ms_per_request"], 2),
+                    fmt(lat["p50"], 1),
+                    fmt(lat["p99"], 1),
+                    fmt(lat["max"], 1),
+                    fmt(s["responses_per_s"], 0),
+                    fmt(s["controller_cpu_ms_per_request"], 2),
                     f"{run['peak_rss_mb']:.0f}",
                     "ok" if not (s["failures"] or s["duplicates"] or s["unexpected"]) else "**problems**",
                 ]
             )
-    lines += _table(
+    lines += table(
         [
             "backend",
             "offered",
@@ -205,162 +187,13 @@ def _ingest(section: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _fanout(section: Mapping[str, Any], plot: str) -> list[str]:
-    result = section["result"]
-    cfg = result["config"]
-    sizes = result["sizes"]
-    lines = [
-        "## 2. Fleet fan-out",
-        "",
-        _run_line(section),
-        "",
-        f"Simulated GB200 BMCs (`plugins.redfish.simulator`, HTTPS, {cfg['latency'] * 1000:.0f} ms added "
-        "to every "
-        f"call, up to {cfg['per_process']:,} BMCs per simulator process), the controller on "
-        f"{cfg['backend']} with "
-        "`--max-concurrency` = max(fleet size, 1024) and the Redfish plugin's default per-BMC "
-        "concurrency of "
-        f"{cfg['concurrency']}. One resource-group activation per BMC: the node policy (2 superchip-module "
-        "caps), 4 GPU caps and 2 CPU caps, i.e. 8 writes, each a GET, a PATCH and a read-back GET (in "
-        "steady state no GET before the PATCH: the controller's own read-back of the first activation "
-        "is still valid and stands in for it, docs/redfish.md). "
-        "Time: first "
-        "send to the last response at the topology sink.",
-        "",
-        "- *first contact*: the controller has never talked to these BMCs: each activation also logs in "
-        "and discovers the Redfish service.",
-        "- *steady state*: a second activation (another resource group, other values) once the controller "
-        "holds a session and the discovery for every BMC — the normal case in production.",
-        "- calls per activation = calls/BMC (one activation per BMC).",
-        f"- *baseline*: the same calls made by a script with the synchronous DMTF `redfish` client in a "
-        f"`ThreadPoolExecutor` ({cfg['baseline_workers']} threads), one BMC per thread start to finish: "
-        "log in, (first contact: the same discovery walk), GET/PATCH/GET per cap, log out (a script "
-        "keeps no read-back: it reads before every write).",
-        f"- *floor* = calls per BMC x latency ÷ per-BMC concurrency ({cfg['concurrency']}), calls "
-        "counted by the "
-        "simulator for the phase (login and discovery included in first contact). The BMCs are independent, "
-        "so the fleet's floor is the largest per-BMC floor. It is a lower bound: dependent calls (a "
-        "read-back after its PATCH, discovery's walk down the resource tree) cannot overlap; in steady state "
-        "it is exact (8 independent 2- or 3-call chains on 2 slots = 4 rounds x 2 or 3 x latency).",
-        "",
-    ]
-    rows = []
-    for size in sizes:
-        for index, phase in enumerate(size["phases"]):
-            base = size.get("baseline", [None, None])[index]
-            rows.append(
-                [
-                    f"{size['n']:,}",
-                    phase["phase"],
-                    f"{phase['calls_per_bmc_max']}",
-                    _f(phase["floor"], 2),
-                    _f(phase["elapsed"], 2),
-                    _f(phase["ratio_to_floor"], 1) + "x",
-                    _f(base["elapsed"], 2) if base else "-",
-                    (_f(phase.get("speedup"), 2) + "x") if base else "-",
-                    _f(phase["cpu_ms_per_call"], 2),
-                    f"{size['peak_rss_mb']:.0f}",
-                    "ok" if not phase["problems"] and not (base and base["problems"]) else "**problems**",
-                ]
-            )
-    lines += _table(
-        [
-            "BMCs",
-            "phase",
-            "calls/BMC (= per activation)",
-            "floor s",
-            "devicectl s",
-            "÷ floor",
-            "baseline s",
-            "speed-up",
-            "controller CPU ms/call",
-            "peak RSS MB",
-            "checks",
-        ],
-        rows,
-    )
-    for failed in result.get("failed_sizes", []):
-        lines += ["", f"**{failed['n']:,} BMCs failed**: `{failed['error'][:300]}`"]
-    lines += ["", f"![time versus fleet size]({plot})", ""]
-    if sizes:
-        last = sizes[-1]
-        lines += [
-            f"Calls per BMC as the simulator counted them ({last['n']:,} BMCs; the baseline's extra calls "
-            "are "
-            "its per-run login and logout, which devicectl does once per BMC, not per request):",
-            "",
-        ]
-        names = sorted(
-            {k for p in last["phases"] for k in p["calls_per_bmc"]}
-            | {k for p in last.get("baseline", []) for k in p["calls_per_bmc"]}
-        )
-        header = ["call"] + [f"devicectl {p['phase']}" for p in last["phases"]]
-        header += [f"baseline {p['phase']}" for p in last.get("baseline", [])]
-        table_rows = []
-        for name in names:
-            cells = [f"`{name}`"] + [_f(p["calls_per_bmc"].get(name, 0.0), 2) for p in last["phases"]]
-            cells += [_f(p["calls_per_bmc"].get(name, 0.0), 2) for p in last.get("baseline", [])]
-            table_rows.append(cells)
-        lines += _table(header, table_rows)
-        detail = []
-        for size in sizes:
-            for phase in size["phases"]:
-                detail.append(
-                    [
-                        f"{size['n']:,}",
-                        phase["phase"],
-                        str(size["simulator_processes"]),
-                        _f(phase["acked_after"], 2),
-                        str(phase.get("send_retries", 0)),
-                        _f(phase["controller_cpu_s"], 1),
-                        _f(phase["simulator_cpu_s"], 1),
-                        str(phase["max_in_flight_per_bmc"]),
-                        str(phase["connections_opened"]),
-                        str(phase["sessions_created"]),
-                        ", ".join(
-                            f"{k}: {v}"
-                            for k, v in phase.get("statuses", {}).items()
-                            if k not in ("200", "201")
-                        )
-                        or "-",
-                    ]
-                )
-        lines += [
-            "",
-            "Where the time went (devicectl runs): all acks were in after *acked* (sends the controller "
-            "refused were retried, as a topology server would: *send retries*); CPU seconds of the "
-            "controller "
-            "and of the simulator processes during the phase; the most calls the simulator saw in flight on "
-            "one BMC; TCP connections and Redfish sessions the BMCs saw opened; HTTP statuses other than "
-            "200/201 (retried calls).",
-            "",
-            *_table(
-                [
-                    "BMCs",
-                    "phase",
-                    "sim processes",
-                    "acked s",
-                    "send retries",
-                    "controller CPU s",
-                    "simulator CPU s",
-                    "max in flight/BMC",
-                    "connections",
-                    "sessions",
-                    "other statuses",
-                ],
-                detail,
-            ),
-        ]
-    return lines
-
-
 def _recovery(section: Mapping[str, Any]) -> list[str]:
     result = section["result"]
     cfg = result["config"]
     lines = [
         "## 3. Recovery",
         "",
-        _run_line(section),
+        run_line(section),
         "",
         f"{cfg['requests']:,} requests for {cfg['devices']:,} no-op devices journaled and acknowledged by a "
         "controller whose devices hold every request (none answered), which is then killed with SIGKILL. A "
@@ -377,14 +210,14 @@ def _recovery(section: Mapping[str, Any]) -> list[str]:
             [
                 backend,
                 f"{run['requests']:,}",
-                _f(run["serving_s"], 2),
-                _f(run["first_response_s"], 2),
-                _f(run["all_responses_s"], 1),
-                _f(run["responses_per_s"], 0),
+                fmt(run["serving_s"], 2),
+                fmt(run["first_response_s"], 2),
+                fmt(run["all_responses_s"], 1),
+                fmt(run["responses_per_s"], 0),
                 "ok" if not run["problems"] else "**problems**",
             ]
         )
-    lines += _table(
+    lines += table(
         ["backend", "journaled", "serving s", "first response s", "all responses s", "responses/s", "checks"],
         rows,
     )
@@ -431,13 +264,13 @@ def markdown(results: Mapping[str, Any], plot: str) -> str:
         "",
         "## Targets",
         "",
-        *_table(["target", "measured", ""], [[t, m, _met(ok)] for t, m, ok in targets(results)]),
+        *table(["target", "measured", ""], [[t, m, _met(ok)] for t, m, ok in targets(results)]),
         "",
     ]
     if "ingest" in results:
         lines += [*_ingest(results["ingest"]), ""]
     if "fanout" in results:
-        lines += [*_fanout(results["fanout"], plot), ""]
+        lines += [*fanout_section(results["fanout"], plot), ""]
     if "recovery" in results:
         lines += [*_recovery(results["recovery"]), ""]
     problems = _problems(results)
@@ -466,42 +299,3 @@ def write_markdown(results: Mapping[str, Any], path: Path, plot_path: Path) -> N
     body = markdown(results, plot)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(body + ("\n" + tail if tail else ""))
-
-
-def plot_fanout(results: Mapping[str, Any], path: Path) -> bool:
-    """Time versus fleet size, one panel per phase. False when there is nothing to plot."""
-    sizes = results.get("fanout", {}).get("result", {}).get("sizes", [])
-    if not sizes:
-        return False
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ns = [s["n"] for s in sizes]
-    phases = [p["phase"] for p in sizes[0]["phases"]]
-    fig, axes = plt.subplots(1, len(phases), figsize=(6 * len(phases), 4.5), squeeze=False)
-    for index, (ax, phase) in enumerate(zip(axes[0], phases, strict=True)):
-        ours = [s["phases"][index] for s in sizes]
-        ax.plot(ns, [p["elapsed"] for p in ours], "o-", label="devicectl")
-        ax.plot(ns, [p["floor"] for p in ours], "s--", label="floor (calls x latency ÷ concurrency)")
-        if all("baseline" in s for s in sizes):
-            ax.plot(
-                ns,
-                [s["baseline"][index]["elapsed"] for s in sizes],
-                "^-",
-                label="sync redfish client, threads",
-            )
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("BMCs")
-        ax.set_ylabel("seconds until every response arrived")
-        ax.set_title(phase)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize="small")
-    fig.suptitle("One resource-group activation per BMC")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True

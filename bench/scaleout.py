@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cluster import ControllerGroup, serving_group
-from bench.fanout import PHASES
+from bench.fanout_plan import PHASES
 from bench.loadgen import device_ids, loadgen_command, request_ids
 from bench.processes import postgres_problem, run_json, write_noop_inventory
 from bench.responses import ResponseTracker

@@ -15,7 +15,7 @@ import aiohttp
 import grpc
 
 from bench.cluster import ControllerGroup, serving_group
-from bench.fanout import EXPECTED_WRITES, PHASES, RETRY_CODES, SEND_ATTEMPTS, Phase, activation
+from bench.fanout_plan import EXPECTED_WRITES, PHASES, RETRY_CODES, SEND_ATTEMPTS, Phase, activation
 from bench.responses import ResponseTracker
 from bench.scaleout_config import ScaleoutConfig
 from bench.simulators import SimulatorProcesses

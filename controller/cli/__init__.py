@@ -8,21 +8,18 @@ input error, each error one line on stderr (`--debug`: the traceback). Shell com
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
-import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
 
-from controller import logs
 from controller.cli import _agent, _inspect, _local, _plugin, _preflight, _query, _send_cli
 from controller.cli._click import Group, call, client_options, namespace, output_options, pending_args
-from controller.cli._errors import check_sqlite_directory
 from controller.cli._render import print_error, print_json, set_output
-from controller.config import Settings, load_settings
+from controller.cli._serve import cmd_serve
+from controller.cli._serve import settings_from as settings_from  # the deploy tests load it here
 from controller.version import installed_version
 
 SHELLS = ("bash", "zsh", "fish")
@@ -135,43 +132,6 @@ def settings_options(f: Any) -> Any:
 def _serve(**_: Any) -> int:
     """Run the controller."""
     return call(cmd_serve)
-
-
-def settings_from(args: argparse.Namespace) -> Settings:
-    names = set(Settings.__dataclass_fields__)
-    overrides = {k: v for k, v in vars(args).items() if k in names and v is not None}
-    return load_settings(getattr(args, "config", None), overrides=overrides)
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    settings = settings_from(args)
-    check_sqlite_directory(settings.database_url)
-    if args.print_config:
-        print_json(settings.display())
-        return 0
-    logs.setup(settings.log_level, settings.log_format)
-    from controller import runtime
-    from controller.app import Controller, SchemaOutdatedError
-
-    runtime.tune_process()
-
-    async def main() -> int:
-        controller = Controller(settings)
-        try:
-            await controller.start()
-        except SchemaOutdatedError as exc:
-            print_error(str(exc))  # one line, however wide the terminal
-            return 2
-        runtime.freeze_startup_objects()
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        await controller.stop()
-        return 0
-
-    return asyncio.run(main())
 
 
 @cli.group("db", cls=Group)

@@ -13,6 +13,7 @@ import click
 from controller.cli._click import Group, call, client_options, output_options
 from controller.cli._errors import UsageError
 from controller.cli._render import console, print_json
+from controller.cli._serve import cmd_serve, settings_from
 
 
 def register(cli: click.Group, settings_options: Callable[[Any], Any]) -> None:
@@ -47,8 +48,6 @@ SETTINGS_OPTIONS = (
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
-    from controller.cli import cmd_serve, settings_from
-
     if args.callback is None:
         args.callback = ""  # agent mode: responses go back on the stream, not to a callback
     if not settings_from(args).agent_server:

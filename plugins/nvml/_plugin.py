@@ -7,8 +7,6 @@ that must survive goes into `Outcome.state` (shape in `_state.py`).
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import importlib.metadata
 import uuid as uuid_lib
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
@@ -21,7 +19,6 @@ from plugins.base import (
     AllocationResult,
     ContainerReservation,
     DeviceContext,
-    DeviceControllerError,
     DevicePlugin,
     DeviceTarget,
     Empty,
@@ -50,8 +47,8 @@ from plugins.base import (
     SystemSpec,
     VerificationResult,
 )
-from plugins.nvml import _control, _entity, _plugin_config, _profiles, _schema, _streams, _telemetry
-from plugins.nvml._gpus import KnownGpu, enumerate_gpus
+from plugins.nvml import _control, _entity, _nomad, _plugin_config, _profiles, _schema, _telemetry
+from plugins.nvml._gpus import enumerate_gpus
 from plugins.nvml._library import NvmlLibrary, shared_library
 from plugins.nvml._power import GPU_SCOPE, SCOPES, to_watts
 from plugins.nvml._state import NvmlState
@@ -330,71 +327,17 @@ class NvmlPlugin(DevicePlugin):
 
     # ---- Nomad's trio ----------------------------------------------------------------------------
 
-    async def fingerprint(self, targets: Sequence[DeviceTarget]) -> AsyncGenerator[FingerprintResponse, None]:
-        """This node's GPUs grouped by model; sent at once, then whenever something changes.
+    def fingerprint(self, targets: Sequence[DeviceTarget]) -> AsyncGenerator[FingerprintResponse, None]:
+        """This node's GPUs grouped by model (`targets` is not used: NVML sees the local node only)."""
+        return _nomad.fingerprints(self._lib, self._config, self._fingerprint_interval, self._stream_timeout)
 
-        `targets` is not used: NVML sees the local node only. GPUs seen earlier in the stream
-        stay listed (unhealthy) when they are lost.
-        """
-        known: dict[str, KnownGpu] = {}
-        last: tuple[Any, ...] | None = None
-        while True:
-            response: FingerprintResponse
-            try:
-                snapshot = await self._lib.run(
-                    functools.partial(_streams.take_fingerprint, dict(known)),
-                    what="fingerprint",
-                    within=self._stream_timeout,
-                )
-                for gpu in snapshot.gpus:
-                    known[gpu.uuid] = KnownGpu(gpu.uuid, gpu.pci_bus_id, gpu.name)
-                response = FingerprintResponse(groups=self._config.visible(_streams.build_groups(snapshot)))
-                key: tuple[Any, ...] = ("groups", response.groups)
-            except DeviceControllerError as exc:
-                response = FingerprintResponse(error=exc)
-                key = ("error", type(exc).__name__, str(exc))
-            if key != last:
-                last = key
-                yield response
-            await asyncio.sleep(self._fingerprint_interval)
-
-    async def stats(
-        self, targets: Sequence[DeviceTarget], interval: float
-    ) -> AsyncGenerator[StatsResponse, None]:
+    def stats(self, targets: Sequence[DeviceTarget], interval: float) -> AsyncGenerator[StatsResponse, None]:
         """Every `interval` seconds, each GPU's power, energy, temperatures, clocks, utilisation, limits."""
-        known: dict[str, KnownGpu] = {}
-        while True:
-            response: StatsResponse
-            try:
-                readings = await self._lib.run(
-                    functools.partial(_streams.take_stats, dict(known)),
-                    what="stats",
-                    within=self._stream_timeout,
-                )
-                for r in readings:
-                    known[r.uuid] = KnownGpu(r.uuid, r.pci_bus_id, r.name)
-                response = StatsResponse(groups=self._config.visible(_streams.build_stats(readings, _now())))
-            except DeviceControllerError as exc:
-                response = StatsResponse(error=exc)
-            yield response
-            await asyncio.sleep(interval)
+        return _nomad.stats(self._lib, self._config, interval, self._stream_timeout)
 
     async def reserve(self, device_ids: Sequence[str]) -> ContainerReservation:
         """`NVIDIA_VISIBLE_DEVICES` with the GPUs' UUIDs, and their device nodes."""
-        wanted = list(device_ids)
-        self._config.check_reserve(wanted)
-
-        def job() -> list[int]:
-            gpus = {gpu.uuid: gpu for gpu in enumerate_gpus().gpus}
-            unknown = [d for d in wanted if d not in gpus]
-            if unknown:
-                raise InvalidRequestError(
-                    f"unknown GPU UUID(s) {', '.join(unknown)} (this node has: {', '.join(gpus) or 'none'})"
-                )
-            return [int(_telemetry.minor_number(gpus[d])) for d in wanted]
-
-        minors = await self._lib.run(job, what="reserve", within=self._stream_timeout)
-        return _streams.reservation(wanted, minors)
+        return await _nomad.reserve(self._lib, self._config, device_ids, self._stream_timeout)
 
 
 def _with_verification(result: Any, verification_id: str) -> Any:

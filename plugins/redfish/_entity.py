@@ -9,9 +9,10 @@ as the topology policy.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from plugins.base import (
+    AllocationResult,
     EntityModification,
     EntityModificationResult,
     EntityVerdict,
@@ -25,7 +26,21 @@ from plugins.redfish._state import DeviceState
 
 if TYPE_CHECKING:
     from plugins.base import DeviceContext
-    from plugins.redfish._plugin import RedfishPlugin
+    from plugins.redfish._config import RedfishSettings
+    from plugins.redfish._pool import BmcPool
+
+
+class EntityHost(Protocol):
+    """What a modification uses of `plugins.redfish._plugin.RedfishPlugin` (which calls this
+    module, so it names a protocol, not the class)."""
+
+    @property
+    def pool(self) -> BmcPool: ...
+
+    @property
+    def settings(self) -> RedfishSettings: ...
+
+    async def set_policy(self, ctx: DeviceContext, req: PolicyChange) -> Outcome[AllocationResult]: ...
 
 
 def _allocated(state: DeviceState) -> bool:
@@ -38,7 +53,7 @@ def facts(state: DeviceState) -> EntityFacts:
 
 
 async def modify_entity(
-    plugin: RedfishPlugin, ctx: DeviceContext, req: EntityModification
+    plugin: EntityHost, ctx: DeviceContext, req: EntityModification
 ) -> Outcome[EntityModificationResult]:
     state = DeviceState(ctx.state)
     if req.phase == 0:

@@ -20,14 +20,31 @@ import asyncio
 import json
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from redfish.aio.response import AsyncRestResponse
 
+from plugins.redfish._config import ConnectionSettings
+from plugins.redfish._document import Document
 from plugins.redfish._errors import DeadlineExceededError, ProtocolError, TaskFailedError, parse_retry_after
 
-if TYPE_CHECKING:
-    from plugins.redfish._client import BmcClient
+
+class TaskClient(Protocol):
+    """What the poller uses of `plugins.redfish._client.BmcClient` (which calls the poller, so
+    this module names a protocol, not the class)."""
+
+    @property
+    def origin(self) -> str: ...
+
+    @property
+    def settings(self) -> ConnectionSettings: ...
+
+    async def call(
+        self, method: str, path: str, body: Any = None, *, deadline: float, allow_404: bool = False
+    ) -> AsyncRestResponse: ...
+
+    def document(self, path: str, reply: AsyncRestResponse) -> Document: ...
+
 
 TASKS_PREFIX = "/redfish/v1/TaskService/Tasks/"
 _DONE_OK = frozenset({"Completed"})
@@ -36,7 +53,7 @@ _FAILED_STATUS = frozenset({"Critical"})
 
 
 async def wait_task(
-    client: BmcClient, accepted: AsyncRestResponse, method: str, path: str, *, deadline: float
+    client: TaskClient, accepted: AsyncRestResponse, method: str, path: str, *, deadline: float
 ) -> None:
     """Poll until the task of a `202 Accepted` ends; raise `TaskFailedError` when it failed."""
     body = _json(accepted)

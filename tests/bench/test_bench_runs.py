@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from bench.__main__ import main
-from bench.fanout import EXPECTED_WRITES, QUICK_FANOUT, run_fanout
+from bench.fanout import run_fanout
+from bench.fanout_plan import EXPECTED_WRITES, QUICK_FANOUT
 from bench.ingest import QUICK_INGEST, run_ingest
 from bench.recovery import QUICK_RECOVERY, run_recovery
 from tests.bench.conftest import require_postgres

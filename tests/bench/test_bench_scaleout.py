@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.fanout import EXPECTED_WRITES
+from bench.fanout_plan import EXPECTED_WRITES
 from bench.scaleout import QUICK, run_scaleout
 from bench.scaleout_report import markdown
 from tests.bench.conftest import require_postgres

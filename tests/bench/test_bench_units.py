@@ -11,7 +11,7 @@ import pytest
 
 from bench import grpc_floor, procstats, report
 from bench.baseline import GB200_CAPS
-from bench.fanout import EXPECTED_WRITES, PHASES, activation
+from bench.fanout_plan import EXPECTED_WRITES, PHASES, activation
 from bench.loadgen import device_ids, request_ids
 from bench.noop_plugin import NoopPlugin
 from bench.util import jsonable, percentile

@@ -12,16 +12,14 @@ A request without the privilege gets 403 `InsufficientPrivilege` with a Redfish 
 
 from __future__ import annotations
 
-import hmac
-import itertools
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator import _errors, _messages
+from plugins.redfish.simulator._account_store import Account
 from plugins.redfish.simulator._routing import JsonDict, Reply, Route, SimRequest, collection, link, status_ok
 
 if TYPE_CHECKING:
-    from plugins.redfish.simulator._bmc import SimulatedBmc
+    from plugins.redfish.simulator._routing import Bmc
 
 SERVICE = "/redfish/v1/AccountService"
 ACCOUNTS = f"{SERVICE}/Accounts"
@@ -38,64 +36,7 @@ ROLE_PRIVILEGES: dict[str, tuple[str, ...]] = {
 _WRITABLE = ("UserName", "Password", "RoleId", "Enabled", "Locked")
 
 
-@dataclass(slots=True)
-class Account:
-    """One BMC account. The password is a secret: never logged, never in a reply."""
-
-    id: str
-    username: str
-    password: str = field(repr=False)
-    role: str
-    enabled: bool = True
-    revision: int = 0
-
-
-class AccountStore:
-    """The BMC's accounts, by id; account "1" is the configured user and cannot be deleted."""
-
-    def __init__(self, username: str, password: str) -> None:
-        self._accounts: dict[str, Account] = {"1": Account("1", username, password, "Administrator")}
-        self._ids = itertools.count(2)
-        self.revision = 0
-
-    def check(self, username: object, password: object) -> Account | None:
-        """The enabled account for a user name and password (constant-time compare), or None."""
-        if not isinstance(username, str) or not isinstance(password, str):
-            return None
-        found = None
-        for account in self._accounts.values():
-            user_ok = hmac.compare_digest(username.encode(), account.username.encode())
-            pass_ok = hmac.compare_digest(password.encode(), account.password.encode())
-            if user_ok and pass_ok and account.enabled:
-                found = account
-        return found
-
-    def by_name(self, username: str) -> Account | None:
-        """The account with this user name."""
-        return next((a for a in self._accounts.values() if a.username == username), None)
-
-    def get(self, account_id: str) -> Account | None:
-        """The account with this id."""
-        return self._accounts.get(account_id)
-
-    def ids(self) -> list[str]:
-        """Account ids in creation order."""
-        return list(self._accounts)
-
-    def add(self, username: str, password: str, role: str) -> Account:
-        """Create an account (the caller validated it)."""
-        account = Account(str(next(self._ids)), username, password, role)
-        self._accounts[account.id] = account
-        self.revision += 1
-        return account
-
-    def remove(self, account_id: str) -> None:
-        """Delete an account."""
-        del self._accounts[account_id]
-        self.revision += 1
-
-
-def authorize(bmc: SimulatedBmc, username: str, method: str, path: str) -> None:
+def authorize(bmc: Bmc, username: str, method: str, path: str) -> None:
     """Raise 403 when the account's role lacks the privilege `method path` needs."""
     if method in ("GET", "HEAD"):
         return
@@ -117,8 +58,8 @@ def insufficient_privilege() -> _errors.RedfishError:
     return _errors.RedfishError(
         403,
         [
-            _errors.message(
-                _errors.BASE + "InsufficientPrivilege",
+            _messages.message(
+                _messages.BASE + "InsufficientPrivilege",
                 "There are insufficient privileges for the account or credentials associated with the "
                 "current session to perform the requested operation.",
                 severity="Critical",
@@ -131,8 +72,8 @@ def insufficient_privilege() -> _errors.RedfishError:
 
 def no_operation() -> JsonDict:
     """A PATCH that changes nothing (e.g. only OData annotations)."""
-    return _errors.message(
-        _errors.BASE + "NoOperation",
+    return _messages.message(
+        _messages.BASE + "NoOperation",
         "The request body submitted contain no data to act upon and no changes to the resource took place.",
         resolution="Add properties in the JSON object and resubmit the request.",
     )
@@ -141,7 +82,7 @@ def no_operation() -> JsonDict:
 # --- resources ---------------------------------------------------------------------------------------------
 
 
-def _service(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _service(bmc: Bmc, req: SimRequest) -> Reply:
     return Reply(
         body={
             "@odata.id": SERVICE,
@@ -175,22 +116,22 @@ def _account_doc(account: Account) -> JsonDict:
     }
 
 
-def _accounts(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _accounts(bmc: Bmc, req: SimRequest) -> Reply:
     members = [f"{ACCOUNTS}/{aid}" for aid in bmc.accounts.ids()]
     body = collection(ACCOUNTS, "#ManagerAccountCollection.ManagerAccountCollection", "Accounts", members)
     return Reply(body=body, revision=bmc.accounts.revision)
 
 
-def _create(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _create(bmc: Bmc, req: SimRequest) -> Reply:
     body = req.body if isinstance(req.body, dict) else None
     if body is None:
         raise _errors.malformed_json()
     missing = [p for p in ("UserName", "Password") if p not in body]
     if missing:
-        raise _errors.bad_request([_errors.property_missing(p) for p in missing])
+        raise _errors.bad_request([_messages.property_missing(p) for p in missing])
     unknown = [k for k in body if k not in _WRITABLE]
     if unknown:
-        raise _errors.bad_request([_errors.property_unknown(k) for k in unknown])
+        raise _errors.bad_request([_messages.property_unknown(k) for k in unknown])
     username, password, role = body["UserName"], body["Password"], body.get("RoleId", "ReadOnly")
     problems = _check_values(bmc, username=username, password=password, role=role)
     if problems:
@@ -200,28 +141,28 @@ def _create(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(status=201, body=_account_doc(account), headers={"Location": location}, revision=0)
 
 
-def _check_values(bmc: SimulatedBmc, **values: object) -> list[JsonDict]:
+def _check_values(bmc: Bmc, **values: object) -> list[JsonDict]:
     problems = []
     name = values.get("username")
     if "username" in values and (not isinstance(name, str) or not name or bmc.accounts.by_name(name)):
-        problems.append(_errors.property_value_incorrect("UserName", name))
+        problems.append(_messages.property_value_incorrect("UserName", name))
     if "password" in values:
         pwd = values["password"]
         if not isinstance(pwd, str) or not MIN_PASSWORD <= len(pwd) <= MAX_PASSWORD:
-            problems.append(_errors.property_value_incorrect("Password", "<hidden>"))
+            problems.append(_messages.property_value_incorrect("Password", "<hidden>"))
     if "role" in values and values["role"] not in ROLE_PRIVILEGES:
-        problems.append(_errors.property_value_not_in_list(values["role"], "RoleId"))
+        problems.append(_messages.property_value_not_in_list(values["role"], "RoleId"))
     return problems
 
 
-def _account(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _account(bmc: Bmc, req: SimRequest) -> Reply:
     account = bmc.accounts.get(req.params["id"])
     if account is None:
         raise _errors.resource_not_found(req.path)
     return Reply(body=_account_doc(account), revision=account.revision)
 
 
-def _patch(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _patch(bmc: Bmc, req: SimRequest) -> Reply:
     account = bmc.accounts.get(req.params["id"])
     if account is None:
         raise _errors.resource_not_found(req.path)
@@ -233,7 +174,7 @@ def _patch(bmc: SimulatedBmc, req: SimRequest) -> Reply:
         raise _errors.bad_request([no_operation()])
     unknown = [k for k in changes if k not in _WRITABLE]
     if unknown:
-        raise _errors.bad_request([_errors.property_unknown(k) for k in unknown])
+        raise _errors.bad_request([_messages.property_unknown(k) for k in unknown])
     checks: dict[str, object] = {}
     if "UserName" in changes and changes["UserName"] != account.username:
         checks["username"] = changes["UserName"]
@@ -243,7 +184,7 @@ def _patch(bmc: SimulatedBmc, req: SimRequest) -> Reply:
         checks["role"] = changes["RoleId"]
     problems = _check_values(bmc, **checks)
     if "Enabled" in changes and not isinstance(changes["Enabled"], bool):
-        problems.append(_errors.property_value_type_error(changes["Enabled"], "Enabled"))
+        problems.append(_messages.property_value_type_error(changes["Enabled"], "Enabled"))
     if problems:
         raise _errors.bad_request(problems)
     account.username = changes.get("UserName", account.username)
@@ -254,7 +195,7 @@ def _patch(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=_account_doc(account), revision=account.revision)
 
 
-def _delete(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _delete(bmc: Bmc, req: SimRequest) -> Reply:
     account_id = req.params["id"]
     if bmc.accounts.get(account_id) is None:
         raise _errors.resource_not_found(req.path)
@@ -264,12 +205,12 @@ def _delete(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(status=204)
 
 
-def _roles(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _roles(bmc: Bmc, req: SimRequest) -> Reply:
     members = [f"{ROLES}/{name}" for name in ROLE_PRIVILEGES]
     return Reply(body=collection(ROLES, "#RoleCollection.RoleCollection", "Roles", members), revision=0)
 
 
-def _role(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _role(bmc: Bmc, req: SimRequest) -> Reply:
     name = req.params["id"]
     if name not in ROLE_PRIVILEGES:
         raise _errors.resource_not_found(req.path)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import math
 import secrets
 import ssl
@@ -20,13 +19,14 @@ from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
 
-from plugins.redfish.simulator import _errors, _protocol
-from plugins.redfish.simulator._accounts import AccountStore, authorize
+from plugins.redfish.simulator import _errors, _messages, _protocol
+from plugins.redfish.simulator._account_store import AccountStore
+from plugins.redfish.simulator._accounts import authorize
 from plugins.redfish.simulator._bmcweb import RETRY_AFTER, allowed, body_etag, forbidden, if_match_ok
 from plugins.redfish.simulator._config import BEHAVIOUR, BmcConfig, checked
 from plugins.redfish.simulator._faults import PRE_AUTH_MODES, FaultMode, Faults, reset_connection
+from plugins.redfish.simulator._http import BmcHttpServer, read_json
 from plugins.redfish.simulator._platforms import get_platform
 from plugins.redfish.simulator._routing import Reply, Route, SimRequest, Write, normalize_path
 from plugins.redfish.simulator._sessions import SessionStore
@@ -34,58 +34,7 @@ from plugins.redfish.simulator._stats import UNMATCHED, BmcStats
 from plugins.redfish.simulator._tasks import Task, TaskStore
 from plugins.redfish.simulator._tls import compact_tls_factory
 
-log = logging.getLogger(__name__)
-
 _BODY_METHODS = frozenset({"PATCH", "POST", "PUT", "DELETE"})
-
-
-class _BmcHttpServer(web.Server):
-    """aiohttp's low-level server, plus connection counting for the BMC's stats."""
-
-    def __init__(self, bmc: SimulatedBmc) -> None:
-        # handler_cancellation: a client that gives up on a hung request must free the handler
-        super().__init__(bmc.handle, handler_cancellation=True, access_log=None)
-        self._stats = bmc.stats
-        self._open: dict[Any, asyncio.Transport] = {}  # handler -> its transport, until lost
-        self._none_open = asyncio.Event()
-        self._none_open.set()
-
-    def __call__(self) -> RequestHandler:
-        return _protocol.RedfishRequestHandler(self, loop=self._loop, **self._kwargs)
-
-    def connection_made(self, handler: Any, transport: asyncio.Transport) -> None:
-        super().connection_made(handler, transport)
-        self._open[handler] = transport
-        self._none_open.clear()
-        self._stats.connection_opened()
-
-    def connection_lost(self, handler: Any, exc: BaseException | None = None) -> None:
-        super().connection_lost(handler, exc)
-        self._open.pop(handler, None)
-        if not self._open:
-            self._none_open.set()
-        self._stats.connection_closed()
-
-    async def close_all(self, grace: float) -> None:
-        """Close every connection and return only when all are gone (their sockets closed).
-
-        A graceful TLS close waits for the client's close_notify, which a hung or vanished client
-        never sends, and Python 3.11's `Server.wait_closed()` does not wait for connections: so
-        connections still open after `grace` are aborted, then waited for (bounded).
-        """
-        await self.shutdown(timeout=grace)  # cancels hung (fault-injected) handlers, closes the rest
-        if not await self._wait(grace):
-            for transport in list(self._open.values()):
-                transport.abort()
-        if not await self._wait(1.0):
-            log.warning("BMC simulator: %d connections did not close", len(self._open))
-
-    async def _wait(self, timeout: float) -> bool:
-        try:
-            await asyncio.wait_for(self._none_open.wait(), timeout)
-        except TimeoutError:
-            return False
-        return True
 
 
 class SimulatedBmc:
@@ -118,7 +67,7 @@ class SimulatedBmc:
         # ETags differ between BMCs and between runs, as they do after a BMC reboot
         self._etag_salt = secrets.randbits(32)
         self._server: asyncio.Server | None = None
-        self._web: _BmcHttpServer | None = None
+        self._web: BmcHttpServer | None = None
         self._timers: set[asyncio.TimerHandle] = set()
 
     # --- identity and knobs ----------------------------------------------------------------------------
@@ -203,7 +152,7 @@ class SimulatedBmc:
     async def start(self, ssl_context: ssl.SSLContext, port: int = 0) -> None:
         """Listen on `host:port` (0 picks a free port) with TLS."""
         loop = asyncio.get_running_loop()
-        web_server = self._web = _BmcHttpServer(self)
+        web_server = self._web = BmcHttpServer(self.handle, self.stats)
         self._server = await loop.create_server(
             compact_tls_factory(loop, web_server, ssl_context),
             self.host,
@@ -273,7 +222,7 @@ class SimulatedBmc:
             handler = route.handler(method)
             if handler is None:
                 raise _errors.method_not_allowed(method, route.allowed())
-            body = await _read_json(request) if method in _BODY_METHODS else None
+            body = await read_json(request) if method in _BODY_METHODS else None
             if fault is FaultMode.NVIDIA_BUSY:
                 self._fault_fired(fault)
                 raise _errors.nvidia_busy()
@@ -345,7 +294,7 @@ class SimulatedBmc:
             after = route.get(self, SimRequest("GET", req.path, req.params))
             if isinstance(after, Reply):
                 return after
-        return Reply(body=_errors.success_body())
+        return Reply(body=_messages.success_body())
 
     def apply(self, write: Write) -> None:
         """Apply a validated write now, bump the caps' revisions and arm the revert fault."""
@@ -428,16 +377,6 @@ class SimulatedBmc:
         if method == "HEAD":
             return web.Response(status=reply.status, headers=headers, content_type="application/json")
         return web.Response(status=reply.status, text=text, content_type="application/json", headers=headers)
-
-
-async def _read_json(request: web.BaseRequest) -> Any:
-    raw = await request.read()
-    if not raw.strip():
-        return None
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise _errors.malformed_json() from None
 
 
 def _resource_id(reply: Reply, path: str) -> str:

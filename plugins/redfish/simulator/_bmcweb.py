@@ -20,12 +20,12 @@ import zlib
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator import _errors, _messages
 from plugins.redfish.simulator._routing import Reply, Route, SimRequest
 from plugins.redfish.simulator._tasks import MONITORS_PATH
 
 if TYPE_CHECKING:
-    from plugins.redfish.simulator._bmc import SimulatedBmc
+    from plugins.redfish.simulator._routing import Bmc
 
 RETRY_AFTER = 30
 _P = "/redfish/v1/Systems/HGX_Baseboard_0/Processors"
@@ -64,7 +64,7 @@ def body_etag(body: Any) -> str:
     return f'"{zlib.crc32(text.encode()):08X}"'
 
 
-def if_match_ok(bmc: SimulatedBmc, route: Route, req: SimRequest, header: str) -> bool:
+def if_match_ok(bmc: Bmc, route: Route, req: SimRequest, header: str) -> bool:
     """bmcweb's check: GET the resource again and compare its body hash with the header, exactly."""
     if header.strip() == "*" or route.get is None:
         return True
@@ -87,8 +87,8 @@ def forbidden(method: str, path: str) -> _errors.RedfishError:
     return _errors.RedfishError(
         403,
         [
-            _errors.message(
-                _errors.BASE + "InsufficientPrivilege",
+            _messages.message(
+                _messages.BASE + "InsufficientPrivilege",
                 f"There are insufficient privileges for the account or credentials associated with the "
                 f"current session to perform the requested operation ({method} {path} is not on the "
                 "BMC proxy's allow-list).",
@@ -100,7 +100,7 @@ def forbidden(method: str, path: str) -> _errors.RedfishError:
     )
 
 
-def _task_monitor(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _task_monitor(bmc: Bmc, req: SimRequest) -> Reply:
     task = bmc.tasks.get(req.params["id"])
     if task is None or task.gave_204:
         raise _errors.resource_not_found(req.path)

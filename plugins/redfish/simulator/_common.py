@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator import _errors, _messages
 from plugins.redfish.simulator._accounts import account_routes
 from plugins.redfish.simulator._bmcweb import monitor_routes
 from plugins.redfish.simulator._protocol import METADATA, metadata
@@ -23,23 +23,23 @@ from plugins.redfish.simulator._sessions import Session
 from plugins.redfish.simulator._tasks import TASKS_PATH
 
 if TYPE_CHECKING:
-    from plugins.redfish.simulator._bmc import SimulatedBmc
+    from plugins.redfish.simulator._routing import Bmc
 
 ROOT = "/redfish/v1"
 SESSIONS = "/redfish/v1/SessionService/Sessions"
 PUBLIC_GET = frozenset({"GET", "HEAD"})
 
 
-def service_uuid(bmc: SimulatedBmc) -> str:
+def service_uuid(bmc: Bmc) -> str:
     """A stable UUID per BMC index and model."""
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"devicectl-bmc-sim/{bmc.platform.name}/{bmc.index}"))
 
 
-def _redfish(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _redfish(bmc: Bmc, req: SimRequest) -> Reply:
     return Reply(body={"v1": "/redfish/v1/"})
 
 
-def _root(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _root(bmc: Bmc, req: SimRequest) -> Reply:
     platform = bmc.platform
     body: JsonDict = {
         "@odata.id": ROOT,
@@ -72,7 +72,7 @@ def _root(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=0)
 
 
-def _odata(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _odata(bmc: Bmc, req: SimRequest) -> Reply:
     names = {n: n for n in ("Systems", "Chassis", "Managers", "SessionService", "AccountService")}
     names["Tasks"] = "TaskService"
     if bmc.platform.firmware_inventory:
@@ -89,7 +89,7 @@ def _odata(bmc: SimulatedBmc, req: SimRequest) -> Reply:
 # --- sessions --------------------------------------------------------------------------------------------
 
 
-def _session_service(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _session_service(bmc: Bmc, req: SimRequest) -> Reply:
     return Reply(
         body={
             "@odata.id": f"{ROOT}/SessionService",
@@ -125,23 +125,23 @@ def _session_doc(session: Session) -> JsonDict:
     return doc
 
 
-def _sessions(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _sessions(bmc: Bmc, req: SimRequest) -> Reply:
     bmc.stats.sessions_expired += bmc.sessions.purge_expired()
     members = [f"{SESSIONS}/{sid}" for sid in bmc.sessions.ids()]
     body = collection(SESSIONS, "#SessionCollection.SessionCollection", "Session Collection", members)
     return Reply(body=body, revision=bmc.sessions.revision)
 
 
-def _login(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _login(bmc: Bmc, req: SimRequest) -> Reply:
     body = require_object(req.body)
     missing = [p for p in ("UserName", "Password") if p not in body]
     if missing:
-        raise _errors.bad_request([_errors.property_missing(p) for p in missing])
+        raise _errors.bad_request([_messages.property_missing(p) for p in missing])
     # DMTF Session.Context: a client-supplied string stored with the session and shown on it
     # (bmcweb reads it in handleSessionCollectionPost, redfish-core/lib/redfish_sessions.hpp)
     context = body.get("Context")
     if context is not None and not isinstance(context, str):
-        raise _errors.bad_request([_errors.property_value_type_error(context, "Context")])
+        raise _errors.bad_request([_messages.property_value_type_error(context, "Context")])
     if not bmc.sessions.credentials_ok(body["UserName"], body["Password"]):
         bmc.stats.logins_failed += 1
         raise _errors.login_failed(SESSIONS)
@@ -161,14 +161,14 @@ def _login(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     )
 
 
-def _session(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _session(bmc: Bmc, req: SimRequest) -> Reply:
     session = bmc.sessions.by_id(req.params["id"])
     if session is None:
         raise _errors.resource_not_found(req.path)
     return Reply(body=_session_doc(session), revision=0)
 
 
-def _logout(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _logout(bmc: Bmc, req: SimRequest) -> Reply:
     if not bmc.sessions.delete(req.params["id"]):
         raise _errors.resource_not_found(req.path)
     bmc.stats.sessions_deleted += 1
@@ -178,7 +178,7 @@ def _logout(bmc: SimulatedBmc, req: SimRequest) -> Reply:
 # --- tasks -----------------------------------------------------------------------------------------------
 
 
-def _task_service(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _task_service(bmc: Bmc, req: SimRequest) -> Reply:
     return Reply(
         body={
             "@odata.id": f"{ROOT}/TaskService",
@@ -195,13 +195,13 @@ def _task_service(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     )
 
 
-def _tasks(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _tasks(bmc: Bmc, req: SimRequest) -> Reply:
     members = [f"{TASKS_PATH}/{tid}" for tid in bmc.tasks.ids()]
     body = collection(TASKS_PATH, "#TaskCollection.TaskCollection", "Task Collection", members)
     return Reply(body=body, revision=len(members))
 
 
-def _task(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _task(bmc: Bmc, req: SimRequest) -> Reply:
     task = bmc.tasks.get(req.params["id"])
     if task is None:
         raise _errors.resource_not_found(req.path)
@@ -211,7 +211,7 @@ def _task(bmc: SimulatedBmc, req: SimRequest) -> Reply:
 # --- managers, top-level collections, firmware -------------------------------------------------------------
 
 
-def _managers(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _managers(bmc: Bmc, req: SimRequest) -> Reply:
     path = f"{ROOT}/Managers"
     body = collection(
         path,
@@ -222,7 +222,7 @@ def _managers(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=0)
 
 
-def manager_document(bmc: SimulatedBmc) -> JsonDict:
+def manager_document(bmc: Bmc) -> JsonDict:
     """The BMC's Manager resource (models may add links, e.g. NVIDIA NodeManager)."""
     platform = bmc.platform
     return {
@@ -244,13 +244,13 @@ def manager_document(bmc: SimulatedBmc) -> JsonDict:
     }
 
 
-def _manager(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _manager(bmc: Bmc, req: SimRequest) -> Reply:
     if req.params["id"] != bmc.platform.manager_id:
         raise _errors.resource_not_found(req.path)
     return Reply(body=manager_document(bmc), revision=0)
 
 
-def extra_systems(bmc: SimulatedBmc) -> tuple[str, ...]:
+def extra_systems(bmc: Bmc) -> tuple[str, ...]:
     """Systems a layout variant or profile adds: a SmartNIC's SoC; the host of a bmcweb GB200 BMC."""
     if bmc.platform.name.startswith("dmtf") and "smartnic" in bmc.config.layout:
         return ("SmartNIC",)
@@ -259,14 +259,14 @@ def extra_systems(bmc: SimulatedBmc) -> tuple[str, ...]:
     return ()
 
 
-def extra_chassis(bmc: SimulatedBmc) -> tuple[str, ...]:
+def extra_chassis(bmc: Bmc) -> tuple[str, ...]:
     """Chassis a layout variant adds, listed first: an enclosure with its own cap."""
     if bmc.platform.name.startswith("dmtf") and "multi-chassis" in bmc.config.layout:
         return ("Enclosure",)
     return ()
 
 
-def _systems(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _systems(bmc: Bmc, req: SimRequest) -> Reply:
     path = f"{ROOT}/Systems"
     members = [f"{path}/{s}" for s in (*bmc.platform.systems, *extra_systems(bmc))]
     body = collection(
@@ -275,14 +275,14 @@ def _systems(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=0)
 
 
-def _chassis(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _chassis(bmc: Bmc, req: SimRequest) -> Reply:
     path = f"{ROOT}/Chassis"
     members = [f"{path}/{c}" for c in (*extra_chassis(bmc), *bmc.platform.chassis)]
     body = collection(path, "#ChassisCollection.ChassisCollection", "Chassis Collection", members)
     return Reply(body=body, revision=0)
 
 
-def _update_service(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _update_service(bmc: Bmc, req: SimRequest) -> Reply:
     return Reply(
         body={
             "@odata.id": f"{ROOT}/UpdateService",
@@ -296,7 +296,7 @@ def _update_service(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     )
 
 
-def _firmware_inventory(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _firmware_inventory(bmc: Bmc, req: SimRequest) -> Reply:
     path = f"{ROOT}/UpdateService/FirmwareInventory"
     members = [f"{path}/{f}" for f in bmc.platform.firmware_inventory]
     body = collection(
@@ -305,7 +305,7 @@ def _firmware_inventory(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=0)
 
 
-def _firmware(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _firmware(bmc: Bmc, req: SimRequest) -> Reply:
     fw_id = req.params["id"]
     if fw_id not in bmc.platform.firmware_inventory:
         raise _errors.resource_not_found(req.path)

@@ -25,20 +25,34 @@ Routes (`{i}` is a BMC index; bodies and replies are JSON):
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
 if TYPE_CHECKING:
     from plugins.redfish.simulator._bmc import SimulatedBmc
-    from plugins.redfish.simulator._fleet import SimulatorFleet
 
-_FLEET: web.AppKey[SimulatorFleet] = web.AppKey("fleet")
+
+class ControlledFleet(Protocol):
+    """What the endpoint uses of `_fleet.SimulatorFleet` (which starts it: so this module names a
+    protocol, not the class)."""
+
+    @property
+    def bmcs(self) -> Sequence[SimulatedBmc]: ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+    def reset_stats(self) -> None: ...
+
+    def clear_faults(self) -> None: ...
+
+
+_FLEET: web.AppKey[ControlledFleet] = web.AppKey("fleet")
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-async def start_control_server(fleet: SimulatorFleet, host: str, port: int) -> tuple[web.AppRunner, int]:
+async def start_control_server(fleet: ControlledFleet, host: str, port: int) -> tuple[web.AppRunner, int]:
     """Serve the control API on `host:port` (0 picks a port); returns the runner and the bound port."""
     app = web.Application(middlewares=[_errors_as_json])
     app[_FLEET] = fleet
@@ -82,7 +96,7 @@ async def _errors_as_json(request: web.Request, handler: _Handler) -> web.Stream
         return web.json_response({"error": str(exc)}, status=400)
 
 
-def _fleet(request: web.Request) -> SimulatorFleet:
+def _fleet(request: web.Request) -> ControlledFleet:
     return request.app[_FLEET]
 
 

@@ -25,7 +25,7 @@ from plugins.redfish.simulator._routing import (
 from plugins.redfish.simulator._state import PlatformState, now, rounded
 
 if TYPE_CHECKING:
-    from plugins.redfish.simulator._bmc import SimulatedBmc
+    from plugins.redfish.simulator._routing import Bmc
 
 SYSTEM = "/redfish/v1/Systems/HGX_Baseboard_0"
 PROCESSORS = f"{SYSTEM}/Processors"
@@ -48,12 +48,12 @@ class DgxH100State(PlatformState):
         return power
 
 
-def _state(bmc: SimulatedBmc) -> DgxH100State:
+def _state(bmc: Bmc) -> DgxH100State:
     assert isinstance(bmc.state, DgxH100State)
     return bmc.state
 
 
-def _metrics(bmc: SimulatedBmc, path: str, component: str, scale: float) -> Reply:
+def _metrics(bmc: Bmc, path: str, component: str, scale: float) -> Reply:
     state, t = _state(bmc), now()
     watts = state.readings(t)[component]
     body: JsonDict = {
@@ -68,29 +68,29 @@ def _metrics(bmc: SimulatedBmc, path: str, component: str, scale: float) -> Repl
     return Reply(body=body, revision=0)
 
 
-def _gpu(bmc: SimulatedBmc, req: SimRequest) -> str:
+def _gpu(bmc: Bmc, req: SimRequest) -> str:
     if req.params["id"] not in GPUS:
         raise _errors.resource_not_found(req.path)
     return req.params["id"]
 
 
-def _gpu_metrics(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _gpu_metrics(bmc: Bmc, req: SimRequest) -> Reply:
     return _metrics(bmc, req.path, _gpu(bmc, req), GPU_TDP_W)
 
 
-def _chassis_metrics(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _chassis_metrics(bmc: Bmc, req: SimRequest) -> Reply:
     if req.params["id"] not in CHASSIS_IDS:
         raise _errors.resource_not_found(req.path)
     return _metrics(bmc, req.path, req.params["id"], 10_200.0)
 
 
-def _processors(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _processors(bmc: Bmc, req: SimRequest) -> Reply:
     members = [f"{PROCESSORS}/{g}" for g in GPUS]
     body = collection(PROCESSORS, "#ProcessorCollection.ProcessorCollection", "Processors", members)
     return Reply(body=body, revision=0)
 
 
-def _processor(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _processor(bmc: Bmc, req: SimRequest) -> Reply:
     gpu = _gpu(bmc, req)
     body = {
         "@odata.id": f"{PROCESSORS}/{gpu}",
@@ -107,7 +107,7 @@ def _processor(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=0)
 
 
-def _system(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _system(bmc: Bmc, req: SimRequest) -> Reply:
     body = {
         "@odata.id": SYSTEM,
         "@odata.type": "#ComputerSystem.v1_22_0.ComputerSystem",
@@ -123,7 +123,7 @@ def _system(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=0)
 
 
-def _chassis(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _chassis(bmc: Bmc, req: SimRequest) -> Reply:
     cid = req.params["id"]
     if cid not in CHASSIS_IDS:
         raise _errors.resource_not_found(req.path)
@@ -142,14 +142,14 @@ def _chassis(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=0)
 
 
-def _manager(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _manager(bmc: Bmc, req: SimRequest) -> Reply:
     body = manager_document(bmc)
     # every OEM object names its type (the service validator checks it)
     body["Oem"] = {"Ami": {"@odata.type": "#AMIManager.v1_0_0.AMIManager", "NodeManager": link(NODE_MANAGER)}}
     return Reply(body=body, revision=0)
 
 
-def _node_manager(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _node_manager(bmc: Bmc, req: SimRequest) -> Reply:
     body = {
         "@odata.id": NODE_MANAGER,
         "@odata.type": "#AMINodeManager.v1_0_0.AMINodeManager",
@@ -165,7 +165,7 @@ def _node_manager(bmc: SimulatedBmc, req: SimRequest) -> Reply:
 def _nm_collection(name: str) -> Route:
     path = f"{NODE_MANAGER}/{name}"
 
-    def handler(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+    def handler(bmc: Bmc, req: SimRequest) -> Reply:
         # payloads of AMI Node Manager domains and policies are unpublished: expose no members
         body = collection(path, f"#AMI{name}Collection.AMI{name}Collection", name, [])
         return Reply(body=body, revision=0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator import _errors, _messages
 from plugins.redfish.simulator._common import common_routes
 from plugins.redfish.simulator._dmtf_power import power_routes
 from plugins.redfish.simulator._dmtf_state import (
@@ -42,7 +42,7 @@ from plugins.redfish.simulator._routing import (
 from plugins.redfish.simulator._state import Cap, now, rounded
 
 if TYPE_CHECKING:
-    from plugins.redfish.simulator._bmc import SimulatedBmc
+    from plugins.redfish.simulator._routing import Bmc
 
 CONTROLS = f"{CHASSIS}/Controls"
 _RESET = "Control.ResetToDefaults"
@@ -54,7 +54,7 @@ _CONTROL_READ_ONLY = frozenset(
 )
 
 
-def has_controls(bmc: SimulatedBmc) -> bool:
+def has_controls(bmc: Bmc) -> bool:
     """Whether this model exposes `Controls` (dmtf) or only legacy `Power` (dmtf-legacy)."""
     return bmc.platform.name == "dmtf"
 
@@ -62,20 +62,20 @@ def has_controls(bmc: SimulatedBmc) -> bool:
 # --- Controls ----------------------------------------------------------------------------------------------
 
 
-def _control_cap(bmc: SimulatedBmc, req: SimRequest) -> Cap:
+def _control_cap(bmc: Bmc, req: SimRequest) -> Cap:
     cap = dmtf_state(bmc).caps.get(req.params["id"])
     if cap is None:
         raise _errors.resource_not_found(req.path)
     return cap
 
 
-def _controls(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _controls(bmc: Bmc, req: SimRequest) -> Reply:
     members = [f"{CONTROLS}/{name}" for name in dmtf_state(bmc).caps]
     body = collection(CONTROLS, "#ControlCollection.ControlCollection", "Controls", members)
     return Reply(body=body, revision=0)
 
 
-def _control(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _control(bmc: Bmc, req: SimRequest) -> Reply:
     cap = _control_cap(bmc, req)
     path = f"{CONTROLS}/{cap.name}"
     readings = dmtf_state(bmc).readings(now())
@@ -112,7 +112,7 @@ def _control(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=cap.revision)
 
 
-def _patch_control(bmc: SimulatedBmc, req: SimRequest) -> Write:
+def _patch_control(bmc: Bmc, req: SimRequest) -> Write:
     cap = _control_cap(bmc, req)
     patch = require_object(req.body)
     if not patch:
@@ -120,27 +120,27 @@ def _patch_control(bmc: SimulatedBmc, req: SimRequest) -> Write:
     problems: list[JsonDict] = []
     for key in patch:
         if key in _CONTROL_READ_ONLY:
-            problems.append(_errors.property_not_writable(key))
+            problems.append(_messages.property_not_writable(key))
         elif key not in ("SetPoint", "ControlMode"):
-            problems.append(_errors.property_unknown(key))
+            problems.append(_messages.property_unknown(key))
     mode = patch.get("ControlMode")
     if "ControlMode" in patch and mode not in _modes(bmc):
-        problems.append(_errors.property_value_not_in_list(mode, "ControlMode"))
+        problems.append(_messages.property_value_not_in_list(mode, "ControlMode"))
     has_sp = "SetPoint" in patch
     set_point: Any = patch.get("SetPoint")
     if has_sp and set_point is not None and not is_int(set_point):
-        problems.append(_errors.property_value_type_error(set_point, "SetPoint"))
+        problems.append(_messages.property_value_type_error(set_point, "SetPoint"))
     elif has_sp and is_int(set_point) and not cap.in_range(set_point):
         problems.append(
-            _errors.property_value_out_of_range(set_point, "SetPoint", cap.allow_min, cap.allow_max)
+            _messages.property_value_out_of_range(set_point, "SetPoint", cap.allow_min, cap.allow_max)
         )
     elif has_sp and set_point is None and mode not in (None, "Disabled"):
         # null and Disabled go together (Lenovo XCC rejects one without the other)
-        problems.append(_errors.property_value_incorrect("ControlMode", mode))
+        problems.append(_messages.property_value_incorrect("ControlMode", mode))
     elif is_int(set_point) and mode == "Disabled":
-        problems.append(_errors.property_value_incorrect("SetPoint", set_point))
+        problems.append(_messages.property_value_incorrect("SetPoint", set_point))
     elif not has_sp and mode not in (None, "Disabled") and cap.set_point is None:
-        problems.append(_errors.property_missing("SetPoint"))
+        problems.append(_messages.property_missing("SetPoint"))
     if problems:
         raise _errors.bad_request(problems)
     disable = mode == "Disabled" or (has_sp and set_point is None)
@@ -156,12 +156,12 @@ def _patch_control(bmc: SimulatedBmc, req: SimRequest) -> Write:
     return Write(apply=apply, caps=(cap,), deferrable=True)
 
 
-def _modes(bmc: SimulatedBmc) -> tuple[str, ...]:
+def _modes(bmc: Bmc) -> tuple[str, ...]:
     """ControlMode values this BMC accepts: HPE Cray EX style caps only in Automatic."""
     return ("Automatic", "Disabled") if bmc.config.control_quirk == "automatic" else _MODES
 
 
-def _reset_control(bmc: SimulatedBmc, req: SimRequest) -> Write:
+def _reset_control(bmc: Bmc, req: SimRequest) -> Write:
     cap = _control_cap(bmc, req)
     action_body(req.body, _RESET)
 
@@ -175,7 +175,7 @@ def _reset_control(bmc: SimulatedBmc, req: SimRequest) -> Write:
 # --- chassis, system, processors, metrics ----------------------------------------------------------------
 
 
-def _chassis(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _chassis(bmc: Bmc, req: SimRequest) -> Reply:
     body: JsonDict = {
         "@odata.id": CHASSIS,
         "@odata.type": "#Chassis.v1_23_0.Chassis",
@@ -200,7 +200,7 @@ def _chassis(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=0)
 
 
-def _chassis_metrics(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _chassis_metrics(bmc: Bmc, req: SimRequest) -> Reply:
     if "no-em-link" in bmc.config.layout:
         raise _errors.resource_not_found(req.path)
     state, t = dmtf_state(bmc), now()
@@ -219,7 +219,7 @@ def _chassis_metrics(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=0)
 
 
-def _system(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _system(bmc: Bmc, req: SimRequest) -> Reply:
     body = {
         "@odata.id": SYSTEM,
         "@odata.type": "#ComputerSystem.v1_22_0.ComputerSystem",
@@ -237,14 +237,14 @@ def _system(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=0)
 
 
-def _processors(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _processors(bmc: Bmc, req: SimRequest) -> Reply:
     path = f"{SYSTEM}/Processors"
     members = [f"{path}/{cpu}" for cpu in CPUS]
     body = collection(path, "#ProcessorCollection.ProcessorCollection", "Processors", members)
     return Reply(body=body, revision=0)
 
 
-def _processor(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _processor(bmc: Bmc, req: SimRequest) -> Reply:
     cpu = req.params["id"]
     if cpu not in CPUS:
         raise _errors.resource_not_found(req.path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator import _errors, _messages
 from plugins.redfish.simulator._dmtf_state import CHASSIS, NODE_LIMITS, SYSTEM, dmtf_state
 from plugins.redfish.simulator._routing import (
     JsonDict,
@@ -24,7 +24,7 @@ from plugins.redfish.simulator._routing import (
 from plugins.redfish.simulator._state import now, rounded
 
 if TYPE_CHECKING:
-    from plugins.redfish.simulator._bmc import SimulatedBmc
+    from plugins.redfish.simulator._routing import Bmc
 
 POWER = f"{CHASSIS}/Power"
 _EXCEPTIONS = ("NoAction", "HardPowerOff", "LogEventOnly", "Oem")
@@ -38,7 +38,7 @@ _TOP_READ_ONLY = frozenset(
 )
 
 
-def _power(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _power(bmc: Bmc, req: SimRequest) -> Reply:
     state = dmtf_state(bmc)
     t = now()
     watts = state.readings(t)["node"]
@@ -98,7 +98,7 @@ def _power(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=cap.revision)
 
 
-def _patch_power(bmc: SimulatedBmc, req: SimRequest) -> Write:
+def _patch_power(bmc: Bmc, req: SimRequest) -> Write:
     cap = dmtf_state(bmc).node_cap
     patch = require_object(req.body)
     if not patch:
@@ -109,9 +109,9 @@ def _patch_power(bmc: SimulatedBmc, req: SimRequest) -> Write:
         if key == "PowerControl":
             problems += _parse_controls(value, cap.allow_min, cap.allow_max, changes)
         elif key in _TOP_READ_ONLY:
-            problems.append(_errors.property_not_writable(key))
+            problems.append(_messages.property_not_writable(key))
         else:
-            problems.append(_errors.property_unknown(key))
+            problems.append(_messages.property_unknown(key))
     if problems:
         raise _errors.bad_request(problems)
 
@@ -130,24 +130,24 @@ def _patch_power(bmc: SimulatedBmc, req: SimRequest) -> Write:
 
 def _parse_controls(value: Any, low: int, high: int, changes: dict[str, Any]) -> list[JsonDict]:
     if not isinstance(value, list):
-        return [_errors.property_value_type_error(value, "PowerControl")]
+        return [_messages.property_value_type_error(value, "PowerControl")]
     if len(value) != 1 or value[0] is None:
         # removing members (null, or a shorter array) or adding members: this BMC has exactly one
-        return [_errors.property_value_incorrect("PowerControl", f"array of {len(value)}")]
+        return [_messages.property_value_incorrect("PowerControl", f"array of {len(value)}")]
     element = value[0]
     if not isinstance(element, dict):
-        return [_errors.property_value_type_error(element, "PowerControl/0")]
+        return [_messages.property_value_type_error(element, "PowerControl/0")]
     problems: list[JsonDict] = []
     for key, sub in element.items():
         prop = f"PowerControl/0/{key}"
         if key == "PowerLimit" and isinstance(sub, dict):
             problems += _parse_limit(sub, low, high, changes)
         elif key == "PowerLimit":
-            problems.append(_errors.property_value_type_error(sub, prop))
+            problems.append(_messages.property_value_type_error(sub, prop))
         elif key in _CONTROL_READ_ONLY:
-            problems.append(_errors.property_not_writable(prop))
+            problems.append(_messages.property_not_writable(prop))
         else:
-            problems.append(_errors.property_unknown(prop))
+            problems.append(_messages.property_unknown(prop))
     return problems
 
 
@@ -157,23 +157,23 @@ def _parse_limit(limit: JsonDict, low: int, high: int, changes: dict[str, Any]) 
         prop = f"PowerControl/0/PowerLimit/{key}"
         if key == "LimitInWatts":
             if value is not None and not is_int(value):
-                problems.append(_errors.property_value_type_error(value, prop))
+                problems.append(_messages.property_value_type_error(value, prop))
             elif value is not None and not low <= value <= high:
-                problems.append(_errors.property_value_out_of_range(value, prop, low, high))
+                problems.append(_messages.property_value_out_of_range(value, prop, low, high))
             else:
                 changes[key] = value
         elif key == "LimitException":
             if value not in _EXCEPTIONS:
-                problems.append(_errors.property_value_not_in_list(value, prop))
+                problems.append(_messages.property_value_not_in_list(value, prop))
             else:
                 changes[key] = value
         elif key == "CorrectionInMs":
             if not is_int(value) or value < 0:
-                problems.append(_errors.property_value_type_error(value, prop))
+                problems.append(_messages.property_value_type_error(value, prop))
             else:
                 changes[key] = value
         else:
-            problems.append(_errors.property_unknown(prop))
+            problems.append(_messages.property_unknown(prop))
     return problems
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from plugins.redfish.simulator._state import Cap, PlatformState
 
 if TYPE_CHECKING:
-    from plugins.redfish.simulator._bmc import SimulatedBmc
+    from plugins.redfish.simulator._routing import Bmc
 
 CHASSIS = "/redfish/v1/Chassis/1"
 SYSTEM = "/redfish/v1/Systems/1"
@@ -61,7 +61,7 @@ def legacy_state(seed: int) -> DmtfState:
     return DmtfState(seed, cpu_caps=False)
 
 
-def dmtf_state(bmc: SimulatedBmc) -> DmtfState:
+def dmtf_state(bmc: Bmc) -> DmtfState:
     """The BMC's state as a `DmtfState`."""
     assert isinstance(bmc.state, DmtfState)
     return bmc.state

@@ -1,18 +1,16 @@
-"""Redfish error and message bodies, shaped like a real BMC's.
+"""Redfish error replies, shaped like a real BMC's (their messages: `_messages`).
 
 Error replies follow `redfish-error.v1_0_2`: `{"error": {"code", "message", "@Message.ExtendedInfo": [...]}}`.
 With one message the top-level code and message are that message's (as bmcweb does); with several the
-top-level code is `GeneralError`. Clients are expected to match `MessageId`s by suffix, so the registry
-prefix is a single constant.
+top-level code is `GeneralError`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-#: registry prefix of every Base message this simulator emits
-BASE = "Base.1.18.1."
+from plugins.redfish.simulator._messages import BASE, JsonDict, error_body, message
+
 #: prefix NVIDIA bmcweb uses for asynchronous D-Bus command failures (busy, timeout)
 NVIDIA_ASYNC_ERROR = "OpenBMC.0.4.1.AsyncError"
 
@@ -20,50 +18,6 @@ NVIDIA_BUSY_CODE = "0x50A"
 NVIDIA_BUSY_RESOLUTION = "SMBPBI Command failed with error busy, please try after 60 seconds"
 NVIDIA_TIMEOUT_CODE = "0x600"
 NVIDIA_TIMEOUT_RESOLUTION = "Settings may/maynot have applied, please check get response before patching"
-
-JsonDict = dict[str, Any]
-
-
-def message(
-    message_id: str,
-    text: str,
-    args: Sequence[str] = (),
-    *,
-    severity: str = "Warning",
-    resolution: str = "None.",
-    related: Sequence[str] = (),
-) -> JsonDict:
-    """Build one `#Message.v1_1_1.Message` entry."""
-    entry: JsonDict = {
-        "@odata.type": "#Message.v1_1_1.Message",
-        "MessageId": message_id,
-        "Message": text,
-        "MessageArgs": list(args),
-        "MessageSeverity": severity,
-        "Resolution": resolution,
-    }
-    if related:
-        entry["RelatedProperties"] = list(related)
-    return entry
-
-
-def error_body(messages: Sequence[JsonDict]) -> JsonDict:
-    """Wrap messages into a Redfish error body."""
-    if len(messages) == 1:
-        code, text = messages[0]["MessageId"], messages[0]["Message"]
-    else:
-        code = BASE + "GeneralError"
-        text = "A general error has occurred. See Resolution for information on how to resolve the error."
-    return {"error": {"code": code, "message": text, "@Message.ExtendedInfo": list(messages)}}
-
-
-def success_body() -> JsonDict:
-    """The body of an action or PATCH that succeeded without returning a resource."""
-    return {
-        "@Message.ExtendedInfo": [
-            message(BASE + "Success", "The request completed successfully.", severity="OK")
-        ]
-    }
 
 
 class RedfishError(Exception):
@@ -150,128 +104,6 @@ def empty_json() -> RedfishError:
                 resolution="Add properties in the JSON object and resubmit the request.",
             )
         ],
-    )
-
-
-def property_unknown(prop: str) -> JsonDict:
-    """Message for a property the resource does not have."""
-    return message(
-        BASE + "PropertyUnknown",
-        f"The property {prop} is not in the list of valid properties for the resource.",
-        [prop],
-        resolution="Remove the unknown property from the request body and resubmit the request if the "
-        "operation failed.",
-        related=[_pointer(prop)],
-    )
-
-
-def property_not_writable(prop: str) -> JsonDict:
-    """Message for a read-only property in a PATCH."""
-    return message(
-        BASE + "PropertyNotWritable",
-        f"The property {prop} is a read-only property and cannot be assigned a value.",
-        [prop],
-        resolution="Remove the property from the request body and resubmit the request if the operation "
-        "failed.",
-        related=[_pointer(prop)],
-    )
-
-
-def property_value_type_error(value: object, prop: str) -> JsonDict:
-    """Message for a value of the wrong JSON type."""
-    shown = _show(value)
-    return message(
-        BASE + "PropertyValueTypeError",
-        f"The value '{shown}' for the property {prop} is not a type that the property can accept.",
-        [shown, prop],
-        resolution="Correct the value for the property in the request body and resubmit the request if "
-        "the operation failed.",
-        related=[_pointer(prop)],
-    )
-
-
-def property_value_not_in_list(value: object, prop: str) -> JsonDict:
-    """Message for an enum value the property does not allow."""
-    shown = _show(value)
-    return message(
-        BASE + "PropertyValueNotInList",
-        f"The value '{shown}' for the property {prop} is not in the list of acceptable values.",
-        [shown, prop],
-        resolution="Choose a value from the enumeration list that the implementation can support and "
-        "resubmit the request if the operation failed.",
-        related=[_pointer(prop)],
-    )
-
-
-def property_value_out_of_range(value: object, prop: str, low: int, high: int) -> JsonDict:
-    """Message for a set point outside [AllowableMin, AllowableMax]; names the limits."""
-    shown = _show(value)
-    return message(
-        BASE + "PropertyValueOutOfRange",
-        f"The value '{shown}' for the property {prop} is not in the supported range of acceptable "
-        f"values (AllowableMin {low}, AllowableMax {high}).",
-        [shown, prop],
-        resolution=f"Correct the value for the property to be within {low} and {high} and resubmit the "
-        "request if the operation failed.",
-        related=[_pointer(prop)],
-    )
-
-
-def property_value_incorrect(prop: str, value: object) -> JsonDict:
-    """Message for a value the service refuses for another reason."""
-    shown = _show(value)
-    return message(
-        BASE + "PropertyValueIncorrect",
-        f"The property {prop} with the requested value of {shown} could not be written because the "
-        "value does not meet the constraints of the implementation.",
-        [prop, shown],
-        resolution="No resolution is required.",
-        related=[_pointer(prop)],
-    )
-
-
-def property_missing(prop: str) -> JsonDict:
-    """Message for a required property that is absent."""
-    return message(
-        BASE + "PropertyMissing",
-        f"The property {prop} is a required property and must be included in the request.",
-        [prop],
-        resolution="Ensure that the property is in the request body and has a valid value and resubmit "
-        "the request if the operation failed.",
-        related=[_pointer(prop)],
-    )
-
-
-def action_parameter_unknown(action: str, param: str) -> JsonDict:
-    """Message for a parameter the action does not take."""
-    return message(
-        BASE + "ActionParameterUnknown",
-        f"The action {action} was submitted with the invalid parameter {param}.",
-        [action, param],
-        resolution="Correct the invalid parameter and resubmit the request if the operation failed.",
-    )
-
-
-def action_parameter_missing(action: str, param: str) -> JsonDict:
-    """Message for a required action parameter that is absent."""
-    return message(
-        BASE + "ActionParameterMissing",
-        f"The action {action} requires the parameter {param} to be present in the request body.",
-        [action, param],
-        severity="Critical",
-        resolution="Supply the action with the required parameter in the request body when the request "
-        "is resubmitted.",
-    )
-
-
-def action_parameter_value_error(value: object, action: str) -> JsonDict:
-    """Message NVIDIA bmcweb returns for an unparsable `ProfileMask`."""
-    shown = _show(value)
-    return message(
-        BASE + "ActionParameterValueError",
-        f"The value for the parameter {shown} in the action {action} is invalid.",
-        [shown, action],
-        resolution="Correct the invalid parameter and resubmit the request if the operation failed.",
     )
 
 
@@ -411,16 +243,3 @@ def nvidia_busy() -> RedfishError:
 def nvidia_timeout() -> RedfishError:
     """D-Bus timeout: the setting may or may not have been applied."""
     return nvidia_async_error(NVIDIA_TIMEOUT_CODE, NVIDIA_TIMEOUT_RESOLUTION)
-
-
-def _pointer(prop: str) -> str:
-    # RelatedProperties are JSON pointers; "PowerLimitWatts/SetPoint" -> "#/PowerLimitWatts/SetPoint"
-    return "#/" + prop.lstrip("#/")
-
-
-def _show(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from plugins.redfish.simulator import _errors
 from plugins.redfish.simulator._common import common_routes, firmware_routes
+from plugins.redfish.simulator._gb200_writes import cap_write, clear_write, parse_patch
 from plugins.redfish.simulator._layouts import gb200_layout_routes
 from plugins.redfish.simulator._routing import (
     JsonDict,
@@ -24,16 +25,14 @@ from plugins.redfish.simulator._routing import (
     Write,
     action_body,
     collection,
-    is_int,
     link,
-    require_object,
     status_ok,
 )
 from plugins.redfish.simulator._state import Cap, PlatformState, now, rounded
 from plugins.redfish.simulator._wpps import ProfileState, wpps_routes
 
 if TYPE_CHECKING:
-    from plugins.redfish.simulator._bmc import SimulatedBmc
+    from plugins.redfish.simulator._routing import Bmc
 
 SYSTEM = "/redfish/v1/Systems/HGX_Baseboard_0"
 PROCESSORS = f"{SYSTEM}/Processors"
@@ -47,11 +46,6 @@ MODULE_LIMITS = (CPU_LIMITS[0] + 2 * GPU_LIMITS[0], CPU_LIMITS[1] + 2 * GPU_LIMI
 # fans, NICs, DPUs and memory that no component cap covers
 _TRAY_OVERHEAD_W = 180.0
 _CLEAR_OOB = "NvidiaEnvironmentMetrics.ClearOOBSetPoint"
-_READ_ONLY = frozenset(
-    {"@odata.id", "@odata.type", "@odata.etag", "Id", "Name", "PowerWatts", "EnergyJoules", "EnergykWh"}
-    | {"TemperatureCelsius", "Actions", "Description", "Status"}
-)
-_LIMIT_READ_ONLY = frozenset({"AllowableMin", "AllowableMax", "DefaultSetPoint", "Reading", "DataSourceUri"})
 
 
 def module_members(module: str) -> tuple[str, ...]:
@@ -92,7 +86,7 @@ class Gb200State(PlatformState):
         return described
 
 
-def _state(bmc: SimulatedBmc) -> Gb200State:
+def _state(bmc: Bmc) -> Gb200State:
     assert isinstance(bmc.state, Gb200State)
     return bmc.state
 
@@ -100,7 +94,7 @@ def _state(bmc: SimulatedBmc) -> Gb200State:
 # --- EnvironmentMetrics (processors and chassis) ----------------------------------------------------------
 
 
-def _metrics_doc(bmc: SimulatedBmc, path: str, component: str, cap: Cap | None) -> Reply:
+def _metrics_doc(bmc: Bmc, path: str, component: str, cap: Cap | None) -> Reply:
     state, t = _state(bmc), now()
     watts = state.readings(t)[component]
     scale = cap.allow_max if cap is not None else NODE_LIMITS[1]
@@ -139,82 +133,14 @@ def _metrics_doc(bmc: SimulatedBmc, path: str, component: str, cap: Cap | None) 
     return Reply(body=body, revision=cap.revision)
 
 
-def _parse_patch(body: Any, cap: Cap) -> tuple[int, bool | None]:
-    """Validate a PATCH the way NVIDIA bmcweb does; returns (SetPoint, PowerLimitPersistency)."""
-    patch = require_object(body)
-    if not patch:
-        raise _errors.empty_json()
-    problems: list[JsonDict] = []
-    set_point: Any = None
-    persistent: bool | None = None
-    for key, value in patch.items():
-        if key == "PowerLimitWatts" and isinstance(value, dict):
-            for sub, sub_value in value.items():
-                prop = f"PowerLimitWatts/{sub}"
-                if sub == "SetPoint":
-                    set_point = sub_value
-                elif sub in _LIMIT_READ_ONLY:
-                    problems.append(_errors.property_not_writable(prop))
-                else:  # bmcweb parses only SetPoint here (ControlMode included)
-                    problems.append(_errors.property_unknown(prop))
-        elif key == "PowerLimitWatts":
-            problems.append(_errors.property_value_type_error(value, key))
-        elif key == "Oem" and isinstance(value, dict) and set(value) <= {"Nvidia"}:
-            nvidia = value.get("Nvidia", {})
-            for sub, sub_value in nvidia.items() if isinstance(nvidia, dict) else ():
-                if sub == "PowerLimitPersistency" and isinstance(sub_value, bool):
-                    persistent = sub_value
-                elif sub == "PowerLimitPersistency":
-                    problems.append(_errors.property_value_type_error(sub_value, "Oem/Nvidia/" + sub))
-                else:
-                    problems.append(_errors.property_unknown("Oem/Nvidia/" + sub))
-        elif key in _READ_ONLY:
-            problems.append(_errors.property_not_writable(key))
-        else:
-            problems.append(_errors.property_unknown(key))
-    if set_point is None and not problems:
-        problems.append(_errors.property_missing("PowerLimitWatts/SetPoint"))
-    elif set_point is not None and not is_int(set_point):
-        problems.append(_errors.property_value_type_error(set_point, "PowerLimitWatts/SetPoint"))
-    elif set_point is not None and not cap.in_range(set_point):
-        problems.append(
-            _errors.property_value_out_of_range(
-                set_point, "PowerLimitWatts/SetPoint", cap.allow_min, cap.allow_max
-            )
-        )
-    if problems:
-        raise _errors.bad_request(problems)
-    return int(set_point), persistent
-
-
-def _cap_write(cap: Cap, set_point: int, persistent: bool | None) -> Write:
-    def apply() -> None:
-        cap.set_point = set_point
-        cap.oob_active = True
-        cap.persistent = bool(persistent)
-        cap.control_mode = "Manual"
-
-    return Write(apply=apply, caps=(cap,), deferrable=True)
-
-
-def _clear_write(cap: Cap) -> Write:
-    def apply() -> None:
-        cap.set_point = cap.default
-        cap.oob_active = False
-        cap.persistent = None
-        cap.control_mode = "Automatic"
-
-    return Write(apply=apply, caps=(cap,), reply="success")
-
-
-def _processor_cap(bmc: SimulatedBmc, req: SimRequest) -> Cap:
+def _processor_cap(bmc: Bmc, req: SimRequest) -> Cap:
     proc = req.params["id"]
     if proc not in GPUS + CPUS:
         raise _errors.resource_not_found(req.path)
     return _state(bmc).caps[proc]
 
 
-def _module_cap(bmc: SimulatedBmc, req: SimRequest, method: str) -> Cap:
+def _module_cap(bmc: Bmc, req: SimRequest, method: str) -> Cap:
     chassis = req.params["id"]
     if chassis in MODULES:
         return _state(bmc).caps[chassis]
@@ -223,23 +149,23 @@ def _module_cap(bmc: SimulatedBmc, req: SimRequest, method: str) -> Cap:
     raise _errors.resource_not_found(req.path)
 
 
-def _get_proc_metrics(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _get_proc_metrics(bmc: Bmc, req: SimRequest) -> Reply:
     cap = _processor_cap(bmc, req)
     return _metrics_doc(bmc, req.path, req.params["id"], cap)
 
 
-def _patch_proc_metrics(bmc: SimulatedBmc, req: SimRequest) -> Write:
+def _patch_proc_metrics(bmc: Bmc, req: SimRequest) -> Write:
     cap = _processor_cap(bmc, req)
-    return _cap_write(cap, *_parse_patch(req.body, cap))
+    return cap_write(cap, *parse_patch(req.body, cap))
 
 
-def _clear_proc(bmc: SimulatedBmc, req: SimRequest) -> Write:
+def _clear_proc(bmc: Bmc, req: SimRequest) -> Write:
     cap = _processor_cap(bmc, req)
     action_body(req.body, _CLEAR_OOB)
-    return _clear_write(cap)
+    return clear_write(cap)
 
 
-def _get_chassis_metrics(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _get_chassis_metrics(bmc: Bmc, req: SimRequest) -> Reply:
     chassis = req.params["id"]
     if chassis in MODULES:
         return _metrics_doc(bmc, req.path, chassis, _state(bmc).caps[chassis])
@@ -248,21 +174,21 @@ def _get_chassis_metrics(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     raise _errors.resource_not_found(req.path)
 
 
-def _patch_chassis_metrics(bmc: SimulatedBmc, req: SimRequest) -> Write:
+def _patch_chassis_metrics(bmc: Bmc, req: SimRequest) -> Write:
     cap = _module_cap(bmc, req, "PATCH")
-    return _cap_write(cap, *_parse_patch(req.body, cap))
+    return cap_write(cap, *parse_patch(req.body, cap))
 
 
-def _clear_chassis(bmc: SimulatedBmc, req: SimRequest) -> Write:
+def _clear_chassis(bmc: Bmc, req: SimRequest) -> Write:
     cap = _module_cap(bmc, req, "POST")
     action_body(req.body, _CLEAR_OOB)
-    return _clear_write(cap)
+    return clear_write(cap)
 
 
 # --- inventory: system, processors, chassis -------------------------------------------------------------
 
 
-def _system(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _system(bmc: Bmc, req: SimRequest) -> Reply:
     body = {
         "@odata.id": SYSTEM,
         "@odata.type": "#ComputerSystem.v1_22_0.ComputerSystem",
@@ -282,13 +208,13 @@ def _system(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=0)
 
 
-def _processors(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _processors(bmc: Bmc, req: SimRequest) -> Reply:
     members = [f"{PROCESSORS}/{p}" for p in GPUS + CPUS]
     body = collection(PROCESSORS, "#ProcessorCollection.ProcessorCollection", "Processors", members)
     return Reply(body=body, revision=0)
 
 
-def _processor(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _processor(bmc: Bmc, req: SimRequest) -> Reply:
     proc = req.params["id"]
     cap = _processor_cap(bmc, req)
     module = f"HGX_ProcessorModule_{int(proc.rsplit('_', 1)[1]) // (2 if proc in GPUS else 1)}"
@@ -316,7 +242,7 @@ def _processor(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=0)
 
 
-def _chassis(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _chassis(bmc: Bmc, req: SimRequest) -> Reply:
     cid = req.params["id"]
     if cid not in MODULES + NODE_CHASSIS:
         raise _errors.resource_not_found(req.path)
@@ -341,7 +267,7 @@ def _chassis(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=0)
 
 
-def _assembly(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _assembly(bmc: Bmc, req: SimRequest) -> Reply:
     cid = req.params["id"]
     if cid not in MODULES:
         raise _errors.resource_not_found(req.path)

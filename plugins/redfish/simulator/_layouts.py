@@ -14,7 +14,7 @@ from plugins.redfish.simulator._routing import JsonDict, Reply, Route, SimReques
 from plugins.redfish.simulator._state import Cap
 
 if TYPE_CHECKING:
-    from plugins.redfish.simulator._bmc import SimulatedBmc
+    from plugins.redfish.simulator._routing import Bmc
 
 NIC_SYSTEM = "/redfish/v1/Systems/SmartNIC"
 ENCLOSURE = "/redfish/v1/Chassis/Enclosure"
@@ -22,12 +22,12 @@ HOST_SYSTEM = "/redfish/v1/Systems/System_0"
 ENCLOSURE_CAP = "EnclosureLimit"
 
 
-def _need(bmc: SimulatedBmc, variant: str, path: str) -> None:
+def _need(bmc: Bmc, variant: str, path: str) -> None:
     if variant not in bmc.config.layout:
         raise _errors.resource_not_found(path)
 
 
-def _nic_system(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _nic_system(bmc: Bmc, req: SimRequest) -> Reply:
     _need(bmc, "smartnic", req.path)
     body: JsonDict = {
         "@odata.id": NIC_SYSTEM,
@@ -44,14 +44,14 @@ def _nic_system(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=0)
 
 
-def _nic_processors(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _nic_processors(bmc: Bmc, req: SimRequest) -> Reply:
     _need(bmc, "smartnic", req.path)
     path = f"{NIC_SYSTEM}/Processors"
     body = collection(path, "#ProcessorCollection.ProcessorCollection", "Processors", [f"{path}/CPU0"])
     return Reply(body=body, revision=0)
 
 
-def _nic_processor(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _nic_processor(bmc: Bmc, req: SimRequest) -> Reply:
     _need(bmc, "smartnic", req.path)
     if req.params["id"] != "CPU0":
         raise _errors.resource_not_found(req.path)
@@ -69,14 +69,14 @@ def _nic_processor(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=0)
 
 
-def _enclosure_cap(bmc: SimulatedBmc) -> Cap:
+def _enclosure_cap(bmc: Bmc) -> Cap:
     caps = bmc.state.caps
     if ENCLOSURE_CAP not in caps:
         caps[ENCLOSURE_CAP] = Cap(ENCLOSURE_CAP, 1000, 8000, set_point=6000, control_mode="Manual")
     return caps[ENCLOSURE_CAP]
 
 
-def _enclosure(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _enclosure(bmc: Bmc, req: SimRequest) -> Reply:
     _need(bmc, "multi-chassis", req.path)
     body: JsonDict = {
         "@odata.id": ENCLOSURE,
@@ -92,7 +92,7 @@ def _enclosure(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=0)
 
 
-def _enclosure_power(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _enclosure_power(bmc: Bmc, req: SimRequest) -> Reply:
     _need(bmc, "multi-chassis", req.path)
     cap = _enclosure_cap(bmc)
     control = {
@@ -112,7 +112,7 @@ def _enclosure_power(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=cap.revision)
 
 
-def _host_system(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _host_system(bmc: Bmc, req: SimRequest) -> Reply:
     if bmc.config.profile != "bmcweb":
         raise _errors.resource_not_found(req.path)
     body: JsonDict = {

@@ -21,11 +21,11 @@ from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMethod
 from aiohttp.web_protocol import RequestHandler
 
-from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator import _errors, _messages
 from plugins.redfish.simulator._routing import Reply, SimRequest
 
 if TYPE_CHECKING:
-    from plugins.redfish.simulator._bmc import SimulatedBmc
+    from plugins.redfish.simulator._routing import Bmc
 
 METADATA = "/redfish/v1/$metadata"
 DMTF_SCHEMAS = "http://redfish.dmtf.org/schemas/v1"
@@ -52,8 +52,8 @@ def query_not_supported(param: str) -> _errors.RedfishError:
     return _errors.RedfishError(
         501,
         [
-            _errors.message(
-                _errors.BASE + "QueryNotSupported",
+            _messages.message(
+                _messages.BASE + "QueryNotSupported",
                 "Querying is not supported by the implementation.",
                 [param],
                 resolution="Remove the query parameters and resubmit the request if the operation failed.",
@@ -67,8 +67,8 @@ def odata_version_unsupported(version: str) -> _errors.RedfishError:
     return _errors.RedfishError(
         412,
         [
-            _errors.message(
-                _errors.BASE + "HeaderInvalid",
+            _messages.message(
+                _messages.BASE + "HeaderInvalid",
                 f"The header 'OData-Version: {version}' is invalid: this service supports OData 4.0.",
                 [f"OData-Version: {version}"],
                 severity="Critical",
@@ -83,8 +83,8 @@ def method_not_implemented() -> _errors.RedfishError:
     return _errors.RedfishError(
         501,
         [
-            _errors.message(
-                _errors.BASE + "OperationNotAllowed",
+            _messages.message(
+                _messages.BASE + "OperationNotAllowed",
                 "The HTTP method is not implemented by this service.",
                 severity="Critical",
                 resolution="Use GET, HEAD, POST, PATCH or DELETE.",
@@ -131,7 +131,7 @@ def json_schema_uri(odata_type: str) -> str:
     return f"{DMTF_JSON_SCHEMAS}/{name}.json"
 
 
-def metadata(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def metadata(bmc: Bmc, req: SimRequest) -> Reply:
     """The OData metadata document of this BMC (XML)."""
     dmtf: dict[str, set[str]] = {k: set(v) for k, v in _ALWAYS.items()}
     oem: dict[str, set[str]] = {}
@@ -168,7 +168,7 @@ def metadata(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(text="\n".join(lines) + "\n", content_type="application/xml")
 
 
-def _types(bmc: SimulatedBmc) -> Iterator[tuple[str, bool]]:
+def _types(bmc: Bmc) -> Iterator[tuple[str, bool]]:
     """Every `@odata.type` in the BMC's documents, and whether it sits under an `Oem` object."""
     seen = {"/redfish/v1"}
     queue = deque(["/redfish/v1"])
@@ -196,7 +196,7 @@ def _types(bmc: SimulatedBmc) -> Iterator[tuple[str, bool]]:
                 stack.extend((item, in_oem) for item in node)
 
 
-def _get(bmc: SimulatedBmc, path: str) -> dict[str, Any] | None:
+def _get(bmc: Bmc, path: str) -> dict[str, Any] | None:
     matched = bmc.platform.router.match(path)
     if matched is None or matched[0].get is None or path.startswith("/redfish/v1/TaskService/TaskMonitors"):
         return None

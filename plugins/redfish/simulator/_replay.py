@@ -41,7 +41,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from plugins.redfish.simulator import _errors, _vendor_writes
+from plugins.redfish.simulator import _errors, _messages, _vendor_writes
 from plugins.redfish.simulator._common import common_routes
 from plugins.redfish.simulator._routing import (
     JsonDict,
@@ -56,7 +56,7 @@ from plugins.redfish.simulator._routing import (
 from plugins.redfish.simulator._state import PlatformState
 
 if TYPE_CHECKING:
-    from plugins.redfish.simulator._bmc import SimulatedBmc
+    from plugins.redfish.simulator._routing import Bmc
 
 PREFIXES = ("capture:", "mockup:")
 ROOT = "/redfish/v1"
@@ -179,13 +179,13 @@ def _action_targets(body: JsonDict) -> list[str]:
     return targets
 
 
-def _state(bmc: SimulatedBmc) -> ReplayState:
+def _state(bmc: Bmc) -> ReplayState:
     state = bmc.state
     assert isinstance(state, ReplayState)
     return state
 
 
-def _get(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _get(bmc: Bmc, req: SimRequest) -> Reply:
     state = _state(bmc)
     body = state.documents.get(req.path)
     if body is None:
@@ -193,7 +193,7 @@ def _get(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=copy.deepcopy(body), revision=state.revisions[req.path])
 
 
-def _patch(bmc: SimulatedBmc, req: SimRequest) -> Write:
+def _patch(bmc: Bmc, req: SimRequest) -> Write:
     state = _state(bmc)
     state.writes.append(("PATCH", req.path, copy.deepcopy(req.body)))
     current = state.documents[req.path]
@@ -251,7 +251,7 @@ def _check(
         if key.startswith("@"):
             continue
         if key not in current:
-            problems.append(_errors.property_unknown(name))
+            problems.append(_messages.property_unknown(name))
         elif isinstance(value, dict) and isinstance(current[key], dict):
             _check(current[key], value, f"{name}/", problems, capacity)
         elif isinstance(value, list) and isinstance(current[key], list):
@@ -267,20 +267,20 @@ def _check(
         elif key == "ControlMode":
             allowed = current.get("ControlMode@Redfish.AllowableValues")
             if isinstance(allowed, list) and value not in allowed:
-                problems.append(_errors.property_value_not_in_list(value, name))
+                problems.append(_messages.property_value_not_in_list(value, name))
 
 
 def _check_watts(current: JsonDict, value: Any, name: str, problems: list[JsonDict], capacity: Any) -> None:
     if value is None:
         return  # "no cap"
     if (not is_int(value) and not isinstance(value, float)) or isinstance(value, bool):
-        problems.append(_errors.property_value_type_error(value, name))
+        problems.append(_messages.property_value_type_error(value, name))
         return
     low = current.get("AllowableMin", 0)
     high = current.get("AllowableMax", capacity or None)
     low = low if is_int(low) else 0
     if isinstance(high, int) and not low <= value <= high:
-        problems.append(_errors.property_value_out_of_range(value, name, low, high))
+        problems.append(_messages.property_value_out_of_range(value, name, low, high))
 
 
 def _merge(current: JsonDict, changes: JsonDict) -> None:
@@ -307,7 +307,7 @@ def _nvidia(doc: JsonDict) -> JsonDict | None:
     return nvidia if isinstance(nvidia, dict) else None
 
 
-def _action(bmc: SimulatedBmc, req: SimRequest) -> Write:
+def _action(bmc: Bmc, req: SimRequest) -> Write:
     state = _state(bmc)
     state.writes.append(("POST", req.path, copy.deepcopy(req.body)))
     resource, _, name = req.path.rstrip("/").partition("/Actions/")
@@ -334,7 +334,7 @@ def _action(bmc: SimulatedBmc, req: SimRequest) -> Write:
         except ValueError:
             mask = -1
         if mask < 0:
-            raise _errors.bad_request([_errors.action_parameter_value_error(raw, name)])
+            raise _errors.bad_request([_messages.action_parameter_value_error(raw, name)])
         enable = name.endswith(".EnableProfiles")
         return Write(apply=lambda: _profiles(state, resource, doc, mask, enable), reply="success")
     return Write(apply=lambda: None, reply="success")

@@ -11,13 +11,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator import _errors, _messages
 
 if TYPE_CHECKING:
-    from plugins.redfish.simulator._bmc import SimulatedBmc
+    from plugins.redfish.simulator._account_store import AccountStore
+    from plugins.redfish.simulator._config import BmcConfig
+    from plugins.redfish.simulator._sessions import SessionStore
     from plugins.redfish.simulator._state import Cap, PlatformState
+    from plugins.redfish.simulator._stats import BmcStats
+    from plugins.redfish.simulator._tasks import TaskStore
 
 JsonDict = dict[str, Any]
 
@@ -65,7 +69,39 @@ class Write:
     reply: Literal["resource", "success"] = "resource"
 
 
-Handler = Callable[["SimulatedBmc", SimRequest], "Reply | Write"]
+class Bmc(Protocol):
+    """What the resource handlers use of a BMC (`_bmc.SimulatedBmc`, which routes to them: so they
+    name this protocol, not the class)."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def config(self) -> BmcConfig: ...
+
+    @property
+    def platform(self) -> Platform: ...
+
+    @property
+    def state(self) -> PlatformState: ...
+
+    @property
+    def sessions(self) -> SessionStore: ...
+
+    @property
+    def accounts(self) -> AccountStore: ...
+
+    @property
+    def stats(self) -> BmcStats: ...
+
+    @property
+    def tasks(self) -> TaskStore: ...
+
+    @property
+    def firmware_version(self) -> str: ...
+
+
+Handler = Callable[[Bmc, SimRequest], "Reply | Write"]
 
 
 @dataclass(frozen=True)
@@ -191,7 +227,7 @@ def action_body(body: Any, action: str, allowed: Iterable[str] = ()) -> JsonDict
     params: JsonDict = {} if body is None else require_object(body)
     unknown = [key for key in params if key not in set(allowed)]
     if unknown:
-        raise _errors.bad_request([_errors.action_parameter_unknown(action, key) for key in unknown])
+        raise _errors.bad_request([_messages.action_parameter_unknown(action, key) for key in unknown])
     return params
 
 

@@ -8,7 +8,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
-from plugins.redfish.simulator._accounts import AccountStore
+from plugins.redfish.simulator._account_store import AccountStore
 
 
 @dataclass(slots=True)

@@ -7,7 +7,7 @@ import json
 from collections import OrderedDict
 from typing import Any
 
-from plugins.redfish.simulator._errors import message, success_body
+from plugins.redfish.simulator._messages import message, success_body
 
 TASKS_PATH = "/redfish/v1/TaskService/Tasks"
 MONITORS_PATH = "/redfish/v1/TaskService/TaskMonitors"

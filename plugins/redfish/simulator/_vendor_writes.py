@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator import _errors, _messages
 from plugins.redfish.simulator._routing import JsonDict, is_int
 
 ACC_ACTION = "HpeServerAccPowerLimit.ConfigurePowerLimit"
@@ -40,7 +40,7 @@ def cray_ex_control_patch(doc: JsonDict, changes: JsonDict) -> JsonDict:
     """The Control after a PATCH, as HPE's EX emulator computes it; raises its errors."""
     mode, set_point = doc.get("ControlMode"), doc.get("SetPoint")
     if mode == "Disabled" and changes.get("ControlMode", "Disabled") == "Disabled":
-        raise _errors.bad_request([_errors.property_value_incorrect("ControlMode", "Disabled")])
+        raise _errors.bad_request([_messages.property_value_incorrect("ControlMode", "Disabled")])
     for key, value in changes.items():
         if key == "SetPoint":
             if value is None or isinstance(value, bool) or not is_int(value):
@@ -48,7 +48,7 @@ def cray_ex_control_patch(doc: JsonDict, changes: JsonDict) -> JsonDict:
                 raise _errors.internal_error()
             low, high = doc.get("SettingRangeMin", 0), doc.get("SettingRangeMax", 0)
             if value != 0 and not low <= value <= high:
-                raise _errors.bad_request([_errors.property_value_out_of_range(value, key, low, high)])
+                raise _errors.bad_request([_messages.property_value_out_of_range(value, key, low, high)])
             set_point = 0 if changes.get("ControlMode") == "Disabled" else value
         elif key == "ControlMode":
             mode = value
@@ -57,7 +57,7 @@ def cray_ex_control_patch(doc: JsonDict, changes: JsonDict) -> JsonDict:
             elif "SetPoint" not in changes:
                 set_point = doc.get("SettingRangeMax")
         elif key != "@odata.id":
-            raise _errors.bad_request([_errors.property_unknown(key)])
+            raise _errors.bad_request([_messages.property_unknown(key)])
     return {"SetPoint": set_point, "ControlMode": mode}
 
 
@@ -81,7 +81,7 @@ def limit_exception_problems(changes: Any, prefix: str = "") -> list[JsonDict]:
     if isinstance(changes, dict):
         for key, value in changes.items():
             if key == "LimitException" and value not in LIMIT_EXCEPTIONS:
-                problems.append(_errors.property_value_not_in_list(value, f"{prefix}{key}"))
+                problems.append(_messages.property_value_not_in_list(value, f"{prefix}{key}"))
             else:
                 problems += limit_exception_problems(value, f"{prefix}{key}/")
     elif isinstance(changes, list):
@@ -94,7 +94,7 @@ def configure_acc_power_limit(doc: JsonDict, params: JsonDict) -> list[tuple[int
     """(index, watts) changes for Apollo 6500's ConfigurePowerLimit; raises its errors."""
     limits = params.get("PowerLimits")
     if not isinstance(limits, list) or not limits:
-        raise _errors.bad_request([_errors.action_parameter_missing(ACC_ACTION, "PowerLimits")])
+        raise _errors.bad_request([_messages.action_parameter_missing(ACC_ACTION, "PowerLimits")])
     current = doc.get("PowerLimits") or []
     zones = {z.get("ZoneNumber"): i for i, z in enumerate(current) if isinstance(z, dict)}
     ranges = {r.get("ZoneNumber"): r for r in doc.get("PowerLimitRanges") or [] if isinstance(r, dict)}
@@ -103,11 +103,11 @@ def configure_acc_power_limit(doc: JsonDict, params: JsonDict) -> list[tuple[int
         watts = item.get("PowerLimitInWatts") if isinstance(item, dict) else None
         zone = item.get("ZoneNumber") if isinstance(item, dict) else None
         if zone not in zones or not isinstance(watts, int) or isinstance(watts, bool):
-            raise _errors.bad_request([_errors.action_parameter_value_error(item, ACC_ACTION)])
+            raise _errors.bad_request([_messages.action_parameter_value_error(item, ACC_ACTION)])
         bounds = ranges.get(zone) or {}
         low, high = bounds.get("MinimumPowerLimit") or 0, bounds.get("MaximumPowerLimit") or 0
         if high and not low <= watts <= high:
-            problem = _errors.property_value_out_of_range(watts, "PowerLimitInWatts", low, high)
+            problem = _messages.property_value_out_of_range(watts, "PowerLimitInWatts", low, high)
             raise _errors.bad_request([problem])
         out.append((zones[zone], watts))
     return out

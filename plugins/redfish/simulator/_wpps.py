@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from plugins.redfish.simulator import _errors
+from plugins.redfish.simulator import _errors, _messages
 from plugins.redfish.simulator._routing import (
     Handler,
     Reply,
@@ -24,7 +24,7 @@ from plugins.redfish.simulator._routing import (
 )
 
 if TYPE_CHECKING:
-    from plugins.redfish.simulator._bmc import SimulatedBmc
+    from plugins.redfish.simulator._routing import Bmc
     from plugins.redfish.simulator._state import PlatformState
 
 # NVML nvmlPowerProfileType_t ids 0..14 (the R570-era set); (name, priority: lower wins, conflicting ids)
@@ -95,7 +95,7 @@ class ProfileState:
         }
 
 
-def _profiles(bmc: SimulatedBmc, req: SimRequest) -> ProfileState:
+def _profiles(bmc: Bmc, req: SimRequest) -> ProfileState:
     found = getattr(bmc.state, "profiles", {}).get(req.params["id"])
     if not isinstance(found, ProfileState):
         raise _errors.resource_not_found(req.path)
@@ -106,7 +106,7 @@ def _base(req: SimRequest) -> str:
     return BASE_TEMPLATE.replace("{id}", req.params["id"])
 
 
-def _get(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _get(bmc: Bmc, req: SimRequest) -> Reply:
     state, base = _profiles(bmc, req), _base(req)
     actions = {
         f"#{name}": {"target": f"{base}/Actions/{name}", "@Redfish.ActionInfo": f"{base}/{info}"}
@@ -129,17 +129,17 @@ def _get(bmc: SimulatedBmc, req: SimRequest) -> Reply:
 def _parse_mask(req: SimRequest, action: str, supported: int) -> int:
     params = action_body(req.body, action, allowed=("ProfileMask",))
     if "ProfileMask" not in params:
-        raise _errors.bad_request([_errors.action_parameter_missing(action, "ProfileMask")])
+        raise _errors.bad_request([_messages.action_parameter_missing(action, "ProfileMask")])
     raw = params["ProfileMask"]
     if not isinstance(raw, str) or not _MASK_RE.match(raw):
-        raise _errors.bad_request([_errors.action_parameter_value_error(raw, action)])
+        raise _errors.bad_request([_messages.action_parameter_value_error(raw, action)])
     mask = int(raw, 16)
     if mask & ~supported:
-        raise _errors.bad_request([_errors.action_parameter_value_error(raw, action)])
+        raise _errors.bad_request([_messages.action_parameter_value_error(raw, action)])
     return mask
 
 
-def _enable(bmc: SimulatedBmc, req: SimRequest) -> Write:
+def _enable(bmc: Bmc, req: SimRequest) -> Write:
     state = _profiles(bmc, req)
     mask = _parse_mask(req, _ENABLE, state.supported)
 
@@ -150,7 +150,7 @@ def _enable(bmc: SimulatedBmc, req: SimRequest) -> Write:
     return Write(apply=apply, reply="success")
 
 
-def _disable(bmc: SimulatedBmc, req: SimRequest) -> Write:
+def _disable(bmc: Bmc, req: SimRequest) -> Write:
     state = _profiles(bmc, req)
     mask = _parse_mask(req, _DISABLE, state.supported)
 
@@ -162,7 +162,7 @@ def _disable(bmc: SimulatedBmc, req: SimRequest) -> Write:
 
 
 def _action_info(name: str, info: str) -> Handler:
-    def handler(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+    def handler(bmc: Bmc, req: SimRequest) -> Reply:
         _profiles(bmc, req)
         return Reply(
             body={
@@ -185,7 +185,7 @@ def _action_info(name: str, info: str) -> Handler:
     return handler
 
 
-def _profile_collection(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _profile_collection(bmc: Bmc, req: SimRequest) -> Reply:
     state, base = _profiles(bmc, req), _base(req)
     members = [f"{base}/Profiles/{pid}" for pid in PROFILES if state.supported >> pid & 1]
     body = collection(
@@ -197,7 +197,7 @@ def _profile_collection(bmc: SimulatedBmc, req: SimRequest) -> Reply:
     return Reply(body=body, revision=0)
 
 
-def _profile(bmc: SimulatedBmc, req: SimRequest) -> Reply:
+def _profile(bmc: Bmc, req: SimRequest) -> Reply:
     _profiles(bmc, req)
     raw = req.params["profile"]
     if not raw.isdigit() or int(raw) not in PROFILES:

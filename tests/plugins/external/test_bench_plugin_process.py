@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from bench.fanout import EXPECTED_WRITES, QUICK_FANOUT, run_fanout
+from bench.fanout import run_fanout
+from bench.fanout_plan import EXPECTED_WRITES, QUICK_FANOUT
 
 
 async def test_fanout_with_the_redfish_plugin_in_its_own_process(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from plugins.redfish._errors import (
     raise_for_response,
 )
 from plugins.redfish.simulator import _errors as sim
+from plugins.redfish.simulator import _messages as sim_messages
 
 
 class FakeReply:
@@ -77,10 +78,10 @@ def test_success_does_not_raise() -> None:
 
 
 def test_extended_info_becomes_the_message() -> None:
-    body = sim.error_body(
+    body = sim_messages.error_body(
         [
-            sim.property_value_out_of_range(1, "PowerLimitWatts/SetPoint", 200, 1200),
-            sim.property_unknown("Foo"),
+            sim_messages.property_value_out_of_range(1, "PowerLimitWatts/SetPoint", 200, 1200),
+            sim_messages.property_unknown("Foo"),
         ]
     )
     error = error_for(400, body)
@@ -121,7 +122,12 @@ def test_non_json_error_body_is_quoted_briefly() -> None:
 
 
 def test_partial_success_messages_and_transport_errors() -> None:
-    body = {"@Message.ExtendedInfo": [sim.message("Base.1.0.Success", "ok"), sim.property_not_writable("Id")]}
+    body = {
+        "@Message.ExtendedInfo": [
+            sim_messages.message("Base.1.0.Success", "ok"),
+            sim_messages.property_not_writable("Id"),
+        ]
+    }
     assert extended_info_messages(body) == [
         "Base.PropertyNotWritable: The property Id is a read-only property "
         "and cannot be assigned a value. [#/Id]"

@@ -1,0 +1,198 @@
+"""BENCHMARKS.md's fleet fan-out section and its plot (time versus fleet size), from the results of
+`bench.fanout`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from bench.report_cells import fmt, run_line, table
+
+
+def fanout_section(section: Mapping[str, Any], plot: str) -> list[str]:
+    result = section["result"]
+    cfg = result["config"]
+    sizes = result["sizes"]
+    lines = [
+        "## 2. Fleet fan-out",
+        "",
+        run_line(section),
+        "",
+        f"Simulated GB200 BMCs (`plugins.redfish.simulator`, HTTPS, {cfg['latency'] * 1000:.0f} ms added "
+        "to every "
+        f"call, up to {cfg['per_process']:,} BMCs per simulator process), the controller on "
+        f"{cfg['backend']} with "
+        "`--max-concurrency` = max(fleet size, 1024) and the Redfish plugin's default per-BMC "
+        "concurrency of "
+        f"{cfg['concurrency']}. One resource-group activation per BMC: the node policy (2 superchip-module "
+        "caps), 4 GPU caps and 2 CPU caps, i.e. 8 writes, each a GET, a PATCH and a read-back GET (in "
+        "steady state no GET before the PATCH: the controller's own read-back of the first activation "
+        "is still valid and stands in for it, docs/redfish.md). "
+        "Time: first "
+        "send to the last response at the topology sink.",
+        "",
+        "- *first contact*: the controller has never talked to these BMCs: each activation also logs in "
+        "and discovers the Redfish service.",
+        "- *steady state*: a second activation (another resource group, other values) once the controller "
+        "holds a session and the discovery for every BMC — the normal case in production.",
+        "- calls per activation = calls/BMC (one activation per BMC).",
+        f"- *baseline*: the same calls made by a script with the synchronous DMTF `redfish` client in a "
+        f"`ThreadPoolExecutor` ({cfg['baseline_workers']} threads), one BMC per thread start to finish: "
+        "log in, (first contact: the same discovery walk), GET/PATCH/GET per cap, log out (a script "
+        "keeps no read-back: it reads before every write).",
+        f"- *floor* = calls per BMC x latency ÷ per-BMC concurrency ({cfg['concurrency']}), calls "
+        "counted by the "
+        "simulator for the phase (login and discovery included in first contact). The BMCs are independent, "
+        "so the fleet's floor is the largest per-BMC floor. It is a lower bound: dependent calls (a "
+        "read-back after its PATCH, discovery's walk down the resource tree) cannot overlap; in steady state "
+        "it is exact (8 independent 2- or 3-call chains on 2 slots = 4 rounds x 2 or 3 x latency).",
+        "",
+    ]
+    rows = []
+    for size in sizes:
+        for index, phase in enumerate(size["phases"]):
+            base = size.get("baseline", [None, None])[index]
+            rows.append(
+                [
+                    f"{size['n']:,}",
+                    phase["phase"],
+                    f"{phase['calls_per_bmc_max']}",
+                    fmt(phase["floor"], 2),
+                    fmt(phase["elapsed"], 2),
+                    fmt(phase["ratio_to_floor"], 1) + "x",
+                    fmt(base["elapsed"], 2) if base else "-",
+                    (fmt(phase.get("speedup"), 2) + "x") if base else "-",
+                    fmt(phase["cpu_ms_per_call"], 2),
+                    f"{size['peak_rss_mb']:.0f}",
+                    "ok" if not phase["problems"] and not (base and base["problems"]) else "**problems**",
+                ]
+            )
+    lines += table(
+        [
+            "BMCs",
+            "phase",
+            "calls/BMC (= per activation)",
+            "floor s",
+            "devicectl s",
+            "÷ floor",
+            "baseline s",
+            "speed-up",
+            "controller CPU ms/call",
+            "peak RSS MB",
+            "checks",
+        ],
+        rows,
+    )
+    for failed in result.get("failed_sizes", []):
+        lines += ["", f"**{failed['n']:,} BMCs failed**: `{failed['error'][:300]}`"]
+    lines += ["", f"![time versus fleet size]({plot})", ""]
+    if sizes:
+        last = sizes[-1]
+        lines += [
+            f"Calls per BMC as the simulator counted them ({last['n']:,} BMCs; the baseline's extra calls "
+            "are "
+            "its per-run login and logout, which devicectl does once per BMC, not per request):",
+            "",
+        ]
+        names = sorted(
+            {k for p in last["phases"] for k in p["calls_per_bmc"]}
+            | {k for p in last.get("baseline", []) for k in p["calls_per_bmc"]}
+        )
+        header = ["call"] + [f"devicectl {p['phase']}" for p in last["phases"]]
+        header += [f"baseline {p['phase']}" for p in last.get("baseline", [])]
+        table_rows = []
+        for name in names:
+            cells = [f"`{name}`"] + [fmt(p["calls_per_bmc"].get(name, 0.0), 2) for p in last["phases"]]
+            cells += [fmt(p["calls_per_bmc"].get(name, 0.0), 2) for p in last.get("baseline", [])]
+            table_rows.append(cells)
+        lines += table(header, table_rows)
+        detail = []
+        for size in sizes:
+            for phase in size["phases"]:
+                detail.append(
+                    [
+                        f"{size['n']:,}",
+                        phase["phase"],
+                        str(size["simulator_processes"]),
+                        fmt(phase["acked_after"], 2),
+                        str(phase.get("send_retries", 0)),
+                        fmt(phase["controller_cpu_s"], 1),
+                        fmt(phase["simulator_cpu_s"], 1),
+                        str(phase["max_in_flight_per_bmc"]),
+                        str(phase["connections_opened"]),
+                        str(phase["sessions_created"]),
+                        ", ".join(
+                            f"{k}: {v}"
+                            for k, v in phase.get("statuses", {}).items()
+                            if k not in ("200", "201")
+                        )
+                        or "-",
+                    ]
+                )
+        lines += [
+            "",
+            "Where the time went (devicectl runs): all acks were in after *acked* (sends the controller "
+            "refused were retried, as a topology server would: *send retries*); CPU seconds of the "
+            "controller "
+            "and of the simulator processes during the phase; the most calls the simulator saw in flight on "
+            "one BMC; TCP connections and Redfish sessions the BMCs saw opened; HTTP statuses other than "
+            "200/201 (retried calls).",
+            "",
+            *table(
+                [
+                    "BMCs",
+                    "phase",
+                    "sim processes",
+                    "acked s",
+                    "send retries",
+                    "controller CPU s",
+                    "simulator CPU s",
+                    "max in flight/BMC",
+                    "connections",
+                    "sessions",
+                    "other statuses",
+                ],
+                detail,
+            ),
+        ]
+    return lines
+
+
+def plot_fanout(results: Mapping[str, Any], path: Path) -> bool:
+    """Time versus fleet size, one panel per phase. False when there is nothing to plot."""
+    sizes = results.get("fanout", {}).get("result", {}).get("sizes", [])
+    if not sizes:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ns = [s["n"] for s in sizes]
+    phases = [p["phase"] for p in sizes[0]["phases"]]
+    fig, axes = plt.subplots(1, len(phases), figsize=(6 * len(phases), 4.5), squeeze=False)
+    for index, (ax, phase) in enumerate(zip(axes[0], phases, strict=True)):
+        ours = [s["phases"][index] for s in sizes]
+        ax.plot(ns, [p["elapsed"] for p in ours], "o-", label="devicectl")
+        ax.plot(ns, [p["floor"] for p in ours], "s--", label="floor (calls x latency ÷ concurrency)")
+        if all("baseline" in s for s in sizes):
+            ax.plot(
+                ns,
+                [s["baseline"][index]["elapsed"] for s in sizes],
+                "^-",
+                label="sync redfish client, threads",
+            )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("BMCs")
+        ax.set_ylabel("seconds until every response arrived")
+        ax.set_title(phase)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.suptitle("One resource-group activation per BMC")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

@@ -1,0 +1,50 @@
+"""`devicectl serve`: the effective settings from the config file and the flags, and the
+controller's run loop. Its own module because `agent` runs it too."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+
+from controller import logs
+from controller.cli._errors import check_sqlite_directory
+from controller.cli._render import print_error, print_json
+from controller.config import Settings, load_settings
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    names = set(Settings.__dataclass_fields__)
+    overrides = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    return load_settings(getattr(args, "config", None), overrides=overrides)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    check_sqlite_directory(settings.database_url)
+    if args.print_config:
+        print_json(settings.display())
+        return 0
+    logs.setup(settings.log_level, settings.log_format)
+    from controller import runtime
+    from controller.app import Controller, SchemaOutdatedError
+
+    runtime.tune_process()
+
+    async def main() -> int:
+        controller = Controller(settings)
+        try:
+            await controller.start()
+        except SchemaOutdatedError as exc:
+            print_error(str(exc))  # one line, however wide the terminal
+            return 2
+        runtime.freeze_startup_objects()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await controller.stop()
+        return 0
+
+    return asyncio.run(main())
