@@ -4,10 +4,12 @@ until it is acknowledged.
 A pass reads the due head of every device (or only of the devices whose delivery just ended)
 and starts one delivery per device; that delivery goes on with the device's next responses (read
 ahead in batches), each recorded before the next is sent, so a backlog drains at the pace of the
-receiver and the database, not of the passes. Failures (`controller.delivery_wire`): a receiver
-that is down gets one probe at a time, its first success releases the whole backlog; a response
-refused for good is dead-lettered; any other failure backs that row off, persisted. A failing
-database never ends the loop: a failed pass is logged once per outage and retried.
+receiver and the database, not of the passes. Outside a backlog's drain, one response in the
+whole process at a time is sent but not yet recorded (what a SIGKILL repeats). Failures
+(`controller.delivery_wire`): a receiver that is down gets one probe at a time, its first success
+releases the whole backlog; a response refused for good is dead-lettered; any other failure backs
+that row off, persisted. A failing database never ends the loop: a failed pass is logged once per
+outage and retried.
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ _FULL_PASS_EVERY = 0.1
 _IDLE_PASS_EVERY = 0.5
 #: a device's delivery reads its next responses this many at a time (one indexed read)
 _READ_AHEAD = 32
+#: a device with at least this many responses waiting (its read-ahead) is draining a backlog:
+#: its sends no longer wait for the one-unrecorded window (`Delivery._window`)
+_DRAIN_DEPTH = 8
 
 
 class Delivery:
@@ -87,6 +92,9 @@ class Delivery:
         self._max_backoff = max_backoff
         self._timeout = timeout
         self._slots = asyncio.Semaphore(concurrency)
+        #: sends sent but not yet recorded, outside a drain: one, so a SIGKILL repeats at most one
+        #: response (the receiver may have it, our record may not); a backlog's drain uses `_slots`
+        self._window = asyncio.Semaphore(1)
         self._wake = asyncio.Event()
         self._notified = False  # completions since the last full pass
         self._full_pass_due = False  # a failed pass: the next one looks at every device
@@ -272,17 +280,23 @@ class Delivery:
         """Deliver `item`, then the device's next responses one by one while each is delivered
         (or dead-lettered), reading them ahead in small batches.
 
-        NOTE: each response is recorded as delivered before the next is sent, so a crash repeats
-        at most one response per device; a probe delivers one response (its success releases the
-        whole backlog through a full pass)."""
+        NOTE: each response is recorded as delivered before the device's next is sent, and
+        outside a drain (fewer than `_DRAIN_DEPTH` waiting on the device) before any device's
+        next: a pass's burst of heads went out together and a kill before their records repeated
+        them all (22 in one kill, docs/reliability.md). So a SIGKILL repeats at most one response,
+        plus one per device draining a backlog. A probe delivers one response (its success
+        releases the whole backlog through a full pass)."""
         device, shard = item.device, item.shard
         ahead: list[OutboxItem] = []
+        draining = False
         try:
             while True:
-                async with self._slots:
-                    response = pb.DeviceControllerResponse.FromString(item.response)
-                    with request_context(item.device, item.request_id, response.trace_id):
-                        done = await self._send(item, response, probe=probe)
+                if draining:
+                    async with self._slots:
+                        done = await self._send_item(item, probe=probe)
+                else:
+                    async with self._window, self._slots:
+                        done = await self._send_item(item, probe=probe)
                 if not done or probe or self._stopping or self.destination.failing:
                     return
                 if not ahead:
@@ -295,6 +309,7 @@ class Delivery:
                         self._full_pass_due = True
                         return
                     ahead.reverse()
+                    draining = len(ahead) >= _DRAIN_DEPTH
                 if not ahead or not self._may_continue(ahead[-1]):
                     return
                 item = ahead.pop()
@@ -310,6 +325,11 @@ class Delivery:
             self._finished[device] = self._passes
             self._freed.add(device)
             self._wake.set()  # the device's next response (or the whole backlog) may be due now
+
+    async def _send_item(self, item: OutboxItem, *, probe: bool) -> bool:
+        response = pb.DeviceControllerResponse.FromString(item.response)
+        with request_context(item.device, item.request_id, response.trace_id):
+            return await self._send(item, response, probe=probe)
 
     def _may_continue(self, item: OutboxItem) -> bool:
         """Whether a device's delivery may go on with `item`: never tried (a row that failed
