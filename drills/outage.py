@@ -28,6 +28,9 @@ class OutageConfig:
     before: float = 1.0
     outage: float = 3.0
     drain_limit: float = 120.0
+    #: no-op devices instead of BMC simulators: the controller completes requests at its own pace
+    #: (no caps to check), so a 60 s outage builds the backlog the drain figure is about
+    noop: bool = False
 
 
 REDUCED = OutageConfig()
@@ -35,7 +38,12 @@ REDUCED = OutageConfig()
 #: a drain of two responses per device a second (the regression in docs/reliability.md) cannot clear
 #: within the drain limit
 CI = OutageConfig(devices=8, interval=0.02, before=1.0, outage=8.0, drain_limit=20.0)
-FULL = OutageConfig(backends=("sqlite", "postgres"), devices=16, interval=0.02, before=5.0, outage=60.0)
+#: issue 24's size: >= 8,000 backlog responses after 60 s. Through Redfish simulators this 2-core
+#: machine completed 80-100 requests/s (backlogs of 4,781-6,034); the drill measures the drain,
+#: so its devices are no-ops and 32 senders each send as soon as their last request is acked
+FULL = OutageConfig(
+    backends=("sqlite", "postgres"), devices=32, interval=0.0, before=5.0, outage=60.0, noop=True
+)
 
 
 async def run(config: OutageConfig, workdir: Path) -> dict[str, Any]:
@@ -47,7 +55,7 @@ async def run(config: OutageConfig, workdir: Path) -> dict[str, Any]:
 
 
 async def run_backend(config: OutageConfig, backend: str, url: str, workdir: Path) -> dict[str, Any]:
-    stack = Stack(workdir, bmcs=config.devices, database_url=url, name=f"outage-{backend}")
+    stack = Stack(workdir, bmcs=config.devices, database_url=url, name=f"outage-{backend}", noop=config.noop)
     try:
         await stack.start()
         load = Load(stack.ctl.address, stack.devices, prefix=f"outage-{backend}", interval=config.interval)
@@ -65,7 +73,12 @@ async def run_backend(config: OutageConfig, backend: str, url: str, workdir: Pat
         await stack.sink.start()
         back_at = time.monotonic()
         result = await verdict(
-            stack, load.acked, database_url=url, drain_limit=config.drain_limit, since=back_at
+            stack,
+            load.acked,
+            database_url=url,
+            drain_limit=config.drain_limit,
+            since=back_at,
+            check_caps=not config.noop,
         )
         got = stack.sink.first()
         after = [got[s.request_id].seen_at - back_at for s in load.acked if s.request_id in got]

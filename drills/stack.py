@@ -22,7 +22,8 @@ from typing import IO, Any
 import aiohttp
 from google.protobuf import json_format
 
-from bench.processes import ControllerProcess, free_port
+from bench.loadgen import device_ids
+from bench.processes import ControllerProcess, free_port, write_noop_inventory
 from bench.simulators import SimulatorProcesses
 from bench.util import ROOT, child_env
 from controller import translate
@@ -172,9 +173,13 @@ class Stack:
         name: str = "controller",
         extra_args: tuple[str, ...] = (),
         latency: float = 0.0,
+        noop: bool = False,
     ) -> None:
         self.workdir = workdir
         self.sims = SimulatorProcesses(workdir / "bmcs", bmcs, latency=latency)
+        #: `bmcs` no-op devices instead (bench/noop_plugin.py): no simulators, no caps to check;
+        #: what is left is the controller's own cost per request
+        self.noop = noop
         self.sink = SinkProcess(workdir)
         self.database_url = database_url
         self.name = name
@@ -185,16 +190,20 @@ class Stack:
 
     async def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        await self.sims.start()
         inventory = self.workdir / "inventory.toml"
-        self.devices = _with_options(self.sims.inventory, inventory, REDFISH_OPTIONS)
+        if self.noop:
+            self.devices = device_ids("noop", self.sims.n)
+            write_noop_inventory(inventory, self.devices)
+        else:
+            await self.sims.start()
+            self.devices = _with_options(self.sims.inventory, inventory, REDFISH_OPTIONS)
         await self.sink.start(first=True)
         self.controller = ControllerProcess(
             self.workdir,
             database_url=self.database_url,
             callback=self.sink.address,
             inventory=inventory,
-            secrets_dir=self.sims.secrets_dir,
+            secrets_dir=None if self.noop else self.sims.secrets_dir,
             instance_id=f"drill-{self.name}",
             name=self.name,
         )
@@ -213,7 +222,8 @@ class Stack:
         await self.sink.stop()
         if self._http is not None:
             await self._http.close()
-        await self.sims.stop()
+        if not self.noop:
+            await self.sims.stop()
 
     # ---- the simulators' control endpoint (one process per 1000 BMCs; drills use fewer) ----
 
