@@ -30,6 +30,7 @@ from controller._proto.devicecontroller.v1 import topology_callback_pb2_grpc as 
 from controller.delivery_wire import (
     DEAD_LETTER,
     DESTINATION_DOWN,
+    SendWindow,
     Transport,
     backoff_delay,
     probe_on_reconnect,
@@ -56,7 +57,7 @@ _IDLE_PASS_EVERY = 0.5
 #: a device's delivery reads its next responses this many at a time (one indexed read)
 _READ_AHEAD = 32
 #: a device with at least this many responses waiting (its read-ahead) is draining a backlog:
-#: its sends no longer wait for the one-unrecorded window (`Delivery._window`)
+#: its sends no longer wait for the one-unrecorded window (`SendWindow`)
 _DRAIN_DEPTH = 8
 
 
@@ -91,10 +92,7 @@ class Delivery:
         self._tls = tls or ClientTls()
         self._max_backoff = max_backoff
         self._timeout = timeout
-        self._slots = asyncio.Semaphore(concurrency)
-        #: sends sent but not yet recorded, outside a drain: one, so a SIGKILL repeats at most one
-        #: response (the receiver may have it, our record may not); a backlog's drain uses `_slots`
-        self._window = asyncio.Semaphore(1)
+        self._sends = SendWindow(concurrency)
         self._wake = asyncio.Event()
         self._notified = False  # completions since the last full pass
         self._full_pass_due = False  # a failed pass: the next one looks at every device
@@ -284,19 +282,17 @@ class Delivery:
         outside a drain (fewer than `_DRAIN_DEPTH` waiting on the device) before any device's
         next: a pass's burst of heads went out together and a kill before their records repeated
         them all (22 in one kill, docs/reliability.md). So a SIGKILL repeats at most one response,
-        plus one per device draining a backlog. A probe delivers one response (its success
+        plus one per device draining a backlog (`SendWindow`). A probe delivers one response (its success
         releases the whole backlog through a full pass)."""
         device, shard = item.device, item.shard
         ahead: list[OutboxItem] = []
         draining = False
         try:
             while True:
-                if draining:
-                    async with self._slots:
-                        done = await self._send_item(item, probe=probe)
-                else:
-                    async with self._window, self._slots:
-                        done = await self._send_item(item, probe=probe)
+                async with self._sends.sending(draining=draining):
+                    response = pb.DeviceControllerResponse.FromString(item.response)
+                    with request_context(item.device, item.request_id, response.trace_id):
+                        done = await self._send(item, response, probe=probe)
                 if not done or probe or self._stopping or self.destination.failing:
                     return
                 if not ahead:
@@ -325,11 +321,6 @@ class Delivery:
             self._finished[device] = self._passes
             self._freed.add(device)
             self._wake.set()  # the device's next response (or the whole backlog) may be due now
-
-    async def _send_item(self, item: OutboxItem, *, probe: bool) -> bool:
-        response = pb.DeviceControllerResponse.FromString(item.response)
-        with request_context(item.device, item.request_id, response.trace_id):
-            return await self._send(item, response, probe=probe)
 
     def _may_continue(self, item: OutboxItem) -> bool:
         """Whether a device's delivery may go on with `item`: never tried (a row that failed

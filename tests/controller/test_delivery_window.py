@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
+from controller.delivery_wire import SendWindow
 from controller.store import Store
 from tests.controller.conftest import memory_inventory
 from tests.controller.test_acks import CountingSink
@@ -63,3 +64,25 @@ async def test_a_pass_burst_leaves_at_most_one_response_unrecorded(start_control
         assert len(receiver.worst) <= 1, receiver.worst
     finally:
         await receiver.stop()
+
+
+async def test_the_window_opens_only_for_a_drain_or_a_burst_it_cannot_keep_up_with() -> None:
+    window = SendWindow(concurrency=2)
+    inside: list[str] = []
+    release = asyncio.Event()
+
+    async def send(name: str, *, draining: bool = False) -> None:
+        async with window.sending(draining=draining):
+            inside.append(name)
+            await release.wait()
+
+    tasks = [asyncio.create_task(send(n)) for n in ("a", "b", "c")]
+    await asyncio.sleep(0.05)
+    assert inside == ["a"], "one unrecorded send at a time; b and c wait"
+    tasks.append(asyncio.create_task(send("d")))  # more waiting than `concurrency`: a burst
+    tasks.append(asyncio.create_task(send("e", draining=True)))  # within `concurrency` (2): waits
+    await asyncio.sleep(0.05)
+    assert inside == ["a", "d"]
+    release.set()
+    await asyncio.gather(*tasks)
+    assert sorted(inside) == ["a", "b", "c", "d", "e"]
