@@ -68,6 +68,8 @@ class SinkProcess:
         self._partial = b""
         self.arrivals: list[Arrival] = []
         self.counts: Counter[str] = Counter()
+        #: time.monotonic() when the last start's port first accepted a connection
+        self.listening_at = 0.0
 
     async def start(self, timeout: float = 30.0, *, first: bool = False) -> None:
         """Start the sink and wait until its port accepts connections. On the `first` start a port
@@ -84,7 +86,9 @@ class SinkProcess:
                 stderr=self._log,
             )
             await self._listening(timeout)
-            await asyncio.sleep(0.5)  # a sink that could not bind exits: the port answered for another
+            for _ in range(10):  # a sink that could not bind exits (the port answered for another);
+                self.poll()  # meanwhile responses arrive: their times count from `listening_at`
+                await asyncio.sleep(0.05)
             if self.proc.poll() is None:
                 return
             self._log.close()
@@ -103,6 +107,7 @@ class SinkProcess:
                 return  # the caller reports it
             with contextlib.suppress(OSError):
                 _, writer = await asyncio.open_connection("127.0.0.1", self.port)
+                self.listening_at = time.monotonic()
                 writer.close()
                 with contextlib.suppress(OSError):
                     await writer.wait_closed()
