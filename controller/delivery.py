@@ -4,10 +4,12 @@ until it is acknowledged.
 A pass reads the due head of every device (or only of the devices whose delivery just ended)
 and starts one delivery per device; that delivery goes on with the device's next responses (read
 ahead in batches), each recorded before the next is sent, so a backlog drains at the pace of the
-receiver and the database, not of the passes. Failures (`controller.delivery_wire`): a receiver
-that is down gets one probe at a time, its first success releases the whole backlog; a response
-refused for good is dead-lettered; any other failure backs that row off, persisted. A failing
-database never ends the loop: a failed pass is logged once per outage and retried.
+receiver and the database, not of the passes. Outside a backlog's drain, one response in the
+whole process at a time is sent but not yet recorded (what a SIGKILL repeats). Failures
+(`controller.delivery_wire`): a receiver that is down gets one probe at a time, its first success
+releases the whole backlog; a response refused for good is dead-lettered; any other failure backs
+that row off, persisted. A failing database never ends the loop: a failed pass is logged once per
+outage and retried.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from controller._proto.devicecontroller.v1 import topology_callback_pb2_grpc as 
 from controller.delivery_wire import (
     DEAD_LETTER,
     DESTINATION_DOWN,
+    SendWindow,
     Transport,
     backoff_delay,
     probe_on_reconnect,
@@ -53,6 +56,9 @@ _FULL_PASS_EVERY = 0.1
 _IDLE_PASS_EVERY = 0.5
 #: a device's delivery reads its next responses this many at a time (one indexed read)
 _READ_AHEAD = 32
+#: a device with at least this many responses waiting (its read-ahead) is draining a backlog:
+#: its sends no longer wait for the one-unrecorded window (`SendWindow`)
+_DRAIN_DEPTH = 8
 
 
 class Delivery:
@@ -86,7 +92,7 @@ class Delivery:
         self._tls = tls or ClientTls()
         self._max_backoff = max_backoff
         self._timeout = timeout
-        self._slots = asyncio.Semaphore(concurrency)
+        self._sends = SendWindow(concurrency)
         self._wake = asyncio.Event()
         self._notified = False  # completions since the last full pass
         self._full_pass_due = False  # a failed pass: the next one looks at every device
@@ -272,14 +278,18 @@ class Delivery:
         """Deliver `item`, then the device's next responses one by one while each is delivered
         (or dead-lettered), reading them ahead in small batches.
 
-        NOTE: each response is recorded as delivered before the next is sent, so a crash repeats
-        at most one response per device; a probe delivers one response (its success releases the
-        whole backlog through a full pass)."""
+        NOTE: each response is recorded as delivered before the device's next is sent, and
+        outside a drain (fewer than `_DRAIN_DEPTH` waiting on the device) before any device's
+        next: a pass's burst of heads went out together and a kill before their records repeated
+        them all (22 in one kill, docs/reliability.md). So a SIGKILL repeats at most one response,
+        plus one per device draining a backlog (`SendWindow`). A probe delivers one response (its success
+        releases the whole backlog through a full pass)."""
         device, shard = item.device, item.shard
         ahead: list[OutboxItem] = []
+        draining = False
         try:
             while True:
-                async with self._slots:
+                async with self._sends.sending(draining=draining):
                     response = pb.DeviceControllerResponse.FromString(item.response)
                     with request_context(item.device, item.request_id, response.trace_id):
                         done = await self._send(item, response, probe=probe)
@@ -295,6 +305,7 @@ class Delivery:
                         self._full_pass_due = True
                         return
                     ahead.reverse()
+                    draining = len(ahead) >= _DRAIN_DEPTH
                 if not ahead or not self._may_continue(ahead[-1]):
                     return
                 item = ahead.pop()

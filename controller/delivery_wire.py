@@ -1,6 +1,7 @@
 """What delivery knows about the way to the topology server: how the receiver's status codes are
-classified, the back-off delays, the callback channel's reconnect options and watch, and the
-`Transport` seam for another way than the unary callback (the agent stream).
+classified, the back-off delays, the callback channel's reconnect options and watch, how many
+sends may be unrecorded at once (`SendWindow`), and the `Transport` seam for another way than the
+unary callback (the agent stream).
 
 Failures come in three kinds (by the receiver's status code):
 
@@ -16,8 +17,10 @@ Failures come in three kinds (by the receiver's status code):
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 import grpc
@@ -101,3 +104,36 @@ class Transport(Protocol):
     the same status codes as the callback would, so failures are classified the same way."""
 
     async def send(self, response: pb.DeviceControllerResponse, timeout: float) -> None: ...
+
+
+class SendWindow:
+    """How many responses may be sent but not yet recorded as delivered: what a SIGKILL repeats.
+
+    Outside a backlog's drain one in the whole process, so a kill repeats at most one response (a
+    pass's burst of heads went out together and a kill before their records repeated all of them:
+    22 after one kill in issue 24's crash drill). A device draining a backlog, or a burst with
+    more deliveries waiting than `concurrency` (one at a time would not keep up), sends within
+    `concurrency` only: then a kill repeats up to one response per such delivery."""
+
+    def __init__(self, concurrency: int) -> None:
+        self._one = asyncio.Semaphore(1)
+        self._slots = asyncio.Semaphore(concurrency)
+        self._limit = concurrency
+        self._waiting = 0
+
+    @contextlib.asynccontextmanager
+    async def sending(self, *, draining: bool) -> AsyncIterator[None]:
+        """Held from before the send until its outcome is recorded."""
+        windowed = not draining and self._waiting < self._limit
+        if windowed:
+            self._waiting += 1
+            try:
+                await self._one.acquire()
+            finally:
+                self._waiting -= 1
+        try:
+            async with self._slots:
+                yield
+        finally:
+            if windowed:
+                self._one.release()

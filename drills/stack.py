@@ -22,7 +22,8 @@ from typing import IO, Any
 import aiohttp
 from google.protobuf import json_format
 
-from bench.processes import ControllerProcess, free_port
+from bench.loadgen import device_ids
+from bench.processes import ControllerProcess, free_port, write_noop_inventory
 from bench.simulators import SimulatorProcesses
 from bench.util import ROOT, child_env
 from controller import translate
@@ -67,6 +68,8 @@ class SinkProcess:
         self._partial = b""
         self.arrivals: list[Arrival] = []
         self.counts: Counter[str] = Counter()
+        #: time.monotonic() when the last start's port first accepted a connection
+        self.listening_at = 0.0
 
     async def start(self, timeout: float = 30.0, *, first: bool = False) -> None:
         """Start the sink and wait until its port accepts connections. On the `first` start a port
@@ -83,7 +86,9 @@ class SinkProcess:
                 stderr=self._log,
             )
             await self._listening(timeout)
-            await asyncio.sleep(0.5)  # a sink that could not bind exits: the port answered for another
+            for _ in range(10):  # a sink that could not bind exits (the port answered for another);
+                self.poll()  # meanwhile responses arrive: their times count from `listening_at`
+                await asyncio.sleep(0.05)
             if self.proc.poll() is None:
                 return
             self._log.close()
@@ -102,6 +107,7 @@ class SinkProcess:
                 return  # the caller reports it
             with contextlib.suppress(OSError):
                 _, writer = await asyncio.open_connection("127.0.0.1", self.port)
+                self.listening_at = time.monotonic()
                 writer.close()
                 with contextlib.suppress(OSError):
                     await writer.wait_closed()
@@ -172,9 +178,13 @@ class Stack:
         name: str = "controller",
         extra_args: tuple[str, ...] = (),
         latency: float = 0.0,
+        noop: bool = False,
     ) -> None:
         self.workdir = workdir
         self.sims = SimulatorProcesses(workdir / "bmcs", bmcs, latency=latency)
+        #: `bmcs` no-op devices instead (bench/noop_plugin.py): no simulators, no caps to check;
+        #: what is left is the controller's own cost per request
+        self.noop = noop
         self.sink = SinkProcess(workdir)
         self.database_url = database_url
         self.name = name
@@ -185,16 +195,20 @@ class Stack:
 
     async def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        await self.sims.start()
         inventory = self.workdir / "inventory.toml"
-        self.devices = _with_options(self.sims.inventory, inventory, REDFISH_OPTIONS)
+        if self.noop:
+            self.devices = device_ids("noop", self.sims.n)
+            write_noop_inventory(inventory, self.devices)
+        else:
+            await self.sims.start()
+            self.devices = _with_options(self.sims.inventory, inventory, REDFISH_OPTIONS)
         await self.sink.start(first=True)
         self.controller = ControllerProcess(
             self.workdir,
             database_url=self.database_url,
             callback=self.sink.address,
             inventory=inventory,
-            secrets_dir=self.sims.secrets_dir,
+            secrets_dir=None if self.noop else self.sims.secrets_dir,
             instance_id=f"drill-{self.name}",
             name=self.name,
         )
@@ -213,7 +227,8 @@ class Stack:
         await self.sink.stop()
         if self._http is not None:
             await self._http.close()
-        await self.sims.stop()
+        if not self.noop:
+            await self.sims.stop()
 
     # ---- the simulators' control endpoint (one process per 1000 BMCs; drills use fewer) ----
 
