@@ -252,7 +252,8 @@ class RequestRunner:
         self, job: Job, kind: RequestKind, resolved: Resolved, outcome: Outcome[Any], request: Any = None
     ) -> None:
         new_state = dict(outcome.state) if outcome.state is not None else None
-        state_bytes = json.dumps(new_state, sort_keys=True).encode() if new_state is not None else None
+        state_text = json.dumps(new_state, sort_keys=True) if new_state is not None else None
+        state_bytes = state_text.encode() if state_text is not None else None
         response = translate.response_to_proto(
             kind,
             outcome.result,
@@ -289,6 +290,7 @@ class RequestRunner:
                 internal=is_internal(job.request_id),
                 fence=self.shards.fence(job.shard),
                 started_at=self._starts.pop(job.request_id, None),  # a start no timer recorded
+                state_text=state_text,  # serialised once, for the response and the store
             )
         )
         if done:
