@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
-from ._database import chunks, dialect_insert, insert_for, is_postgres
+from ._database import chunks, dialect_insert, insert_for
 from ._models import DEVICES, STATE_AUDIT, UTCDateTime
 from ._types import AuditView, Completion, DeviceUpsert, DeviceView
 
@@ -86,11 +86,9 @@ def apply_completions(
     if not wanted:
         return
     rows: dict[str, dict[str, Any]] = {}
+    query = _devices_query(conn.dialect.name)
     for part in chunks(wanted):
-        query = sa.select(D).where(D.c.id.in_(part)).order_by(D.c.id)
-        if is_postgres(conn):
-            query = query.with_for_update()
-        rows.update({row.id: dict(row._mapping) for row in conn.execute(query)})
+        rows.update({row.id: dict(row._mapping) for row in conn.execute(query, {"b_ids": list(part)})})
 
     audits: list[dict[str, Any]] = []
     touched: dict[str, dict[str, Any]] = {}
@@ -172,7 +170,18 @@ def apply_completions(
     if touches:
         conn.execute(_TOUCH, touches)
     if audits:
-        conn.execute(sa.insert(A), audits)
+        conn.execute(_AUDIT_INSERT, audits)
+
+
+# NOTE: built once (see `_journal`: a statement built per call costs more than it runs)
+_AUDIT_INSERT = sa.insert(A)
+
+
+@functools.cache
+def _devices_query(dialect: str) -> Any:
+    """The device rows a completion batch changes (locked on PostgreSQL)."""
+    query = sa.select(D).where(D.c.id.in_(sa.bindparam("b_ids", expanding=True))).order_by(D.c.id)
+    return query.with_for_update() if dialect == "postgresql" else query
 
 
 _TOUCH = (

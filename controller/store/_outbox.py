@@ -24,7 +24,7 @@ def insert_responses(
     if not completions:
         return
     conn.execute(
-        sa.insert(OB),
+        _INSERT,
         [
             {
                 "device": c.device,
@@ -41,6 +41,9 @@ def insert_responses(
         ],
     )
 
+
+# NOTE: statements run for every request are built once (see `_journal`)
+_INSERT = sa.insert(OB)
 
 _MARK_DELIVERED = (
     sa.update(OB)
@@ -170,9 +173,11 @@ def outbox_items(conn: Connection, ids: Sequence[int]) -> list[OutboxItem]:
     """The outbox rows ``ids`` (those that still exist), by id."""
     items: list[OutboxItem] = []
     for part in chunks(sorted(ids)):
-        query = sa.select(*_ITEM_COLUMNS).where(OB.c.id.in_(part)).order_by(OB.c.id)
-        items.extend(OutboxItem(**dict(row._mapping)) for row in conn.execute(query))
+        items.extend(OutboxItem(**dict(row._mapping)) for row in conn.execute(_ITEMS, {"b_ids": list(part)}))
     return items
+
+
+_ITEMS = sa.select(*_ITEM_COLUMNS).where(OB.c.id.in_(sa.bindparam("b_ids", expanding=True))).order_by(OB.c.id)
 
 
 def next_outbox(conn: Connection, device: str, after_id: int, limit: int) -> list[OutboxItem]:
@@ -183,13 +188,16 @@ def next_outbox(conn: Connection, device: str, after_id: int, limit: int) -> lis
     device's head were never tried, so they are all due: no ``next_attempt_at`` filter, which
     could skip a row and break the device's order.
     """
-    query = (
-        sa.select(*_ITEM_COLUMNS)
-        .where(PENDING, OB.c.device == device, OB.c.id > after_id)
-        .order_by(OB.c.id)
-        .limit(limit)
-    )
-    return [OutboxItem(**dict(row._mapping)) for row in conn.execute(query)]
+    rows = conn.execute(_NEXT, {"b_device": device, "b_after": after_id, "b_limit": limit})
+    return [OutboxItem(**dict(row._mapping)) for row in rows]
+
+
+_NEXT = (
+    sa.select(*_ITEM_COLUMNS)
+    .where(PENDING, OB.c.device == sa.bindparam("b_device"), OB.c.id > sa.bindparam("b_after"))
+    .order_by(OB.c.id)
+    .limit(sa.bindparam("b_limit"))
+)
 
 
 def undelivered_count(conn: Connection) -> int:
