@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -102,10 +103,25 @@ def _due_heads_query(
     shards: Sequence[int] | None,
     *columns: Any,
     devices: Collection[str] | None = None,
-) -> Any:
-    pending = PENDING if shards is None else sa.and_(PENDING, OB.c.shard.in_(sorted(shards)))
+) -> tuple[Any, dict[str, Any]]:
+    """The statement (built once per shape, see `_heads_statement`) and its parameters."""
+    params: dict[str, Any] = {"b_now": now, "b_limit": limit}
+    if shards is not None:
+        params["b_shards"] = sorted(shards)
     if devices is not None:
-        pending = sa.and_(pending, OB.c.device.in_(sorted(devices)))
+        params["b_devices"] = sorted(devices)
+    return _heads_statement(columns, shards is not None, devices is not None), params
+
+
+@functools.cache
+def _heads_statement(columns: tuple[Any, ...], by_shard: bool, by_device: bool) -> Any:
+    # NOTE: a delivery pass runs this for every few responses: built per call, the statement and
+    # its cache key cost more than the query (see `_journal`)
+    pending = PENDING
+    if by_shard:
+        pending = sa.and_(pending, OB.c.shard.in_(sa.bindparam("b_shards", expanding=True)))
+    if by_device:
+        pending = sa.and_(pending, OB.c.device.in_(sa.bindparam("b_devices", expanding=True)))
     heads = (
         sa.select(OB.c.device, sa.func.min(OB.c.id).label("head_id"))
         .where(pending)
@@ -115,9 +131,9 @@ def _due_heads_query(
     return (
         sa.select(*columns)
         .join(heads, OB.c.id == heads.c.head_id)
-        .where(OB.c.next_attempt_at <= now)
+        .where(OB.c.next_attempt_at <= sa.bindparam("b_now", type_=UTCDateTime()))
         .order_by(OB.c.id)
-        .limit(limit)
+        .limit(sa.bindparam("b_limit"))
     )
 
 
@@ -142,8 +158,8 @@ def due_outbox(
     server always receives one device's responses in completion order. A dead-lettered row
     is no longer a head. Served by the partial index on (device, id) of undelivered rows.
     """
-    query = _due_heads_query(now, limit, shards, *_ITEM_COLUMNS)
-    return [OutboxItem(**dict(row._mapping)) for row in conn.execute(query)]
+    query, params = _due_heads_query(now, limit, shards, *_ITEM_COLUMNS)
+    return [OutboxItem(**dict(row._mapping)) for row in conn.execute(query, params)]
 
 
 #: a `due_heads` device filter longer than this reads every device's head instead
@@ -165,8 +181,8 @@ def due_heads(
     """
     if devices is not None and len(devices) > _MAX_DEVICES_FILTER:
         devices = None  # as cheap to read them all
-    query = _due_heads_query(now, limit, shards, OB.c.id, OB.c.device, devices=devices)
-    return [(oid, device) for oid, device in conn.execute(query)]
+    query, params = _due_heads_query(now, limit, shards, OB.c.id, OB.c.device, devices=devices)
+    return [(oid, device) for oid, device in conn.execute(query, params)]
 
 
 def outbox_items(conn: Connection, ids: Sequence[int]) -> list[OutboxItem]:
