@@ -245,7 +245,7 @@ class BmcClient(LeftoverSessions):
         authenticated: bool,
     ) -> AsyncRestResponse:
         with deadline_scope(deadline):
-            if authenticated:
+            if authenticated and self._auth is None:  # logged in: no coroutines to await per call
                 await before_sending(self._ensure_login())
             generation = self.transport.session_generation
             reply = await self._send(method, path, body, headers)
