@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -49,6 +50,7 @@ class CompletionWriter:
         )
         refused = 0  # failures that are no outage: the database refuses this very completion
         as_is = True
+        await _next_tick()
         while True:
             try:
                 done = await self._store.complete(completion)
@@ -67,6 +69,29 @@ class CompletionWriter:
             metrics.request_done(completion.kind, completion.outcome)
         self._on_complete(completion.request_id)
         return Written(done, as_is)
+
+
+#: completions are handed to the store on a grid of this many seconds (see `_next_tick`)
+COMPLETION_TICK = 0.02
+
+
+async def _next_tick() -> None:
+    """Wait for the next `COMPLETION_TICK` of the loop's clock.
+
+    NOTE: calls end one by one, and a completion alone in its transaction cost ~4x its share of a
+    batch (the reads, statements and commit are per transaction). Completions that end within one
+    tick are handed over in the same loop turn, and the store's group commit writes them in one
+    transaction; a response waits at most one tick more."""
+    loop = asyncio.get_running_loop()
+    tick: asyncio.Future[None] = loop.create_future()
+    # the tick itself as the deadline (not a delay from now): the timers of one tick fire together
+    loop.call_at(math.ceil(loop.time() / COMPLETION_TICK) * COMPLETION_TICK, _wake, tick)
+    await tick
+
+
+def _wake(tick: asyncio.Future[None]) -> None:
+    if not tick.done():  # cancelled meanwhile
+        tick.set_result(None)
 
 
 def without_result(c: Completion, exc: BaseException) -> Completion:

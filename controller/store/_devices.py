@@ -9,9 +9,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
-from ._database import chunks, dialect_insert, insert_for, is_postgres
+from ._database import chunks, dialect_insert, insert_for
 from ._models import DEVICES, STATE_AUDIT, UTCDateTime
 from ._types import AuditView, Completion, DeviceUpsert, DeviceView
 
@@ -30,6 +31,18 @@ def normalise_json(value: Any) -> Any:
     in Python-side representation is not a change, and a non-JSON value fails here, loudly.
     """
     return json.loads(json.dumps(value, allow_nan=False))
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"Out of range float values are not JSON compliant: {name}")
+
+
+def _new_state(c: Completion) -> Any:
+    """The completion's state as it will read back: its JSON text parsed when it came with one
+    (as `normalise_json` would give, NaN and infinities refused alike), else normalised."""
+    if c.state_text is not None:
+        return json.loads(c.state_text, parse_constant=_refuse_constant)
+    return normalise_json(c.new_state)
 
 
 def state_diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> dict[str, Any]:
@@ -73,15 +86,15 @@ def apply_completions(
     if not wanted:
         return
     rows: dict[str, dict[str, Any]] = {}
+    query = _devices_query(conn.dialect.name)
     for part in chunks(wanted):
-        query = sa.select(D).where(D.c.id.in_(part)).order_by(D.c.id)
-        if is_postgres(conn):
-            query = query.with_for_update()
-        rows.update({row.id: dict(row._mapping) for row in conn.execute(query)})
+        rows.update({row.id: dict(row._mapping) for row in conn.execute(query, {"b_ids": list(part)})})
 
     audits: list[dict[str, Any]] = []
     touched: dict[str, dict[str, Any]] = {}
-    whole: set[str] = set()  # devices new or with a changed model or state: the whole row is written
+    whole: set[str] = set()  # devices new or with a changed model: the whole row is written
+    # devices whose state changed -> the new state's JSON text (None: the whole row is written)
+    restated: dict[str, str | None] = {}
     for c in completions:
         if not (c.touch_device or c.new_state is not None):
             continue
@@ -119,9 +132,9 @@ def apply_completions(
                     row["model_json"] = model
                     whole.add(c.device)
         if c.new_state is not None:
-            new_state = normalise_json(c.new_state)
+            new_state = _new_state(c)
             if new_state != row["state_json"]:
-                whole.add(c.device)
+                restated[c.device] = c.state_text
                 summary = state_diff(row["state_json"], new_state)
                 row["state_json"] = new_state
                 row["state_version"] += 1
@@ -138,14 +151,37 @@ def apply_completions(
                     }
                 )
         touched[c.device] = row
+    for device, text in restated.items():
+        if text is None:
+            whole.add(device)
     _upsert(conn, [row for device, row in touched.items() if device in whole])
-    # NOTE: most completions change only the last-request columns; writing just those spares
-    # serialising the model and state JSON again (the whole-row upsert showed in the profile)
-    touches = [_touch_params(row) for device, row in touched.items() if device not in whole]
+    # NOTE: most completions change only the last-request columns and the state; writing just
+    # those, the state as the text the caller serialised, spares serialising the model and the
+    # state again (the whole-row upsert showed in the profile)
+    restates = [
+        {**_touch_params(row), "b_state": restated[device], "b_version": row["state_version"]}
+        for device, row in touched.items()
+        if device in restated and device not in whole
+    ]
+    if restates:
+        conn.execute(_restate_statement(conn.dialect.name), restates)
+    written = whole | restated.keys()
+    touches = [_touch_params(row) for device, row in touched.items() if device not in written]
     if touches:
         conn.execute(_TOUCH, touches)
     if audits:
-        conn.execute(sa.insert(A), audits)
+        conn.execute(_AUDIT_INSERT, audits)
+
+
+# NOTE: built once (see `_journal`: a statement built per call costs more than it runs)
+_AUDIT_INSERT = sa.insert(A)
+
+
+@functools.cache
+def _devices_query(dialect: str) -> Any:
+    """The device rows a completion batch changes (locked on PostgreSQL)."""
+    query = sa.select(D).where(D.c.id.in_(sa.bindparam("b_ids", expanding=True))).order_by(D.c.id)
+    return query.with_for_update() if dialect == "postgresql" else query
 
 
 _TOUCH = (
@@ -160,6 +196,16 @@ _TOUCH = (
         updated_at=sa.bindparam("b_updated_at", type_=UTCDateTime()),
     )
 )
+
+
+@functools.cache
+def _restate_statement(dialect: str) -> Any:
+    """`_TOUCH` plus the state, bound as JSON text (cast on PostgreSQL, whose column is JSONB)."""
+    text = sa.bindparam("b_state", type_=sa.Text())
+    return _TOUCH.values(
+        state_json=sa.cast(text, JSONB) if dialect == "postgresql" else text,
+        state_version=sa.bindparam("b_version", type_=sa.Integer()),
+    )
 
 
 def _touch_params(row: Mapping[str, Any]) -> dict[str, Any]:

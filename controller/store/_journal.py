@@ -7,6 +7,7 @@ unit, so a burst of operations costs a handful of statements instead of one per 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,7 +17,7 @@ from sqlalchemy.engine import Connection
 
 from . import _desired, _devices, _outbox, _shards, _verifications
 from ._batch import Failed
-from ._database import chunks, dialect_insert, is_postgres
+from ._database import chunks, insert_for, is_postgres
 from ._models import CONTROLLER_LEASES, OUTBOX, REQUESTS, UTCDateTime
 from ._types import Accepted, Completion, JournalRow, NewRequest, RequestStatus, RequestView
 
@@ -72,6 +73,21 @@ def _request_view(row: Any) -> RequestView:
 _NEXT_SEQS = sa.text("SELECT nextval(pg_get_serial_sequence('requests', 'seq')) FROM generate_series(1, :n)")
 
 
+@functools.cache
+def _accept_statement(dialect: str) -> Any:
+    return (
+        insert_for(dialect, R)
+        .on_conflict_do_nothing(index_elements=[R.c.request_id])
+        .returning(R.c.seq, R.c.request_id)
+    )
+
+
+# NOTE: statements run for every request are built once, with bound parameters (`expanding` for
+# IN lists): SQLAlchemy caches the compiled form by a key it computes anew for every statement
+# object, and building a select and computing that key cost ~8x its execution (0.4 of 0.5 ms).
+_SEQS_OF = sa.select(R.c.request_id, R.c.seq).where(R.c.request_id.in_(sa.bindparam("b_ids", expanding=True)))
+
+
 def accept_many(conn: Connection, batches: list[Sequence[NewRequest]]) -> list[list[Accepted]]:
     """Journal every request not journaled yet; report the seq of each (new or existing) row.
 
@@ -113,16 +129,10 @@ def accept_many(conn: Connection, batches: list[Sequence[NewRequest]]) -> list[l
             for param, seq in zip(params, seqs, strict=True):
                 param["seq"] = seq
             params.sort(key=lambda param: param["request_id"])
-        stmt = (
-            dialect_insert(conn, R)
-            .on_conflict_do_nothing(index_elements=[R.c.request_id])
-            .returning(R.c.seq, R.c.request_id)
-        )
-        inserted = {rid: seq for seq, rid in conn.execute(stmt, params)}
+        inserted = {rid: seq for seq, rid in conn.execute(_accept_statement(conn.dialect.name), params)}
         missing = [rid for rid in first if rid not in inserted]
         for part in chunks(missing):
-            query = sa.select(R.c.request_id, R.c.seq).where(R.c.request_id.in_(part))
-            existing.update({rid: seq for rid, seq in conn.execute(query)})
+            existing.update({rid: seq for rid, seq in conn.execute(_SEQS_OF, {"b_ids": list(part)})})
     older = _claim_older(conn, [(first[rid], seq) for rid, seq in inserted.items() if first[rid].claim_older])
     results: list[list[Accepted]] = []
     claimed: set[str] = set()
@@ -236,15 +246,9 @@ def complete_many(conn: Connection, completions: list[Completion]) -> list[bool 
     fenced = _shards.fenced_requests(conn, completions)
     rids = sorted({c.request_id for c in completions})
     current: dict[str, Any] = {}
+    query = _completing_query(conn.dialect.name)
     for part in chunks(rids):
-        query = (
-            sa.select(R.c.request_id, R.c.status, R.c.trace_id, R.c.kind, R.c.shard)
-            .where(R.c.request_id.in_(part))
-            .order_by(R.c.request_id)
-        )
-        if is_postgres(conn):
-            query = query.with_for_update()
-        current.update({row.request_id: row for row in conn.execute(query)})
+        current.update({row.request_id: row for row in conn.execute(query, {"b_ids": list(part)})})
 
     results: list[bool | Failed] = []
     applied: list[Completion] = []
@@ -283,6 +287,16 @@ def complete_many(conn: Connection, completions: list[Completion]) -> list[bool 
         conn, [(c.verification, c.finished_at) for c in applied if c.verification is not None]
     )
     return results
+
+
+@functools.cache
+def _completing_query(dialect: str) -> Any:
+    query = (
+        sa.select(R.c.request_id, R.c.status, R.c.trace_id, R.c.kind, R.c.shard)
+        .where(R.c.request_id.in_(sa.bindparam("b_ids", expanding=True)))
+        .order_by(R.c.request_id)
+    )
+    return query.with_for_update() if dialect == "postgresql" else query
 
 
 def _completion_params(c: Completion) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -24,7 +25,7 @@ def insert_responses(
     if not completions:
         return
     conn.execute(
-        sa.insert(OB),
+        _INSERT,
         [
             {
                 "device": c.device,
@@ -41,6 +42,9 @@ def insert_responses(
         ],
     )
 
+
+# NOTE: statements run for every request are built once (see `_journal`)
+_INSERT = sa.insert(OB)
 
 _MARK_DELIVERED = (
     sa.update(OB)
@@ -99,10 +103,25 @@ def _due_heads_query(
     shards: Sequence[int] | None,
     *columns: Any,
     devices: Collection[str] | None = None,
-) -> Any:
-    pending = PENDING if shards is None else sa.and_(PENDING, OB.c.shard.in_(sorted(shards)))
+) -> tuple[Any, dict[str, Any]]:
+    """The statement (built once per shape, see `_heads_statement`) and its parameters."""
+    params: dict[str, Any] = {"b_now": now, "b_limit": limit}
+    if shards is not None:
+        params["b_shards"] = sorted(shards)
     if devices is not None:
-        pending = sa.and_(pending, OB.c.device.in_(sorted(devices)))
+        params["b_devices"] = sorted(devices)
+    return _heads_statement(columns, shards is not None, devices is not None), params
+
+
+@functools.cache
+def _heads_statement(columns: tuple[Any, ...], by_shard: bool, by_device: bool) -> Any:
+    # NOTE: a delivery pass runs this for every few responses: built per call, the statement and
+    # its cache key cost more than the query (see `_journal`)
+    pending = PENDING
+    if by_shard:
+        pending = sa.and_(pending, OB.c.shard.in_(sa.bindparam("b_shards", expanding=True)))
+    if by_device:
+        pending = sa.and_(pending, OB.c.device.in_(sa.bindparam("b_devices", expanding=True)))
     heads = (
         sa.select(OB.c.device, sa.func.min(OB.c.id).label("head_id"))
         .where(pending)
@@ -112,9 +131,9 @@ def _due_heads_query(
     return (
         sa.select(*columns)
         .join(heads, OB.c.id == heads.c.head_id)
-        .where(OB.c.next_attempt_at <= now)
+        .where(OB.c.next_attempt_at <= sa.bindparam("b_now", type_=UTCDateTime()))
         .order_by(OB.c.id)
-        .limit(limit)
+        .limit(sa.bindparam("b_limit"))
     )
 
 
@@ -139,8 +158,8 @@ def due_outbox(
     server always receives one device's responses in completion order. A dead-lettered row
     is no longer a head. Served by the partial index on (device, id) of undelivered rows.
     """
-    query = _due_heads_query(now, limit, shards, *_ITEM_COLUMNS)
-    return [OutboxItem(**dict(row._mapping)) for row in conn.execute(query)]
+    query, params = _due_heads_query(now, limit, shards, *_ITEM_COLUMNS)
+    return [OutboxItem(**dict(row._mapping)) for row in conn.execute(query, params)]
 
 
 #: a `due_heads` device filter longer than this reads every device's head instead
@@ -162,17 +181,19 @@ def due_heads(
     """
     if devices is not None and len(devices) > _MAX_DEVICES_FILTER:
         devices = None  # as cheap to read them all
-    query = _due_heads_query(now, limit, shards, OB.c.id, OB.c.device, devices=devices)
-    return [(oid, device) for oid, device in conn.execute(query)]
+    query, params = _due_heads_query(now, limit, shards, OB.c.id, OB.c.device, devices=devices)
+    return [(oid, device) for oid, device in conn.execute(query, params)]
 
 
 def outbox_items(conn: Connection, ids: Sequence[int]) -> list[OutboxItem]:
     """The outbox rows ``ids`` (those that still exist), by id."""
     items: list[OutboxItem] = []
     for part in chunks(sorted(ids)):
-        query = sa.select(*_ITEM_COLUMNS).where(OB.c.id.in_(part)).order_by(OB.c.id)
-        items.extend(OutboxItem(**dict(row._mapping)) for row in conn.execute(query))
+        items.extend(OutboxItem(**dict(row._mapping)) for row in conn.execute(_ITEMS, {"b_ids": list(part)}))
     return items
+
+
+_ITEMS = sa.select(*_ITEM_COLUMNS).where(OB.c.id.in_(sa.bindparam("b_ids", expanding=True))).order_by(OB.c.id)
 
 
 def next_outbox(conn: Connection, device: str, after_id: int, limit: int) -> list[OutboxItem]:
@@ -183,13 +204,16 @@ def next_outbox(conn: Connection, device: str, after_id: int, limit: int) -> lis
     device's head were never tried, so they are all due: no ``next_attempt_at`` filter, which
     could skip a row and break the device's order.
     """
-    query = (
-        sa.select(*_ITEM_COLUMNS)
-        .where(PENDING, OB.c.device == device, OB.c.id > after_id)
-        .order_by(OB.c.id)
-        .limit(limit)
-    )
-    return [OutboxItem(**dict(row._mapping)) for row in conn.execute(query)]
+    rows = conn.execute(_NEXT, {"b_device": device, "b_after": after_id, "b_limit": limit})
+    return [OutboxItem(**dict(row._mapping)) for row in rows]
+
+
+_NEXT = (
+    sa.select(*_ITEM_COLUMNS)
+    .where(PENDING, OB.c.device == sa.bindparam("b_device"), OB.c.id > sa.bindparam("b_after"))
+    .order_by(OB.c.id)
+    .limit(sa.bindparam("b_limit"))
+)
 
 
 def undelivered_count(conn: Connection) -> int:

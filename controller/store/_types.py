@@ -129,6 +129,9 @@ class Completion:
     #: when the device call began, if no ``mark_running`` recorded it (a short call): the
     #: completion then records the start itself (started_at, attempts + 1)
     started_at: datetime | None = None
+    #: ``new_state`` as JSON text (``json.dumps(new_state, sort_keys=True)``), when the caller has
+    #: it already: the store parses and stores this text instead of serialising the state again
+    state_text: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

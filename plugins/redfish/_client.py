@@ -51,7 +51,7 @@ from plugins.redfish._errors import (
     error_for_response,
     raise_for_response,
 )
-from plugins.redfish._readbacks import ReadBacks, note_read, note_refused, note_served, offered
+from plugins.redfish._readbacks import ReadBacks, note_read, note_refused, note_served, offered, take_parsed
 from plugins.redfish._retry import READS, before_sending, gave_up, retryable
 from plugins.redfish._sessions import LeftoverSessions
 from plugins.redfish._tasks import wait_task
@@ -129,7 +129,7 @@ class BmcClient(LeftoverSessions):
         read_backs = self.read_backs
         read_at = offered(path)
         if read_at is not None:
-            kept = read_backs.still(path, read_at)
+            kept = read_backs.still(path, read_at, take_parsed(path))
             if kept is not None:
                 note_served(path)
                 return kept
@@ -245,7 +245,7 @@ class BmcClient(LeftoverSessions):
         authenticated: bool,
     ) -> AsyncRestResponse:
         with deadline_scope(deadline):
-            if authenticated:
+            if authenticated and self._auth is None:  # logged in: no coroutines to await per call
                 await before_sending(self._ensure_login())
             generation = self.transport.session_generation
             reply = await self._send(method, path, body, headers)

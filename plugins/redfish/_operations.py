@@ -35,6 +35,7 @@ from plugins.base import (
 )
 from plugins.redfish._caps import Bounds, CapChange, restore_cap, set_cap
 from plugins.redfish._device import Device, invalidate
+from plugins.redfish._document import Document
 from plugins.redfish._errors import ResourceNotFoundError
 from plugins.redfish._layout import Component
 from plugins.redfish._platforms import Prior, unsupported_message
@@ -152,6 +153,7 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
     state = device.state
     jobs = []
     priors: dict[str, float] = {}
+    parsed: dict[str, Document] = {}
     for t in runnable:
         comp = t.component
         assert comp is not None and t.watts is not None
@@ -161,9 +163,11 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
         stored = state.reading(comp.key) if state.prior(scope, comp.key) is not None else None
         read_back = read_back_for(device, comp, t.watts)
         if read_back is not None:
-            priors[comp.limit_uri] = read_back
+            priors[comp.limit_uri] = read_back[0]
+            if stored is None:  # then the GET it answers is made: parsed once, not again there
+                parsed[comp.limit_uri] = read_back[1]
         jobs.append(set_cap(device.bmc, comp, t.watts, stored=stored, bounds=_bounds(device, comp)))
-    with priors_from_read_backs(priors) as used:  # the tasks gather() starts take this context
+    with priors_from_read_backs(priors, parsed) as used:  # the tasks gather() starts take this context
         done = asyncio.gather(*jobs)
     changes: dict[str, CapChange] = {}
     for change in await done:

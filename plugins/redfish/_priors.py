@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from plugins.redfish._caps import CapChange
 from plugins.redfish._device import Device
+from plugins.redfish._document import Document
 from plugins.redfish._layout import Component
 from plugins.redfish._platforms import LimitReading, mechanism_for
 from plugins.redfish._readbacks import Priors
@@ -22,9 +23,9 @@ def corrected(change: CapChange, used: Priors) -> CapChange:
     return replace(change, before=mech.parse(change.component, fresh))
 
 
-def read_back_for(device: Device, comp: Component, watts: float) -> float | None:
-    """When our valid read-back of the component's limit was read, where it may stand in for the
-    pre-write GET:
+def read_back_for(device: Device, comp: Component, watts: float) -> tuple[float, Document] | None:
+    """When our valid read-back of the component's limit was read (and the read-back, parsed),
+    where it may stand in for the pre-write GET:
     only when it shows a value clearly off the target, so a write follows (whose `If-Match`, where
     the policy sends one, the BMC checks). "Already in force" is never judged from it: that answer
     sends nothing, so the BMC must say it."""
@@ -37,7 +38,8 @@ def read_back_for(device: Device, comp: Component, watts: float) -> float | None
     except Exception:  # whatever the parser makes of it, a fresh GET decides
         return None
     if not reading.capped:
-        return found[1]
+        return found[1], found[0]
     if reading.watts is None or not reading.in_watts:
         return None
-    return found[1] if abs(reading.watts - watts) > max(reading.increment or 0.0, 1.0) + 0.5 else None
+    off_target = abs(reading.watts - watts) > max(reading.increment or 0.0, 1.0) + 0.5
+    return (found[1], found[0]) if off_target else None

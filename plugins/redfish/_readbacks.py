@@ -44,6 +44,9 @@ class Priors:
     """
 
     offered: dict[str, float]
+    #: URI -> the offered read-back as the caller parsed it to decide on the offer, given to the
+    #: first GET of it (not parsed a second time), then dropped
+    parsed: dict[str, Document] = field(default_factory=dict)
     served: set[str] = field(default_factory=set)
     refused: set[str] = field(default_factory=set)
     fresh: dict[str, Document] = field(default_factory=dict)
@@ -54,10 +57,13 @@ _PRIORS: ContextVar[Priors | None] = ContextVar("redfish_read_back_priors", defa
 
 
 @contextlib.contextmanager
-def priors_from_read_backs(offered: Mapping[str, float]) -> Iterator[Priors]:
+def priors_from_read_backs(
+    offered: Mapping[str, float], parsed: Mapping[str, Document] | None = None
+) -> Iterator[Priors]:
     """Let GETs of the URIs `offered` (`ReadBacks.peek` results) inside the block, and in tasks
-    started from it, be answered by those read-backs while they are still the valid ones."""
-    priors = Priors(dict(offered))
+    started from it, be answered by those read-backs while they are still the valid ones
+    (`parsed`: the ones `peek` parsed, handed to the GET that uses them)."""
+    priors = Priors(dict(offered), dict(parsed or {}))
     token = _PRIORS.set(priors)
     try:
         yield priors
@@ -69,6 +75,12 @@ def offered(path: str) -> float | None:
     """When the read-back the current context offers for a GET of `path` was read, if any."""
     priors = _PRIORS.get()
     return priors.offered.get(path) if priors is not None else None
+
+
+def take_parsed(path: str) -> Document | None:
+    """The offered read-back of `path` as already parsed, if the context holds it (once)."""
+    priors = _PRIORS.get()
+    return priors.parsed.pop(path, None) if priors is not None else None
 
 
 def note_served(path: str) -> None:
@@ -110,14 +122,14 @@ class ReadBacks:
         #: GETs answered from here (for tests and the debug log)
         self.hits = 0
 
-    def still(self, path: str, read_at: float) -> Document | None:
-        """The read-back of `path` read at `read_at` (as `peek` gave it), parsed, if it is still
-        the one kept and fresh enough (counted as a hit); else None."""
+    def still(self, path: str, read_at: float, parsed: Document | None = None) -> Document | None:
+        """The read-back of `path` read at `read_at` (as `peek` gave it), parsed (`parsed`: as
+        `peek` gave it), if it is still the one kept and fresh enough (counted as a hit); else None."""
         entry = self._entries.get(path)
         if entry is None or entry[2] != read_at or time.monotonic() - read_at > self.max_age:
             return None
         self.hits += 1
-        return _document(path, entry)
+        return parsed if parsed is not None else _document(path, entry)
 
     def peek(self, path: str) -> tuple[Document, float] | None:
         """The read-back of `path` (parsed) and when it was read, if one would be used now."""

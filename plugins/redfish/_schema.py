@@ -131,7 +131,20 @@ def check_model(model: Mapping[str, Any]) -> None:
 # ---- sections ------------------------------------------------------------------------------------
 
 
+class CheckedDiscovery(dict[str, Any]):
+    """A discovery section `_discovery` checked (and copied): taken as it is when it comes back.
+
+    The section is only ever replaced whole, never changed in place (`_state._SHARED`), so the
+    one a request's state returns to the next request of the device is the checked one: walking
+    its components again on every request was most of `load_state`'s cost.
+    """
+
+    __slots__ = ()
+
+
 def _discovery(data: Any) -> dict[str, Any] | None:
+    if type(data) is CheckedDiscovery:
+        return data
     where = "discovery"
     obj = _object(data, where)
     version = obj.get("version", 0)
@@ -174,7 +187,7 @@ def _discovery(data: Any) -> dict[str, Any] | None:
     extra = obj.get("extra") or {}
     if not isinstance(extra, Mapping):
         raise InvalidRequestError(f"device state: {where}.extra: expected an object, got {json_type(extra)}")
-    return dict(obj)
+    return CheckedDiscovery(obj)
 
 
 def _component(data: Any, where: str) -> None:

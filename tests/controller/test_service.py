@@ -14,7 +14,7 @@ import pytest
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.inventory import DeviceEntry
-from controller.runner import MARK_RUNNING_AFTER
+from controller.runner import MARK_RUNNING_AFTER, MARK_RUNNING_TICK
 from tests.controller.conftest import MEMORY, memory_inventory
 from tests.memory_plugin import MemoryPlugin
 
@@ -274,7 +274,7 @@ async def test_a_request_shows_as_running_only_once_its_call_runs_long(start_con
     h = await start_controller({**memory_inventory(1), "slow000": slow})
     await h.stub.SendDeviceRequest(ping("node000", "quick"))
     await h.stub.SendDeviceRequest(ping("slow000", "slow"))
-    await asyncio.sleep(MARK_RUNNING_AFTER + 0.5)
+    await asyncio.sleep(MARK_RUNNING_AFTER + MARK_RUNNING_TICK + 0.5)
     running = await h.admin.GetRequest(apb.GetRequestRequest(request_id="slow"))
     assert (running.status, running.attempts) == (apb.RUNNING, 1) and running.HasField("started_at")
     await sink.wait_for({"quick", "slow"}, timeout=10)

@@ -4,6 +4,7 @@ the outbox's per-device ordering and backoff, and verifications."""
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -164,6 +165,40 @@ async def test_state_versions_and_audit_summaries(store: Store) -> None:
     assert audits[1].summary == {"limit": {"before": 300, "after": 250}}
     assert [a.request_id for a in await store.list_audit(limit=1)] == ["r4"]
     assert await store.list_audit(device="other") == []
+
+
+async def test_a_state_given_as_json_text_is_stored_as_the_state_itself(store: Store) -> None:
+    """The runner hands the state it serialised for the response along (`state_text`): stored,
+    compared and audited exactly like the state itself, NaN refused alike."""
+    await store.accept([req(f"s{i}") for i in range(5)])
+
+    def text(state: dict[str, Any]) -> str:
+        return json.dumps(state, sort_keys=True)
+
+    first, second = {"power": "on", "limit": 300}, {"power": "on", "limit": 250, "tags": ["a"]}
+    assert await store.complete(finish("s0", state=first, state_text=text(first), model_json={"M": "A"}))
+    assert await store.device_state("dev1") == (first, 1)  # a new device: the whole row
+    # an existing device, same model: the state goes as the text given, with its new version
+    assert await store.complete(finish("s1", state=second, state_text=text(second), seconds=2))
+    assert await store.device_state("dev1") == (second, 2)
+    # the same state again is no change, as text or not
+    assert await store.complete(finish("s2", state=dict(second), state_text=text(second), seconds=3))
+    assert await store.device_state("dev1") == (second, 2)
+    d = await store.get_device("dev1")
+    assert d is not None
+    assert (d.last_request_id, d.updated_at, d.model_json) == ("s2", at(3), {"M": "A"})
+    audits = await store.list_audit(device="dev1")
+    assert [(a.request_id, a.state_version) for a in audits] == [("s1", 2), ("s0", 1)]
+    assert audits[0].summary == {
+        "limit": {"before": 300, "after": 250},
+        "tags": {"before": None, "after": ["a"]},
+    }
+    # a state JSON cannot hold is refused, and nothing of that completion is written
+    with pytest.raises(ValueError, match="JSON compliant"):
+        await store.complete(
+            finish("s3", state={"x": float("nan")}, state_text=json.dumps({"x": float("nan")}), seconds=4)
+        )
+    assert await store.device_state("dev1") == (second, 2)
 
 
 async def test_a_touch_writes_the_last_request_and_a_model_change_the_whole_row(store: Store) -> None:

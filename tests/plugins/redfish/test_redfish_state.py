@@ -5,12 +5,15 @@ from __future__ import annotations
 import copy
 import json
 
+import pytest
+
 from plugins.base import (
     Allocation,
     ElementType,
     Empty,
     GpuPoliciesChange,
     GpuPolicy,
+    InvalidRequestError,
     Policy,
     PolicyAction,
     PolicyChange,
@@ -193,3 +196,19 @@ async def test_a_loaded_state_is_taken_as_is_and_never_changed_by_the_operation(
     out["priors"]["rg:job"]["gpu/0"]["watts"] = 1.0
     assert state.prior("rg:job", "gpu/0") == Prior(700.0, True)  # and so is the returned one
     assert json.loads(json.dumps(out)) == out
+
+
+async def test_a_discovery_the_plugin_checked_is_taken_back_as_is_any_other_checked(
+    gb200: Harness,
+) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    await gb200.call("set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(3200)))
+    loaded = gb200.plugin.load_state(json.loads(json.dumps(gb200.states[0])))  # from JSON: checked
+    # the state the operation returns hands the checked section on, as the host passes it back
+    out = DeviceState(loaded).to_json()
+    assert gb200.plugin.load_state(dict(out))["discovery"] is loaded["discovery"]
+    # the same content as plain JSON is checked again: a hostile component is refused
+    hostile = json.loads(json.dumps(out))
+    hostile["discovery"]["gpus"][0]["limit_uri"] = 5
+    with pytest.raises(InvalidRequestError, match="limit_uri"):
+        gb200.plugin.load_state(hostile)
