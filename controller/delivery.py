@@ -32,6 +32,7 @@ from controller.delivery_wire import (
     DESTINATION_DOWN,
     SendWindow,
     Transport,
+    attempt_kind,
     backoff_delay,
     probe_on_reconnect,
     reconnect_options,
@@ -363,9 +364,7 @@ class Delivery:
         now = datetime.now(UTC)
         if code not in DESTINATION_DOWN and self.destination.failing:
             self.destination.ok()  # it answered: the receiver is up, only this response failed
-        metrics.DELIVERY_ATTEMPTS.labels(
-            "dead_letter" if code in DEAD_LETTER else "receiver_down" if code in DESTINATION_DOWN else "retry"
-        ).inc()
+        metrics.DELIVERY_ATTEMPTS.labels(attempt_kind(code)).inc()
         if code in DEAD_LETTER:
             log.error(
                 "delivery of %s to %s refused for good (%s): dead-lettered; the device's later "

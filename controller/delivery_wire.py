@@ -50,6 +50,14 @@ DEAD_LETTER = frozenset({_Code.RESOURCE_EXHAUSTED, _Code.INVALID_ARGUMENT, _Code
 RECONNECT_EVERY_MS = 500
 
 
+def attempt_kind(code: grpc.StatusCode) -> str:
+    """The `devicectl_delivery_attempts_total` label of a failed delivery: dead-lettered for good,
+    the receiver down (the destination's backoff), or this response retried on its own."""
+    if code in DEAD_LETTER:
+        return "dead_letter"
+    return "receiver_down" if code in DESTINATION_DOWN else "retry"
+
+
 def reconnect_options(probe_max: float) -> list[tuple[str, int]]:
     """Channel options that keep gRPC's own reconnect back-off short while a receiver is down.
 
