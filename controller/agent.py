@@ -22,13 +22,13 @@ from collections.abc import AsyncIterator, Callable
 
 import grpc
 
-from controller import tls
 from controller._proto.devicecontroller.v1 import agent_pb2 as apb
 from controller._proto.devicecontroller.v1 import agent_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.config import Settings
 from controller.dispatch import Dispatcher
 from controller.logs import request_context
+from controller.security import tls
 from controller.service import DeviceControllerService, JournalUnavailableError
 from controller.version import installed_version
 from plugins.base import InvalidRequestError, RequestKind

@@ -13,7 +13,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from controller import agent, authz, metrics, tls, workers
+from controller import agent, metrics, workers
 from controller._proto.devicecontroller.v1 import (
     admin_pb2_grpc,
     devicecontroller_pb2_grpc,
@@ -38,6 +38,7 @@ from controller.inventory import (
 from controller.plugin_host import PluginHost
 from controller.plugin_process import load_external_plugins
 from controller.runner import RequestRunner
+from controller.security import authz, tls
 from controller.service import DeviceControllerService
 from controller.shards import ShardLeases, Shards
 from controller.store import DeviceUpsert, RetentionPolicy, Store, prune

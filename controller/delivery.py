@@ -38,9 +38,9 @@ from controller.delivery_wire import (
     reconnect_options,
 )
 from controller.logs import request_context
+from controller.security.tls import ClientTls, client_channel
 from controller.store import OutboxItem, Store, StoreClosedError
 from controller.supervise import Outage
-from controller.tls import ClientTls, client_channel
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.config import Settings
-from controller.secrets import SecretPolicy, SecretStore
+from controller.security.secrets import SecretPolicy, SecretStore
 from plugins import registry
 from plugins.base import Endpoint, HostEnvironmentError, SystemSpec
 

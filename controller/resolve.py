@@ -19,7 +19,7 @@ from controller.config import Settings
 from controller.inventory import DeviceEntry, entry_from_model, parse_model_json, plugin_registry
 from controller.logs import clip
 from controller.plugin_host import PluginHost
-from controller.secrets import SecretStore
+from controller.security.secrets import SecretStore
 from controller.store import Store
 from plugins.base import DevicePlugin, Endpoint, InvalidRequestError, SystemSpec, UnknownDeviceError
 

@@ -26,7 +26,7 @@ from controller.logs import clip, request_context
 from controller.plugin_host import PluginHost
 from controller.receipts import failed_writes_note
 from controller.resolve import DeviceResolver, Resolved
-from controller.secrets import SecretStore
+from controller.security.secrets import SecretStore
 from controller.shards import Shards
 from controller.store import Completion, NewVerification, Store, StoreClosedError, is_outage
 from controller.supervise import Outage, describe

@@ -22,7 +22,7 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller._proto.devicecontroller.v1 import topology_callback_pb2_grpc as cb
 from controller.agent_server import AgentHub
-from controller.tls import ServerTls, add_port
+from controller.security.tls import ServerTls, add_port
 
 log = logging.getLogger(__name__)
 

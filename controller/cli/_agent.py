@@ -59,7 +59,7 @@ def cmd_sink_agents(args: argparse.Namespace) -> int:
     from controller._proto.devicecontroller.v1 import agent_pb2 as apb
     from controller._proto.devicecontroller.v1 import agent_pb2_grpc as agrpc
     from controller.cli._channel import client_tls
-    from controller.tls import sync_channel
+    from controller.security.tls import sync_channel
 
     with sync_channel(args.sink, client_tls(args), what="sink") as channel:
         listing = agrpc.AgentAdminStub(channel).ListAgents(apb.ListAgentsRequest(), timeout=10)

@@ -13,7 +13,7 @@ import ssl
 import sys
 from pathlib import Path
 
-from controller.secrets import SecretStore
+from controller.security.secrets import SecretStore
 from plugins.redfish.capture import CaptureOptions, capture
 
 

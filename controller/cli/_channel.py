@@ -13,7 +13,7 @@ from dataclasses import replace
 import grpc
 
 from controller.cli._errors import UsageError
-from controller.tls import ClientTls, sync_channel
+from controller.security.tls import ClientTls, sync_channel
 
 
 def client_tls(args: argparse.Namespace) -> ClientTls:

@@ -18,14 +18,15 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2
 from rich.progress import Progress
 
-from controller import certs, translate
+from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller.app import Controller
 from controller.cli._render import console, print_json, table
 from controller.config import Settings
+from controller.security import certs
+from controller.security.tls import ClientTls, ServerTls, client_channel
 from controller.sink import TopologySink
-from controller.tls import ClientTls, ServerTls, client_channel
 from plugins.base import (
     Allocation,
     DeviceRequest,

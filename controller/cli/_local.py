@@ -77,8 +77,8 @@ def cmd_db_prune(args: argparse.Namespace) -> int:
 def cmd_sink(args: argparse.Namespace) -> int:
     from controller import translate
     from controller.agent_server import load_routes
+    from controller.security.tls import ServerTls
     from controller.sink import TopologySink
-    from controller.tls import ServerTls
 
     def show(response: Any) -> None:
         ok, error = translate.success_of(response)
@@ -122,7 +122,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_certs(args: argparse.Namespace) -> int:
-    from controller import certs
+    from controller.security import certs
 
     made = certs.init(args.dir, tuple(args.name) if args.name else certs.DEFAULT_CLIENTS)
     if args.json:

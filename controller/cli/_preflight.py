@@ -13,7 +13,6 @@ from typing import Any
 
 import click
 
-from controller import tls
 from controller.cli._click import Group, call, output_options
 from controller.cli._render import print_json, table
 from controller.config import Settings, load_settings
@@ -26,7 +25,8 @@ from controller.inventory import (
 )
 from controller.plugin_host import PluginHost
 from controller.plugin_process import load_external_plugins
-from controller.secrets import SecretStore
+from controller.security import tls
+from controller.security.secrets import SecretStore
 from plugins.base import DeviceContext, Empty, RequestKind, run_operation
 
 

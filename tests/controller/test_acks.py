@@ -322,7 +322,7 @@ class SmallSink(TopologySink):
     """A receiver with a 4 KiB message limit: gRPC itself refuses bigger responses."""
 
     async def start(self) -> int:
-        from controller.tls import add_port
+        from controller.security.tls import add_port
 
         self._server = grpc.aio.server(options=[("grpc.max_receive_message_length", 4096)])
         cb.add_TopologyCallbackServicer_to_server(self, self._server)

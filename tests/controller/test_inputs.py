@@ -9,7 +9,7 @@ import pytest
 
 from controller.config import Settings, load_settings, mask_url
 from controller.inventory import InventoryError, entry_from_model, load_inventory
-from controller.secrets import SecretStore
+from controller.security.secrets import SecretStore
 from plugins.base import HostEnvironmentError
 
 

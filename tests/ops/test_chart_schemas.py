@@ -20,9 +20,9 @@ import pytest
 import yaml
 from kubernetes_validate.utils import SchemaNotFoundError, latest_version
 
-from controller import certs
 from controller.config import load_settings
-from controller.tls import callback_tls, check_settings
+from controller.security import certs
+from controller.security.tls import callback_tls, check_settings
 from tests.ops._helm import ChartFailure, render_chart, render_notes
 from tests.ops.test_deploy import CHART, by_kind, container, env_of
 
@@ -217,7 +217,7 @@ def test_notes_say_how_to_check_the_install() -> None:
 
 @pytest.mark.parametrize("name", ["defaults", "tls"])
 def test_the_pod_settings_pass_devicectls_own_start_checks(name: str, tmp_path: Path) -> None:
-    """What `serve` checks before it starts (controller/tls.py, check_settings), on the settings
+    """What `serve` checks before it starts (controller/security/tls.py, check_settings), on the settings
     the pod would load, with real certificates from a test CA laid out as the Secrets mount them."""
     made = certs.init(tmp_path / "ca", clients=("devicectl",))
     layout = {

@@ -19,7 +19,7 @@ from controller.inventory import (
     plugin_registry,
     secret_policy,
 )
-from controller.secrets import SecretStore
+from controller.security.secrets import SecretStore
 from tests.ops._helm import render, render_chart
 
 DEPLOY = Path(__file__).parents[2] / "deploy"

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from controller import certs
 from controller.config import load_settings
 from controller.inventory import load_inventory, load_secret_rules, secret_policy
-from controller.secrets import SecretStore
-from controller.tls import check_settings
+from controller.security import certs
+from controller.security.secrets import SecretStore
+from controller.security.tls import check_settings
 from tests.ops.test_deploy import DEPLOY
 
 UNIT = DEPLOY / "systemd" / "devicectl.service"

@@ -12,12 +12,12 @@ from typing import Any
 import grpc
 import pytest
 
-from controller import certs
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.app import Controller
 from controller.config import Settings
+from controller.security import certs
+from controller.security.tls import ClientTls, ServerTls, client_channel
 from controller.sink import TopologySink
-from controller.tls import ClientTls, ServerTls, client_channel
 from tests.controller.conftest import memory_inventory
 from tests.memory_plugin import MemoryPlugin
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from controller.app import Controller
-from controller.authz import parse_roles
 from controller.config import Settings, load_settings
 from controller.inventory import InventoryError, load_secret_rules, option_errors
-from controller.secrets import SecretPolicy, SecretStore
+from controller.security.authz import parse_roles
+from controller.security.secrets import SecretPolicy, SecretStore
 from plugins.base import HostEnvironmentError
 from plugins.redfish import RedfishPlugin
 
@@ -109,7 +109,7 @@ async def test_readable_secrets_can_be_accepted_explicitly_with_a_warning(
     controller = Controller(_settings(tmp_path, inventory, secrets_allow_readable=True))
     await controller.start()
     try:
-        caplog.set_level(logging.WARNING, logger="controller.secrets")
+        caplog.set_level(logging.WARNING, logger="controller.security.secrets")
         creds = controller.secrets.credentials("bmc", for_url="https://127.0.0.1:9")
         assert creds.password == "pw-canary"
         assert any("readable by group or others (mode 0640)" in r.getMessage() for r in caplog.records)

@@ -13,14 +13,14 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from controller import certs
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc, devicecontroller_pb2_grpc
 from controller.app import Controller
-from controller.authz import allows, required_role
 from controller.config import Settings
+from controller.security import certs
+from controller.security.authz import allows, required_role
+from controller.security.tls import ClientTls, ServerTls, client_channel, is_loopback
 from controller.sink import TopologySink
-from controller.tls import ClientTls, ServerTls, client_channel, is_loopback
 from tests.controller.conftest import memory_inventory
 from tests.security.conftest import Pki, mtls_settings, ping
 
@@ -56,7 +56,7 @@ async def test_a_role_that_does_not_allow_the_call_is_refused_and_logged(
     start_secure: Any, channel_to: Any, pki: Pki, caplog: pytest.LogCaptureFixture
 ) -> None:
     controller = await start_secure()
-    caplog.set_level(logging.WARNING, logger="controller.authz")
+    caplog.set_level(logging.WARNING, logger="controller.security.authz")
     operator = channel_to(controller, pki.client("operator"))
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await devicecontroller_pb2_grpc.DeviceControllerStub(operator).SendDeviceRequest(
@@ -166,7 +166,7 @@ async def test_plaintext_only_on_loopback_unless_insecure(
         await callback.start()
     await callback.store.close()
 
-    caplog.set_level(logging.WARNING, logger="controller.tls")
+    caplog.set_level(logging.WARNING, logger="controller.security.tls")
     allowed = Controller(Settings(listen="0.0.0.0:0", insecure=True, **base), memory_inventory(1))
     await allowed.start()
     try:
@@ -228,7 +228,7 @@ async def test_a_rotated_server_certificate_is_served_to_new_connections(
     fresh = certs.init(tmp_path / "rotated", ())
     # The client still presents a certificate from our CA (client CA unchanged) but trusts the new CA.
     new_ca = ClientTls(ca_cert=str(fresh.ca), cert=old_ca.cert, key=old_ca.key)
-    caplog.set_level(logging.INFO, logger="controller.tls")
+    caplog.set_level(logging.INFO, logger="controller.security.tls")
     # Half-way (new certificate, old key): the mismatched pair is refused and the old one kept.
     certs.write_file(pki.ours.server_cert, fresh.server_cert.read_bytes())
     assert await health_with(old_ca) == grpc.StatusCode.OK

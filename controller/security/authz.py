@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from controller.tls import is_loopback
+from controller.security.tls import is_loopback
 
 if TYPE_CHECKING:
     from controller.config import Settings
