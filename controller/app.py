@@ -13,7 +13,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from controller import agent, metrics, workers
+from controller import agent, workers
 from controller._proto.devicecontroller.v1 import (
     admin_pb2_grpc,
     devicecontroller_pb2_grpc,
@@ -26,7 +26,6 @@ from controller.delivery import Delivery
 from controller.dispatch import Dispatcher
 from controller.drift import DriftChecker
 from controller.dryrun import Planner
-from controller.health import SERVICE_NAMES, JournalHealth
 from controller.inventory import (
     DeviceEntry,
     InventoryError,
@@ -35,6 +34,8 @@ from controller.inventory import (
     load_inventory,
     plugin_registry,
 )
+from controller.observability import metrics
+from controller.observability.health import SERVICE_NAMES, JournalHealth
 from controller.plugin_host import PluginHost
 from controller.plugin_process import load_external_plugins
 from controller.runner import RequestRunner

@@ -14,8 +14,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controller import metrics, translate
+from controller import translate
 from controller.config import Settings
+from controller.observability import metrics
 from controller.store import Completion, Store, StoreClosedError, is_outage
 from controller.supervise import Outage, describe
 from plugins.base import RequestKind

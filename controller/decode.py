@@ -15,7 +15,7 @@ from typing import Any
 
 import grpc
 
-from controller.logs import clip
+from controller.observability.logs import clip
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,6 @@ from datetime import UTC, datetime, timedelta
 
 import grpc
 
-from controller import metrics
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import topology_callback_pb2_grpc as cb
 from controller.delivery_wire import (
@@ -37,7 +36,8 @@ from controller.delivery_wire import (
     probe_on_reconnect,
     reconnect_options,
 )
-from controller.logs import request_context
+from controller.observability import metrics
+from controller.observability.logs import request_context
 from controller.security.tls import ClientTls, client_channel
 from controller.store import OutboxItem, Store, StoreClosedError
 from controller.supervise import Outage

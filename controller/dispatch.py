@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from controller import metrics
+from controller.observability import metrics
 from controller.store import JournalRow
 from plugins.base import RequestKind
 

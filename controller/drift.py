@@ -22,7 +22,6 @@ import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 
-from controller import metrics
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.config import Settings
 from controller.desired import (
@@ -41,7 +40,8 @@ from controller.desired import (
 )
 from controller.dispatch import Dispatcher, Job
 from controller.inventory import DeviceEntry, node_partner
-from controller.logs import clip
+from controller.observability import metrics
+from controller.observability.logs import clip
 from controller.runner import RequestRunner
 from controller.store import DesiredLimit, DriftCheck, NewRequest, Store
 from controller.supervise import describe

@@ -17,7 +17,7 @@ from typing import Any
 
 from controller.config import Settings
 from controller.inventory import DeviceEntry, entry_from_model, parse_model_json, plugin_registry
-from controller.logs import clip
+from controller.observability.logs import clip
 from controller.plugin_host import PluginHost
 from controller.security.secrets import SecretStore
 from controller.store import Store

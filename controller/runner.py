@@ -15,14 +15,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controller import metrics, translate
+from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.completions import CompletionWriter
 from controller.config import Settings
 from controller.desired import desired_from, is_internal
 from controller.dispatch import Job
 from controller.inventory import DeviceEntry
-from controller.logs import clip, request_context
+from controller.observability import metrics
+from controller.observability.logs import clip, request_context
 from controller.plugin_host import PluginHost
 from controller.receipts import failed_writes_note
 from controller.resolve import DeviceResolver, Resolved

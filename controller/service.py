@@ -13,12 +13,12 @@ from typing import Any
 import grpc
 from google.protobuf import empty_pb2
 
-from controller import metrics
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller.config import Settings
 from controller.dispatch import Dispatcher, Job
-from controller.logs import clip, request_context
+from controller.observability import metrics
+from controller.observability.logs import clip, request_context
 from controller.shards import Shards
 from controller.store import NewRequest, Store
 from controller.supervise import describe

@@ -8,7 +8,7 @@ import logging
 import time
 from datetime import UTC, datetime, timedelta
 
-from controller.logs import request_context
+from controller.observability.logs import request_context
 from controller.runner import RequestRunner
 from controller.store import Store, VerificationRow
 from controller.supervise import Outage

@@ -20,7 +20,7 @@ from controller.cli._click import Group, call, client_options, namespace, output
 from controller.cli._render import print_error, print_json, set_output
 from controller.cli._serve import cmd_serve
 from controller.cli._serve import settings_from as settings_from  # the deploy tests load it here
-from controller.version import installed_version
+from controller.observability.version import installed_version
 
 SHELLS = ("bash", "zsh", "fish")
 _COMPLETE_VAR = "_DEVICECTL_COMPLETE"

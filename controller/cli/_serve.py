@@ -7,10 +7,10 @@ import argparse
 import asyncio
 import signal
 
-from controller import logs
 from controller.cli._errors import check_sqlite_directory
 from controller.cli._render import print_error, print_json
 from controller.config import Settings, load_settings
+from controller.observability import logs
 
 
 def settings_from(args: argparse.Namespace) -> Settings:

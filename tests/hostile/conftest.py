@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller import logs
+from controller.observability import logs
 from tests.controller.conftest import start_controller  # noqa: F401  (fixtures)
 
 

@@ -11,7 +11,7 @@ import pytest
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.json_fields import json_depth_exceeds
-from controller.logs import clip
+from controller.observability.logs import clip
 from tests.hostile.conftest import LogCapture
 
 R = pb.DeviceControllerRequest

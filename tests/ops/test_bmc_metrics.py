@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from controller import metrics
+from controller.observability import metrics
 from plugins.base import Empty, GpuPoliciesChange, GpuPolicy, PolicyAction, PowerLimit
 from tests.plugins.redfish.conftest import make_harness, sim_certs
 

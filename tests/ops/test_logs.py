@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller import logs
+from controller.observability import logs
 from tests.controller.conftest import memory_inventory
 from tests.ops.test_metrics import _closed_port, gpu_caps
 

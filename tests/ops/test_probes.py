@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from controller.health import LIVENESS
+from controller.observability.health import LIVENESS
 from tests.controller.conftest import Harness, memory_inventory
 from tests.faults import DatabaseOutage
 from tests.ops.test_metrics import _closed_port, gpu_caps, samples, scrape, until, value

@@ -19,7 +19,7 @@ import pytest
 from controller.app import Controller
 from controller.config import Settings
 from controller.inventory import DeviceEntry
-from controller.metrics import StateCollector
+from controller.observability.metrics import StateCollector
 from controller.shards import ShardCountError, Shards, endpoint_key, shard_of
 from controller.store import Completion, NewRequest, NewVerification, Store
 from tests.memory_plugin import MemoryPlugin

@@ -39,8 +39,8 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from controller.observability.version import installed_version
 from controller.store import outbox_backlog, table_rows
-from controller.version import installed_version
 
 if TYPE_CHECKING:
     from controller.config import Settings
