@@ -31,7 +31,7 @@ from bench.baseline import GB200_CAPS
 from bench.fanout_plan import PHASES
 from bench.simulators import PASSWORD, USERNAME, SimulatorProcesses
 from bench.util import ROOT, jsonable, say
-from controller import runtime
+from controller.process import runtime
 from plugins.redfish import ConnectionSettings, RedfishSettings
 from plugins.redfish._client import BmcClient
 from plugins.redfish._pool import BmcPool
@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--keepalive-timeout", type=float, default=RedfishSettings.keepalive_timeout, help="plugin setting"
     )
-    parser.add_argument("--untuned", action="store_true", help="skip `controller.runtime` tuning")
+    parser.add_argument("--untuned", action="store_true", help="skip `controller.process.runtime` tuning")
     parser.add_argument(
         "--gc-young", type=int, help="young-generation GC threshold instead of the tuned one (0: GC off)"
     )

@@ -19,9 +19,9 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.delivery import Delivery
 from controller.dispatch import Dispatcher
 from controller.inventory import DeviceEntry
+from controller.process.supervise import describe
 from controller.receipts import desired_records, write_records
 from controller.store import DeviceView, RequestView, Store, VerificationRow
-from controller.supervise import describe
 from plugins import registry
 from plugins.base import InvalidRequestError
 

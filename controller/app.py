@@ -13,7 +13,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from controller import agent, workers
+from controller import agent
 from controller._proto.devicecontroller.v1 import (
     admin_pb2_grpc,
     devicecontroller_pb2_grpc,
@@ -38,12 +38,13 @@ from controller.observability import metrics
 from controller.observability.health import SERVICE_NAMES, JournalHealth
 from controller.plugin_host import PluginHost
 from controller.plugin_process import load_external_plugins
+from controller.process import workers
+from controller.process.supervise import Outage, supervise
 from controller.runner import RequestRunner
 from controller.security import authz, tls
 from controller.service import DeviceControllerService
 from controller.shards import ShardLeases, Shards
 from controller.store import DeviceUpsert, RetentionPolicy, Store, prune
-from controller.supervise import Outage, supervise
 from controller.verifier import Verifier
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,7 @@ class Controller:
                 self.agent_transport,
                 on_connect=self.agent_delivery.retry_now,
             )
-        # role gating (controller/workers.py): a front end journals and acks, an executor runs
+        # role gating (controller/process/workers.py): a front end journals and acks, an executor runs
         self.role = workers.process_role(settings)
         self.executes = workers.executes(settings)
         self.executors: workers.ExecutorPool | None = None

@@ -15,10 +15,10 @@ import logging
 
 from controller.config import Settings
 from controller.dispatch import Dispatcher, Job
+from controller.process.supervise import Outage
 from controller.runner import RequestRunner
 from controller.shards import ShardLeases, Shards
 from controller.store import JournalRow, Store
-from controller.supervise import Outage
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from controller import translate
 from controller.config import Settings
 from controller.observability import metrics
+from controller.process.supervise import Outage, describe
 from controller.store import Completion, Store, StoreClosedError, is_outage
-from controller.supervise import Outage, describe
 from plugins.base import RequestKind
 
 log = logging.getLogger(__name__)

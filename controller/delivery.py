@@ -38,9 +38,9 @@ from controller.delivery_wire import (
 )
 from controller.observability import metrics
 from controller.observability.logs import request_context
+from controller.process.supervise import Outage
 from controller.security.tls import ClientTls, client_channel
 from controller.store import OutboxItem, Store, StoreClosedError
-from controller.supervise import Outage
 
 log = logging.getLogger(__name__)
 

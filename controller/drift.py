@@ -42,9 +42,9 @@ from controller.dispatch import Dispatcher, Job
 from controller.inventory import DeviceEntry, node_partner
 from controller.observability import metrics
 from controller.observability.logs import clip
+from controller.process.supervise import describe
 from controller.runner import RequestRunner
 from controller.store import DesiredLimit, DriftCheck, NewRequest, Store
-from controller.supervise import describe
 from plugins.base import DeviceContext, Empty, RequestKind, run_operation
 
 log = logging.getLogger(__name__)

@@ -25,12 +25,12 @@ from controller.inventory import DeviceEntry
 from controller.observability import metrics
 from controller.observability.logs import clip, request_context
 from controller.plugin_host import PluginHost
+from controller.process.supervise import Outage, describe
 from controller.receipts import failed_writes_note
 from controller.resolve import DeviceResolver, Resolved
 from controller.security.secrets import SecretStore
 from controller.shards import Shards
 from controller.store import Completion, NewVerification, Store, StoreClosedError, is_outage
-from controller.supervise import Outage, describe
 from plugins.base import (
     DeviceContext,
     DeviceControllerError,

@@ -19,9 +19,9 @@ from controller.config import Settings
 from controller.dispatch import Dispatcher, Job
 from controller.observability import metrics
 from controller.observability.logs import clip, request_context
+from controller.process.supervise import describe
 from controller.shards import Shards
 from controller.store import NewRequest, Store
-from controller.supervise import describe
 from controller.validate import validate_request
 from plugins.base import InvalidRequestError, RequestKind
 

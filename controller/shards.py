@@ -23,11 +23,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from controller import workers
 from controller.config import Settings
 from controller.inventory import DeviceEntry, parse_model_json
+from controller.process import workers
+from controller.process.supervise import Outage
 from controller.store import LeaseFence, LeaseRound, Store
-from controller.supervise import Outage
 from plugins.base import SystemSpec
 
 log = logging.getLogger(__name__)

@@ -9,9 +9,9 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from controller.observability.logs import request_context
+from controller.process.supervise import Outage
 from controller.runner import RequestRunner
 from controller.store import Store, VerificationRow
-from controller.supervise import Outage
 from plugins.base import DeviceContext, DeviceControllerError, PendingVerification
 
 log = logging.getLogger(__name__)

@@ -124,7 +124,7 @@ class _Launch(Group):
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from controller import runtime
+    from controller.process import runtime
     from plugins import registry
     from plugins.base import serve
 

@@ -26,8 +26,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print_json(settings.display())
         return 0
     logs.setup(settings.log_level, settings.log_format)
-    from controller import runtime
     from controller.app import Controller, SchemaOutdatedError
+    from controller.process import runtime
 
     runtime.tune_process()
 

@@ -18,11 +18,11 @@ import logging
 
 from grpc_health.v1 import health, health_pb2
 
-from controller import workers
 from controller._proto.devicecontroller.v1 import admin_pb2, devicecontroller_pb2
 from controller.config import Settings
+from controller.process import workers
+from controller.process.supervise import Outage
 from controller.store import Store
-from controller.supervise import Outage
 
 log = logging.getLogger(__name__)
 

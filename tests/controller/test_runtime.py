@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from controller import runtime
+from controller.process import runtime
 
 PROBE = """
 import asyncio.sslproto, gc, json, platform
-from controller import runtime
+from controller.process import runtime
 before = {"gc": gc.get_threshold(), "tls": asyncio.sslproto.SSLProtocol.max_size}
 runtime.tune_process()
 arenas = runtime.limit_malloc_arenas(runtime.MALLOC_ARENAS)

@@ -105,7 +105,7 @@ def test_the_service_monitor_renders_only_when_asked_or_when_its_crd_exists() ->
 def test_every_metrics_port_of_the_executors_is_exposed_and_scraped() -> None:
     kinds = by_kind(render_chart(CHART, {"workers": 3}, api_versions=[SERVICE_MONITOR]))
     ports = {p["name"]: p["containerPort"] for p in container(kinds["Deployment"][0])["ports"]}
-    # executor i serves its metrics on metricsPort + i (controller/workers.py, executor_settings)
+    # executor i serves its metrics on metricsPort + i (controller/process/workers.py, executor_settings)
     assert ports == {
         "grpc": 50051,
         "metrics": 9464,

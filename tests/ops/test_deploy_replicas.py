@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from controller.config import load_settings
-from controller.workers import ProcessModelError, check_process_model, process_role
+from controller.process.workers import ProcessModelError, check_process_model, process_role
 from tests.ops._helm import ChartFailure, render, render_chart
 from tests.ops.test_deploy import CHART, by_kind, container, env_of
 
