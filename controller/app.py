@@ -19,7 +19,8 @@ from controller._proto.devicecontroller.v1 import (
     devicecontroller_pb2_grpc,
 )
 from controller.admin import AdminService, Watchers
-from controller.claims import Claims
+from controller.cluster.claims import Claims
+from controller.cluster.shards import ShardLeases, Shards
 from controller.config import Settings
 from controller.decode import DecodeGuard
 from controller.delivery import Delivery
@@ -43,7 +44,6 @@ from controller.process.supervise import Outage, supervise
 from controller.runner import RequestRunner
 from controller.security import authz, tls
 from controller.service import DeviceControllerService
-from controller.shards import ShardLeases, Shards
 from controller.store import DeviceUpsert, RetentionPolicy, Store, prune
 from controller.verifier import Verifier
 
@@ -156,7 +156,7 @@ class Controller:
         self.metrics_server: metrics.MetricsServer | None = None
 
     def _shards(self) -> Shards:
-        """Which shards this process runs (controller/shards.py): none in a front end, all of them
+        """Which shards this process runs (controller/cluster/shards.py): none in a front end, all of them
         on SQLite (one process), a fair share of leases among the executors on PostgreSQL."""
         if not workers.executes(self.settings):
             return Shards(self.inventory, self.settings.shard_count, executes=False)
@@ -314,7 +314,7 @@ class Controller:
         raise OSError(f"cannot listen on {self.settings.listen}: address in use or invalid")
 
     async def recover(self) -> int:
-        """Queue journaled requests that never finished (controller/claims.py)."""
+        """Queue journaled requests that never finished (controller/cluster/claims.py)."""
         return await self.claims.recover()
 
     def _shard_busy(self, shard: int) -> bool:

@@ -83,7 +83,7 @@ class Delivery:
         shards: Callable[[], Sequence[int] | None] | None = None,
     ) -> None:
         self._store = store
-        #: the shards whose responses this process delivers now (None: all; controller/shards.py)
+        #: the shards whose responses this process delivers now (None: all; controller/cluster/shards.py)
         self._shards = shards
         #: deliveries in flight per shard (a shard being released waits for its own)
         self.in_flight_shards: Counter[int] = Counter()

@@ -41,7 +41,7 @@ class Job:
     payload: bytes  # the serialized DeviceControllerRequest
     trace_id: str
     deadline_at: datetime
-    #: the device's shard (controller/shards.py): run only while this process holds its lease
+    #: the device's shard (controller/cluster/shards.py): run only while this process holds its lease
     shard: int = 0
 
     @classmethod

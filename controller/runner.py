@@ -17,6 +17,7 @@ from typing import Any
 
 from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller.cluster.shards import Shards
 from controller.completions import CompletionWriter
 from controller.config import Settings
 from controller.desired import desired_from, is_internal
@@ -29,7 +30,6 @@ from controller.process.supervise import Outage, describe
 from controller.receipts import failed_writes_note
 from controller.resolve import DeviceResolver, Resolved
 from controller.security.secrets import SecretStore
-from controller.shards import Shards
 from controller.store import Completion, NewVerification, Store, StoreClosedError, is_outage
 from plugins.base import (
     DeviceContext,

@@ -15,12 +15,12 @@ from google.protobuf import empty_pb2
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
+from controller.cluster.shards import Shards
 from controller.config import Settings
 from controller.dispatch import Dispatcher, Job
 from controller.observability import metrics
 from controller.observability.logs import clip, request_context
 from controller.process.supervise import describe
-from controller.shards import Shards
 from controller.store import NewRequest, Store
 from controller.validate import validate_request
 from plugins.base import InvalidRequestError, RequestKind

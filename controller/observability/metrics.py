@@ -43,9 +43,9 @@ from controller.observability.version import installed_version
 from controller.store import outbox_backlog, table_rows
 
 if TYPE_CHECKING:
+    from controller.cluster.shards import Shards
     from controller.config import Settings
     from controller.plugin_host import PluginHost
-    from controller.shards import Shards
     from controller.store import Store
 
 log = logging.getLogger(__name__)
@@ -320,7 +320,7 @@ class StateCollector(Collector):
         )
         yield GaugeMetricFamily(
             "devicectl_shards_held",
-            "Shards whose requests this process runs now (controller/shards.py)",
+            "Shards whose requests this process runs now (controller/cluster/shards.py)",
             len(c.shards.runnable()),
         )
         yield GaugeMetricFamily("devicectl_outbox_backlog", "Responses awaiting delivery", self.backlog)

@@ -130,7 +130,7 @@ class RequestModel(Base):
     owner: Mapped[str] = mapped_column(String, nullable=False, server_default="")
     #: receipts: the device writes the request made (a list of `plugins.base.DeviceWrite` as JSON)
     writes_json: Mapped[Any | None] = mapped_column(JSONDoc, nullable=True)
-    #: the device's shard (controller/shards.py), fixed at accept: only its lease holder runs it
+    #: the device's shard (controller/cluster/shards.py), fixed at accept: only its lease holder runs it
     shard: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
 
 

@@ -4,7 +4,7 @@ A lease row is ``(shard, owner, token, expires_at)``; ``expires_at`` is database
 controllers on hosts with skewed clocks agree. Acquiring a shard (a free or expired row) bumps
 ``token``: the fencing token a completion must still match when it commits
 (:func:`fenced_requests`). Write functions here are group-commit handlers (see ``_batch``); the
-policy (how many shards to hold, when to release) lives in ``controller/shards.py``.
+policy (how many shards to hold, when to release) lives in ``controller/cluster/shards.py``.
 """
 
 from __future__ import annotations

@@ -242,7 +242,7 @@ class Store:
         share the shards) from front ends."""
         await self._write(_journal.heartbeat_many, (owner, role))
 
-    # --- shard leases (controller/shards.py) -------------------------------------------------------
+    # --- shard leases (controller/cluster/shards.py) -----------------------------------------------
 
     async def claim_shards(
         self, owner: str, shards: Sequence[int], *, others_only: bool = False, limit: int | None = None

@@ -69,7 +69,7 @@ class NewRequest:
     accepted_at: datetime
     deadline_at: datetime
     owner: str
-    #: the device's shard (controller/shards.py)
+    #: the device's shard (controller/cluster/shards.py)
     shard: int = 0
     #: the accepting process runs the shard and will queue the request at once (the fast path):
     #: the accept also claims the device's older unfinished requests other controllers journaled
@@ -172,7 +172,7 @@ class JournalRow:
     started_at: datetime | None
     finished_at: datetime | None
     owner: str
-    #: the device's shard (controller/shards.py)
+    #: the device's shard (controller/cluster/shards.py)
     shard: int
 
 

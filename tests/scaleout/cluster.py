@@ -16,9 +16,9 @@ from sqlalchemy.engine import URL
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller.app import Controller
+from controller.cluster.shards import ShardLeases
 from controller.config import Settings
 from controller.inventory import DeviceEntry
-from controller.shards import ShardLeases
 from controller.sink import TopologySink
 from controller.store import Store
 from tests.memory_plugin import MemoryPlugin

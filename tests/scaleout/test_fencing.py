@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
-from controller.shards import ShardLeases
+from controller.cluster.shards import ShardLeases
 from controller.store import Completion, LeaseFence, LeaseRound, NewRequest, Store
 from tests.memory_plugin import MemoryPlugin
 from tests.scaleout.cluster import (

@@ -17,10 +17,10 @@ import grpc
 import pytest
 
 from controller.app import Controller
+from controller.cluster.shards import ShardCountError, Shards, endpoint_key, shard_of
 from controller.config import Settings
 from controller.inventory import DeviceEntry
 from controller.observability.metrics import StateCollector
-from controller.shards import ShardCountError, Shards, endpoint_key, shard_of
 from controller.store import Completion, NewRequest, NewVerification, Store
 from tests.memory_plugin import MemoryPlugin
 from tests.scaleout.cluster import LEASE_TTL, SHARDS, Cluster, cluster, fair, ping, store, wait_until

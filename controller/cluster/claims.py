@@ -3,7 +3,7 @@ the sweep" and "Several controllers, one PostgreSQL").
 
 On SQLite (one process) it claims its own unfinished requests and a dead peer's orphans, at start
 and at each sweep. On PostgreSQL an executor claims the unfinished requests of the shards it leases
-(controller/shards.py): at start and at each sweep (its own rows that are in no lane), at each
+(controller/cluster/shards.py): at start and at each sweep (its own rows that are in no lane), at each
 acquisition (every unfinished row of the gained shards), and every `claim_interval` (rows other
 controllers journaled in its shards). Claimed rows go into their device's lane by `seq`.
 """
@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from controller.cluster.shards import ShardLeases, Shards
 from controller.config import Settings
 from controller.dispatch import Dispatcher, Job
 from controller.process.supervise import Outage
 from controller.runner import RequestRunner
-from controller.shards import ShardLeases, Shards
 from controller.store import JournalRow, Store
 
 log = logging.getLogger(__name__)
