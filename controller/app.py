@@ -37,8 +37,8 @@ from controller.inventory import (
 )
 from controller.observability import metrics
 from controller.observability.health import SERVICE_NAMES, JournalHealth
-from controller.plugin_host import PluginHost
-from controller.plugin_process import load_external_plugins
+from controller.plugin_host.host import PluginHost
+from controller.plugin_host.launch import load_external_plugins
 from controller.process import workers
 from controller.process.supervise import Outage, supervise
 from controller.runner import RequestRunner

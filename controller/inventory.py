@@ -37,7 +37,7 @@ class DeviceEntry:
     ca_bundle: str = ""
     insecure: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
-    #: its plugin runs out of process (a [[plugin]] table in the same file; controller/plugin_process.py)
+    #: its plugin runs out of process (a [[plugin]] table in the same file; controller/plugin_host/launch.py)
     external: bool = False
     #: the same node's BMC device (this one reads its GPUs in-band): drift is checked both ways
     bmc: str = ""

@@ -18,7 +18,7 @@ from typing import Any
 from controller.config import Settings
 from controller.inventory import DeviceEntry, entry_from_model, parse_model_json, plugin_registry
 from controller.observability.logs import clip
-from controller.plugin_host import PluginHost
+from controller.plugin_host.host import PluginHost
 from controller.security.secrets import SecretStore
 from controller.store import Store
 from plugins.base import DevicePlugin, Endpoint, InvalidRequestError, SystemSpec, UnknownDeviceError

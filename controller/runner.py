@@ -25,7 +25,7 @@ from controller.dispatch import Job
 from controller.inventory import DeviceEntry
 from controller.observability import metrics
 from controller.observability.logs import clip, request_context
-from controller.plugin_host import PluginHost
+from controller.plugin_host.host import PluginHost
 from controller.process.supervise import Outage, describe
 from controller.receipts import failed_writes_note
 from controller.resolve import DeviceResolver, Resolved

@@ -18,7 +18,7 @@ from controller.cli._click import call, output_options
 from controller.cli._render import err_console, print_json, table
 from controller.config import load_settings
 from controller.inventory import DeviceEntry, inventory_secrets, load_inventory
-from controller.plugin_host import PluginHost
+from controller.plugin_host.host import PluginHost
 from plugins.base import DeviceControllerError, DeviceTarget, StatObject, StatValue
 
 

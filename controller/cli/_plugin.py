@@ -151,11 +151,11 @@ def _json_arg(text: str, what: str) -> dict[str, Any]:
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
-    from controller.plugin_process import ExternalPlugin
-    from controller.plugin_remote import RemotePlugin
+    from controller.plugin_host.launch import ExternalPlugin
+    from controller.plugin_host.remote import RemotePlugin
 
     # the plugin's own output (stderr, stdout, go-plugin's stdio stream) goes to our stderr
-    host_log = logging.getLogger("controller.plugin_process")
+    host_log = logging.getLogger("controller.plugin_host.launch")
     if not any(getattr(h, "plugin_launch", False) for h in host_log.handlers):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(message)s"))
@@ -220,7 +220,7 @@ def _emit(value: Mapping[str, Any]) -> None:
 
 
 async def _act(plugin: Any, args: argparse.Namespace) -> int:
-    from controller.plugin_remote import RemotePlugin
+    from controller.plugin_host.remote import RemotePlugin
     from plugins._proto.nomad.plugins.base import base_pb2
     from plugins.base import _nomad
     from plugins.base._codec import decode, encode

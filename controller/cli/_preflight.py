@@ -23,8 +23,8 @@ from controller.inventory import (
     load_inventory,
     plugin_registry,
 )
-from controller.plugin_host import PluginHost
-from controller.plugin_process import load_external_plugins
+from controller.plugin_host.host import PluginHost
+from controller.plugin_host.launch import load_external_plugins
 from controller.security import tls
 from controller.security.secrets import SecretStore
 from plugins.base import DeviceContext, Empty, RequestKind, run_operation

@@ -45,7 +45,7 @@ from controller.store import outbox_backlog, table_rows
 if TYPE_CHECKING:
     from controller.cluster.shards import Shards
     from controller.config import Settings
-    from controller.plugin_host import PluginHost
+    from controller.plugin_host.host import PluginHost
     from controller.store import Store
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ import pytest
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc
 from controller.app import Controller
 from controller.config import Settings
-from controller.plugin_process import ExternalPlugin
-from controller.plugin_remote import RemotePlugin
+from controller.plugin_host.launch import ExternalPlugin
+from controller.plugin_host.remote import RemotePlugin
 from controller.sink import TopologySink
 
 ROOT = Path(__file__).resolve().parents[3]

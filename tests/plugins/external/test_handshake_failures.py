@@ -11,7 +11,7 @@ import pytest
 
 from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
-from controller.plugin_process import connect, parse_handshake
+from controller.plugin_host.launch import connect, parse_handshake
 from controller.sink import TopologySink
 from plugins.base import HostEnvironmentError
 from plugins.base._serve import MAGIC_COOKIE_KEY

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from controller.plugin_remote import RemotePlugin
+from controller.plugin_host.remote import RemotePlugin
 from plugins.base import (
     Allocation,
     DeviceContext,

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.plugin_host import PluginHost
-from controller.plugin_process import load_external_plugins
+from controller.plugin_host.host import PluginHost
+from controller.plugin_host.launch import load_external_plugins
 from tests.plugins.gohost import build
 
 
@@ -129,7 +129,7 @@ async def test_an_inventory_plugin_table_drives_the_go_plugin(
         f"config = {{ dir = {json.dumps(str(files))} }}\n"
         f"env = {{ TMPDIR = {json.dumps(str(socket_dir))} }}\n"
     )
-    caplog.set_level(logging.INFO, logger="controller.plugin_process")
+    caplog.set_level(logging.INFO, logger="controller.plugin_host.launch")
     host = PluginHost(load_external_plugins(inventory))
     try:
         plugin = await host.get("gofiles")

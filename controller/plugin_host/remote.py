@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.duration_pb2 import Duration
 
-from controller.plugin_process import Connection, ExternalPlugin, connect
+from controller.plugin_host.launch import Connection, ExternalPlugin, connect
 from plugins._proto.devicectl.plugin.v1 import power_pb2 as ppb
 from plugins._proto.nomad.plugins.device import device_pb2 as dpb
 from plugins.base import (

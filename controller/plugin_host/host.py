@@ -10,8 +10,8 @@ import asyncio
 import logging
 from collections.abc import Mapping
 
-from controller.plugin_process import ExternalPlugin
-from controller.plugin_remote import RemotePlugin
+from controller.plugin_host.launch import ExternalPlugin
+from controller.plugin_host.remote import RemotePlugin
 from plugins import registry
 from plugins.base import DevicePlugin
 
