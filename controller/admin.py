@@ -17,10 +17,10 @@ from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.delivery import Delivery
+from controller.desired.receipts import desired_records, write_records
 from controller.dispatch import Dispatcher
 from controller.inventory import DeviceEntry
 from controller.process.supervise import describe
-from controller.receipts import desired_records, write_records
 from controller.store import DeviceView, RequestView, Store, VerificationRow
 from plugins import registry
 from plugins.base import InvalidRequestError
@@ -119,7 +119,7 @@ def verification_record(row: VerificationRow) -> apb.VerificationRecord:
     )
 
 
-#: plans a request without writing (`controller.dryrun.Planner.plan`)
+#: plans a request without writing (`controller.desired.dryrun.Planner.plan`)
 PlanFn = Callable[[pb.DeviceControllerRequest], Coroutine[Any, Any, apb.DryRunResponse]]
 
 
@@ -135,7 +135,7 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
         delivery: Delivery | None = None,
         dry_run: PlanFn | None = None,
     ) -> None:
-        self._dry_run = dry_run  # controller.dryrun.Planner.plan
+        self._dry_run = dry_run  # controller.desired.dryrun.Planner.plan
         self._store = store
         self._dispatcher = dispatcher
         self._inventory = inventory

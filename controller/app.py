@@ -24,9 +24,9 @@ from controller.cluster.shards import ShardLeases, Shards
 from controller.config import Settings
 from controller.decode import DecodeGuard
 from controller.delivery import Delivery
+from controller.desired.drift import DriftChecker
+from controller.desired.dryrun import Planner
 from controller.dispatch import Dispatcher
-from controller.drift import DriftChecker
-from controller.dryrun import Planner
 from controller.inventory import (
     DeviceEntry,
     InventoryError,

@@ -20,14 +20,14 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.cluster.shards import Shards
 from controller.completions import CompletionWriter
 from controller.config import Settings
-from controller.desired import desired_from, is_internal
+from controller.desired.limits import desired_from, is_internal
+from controller.desired.receipts import failed_writes_note
 from controller.dispatch import Job
 from controller.inventory import DeviceEntry
 from controller.observability import metrics
 from controller.observability.logs import clip, request_context
 from controller.plugin_host.host import PluginHost
 from controller.process.supervise import Outage, describe
-from controller.receipts import failed_writes_note
 from controller.resolve import DeviceResolver, Resolved
 from controller.security.secrets import SecretStore
 from controller.store import Completion, NewVerification, Store, StoreClosedError, is_outage

@@ -25,7 +25,7 @@ from google.protobuf import struct_pb2
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2
-from controller.desired import INTERNAL_PREFIX
+from controller.desired.limits import INTERNAL_PREFIX
 from controller.json_fields import DEFAULT_MAX_JSON_BYTES, DEFAULT_MAX_JSON_DEPTH, parse_json_object
 from plugins.base import InvalidRequestError, RequestKind
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller.receipts import failed_writes_note, write_outcome
+from controller.desired.receipts import failed_writes_note, write_outcome
 from plugins.base import DeviceWrite, WriteOutcome
 
 P = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/GPU_{}/EnvironmentMetrics"

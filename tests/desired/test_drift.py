@@ -14,7 +14,7 @@ import pytest
 
 from controller import translate
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
-from controller.desired import INTERNAL_PREFIX
+from controller.desired.limits import INTERNAL_PREFIX
 from controller.inventory import DeviceEntry, load_inventory
 from controller.sink import TopologySink
 from controller.store import DesiredLimit

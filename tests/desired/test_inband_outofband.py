@@ -15,7 +15,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
-from controller.desired import INTERNAL_PREFIX
+from controller.desired.limits import INTERNAL_PREFIX
 from controller.inventory import load_inventory
 from controller.sink import TopologySink
 from controller.store import AuditView, DesiredLimit, Store

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from controller.desired import DISAGREE, INBAND, OUTOFBAND, compare_paths, gpu_pairs
+from controller.desired.limits import DISAGREE, INBAND, OUTOFBAND, compare_paths, gpu_pairs
 from controller.inventory import DeviceEntry, InventoryError, load_inventory, node_partner, pairing_problems
 from controller.store import DesiredLimit
 

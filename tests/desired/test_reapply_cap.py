@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from controller.desired import REAPPLY_PREFIX, reapply_event
-from controller.drift import DriftChecker
+from controller.desired.drift import DriftChecker
+from controller.desired.limits import REAPPLY_PREFIX, reapply_event
 from controller.inventory import DeviceEntry
 from controller.store import DriftCheck
 from plugins.nvml.testing import FakeNode

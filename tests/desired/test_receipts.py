@@ -7,7 +7,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 from controller.admin import request_record
-from controller.receipts import write_records
+from controller.desired.receipts import write_records
 from controller.runner import receipts
 from controller.store import Completion, NewRequest, RetentionPolicy, Store, prune
 from plugins.base import (

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from controller import translate
-from controller.desired import desired_from
+from controller.desired.limits import desired_from
 from plugins.base import (
     GpuPoliciesChange,
     GpuPolicy,

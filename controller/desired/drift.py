@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.config import Settings
-from controller.desired import (
+from controller.desired.limits import (
     DISAGREE,
     INBAND,
     INTERNAL_PREFIX,

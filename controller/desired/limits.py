@@ -2,7 +2,7 @@
 
 After a change the runner records each component's limit as read back (`desired_from`)
 with the request that set it, in the completion's transaction (`controller/store/_desired.py`).
-The drift check (`controller/drift.py`) compares them with what the device enforces, through one
+The drift check (`controller/desired/drift.py`) compares them with what the device enforces, through one
 path or, for a node the inventory serves in-band and out-of-band (`bmc`), through both.
 """
 
