@@ -18,7 +18,7 @@ from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.delivery import Delivery
 from controller.desired.receipts import desired_records, write_records
-from controller.dispatch import Dispatcher
+from controller.execution.dispatch import Dispatcher
 from controller.inventory import DeviceEntry
 from controller.process.supervise import describe
 from controller.store import DeviceView, RequestView, Store, VerificationRow

@@ -26,7 +26,7 @@ from controller._proto.devicecontroller.v1 import agent_pb2 as apb
 from controller._proto.devicecontroller.v1 import agent_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.config import Settings
-from controller.dispatch import Dispatcher
+from controller.execution.dispatch import Dispatcher
 from controller.observability.logs import request_context
 from controller.observability.version import installed_version
 from controller.security import tls

@@ -26,7 +26,9 @@ from controller.decode import DecodeGuard
 from controller.delivery import Delivery
 from controller.desired.drift import DriftChecker
 from controller.desired.dryrun import Planner
-from controller.dispatch import Dispatcher
+from controller.execution.dispatch import Dispatcher
+from controller.execution.runner import RequestRunner
+from controller.execution.verifier import Verifier
 from controller.inventory import (
     DeviceEntry,
     InventoryError,
@@ -41,11 +43,9 @@ from controller.plugin_host.host import PluginHost
 from controller.plugin_host.launch import load_external_plugins
 from controller.process import workers
 from controller.process.supervise import Outage, supervise
-from controller.runner import RequestRunner
 from controller.security import authz, tls
 from controller.service import DeviceControllerService
 from controller.store import DeviceUpsert, RetentionPolicy, Store, prune
-from controller.verifier import Verifier
 
 log = logging.getLogger(__name__)
 

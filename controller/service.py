@@ -17,7 +17,7 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller.cluster.shards import Shards
 from controller.config import Settings
-from controller.dispatch import Dispatcher, Job
+from controller.execution.dispatch import Dispatcher, Job
 from controller.observability import metrics
 from controller.observability.logs import clip, request_context
 from controller.process.supervise import describe

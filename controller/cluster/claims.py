@@ -15,9 +15,9 @@ import logging
 
 from controller.cluster.shards import ShardLeases, Shards
 from controller.config import Settings
-from controller.dispatch import Dispatcher, Job
+from controller.execution.dispatch import Dispatcher, Job
+from controller.execution.runner import RequestRunner
 from controller.process.supervise import Outage
-from controller.runner import RequestRunner
 from controller.store import JournalRow, Store
 
 log = logging.getLogger(__name__)

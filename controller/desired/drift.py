@@ -38,12 +38,12 @@ from controller.desired.limits import (
     path_of,
     reapply_event,
 )
-from controller.dispatch import Dispatcher, Job
+from controller.execution.dispatch import Dispatcher, Job
+from controller.execution.runner import RequestRunner
 from controller.inventory import DeviceEntry, node_partner
 from controller.observability import metrics
 from controller.observability.logs import clip
 from controller.process.supervise import describe
-from controller.runner import RequestRunner
 from controller.store import DesiredLimit, DriftCheck, NewRequest, Store
 from plugins.base import DeviceContext, Empty, RequestKind, run_operation
 

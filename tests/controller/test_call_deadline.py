@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from controller.runner import RequestRunner
+from controller.execution.runner import RequestRunner
 
 
 class _Lease:

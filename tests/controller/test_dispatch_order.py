@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from controller.dispatch import Dispatcher, Job
+from controller.execution.dispatch import Dispatcher, Job
 from plugins.base import RequestKind
 
 NOW = datetime.now(UTC)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from controller.resolve import DeviceResolver
+from controller.execution.resolve import DeviceResolver
 from plugins.base import InvalidRequestError
 
 

@@ -13,8 +13,8 @@ import pytest
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller.execution.runner import MARK_RUNNING_AFTER, MARK_RUNNING_TICK
 from controller.inventory import DeviceEntry
-from controller.runner import MARK_RUNNING_AFTER, MARK_RUNNING_TICK
 from tests.controller.conftest import MEMORY, memory_inventory
 from tests.memory_plugin import MemoryPlugin
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from controller.admin import request_record
 from controller.desired.receipts import write_records
-from controller.runner import receipts
+from controller.execution.runner import receipts
 from controller.store import Completion, NewRequest, RetentionPolicy, Store, prune
 from plugins.base import (
     ElementType,

@@ -18,17 +18,17 @@ from typing import Any
 from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.cluster.shards import Shards
-from controller.completions import CompletionWriter
 from controller.config import Settings
 from controller.desired.limits import desired_from, is_internal
 from controller.desired.receipts import failed_writes_note
-from controller.dispatch import Job
+from controller.execution.completions import CompletionWriter
+from controller.execution.dispatch import Job
+from controller.execution.resolve import DeviceResolver, Resolved
 from controller.inventory import DeviceEntry
 from controller.observability import metrics
 from controller.observability.logs import clip, request_context
 from controller.plugin_host.host import PluginHost
 from controller.process.supervise import Outage, describe
-from controller.resolve import DeviceResolver, Resolved
 from controller.security.secrets import SecretStore
 from controller.store import Completion, NewVerification, Store, StoreClosedError, is_outage
 from plugins.base import (
@@ -361,7 +361,7 @@ class RequestRunner:
         )
 
     async def _complete(self, completion: Completion) -> bool:
-        """Write the completion (controller/completions.py: retried in place, in the device's
+        """Write the completion (controller/execution/completions.py: retried in place, in the device's
         lane); False when it did not commit as given, and then this copy of the device goes."""
         written = await self._completions.write(completion)
         if not written.as_is:

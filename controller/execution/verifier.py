@@ -8,9 +8,9 @@ import logging
 import time
 from datetime import UTC, datetime, timedelta
 
+from controller.execution.runner import RequestRunner
 from controller.observability.logs import request_context
 from controller.process.supervise import Outage
-from controller.runner import RequestRunner
 from controller.store import Store, VerificationRow
 from plugins.base import DeviceContext, DeviceControllerError, PendingVerification
 
