@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from bench.util import say
 from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
-from controller.sink import TopologySink
+from controller.delivery.sink import TopologySink
 
 
 class ResponseTracker:

@@ -16,7 +16,7 @@ from google.protobuf import empty_pb2, timestamp_pb2
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
-from controller.delivery import Delivery
+from controller.delivery.outbox import Delivery
 from controller.desired.receipts import desired_records, write_records
 from controller.execution.dispatch import Dispatcher
 from controller.inventory import DeviceEntry

@@ -13,7 +13,6 @@ import grpc
 from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from controller import agent
 from controller._proto.devicecontroller.v1 import (
     admin_pb2_grpc,
     devicecontroller_pb2_grpc,
@@ -23,7 +22,8 @@ from controller.cluster.claims import Claims
 from controller.cluster.shards import ShardLeases, Shards
 from controller.config import Settings
 from controller.decode import DecodeGuard
-from controller.delivery import Delivery
+from controller.delivery import agent
+from controller.delivery.outbox import Delivery
 from controller.desired.drift import DriftChecker
 from controller.desired.dryrun import Planner
 from controller.execution.dispatch import Dispatcher
@@ -85,7 +85,7 @@ class Controller:
         self.watchers = Watchers()
         self.secrets = inventory_secrets(settings, self.inventory)
         self.shards = self._shards()
-        # agent mode (controller/agent.py): the agent's devices answer over its stream
+        # agent mode (controller/delivery/agent.py): the agent's devices answer over its stream
         on_agent = agent.device_filter(settings.agent_devices) if settings.agent_server else None
         self.delivery = Delivery(
             self.store,

@@ -7,7 +7,7 @@ no request failed on a Redfish session table full of the controller's own sessio
 session per BMC (one live controller), every GPU cap equal to what the responses say it is (a
 failed request included: it says which GPUs it wrote), and at most one duplicate per kill. (A
 kill repeats the responses sent and not yet recorded as delivered; outside a backlog's drain the
-delivery keeps one such response per process, controller/delivery.py. The total and the maximum
+delivery keeps one such response per process, controller/delivery/outbox.py. The total and the maximum
 after one kill are both reported and checked.)
 """
 

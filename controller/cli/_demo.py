@@ -24,9 +24,9 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as d
 from controller.app import Controller
 from controller.cli._render import console, print_json, table
 from controller.config import Settings
+from controller.delivery.sink import TopologySink
 from controller.security import certs
 from controller.security.tls import ClientTls, ServerTls, client_channel
-from controller.sink import TopologySink
 from plugins.base import (
     Allocation,
     DeviceRequest,

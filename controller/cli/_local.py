@@ -76,9 +76,9 @@ def cmd_db_prune(args: argparse.Namespace) -> int:
 
 def cmd_sink(args: argparse.Namespace) -> int:
     from controller import translate
-    from controller.agent_server import load_routes
+    from controller.delivery.agent_server import load_routes
+    from controller.delivery.sink import TopologySink
     from controller.security.tls import ServerTls
-    from controller.sink import TopologySink
 
     def show(response: Any) -> None:
         ok, error = translate.success_of(response)

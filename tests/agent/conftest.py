@@ -15,7 +15,7 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller.app import Controller
 from controller.config import Settings
-from controller.sink import TopologySink
+from controller.delivery.sink import TopologySink
 from tests.controller.conftest import memory_inventory
 from tests.memory_plugin import MemoryPlugin
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.sink import TopologySink
+from controller.delivery.sink import TopologySink
 from tests.agent.conftest import assert_exactly_once_in_order, ping, send_until_acked, until, wait_connected
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,11 +13,11 @@ from controller import translate
 from controller._proto.devicecontroller.v1 import agent_pb2 as apb
 from controller._proto.devicecontroller.v1 import agent_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
-from controller.agent import PROTOCOL_VERSION
 from controller.app import Controller
+from controller.delivery.agent import PROTOCOL_VERSION
+from controller.delivery.sink import TopologySink
 from controller.security import certs
 from controller.security.tls import ClientTls, ServerTls, client_channel
-from controller.sink import TopologySink
 from tests.agent.conftest import assert_exactly_once_in_order, ping, send_until_acked, until, wait_connected
 
 StartAgent = Callable[..., Awaitable[Controller]]

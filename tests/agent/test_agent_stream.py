@@ -15,9 +15,9 @@ from controller._proto.devicecontroller.v1 import admin_pb2_grpc
 from controller._proto.devicecontroller.v1 import agent_pb2 as apb
 from controller._proto.devicecontroller.v1 import agent_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
-from controller.agent import PROTOCOL_VERSION
 from controller.app import Controller
-from controller.sink import TopologySink
+from controller.delivery.agent import PROTOCOL_VERSION
+from controller.delivery.sink import TopologySink
 from tests.agent.conftest import (
     all_delivered,
     assert_exactly_once_in_order,

@@ -12,8 +12,8 @@ import pytest
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc, devicecontroller_pb2_grpc
 from controller.app import Controller
 from controller.config import Settings
+from controller.delivery.sink import TopologySink
 from controller.inventory import DeviceEntry
-from controller.sink import TopologySink
 from tests.memory_plugin import MemoryPlugin
 
 MEMORY = "tests.memory_plugin:MemoryPlugin"

@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import topology_callback_pb2_grpc as cb
-from controller.sink import TopologySink
+from controller.delivery.sink import TopologySink
 from controller.store import NewRequest
 from tests.controller.conftest import Harness, memory_inventory
 from tests.controller.test_cli import devicectl as run_devicectl

@@ -14,7 +14,7 @@ import asyncio
 
 import pytest
 
-from controller import delivery
+from controller.delivery import outbox as delivery
 from controller.store import Store
 from tests.controller.conftest import memory_inventory
 from tests.controller.test_acks import CountingSink, order_of

@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from controller.delivery_wire import reconnect_options
-from controller.sink import TopologySink
+from controller.delivery.sink import TopologySink
+from controller.delivery.wire import reconnect_options
 from tests.controller.test_service import ping
 from tests.serve_process import free_port
 

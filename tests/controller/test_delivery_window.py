@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
-from controller.delivery_wire import SendWindow
+from controller.delivery.wire import SendWindow
 from controller.store import Store
 from tests.controller.conftest import memory_inventory
 from tests.controller.test_acks import CountingSink

@@ -15,8 +15,8 @@ import grpc
 import pytest
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
+from controller.delivery.sink import TopologySink
 from controller.inventory import load_inventory
-from controller.sink import TopologySink
 from plugins.base import DeviceWrite, Empty, ProfileChange, RequestKind, WriteOutcome, run_operation
 from plugins.nvml.testing import FakeNode
 from plugins.redfish.simulator import SimulatorFleet

@@ -15,9 +15,9 @@ import pytest
 from prometheus_client import REGISTRY
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
+from controller.delivery.sink import TopologySink
 from controller.desired.limits import INTERNAL_PREFIX
 from controller.inventory import load_inventory
-from controller.sink import TopologySink
 from controller.store import AuditView, DesiredLimit, Store
 from plugins.nvml.testing import FakeNode
 from plugins.redfish.simulator import SimulatorFleet

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
+from controller.delivery.sink import TopologySink
 from controller.inventory import DeviceEntry, load_inventory
-from controller.sink import TopologySink
 from plugins.redfish.simulator import SimulatedBmc, SimulatorFleet
 from tests.controller.conftest import MEMORY, memory_inventory
 from tests.ops._terminal import Run, both, fits, pipe, tty, tty_interrupted

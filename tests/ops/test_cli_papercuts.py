@@ -14,7 +14,7 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.cli import main
 from controller.cli._channel import server_address
 from controller.cli._responses import energy, render_response
-from controller.sink import TopologySink
+from controller.delivery.sink import TopologySink
 from tests.controller.conftest import memory_inventory
 from tests.ops._terminal import both, pipe
 from tests.ops.test_metrics import _closed_port, gpu_caps

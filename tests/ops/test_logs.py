@@ -57,7 +57,7 @@ async def test_delivery_lines_carry_the_request_ids(start_controller, json_lines
     async def delivery_line() -> dict[str, object]:
         while True:
             for line in parsed(json_lines):
-                if line["logger"] == "controller.delivery":
+                if line["logger"] == "controller.delivery.outbox":
                     return line
             await asyncio.sleep(0.05)
 

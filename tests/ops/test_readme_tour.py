@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from controller.delivery.sink import TopologySink
 from controller.inventory import load_inventory
-from controller.sink import TopologySink
 from plugins.redfish.simulator import SimulatorFleet
 from tests.ops._terminal import ROOT, pipe
 

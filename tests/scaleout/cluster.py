@@ -18,8 +18,8 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as d
 from controller.app import Controller
 from controller.cluster.shards import ShardLeases
 from controller.config import Settings
+from controller.delivery.sink import TopologySink
 from controller.inventory import DeviceEntry
-from controller.sink import TopologySink
 from controller.store import Store
 from tests.memory_plugin import MemoryPlugin
 

@@ -11,8 +11,8 @@ import pytest
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2 as pp
 from controller.app import Controller
+from controller.delivery.sink import TopologySink
 from controller.execution.dispatch import Dispatcher, Job
-from controller.sink import TopologySink
 from controller.store import NewRequest, Store
 from controller.translate import success_of
 from plugins.base import RequestKind

@@ -32,8 +32,8 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller.app import SERVICE_NAMES, Controller
 from controller.config import Settings, load_settings
+from controller.delivery.sink import TopologySink
 from controller.process.workers import executor_settings, settings_environment
-from controller.sink import TopologySink
 from tests.controller.conftest import memory_inventory
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,9 +15,9 @@ import pytest
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.app import Controller
 from controller.config import Settings
+from controller.delivery.sink import TopologySink
 from controller.security import certs
 from controller.security.tls import ClientTls, ServerTls, client_channel
-from controller.sink import TopologySink
 from tests.controller.conftest import memory_inventory
 from tests.memory_plugin import MemoryPlugin
 

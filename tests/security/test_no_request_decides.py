@@ -26,7 +26,7 @@ from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc
 from controller.app import Controller
 from controller.config import Settings
-from controller.sink import TopologySink
+from controller.delivery.sink import TopologySink
 from plugins.base import Empty, RequestKind
 from plugins.redfish.simulator._tls import ensure_tls_files
 
@@ -41,7 +41,7 @@ def test_a_request_naming_a_module_imports_nothing(tmp_path: Path) -> None:
         import asyncio, json, sys
         from controller.app import Controller
         from controller.config import Settings
-        from controller.sink import TopologySink
+        from controller.delivery.sink import TopologySink
         from controller import translate
         from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
         from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc

@@ -17,10 +17,10 @@ from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc, devicecontroller_pb2_grpc
 from controller.app import Controller
 from controller.config import Settings
+from controller.delivery.sink import TopologySink
 from controller.security import certs
 from controller.security.authz import allows, required_role
 from controller.security.tls import ClientTls, ServerTls, client_channel, is_loopback
-from controller.sink import TopologySink
 from tests.controller.conftest import memory_inventory
 from tests.security.conftest import Pki, mtls_settings, ping
 

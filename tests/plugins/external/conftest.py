@@ -16,9 +16,9 @@ import pytest
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc
 from controller.app import Controller
 from controller.config import Settings
+from controller.delivery.sink import TopologySink
 from controller.plugin_host.launch import ExternalPlugin
 from controller.plugin_host.remote import RemotePlugin
-from controller.sink import TopologySink
 
 ROOT = Path(__file__).resolve().parents[3]
 #: the child needs the repository on its path for test plugins (tests.memory_plugin)

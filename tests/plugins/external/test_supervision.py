@@ -14,9 +14,9 @@ import pytest
 
 from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller.delivery.sink import TopologySink
 from controller.plugin_host.launch import ExternalPlugin
 from controller.plugin_host.remote import RemotePlugin
-from controller.sink import TopologySink
 from plugins.base import DeviceContext, DeviceTimeoutError, Empty, Ping, TransientError
 from tests.plugins.external.conftest import (
     CHILD_ENV,

@@ -28,7 +28,7 @@ import tenacity
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 
-log = logging.getLogger("controller.delivery")
+log = logging.getLogger("controller.delivery.outbox")
 
 _Code = grpc.StatusCode
 #: the receiver (or the path to it) is down: say so once for the destination, probe, don't

@@ -6,7 +6,7 @@ and starts one delivery per device; that delivery goes on with the device's next
 ahead in batches), each recorded before the next is sent, so a backlog drains at the pace of the
 receiver and the database, not of the passes. Outside a backlog's drain, one response in the
 whole process at a time is sent but not yet recorded (what a SIGKILL repeats). Failures
-(`controller.delivery_wire`): a receiver that is down gets one probe at a time, its first success
+(`controller.delivery.wire`): a receiver that is down gets one probe at a time, its first success
 releases the whole backlog; a response refused for good is dead-lettered; any other failure backs
 that row off, persisted. A failing database never ends the loop: a failed pass is logged once per
 outage and retried.
@@ -26,7 +26,7 @@ import grpc
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import topology_callback_pb2_grpc as cb
-from controller.delivery_wire import (
+from controller.delivery.wire import (
     DEAD_LETTER,
     DESTINATION_DOWN,
     SendWindow,

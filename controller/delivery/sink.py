@@ -21,7 +21,7 @@ from controller._proto.devicecontroller.v1 import agent_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller._proto.devicecontroller.v1 import topology_callback_pb2_grpc as cb
-from controller.agent_server import AgentHub
+from controller.delivery.agent_server import AgentHub
 from controller.security.tls import ServerTls, add_port
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,8 @@ class TopologySink(cb.TopologyCallbackServicer):
         return empty_pb2.Empty()
 
     async def receive(self, request: pb.DeviceControllerResponse, peers: list[str]) -> None:
-        """Record one response (from the callback, or an agent's stream: controller/agent_server.py)."""
+        """Record one response (from the callback, or an agent's stream:
+        controller/delivery/agent_server.py)."""
         self.counts[request.request_id] += 1
         for name in peers:
             self.peers[name] += 1

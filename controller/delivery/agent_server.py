@@ -25,7 +25,7 @@ from controller._proto.devicecontroller.v1 import agent_pb2 as apb
 from controller._proto.devicecontroller.v1 import agent_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
-from controller.agent import PROTOCOL_VERSION
+from controller.delivery.agent import PROTOCOL_VERSION
 
 log = logging.getLogger(__name__)
 
