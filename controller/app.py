@@ -17,11 +17,12 @@ from controller._proto.devicecontroller.v1 import (
     admin_pb2_grpc,
     devicecontroller_pb2_grpc,
 )
-from controller.admin import AdminService, Watchers
+from controller.api.admin import AdminService, Watchers
+from controller.api.decode import DecodeGuard
+from controller.api.service import DeviceControllerService
 from controller.cluster.claims import Claims
 from controller.cluster.shards import ShardLeases, Shards
 from controller.config import Settings
-from controller.decode import DecodeGuard
 from controller.delivery import agent
 from controller.delivery.outbox import Delivery
 from controller.desired.drift import DriftChecker
@@ -44,7 +45,6 @@ from controller.plugin_host.launch import load_external_plugins
 from controller.process import workers
 from controller.process.supervise import Outage, supervise
 from controller.security import authz, tls
-from controller.service import DeviceControllerService
 from controller.store import DeviceUpsert, RetentionPolicy, Store, prune
 
 log = logging.getLogger(__name__)

@@ -11,9 +11,9 @@ from google.protobuf.message import DecodeError
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2
-from controller.json_fields import parse_json_object
+from controller.api.json_fields import parse_json_object
+from controller.api.validate import request_problems, validate_request
 from controller.translate import request_from_proto
-from controller.validate import request_problems, validate_request
 from plugins.base import InvalidRequestError, RequestKind
 
 Req = pb.DeviceControllerRequest

@@ -6,7 +6,7 @@ import pytest
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2 as pp
-from controller.validate import MAX_REPEATED, request_problems
+from controller.api.validate import MAX_REPEATED, request_problems
 
 R = pb.DeviceControllerRequest
 

@@ -25,12 +25,12 @@ import grpc
 from controller._proto.devicecontroller.v1 import agent_pb2 as apb
 from controller._proto.devicecontroller.v1 import agent_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller.api.service import DeviceControllerService, JournalUnavailableError
 from controller.config import Settings
 from controller.execution.dispatch import Dispatcher
 from controller.observability.logs import request_context
 from controller.observability.version import installed_version
 from controller.security import tls
-from controller.service import DeviceControllerService, JournalUnavailableError
 from plugins.base import InvalidRequestError, RequestKind
 
 log = logging.getLogger(__name__)

@@ -17,11 +17,11 @@ import time
 from controller import translate
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller.api.validate import validate_request
 from controller.config import Settings
 from controller.desired.receipts import write_records
 from controller.execution.runner import RequestRunner, receipts
 from controller.observability.logs import clip
-from controller.validate import validate_request
 from plugins.base import DeviceContext, DeviceControllerError, WriteLog, run_operation
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from plugins.base import (
 if TYPE_CHECKING:  # the validator imports this module: keep it free of the store
     from controller.store import DesiredLimit
 
-#: request ids of internal requests (re-applications); refused from callers (controller/validate.py)
+#: request ids of internal requests (re-applications); refused from callers (controller/api/validate.py)
 INTERNAL_PREFIX = "devicectl-internal-"
 #: a re-application's requests: REAPPLY_PREFIX + "<event>-<n>" (one event may re-send several)
 REAPPLY_PREFIX = INTERNAL_PREFIX + "reapply-"

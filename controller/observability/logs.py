@@ -10,7 +10,7 @@ from typing import IO
 
 #: longest value a log line carries for one untrusted field (ids, errors quoting input)
 MAX_LOGGED_CHARS = 200
-#: ids in the line prefix: the longest valid id (controller.validate.MAX_ID_CHARS) is never clipped
+#: ids in the line prefix: the longest valid id (controller.api.validate.MAX_ID_CHARS) is never clipped
 _MAX_ID_CHARS = 256
 
 _context: contextvars.ContextVar[tuple[str, str, str]] = contextvars.ContextVar(

@@ -6,7 +6,7 @@ from google.protobuf.message import Message
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2
-from controller.json_fields import parse_json_object
+from controller.api.json_fields import parse_json_object
 from controller.translate._json import Untranslatable, encode_json_object
 from controller.translate._kinds import (
     ALLOCATION_KINDS,

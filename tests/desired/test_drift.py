@@ -14,11 +14,11 @@ import pytest
 
 from controller import translate
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
+from controller.api.validate import validate_request
 from controller.delivery.sink import TopologySink
 from controller.desired.limits import INTERNAL_PREFIX
 from controller.inventory import DeviceEntry, load_inventory
 from controller.store import DesiredLimit
-from controller.validate import validate_request
 from plugins.base import InvalidRequestError, RequestKind
 from plugins.nvml.testing import FakeNode
 from plugins.redfish.simulator import SimulatorFleet

@@ -6,7 +6,7 @@ import re
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
-from controller.admin import request_record
+from controller.api.admin import request_record
 from controller.desired.receipts import write_records
 from controller.execution.runner import receipts
 from controller.store import Completion, NewRequest, RetentionPolicy, Store, prune

@@ -10,7 +10,7 @@ import pytest
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
-from controller.json_fields import json_depth_exceeds
+from controller.api.json_fields import json_depth_exceeds
 from controller.observability.logs import clip
 from tests.hostile.conftest import LogCapture
 
@@ -90,7 +90,7 @@ def test_depth_check_ignores_brackets_in_strings_and_is_iterative() -> None:
 def test_policy_properties_share_the_json_depth_limit() -> None:
     # properties end up in the plugin's stored state: deeper ones would make that state unloadable
     from controller._proto.devicecontroller.v1 import policy_pb2 as pp
-    from controller.validate import request_problems
+    from controller.api.validate import request_problems
 
     def policy(depth: int) -> pp.PolicyObject:
         nested: dict = {}

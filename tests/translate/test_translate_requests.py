@@ -6,8 +6,8 @@ import pytest
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2
+from controller.api.validate import validate_request
 from controller.translate import REQUEST_TYPES, request_from_proto, request_kind, request_to_proto
-from controller.validate import validate_request
 from plugins.base import (
     Allocation,
     DeviceRequest,

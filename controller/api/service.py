@@ -1,5 +1,5 @@
 """The DeviceController servicer, the topology server's entry point: validate, journal (committed
-before the ack), queue. The operator-facing admin servicer is `controller.admin`."""
+before the ack), queue. The operator-facing admin servicer is `controller.api.admin`."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from google.protobuf import empty_pb2
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
+from controller.api.validate import validate_request
 from controller.cluster.shards import Shards
 from controller.config import Settings
 from controller.execution.dispatch import Dispatcher, Job
@@ -22,7 +23,6 @@ from controller.observability import metrics
 from controller.observability.logs import clip, request_context
 from controller.process.supervise import describe
 from controller.store import NewRequest, Store
-from controller.validate import validate_request
 from plugins.base import InvalidRequestError, RequestKind
 
 log = logging.getLogger(__name__)

@@ -25,8 +25,8 @@ from google.protobuf import struct_pb2
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2
+from controller.api.json_fields import DEFAULT_MAX_JSON_BYTES, DEFAULT_MAX_JSON_DEPTH, parse_json_object
 from controller.desired.limits import INTERNAL_PREFIX
-from controller.json_fields import DEFAULT_MAX_JSON_BYTES, DEFAULT_MAX_JSON_DEPTH, parse_json_object
 from plugins.base import InvalidRequestError, RequestKind
 
 __all__ = [
