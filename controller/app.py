@@ -38,7 +38,7 @@ from controller.inventory import (
     load_inventory,
     plugin_registry,
 )
-from controller.observability import metrics
+from controller.observability import endpoint, metrics
 from controller.observability.health import SERVICE_NAMES, JournalHealth
 from controller.plugin_host.host import PluginHost
 from controller.plugin_host.launch import load_external_plugins
@@ -153,7 +153,7 @@ class Controller:
         self.port = 0
         self._stopped = False
         metrics.configure(settings.metrics_per_device, settings.metrics_max_devices)
-        self.metrics_server: metrics.MetricsServer | None = None
+        self.metrics_server: endpoint.MetricsServer | None = None
 
     def _shards(self) -> Shards:
         """Which shards this process runs (controller/cluster/shards.py): none in a front end, all of them
@@ -222,7 +222,7 @@ class Controller:
                 await self.shards.round()  # our first leases (and their requests) before serving
             await self.recover()
         if self.settings.metrics_listen:  # before gRPC: a port in use fails the start cleanly
-            self.metrics_server = metrics.MetricsServer(self)
+            self.metrics_server = endpoint.MetricsServer(self)
             port = await self.metrics_server.start(self.settings.metrics_listen)
             log.info("metrics on http://%s:%d/metrics", self.settings.metrics_listen.rpartition(":")[0], port)
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=interceptors)

@@ -1,6 +1,7 @@
-"""What the controller tells operators about itself: Prometheus metrics and the HTTP health endpoints
-in `metrics`, log lines that carry the request's context in `logs`, gRPC health (readiness follows
-the journal, liveness the process) in `health`, and the installed version in `version`.
+"""What the controller tells operators about itself: Prometheus metrics in `metrics`, the HTTP endpoint
+that serves them with `/healthz` and `/readyz` in `endpoint`, log lines that carry the request's
+context in `logs`, gRPC health (readiness follows the journal, liveness the process) in `health`,
+and the installed version in `version`.
 """
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from controller.observability.endpoint import MetricsServer, StateCollector
     from controller.observability.health import LIVENESS, JournalHealth
     from controller.observability.logs import JsonFormatter, clip, request_context
-    from controller.observability.metrics import MetricsServer, PowerGauges, StateCollector
+    from controller.observability.metrics import PowerGauges
     from controller.observability.version import installed_version
 
 __all__ = [
@@ -32,9 +34,9 @@ _HOME = {
     "JournalHealth": "health",
     "JsonFormatter": "logs",
     "LIVENESS": "health",
-    "MetricsServer": "metrics",
+    "MetricsServer": "endpoint",
     "PowerGauges": "metrics",
-    "StateCollector": "metrics",
+    "StateCollector": "endpoint",
     "clip": "logs",
     "installed_version": "version",
     "request_context": "logs",

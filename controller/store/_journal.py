@@ -1,4 +1,4 @@
-"""The request journal: accept, start, complete and claim requests; read them back.
+"""The request journal: accept, start and complete requests; read them back (claims: `_claims`).
 
 Write functions here are group-commit handlers (``fn(conn, args) -> results``, see ``_batch``):
 they run on the writer thread inside the batch's transaction and treat their argument list as a
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -28,7 +28,7 @@ L = CONTROLLER_LEASES
 UNFINISHED = (RequestStatus.QUEUED.value, RequestStatus.RUNNING.value)
 COMPLETED = RequestStatus.COMPLETED.value
 
-_JOURNAL_COLUMNS = (
+JOURNAL_COLUMNS = (
     R.c.seq,
     R.c.request_id,
     R.c.device,
@@ -51,13 +51,19 @@ _JOURNAL_COLUMNS = (
 def journal_row(row: Any) -> JournalRow:
     """A ``JournalRow`` from a row selected with the journal's columns."""
     m = row._mapping
-    return JournalRow(**{c.name: m[c.name] for c in _JOURNAL_COLUMNS})
+    return JournalRow(**{c.name: m[c.name] for c in JOURNAL_COLUMNS})
+
+
+def with_owner(row: JournalRow, owner: str) -> JournalRow:
+    fields = {c.name: getattr(row, c.name) for c in JOURNAL_COLUMNS}
+    fields["owner"] = owner
+    return JournalRow(**fields)
 
 
 def _request_view(row: Any) -> RequestView:
     m = row._mapping
     return RequestView(
-        **{c.name: m[c.name] for c in _JOURNAL_COLUMNS},
+        **{c.name: m[c.name] for c in JOURNAL_COLUMNS},
         response=m["response"],
         delivered_at=m["delivered_at"],
         delivery_attempts=m["delivery_attempts"] or 0,
@@ -171,7 +177,7 @@ def _claim_older(conn: Connection, new: list[tuple[NewRequest, int]]) -> dict[st
         older: list[JournalRow] = []
         for part in chunks(sorted({row.device for row, _ in rows})):
             query = (
-                sa.select(*_JOURNAL_COLUMNS)
+                sa.select(*JOURNAL_COLUMNS)
                 .where(
                     R.c.device.in_(part),
                     R.c.status.in_(UNFINISHED),
@@ -191,7 +197,7 @@ def _claim_older(conn: Connection, new: list[tuple[NewRequest, int]]) -> dict[st
                 None,
             )
             if newer is not None:
-                taken.setdefault(newer.request_id, []).append(_with_owner(old, owner))
+                taken.setdefault(newer.request_id, []).append(with_owner(old, owner))
         seqs = [row.seq for group in taken.values() for row in group]
         for seq_part in chunks(seqs):
             conn.execute(sa.update(R).where(R.c.seq.in_(seq_part)).values(owner=owner))
@@ -312,88 +318,10 @@ def _completion_params(c: Completion) -> dict[str, Any]:
     return params
 
 
-def claim_unfinished_one(
-    conn: Connection, owner: str, lease_ttl: float, limit: int | None
-) -> list[JournalRow]:
-    """Take over unfinished requests that are ours or whose owner's lease has lapsed."""
-    if is_postgres(conn):
-        # The database's clock, so controllers on hosts with skewed clocks agree on liveness.
-        cutoff: Any = sa.func.now() - sa.literal(timedelta(seconds=lease_ttl), sa.Interval())
-    else:
-        cutoff = datetime.now(UTC) - timedelta(seconds=lease_ttl)
-    live = sa.exists().where(L.c.owner == R.c.owner, L.c.heartbeat_at >= cutoff)
-    query = (
-        sa.select(*_JOURNAL_COLUMNS)
-        .where(R.c.status.in_(UNFINISHED), sa.or_(R.c.owner == owner, ~live))
-        .order_by(R.c.seq)
-    )
-    return _take(conn, query, owner, limit)
-
-
-def _take(conn: Connection, query: sa.Select[Any], owner: str, limit: int | None) -> list[JournalRow]:
-    """Run a claim's query and make the rows it found ``owner``'s."""
-    if limit is not None:
-        query = query.limit(limit)
-    if is_postgres(conn):
-        # Rows another controller is claiming right now are skipped, not waited for.
-        query = query.with_for_update(of=R, skip_locked=True)
-    rows = [journal_row(row) for row in conn.execute(query)]
-    taken = [row.seq for row in rows if row.owner != owner]
-    for part in chunks(taken):
-        conn.execute(sa.update(R).where(R.c.seq.in_(part)).values(owner=owner))
-    return [row if row.owner == owner else _with_owner(row, owner) for row in rows]
-
-
-def claim_shards_one(
-    conn: Connection, owner: str, shards: Sequence[int], others_only: bool, limit: int | None
-) -> list[JournalRow]:
-    """Take over the unfinished requests of ``shards`` (the ones ``owner`` leases), by seq.
-
-    ``others_only`` skips rows already ``owner``'s (the frequent poll for requests other
-    controllers journaled; the rows this one journaled itself are in its lanes already)."""
-    if not shards:
-        return []
-    query = (
-        sa.select(*_JOURNAL_COLUMNS)
-        .where(R.c.status.in_(UNFINISHED), R.c.shard.in_(sorted(shards)))
-        .order_by(R.c.seq)
-    )
-    if others_only:
-        query = query.where(R.c.owner != owner)
-    return _take(conn, query, owner, limit)
-
-
-def claim_shards_many(
-    conn: Connection, args: list[tuple[str, Sequence[int], bool, int | None]]
-) -> list[list[JournalRow]]:
-    """Group-commit handler for ``claim_shards``."""
-    return [claim_shards_one(conn, *arg) for arg in args]
-
-
-def _with_owner(row: JournalRow, owner: str) -> JournalRow:
-    fields = {c.name: getattr(row, c.name) for c in _JOURNAL_COLUMNS}
-    fields["owner"] = owner
-    return JournalRow(**fields)
-
-
-def claim_unfinished_many(
-    conn: Connection, args: list[tuple[str, float, int | None]]
-) -> list[list[JournalRow]]:
-    """Group-commit handler for ``claim_unfinished``."""
-    return [claim_unfinished_one(conn, owner, ttl, limit) for owner, ttl, limit in args]
-
-
-def heartbeat_many(conn: Connection, owners: list[tuple[str, str]]) -> list[None]:
-    """Upsert the lease rows of ``(owner, role)`` with the current time."""
-    for owner, role in dict.fromkeys(owners):
-        _shards.heartbeat(conn, owner, role)
-    return [None for _ in owners]
-
-
 # --- reads ----------------------------------------------------------------------------------------
 
 _VIEW_QUERY = sa.select(
-    *_JOURNAL_COLUMNS,
+    *JOURNAL_COLUMNS,
     OB.c.response,
     OB.c.delivered_at,
     OB.c.attempts.label("delivery_attempts"),

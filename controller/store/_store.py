@@ -12,15 +12,16 @@ the whole database) they go ahead of everything queued in the one writer.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy.engine import URL, Connection
 
-from . import _database, _desired, _devices, _journal, _outbox, _shards, _verifications
+from . import _claims, _database, _desired, _devices, _journal, _shards, _verifications
 from ._batch import BatchWriter, Handler, WriteFailure
+from ._outbox_access import OutboxAccess
 from ._shards import LeaseRound, LeaseRoundResult
 from ._types import (
     Accepted,
@@ -32,24 +33,18 @@ from ._types import (
     DriftCheck,
     JournalRow,
     NewRequest,
-    OutboxItem,
     RequestView,
     SchemaStatus,
     ShardLease,
     StoreStats,
     VerificationRow,
+    require_aware,
 )
 
 T = TypeVar("T")
 
 
-def _require_aware(name: str, value: datetime | None) -> None:
-    # Fail in the caller, not later inside a shared batch where it would cost a retry round.
-    if value is not None and (value.tzinfo is None or value.utcoffset() is None):
-        raise ValueError(f"{name} must be a timezone-aware datetime, got {value!r}")
-
-
-class Store:
+class Store(OutboxAccess):
     """Persistence for devicectl: journal, devices, outbox, audit log, verifications, leases.
 
     Create with :meth:`from_url`, check or apply the schema (:meth:`schema_status`,
@@ -190,8 +185,8 @@ class Store:
         if not rows:
             return []
         for row in rows:
-            _require_aware("accepted_at", row.accepted_at)
-            _require_aware("deadline_at", row.deadline_at)
+            require_aware("accepted_at", row.accepted_at)
+            require_aware("deadline_at", row.deadline_at)
         result: list[Accepted] = await self._write(_journal.accept_many, list(rows))
         return result
 
@@ -201,13 +196,13 @@ class Store:
 
     async def mark_running(self, request_id: str, at: datetime) -> None:
         """Record that the request started: status running, started_at, attempts + 1."""
-        _require_aware("at", at)
+        require_aware("at", at)
         await self._write(_journal.mark_running_many, (request_id, at))
 
     def mark_running_soon(self, request_id: str, at: datetime) -> asyncio.Future[None]:
         """``mark_running`` queued now, from synchronous code (a timer); resolves once committed.
         Raises StoreClosedError at once when the store is closed."""
-        _require_aware("at", at)
+        require_aware("at", at)
         return self._writer.submit(_journal.mark_running_many, (request_id, at))
 
     async def complete(self, c: Completion) -> bool:
@@ -216,10 +211,10 @@ class Store:
 
         Raises LookupError for a request id that was never journaled.
         """
-        _require_aware("finished_at", c.finished_at)
-        _require_aware("started_at", c.started_at)
+        require_aware("finished_at", c.finished_at)
+        require_aware("started_at", c.started_at)
         if c.verification is not None:
-            _require_aware("verification.due_at", c.verification.due_at)
+            require_aware("verification.due_at", c.verification.due_at)
         result: bool = await self._write(_journal.complete_many, c)
         return result
 
@@ -232,15 +227,13 @@ class Store:
         On PostgreSQL rows being claimed by another controller at the same moment are skipped
         (``FOR UPDATE SKIP LOCKED``), so two claimers never get the same row.
         """
-        result: list[JournalRow] = await self._write(
-            _journal.claim_unfinished_many, (owner, lease_ttl, limit)
-        )
+        result: list[JournalRow] = await self._write(_claims.claim_unfinished_many, (owner, lease_ttl, limit))
         return result
 
     async def heartbeat(self, owner: str, role: str = "all") -> None:
         """Renew ``owner``'s lease (database time on PostgreSQL); ``role`` tells executors (which
         share the shards) from front ends."""
-        await self._write(_journal.heartbeat_many, (owner, role))
+        await self._write(_claims.heartbeat_many, (owner, role))
 
     # --- shard leases (controller/cluster/shards.py) -----------------------------------------------
 
@@ -251,7 +244,7 @@ class Store:
         ``others_only``, only those another controller journaled or held. Rows being claimed
         elsewhere at the same moment are skipped (``FOR UPDATE SKIP LOCKED`` on PostgreSQL)."""
         result: list[JournalRow] = await self._write(
-            _journal.claim_shards_many, (owner, sorted(shards), others_only, limit)
+            _claims.claim_shards_many, (owner, sorted(shards), others_only, limit)
         )
         return result
 
@@ -329,62 +322,13 @@ class Store:
     async def request_ids_since(self, device: str, prefix: str, since: datetime) -> list[str]:
         """Ids of the device's journaled requests starting with `prefix`, accepted at `since` or later
         (re-applications counted across restarts and processes)."""
-        _require_aware("since", since)
+        require_aware("since", since)
         return await self._read(_desired.request_ids_since, device, prefix, since)
 
     async def record_drift_check(self, check: DriftCheck) -> None:
         """Store what a drift check found (and an audit row when something drifted)."""
-        _require_aware("at", check.at)
+        require_aware("at", check.at)
         await self._write(_desired.record_checks_many, check)
-
-    # --- outbox -------------------------------------------------------------------------------------
-
-    async def due_outbox(
-        self, now: datetime, limit: int = 500, shards: Sequence[int] | None = None
-    ) -> list[OutboxItem]:
-        """For each device, its oldest undelivered response if that one is due (per-device order);
-        only responses of ``shards`` when given."""
-        _require_aware("now", now)
-        return await self._read(_outbox.due_outbox, now, limit, shards)
-
-    async def due_heads(
-        self,
-        now: datetime,
-        limit: int = 500,
-        shards: Sequence[int] | None = None,
-        devices: Collection[str] | None = None,
-    ) -> list[tuple[int, str]]:
-        """``(id, device)`` of the rows ``due_outbox`` would return (of ``devices`` only, when
-        given), without their contents."""
-        _require_aware("now", now)
-        return await self._read(_outbox.due_heads, now, limit, shards, devices)
-
-    async def outbox_items(self, ids: Sequence[int]) -> list[OutboxItem]:
-        """The outbox rows ``ids`` (those that still exist), by id."""
-        return await self._read(_outbox.outbox_items, list(ids)) if ids else []
-
-    async def next_outbox(self, device: str, after_id: int, limit: int) -> list[OutboxItem]:
-        """The device's next ``limit`` undelivered responses after ``after_id``, by id."""
-        return await self._read(_outbox.next_outbox, device, after_id, limit)
-
-    async def mark_delivered(self, outbox_id: int, at: datetime) -> None:
-        """Record a successful delivery."""
-        _require_aware("at", at)
-        await self._write_outcome(_outbox.mark_delivered_many, (outbox_id, at))
-
-    async def delivery_failed(self, outbox_id: int, error: str, next_attempt_at: datetime) -> None:
-        """Record a failed delivery attempt and when to try again."""
-        _require_aware("next_attempt_at", next_attempt_at)
-        await self._write_outcome(_outbox.delivery_failed_many, (outbox_id, error, next_attempt_at))
-
-    async def dead_letter(self, outbox_id: int, error: str, at: datetime) -> None:
-        """Give up on a response the receiver refused for good (never sent again)."""
-        _require_aware("at", at)
-        await self._write_outcome(_outbox.dead_letter_many, (outbox_id, error, at))
-
-    async def dead_letter_count(self) -> int:
-        """How many responses were given up on."""
-        return await self._read(_outbox.dead_letter_count)
 
     @property
     def write_failure(self) -> WriteFailure | None:
@@ -405,10 +349,6 @@ class Store:
         if self._outcomes is not None:
             self._outcomes.stall_after = seconds
 
-    async def undelivered_count(self) -> int:
-        """How many responses await delivery."""
-        return await self._read(_outbox.undelivered_count)
-
     # --- verifications ------------------------------------------------------------------------------
 
     async def due_verifications(
@@ -416,7 +356,7 @@ class Store:
     ) -> list[VerificationRow]:
         """Pending verifications whose next check is due, soonest first; only those of requests
         in ``shards`` when given."""
-        _require_aware("now", now)
+        require_aware("now", now)
         return await self._read(_verifications.due_verifications, now, limit, shards)
 
     async def update_verification(
@@ -429,8 +369,8 @@ class Store:
         finished_at: datetime | None,
     ) -> None:
         """Record a check's result; ``due_at=None`` keeps the current due time."""
-        _require_aware("due_at", due_at)
-        _require_aware("finished_at", finished_at)
+        require_aware("due_at", due_at)
+        require_aware("finished_at", finished_at)
         await self._write(
             _verifications.update_many, (verification_id, status, detail, due_at, checks, finished_at)
         )

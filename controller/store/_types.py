@@ -292,3 +292,9 @@ class DriftCheck:
     paths: dict[str, dict[str, float | None]] = field(default_factory=dict)
     #: per drifted component, its findings: "inband"/"outofband" (that path is off), "disagree"
     findings: dict[str, list[str]] = field(default_factory=dict)
+
+
+def require_aware(name: str, value: datetime | None) -> None:
+    # Fail in the caller, not later inside a shared batch where it would cost a retry round.
+    if value is not None and (value.tzinfo is None or value.utcoffset() is None):
+        raise ValueError(f"{name} must be a timezone-aware datetime, got {value!r}")

@@ -20,7 +20,7 @@ from controller.app import Controller
 from controller.cluster.shards import ShardCountError, Shards, endpoint_key, shard_of
 from controller.config import Settings
 from controller.inventory import DeviceEntry
-from controller.observability.metrics import StateCollector
+from controller.observability.endpoint import StateCollector
 from controller.store import Completion, NewRequest, NewVerification, Store
 from tests.memory_plugin import MemoryPlugin
 from tests.scaleout.cluster import LEASE_TTL, SHARDS, Cluster, cluster, fair, ping, store, wait_until
