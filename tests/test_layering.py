@@ -205,7 +205,6 @@ TOO_LONG_FOR_NOW: frozenset[str] = frozenset(
         # split once their performance work lands
         "plugins/redfish/_caps.py",
         "plugins/redfish/_client.py",
-        "plugins/redfish/_operations.py",
     }
 )
 

@@ -27,8 +27,8 @@ from plugins.base import (
 from plugins.redfish._caps import OpBmc
 from plugins.redfish._device import Device
 from plugins.redfish._layout import Component
-from plugins.redfish._operations import summarize
 from plugins.redfish._platforms import unsupported_message
+from plugins.redfish._results import summarize
 
 #: DPS/Redfish ("out-of-band") profile ids are NVML ids + 3 (dps.md §6)
 PROFILE_ID_OFFSET = 3
