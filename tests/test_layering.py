@@ -203,7 +203,6 @@ TOO_LONG_FOR_NOW: frozenset[str] = frozenset(
         "controller/store/_journal.py",
         "controller/store/_store.py",
         # split once their performance work lands
-        "plugins/redfish/_caps.py",
         "plugins/redfish/_client.py",
     }
 )

@@ -48,12 +48,12 @@ from plugins.redfish import (
     _schema,
     _streams,
 )
-from plugins.redfish._caps import OpBmc
 from plugins.redfish._config import RedfishSettings, config_schema
 from plugins.redfish._device import Device, connect, prepare, record_session
 from plugins.redfish._errors import PlatformUnsupportedError
 from plugins.redfish._evidence import cap_plan
 from plugins.redfish._layout import MECH_CONTROL
+from plugins.redfish._op_bmc import OpBmc
 from plugins.redfish._operations import apply_policy_change, restore_scope
 from plugins.redfish._pool import BmcPool
 from plugins.redfish._state import TOPOLOGY, rg_scope
