@@ -202,8 +202,6 @@ TOO_LONG_FOR_NOW: frozenset[str] = frozenset(
         "controller/metrics.py",
         "controller/store/_journal.py",
         "controller/store/_store.py",
-        # split once their performance work lands
-        "plugins/redfish/_client.py",
     }
 )
 
