@@ -194,16 +194,6 @@ def test_the_plugin_check_sees_a_controller_import(tmp_path: Path) -> None:
 MAX_LINES = 420
 #: every folder of Python outside tests/ (generated protobuf code is left out: see `_generated`)
 SIZED = ("controller", "plugins", "bench", "drills", "migrations", "proto", "deploy")
-#: modules over MAX_LINES that wait for a split; the check fails on any module not listed and on any
-#: listed module that is no longer over the limit. Empty this set, don't grow it.
-TOO_LONG_FOR_NOW: frozenset[str] = frozenset(
-    {
-        # split once their performance work lands
-        "plugins/redfish/_caps.py",
-        "plugins/redfish/_client.py",
-        "plugins/redfish/_operations.py",
-    }
-)
 
 
 def _generated(path: Path) -> bool:
@@ -223,10 +213,7 @@ def too_long(root: Path, folders: tuple[str, ...], limit: int) -> dict[str, int]
 
 def test_no_module_over_the_line_limit() -> None:
     found = too_long(ROOT, SIZED, MAX_LINES)
-    new = {path: lines for path, lines in found.items() if path not in TOO_LONG_FOR_NOW}
-    assert not new, f"modules over {MAX_LINES} lines (split them by concern): {new}"
-    done = sorted(TOO_LONG_FOR_NOW - set(found))
-    assert not done, f"these are no longer over {MAX_LINES} lines: remove them from TOO_LONG_FOR_NOW: {done}"
+    assert not found, f"modules over {MAX_LINES} lines (split them by concern): {found}"
 
 
 def test_the_size_check_counts_lines_and_skips_generated_code(tmp_path: Path) -> None:

@@ -17,131 +17,23 @@ Every change follows the same steps, whatever the mechanism:
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from typing import Any
-
-from redfish.aio.response import AsyncRestResponse
 
 from plugins.base import DeviceControllerError, WriteOutcome, write_log
-from plugins.redfish._client import BmcClient, Document
+from plugins.redfish._client import Document
 from plugins.redfish._errors import (
     ConnectionFailedError,
-    DeadlineExceededError,
     PlatformUnsupportedError,
     PreconditionFailedError,
-    RedfishHTTPError,
     RequestTimeoutError,
-    TlsError,
     WriteMaybeAppliedError,
 )
 from plugins.redfish._layout import Component
+from plugins.redfish._op_bmc import OpBmc
 from plugins.redfish._outcome import WriteProgress
 from plugins.redfish._platforms import CapRequest, LimitReading, Mechanism, Prior, mechanism_for
 from plugins.redfish._platforms._base import same_watts
-
-_UNREACHABLE = (ConnectionFailedError, RequestTimeoutError, TlsError, DeadlineExceededError)
-
-
-class OpBmc:
-    """The BMC as one operation sees it: a client, the request's deadline, and reachability.
-
-    Attributes:
-        reached_at: when the BMC last answered (any HTTP status) during this operation.
-        reach_error: the last transport failure (unreachable, TLS, timeout), if any.
-    """
-
-    def __init__(self, client: BmcClient, deadline: float) -> None:
-        self.client = client
-        self.deadline = deadline
-        self.reached_at: datetime | None = None
-        self.reach_error = ""
-        self.calls = 0
-        #: the `etag_policy` option (None: each mechanism's default, see `Mechanism.etag_policy`)
-        self.etag_policy: str | None = None
-        #: the `persistent_caps` option
-        self.persistent = False
-        #: the `allow_power_off_on_limit` option: a cap may leave LimitException HardPowerOff in force
-        self.allow_power_off = False
-
-    @property
-    def origin(self) -> str:
-        """The BMC's `https://host:port`."""
-        return self.client.origin
-
-    def remaining(self) -> float:
-        """Seconds left before the deadline."""
-        return max(0.0, self.deadline - time.monotonic())
-
-    async def get(self, path: str) -> Document:
-        """GET a resource."""
-        return await self._track(self.client.get(path, deadline=self.deadline))
-
-    @property
-    def dry_run(self) -> bool:
-        """Plan only: writes are recorded as planned and not sent."""
-        return write_log().dry_run
-
-    async def send(
-        self,
-        request: CapRequest,
-        etag: str | None,
-        *,
-        component: str = "",
-        before: float | None = None,
-        note: str = "",
-    ) -> int:
-        """Send a cap request (PATCH or action POST); 202 is waited for. Returns its receipt index."""
-        if request.method == "PATCH":
-            call = self.client.patch(request.path, request.body, deadline=self.deadline, etag=etag)
-        else:
-            call = self.client.post(request.path, request.body, deadline=self.deadline)
-        return await self._write(
-            request.method, request.path, request.body, call, component=component, before=before, note=note
-        )
-
-    async def post(self, path: str, body: Mapping[str, Any], *, component: str = "") -> int:
-        """POST an action; 202 is waited for. Returns its receipt index."""
-        return await self._write(
-            "POST", path, body, self.client.post(path, body, deadline=self.deadline), component=component
-        )
-
-    async def _write(
-        self,
-        method: str,
-        path: str,
-        body: Mapping[str, Any],
-        call: Coroutine[Any, Any, AsyncRestResponse],
-        **receipt: Any,
-    ) -> int:
-        """The plugin's one write choke point: every PATCH/POST gets a receipt; a dry run sends none."""
-        log = write_log()
-        if log.dry_run:
-            call.close()  # never awaited: nothing goes to the BMC
-            return log.plan(path, method, body, **receipt)
-        with log.write(path, method, body, **receipt) as index:
-            reply = await self._track(call)
-        log.set_status(index, str(reply.status))
-        return index
-
-    async def ping(self, attempts: int) -> Document:
-        """GET the service root without authentication."""
-        return await self._track(self.client.ping(deadline=self.deadline, attempts=attempts))
-
-    async def _track(self, awaitable: Any) -> Any:
-        self.calls += 1
-        try:
-            result = await awaitable
-        except RedfishHTTPError:
-            self.reached_at = datetime.now(UTC)
-            raise
-        except _UNREACHABLE as exc:
-            self.reach_error = str(exc)
-            raise
-        self.reached_at = datetime.now(UTC)
-        return result
 
 
 @dataclass(frozen=True)

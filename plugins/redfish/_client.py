@@ -37,11 +37,9 @@ from redfish.aio import AsyncRedfishClient
 from redfish.aio import exceptions as dmtf
 from redfish.aio.response import AsyncRestResponse
 
-from plugins.base import HostEnvironmentError
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._document import Document
 from plugins.redfish._errors import (
-    AccessError,
     BmcBusyError,
     ConnectionFailedError,
     PreconditionFailedError,
@@ -51,11 +49,11 @@ from plugins.redfish._errors import (
     error_for_response,
     raise_for_response,
 )
+from plugins.redfish._login import BmcLogin
 from plugins.redfish._readbacks import ReadBacks, note_read, note_refused, note_served, offered, take_parsed
 from plugins.redfish._retry import READS, before_sending, gave_up, retryable
-from plugins.redfish._sessions import LeftoverSessions
 from plugins.redfish._tasks import wait_task
-from plugins.redfish._telemetry import BMC_CALL_SECONDS, BMC_REQUESTS, SESSIONS_OPEN, outcome_of
+from plugins.redfish._telemetry import BMC_CALL_SECONDS, BMC_REQUESTS, outcome_of
 from plugins.redfish._transport import BmcTransport, SslParam, deadline_scope
 
 log = logging.getLogger(__name__)
@@ -69,7 +67,7 @@ _REQUEST_COUNTERS: dict[tuple[str, str, str], Any] = {}
 _CALL_HISTOGRAMS: dict[tuple[str, str], Any] = {}
 
 
-class BmcClient(LeftoverSessions):
+class BmcClient(BmcLogin):
     """Everything needed to talk to one BMC; shared by all devices behind that BMC.
 
     Args:
@@ -310,96 +308,6 @@ class BmcClient(LeftoverSessions):
         if timing is None:
             timing = _CALL_HISTOGRAMS[(method, status)] = BMC_CALL_SECONDS.labels(method, outcome_of(status))
         timing.observe(seconds)
-
-    # ---- authentication -----------------------------------------------------------------------
-
-    async def _ensure_login(self) -> None:
-        if self._auth is not None:
-            return
-        async with self._login_lock:
-            if self._auth is None:
-                await self._login(self.settings.auth)
-
-    async def _relogin(self, generation: int) -> None:
-        async with self._login_lock:
-            if self.transport.session_generation == generation:
-                log.info("%s: Redfish session rejected (401); logging in again", self.origin)
-                await self._login("session")
-
-    async def _login(self, mode: str) -> None:
-        s = self.settings
-        if not s.username or s.password is None:
-            raise HostEnvironmentError(
-                f"{self.origin}: no credentials for this BMC; give the device a secret in the inventory"
-            )
-        try:
-            await self._open(mode)
-        except BaseException:
-            # NOTE: `login()` dropped the library's credentials before it tried: a failed login
-            # leaves no session, so the next request must log in again (not send without a token).
-            self._forget_login()
-            raise
-
-    async def _open(self, mode: str) -> None:
-        s = self.settings
-        try:
-            await self._redfish.login(auth=mode)
-        except dmtf.RedfishPasswordChangeRequiredError as exc:
-            raise AccessError(
-                f"{self.origin}: login refused: the BMC requires a password change for {s.username!r}",
-                status=403,
-                method="POST",
-            ) from exc
-        except dmtf.RedfishAuthenticationError as exc:
-            raise AccessError(
-                f"{self.origin}: login refused for user {s.username!r} (HTTP 401/403): check the "
-                "device's secret",
-                status=401,
-                method="POST",
-            ) from exc
-        except dmtf.RedfishHTTPError as exc:
-            error = self._map_dmtf(exc, "POST", "/redfish/v1/SessionService/Sessions")
-            assert isinstance(error, RedfishHTTPError)
-            if mode == "session" and error.has_message("SessionLimitExceeded"):
-                await self._session_table_full(error)  # raises, or logs in some other way
-                self._swept = True
-                if self._auth == "session" and not self._session_counted:
-                    self._session_counted = True
-                    SESSIONS_OPEN.inc()
-                return
-            raise error from exc
-        except dmtf.RedfishError as exc:
-            raise self._map_dmtf(exc, "POST", "/redfish/v1/SessionService/Sessions") from exc
-        self._auth = mode
-        self.read_backs.clear()  # a new login: the BMC may have restarted since the last read-backs
-        if mode == "session" and not self._session_counted:
-            self._session_counted = True
-            SESSIONS_OPEN.inc()
-        if mode == "session":
-            log.debug("%s: Redfish session opened", self.origin)
-            self._after_login()
-
-    async def logout(self) -> None:
-        """Delete the Redfish session (best effort, bounded by `logout_timeout`) and stop."""
-        self._closed = True
-        await self._stop_sweeping()
-        if self._auth is None:
-            return
-        try:
-            with deadline_scope(time.monotonic() + self.settings.logout_timeout):
-                await self._redfish.logout()
-        except (dmtf.RedfishError, RedfishError, OSError, TimeoutError) as exc:
-            log.warning("%s: could not delete the Redfish session: %s", self.origin, exc)
-        finally:
-            self._forget_login()
-
-    def _forget_login(self) -> None:
-        """No credentials are held any more: the next authenticated request logs in."""
-        self._auth = None
-        self.read_backs.clear()
-        if self._session_counted:
-            self._session_counted = False
-            SESSIONS_OPEN.dec()
 
     # ---- retry policy -------------------------------------------------------------------------
 

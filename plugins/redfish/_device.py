@@ -7,7 +7,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from plugins.base import DeviceContext, SystemSpec
-from plugins.redfish._caps import OpBmc
 from plugins.redfish._client import BmcClient
 from plugins.redfish._config import ConnectionSettings, RedfishSettings
 from plugins.redfish._discovery import Discovery, discover, platform_hint
@@ -17,6 +16,7 @@ from plugins.redfish._errors import (
     RequestTimeoutError,
     TlsError,
 )
+from plugins.redfish._op_bmc import OpBmc
 from plugins.redfish._pool import BmcPool
 from plugins.redfish._schema import check_model
 from plugins.redfish._state import DeviceState

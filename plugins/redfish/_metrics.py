@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from plugins.base import ComponentMetrics, DeviceControllerError, NodeMetrics
-from plugins.redfish._caps import OpBmc
 from plugins.redfish._layout import MECH_CONTROL, MECH_LEGACY, Component, Discovery
+from plugins.redfish._op_bmc import OpBmc
 from plugins.redfish._platforms._base import number
 
 

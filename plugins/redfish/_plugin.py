@@ -38,13 +38,22 @@ from plugins.base import (
     StdMetricsResult,
     VerificationResult,
 )
-from plugins.redfish import _entity, _metrics, _operations, _plugin_config, _profiles, _schema, _streams
-from plugins.redfish._caps import OpBmc
+from plugins.redfish import (
+    _entity,
+    _metrics,
+    _operations,
+    _plugin_config,
+    _profiles,
+    _results,
+    _schema,
+    _streams,
+)
 from plugins.redfish._config import RedfishSettings, config_schema
 from plugins.redfish._device import Device, connect, prepare, record_session
 from plugins.redfish._errors import PlatformUnsupportedError
 from plugins.redfish._evidence import cap_plan
 from plugins.redfish._layout import MECH_CONTROL
+from plugins.redfish._op_bmc import OpBmc
 from plugins.redfish._operations import apply_policy_change, restore_scope
 from plugins.redfish._pool import BmcPool
 from plugins.redfish._state import TOPOLOGY, rg_scope
@@ -160,7 +169,7 @@ class RedfishPlugin(DevicePlugin):
         applied = await restore_scope(device, scope)
         profiles = await _profiles.restore_profiles(device, scope)
         device.state.set_policy(scope, None)
-        result = _operations.allocation_result(applied, resource_group=req.resource_group, device=device)
+        result = _results.allocation_result(applied, resource_group=req.resource_group, device=device)
         result = _with_profiles(result, profiles)
         return self._outcome(device, result)
 
@@ -172,7 +181,7 @@ class RedfishPlugin(DevicePlugin):
             raise InvalidRequestError("topology activation without a policy")
         device = await prepare(self.pool, self.settings, ctx)
         applied, policy = await apply_policy_change(device, TOPOLOGY, req, None)
-        return self._outcome(device, _operations.allocation_result(applied, policy=policy, device=device))
+        return self._outcome(device, _results.allocation_result(applied, policy=policy, device=device))
 
     async def unset_policy(self, ctx: DeviceContext, req: PolicyChange) -> Outcome[AllocationResult]:
         """Topology deactivation: the spec's idle policy where given, else restore prior values."""
@@ -196,7 +205,7 @@ class RedfishPlugin(DevicePlugin):
             applied = await restore_scope(device, TOPOLOGY)
             policy = None
         device.state.set_policy(TOPOLOGY, None)
-        return self._outcome(device, _operations.allocation_result(applied, policy=policy, device=device))
+        return self._outcome(device, _results.allocation_result(applied, policy=policy, device=device))
 
     async def update_gpu_policies(
         self, ctx: DeviceContext, req: GpuPoliciesChange
@@ -205,7 +214,7 @@ class RedfishPlugin(DevicePlugin):
         device = await prepare(self.pool, self.settings, ctx)
         applied, _ = await apply_policy_change(device, rg_scope(req.resource_group), None, req)
         gpu_targets = [t for t in applied.targets if t.element is ElementType.GPU]
-        results = _operations.gpu_results(gpu_targets, applied.changes)
+        results = _results.gpu_results(gpu_targets, applied.changes)
         errors = [t.error for t in gpu_targets if t.component is None]
         if errors and not results:
             raise PlatformUnsupportedError(errors[0])
@@ -320,7 +329,7 @@ class RedfishPlugin(DevicePlugin):
         device = await prepare(self.pool, self.settings, ctx)
         scope = rg_scope(req.resource_group)
         applied, policy = await apply_policy_change(device, scope, req.policy, req.gpu_policies)
-        result = _operations.allocation_result(
+        result = _results.allocation_result(
             applied, resource_group=req.resource_group, policy=policy, device=device
         )
         pending = None

@@ -24,11 +24,11 @@ from plugins.base import (
     ProfileResult,
     VerificationResult,
 )
-from plugins.redfish._caps import OpBmc
 from plugins.redfish._device import Device
 from plugins.redfish._layout import Component
-from plugins.redfish._operations import summarize
+from plugins.redfish._op_bmc import OpBmc
 from plugins.redfish._platforms import unsupported_message
+from plugins.redfish._results import summarize
 
 #: DPS/Redfish ("out-of-band") profile ids are NVML ids + 3 (dps.md §6)
 PROFILE_ID_OFFSET = 3

@@ -22,8 +22,8 @@ from plugins.base import (
     PowerLimit,
 )
 from plugins.redfish import RedfishSettings
-from plugins.redfish._caps import OpBmc
 from plugins.redfish._errors import DeadlineExceededError, SessionLimitError
+from plugins.redfish._op_bmc import OpBmc
 from tests.plugins.redfish.harness import Harness
 
 PROC_EM = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}/EnvironmentMetrics"
