@@ -72,15 +72,23 @@ def write_outcome(write: DeviceWrite) -> WriteOutcome | None:
 def failed_writes_note(writes: Iterable[DeviceWrite]) -> str:
     """For a request that failed as a whole (a deadline, an error the plugin raised): what its
     writes did, per component, so that the response never says less than what happened."""
-    last: dict[str, tuple[WriteOutcome, float | None]] = {}
+    outcomes: dict[str, list[WriteOutcome]] = {}
+    read_back: dict[str, float | None] = {}  # the last accepted write's read-back
     for write in writes:
         outcome = write_outcome(write)
-        if outcome is not None:
-            last[write.component or write.target] = (outcome, write.after)
-    if not last:
-        return ""
+        if outcome is None:
+            continue
+        component = write.component or write.target
+        outcomes.setdefault(component, []).append(outcome)
+        if outcome is WriteOutcome.WRITTEN:
+            read_back[component] = write.after
     parts = []
-    for component, (outcome, after) in last.items():
-        watts = f", {after:g} W read back" if outcome is WriteOutcome.WRITTEN and after is not None else ""
-        parts.append(f"{component} {outcome.value}{watts}")
+    for component, seen in outcomes.items():
+        outcome = WriteOutcome.of_all(seen)
+        after = read_back.get(component) if outcome is WriteOutcome.WRITTEN else None
+        parts.append(
+            f"{component} {outcome.value}" + (f", {after:g} W read back" if after is not None else "")
+        )
+    if not parts:
+        return ""
     return "writes before the failure: " + "; ".join(parts)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -197,6 +197,13 @@ class WriteOutcome(enum.Enum):
     NOT_WRITTEN = "not written"
     #: the write was sent and the device's answer never came: it may or may not have landed
     UNKNOWN = "unknown (the BMC's answer never came)"
+
+    @classmethod
+    def of_all(cls, outcomes: Iterable[WriteOutcome]) -> WriteOutcome:
+        """One component's outcome from several writes (or an element's parts): unknown if any
+        is, else written if any was; a refusal after a write never hides that write."""
+        seen = set(outcomes)
+        return next((w for w in (cls.UNKNOWN, cls.WRITTEN) if w in seen), cls.NOT_WRITTEN)
 
 
 @dataclass(frozen=True)

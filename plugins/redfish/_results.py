@@ -111,8 +111,7 @@ def _element_result(
     message = "; ".join(errors)
     if ok and differs:
         message = _differs(element.value, requested, applied)
-    outcomes = {c.write for c in found}
-    write = next((w for w in _WRITE_PRECEDENCE if w in outcomes), WriteOutcome.NOT_WRITTEN)
+    write = WriteOutcome.of_all(c.write for c in found)
     return ComponentResult(
         ok=ok,
         applied_watts=applied,
@@ -120,10 +119,6 @@ def _element_result(
         message=message,
         write=write,
     )
-
-
-#: an element of several parts: unknown if any part is, else written if any part was
-_WRITE_PRECEDENCE = (WriteOutcome.UNKNOWN, WriteOutcome.WRITTEN)
 
 
 def _in_force(change: CapChange) -> float:

@@ -30,9 +30,36 @@ def test_receipts_say_written_not_written_or_unknown() -> None:
     assert failed_writes_note(writes[3:]) == ""
 
 
-def test_the_last_write_of_a_component_is_what_it_did() -> None:
+def test_a_retry_after_a_refusal_is_what_the_component_did() -> None:
     writes = [
         DeviceWrite(P.format(0), "PATCH", component="GPU 0", status="error: 412"),
         DeviceWrite(P.format(0), "PATCH", component="GPU 0", status="ok", after=650.0),
     ]
     assert failed_writes_note(writes) == "writes before the failure: GPU 0 written, 650 W read back"
+
+
+def test_a_refusal_after_a_write_never_hides_the_write() -> None:
+    """The note never says less than what happened: a later refusal (or an unanswered write)
+    does not undo an earlier write on the device."""
+    written_then_refused = [
+        DeviceWrite(P.format(0), "PATCH", component="GPU 0", status="200", after=600.0),
+        DeviceWrite(P.format(0), "PATCH", component="GPU 0", status="error: 400"),
+    ]
+    assert failed_writes_note(written_then_refused) == (
+        "writes before the failure: GPU 0 written, 600 W read back"
+    )
+    unknown_then_refused = [
+        DeviceWrite(P.format(1), "PATCH", component="GPU 1", status="error: TimeoutError"),
+        DeviceWrite(P.format(1), "PATCH", component="GPU 1", status="error: 400"),
+    ]
+    assert failed_writes_note(unknown_then_refused) == (
+        "writes before the failure: GPU 1 unknown (the BMC's answer never came)"
+    )
+
+
+def test_one_component_of_several_writes_is_unknown_if_any_is() -> None:
+    of_all = WriteOutcome.of_all
+    assert of_all([WriteOutcome.NOT_WRITTEN, WriteOutcome.WRITTEN]) is WriteOutcome.WRITTEN
+    assert of_all([WriteOutcome.WRITTEN, WriteOutcome.UNKNOWN]) is WriteOutcome.UNKNOWN
+    assert of_all([WriteOutcome.NOT_WRITTEN]) is WriteOutcome.NOT_WRITTEN
+    assert of_all([]) is WriteOutcome.NOT_WRITTEN
