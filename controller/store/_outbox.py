@@ -186,14 +186,21 @@ def due_heads(
 
 
 def outbox_items(conn: Connection, ids: Sequence[int]) -> list[OutboxItem]:
-    """The outbox rows ``ids`` (those that still exist), by id."""
+    """The outbox rows ``ids`` still waiting for delivery, by id.
+
+    NOTE: a row delivered (or dead-lettered) since its id was read comes back as nothing, so a pass
+    that read a head before an overlapping pass delivered it can never send it again."""
     items: list[OutboxItem] = []
     for part in chunks(sorted(ids)):
         items.extend(OutboxItem(**dict(row._mapping)) for row in conn.execute(_ITEMS, {"b_ids": list(part)}))
     return items
 
 
-_ITEMS = sa.select(*_ITEM_COLUMNS).where(OB.c.id.in_(sa.bindparam("b_ids", expanding=True))).order_by(OB.c.id)
+_ITEMS = (
+    sa.select(*_ITEM_COLUMNS)
+    .where(PENDING, OB.c.id.in_(sa.bindparam("b_ids", expanding=True)))
+    .order_by(OB.c.id)
+)
 
 
 def next_outbox(conn: Connection, device: str, after_id: int, limit: int) -> list[OutboxItem]:

@@ -44,7 +44,7 @@ class OutboxAccess:
         return await self._read(_outbox.due_heads, now, limit, shards, devices)
 
     async def outbox_items(self, ids: Sequence[int]) -> list[OutboxItem]:
-        """The outbox rows ``ids`` (those that still exist), by id."""
+        """The outbox rows ``ids`` still waiting for delivery, by id (a delivered one: nothing)."""
         return await self._read(_outbox.outbox_items, list(ids)) if ids else []
 
     async def next_outbox(self, device: str, after_id: int, limit: int) -> list[OutboxItem]:

@@ -276,6 +276,20 @@ async def test_inventory_sync_keeps_state(store: Store) -> None:
     assert await store.get_device("nope") is None
 
 
+async def test_a_head_delivered_meanwhile_is_not_read_back_for_sending(store: Store) -> None:
+    """Two delivery passes overlap (a shutdown flush beside the loop's pass): the one that read a
+    head before the other delivered it gets nothing back for it, so it cannot send it again."""
+    await store.accept([req("a1", "A"), req("b1", "B")])
+    assert await store.complete(finish("a1", "A", seconds=1, touch=False))
+    assert await store.complete(finish("b1", "B", seconds=1, touch=False))
+    heads = await store.due_heads(at(5))
+    a1, b1 = await store.outbox_items([oid for oid, _ in heads])
+    await store.mark_delivered(b1.id, at(6))
+    assert await store.outbox_items([oid for oid, _ in heads]) == [a1]
+    await store.dead_letter(a1.id, "INVALID_ARGUMENT: refused", at(7))
+    assert await store.outbox_items([oid for oid, _ in heads]) == []
+
+
 async def test_outbox_keeps_per_device_order_and_backs_off(store: Store) -> None:
     await store.accept([req("a1", "A"), req("a2", "A"), req("b1", "B"), req("c1", "C")])
     assert await store.complete(finish("a1", "A", seconds=1, touch=False))
