@@ -22,6 +22,8 @@ def test_the_top_level_holds_only_the_assembly_config_and_inventory() -> None:
     modules = {p.name for p in CONTROLLER.glob("*.py")}
     assert modules - TOP_LEVEL == set(), "put a new module into the room of its concern"
     assert len(ROOMS) >= 10 and "store" in ROOMS  # the scan sees the rooms
+    folders = {p.name for p in CONTROLLER.iterdir() if p.is_dir() and p.name not in ("__pycache__", "_proto")}
+    assert folders == set(ROOMS), f"a folder without __init__.py is no room: {sorted(folders - set(ROOMS))}"
 
 
 @pytest.mark.parametrize("room", ROOMS)

@@ -155,7 +155,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
     from controller.plugin_host.remote import RemotePlugin
 
     # the plugin's own output (stderr, stdout, go-plugin's stdio stream) goes to our stderr
-    host_log = logging.getLogger("controller.plugin_host.launch")
+    host_log = logging.getLogger(ExternalPlugin.__module__)
     if not any(getattr(h, "plugin_launch", False) for h in host_log.handlers):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(message)s"))

@@ -106,7 +106,7 @@ class RedfishPlugin(DevicePlugin):
         if settings != self.settings:
             if self._started:  # the pool holds the old settings: a fresh one for the new
                 await self.pool.close()
-            self.settings, self.pool = settings, BmcPool(settings)
+            self.settings, self.pool = settings, BmcPool(settings, client_id=self.pool.client_id)
             if self._started:
                 await self.pool.start()
 
