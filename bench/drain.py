@@ -9,8 +9,10 @@
    drain rate (responses / seconds from the receiver's return to the last response), plus the
    controller's CPU seconds per delivered response during the drain.
 
-Unlike `python -m drills outage --full`, whose load paces each device's requests through real
-Redfish simulators, the backlog here is the same size on every machine and database.
+`python -m drills outage --full` measures the same drain from the other side: its load is paced
+in time (20 no-op devices, a 60 s outage), so its backlog depends on the machine and it checks the
+targets (≥ 8,000 backlog, first response ≤ 1 s, ≥ 500/s); here the backlog is a fixed number of
+responses, the same on every machine and database.
 
     python -m bench.drain                       # 10,000 responses, 16 devices, 60 s, both databases
     python -m bench.drain --quick               # 500 responses, 3 s

@@ -123,6 +123,7 @@ async def run_backend(config: CrashConfig, backend: str, url: str, workdir: Path
         client_retries=dict(load.retries),
         duplicates_max_per_kill=max(per_kill[1:], default=0),
         duplicates_per_kill=per_kill[1:],
+        duplicates_before_any_kill=per_kill[0],
         failure_reasons=reasons,
         failed_on_session_table=session_failures,
     )
@@ -135,6 +136,8 @@ async def run_backend(config: CrashConfig, backend: str, url: str, workdir: Path
         )
     if result["sessions_open_max_per_bmc"] > 1:
         problems.append(f"a BMC holds {result['sessions_open_max_per_bmc']} sessions (one live controller)")
+    if result["duplicates_before_any_kill"]:
+        problems.append(f"{result['duplicates_before_any_kill']} duplicates before any kill (none may be)")
     if result["duplicates"] > max(len(restarts), 1) or result["duplicates_max_per_kill"] > 1:
         problems.append(
             f"{result['duplicates']} duplicates after {len(restarts)} kills, up to "

@@ -33,6 +33,9 @@ class OutageConfig:
     noop: bool = False
     #: a smaller backlog is reported as a problem: the drain figure would not be the drill's
     min_backlog: int = 0
+    #: the drill's targets, each reported as a problem when missed (None: reported only)
+    max_first_after_s: float | None = None
+    min_drain_per_s: float | None = None
 
 
 REDUCED = OutageConfig()
@@ -52,6 +55,8 @@ FULL = OutageConfig(
     outage=60.0,
     noop=True,
     min_backlog=8000,
+    max_first_after_s=1.0,
+    min_drain_per_s=500.0,
 )
 
 
@@ -102,7 +107,22 @@ async def run_backend(config: OutageConfig, backend: str, url: str, workdir: Pat
         first_after_s=round(min(after), 2) if after else None,
         drain_per_s=round(backlog / result["drain_s"]) if backlog and result["drain_s"] else None,
     )
-    result["problems"] = problems_of(result)
-    if backlog < config.min_backlog:
-        result["problems"].append(f"a backlog of {backlog}, below the drill's {config.min_backlog}")
+    result["problems"] = problems_of(result) + missed_targets(config, result)
     return result
+
+
+def missed_targets(config: OutageConfig, result: dict[str, Any]) -> list[str]:
+    """The drill's targets a run missed: the backlog it must build, the first response after the
+    receiver returns, the drain rate (each checked only where the config sets it)."""
+    missed = []
+    backlog, first, rate = result["backlog"], result["first_after_s"], result["drain_per_s"]
+    if backlog < config.min_backlog:
+        missed.append(f"a backlog of {backlog}, below the drill's {config.min_backlog}")
+    if config.max_first_after_s is not None and (first is None or first > config.max_first_after_s):
+        missed.append(
+            f"the first response {first} s after the receiver returned "
+            f"(target ≤ {config.max_first_after_s:g} s)"
+        )
+    if config.min_drain_per_s is not None and (rate is None or rate < config.min_drain_per_s):
+        missed.append(f"drained at {rate} responses/s (target ≥ {config.min_drain_per_s:g}/s)")
+    return missed

@@ -29,6 +29,7 @@ async def test_crash_drill_twenty_sigkills_lose_nothing(db_url: str, tmp_path: P
     assert result["sessions_open_max_per_bmc"] <= 1
     # one sent-but-unrecorded response per process outside a drain: a kill repeats at most one
     assert result["duplicates"] <= result["kills"] and result["duplicates_max_per_kill"] <= 1, result
+    assert result["duplicates_before_any_kill"] == 0, result
 
 
 @pytest.mark.timeout(120)
@@ -48,6 +49,20 @@ async def test_topology_outage_drill_drains_the_backlog_in_order(tmp_path: Path)
     assert result["drain_per_s"] >= 4 * config.devices, result
     # the probe follows the channel's reconnect (0.5 s at most), not the 5 s probe interval
     assert result["first_after_s"] is not None and result["first_after_s"] < 3.0, result
+
+
+def test_the_full_outage_drill_reports_each_missed_target() -> None:
+    met = {"backlog": 9_000, "first_after_s": 0.4, "drain_per_s": 800}
+    assert outage.missed_targets(outage.FULL, met) == []
+    missed = outage.missed_targets(outage.FULL, {"backlog": 7_999, "first_after_s": 1.2, "drain_per_s": 499})
+    assert [m.split()[0:2] for m in missed] == [["a", "backlog"], ["the", "first"], ["drained", "at"]]
+    assert (
+        len(
+            outage.missed_targets(outage.FULL, {"backlog": 9_000, "first_after_s": None, "drain_per_s": None})
+        )
+        == 2
+    )
+    assert outage.missed_targets(outage.CI, {"backlog": 300, "first_after_s": 2.0, "drain_per_s": 40}) == []
 
 
 async def test_sqlite_locked_by_another_process_loses_nothing(tmp_path: Path) -> None:
