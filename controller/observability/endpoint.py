@@ -52,7 +52,8 @@ class _Delivery(Protocol):
 
 class ServedController(Protocol):
     """What the endpoint reads from the controller it serves (`controller.app.Controller`): a
-    Protocol, so that this module, which most others import, imports none of them back."""
+    Protocol, because `controller.app` builds the endpoint and must not be imported back (no
+    import circle, type-only ones included; tests/test_layering.py)."""
 
     @property
     def settings(self) -> Settings: ...
