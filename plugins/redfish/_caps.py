@@ -9,8 +9,8 @@ Every change follows the same steps, whatever the mechanism:
 2. validate against the BMC's own limits (missing ones: the spec's, else a safety floor) and round
    to `Increment`; nothing is written when the value is already in force;
 3. write, with `If-Match` only under the `strong` ETag policy (see `_write` for 412 handling).
-   NVIDIA `0x600`, a dropped connection or a read timeout after the write was sent mean it may have
-   landed: GET again before writing once more;
+   NVIDIA `0x600`, a dropped connection or a read timeout after the write was sent, or a 202
+   whose task could not be followed, mean it may have landed: GET again before writing once more;
 4. GET again and report what the BMC now says (`applied`), next to what was asked (`requested`):
    the read-back is the proof under every ETag policy.
 """
@@ -27,6 +27,7 @@ from plugins.redfish._errors import (
     PlatformUnsupportedError,
     PreconditionFailedError,
     RequestTimeoutError,
+    TaskLostError,
     WriteMaybeAppliedError,
 )
 from plugins.redfish._layout import Component
@@ -275,7 +276,7 @@ async def _write(
                 policy = "body-hash"
                 bmc.client.etag_quirks[mech.name] = "body-hash"
             continue
-        except (WriteMaybeAppliedError, ConnectionFailedError, RequestTimeoutError) as exc:
+        except (WriteMaybeAppliedError, ConnectionFailedError, RequestTimeoutError, TaskLostError) as exc:
             if maybe_applied_retried or not getattr(exc, "sent", True):
                 raise
             maybe_applied_retried += 1

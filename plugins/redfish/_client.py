@@ -42,10 +42,13 @@ from plugins.redfish._document import Document
 from plugins.redfish._errors import (
     BmcBusyError,
     ConnectionFailedError,
+    DeadlineExceededError,
     PreconditionFailedError,
     ProtocolError,
     RedfishError,
     RedfishHTTPError,
+    TaskFailedError,
+    TaskLostError,
     error_for_response,
     raise_for_response,
 )
@@ -184,8 +187,19 @@ class BmcClient(BmcLogin):
     async def wait_task(
         self, accepted: AsyncRestResponse, method: str, path: str, *, deadline: float
     ) -> None:
-        """Follow a `202 Accepted` to the task's end (see `plugins.redfish._tasks`)."""
-        await wait_task(self, accepted, method, path, deadline=deadline)
+        """Follow a `202 Accepted` to the task's end (see `plugins.redfish._tasks`).
+
+        The BMC took the write: a poll that fails (refused, lost, unreadable) leaves its outcome
+        unknown, never "not written" (`TaskLostError`); a failed task or the deadline say so."""
+        try:
+            await wait_task(self, accepted, method, path, deadline=deadline)
+        except (TaskFailedError, DeadlineExceededError):
+            raise
+        except RedfishError as exc:
+            raise TaskLostError(
+                f"{self.origin}: {method} {path}: the BMC accepted the write (202) but its task could "
+                f"not be followed ({exc}); whether it applied is unknown"
+            ) from exc
 
     # ---- the request engine -------------------------------------------------------------------
 

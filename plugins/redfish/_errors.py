@@ -194,6 +194,13 @@ class TaskFailedError(RedfishError, DeviceRejectedError):
     """A Redfish task finished in a state other than `Completed`/OK."""
 
 
+class TaskLostError(RedfishError, DeviceUnreachableError):
+    """The BMC accepted a write (202) but its task could not be followed to its end: whether the
+    write applied is unknown (the caller reads the resource to find out)."""
+
+    sent = True
+
+
 class PlatformUnsupportedError(RedfishError, UnsupportedError):
     """The platform has no (supported) control path for this component or operation."""
 
@@ -291,6 +298,7 @@ __all__ = [
     "ServerSideError",
     "ServiceUnavailableError",
     "TaskFailedError",
+    "TaskLostError",
     "TlsError",
     "WriteMaybeAppliedError",
     "error_for_response",

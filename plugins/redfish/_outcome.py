@@ -3,8 +3,9 @@
 A failed request must say exactly what it changed. Whether a write landed follows from how its
 call ended: an answer from the BMC accepting it (written), no request sent or an answer refusing
 it (not written), or no answer at all once it was sent (unknown: a dropped connection or read
-timeout after sending, NVIDIA `0x600` "may or may not have applied", a 202 task still running at
-the deadline). A later read that shows the value settles an unknown write as written.
+timeout after sending, NVIDIA `0x600` "may or may not have applied", a 202 whose task was still
+running at the deadline or could not be followed). A later read that shows the value settles an
+unknown write as written.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from controller import translate
 from controller.desired.limits import desired_from
 from plugins.base import (
@@ -75,3 +77,24 @@ async def test_a_write_whose_answer_never_came_is_unknown(gb200: Harness) -> Non
     assert diag.startswith("unknown (the BMC's answer never came); ")
     assert desired_from(out.result) == {"gpu/0": 650, "gpu/1": 650, "gpu/2": 650, "gpu/3": 650}
     assert "gpu/1" not in out.state.get("readings", {})  # the next change reads GPU_1 afresh
+
+
+async def test_an_accepted_write_whose_task_cannot_be_followed_is_unknown(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    await gb200.call("update_gpu_policies", bmc, _all_gpus(900))
+    # GPU writes are accepted with 202 and applied 2 s later; every poll of their task fails
+    bmc.configure(async_writes=True, task_delay=2.0)
+    bmc.faults.set(FaultMode.HTTP_500, path_contains="/TaskService/")
+    out = await gb200.call(
+        "update_gpu_policies", bmc, _all_gpus(650), timeout=1.5, options={"task_poll_interval": 0.05}
+    )
+    bmc.faults.clear()
+    results = {r.gpu_id: r for r in out.result.results}
+    assert all(results[g].write is WriteOutcome.UNKNOWN and not results[g].ok for g in range(4))
+    assert "the BMC accepted the write (202) but its task could not be followed" in results[0].message
+    for _ in range(60):  # the BMC applies what it accepted: "not written" would have been untrue
+        if all(bmc.state.caps[f"GPU_{g}"].set_point == 650 for g in range(4)):
+            break
+        await asyncio.sleep(0.1)
+    assert [bmc.state.caps[f"GPU_{g}"].set_point for g in range(4)] == [650] * 4
+    assert desired_from(out.result) == {f"gpu/{g}": 650 for g in range(4)}
