@@ -19,6 +19,7 @@ Per-device options (all optional):
 | `logout_timeout` | 5 s | time allowed for each Redfish session DELETE at shutdown |
 | `platform` | the model's | force one: `environment_metrics`, `controls`, `legacy_power`, `node_manager` |
 | `basic_fallback` | false | use Basic auth when the BMC's session table is full (else the request fails) |
+| `exclusive_account` | false | the account is devicectl's alone: its sessions without Context are leftovers |
 | `etag_policy` | the platform's | `strong` (If-Match with the ETag), `body-hash` or `none` (no If-Match) |
 | `persistent_caps` | false | NVIDIA: caps survive BMC/host resets (`Oem.Nvidia.PowerLimitPersistency`) |
 | `min_cap_watts` | 100 | safety floor for a cap when neither the BMC nor the device spec gives a minimum |
@@ -68,6 +69,7 @@ class RedfishSettings:
     #: every request to a BMC, ~1.8 ms of CPU each; a BMC that closes sooner is simply reconnected.
     keepalive_timeout: float = 300.0
     basic_fallback: bool = False
+    exclusive_account: bool = False
     etag_policy: str | None = None
     persistent_caps: bool = False
     min_cap_watts: float = 100.0
@@ -102,6 +104,7 @@ class ConnectionSettings:
     logout_timeout: float = 5.0
     platform: str | None = None
     basic_fallback: bool = False
+    exclusive_account: bool = False
     etag_policy: str | None = None
     persistent_caps: bool = False
     min_cap_watts: float = 100.0
@@ -186,6 +189,7 @@ def config_schema() -> Mapping[str, Any]:
                 "enum": ["auto", "environment_metrics", "controls", "legacy_power", "node_manager"],
             },
             "basic_fallback": {"type": "boolean", "default": False},
+            "exclusive_account": {"type": "boolean", "default": False},
             "etag_policy": {"type": "string", "enum": list(ETAG_POLICIES)},
             "persistent_caps": {"type": "boolean", "default": False},
             "min_cap_watts": {"type": "number", "minimum": 0, "default": 100.0},

@@ -77,6 +77,19 @@ class BmcLogin(LeftoverSessions):
         except dmtf.RedfishHTTPError as exc:
             error = self._map_dmtf(exc, "POST", "/redfish/v1/SessionService/Sessions")
             assert isinstance(error, RedfishHTTPError)
+            if mode == "session" and self.transport.login_context and _refuses_context(error):
+                # NOTE: a service that does not read Context may refuse it as unknown (bmcweb's
+                # readJson answers 400 PropertyUnknown to any property its handler does not read):
+                # log in without it from now on; leftovers are then found as on a BMC that drops it
+                self.transport.login_context = ""
+                log.warning(
+                    "%s: the BMC refuses the Redfish Session.Context devicectl sets at login (%s); "
+                    "logging in without it",
+                    self.origin,
+                    error,
+                )
+                await self._open(mode)
+                return
             if mode == "session" and error.has_message("SessionLimitExceeded"):
                 await self._session_table_full(error)  # raises, or logs in some other way
                 self._swept = True
@@ -117,3 +130,13 @@ class BmcLogin(LeftoverSessions):
         if self._session_counted:
             self._session_counted = False
             SESSIONS_OPEN.dec()
+
+
+def _refuses_context(error: RedfishHTTPError) -> bool:
+    """Whether a refused login names the `Context` property (unknown, or not accepted)."""
+    if error.status != 400:
+        return False
+    for info in error.infos:
+        if "Context" in info.args or any(r.rstrip("/").endswith("/Context") for r in info.related):
+            return True
+    return False

@@ -9,20 +9,27 @@ restarts; the boot is random per process). The BMC stores it and shows it on the
 
 The first login of a process to a BMC is followed by a sweep: the session collection is listed
 and each member read; a session whose Context names this client id and another boot is an earlier
-process's and is deleted. A BMC that drops Context (our own session reads back without it) is
-swept by account and client address instead: sessions of our account, from the address the BMC
-shows for our own session, that carry no Context. Session URIs recorded in device state (older
-releases) are deleted too, unless the session carries someone else's Context. When the login is
-refused with `SessionLimitExceeded`, the sweep runs first with Basic auth (for those requests
-only) and the login is tried once more; if the table is still full, the error gives the BMC's
-count and who holds the sessions. Another client's session is never deleted. Basic auth
-replaces the session only when the device allows it (`basic_fallback`).
+process's and is deleted. Session URIs recorded in device state are deleted too, unless the
+session now shows someone else's Context or account (iDRAC reuses session ids). A session without
+a Context is never taken for ours on a shared account: behind NAT another controller's or tool's
+live session looks the same. Only where the device says its account is devicectl's alone
+(`exclusive_account`) are sessions of that account without a Context leftovers as well (from our
+own session's client address when the BMC shows it). A BMC that does not keep Context (or refuses
+it at login, `plugins.redfish._login`) is named in a warning once, with that option.
+
+When the login is refused with `SessionLimitExceeded`, the sweep runs first with Basic auth on its
+own requests only (the client's auth mode is not switched, so no other request goes out with
+Basic) and the login is tried once more; if the table is still full, the error gives the BMC's
+count and who holds the sessions. Basic auth replaces the session only when the device allows it
+(`basic_fallback`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import contextvars
 import logging
 import time
 from collections import Counter
@@ -46,6 +53,8 @@ MARKER_PREFIX = "devicectl/"
 MAX_SWEPT = 64
 #: time a sweep after login may take (its own budget, not a request's)
 SWEEP_SECONDS = 30.0
+#: the Basic `Authorization` header of a sweep that runs without a session (its task alone)
+_SWEEP_AUTH: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("sweep", default=None)
 
 
 def session_marker(client_id: str, boot: str) -> str:
@@ -71,6 +80,8 @@ class Sweep:
     deleted: int = 0
     #: sessions left alone, by (account, client address, whose Context)
     others: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    #: of those, sessions of our account without a Context (ours only if the account is exclusive)
+    unmarked: int = 0
 
     def holders(self) -> str:
         """Who holds the sessions left alone, in a few words."""
@@ -100,6 +111,7 @@ class LeftoverSessions:
         self._basic_sweep: asyncio.Task[Sweep | None] | None = None
         #: False once the BMC refused to list its sessions (not asked again by this process)
         self._listable = True
+        self._unmarked_warned = False
         self.sessions_reaped = 0
 
     @property
@@ -146,17 +158,7 @@ class LeftoverSessions:
             await self._redfish.login(auth="basic")
             self._auth = "basic"
             return
-        if sweep is None:
-            table = (
-                "the BMC's Redfish session table is full (SessionLimitExceeded; its sessions could "
-                "not be read)"
-            )
-        else:
-            table = (
-                f"the BMC's Redfish session table is full: {sweep.listed} of {sweep.listed} sessions open "
-                f"(its limit: it refused one more with SessionLimitExceeded), none of them this "
-                f"controller's (Context {self.marker.rpartition('/')[0]}/…); held by {sweep.holders()}"
-            )
+        table = self._full_table(sweep)
         raise SessionLimitError(
             f"{self.origin}: {table}; free a session on the BMC, or set `basic_fallback = true` for "
             "this device to use Basic auth",
@@ -166,19 +168,47 @@ class LeftoverSessions:
             infos=error.infos,
         )
 
+    def _full_table(self, sweep: Sweep | None) -> str:
+        """What the BMC's full session table holds, for the error (its count is its limit)."""
+        if sweep is None:
+            return "the BMC's Redfish session table is full (SessionLimitExceeded; its sessions unreadable)"
+        mine = f"this controller's (Context {self.marker.rpartition('/')[0]}/…)"
+        if sweep.deleted:
+            ours = (
+                f"{sweep.deleted} of them earlier processes of {mine} were deleted and the table "
+                "filled up again before the next login"
+            )
+        else:
+            ours = f"none of them {mine}"
+        table = (
+            f"the BMC's Redfish session table is full: {sweep.listed} of {sweep.listed} sessions open "
+            f"(its limit: it refused one more with SessionLimitExceeded), {ours}; held by {sweep.holders()}"
+        )
+        if sweep.unmarked and not self.settings.exclusive_account:
+            table += (
+                f"; {sweep.unmarked} of account {self.settings.username!r} carry no Context (an earlier "
+                "devicectl's on a BMC that does not keep it?): set `exclusive_account = true` if the "
+                "account is devicectl's alone"
+            )
+        return table
+
     async def _sweep_with_basic_auth(self) -> Sweep | None:
-        """The sweep when no session can be opened: Basic auth for its requests only."""
-        await self._redfish.login(auth="basic")  # listing and deleting need some authentication
-        self._auth = "basic"
+        """The sweep when no session can be opened: Basic auth on its own requests only.
+
+        NOTE: the client's auth mode stays unset (a context variable carries the header to this
+        task's requests): requests waiting meanwhile must log in, not go out with Basic auth that
+        the device may not allow."""
+        s = self.settings
+        if not s.username or s.password is None or ":" in s.username:
+            return None  # no Basic credentials (RFC 7617 forbids ':' in the user id)
+        basic = base64.b64encode(f"{s.username}:{s.password}".encode()).decode("ascii")
+        _SWEEP_AUTH.set({"Authorization": f"Basic {basic}"})
         try:
             with deadline_scope(time.monotonic() + SWEEP_SECONDS):
                 return await self._sweep()
         except RedfishError as exc:
             log.warning("%s: could not read the BMC's Redfish sessions: %s", self.origin, exc)
             return None
-        finally:
-            if self._auth == "basic":  # unless a login succeeded meanwhile
-                self._auth = None
 
     @property
     def session_uri(self) -> str:
@@ -289,19 +319,22 @@ class LeftoverSessions:
             own_doc = await self._read(own, missing_ok=True)
         docs = await asyncio.gather(*(self._read(u, missing_ok=True) for u in others))
         found = dict(zip(others, docs, strict=True))
-        # a BMC that ignores Context: our own session reads back without it
-        address = own_doc.get("ClientOriginIPAddress") if own and "Context" not in own_doc else None
+        if own and "Context" not in own_doc:
+            self._context_not_kept()
+        # where our own session shows the address the BMC sees us from, only that address's
+        address = own_doc.get("ClientOriginIPAddress") if own else None
         doomed = []
         for uri, doc in found.items():
             if not doc:
                 continue  # gone meanwhile
             if self._leftover(uri, doc, address):
                 doomed.append(uri)
-            else:
-                user, address_, context = (
-                    str(doc.get(k) or "") for k in ("UserName", "ClientOriginIPAddress", "Context")
-                )
-                sweep.others[(user, address_, context)] += 1
+                continue
+            user, address_, context = (
+                str(doc.get(k) or "") for k in ("UserName", "ClientOriginIPAddress", "Context")
+            )
+            sweep.others[(user, address_, context)] += 1
+            sweep.unmarked += not context and user == self.settings.username
         return doomed
 
     def _leftover(self, uri: str, doc: dict[str, Any], address: object) -> bool:
@@ -313,16 +346,42 @@ class LeftoverSessions:
             return theirs[0] == mine[0] and theirs[1] != mine[1]
         if context:
             return False  # someone else's marker
+        user = doc.get("UserName")
+        if user is not None and user != self.settings.username:
+            return False  # another account's: a BMC that reuses session ids gave it a recorded URI
         if uri in self._stale:
             return True  # recorded in device state by this controller
-        return (
-            address is not None
-            and doc.get("UserName") == self.settings.username
-            and doc.get("ClientOriginIPAddress") == address
+        # NOTE: no Context on a shared account is anyone's: behind NAT another controller's live
+        # session shows our account and address too. Only an account that is devicectl's alone
+        # makes it ours.
+        if not self.settings.exclusive_account or user is None:
+            return False
+        return not address or doc.get("ClientOriginIPAddress") == address
+
+    def _context_not_kept(self) -> None:
+        """Our own session shows no Context: say once what that means for sessions a crash leaves."""
+        if self._unmarked_warned or not self.marker:
+            return
+        self._unmarked_warned = True
+        if self.settings.exclusive_account:
+            log.info(
+                "%s: the BMC does not keep the Redfish Session.Context devicectl sets; sessions of "
+                "account %r without one are taken for earlier devicectl processes' (exclusive_account)",
+                self.origin,
+                self.settings.username,
+            )
+            return
+        log.warning(
+            "%s: the BMC does not keep the Redfish Session.Context devicectl sets on its sessions: a "
+            "session a killed devicectl process leaves here cannot be told from other clients' and stays "
+            "until the BMC expires it; set `exclusive_account = true` for this device if account %r is "
+            "used by devicectl alone",
+            self.origin,
+            self.settings.username,
         )
 
     async def _read(self, path: str, *, missing_ok: bool = False) -> dict[str, Any]:
-        reply = await self._send("GET", path, None, None)
+        reply = await self._send("GET", path, None, _SWEEP_AUTH.get())
         if reply.status == 404 and missing_ok:
             return {}
         if reply.status >= 300:
@@ -333,7 +392,7 @@ class LeftoverSessions:
     async def _delete(self, uri: str) -> int:
         """DELETE one leftover session (404: already gone); 1 when it was deleted. Never raises."""
         try:
-            reply = await self._send("DELETE", uri, None, None)
+            reply = await self._send("DELETE", uri, None, _SWEEP_AUTH.get())
         except RedfishError as exc:
             log.warning("%s: could not delete a leftover Redfish session: %s", self.origin, exc)
             return 0

@@ -188,7 +188,10 @@ class SimulatedBmc:
         # the session the token names identifies the client (each controller logs in on its own)
         token = request.headers.get("X-Auth-Token")
         session = self.sessions.id_of(token) if token else None
-        self.stats.request_started(method, matched[0].template if matched else UNMATCHED, session)
+        template = matched[0].template if matched else UNMATCHED
+        self.stats.request_started(method, template, session)
+        if not token and request.headers.get("Authorization", "")[:6].lower() == "basic ":
+            self.stats.basic_auth_calls[(method, template)] += 1
         status: int | None = None
         try:
             response, status = await self._process(request, method, path, matched)

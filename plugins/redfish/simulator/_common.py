@@ -140,6 +140,8 @@ def _login(bmc: Bmc, req: SimRequest) -> Reply:
     # DMTF Session.Context: a client-supplied string stored with the session and shown on it
     # (bmcweb reads it in handleSessionCollectionPost, redfish-core/lib/redfish_sessions.hpp)
     context = body.get("Context")
+    if context is not None and bmc.config.session_context == "reject":
+        raise _errors.bad_request([_messages.property_unknown("Context")])
     if context is not None and not isinstance(context, str):
         raise _errors.bad_request([_messages.property_value_type_error(context, "Context")])
     if not bmc.sessions.credentials_ok(body["UserName"], body["Password"]):
@@ -149,7 +151,7 @@ def _login(bmc: Bmc, req: SimRequest) -> Reply:
     if bmc.sessions.is_full():
         bmc.stats.session_limit_rejections += 1
         raise _errors.session_limit_exceeded()
-    kept = context if bmc.config.session_context else None
+    kept = context if bmc.config.session_context == "keep" else None
     session = bmc.sessions.create(body["UserName"], context=kept, client=req.client)
     bmc.stats.sessions_created += 1
     location = f"{SESSIONS}/{session.id}"

@@ -34,8 +34,10 @@ class BmcConfig:
         layout: layout variants (see `LAYOUTS`).
         control_quirk: "automatic" makes Controls accept caps only in `ControlMode: Automatic`
             (HPE Cray EX style; `ControlMode@Redfish.AllowableValues` says so).
-        session_context: keep a login's `Context` and show it on the session (DMTF Session v1.1+,
-            bmcweb); False drops it, as firmware without it does.
+        session_context: what a login's `Context` meets: "keep" (stored and shown on the session,
+            DMTF Session v1.5+, bmcweb), "drop" (ignored, as firmware that lists the property
+            nowhere does), "reject" (400 `PropertyUnknown` naming it, as bmcweb's `readJson` answers
+            any property its session POST does not read).
     """
 
     model: str = "gb200"
@@ -52,10 +54,11 @@ class BmcConfig:
     allow_list: tuple[tuple[str, str], ...] | None = None
     layout: frozenset[str] = field(default_factory=frozenset)
     control_quirk: str | None = None
-    session_context: bool = True
+    session_context: str = "keep"
 
 
 PROFILES = ("default", "bmcweb")
+SESSION_CONTEXT = ("keep", "drop", "reject")
 #: layout variants seen in DMTF's public mockups and real firmware
 LAYOUTS = (
     "no-em-link",  # dmtf: the chassis has no EnvironmentMetrics link (and the resource is absent)
@@ -79,8 +82,8 @@ def checked(key: str, value: Any) -> Any:
         if unknown:
             raise ValueError(f"unknown layout variant(s) {sorted(unknown)}; choose from {LAYOUTS}")
         return frozenset(value)
-    if key == "session_context":
-        return bool(value)
+    if key == "session_context" and value not in SESSION_CONTEXT:
+        raise ValueError(f"unknown session_context {value!r}; choose from {', '.join(SESSION_CONTEXT)}")
     if key == "control_quirk" and value not in (None, "automatic"):
         raise ValueError(f"unknown control_quirk {value!r}; choose from None, 'automatic'")
     return value

@@ -28,6 +28,8 @@ class BmcStats:
     def __init__(self, open_sessions: Callable[[], int] = lambda: 0) -> None:
         self._open_sessions = open_sessions
         self.calls: Counter[tuple[str, str]] = Counter()
+        #: the calls among them that carried Basic credentials (no session token)
+        self.basic_auth_calls: Counter[tuple[str, str]] = Counter()
         self.responses: Counter[int] = Counter()
         self.faults_injected: Counter[str] = Counter()
         self.total_calls = 0
@@ -95,6 +97,7 @@ class BmcStats:
     def reset(self) -> None:
         """Zero every counter; gauges (in flight, open connections) keep their live values."""
         self.calls.clear()
+        self.basic_auth_calls.clear()
         self.responses.clear()
         self.faults_injected.clear()
         self.total_calls = 0

@@ -103,12 +103,13 @@ async def test_devices_behind_one_bmc_share_one_session(make_harness: Callable[.
         assert len(h.plugin.pool.clients()) == 1
 
 
-async def test_a_bmc_that_drops_context_is_swept_by_account_and_address(
+async def test_an_exclusive_account_on_a_bmc_that_drops_context_is_swept_by_account_and_address(
     make_harness: Callable[..., Any],
 ) -> None:
     async with make_harness(n=1, model="gb200", session_limit=8) as h:
         bmc = h.fleet.bmcs[0]
-        bmc.configure(session_context=False)
+        bmc.configure(session_context="drop")
+        h.options["exclusive_account"] = True  # the device says: this account is devicectl's alone
         await h.call("std_metrics", bmc, Empty())
         assert _contexts(bmc) == [None]
         elsewhere = bmc.sessions.create(client="10.9.9.9").id  # same account, another host

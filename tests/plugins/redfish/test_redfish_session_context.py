@@ -1,0 +1,152 @@
+"""Sessions on BMCs that do not keep `Session.Context`, or refuse it: no one else's session is ever
+deleted, and a full table of sessions that cannot be told apart says what would free it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from plugins.base import Empty
+from plugins.redfish import RedfishPlugin
+from plugins.redfish._errors import SessionLimitError
+from plugins.redfish._sessions import Sweep
+from tests.plugins.redfish.test_redfish_sessions import SESSIONS, _contexts, _crash
+
+COLLECTION = "/redfish/v1/SessionService/Sessions"
+
+
+async def _restart(h: Any) -> None:
+    """SIGKILL the plugin's process and start a fresh one (nothing recorded is handed over)."""
+    await _crash(h.plugin)
+    h.plugin = RedfishPlugin()
+    await h.plugin.start()
+
+
+async def test_unmarked_sessions_on_a_shared_account_are_never_deleted(
+    make_harness: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    async with make_harness(n=1, model="gb200", session_limit=8) as h:
+        bmc = h.fleet.bmcs[0]
+        bmc.configure(session_context="drop")
+        await h.call("std_metrics", bmc, Empty())
+        leftover = bmc.sessions.ids()[0]
+        # another live client on the same account, behind the same address (NAT): indistinguishable
+        live = bmc.sessions.create(client="127.0.0.1").id
+        await _restart(h)
+        with caplog.at_level(logging.WARNING, logger="plugins.redfish"):
+            out = await h.call("std_metrics", bmc, Empty(), state={})
+        assert out.result.ok, out.result.error
+        mine = h.plugin.pool.clients()[0].session_uri.rsplit("/", 1)[1]
+        assert set(bmc.sessions.ids()) == {leftover, live, mine}
+        assert bmc.stats.sessions_deleted == 0
+        assert "does not keep the Redfish Session.Context" in caplog.text
+        assert "set `exclusive_account = true`" in caplog.text
+        await h.plugin.close()
+        bmc.sessions.delete(leftover)
+        bmc.sessions.delete(live)
+
+
+async def test_a_full_table_of_unmarked_sessions_names_the_option_that_frees_it(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(n=1, model="gb200", session_limit=4) as h:
+        bmc = h.fleet.bmcs[0]
+        bmc.configure(session_context="drop")
+        for _ in range(4):  # four SIGKILLs, each after a login: the table is full of our sessions
+            await h.call("std_metrics", bmc, Empty(), state={})
+            await _restart(h)
+        assert bmc.sessions.is_full()
+        with pytest.raises(SessionLimitError) as caught:
+            await h.call("std_metrics", bmc, Empty(), state={})
+        message = str(caught.value)
+        assert "session table is full: 4 of 4 sessions open" in message
+        assert "4 of account 'admin' carry no Context" in message
+        assert "set `exclusive_account = true`" in message
+        assert len(bmc.sessions) == 4 and bmc.stats.sessions_deleted == 0
+        # the operator says the account is devicectl's alone: the table is freed, the login goes on
+        out = await h.call("std_metrics", bmc, Empty(), state={}, options={"exclusive_account": True})
+        assert out.result.ok, out.result.error
+        assert len(bmc.sessions) == 1 and h.plugin.pool.clients()[0].auth_mode == "session"
+        await h.plugin.close()
+
+
+async def test_a_bmc_that_refuses_context_is_logged_into_without_it(
+    make_harness: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    async with make_harness(n=1, model="gb200", session_limit=8) as h:
+        bmc = h.fleet.bmcs[0]
+        bmc.configure(session_context="reject")  # 400 PropertyUnknown naming Context
+        with caplog.at_level(logging.WARNING, logger="plugins.redfish"):
+            out = await h.call("std_metrics", bmc, Empty())
+        assert out.result.ok, out.result.error
+        assert bmc.stats.responses[400] == 1 and bmc.stats.sessions_created == 1
+        assert _contexts(bmc) == [None]
+        assert "refuses the Redfish Session.Context devicectl sets at login" in caplog.text
+        assert "PropertyUnknown" in caplog.text
+        # remembered: a 401 later logs in again without trying Context first
+        bmc.sessions.expire_all()
+        out = await h.call("std_metrics", bmc, Empty())
+        assert out.result.ok, out.result.error
+        assert bmc.stats.responses[400] == 1 and bmc.stats.sessions_created == 2
+        await h.plugin.close()
+
+
+async def test_a_recorded_session_uri_now_another_accounts_is_not_deleted(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(n=1, model="gb200", session_limit=8) as h:
+        bmc = h.fleet.bmcs[0]
+        first = await h.call("std_metrics", bmc, Empty())
+        recorded = first.state["sessions"][bmc.url][0]
+        assert recorded.startswith(SESSIONS)
+        await _restart(h)
+        # the BMC reused the id (iDRAC numbers sessions 1, 2, ...): it is now an operator's session
+        reused = bmc.sessions.by_id(recorded.rsplit("/", 1)[1])
+        assert reused is not None
+        reused.username, reused.context = "operator", None
+        out = await h.call("std_metrics", bmc, Empty())  # the state still records the URI
+        assert out.result.ok, out.result.error
+        assert reused.id in bmc.sessions.ids() and bmc.stats.sessions_deleted == 0
+        await h.plugin.close()
+        bmc.sessions.delete(reused.id)
+
+
+async def test_a_sweep_with_basic_auth_lends_it_to_no_other_request(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(n=1, model="gb200", session_limit=4) as h:
+        bmc = h.fleet.bmcs[0]
+        h.plugin.set_client_id("ctl-a")
+        for _ in range(4):  # earlier processes' sessions fill the table
+            bmc.sessions.create(context="devicectl/ctl-a/0dead0", client="127.0.0.1")
+        bmc.configure(latency=0.1)  # the sweep (list, read four, delete four) takes about a second
+        first = asyncio.create_task(h.call("std_metrics", bmc, Empty()))
+        await asyncio.sleep(0.35)  # the login was refused and the sweep is under way
+        others = [h.call("std_metrics", bmc, Empty()) for _ in range(3)]
+        outs = await asyncio.gather(first, *others)
+        assert all(o.result.ok for o in outs), [o.result.error for o in outs]
+        basic = {path for (_, path) in bmc.stats.basic_auth_calls}
+        assert basic and all(p.startswith(COLLECTION) for p in basic), sorted(basic)
+        assert len(bmc.sessions) == 1 and h.plugin.pool.clients()[0].auth_mode == "session"
+        await h.plugin.close()
+
+
+async def test_a_table_that_fills_again_after_the_sweep_says_what_was_deleted(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(n=1, model="gb200") as h:
+        bmc = h.fleet.bmcs[0]
+        await h.call("std_metrics", bmc, Empty())
+        client = h.plugin.pool.clients()[0]
+        sweep = Sweep(listed=4, deleted=2, others=Counter({("admin", "10.1.2.3", "other-tool"): 2}))
+        text = client._full_table(sweep)
+        assert "4 of 4 sessions open" in text and "none of them" not in text
+        assert "2 of them earlier processes of this controller's" in text
+        assert "filled up again before the next login" in text
+        assert "held by 2 of account 'admin' from 10.1.2.3 (Context 'other-tool')" in text
+        await h.plugin.close()
