@@ -61,6 +61,8 @@ _READ_AHEAD = 32
 #: a device with at least this many responses waiting (its read-ahead) is draining a backlog:
 #: its sends no longer wait for the one-unrecorded window (`SendWindow`)
 _DRAIN_DEPTH = 8
+#: at shutdown, how long outcomes being written (an acknowledged response's) may still take
+_RECORD_GRACE = 3.0
 
 
 class Delivery:
@@ -275,7 +277,10 @@ class Delivery:
         if self.destination.failing:
             return  # the receiver is down: nothing to gain at shutdown
         while await self.pass_once() or self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            # NOTE: not gather, whose cancellation (the timeout) cancels the deliveries: a
+            # cancelled one frees its device while its record may be pending, and a pass of the
+            # still running loop could send the row again; `stop` ends them
+            await asyncio.wait(list(self._tasks))
 
     async def _deliver(self, item: OutboxItem, *, probe: bool) -> None:
         """Deliver `item`, then the device's next responses one by one while each is delivered
@@ -402,6 +407,8 @@ class Delivery:
         return False
 
     async def _stop_tasks(self) -> None:
+        self._stopping = True  # a record failing from now on is given up
         for task in list(self._tasks):
-            task.cancel()
+            task.cancel()  # a send not yet acknowledged is sent again after restart
         await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._records.finish(_RECORD_GRACE)  # an acknowledged response's record (shielded)
