@@ -64,6 +64,9 @@ async def test_an_acknowledged_response_is_recorded_before_the_outbox_stops(
             await slow.marking.wait()  # ... and its record under way
         if flush_first:
             await delivery.flush(timeout=0.2)  # the record outlasts the flush
+            # the loop still runs after the flush: its passes must not send the row again
+            passes = delivery._passes
+            await until(lambda: delivery._passes > passes + 1, 10, "a pass after the flush")
         delivery.stop()
         # the loop ends its deliveries; only then may the record go on
         await until(lambda: not delivery._tasks, 10, "the deliveries ended")
