@@ -19,13 +19,14 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 
 import grpc
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import topology_callback_pb2_grpc as cb
+from controller.delivery.records import Records
 from controller.delivery.wire import (
     DEAD_LETTER,
     DESTINATION_DOWN,
@@ -60,6 +61,8 @@ _READ_AHEAD = 32
 #: a device with at least this many responses waiting (its read-ahead) is draining a backlog:
 #: its sends no longer wait for the one-unrecorded window (`SendWindow`)
 _DRAIN_DEPTH = 8
+#: at shutdown, how long outcomes being written (an acknowledged response's) may still take
+_RECORD_GRACE = 3.0
 
 
 class Delivery:
@@ -118,6 +121,7 @@ class Delivery:
         self._probing = False
         #: the database side of delivery (passes, recording outcomes)
         self.database = Outage("delivery's database access", log)
+        self._records = Records(self.database, lambda: self._stopping)
 
     def notify(self) -> None:
         """New responses are in the outbox (a completion)."""
@@ -273,7 +277,10 @@ class Delivery:
         if self.destination.failing:
             return  # the receiver is down: nothing to gain at shutdown
         while await self.pass_once() or self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            # NOTE: not gather, whose cancellation (the timeout) cancels the deliveries: a
+            # cancelled one frees its device while its record may be pending, and a pass of the
+            # still running loop could send the row again; `stop` ends them
+            await asyncio.wait(list(self._tasks))
 
     async def _deliver(self, item: OutboxItem, *, probe: bool) -> None:
         """Deliver `item`, then the device's next responses one by one while each is delivered
@@ -354,7 +361,7 @@ class Delivery:
             self.destination.ok()
             self._full_pass_due = True  # every device's backlog, not only the probed one's
             log.info("%s is back: releasing the backlog", self.destination.what)
-        recorded = await self._record(self._store.mark_delivered, item.id, datetime.now(UTC))
+        recorded = await self._records.record(self._store.mark_delivered, item.id, datetime.now(UTC))
         self.delivered += 1
         return recorded
 
@@ -374,7 +381,7 @@ class Delivery:
                 error,
             )
             self.dead_lettered += 1
-            return await self._record(self._store.dead_letter, item.id, error, now)
+            return await self._records.record(self._store.dead_letter, item.id, error, now)
         if code in DESTINATION_DOWN:
             # Deliveries already in flight when the receiver went away fail together: only the
             # first of them (or a probe) counts towards the destination's backoff.
@@ -383,7 +390,7 @@ class Delivery:
                 self.destination.failed(exc, traceback=False)
                 self._next_probe = time.monotonic() + delay
             # recorded on the row for operators; due again at once, the destination gates it
-            await self._record(self._store.delivery_failed, item.id, error, now)
+            await self._records.record(self._store.delivery_failed, item.id, error, now)
             return False
         delay = backoff_delay(item.attempts + 1, self._max_backoff)
         log.warning(
@@ -394,27 +401,14 @@ class Delivery:
             error,
             delay,
         )
-        await self._record(self._store.delivery_failed, item.id, error, now + timedelta(seconds=delay))
+        await self._records.record(
+            self._store.delivery_failed, item.id, error, now + timedelta(seconds=delay)
+        )
         return False
 
-    async def _record(self, write: Callable[..., Awaitable[None]], *args: object) -> bool:
-        """Persist a delivery outcome, retrying through a database outage (the device's next
-        response waits meanwhile); given up only at shutdown (False), when the row is simply
-        sent again after restart (the wire is at-least-once)."""
-        while True:
-            try:
-                await write(*args)
-                self.database.ok()
-                return True
-            except StoreClosedError:
-                return False
-            except Exception as exc:
-                delay = self.database.failed(exc)
-                if self._stopping:
-                    return False
-                await asyncio.sleep(delay)
-
     async def _stop_tasks(self) -> None:
+        self._stopping = True  # a record failing from now on is given up
         for task in list(self._tasks):
-            task.cancel()
+            task.cancel()  # a send not yet acknowledged is sent again after restart
         await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._records.finish(_RECORD_GRACE)  # an acknowledged response's record (shielded)
