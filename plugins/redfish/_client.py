@@ -36,6 +36,7 @@ import aiohttp
 from redfish.aio import AsyncRedfishClient
 from redfish.aio import exceptions as dmtf
 from redfish.aio.response import AsyncRestResponse
+from yarl import URL
 
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._document import Document
@@ -54,13 +55,15 @@ from plugins.redfish._readbacks import ReadBacks, note_read, note_refused, note_
 from plugins.redfish._retry import READS, before_sending, gave_up, retryable
 from plugins.redfish._tasks import wait_task
 from plugins.redfish._telemetry import BMC_CALL_SECONDS, BMC_REQUESTS, outcome_of
-from plugins.redfish._transport import BmcTransport, SslParam, deadline_scope
+from plugins.redfish._transport import BmcTransport, DirectReply, SslParam, deadline_scope
 
 log = logging.getLogger(__name__)
 
 SERVICE_ROOT = "/redfish/v1/"
 #: request headers when the caller adds none (the library copies them, never changes them)
 _ACCEPT_JSON = {"Accept": "application/json"}
+#: sent straight through the transport once logged in with a session (see `_send`)
+_DIRECT = frozenset(("GET", "PATCH", "POST"))
 #: `BMC_REQUESTS` children by (method, status, platform): `labels()` takes a lock and builds a
 #: tuple on every call; the label sets are few (see `_telemetry`)
 _REQUEST_COUNTERS: dict[tuple[str, str, str], Any] = {}
@@ -102,6 +105,7 @@ class BmcClient(BmcLogin):
         self.etag_quirks: dict[str, str] = {}
         #: our last read-back of each resource, a prior for the next change while still valid
         self.read_backs = ReadBacks(settings.read_back_max_age)
+        self._urls: dict[str, URL] = {}  # path -> URL checked by the library (same origin)
 
     @property
     def origin(self) -> str:
@@ -265,11 +269,16 @@ class BmcClient(BmcLogin):
     async def _send(
         self, method: str, path: str, body: Any, headers: Mapping[str, str] | None
     ) -> AsyncRestResponse:
-        hdrs = {"Accept": "application/json", **headers} if headers else _ACCEPT_JSON
         client = self._redfish
+        token = client._session_key
         status = "error"
         started = time.monotonic()
         try:
+            if token is not None and method in _DIRECT:
+                reply = await self._direct(method, path, body, headers, token)
+                status = str(reply.status)
+                return reply
+            hdrs = {"Accept": "application/json", **headers} if headers else _ACCEPT_JSON
             if method == "GET":
                 reply = await client.get(path, headers=hdrs)
             elif method == "PATCH":
@@ -294,6 +303,28 @@ class BmcClient(BmcLogin):
             raise self._map_dmtf(exc, method, path) from exc
         finally:
             self._count(method, status, time.monotonic() - started)
+
+    async def _direct(
+        self, method: str, path: str, body: Any, headers: Mapping[str, str] | None, token: str
+    ) -> DirectReply:
+        """A request logged in with a session needs only the token: sent through the transport, it
+        skips the library's per-call work (a multidict of headers, a URL join and check, a copy of
+        the reply's headers: ~10% of a call's CPU). A 401 on a GET logs in again as the library
+        does (single flight, by token) and is sent once more; writes' 401s are `_attempt`'s."""
+        client = self._redfish
+        url = self._urls.get(path)
+        if url is None:
+            url = client._resolve_url(path)  # the library's rules: same origin, no credentials
+            if len(self._urls) < 1024:
+                self._urls[path] = url
+        sent = {"Accept": "application/json", "OData-Version": "4.0", "X-Auth-Token": token}
+        if headers:
+            sent.update(headers)
+        reply = await self.transport.send(method, url, sent, body)
+        if reply.status == 401 and method == "GET" and await client._refresh_session(token):
+            sent["X-Auth-Token"] = client._session_key
+            reply = await self.transport.send(method, url, sent, body)
+        return reply
 
     def _count(self, method: str, status: str, seconds: float) -> None:
         """`devicectl_bmc_requests` + 1 and the call's duration; labelled children are looked up
