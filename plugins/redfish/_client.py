@@ -3,7 +3,9 @@
 `BmcClient` is the only code that issues Redfish requests. Its rules:
 
 - one long-lived Redfish session per BMC, created on the first authenticated request and reused;
-  a 401 on a GET is re-logged-in by `AsyncRedfishClient` itself (single flight), a 401 on a write
+  once it is open, GET, PATCH and POST go through the transport with its token, not through
+  `AsyncRedfishClient` (`_direct`); a 401 on a GET is re-logged-in by the library's own renewal
+  (single flight), a 401 on a write
   re-logs in once here (single flight too) and the write is sent once more; a login that fails
   (ours or the library's own) leaves no session, so the next request logs in again; sessions a crashed
   process left behind (marked with its `Session.Context`) are deleted after the first login, or when

@@ -3,7 +3,8 @@
 `redfish.aio.AsyncRedfishClient` needs a caller-owned session and only ever calls
 `session.request(method, url, **kwargs)` on it. `BmcTransport` stands in for that session: it
 forwards to the one shared `aiohttp.ClientSession` and adds, for every HTTP request to its BMC
-(logins, logouts and the client's own 401 re-logins included):
+(logins, logouts and the client's own 401 re-logins included, and the requests a logged-in
+`BmcClient` sends past the library with `send`):
 
 - the per-BMC concurrency limit (an `asyncio.Semaphore`, shared by control, metrics and ping);
 - the process's `Session.Context` on every login (how a restarted process finds its leftovers);
