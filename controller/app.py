@@ -8,6 +8,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health, health_pb2_grpc
@@ -38,7 +39,7 @@ from controller.inventory import (
     load_inventory,
     plugin_registry,
 )
-from controller.observability import endpoint, metrics
+from controller.observability import metrics
 from controller.observability.health import SERVICE_NAMES, JournalHealth
 from controller.plugin_host.host import PluginHost
 from controller.plugin_host.launch import load_external_plugins
@@ -46,6 +47,9 @@ from controller.process import workers
 from controller.process.supervise import Outage, supervise
 from controller.security import authz, tls
 from controller.store import DeviceUpsert, RetentionPolicy, Store, prune
+
+if TYPE_CHECKING:
+    from controller.observability.endpoint import MetricsServer
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +157,7 @@ class Controller:
         self.port = 0
         self._stopped = False
         metrics.configure(settings.metrics_per_device, settings.metrics_max_devices)
-        self.metrics_server: endpoint.MetricsServer | None = None
+        self.metrics_server: MetricsServer | None = None
 
     def _shards(self) -> Shards:
         """Which shards this process runs (controller/cluster/shards.py): none in a front end, all of them
@@ -222,6 +226,8 @@ class Controller:
                 await self.shards.round()  # our first leases (and their requests) before serving
             await self.recover()
         if self.settings.metrics_listen:  # before gRPC: a port in use fails the start cleanly
+            from controller.observability import endpoint  # aiohttp.web only where served
+
             self.metrics_server = endpoint.MetricsServer(self)
             port = await self.metrics_server.start(self.settings.metrics_listen)
             log.info("metrics on http://%s:%d/metrics", self.settings.metrics_listen.rpartition(":")[0], port)

@@ -14,14 +14,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.pool import NullPool, StaticPool
 
+from ._alembic import Config, MigrationContext, ScriptDirectory, command
 from ._types import SchemaStatus
 
 T = TypeVar("T")

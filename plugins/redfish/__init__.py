@@ -8,6 +8,7 @@ the legacy `Chassis/{id}/Power`; Node Manager platforms (DGX H100/B200/B300) ans
 The BMC simulator used by the tests lives in `plugins.redfish.simulator`. See docs/redfish.md.
 """
 
+from plugins.redfish import _dmtf  # noqa: F401 (first: `redfish.aio` without the sync client)
 from plugins.redfish._config import ConnectionSettings, RedfishSettings
 from plugins.redfish._errors import (
     AccessError,

@@ -3,7 +3,8 @@
 `redfish.aio.AsyncRedfishClient` needs a caller-owned session and only ever calls
 `session.request(method, url, **kwargs)` on it. `BmcTransport` stands in for that session: it
 forwards to the one shared `aiohttp.ClientSession` and adds, for every HTTP request to its BMC
-(logins, logouts and the client's own 401 re-logins included):
+(logins, logouts and the client's own 401 re-logins included, and the requests a logged-in
+`BmcClient` sends past the library with `send`):
 
 - the per-BMC concurrency limit (an `asyncio.Semaphore`, shared by control, metrics and ping);
 - the process's `Session.Context` on every login (how a restarted process finds its leftovers);
@@ -17,13 +18,17 @@ forwards to the one shared `aiohttp.ClientSession` and adds, for every HTTP requ
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextvars
+import json
 import ssl
 import time
 from types import TracebackType
 from typing import Any
 
 import aiohttp
+from multidict import CIMultiDictProxy
+from redfish.aio.exceptions import RedfishProtocolError
 from yarl import URL
 
 from plugins.redfish._config import ConnectionSettings
@@ -104,6 +109,16 @@ class BmcTransport:
     def request(self, method: str, url: URL | str, **kwargs: Any) -> _Call:
         """Same contract as `aiohttp.ClientSession.request` (an async context manager)."""
         return _Call(self, method, url if isinstance(url, URL) else URL(url), kwargs)
+
+    async def send(self, method: str, url: URL, headers: dict[str, str], body: Any) -> DirectReply:
+        """One request sent as is (a logged-in client's GET, PATCH or POST, no `AsyncRedfishClient`
+        in between): its reply, read whole, in the shape of the library's replies."""
+        kwargs: dict[str, Any] = {"allow_redirects": False, "headers": headers}
+        if body is not None:
+            kwargs["json"] = body
+        async with _Call(self, method, url, kwargs) as response:
+            read = await response.read()  # already read by `_Call`: the cached bytes
+            return DirectReply(method, url.path, response.status, response.headers, read, response.charset)
 
     def timeout_for(self, deadline: float | None) -> aiohttp.ClientTimeout:
         """Connect and read timeouts, never past the deadline."""
@@ -241,6 +256,73 @@ class _Call:
         if self._holding:
             self._holding = False
             self._t._released()
+
+
+class _Request:
+    """What a reply says about its request (`method`, `path`: `AsyncRestRequest`'s fields)."""
+
+    __slots__ = ("method", "path")
+
+    def __init__(self, method: str, path: str) -> None:
+        self.method = method
+        self.path = path
+
+
+class DirectReply:
+    """A reply read whole: what `redfish.aio`'s `AsyncRestResponse` offers, without copying the
+    headers into a new multidict or keeping the request's body."""
+
+    __slots__ = ("_charset", "_headers", "_method", "_path", "read", "status")
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        status: int,
+        headers: CIMultiDictProxy[str],
+        read: bytes,
+        charset: str | None,
+    ) -> None:
+        self._method = method
+        self._path = path
+        self.status = status
+        self._headers = headers
+        self.read = read
+        self._charset = charset
+
+    @property
+    def text(self) -> str:
+        """The body decoded (UTF-8 unless the reply names another known charset)."""
+        charset = self._charset
+        if charset:
+            try:
+                codecs.lookup(charset)
+            except LookupError:
+                charset = None
+        return self.read.decode(charset or "utf-8", "replace")
+
+    @property
+    def dict(self) -> Any:
+        """The body as JSON ({} when empty)."""
+        if not self.read:
+            return {}
+        try:
+            return json.loads(self.text)
+        except ValueError as exc:
+            raise RedfishProtocolError(f"Service responded with invalid JSON at URI {self._path}") from exc
+
+    @property
+    def request(self) -> _Request:
+        """The request's method and path."""
+        return _Request(self._method, self._path)
+
+    def getheader(self, name: str) -> str | None:
+        """One header, case-insensitively."""
+        return self._headers.get(name)
+
+    def getheaders(self) -> list[tuple[str, str]]:
+        """All headers."""
+        return list(self._headers.items())
 
 
 async def _json_object(response: aiohttp.ClientResponse) -> dict[str, Any]:
