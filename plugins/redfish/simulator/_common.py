@@ -141,7 +141,13 @@ def _login(bmc: Bmc, req: SimRequest) -> Reply:
     # (bmcweb reads it in handleSessionCollectionPost, redfish-core/lib/redfish_sessions.hpp)
     context = body.get("Context")
     if context is not None and bmc.config.session_context == "reject":
-        raise _errors.bad_request([_messages.property_unknown("Context")])
+        # NOTE: bmcweb before bb759e3 (2022-08, "Move ClientID parameter out of OEM") read only
+        # UserName, Password and Oem (redfish-core/lib/redfish_sessions.hpp); readJson answers any
+        # other key with propertyUnknown (utils/json_utils.hpp): 400, MessageArgs ["Context"] and
+        # no RelatedProperties (registries.hpp getLog)
+        unknown = _messages.property_unknown("Context")
+        unknown.pop("RelatedProperties", None)
+        raise _errors.bad_request([unknown])
     if context is not None and not isinstance(context, str):
         raise _errors.bad_request([_messages.property_value_type_error(context, "Context")])
     if not bmc.sessions.credentials_ok(body["UserName"], body["Password"]):

@@ -34,10 +34,10 @@ class BmcConfig:
         layout: layout variants (see `LAYOUTS`).
         control_quirk: "automatic" makes Controls accept caps only in `ControlMode: Automatic`
             (HPE Cray EX style; `ControlMode@Redfish.AllowableValues` says so).
-        session_context: what a login's `Context` meets: "keep" (stored and shown on the session,
-            DMTF Session v1.5+, bmcweb), "drop" (ignored, as firmware that lists the property
-            nowhere does), "reject" (400 `PropertyUnknown` naming it, as bmcweb's `readJson` answers
-            any property its session POST does not read).
+        session_context: what a login's `Context` meets: "keep" (stored and shown on the
+            session, DMTF Session v1_5_0+, bmcweb since bb759e3), "drop" (ignored, as firmware
+            that does not show it does), "reject" (400 `PropertyUnknown` naming it, as bmcweb before bb759e3,
+            2022-08, answered: its session POST read only UserName, Password and Oem).
     """
 
     model: str = "gb200"
