@@ -198,6 +198,7 @@ async def test_killed_executor_is_started_again_and_its_work_finished(
         ids = await fleet.send("kill", 48)  # 3 per device, 1 s each: work in flight for seconds
         await asyncio.sleep(1.0)
         assert tracker.received < len(ids)  # each device's three requests take 3 s in its lane
+        killed_at = time.monotonic()
         os.kill(before["wk-w1"], signal.SIGKILL)
         await until(
             lambda: executors_of(fleet.front.pid).get("wk-w1") not in (None, before["wk-w1"]),
@@ -206,7 +207,13 @@ async def test_killed_executor_is_started_again_and_its_work_finished(
         )
         await tracker.wait(120, "after the kill")
         assert set(tracker.arrivals) == set(ids)
-        assert tracker.duplicates == 0 and not tracker.failures
+        assert not tracker.failures
+        # NOTE: under load the kill can land while a response is delivered (the first finish
+        # after ~1 s): the receiver has it, the executor's record of it does not exist yet, and
+        # the restarted executor sends it again: at most one, received before the kill
+        # (docs/reliability.md, "Duplicates after a kill"; the test below makes that happen)
+        repeated = [r for r in ids if tracker.sink.counts[r] > 1]
+        assert tracker.duplicates <= 1 and all(tracker.arrivals[r] < killed_at for r in repeated)
         restarted = f"wk-w1 (pid {before['wk-w1']}) ended with signal SIGKILL"
         assert restarted in fleet.front.log_path.read_text()
         # an executor never outlives its front end, even one killed without a chance to stop them
@@ -298,3 +305,38 @@ def test_executor_settings_reach_the_child_through_the_real_loader() -> None:
     assert (wanted.role, wanted.workers, wanted.instance_id) == ("executor", 0, "host-w2")
     assert wanted.listen == "127.0.0.1:0" and wanted.metrics_listen == "0.0.0.0:9466"
     assert wanted.database_url == front.database_url and wanted.lease_ttl == 2.5 and wanted.insecure
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(300)
+async def test_a_kill_between_the_receivers_receipt_and_the_record_repeats_only_that_response(
+    pg_database: URL, tmp_path: Path, tracker: ResponseTracker
+) -> None:
+    fleet = Fleet(
+        tmp_path, pg_database.render_as_string(hide_password=False), tracker, tracker.sink.address, 1.0
+    )
+    await fleet.start()
+    try:
+        before = executors_of(fleet.front.pid)
+        killed_on: list[str] = []
+        arrived = tracker.sink.on_response
+        assert arrived is not None
+
+        def kill_on_first(response: Any) -> None:
+            arrived(response)
+            if not killed_on:  # the receiver has it; its ack has not gone back yet
+                killed_on.append(response.request_id)
+                for pid in before.values():  # whichever executor sent it dies before its record
+                    os.kill(pid, signal.SIGKILL)
+
+        tracker.sink.on_response = kill_on_first
+        ids = await fleet.send("record", 48)
+        await until(lambda: bool(killed_on), 60, "the first response")
+        await tracker.wait(120, "after the kills")
+        assert set(tracker.arrivals) == set(ids) and not tracker.failures
+        # the response in flight is sent again by the restarted executor, once; beyond it, at
+        # most one per killed process (the other executor may die in its own delivery's window)
+        assert tracker.sink.counts[killed_on[0]] == 2
+        assert tracker.duplicates <= len(before)
+    finally:
+        await fleet.front.stop()
