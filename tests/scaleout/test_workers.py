@@ -155,15 +155,19 @@ async def tracker() -> AsyncIterator[ResponseTracker]:
         await t.stop()
 
 
+async def started_fleet(database: URL, tmp: Path, tracker: ResponseTracker, delay: float) -> Fleet:
+    """A running `serve --workers 2` on `database`, answering `tracker`, each request taking `delay` s."""
+    fleet = Fleet(tmp, database.render_as_string(hide_password=False), tracker, tracker.sink.address, delay)
+    await fleet.start()
+    return fleet
+
+
 @pytest.mark.postgres
 @pytest.mark.timeout(300)
 async def test_front_end_acks_executors_answer_each_request_once_and_sigterm_stops_all(
     pg_database: URL, tmp_path: Path, tracker: ResponseTracker
 ) -> None:
-    fleet = Fleet(
-        tmp_path, pg_database.render_as_string(hide_password=False), tracker, tracker.sink.address, 0
-    )
-    await fleet.start()
+    fleet = await started_fleet(pg_database, tmp_path, tracker, 0)
     try:
         executors = executors_of(fleet.front.pid)
         assert sorted(executors) == ["wk-w1", "wk-w2"]
@@ -189,10 +193,7 @@ async def test_front_end_acks_executors_answer_each_request_once_and_sigterm_sto
 async def test_killed_executor_is_started_again_and_its_work_finished(
     pg_database: URL, tmp_path: Path, tracker: ResponseTracker
 ) -> None:
-    fleet = Fleet(
-        tmp_path, pg_database.render_as_string(hide_password=False), tracker, tracker.sink.address, 1.0
-    )
-    await fleet.start()
+    fleet = await started_fleet(pg_database, tmp_path, tracker, 1.0)
     try:
         before = executors_of(fleet.front.pid)
         ids = await fleet.send("kill", 48)  # 3 per device, 1 s each: work in flight for seconds
@@ -312,10 +313,7 @@ def test_executor_settings_reach_the_child_through_the_real_loader() -> None:
 async def test_a_kill_between_the_receivers_receipt_and_the_record_repeats_only_that_response(
     pg_database: URL, tmp_path: Path, tracker: ResponseTracker
 ) -> None:
-    fleet = Fleet(
-        tmp_path, pg_database.render_as_string(hide_password=False), tracker, tracker.sink.address, 1.0
-    )
-    await fleet.start()
+    fleet = await started_fleet(pg_database, tmp_path, tracker, 1.0)
     try:
         before = executors_of(fleet.front.pid)
         killed_on: list[str] = []
