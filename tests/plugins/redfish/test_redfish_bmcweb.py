@@ -148,8 +148,13 @@ async def test_persistent_caps_option_sets_power_limit_persistency(bmcweb: Harne
 
 
 async def test_a_control_with_a_live_sensor_on_bmcweb_learns_the_body_hash_once(
-    make_harness: Callable[..., Any],
+    make_harness: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The simulated reading follows a smooth load curve; at its peaks and troughs it holds still
+    # (to three decimals) for a few milliseconds, so two reads that close hash alike and the PATCH
+    # is not refused. The sensor here moves a second per read, so every read differs.
+    clock = iter(range(1_000_000))
+    monkeypatch.setattr("plugins.redfish.simulator._dmtf.now", lambda: 1000.0 + next(clock))
     async with make_harness(n=1, model="dmtf") as h:
         bmc = h.fleet.bmcs[0]
         bmc.configure(profile="bmcweb")
