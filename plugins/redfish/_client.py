@@ -34,7 +34,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
 from redfish.aio import AsyncRedfishClient
 from redfish.aio import exceptions as dmtf
 from redfish.aio.response import AsyncRestResponse
@@ -54,6 +53,7 @@ from plugins.redfish._errors import (
     error_for_response,
     raise_for_response,
 )
+from plugins.redfish._http import HttpConnections
 from plugins.redfish._login import BmcLogin
 from plugins.redfish._readbacks import ReadBacks, note_read, note_refused, note_served, offered, take_parsed
 from plugins.redfish._retry import READS, before_sending, gave_up, retryable
@@ -78,15 +78,15 @@ class BmcClient(BmcLogin):
     """Everything needed to talk to one BMC; shared by all devices behind that BMC.
 
     Args:
-        http: the process-wide `aiohttp.ClientSession`.
+        http: the process's BMC connections.
         settings: this BMC's connection settings.
-        ssl_param: what to pass as aiohttp's `ssl=` (a context, True, or False when insecure).
+        ssl_param: TLS: a context, True (the system trust store), or False when insecure.
         marker: the `Session.Context` every login sends (this process's, `session_marker`).
     """
 
     def __init__(
         self,
-        http: aiohttp.ClientSession,
+        http: HttpConnections,
         settings: ConnectionSettings,
         ssl_param: SslParam,
         marker: str = "",

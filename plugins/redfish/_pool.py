@@ -1,4 +1,4 @@
-"""The per-process registry of BMC connections over one shared `aiohttp.ClientSession`.
+"""The per-process registry of BMC clients and their connections.
 
 One `BmcClient` per BMC URL, whatever the number of devices behind it, so the per-BMC concurrency
 limit and the Redfish session are shared by everything that talks to that BMC. Clients are created
@@ -16,10 +16,9 @@ import socket
 import ssl
 from collections.abc import Iterable
 
-import aiohttp
-
 from plugins.redfish._client import BmcClient
 from plugins.redfish._config import ConnectionSettings, RedfishSettings, check_ca_bundle
+from plugins.redfish._http import HttpConnections
 from plugins.redfish._sessions import session_marker
 from plugins.redfish._transport import SslParam
 
@@ -27,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 class BmcPool:
-    """BMC clients keyed by URL, plus the shared HTTP session and TLS contexts.
+    """BMC clients keyed by URL, plus their connections and TLS contexts.
 
     Args:
         defaults: plugin-wide settings (each device's options override them).
@@ -41,7 +40,7 @@ class BmcPool:
         #: random per pool (per process, in production): tells this process's sessions from earlier ones
         self.boot = secrets.token_hex(4)
         self.client_id = client_id or os.environ.get("DEVICECTL_INSTANCE_ID") or socket.gethostname()
-        self._http: aiohttp.ClientSession | None = None
+        self._http: HttpConnections | None = None
         self._clients: dict[str, BmcClient] = {}
         self._users: dict[str, set[str]] = {}  # BMC URL -> device ids using it
         self._device_bmc: dict[str, str] = {}  # device id -> BMC URL
@@ -51,26 +50,14 @@ class BmcPool:
 
     @property
     def started(self) -> bool:
-        """Whether the shared HTTP session is open."""
+        """Whether the pool is open."""
         return self._http is not None and not self._http.closed
 
     async def start(self) -> None:
-        """Open the shared HTTP session (idempotent)."""
+        """Open the pool (idempotent)."""
         if self.started:
             return
-        connector = aiohttp.TCPConnector(
-            # the per-BMC semaphores are the real limit; this is only a safety net
-            limit=0,
-            limit_per_host=0,
-            keepalive_timeout=self.defaults.keepalive_timeout,
-            enable_cleanup_closed=True,
-        )
-        self._http = aiohttp.ClientSession(
-            connector=connector,
-            cookie_jar=aiohttp.DummyCookieJar(),
-            raise_for_status=False,
-            auto_decompress=True,
-        )
+        self._http = HttpConnections(self.defaults.keepalive_timeout)
 
     async def client(self, settings: ConnectionSettings, device_id: str = "") -> BmcClient:
         """The client for a BMC, created (or re-created after a settings change) on demand."""
@@ -97,7 +84,7 @@ class BmcPool:
                 self._device_bmc[device_id] = settings.url
                 self._users.setdefault(settings.url, set()).add(device_id)
         if retired is not None:
-            await retired.logout()
+            await _retire(retired)
         return current
 
     def get(self, url: str) -> BmcClient | None:
@@ -121,10 +108,10 @@ class BmcPool:
                 self._users.pop(url, None)
                 retired = self._clients.pop(url, None)
         if retired is not None:
-            await retired.logout()
+            await _retire(retired)
 
     async def close(self) -> None:
-        """Delete every Redfish session, then close the shared HTTP session."""
+        """Delete every Redfish session, then close every connection."""
         async with self._lock:
             clients = list(self._clients.values())
             self._clients.clear()
@@ -154,6 +141,14 @@ class BmcPool:
             context = ssl.create_default_context(cafile=bundle)
             self._ssl[bundle] = context
         return context
+
+
+async def _retire(client: BmcClient) -> None:
+    """Log a client out, then close its connections."""
+    try:
+        await client.logout()
+    finally:
+        client.transport.close()
 
 
 async def _logout_all(clients: Iterable[BmcClient]) -> None:

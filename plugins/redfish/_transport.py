@@ -1,18 +1,19 @@
-"""The per-BMC view of the process-wide `aiohttp.ClientSession` that `AsyncRedfishClient` talks through.
+"""The per-BMC HTTP transport: what `AsyncRedfishClient` takes for its session, and what a
+logged-in `BmcClient` sends its calls through.
 
 `redfish.aio.AsyncRedfishClient` needs a caller-owned session and only ever calls
-`session.request(method, url, **kwargs)` on it. `BmcTransport` stands in for that session: it
-forwards to the one shared `aiohttp.ClientSession` and adds, for every HTTP request to its BMC
-(logins, logouts and the client's own 401 re-logins included, and the requests a logged-in
+`session.request(method, url, **kwargs)` on it. `BmcTransport` stands in for that session over the
+BMC's own kept-alive connections (`plugins.redfish._http`) and adds, for every HTTP request to its
+BMC (logins, logouts and the client's own 401 re-logins included, and the requests a logged-in
 `BmcClient` sends past the library with `send`):
 
 - the per-BMC concurrency limit (an `asyncio.Semaphore`, shared by control, metrics and ping);
 - the process's `Session.Context` on every login (how a restarted process finds its leftovers);
-- the BMC's TLS settings (`ssl=`: a CA-bundle context, the system store, or off when `insecure`);
-- connect and read timeouts cut to the current request's deadline (a context variable set by the
+- the BMC's TLS settings (a CA-bundle context, the system store, or off when `insecure`);
+- connect and reply timeouts cut to the current request's deadline (a context variable set by the
   caller, so the client's internal requests are bounded too);
 - translation of transport failures into precise typed errors (which the client passes through
-  untouched because they are not `aiohttp` exceptions).
+  untouched because they are not its `aiohttp` exceptions).
 """
 
 from __future__ import annotations
@@ -23,11 +24,9 @@ import contextvars
 import json
 import ssl
 import time
-from types import TracebackType
 from typing import Any
 
-import aiohttp
-from multidict import CIMultiDictProxy
+from multidict import CIMultiDict
 from redfish.aio.exceptions import RedfishProtocolError
 from yarl import URL
 
@@ -39,11 +38,23 @@ from plugins.redfish._errors import (
     RequestTimeoutError,
     TlsError,
 )
+from plugins.redfish._http import (
+    ConnectFailure,
+    ConnectTimeout,
+    Disconnected,
+    HttpConnections,
+    HttpFailure,
+    ReplyTimeout,
+    TlsFailure,
+)
+from plugins.redfish._http import Reply as HttpReply
 
 #: absolute deadline (time.monotonic()) of the request being served in this task
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("redfish_deadline", default=None)
 
 SslParam = ssl.SSLContext | bool
+
+_JSON_TYPE = "application/json"
 
 
 class deadline_scope:  # lower case: used like a function, `with deadline_scope(deadline):`
@@ -78,19 +89,18 @@ class BmcTransport:
 
     def __init__(
         self,
-        session: aiohttp.ClientSession,
+        http: HttpConnections,
         settings: ConnectionSettings,
         ssl_param: SslParam,
         *,
         login_context: str = "",
     ):
-        self._session = session
+        self._origin = http.origin(settings.url, ssl_param, keepalive=settings.keepalive)
         #: `Session.Context` added to every login POST (the client library sends only the credentials)
         self.login_context = login_context
         #: the body of the last successful login's reply (the session as the BMC shows it; no token)
         self.login_reply: dict[str, Any] = {}
         self._settings = settings
-        self._ssl = ssl_param
         self._slots = asyncio.Semaphore(settings.concurrency)
         self.requests = 0
         self.in_flight = 0
@@ -102,41 +112,86 @@ class BmcTransport:
         """`https://host:port` of the BMC."""
         return self._settings.origin
 
+    @property
+    def connections_opened(self) -> int:
+        """TCP (and TLS) connections opened to the BMC so far."""
+        return self._origin.connections_opened
+
+    def close(self) -> None:
+        """Close the BMC's connections (after the client's last request: its logout)."""
+        self._origin.close()
+
     def retune(self, settings: ConnectionSettings) -> None:
         """Take new timeouts (the concurrency limit and TLS are part of the connection's identity)."""
         self._settings = settings
 
-    def request(self, method: str, url: URL | str, **kwargs: Any) -> _Call:
-        """Same contract as `aiohttp.ClientSession.request` (an async context manager)."""
-        return _Call(self, method, url if isinstance(url, URL) else URL(url), kwargs)
+    def request(self, method: str, url: URL | str, **kwargs: Any) -> _LibraryCall:
+        """What `AsyncRedfishClient` calls: `aiohttp.ClientSession.request`'s contract (an async
+        context manager giving a response), for the keyword arguments the library passes."""
+        return _LibraryCall(self, method.upper(), url if isinstance(url, URL) else URL(url), kwargs)
 
     async def send(self, method: str, url: URL, headers: dict[str, str], body: Any) -> DirectReply:
         """One request sent as is (a logged-in client's GET, PATCH or POST, no `AsyncRedfishClient`
         in between): its reply, read whole, in the shape of the library's replies."""
-        kwargs: dict[str, Any] = {"allow_redirects": False, "headers": headers}
+        data = None
         if body is not None:
-            kwargs["json"] = body
-        async with _Call(self, method, url, kwargs) as response:
-            read = await response.read()  # already read by `_Call`: the cached bytes
-            return DirectReply(method, url.path, response.status, response.headers, read, response.charset)
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = _JSON_TYPE
+        reply = await self.exchange(method, url, headers, data)
+        return DirectReply(method, url.path, reply)
 
-    def timeout_for(self, deadline: float | None) -> aiohttp.ClientTimeout:
-        """Connect and read timeouts, never past the deadline."""
+    async def exchange(self, method: str, url: URL, headers: dict[str, str], data: bytes | None) -> HttpReply:
+        """One HTTP request within this BMC's limits, deadline and error types; raises `RedfishError`."""
+        deadline = _DEADLINE.get()
+        path = url.path
+        await self._take_slot(method, path, deadline)
         s = self._settings
-        if deadline is None:
-            return aiohttp.ClientTimeout(
-                total=s.connect_timeout + s.read_timeout,
-                sock_connect=s.connect_timeout,
-                sock_read=s.read_timeout,
-            )
-        remaining = max(0.001, deadline - time.monotonic())
-        return aiohttp.ClientTimeout(
-            total=remaining,
-            sock_connect=min(s.connect_timeout, remaining),
-            sock_read=min(s.read_timeout, remaining),
-        )
+        login = method == "POST" and path.rstrip("/").endswith("/SessionService/Sessions")
+        try:
+            if login and self.login_context and data is not None:
+                data = _with_context(data, self.login_context)
+            if deadline is None:
+                connect, reply_wait = s.connect_timeout, s.read_timeout
+            else:
+                remaining = max(0.001, deadline - time.monotonic())
+                connect, reply_wait = min(s.connect_timeout, remaining), min(s.read_timeout, remaining)
+            target = url.raw_path_qs
+            try:
+                reply = await self._origin.request(
+                    method, target, headers, data, connect_timeout=connect, reply_timeout=reply_wait
+                )
+            except HttpFailure as exc:
+                raise self._translate(exc, method, path, deadline) from exc
+        finally:
+            self._released()
+        if login and 200 <= reply.status < 300:
+            self.session_generation += 1
+            self.login_reply = _json_object(reply.body)
+        return reply
 
-    def _acquired(self) -> None:
+    async def _take_slot(self, method: str, path: str, deadline: float | None) -> None:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DeadlineExceededError(
+                    f"{self.origin}: {method} {path}: the request's deadline passed", sent=False
+                )
+            if self._slots.locked():
+                # NOTE: a timer only when the slot wait can block: an `asyncio.timeout` per call
+                # (a handle on the loop's timer heap) cost ~2% of the CPU of a fan-out.
+                try:
+                    async with asyncio.timeout(remaining):
+                        await self._slots.acquire()
+                except TimeoutError:
+                    raise DeadlineExceededError(
+                        f"{self.origin}: {method} {path}: the deadline passed while waiting for a "
+                        f"free connection slot (per-BMC limit {self._settings.concurrency})",
+                        sent=False,
+                    ) from None
+            else:
+                await self._slots.acquire()  # a free slot: taken at once
+        else:
+            await self._slots.acquire()
         self.requests += 1
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -145,117 +200,82 @@ class BmcTransport:
         self.in_flight -= 1
         self._slots.release()
 
-    def _translate(self, exc: BaseException, method: str, path: str, deadline: float | None) -> RedfishError:
+    def _translate(self, exc: HttpFailure, method: str, path: str, deadline: float | None) -> RedfishError:
         s = self._settings
         where = f"{self.origin}: {method} {path}"
-        if isinstance(exc, aiohttp.ClientConnectorCertificateError):
-            return TlsError(
-                f"{where}: TLS certificate verification failed ({exc.certificate_error}); "
-                "give the BMC's CA with `ca_bundle`, or set `insecure` for this device"
-            )
-        if isinstance(exc, aiohttp.ClientSSLError):
-            return TlsError(f"{where}: TLS handshake failed ({_reason(exc)})")
-        if isinstance(exc, aiohttp.ConnectionTimeoutError):
-            return RequestTimeoutError(
-                f"{where}: no connection within {_secs(s.connect_timeout)}", sent=False
-            )
-        if isinstance(exc, aiohttp.ClientConnectorError):
-            return ConnectionFailedError(f"{where}: cannot connect ({_reason(exc)})", sent=False)
-        if isinstance(exc, aiohttp.SocketTimeoutError):
-            return RequestTimeoutError(f"{where}: no reply within {_secs(s.read_timeout)}", sent=True)
-        if isinstance(exc, TimeoutError):
+        if isinstance(exc, TlsFailure):
+            if exc.verification is not None:
+                return TlsError(
+                    f"{where}: TLS certificate verification failed ({exc}); "
+                    "give the BMC's CA with `ca_bundle`, or set `insecure` for this device"
+                )
+            return TlsError(f"{where}: TLS handshake failed ({exc})")
+        if isinstance(exc, ConnectTimeout | ReplyTimeout):
             if deadline is not None and time.monotonic() >= deadline - 0.005:
-                return DeadlineExceededError(f"{where}: the request's deadline passed before the BMC replied")
-            return RequestTimeoutError(f"{where}: timed out waiting for the BMC", sent=True)
-        if isinstance(exc, aiohttp.ServerDisconnectedError):
+                return DeadlineExceededError(
+                    f"{where}: the request's deadline passed before the BMC replied", sent=exc.sent
+                )
+            if isinstance(exc, ConnectTimeout):
+                return RequestTimeoutError(
+                    f"{where}: no connection within {_secs(s.connect_timeout)}", sent=False
+                )
+            return RequestTimeoutError(f"{where}: no reply within {_secs(s.read_timeout)}", sent=True)
+        if isinstance(exc, ConnectFailure):
+            return ConnectionFailedError(f"{where}: cannot connect ({exc})", sent=False)
+        if isinstance(exc, Disconnected):
             return ConnectionFailedError(f"{where}: the BMC closed the connection without a reply", sent=True)
-        if isinstance(exc, aiohttp.ClientError):
-            return ConnectionFailedError(f"{where}: connection failed ({_reason(exc)})", sent=True)
-        return ConnectionFailedError(f"{where}: {_reason(exc)}", sent=True)
+        return ConnectionFailedError(f"{where}: connection failed ({exc})", sent=exc.sent)
 
 
-class _Call:
-    """One request through the transport: slot, TLS, timeouts, body read, error translation."""
+class _LibraryCall:
+    """One request from `AsyncRedfishClient` (`async with session.request(...) as response`)."""
 
     def __init__(self, transport: BmcTransport, method: str, url: URL, kwargs: dict[str, Any]):
         self._t = transport
-        self._method = method.upper()
+        self._method = method
         self._url = url
         self._kwargs = kwargs
-        self._cm: Any = None
-        self._holding = False
 
-    async def __aenter__(self) -> aiohttp.ClientResponse:
-        t = self._t
-        deadline = _DEADLINE.get()
-        path = self._url.path
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise DeadlineExceededError(
-                    f"{t.origin}: {self._method} {path}: the request's deadline passed", sent=False
-                )
-            if t._slots.locked():
-                # NOTE: a timer only when the slot wait can block: an `asyncio.timeout` per call
-                # (a handle on the loop's timer heap) cost ~2% of the CPU of a fan-out.
-                try:
-                    async with asyncio.timeout(remaining):
-                        await t._slots.acquire()
-                except TimeoutError:
-                    raise DeadlineExceededError(
-                        f"{t.origin}: {self._method} {path}: the deadline passed while waiting for a "
-                        f"free connection slot (per-BMC limit {t._settings.concurrency})",
-                        sent=False,
-                    ) from None
-            else:
-                await t._slots.acquire()  # a free slot: taken at once
-        else:
-            await t._slots.acquire()
-        t._acquired()
-        self._holding = True
-        kwargs = self._kwargs  # built by `request()` for this call alone
-        login = self._method == "POST" and path.rstrip("/").endswith("/SessionService/Sessions")
-        body = kwargs.get("json")
-        if login and t.login_context and isinstance(body, dict) and "UserName" in body:
-            kwargs["json"] = {**body, "Context": t.login_context}
-        kwargs["timeout"] = t.timeout_for(deadline)
-        kwargs["ssl"] = t._ssl
-        if not t._settings.keepalive:
-            headers = dict(kwargs.get("headers") or {})
-            headers["Connection"] = "close"
-            kwargs["headers"] = headers
-        try:
-            self._cm = t._session.request(self._method, self._url, **kwargs)
-            response: aiohttp.ClientResponse = await self._cm.__aenter__()
-            try:
-                await response.read()  # cached by aiohttp; read here so read errors are ours
-            except BaseException as exc:
-                await self._cm.__aexit__(type(exc), exc, exc.__traceback__)
-                raise
-        except (aiohttp.ClientError, TimeoutError, OSError, ssl.SSLError) as exc:
-            self._release()
-            raise t._translate(exc, self._method, path, deadline) from exc
-        except BaseException:
-            self._release()
-            raise
-        if login and 200 <= response.status < 300:
-            t.session_generation += 1
-            t.login_reply = await _json_object(response)
-        return response
+    async def __aenter__(self) -> _LibraryResponse:
+        kwargs = self._kwargs
+        url = self._url
+        if kwargs.get("params"):
+            url = url.update_query(kwargs["params"])
+        headers = dict(kwargs.get("headers") or {})
+        data: bytes | None = None
+        if kwargs.get("json") is not None:
+            data = json.dumps(kwargs["json"]).encode()
+            headers.setdefault("Content-Type", _JSON_TYPE)
+        elif kwargs.get("data") is not None:
+            raw = kwargs["data"]
+            data = raw.encode() if isinstance(raw, str) else bytes(raw)
+        return _LibraryResponse(await self._t.exchange(self._method, url, headers, data))
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        try:
-            if self._cm is not None:
-                await self._cm.__aexit__(exc_type, exc, tb)
-        finally:
-            self._release()
+    async def __aexit__(self, *exc: object) -> None:
+        return None
 
-    def _release(self) -> None:
-        if self._holding:
-            self._holding = False
-            self._t._released()
+
+class _LibraryResponse:
+    """The part of `aiohttp.ClientResponse` that `AsyncRedfishClient` reads."""
+
+    __slots__ = ("_reply",)
+
+    def __init__(self, reply: HttpReply) -> None:
+        self._reply = reply
+
+    @property
+    def status(self) -> int:
+        return self._reply.status
+
+    @property
+    def headers(self) -> CIMultiDict[str]:
+        return self._reply.headers
+
+    async def read(self) -> bytes:
+        return self._reply.body
+
+    def get_encoding(self) -> str:
+        return _known_charset(self._reply.charset) or "utf-8"
 
 
 class _Request:
@@ -270,41 +290,33 @@ class _Request:
 
 class DirectReply:
     """A reply read whole: what `redfish.aio`'s `AsyncRestResponse` offers, without copying the
-    headers into a new multidict or keeping the request's body."""
+    headers or keeping the request's body."""
 
-    __slots__ = ("_charset", "_headers", "_method", "_path", "read", "status")
+    __slots__ = ("_method", "_path", "_reply")
 
-    def __init__(
-        self,
-        method: str,
-        path: str,
-        status: int,
-        headers: CIMultiDictProxy[str],
-        read: bytes,
-        charset: str | None,
-    ) -> None:
+    def __init__(self, method: str, path: str, reply: HttpReply) -> None:
         self._method = method
         self._path = path
-        self.status = status
-        self._headers = headers
-        self.read = read
-        self._charset = charset
+        self._reply = reply
+
+    @property
+    def status(self) -> int:
+        return self._reply.status
+
+    @property
+    def read(self) -> bytes:
+        """The body's bytes (an attribute, as in `AsyncRestResponse`)."""
+        return self._reply.body
 
     @property
     def text(self) -> str:
         """The body decoded (UTF-8 unless the reply names another known charset)."""
-        charset = self._charset
-        if charset:
-            try:
-                codecs.lookup(charset)
-            except LookupError:
-                charset = None
-        return self.read.decode(charset or "utf-8", "replace")
+        return self._reply.body.decode(_known_charset(self._reply.charset) or "utf-8", "replace")
 
     @property
     def dict(self) -> Any:
         """The body as JSON ({} when empty)."""
-        if not self.read:
+        if not self._reply.body:
             return {}
         try:
             return json.loads(self.text)
@@ -318,28 +330,41 @@ class DirectReply:
 
     def getheader(self, name: str) -> str | None:
         """One header, case-insensitively."""
-        return self._headers.get(name)
+        return self._reply.headers.get(name)
 
     def getheaders(self) -> list[tuple[str, str]]:
         """All headers."""
-        return list(self._headers.items())
+        return list(self._reply.headers.items())
 
 
-async def _json_object(response: aiohttp.ClientResponse) -> dict[str, Any]:
+def _known_charset(charset: str | None) -> str | None:
+    if not charset:
+        return None
+    try:
+        codecs.lookup(charset)
+    except LookupError:
+        return None
+    return charset
+
+
+def _with_context(data: bytes, context: str) -> bytes:
+    """A login body with our `Session.Context` added (left as is when it is not a credentials object)."""
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return data
+    if not isinstance(body, dict) or "UserName" not in body:
+        return data
+    return json.dumps({**body, "Context": context}).encode()
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
     """A reply's JSON object body, {} when it has none (some services answer a login with 204)."""
     try:
-        body = await response.json(content_type=None)
+        parsed = json.loads(body) if body else {}
     except ValueError:
         return {}
-    return body if isinstance(body, dict) else {}
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, aiohttp.ClientConnectorError) and exc.os_error is not None:
-        err = exc.os_error
-        return err.strerror or str(err) or type(err).__name__
-    text = str(exc).strip()
-    return text or type(exc).__name__
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def _secs(value: float) -> str:
