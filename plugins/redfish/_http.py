@@ -18,7 +18,8 @@ measures it. What a BMC needs is small and fixed:
   wait for the whole reply (Redfish replies are a few KiB, so "between reads" and "whole reply"
   differ by nothing a caller could use).
 
-Failures are `HttpFailure`s that say whether the request may have reached the BMC; the transport
+One connection and its reply parsing: `plugins.redfish._http_connection`. Failures are
+`HttpFailure`s that say whether the request may have reached the BMC; the transport
 (`plugins.redfish._transport`) turns them into the plugin's typed errors.
 """
 
@@ -28,276 +29,32 @@ import asyncio
 import ssl
 import time
 import weakref
-import zlib
 from urllib.parse import urlsplit
 
-from multidict import CIMultiDict
+from plugins.redfish._http_connection import (
+    ConnectFailure,
+    Connection,
+    ConnectTimeout,
+    Disconnected,
+    HttpFailure,
+    MalformedReply,
+    Reply,
+    ReplyTimeout,
+    TlsFailure,
+)
 
-#: a reply head larger than this is not a BMC talking
-_MAX_HEAD = 64 * 1024
-#: statuses whose replies have no body (RFC 9112 §6.3)
-_NO_BODY = frozenset((204, 304))
-
-
-class HttpFailure(Exception):
-    """A request that got no complete reply. `sent`: whether it may have reached the BMC."""
-
-    sent = True
-
-
-class ConnectFailure(HttpFailure):
-    """No connection (refused, unreachable, name unknown). `os_error`: the cause."""
-
-    sent = False
-
-    def __init__(self, message: str, os_error: OSError | None = None) -> None:
-        super().__init__(message)
-        self.os_error = os_error
-
-
-class ConnectTimeout(HttpFailure):
-    """No connection (TCP and TLS) within the connect timeout."""
-
-    sent = False
-
-
-class TlsFailure(HttpFailure):
-    """The TLS handshake failed. `verification`: the certificate's rejection, when that was why."""
-
-    sent = False
-
-    def __init__(self, message: str, verification: ssl.SSLCertVerificationError | None = None) -> None:
-        super().__init__(message)
-        self.verification = verification
-
-
-class ReplyTimeout(HttpFailure):
-    """The request was sent and no complete reply came within the reply timeout."""
-
-
-class Disconnected(HttpFailure):
-    """The BMC closed the connection before its reply was complete."""
-
-
-class MalformedReply(HttpFailure):
-    """The bytes that came back are not an HTTP/1.x reply this client can read."""
-
-
-class Reply:
-    """A reply read whole: `status`, `headers` (case-insensitive), `body` (bytes, decoded from any
-    content coding)."""
-
-    __slots__ = ("body", "headers", "status")
-
-    def __init__(self, status: int, headers: CIMultiDict[str], body: bytes) -> None:
-        self.status = status
-        self.headers = headers
-        self.body = body
-
-    @property
-    def charset(self) -> str | None:
-        """The `charset` parameter of `Content-Type`, if any."""
-        for param in self.headers.get("Content-Type", "").split(";")[1:]:
-            name, _, value = param.partition("=")
-            if name.strip().lower() == "charset":
-                return value.strip().strip('"') or None
-        return None
-
-
-class _Connection(asyncio.Protocol):
-    """One connection to a BMC, carrying one request at a time."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self.transport: asyncio.Transport | None = None
-        self.alive = True
-        self.idle_since = 0.0
-        self._buffer = bytearray()
-        self._waiter: asyncio.Future[Reply] | None = None
-        self._head_only = False
-        # the reply being read: head parsed?, status, headers, body framing
-        self._status = 0
-        self._headers: CIMultiDict[str] | None = None
-        self._length = -1  # bytes of body expected; -1: chunked; -2: until the connection closes
-        self._chunks = bytearray()
-        self._keep = True
-
-    # ---- asyncio.Protocol ---------------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        if self._waiter is None:  # nothing asked: a BMC talking out of turn; never reuse this one
-            self.close()
-            return
-        self._buffer += data
-        try:
-            self._parse()
-        except MalformedReply as exc:
-            self._fail(exc)
-
-    def eof_received(self) -> bool:
-        return False  # close our side too
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.alive = False
-        waiter = self._waiter
-        if waiter is None or waiter.done():
-            return
-        if self._headers is not None and self._length == -2:
-            self._finish(bytes(self._buffer))  # a body framed by the close: complete now
-            return
-        reason = f" ({exc})" if exc else ""
-        waiter.set_exception(Disconnected(f"the BMC closed the connection without a complete reply{reason}"))
-        self._waiter = None
-
-    # ---- requests -----------------------------------------------------------------------------
-
-    def send(self, request: bytes, head_only: bool) -> asyncio.Future[Reply]:
-        """Write one request; the future completes with its reply."""
-        assert self.transport is not None and self._waiter is None
-        waiter = self._loop.create_future()
-        self._waiter = waiter
-        self._head_only = head_only
-        self._headers = None
-        self._buffer.clear()
-        self.transport.write(request)
-        return waiter
-
-    def time_out(self, message: str) -> None:
-        """The reply took too long: fail the request and drop the connection."""
-        self._fail(ReplyTimeout(message))
-
-    def close(self) -> None:
-        self.alive = False
-        if self.transport is not None:
-            self.transport.close()
-
-    def abort(self) -> None:
-        """Drop the connection at once (its reply, if one is still coming, is nobody's)."""
-        self.alive = False
-        if self.transport is not None:
-            self.transport.abort()
-
-    @property
-    def reusable(self) -> bool:
-        return self.alive and self._keep and self._waiter is None
-
-    def _fail(self, exc: HttpFailure) -> None:
-        waiter = self._waiter
-        self._waiter = None
-        self.abort()
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(exc)
-
-    def _finish(self, body: bytes) -> None:
-        waiter = self._waiter
-        self._waiter = None
-        headers = self._headers
-        assert headers is not None
-        coding = headers.get("Content-Encoding", "").strip().lower()
-        if coding in ("gzip", "deflate", "x-gzip") and body:
-            try:
-                body = zlib.decompress(body, 47)  # 32 + 15: gzip or zlib, detected from the header
-            except zlib.error:
-                try:
-                    body = zlib.decompress(body, -15)  # "deflate" sent raw, as some servers do
-                except zlib.error as exc:
-                    self.abort()
-                    if waiter is not None and not waiter.done():
-                        waiter.set_exception(MalformedReply(f"undecodable {coding} body ({exc})"))
-                    return
-        if waiter is not None and not waiter.done():
-            waiter.set_result(Reply(self._status, headers, body))
-
-    # ---- parsing ------------------------------------------------------------------------------
-
-    def _parse(self) -> None:
-        buf = self._buffer
-        while self._headers is None:
-            end = buf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(buf) > _MAX_HEAD:
-                    raise MalformedReply("reply head over 64 KiB")
-                return
-            head = bytes(buf[:end]).decode("latin-1")
-            del buf[: end + 4]
-            if self._read_head(head):
-                break
-        if self._length >= 0:
-            if len(buf) >= self._length:
-                body = bytes(buf[: self._length])
-                extra = len(buf) > self._length
-                buf.clear()
-                if extra:
-                    self._keep = False  # bytes past the reply: the stream is not trustworthy
-                self._finish(body)
-        elif self._length == -1:
-            self._parse_chunks()
-        # -2: the body ends when the connection does (connection_lost)
-
-    def _read_head(self, head: str) -> bool:
-        """Take one reply head; False for an interim (1xx) reply, which is skipped."""
-        lines = head.split("\r\n")
-        parts = lines[0].split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-            raise MalformedReply(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
-        status = int(parts[1])
-        if status < 200:
-            return False
-        headers: CIMultiDict[str] = CIMultiDict()
-        for line in lines[1:]:
-            name, colon, value = line.partition(":")
-            if not colon or not name or name != name.strip():
-                raise MalformedReply(f"malformed header line: {line[:80]!r}")
-            headers.add(name, value.strip())
-        self._status = status
-        self._headers = headers
-        connection = headers.get("Connection", "").lower()
-        self._keep = "close" not in connection and (parts[0] != "HTTP/1.0" or "keep-alive" in connection)
-        if self._head_only or status in _NO_BODY:
-            self._length = 0
-        elif "chunked" in headers.get("Transfer-Encoding", "").lower():
-            self._length = -1
-            self._chunks.clear()
-        elif "Content-Length" in headers:
-            try:
-                self._length = int(headers["Content-Length"])
-            except ValueError:
-                raise MalformedReply(f"bad Content-Length {headers['Content-Length']!r}") from None
-            if self._length < 0:
-                raise MalformedReply(f"bad Content-Length {self._length}")
-        else:
-            self._length = -2
-            self._keep = False
-        return True
-
-    def _parse_chunks(self) -> None:
-        buf = self._buffer
-        while True:
-            line_end = buf.find(b"\r\n")
-            if line_end < 0:
-                return
-            size_text = bytes(buf[:line_end]).split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise MalformedReply(f"bad chunk size {size_text[:20]!r}") from None
-            if size == 0:
-                trailer_end = buf.find(b"\r\n\r\n", line_end)
-                if buf[line_end : line_end + 4] != b"\r\n\r\n" and trailer_end < 0:
-                    return  # the trailers (or the final CRLF) are still coming
-                buf.clear()
-                body = bytes(self._chunks)
-                self._chunks.clear()
-                self._finish(body)
-                return
-            start = line_end + 2
-            if len(buf) < start + size + 2:
-                return
-            self._chunks += buf[start : start + size]
-            del buf[: start + size + 2]
+__all__ = [
+    "ConnectFailure",
+    "ConnectTimeout",
+    "Disconnected",
+    "HttpConnections",
+    "HttpFailure",
+    "MalformedReply",
+    "Origin",
+    "Reply",
+    "ReplyTimeout",
+    "TlsFailure",
+]
 
 
 class Origin:
@@ -325,8 +82,8 @@ class Origin:
         authority = f"[{host}]" if ":" in host else host
         default_port = 443 if ssl_context is not None else 80
         self._host_header = authority if port == default_port else f"{authority}:{port}"
-        self._idle: list[_Connection] = []
-        self._busy: set[_Connection] = set()
+        self._idle: list[Connection] = []
+        self._busy: set[Connection] = set()
         self._sweep: asyncio.TimerHandle | None = None
         #: connections opened so far
         self.connections_opened = 0
@@ -386,7 +143,7 @@ class Origin:
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         return head + body if body else head
 
-    def _idle_connection(self) -> _Connection | None:
+    def _idle_connection(self) -> Connection | None:
         idle = self._idle
         while idle:
             conn = idle.pop()  # the most recently used: the least likely to have been closed
@@ -395,12 +152,12 @@ class Origin:
             conn.close()
         return None
 
-    async def _connect(self, timeout: float) -> _Connection:
+    async def _connect(self, timeout: float) -> Connection:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout):
                 _, conn = await loop.create_connection(
-                    lambda: _Connection(loop),
+                    lambda: Connection(loop),
                     self.host,
                     self.port,
                     ssl=self._ssl,
@@ -420,7 +177,7 @@ class Origin:
     def _close_expired(self) -> None:
         self._sweep = None
         now = time.monotonic()
-        kept: list[_Connection] = []
+        kept: list[Connection] = []
         for conn in self._idle:
             if conn.alive and now - conn.idle_since < self.keepalive_timeout:
                 kept.append(conn)
