@@ -133,8 +133,9 @@ class Origin:
     def _encode(self, method: str, target: str, headers: dict[str, str], body: bytes | None) -> bytes:
         lines = [f"{method} {target} HTTP/1.1", f"Host: {self._host_header}", "User-Agent: devicectl"]
         for name, value in headers.items():
-            if "\r" in value or "\n" in value:  # e.g. an ETag from a BMC's JSON: never a header break
-                raise ValueError(f"header {name} holds a line break")
+            if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
+                # e.g. an ETag from a BMC's JSON: never a header break
+                raise ValueError(f"header {name!r} holds a line break")
             lines.append(f"{name}: {value}")
         if body is not None:
             lines.append(f"Content-Length: {len(body)}")

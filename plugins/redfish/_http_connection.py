@@ -16,6 +16,7 @@ from multidict import CIMultiDict
 _MAX_HEAD = 64 * 1024
 #: statuses whose replies have no body (RFC 9112 §6.3)
 _NO_BODY = frozenset((204, 304))
+_HEX_DIGITS = b"0123456789abcdefABCDEF"
 
 
 class HttpFailure(Exception):
@@ -120,12 +121,13 @@ class Connection(asyncio.Protocol):
         return False  # close our side too
 
     def connection_lost(self, exc: Exception | None) -> None:
+        closed_here = not self.alive  # close() or abort() on this side: whatever was coming is cut
         self.alive = False
         waiter = self._waiter
         if waiter is None or waiter.done():
             return
-        if self._headers is not None and self._length == -2:
-            self._finish(bytes(self._buffer))  # a body framed by the close: complete now
+        if self._headers is not None and self._length == -2 and exc is None and not closed_here:
+            self._finish(bytes(self._buffer))  # a body framed by the BMC's orderly close: complete now
             return
         reason = f" ({exc})" if exc else ""
         waiter.set_exception(Disconnected(f"the BMC closed the connection without a complete reply{reason}"))
@@ -241,12 +243,10 @@ class Connection(asyncio.Protocol):
             self._length = -1
             self._chunks.clear()
         elif "Content-Length" in headers:
-            try:
-                self._length = int(headers["Content-Length"])
-            except ValueError:
-                raise MalformedReply(f"bad Content-Length {headers['Content-Length']!r}") from None
-            if self._length < 0:
-                raise MalformedReply(f"bad Content-Length {self._length}")
+            length = headers["Content-Length"]
+            if not (length.isascii() and length.isdigit()):  # int() would take "+1", "1_0", " -1"
+                raise MalformedReply(f"bad Content-Length {length[:20]!r}")
+            self._length = int(length)
         else:
             self._length = -2
             self._keep = False
@@ -259,14 +259,15 @@ class Connection(asyncio.Protocol):
             if line_end < 0:
                 return
             size_text = bytes(buf[:line_end]).split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise MalformedReply(f"bad chunk size {size_text[:20]!r}") from None
+            if not size_text or size_text.strip(_HEX_DIGITS):  # int() would take "-1", "0x1", "1_0"
+                raise MalformedReply(f"bad chunk size {size_text[:20]!r}")
+            size = int(size_text, 16)
             if size == 0:
-                trailer_end = buf.find(b"\r\n\r\n", line_end)
-                if buf[line_end : line_end + 4] != b"\r\n\r\n" and trailer_end < 0:
+                end = buf.find(b"\r\n\r\n", line_end)  # the size line's CRLF, trailers, CRLF
+                if end < 0:
                     return  # the trailers (or the final CRLF) are still coming
+                if len(buf) > end + 4:
+                    self._keep = False  # bytes past the reply: the stream is not trustworthy
                 buf.clear()
                 body = bytes(self._chunks)
                 self._chunks.clear()
@@ -275,5 +276,7 @@ class Connection(asyncio.Protocol):
             start = line_end + 2
             if len(buf) < start + size + 2:
                 return
+            if buf[start + size : start + size + 2] != b"\r\n":
+                raise MalformedReply("chunk data not followed by CRLF")
             self._chunks += buf[start : start + size]
             del buf[: start + size + 2]

@@ -34,6 +34,7 @@ from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._errors import (
     ConnectionFailedError,
     DeadlineExceededError,
+    ProtocolError,
     RedfishError,
     RequestTimeoutError,
     TlsError,
@@ -162,6 +163,8 @@ class BmcTransport:
                 )
             except HttpFailure as exc:
                 raise self._translate(exc, method, path, deadline) from exc
+            except ValueError as exc:  # a header we would send holds a line break (a BMC's ETag)
+                raise ProtocolError(f"{self.origin}: {method} {path}: {exc}; not sent") from exc
         finally:
             self._released()
         if login and 200 <= reply.status < 300:
