@@ -171,24 +171,31 @@ def requested_in(request: Any) -> dict[str, float]:
 
 
 def applied(device: str, result: Any, request: Any = None) -> None:
-    """One log line per component a request changed (before → requested → enforced), and the
-    per-device gauges. "before" is the last value this process saw enforced ("unknown" if none)."""
+    """One log line for the components a request changed (each before → requested → enforced),
+    one for those it did not, and the per-device gauges. "before" is the last value this process
+    saw enforced ("unknown" if none)."""
     changes = changes_of(result, request)
-    for c in changes:
-        requested = f"{c.requested:g} W" if c.requested is not None else "unknown"
-        if c.ok:
-            before = POWER.before(device, c.component)
-            change_log.info(
-                "applied %s: %s -> requested %s -> enforced %g W",
-                c.component,
-                f"{before:g} W" if before is not None else "unknown",
-                requested,
-                c.enforced,
-            )
-        else:
-            change_log.warning("not applied %s: requested %s", c.component, requested)
-    if changes:
-        POWER.record(device, changes)
+    if not changes:
+        return
+    if change_log.isEnabledFor(logging.INFO):
+        done = [c for c in changes if c.ok]
+        if done:
+            change_log.info("applied %s", "; ".join(_applied_text(device, c) for c in done))
+    failed = [c for c in changes if not c.ok]
+    if failed:
+        change_log.warning(
+            "not applied %s", "; ".join(f"{c.component}: requested {_watts(c.requested)}" for c in failed)
+        )
+    POWER.record(device, changes)
+
+
+def _applied_text(device: str, c: Change) -> str:
+    before = POWER.before(device, c.component)
+    return f"{c.component}: {_watts(before)} -> requested {_watts(c.requested)} -> enforced {c.enforced:g} W"
+
+
+def _watts(value: float | None) -> str:
+    return f"{value:g} W" if value is not None else "unknown"
 
 
 class PowerGauges:

@@ -30,6 +30,7 @@ import asyncio
 import json
 import logging
 import random
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -68,6 +69,9 @@ SERVICE_ROOT = "/redfish/v1/"
 _ACCEPT_JSON = {"Accept": "application/json"}
 #: sent straight through the transport once logged in with a session (see `_send`)
 _DIRECT = frozenset(("GET", "PATCH", "POST"))
+#: a path the library's URL join sends as it is: absolute, one leading slash, only characters a
+#: path may hold unencoded (no "%": the join normalises escapes; the caller rules out dot segments)
+_PLAIN_PATH = re.compile(r"/(?!/)[A-Za-z0-9\-._~!$&'()*+,;=:@/]*")
 #: `BMC_REQUESTS` children by (method, status, platform): `labels()` takes a lock and builds a
 #: tuple on every call; the label sets are few (see `_telemetry`)
 _REQUEST_COUNTERS: dict[tuple[str, str, str], Any] = {}
@@ -326,15 +330,14 @@ class BmcClient(BmcLogin):
         the reply's headers: ~10% of a call's CPU). A 401 on a GET logs in again as the library
         does (single flight, by token) and is sent once more; writes' 401s are `_attempt`'s."""
         client = self._redfish
-        # the library's rules (same origin, no credentials); ~0.7 us: not worth a cache per BMC
-        url = client._resolve_url(path)
+        target = request_target(client, path)
         sent = {"Accept": "application/json", "OData-Version": "4.0", "X-Auth-Token": token}
         if headers:
             sent.update(headers)
-        reply = await self.transport.send(method, url, sent, body)
+        reply = await self.transport.send(method, target, sent, body)
         if reply.status == 401 and method == "GET" and await client._refresh_session(token):
             sent["X-Auth-Token"] = client._session_key
-            reply = await self.transport.send(method, url, sent, body)
+            reply = await self.transport.send(method, target, sent, body)
         return reply
 
     def _count(self, method: str, status: str, seconds: float) -> None:
@@ -373,6 +376,14 @@ class BmcClient(BmcLogin):
         if isinstance(exc, dmtf.RedfishProtocolError):
             return ProtocolError(f"{self.origin}: {method} {path}: {exc}")
         return ConnectionFailedError(f"{self.origin}: {method} {path}: {exc}", sent=True)
+
+
+def request_target(client: AsyncRedfishClient, path: str) -> str:
+    """What goes on the request line for `path`: the library's rules (same origin, no credentials,
+    dot segments resolved, encoded), without building yarl URLs for the plain paths BMCs use."""
+    if _PLAIN_PATH.fullmatch(path) is not None and "/." not in path:
+        return path  # what the library's URL join makes of it
+    return str(client._resolve_url(path).raw_path_qs)
 
 
 def _is_login(exc: dmtf.RedfishError) -> bool:

@@ -77,7 +77,10 @@ class Reply:
     @property
     def charset(self) -> str | None:
         """The `charset` parameter of `Content-Type`, if any."""
-        for param in self.headers.get("Content-Type", "").split(";")[1:]:
+        content_type = self.headers.get("Content-Type")
+        if not content_type or ";" not in content_type:  # most replies: `application/json`
+            return None
+        for param in content_type.split(";")[1:]:
             name, _, value = param.partition("=")
             if name.strip().lower() == "charset":
                 return value.strip().strip('"') or None

@@ -131,20 +131,24 @@ class BmcTransport:
         context manager giving a response), for the keyword arguments the library passes."""
         return _LibraryCall(self, method.upper(), url if isinstance(url, URL) else URL(url), kwargs)
 
-    async def send(self, method: str, url: URL, headers: dict[str, str], body: Any) -> DirectReply:
+    async def send(self, method: str, target: str, headers: dict[str, str], body: Any) -> DirectReply:
         """One request sent as is (a logged-in client's GET, PATCH or POST, no `AsyncRedfishClient`
-        in between): its reply, read whole, in the shape of the library's replies."""
+        in between) to `target` (path and query, encoded): its reply, read whole, in the shape of
+        the library's replies."""
         data = None
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = _JSON_TYPE
-        reply = await self.exchange(method, url, headers, data)
-        return DirectReply(method, url.path, reply)
+        reply = await self.exchange(method, target, headers, data)
+        return DirectReply(method, target.partition("?")[0], reply)
 
-    async def exchange(self, method: str, url: URL, headers: dict[str, str], data: bytes | None) -> HttpReply:
-        """One HTTP request within this BMC's limits, deadline and error types; raises `RedfishError`."""
+    async def exchange(
+        self, method: str, target: str, headers: dict[str, str], data: bytes | None
+    ) -> HttpReply:
+        """One HTTP request to `target` (path and query, encoded) within this BMC's limits, deadline
+        and error types; raises `RedfishError`."""
         deadline = _DEADLINE.get()
-        path = url.path
+        path = target.partition("?")[0]
         await self._take_slot(method, path, deadline)
         s = self._settings
         login = method == "POST" and path.rstrip("/").endswith("/SessionService/Sessions")
@@ -156,7 +160,6 @@ class BmcTransport:
             else:
                 remaining = max(0.001, deadline - time.monotonic())
                 connect, reply_wait = min(s.connect_timeout, remaining), min(s.read_timeout, remaining)
-            target = url.raw_path_qs
             try:
                 reply = await self._origin.request(
                     method, target, headers, data, connect_timeout=connect, reply_timeout=reply_wait
@@ -252,7 +255,7 @@ class _LibraryCall:
         elif kwargs.get("data") is not None:
             raw = kwargs["data"]
             data = raw.encode() if isinstance(raw, str) else bytes(raw)
-        return _LibraryResponse(await self._t.exchange(self._method, url, headers, data))
+        return _LibraryResponse(await self._t.exchange(self._method, url.raw_path_qs, headers, data))
 
     async def __aexit__(self, *exc: object) -> None:
         return None

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller.observability import logs
+from controller.observability import logs, metrics
+from plugins.base import GpuPoliciesResult, GpuResult
 from tests.controller.conftest import memory_inventory
 from tests.ops.test_metrics import _closed_port, gpu_caps
 
@@ -68,3 +69,28 @@ async def test_delivery_lines_carry_the_request_ids(start_controller, json_lines
 def test_unknown_log_format_is_refused() -> None:
     with pytest.raises(ValueError, match="log_format must be one of text, json"):
         logs.handler(io.StringIO(), "yaml")
+
+
+def test_one_change_line_per_request_names_every_component(caplog: pytest.LogCaptureFixture) -> None:
+    result = GpuPoliciesResult(
+        "rg",
+        (
+            GpuResult(0, True, 420.0),
+            GpuResult(1, True, 400.0, requested_watts=410.0),
+            GpuResult(2, False, 0.0, requested_watts=1300.0),
+            GpuResult(3, False, 0.0),
+        ),
+    )
+    caplog.set_level(logging.INFO, logger="controller.changes")
+    metrics.applied("node-logs-1", result)
+    metrics.applied("node-logs-1", GpuPoliciesResult("rg", (GpuResult(0, True, 380.0),)))
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "controller.changes"]
+    assert lines == [
+        (
+            "INFO",
+            "applied gpu0: unknown -> requested 420 W -> enforced 420 W; "
+            "gpu1: unknown -> requested 410 W -> enforced 400 W",
+        ),
+        ("WARNING", "not applied gpu2: requested 1300 W; gpu3: requested unknown"),
+        ("INFO", "applied gpu0: 420 W -> requested 380 W -> enforced 380 W"),
+    ]
