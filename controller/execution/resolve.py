@@ -71,7 +71,8 @@ class DeviceResolver:
         self._devices.pop(device, None)
 
     def remember(self, device: str, model: Mapping[str, Any], state: dict[str, Any] | None) -> None:
-        """A completion committed: its model, and its new state if it has one, are the stored ones."""
+        """A completion committed: its model, and its new state if it has one, are the stored ones.
+        The state is kept as the plugin returned it, unchanged: the next request hands it back."""
         known = self._devices.setdefault(device, _Known(None, {}))
         known.model = dict(model)
         if state is not None:
@@ -96,7 +97,10 @@ class DeviceResolver:
             )
         # The request's model wins; without one, the last stored model (from an earlier request).
         model = {**entry.model, **(request_model or known.model)}
-        state = parse_model_json(state_json) if state_json else dict(known.state or {})
+        # the stored state as the plugin returned it (never changed in place: see `remember`)
+        state = (
+            parse_model_json(state_json) if state_json else (known.state if known.state is not None else {})
+        )
         # Only registered plugin names reach the loader: a request never chooses code to import.
         self._plugin_names.lookup(entry.plugin, "request" if device not in self._inventory else "inventory")
         # The URL the plugin will connect to is fixed here, so the secret is checked against it.

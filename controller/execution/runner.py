@@ -254,7 +254,9 @@ class RequestRunner:
     async def _succeed(
         self, job: Job, kind: RequestKind, resolved: Resolved, outcome: Outcome[Any], request: Any = None
     ) -> None:
-        new_state = dict(outcome.state) if outcome.state is not None else None
+        # kept as the plugin made it (an in-process plugin's own type says it needs no second check)
+        state = outcome.state
+        new_state = state if isinstance(state, dict) or state is None else dict(state)
         state_text = json.dumps(new_state, sort_keys=True) if new_state is not None else None
         state_bytes = state_text.encode() if state_text is not None else None
         response = translate.response_to_proto(

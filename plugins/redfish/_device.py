@@ -58,7 +58,7 @@ async def connect(
     if not endpoint.url:
         url = SystemSpec.from_model(ctx.model).redfish_url
         endpoint = replace(endpoint, url=url)
-    settings = ConnectionSettings.from_endpoint(endpoint, defaults)
+    settings = pool.settings_for(endpoint, defaults)
     client = await pool.client(settings, ctx.device_id)
     return client, settings
 

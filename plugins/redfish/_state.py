@@ -210,9 +210,14 @@ class DeviceState:
 
     # ---- output ---------------------------------------------------------------------------------
 
-    def to_json(self) -> dict[str, Any]:
-        """A deep copy for `Outcome.state` (but for the sections only ever replaced whole)."""
-        return {key: value if key in _SHARED else _copy(value) for key, value in self._data.items()}
+    def to_json(self) -> LoadedState:
+        """A deep copy for `Outcome.state` (but for the sections only ever replaced whole).
+
+        A `LoadedState`: it was checked when this object was made and has changed only through
+        the typed setters since, so the host may hand it back for the next operation unchecked."""
+        return LoadedState(
+            {key: value if key in _SHARED else _copy(value) for key, value in self._data.items()}
+        )
 
     def _section(self, name: str) -> dict[str, Any]:
         section = self._data.get(name)

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from plugins.base import (
+    Credentials,
     Empty,
+    Endpoint,
     GpuMetricsQuery,
     GpuPoliciesChange,
     GpuPolicy,
@@ -24,6 +26,7 @@ from plugins.base import (
 from plugins.redfish import RedfishSettings
 from plugins.redfish._errors import DeadlineExceededError, SessionLimitError
 from plugins.redfish._op_bmc import OpBmc
+from plugins.redfish._pool import BmcPool
 from tests.plugins.redfish.harness import Harness
 
 PROC_EM = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}/EnvironmentMetrics"
@@ -276,3 +279,26 @@ async def test_idle_connections_are_kept_for_keepalive_timeout(
 def test_keepalive_timeout_must_be_positive() -> None:
     with pytest.raises(ValueError, match="keepalive_timeout must be positive"):
         RedfishSettings(keepalive_timeout=0)
+
+
+def test_merged_settings_are_kept_until_the_endpoint_or_the_defaults_change() -> None:
+    pool = BmcPool()
+    defaults = RedfishSettings()
+    endpoint = Endpoint(
+        url="https://10.0.0.1", credentials=Credentials("u", "p1"), options={"concurrency": 3}
+    )
+    first = pool.settings_for(endpoint, defaults)
+    same = Endpoint(url="https://10.0.0.1", credentials=Credentials("u", "p1"), options={"concurrency": 3})
+    assert pool.settings_for(same, defaults) is first  # an equal endpoint: no second merge
+    rotated = pool.settings_for(
+        Endpoint(url="https://10.0.0.1", credentials=Credentials("u", "p2"), options={"concurrency": 3}),
+        defaults,
+    )
+    assert rotated.password == "p2" and rotated.concurrency == 3
+    retuned = pool.settings_for(
+        Endpoint(url="https://10.0.0.1", credentials=Credentials("u", "p2"), options={"concurrency": 5}),
+        defaults,
+    )
+    assert retuned.concurrency == 5
+    slower = RedfishSettings(read_timeout=60.0)
+    assert pool.settings_for(same, slower).read_timeout == 60.0

@@ -212,3 +212,22 @@ async def test_a_discovery_the_plugin_checked_is_taken_back_as_is_any_other_chec
     hostile["discovery"]["gpus"][0]["limit_uri"] = 5
     with pytest.raises(InvalidRequestError, match="limit_uri"):
         gb200.plugin.load_state(hostile)
+
+
+async def test_the_state_an_operation_returns_is_taken_back_unchecked_json_of_it_is_checked(
+    gb200: Harness,
+) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    out = await gb200.call("set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(3200)))
+    returned = out.state
+    assert isinstance(returned, LoadedState)  # made from a checked state through typed setters
+    assert gb200.plugin.load_state(returned) is returned  # the host hands it back: no second walk
+    hostile = dict(returned)  # any plain dict (the database, a request, another process) is checked
+    hostile["priors"] = {"rg:x": {"gpu/0": {"watts": "lots"}}}
+    with pytest.raises(InvalidRequestError, match="priors"):
+        gb200.plugin.load_state(hostile)
+    snapshot = copy.deepcopy(returned)
+    again = await gb200.call(
+        "set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(3100)), state=returned
+    )
+    assert again.result.ok and returned == snapshot  # the operation left the state it took as it was
