@@ -38,6 +38,9 @@ from plugins.redfish._schema import STATE_VERSION, LoadedState, load_state
 
 TOPOLOGY = "topology"
 
+#: the discovery section last parsed for each BMC system (URL, system), and what it parsed to
+_PARSED_DISCOVERY: dict[tuple[Any, Any], tuple[Mapping[str, Any], Discovery | None]] = {}
+
 
 def rg_scope(resource_group: str) -> str:
     """The prior-value scope of a resource group."""
@@ -61,7 +64,17 @@ class DeviceState:
     def discovery(self) -> Discovery | None:
         """The cached discovery, if valid."""
         data = self._data.get("discovery")
-        return Discovery.from_json(data) if isinstance(data, Mapping) else None
+        if not isinstance(data, Mapping):
+            return None
+        # the section is replaced whole, never changed in place, and handed from one request to
+        # the next as the same object: parsed once, not once a request
+        key = (data.get("url"), data.get("system"))  # one a BMC system: bounded by the fleet
+        parsed = _PARSED_DISCOVERY.get(key)
+        if parsed is not None and parsed[0] is data:
+            return parsed[1]
+        found = Discovery.from_json(data)
+        _PARSED_DISCOVERY[key] = (data, found)
+        return found
 
     @discovery.setter
     def discovery(self, value: Discovery | None) -> None:

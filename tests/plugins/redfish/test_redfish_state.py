@@ -231,3 +231,16 @@ async def test_the_state_an_operation_returns_is_taken_back_unchecked_json_of_it
         "set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(3100)), state=returned
     )
     assert again.result.ok and returned == snapshot  # the operation left the state it took as it was
+
+
+async def test_a_discovery_section_is_parsed_once_while_it_is_the_same_object(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    await gb200.call("set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(3200)))
+    loaded = gb200.plugin.load_state(json.loads(json.dumps(gb200.states[0])))
+    first = DeviceState(loaded).discovery
+    assert first is not None and DeviceState(loaded).discovery is first  # the same section: one parse
+    changed = json.loads(json.dumps(loaded))
+    changed["discovery"]["firmware"] = "2.0"
+    again = DeviceState(gb200.plugin.load_state(changed)).discovery
+    assert again is not None and again is not first and again.firmware == "2.0"  # a new section: parsed
+    assert DeviceState(loaded).discovery is not first  # and the earlier one parsed afresh, not mixed up
