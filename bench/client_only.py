@@ -1,7 +1,7 @@
 """The Redfish connection layer alone: controller-free CPU per HTTPS call against simulated BMCs.
 
-`python -m bench.client_only --bmcs 1000` drives `plugins.redfish`'s `BmcPool`/`BmcClient` (one
-shared `aiohttp` session, per-BMC concurrency 2, sessions, ETags) directly, with no journal,
+`python -m bench.client_only --bmcs 1000` drives `plugins.redfish`'s `BmcPool`/`BmcClient` (their
+kept-alive connections, per-BMC concurrency 2, sessions, ETags) directly, with no journal,
 dispatch or delivery around it, so the HTTP path's own cost can be profiled and compared before
 and after a change. Every phase makes the fan-out benchmark's 8 cap changes per BMC (GET, PATCH
 with `If-Match`, read-back GET); the first phase also logs in. Options reproduce the process
