@@ -197,15 +197,8 @@ class RequestRunner:
             return
         except Exception as exc:
             log.exception("plugin %s raised an unexpected error", resolved.entry.plugin)
-            await self._fail(
-                job,
-                msg,
-                "failed",
-                f"internal error in plugin {resolved.entry.plugin}: {type(exc).__name__}: {exc}",
-                request=request,
-                touch=True,
-                writes=writes,
-            )
+            error = f"internal error in plugin {resolved.entry.plugin}: {type(exc).__name__}: {exc}"
+            await self._fail(job, msg, "failed", error, request=request, touch=True, writes=writes)
             return
         log.debug("%s done in %.3f s", kind.value, time.monotonic() - started)
         await self._succeed(job, kind, resolved, outcome, request)
@@ -254,8 +247,7 @@ class RequestRunner:
     async def _succeed(
         self, job: Job, kind: RequestKind, resolved: Resolved, outcome: Outcome[Any], request: Any = None
     ) -> None:
-        # kept as the plugin made it (an in-process plugin's own type says it needs no second check)
-        state = outcome.state
+        state = outcome.state  # as the plugin made it: its type may spare the next request a check
         new_state = state if isinstance(state, dict) or state is None else dict(state)
         state_text = json.dumps(new_state, sort_keys=True) if new_state is not None else None
         state_bytes = state_text.encode() if state_text is not None else None
