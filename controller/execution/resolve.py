@@ -98,9 +98,7 @@ class DeviceResolver:
         # The request's model wins; without one, the last stored model (from an earlier request).
         model = {**entry.model, **(request_model or known.model)}
         # the stored state as the plugin returned it (never changed in place: see `remember`)
-        state = (
-            parse_model_json(state_json) if state_json else (known.state if known.state is not None else {})
-        )
+        state = parse_model_json(state_json) if state_json else (known.state or {})
         # Only registered plugin names reach the loader: a request never chooses code to import.
         self._plugin_names.lookup(entry.plugin, "request" if device not in self._inventory else "inventory")
         # The URL the plugin will connect to is fixed here, so the secret is checked against it.

@@ -109,6 +109,8 @@ class BmcClient(BmcLogin):
         self._closed = False
         #: in-process cache of this BMC's discovery (the device state holds the durable copy)
         self.discovery: Any = None
+        #: the device-state discovery JSON `discovery` was parsed from or stored as (by identity)
+        self.discovery_section: object = None
         #: ETag policies learned on this BMC, by mechanism (a 412 over an unchanged value: body hash)
         self.etag_quirks: dict[str, str] = {}
         #: our last read-back of each resource, a prior for the next change while still valid

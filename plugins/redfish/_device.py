@@ -78,7 +78,10 @@ async def prepare(pool: BmcPool, defaults: RedfishSettings, ctx: DeviceContext) 
     model_name = str(ctx.model.get("Model") or ctx.model.get("model") or spec.model or "")
     hint = platform_hint(model_name, settings.platform)
     system = settings.system
-    discovery = _usable(state.discovery, client.origin, model_name, hint, system)
+    # the client's parsed discovery, when the state still holds the very section it came from
+    section = state.discovery_section
+    stored = client.discovery if section is not None and section is client.discovery_section else None
+    discovery = _usable(stored or state.discovery, client.origin, model_name, hint, system)
     if discovery is None:
         # NOTE: devices behind one BMC share its client (session, concurrency limit) but each names
         # its own system: the client's cached discovery serves only the same system
@@ -97,6 +100,7 @@ async def prepare(pool: BmcPool, defaults: RedfishSettings, ctx: DeviceContext) 
         bmc.reached_at = datetime.now(UTC)
         state.discovery = discovery
     client.discovery = discovery
+    client.discovery_section = state.discovery_section
     return Device(ctx, bmc, discovery, state, _fit(spec, discovery), settings)
 
 
@@ -112,6 +116,7 @@ def invalidate(device: Device) -> None:
     device.state.discovery = None
     device.state.clear_readings()  # they describe the resources discovery is about to replace
     device.bmc.client.discovery = None
+    device.bmc.client.discovery_section = None
 
 
 def _usable(found: Discovery | None, origin: str, model: str, hint: str, system: str) -> Discovery | None:

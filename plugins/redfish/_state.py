@@ -38,9 +38,6 @@ from plugins.redfish._schema import STATE_VERSION, LoadedState, load_state
 
 TOPOLOGY = "topology"
 
-#: the discovery section last parsed for each BMC system (URL, system), and what it parsed to
-_PARSED_DISCOVERY: dict[tuple[Any, Any], tuple[Mapping[str, Any], Discovery | None]] = {}
-
 
 def rg_scope(resource_group: str) -> str:
     """The prior-value scope of a resource group."""
@@ -64,17 +61,7 @@ class DeviceState:
     def discovery(self) -> Discovery | None:
         """The cached discovery, if valid."""
         data = self._data.get("discovery")
-        if not isinstance(data, Mapping):
-            return None
-        # the section is replaced whole, never changed in place, and handed from one request to
-        # the next as the same object: parsed once, not once a request
-        key = (data.get("url"), data.get("system"))  # one a BMC system: bounded by the fleet
-        parsed = _PARSED_DISCOVERY.get(key)
-        if parsed is not None and parsed[0] is data:
-            return parsed[1]
-        found = Discovery.from_json(data)
-        _PARSED_DISCOVERY[key] = (data, found)
-        return found
+        return Discovery.from_json(data) if isinstance(data, Mapping) else None
 
     @discovery.setter
     def discovery(self, value: Discovery | None) -> None:
@@ -83,6 +70,12 @@ class DeviceState:
         else:
             self._data["discovery"] = value.to_json()
         self.changed = True
+
+    @property
+    def discovery_section(self) -> object:
+        """The stored discovery JSON itself: replaced whole, never changed in place, so its
+        identity says whether it is the one a cached `Discovery` was parsed from."""
+        return self._data.get("discovery")
 
     # ---- prior values ---------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,7 @@ from plugins.base import (
     ProfileChange,
 )
 from plugins.redfish import RedfishPlugin
+from plugins.redfish._layout import Discovery
 from plugins.redfish._platforms import Prior
 from plugins.redfish._schema import LoadedState
 from plugins.redfish._state import DeviceState
@@ -233,14 +235,25 @@ async def test_the_state_an_operation_returns_is_taken_back_unchecked_json_of_it
     assert again.result.ok and returned == snapshot  # the operation left the state it took as it was
 
 
-async def test_a_discovery_section_is_parsed_once_while_it_is_the_same_object(gb200: Harness) -> None:
+async def test_a_discovery_section_is_parsed_once_while_the_state_hands_on_the_same_one(
+    gb200: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bmc = gb200.fleet.bmcs[0]
-    await gb200.call("set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(3200)))
-    loaded = gb200.plugin.load_state(json.loads(json.dumps(gb200.states[0])))
-    first = DeviceState(loaded).discovery
-    assert first is not None and DeviceState(loaded).discovery is first  # the same section: one parse
-    changed = json.loads(json.dumps(loaded))
-    changed["discovery"]["firmware"] = "2.0"
-    again = DeviceState(gb200.plugin.load_state(changed)).discovery
-    assert again is not None and again is not first and again.firmware == "2.0"  # a new section: parsed
-    assert DeviceState(loaded).discovery is not first  # and the earlier one parsed afresh, not mixed up
+    first = await gb200.call("set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(3200)))
+    parses: list[object] = []
+    parse = Discovery.from_json
+
+    def counted(data: Any) -> Discovery | None:
+        parses.append(data)
+        return parse(data)
+
+    monkeypatch.setattr(Discovery, "from_json", counted)
+    again = await gb200.call(
+        "set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(3100)), state=first.state
+    )
+    assert again.result.ok and parses == []  # the client's parse of this very section served
+    as_json = json.loads(json.dumps(again.state))  # the same content, as the database gives it
+    third = await gb200.call(
+        "set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(3000)), state=as_json
+    )
+    assert third.result.ok and len(parses) >= 1  # another section object: parsed (and checked) again
