@@ -17,6 +17,8 @@ _MAX_HEAD = 64 * 1024
 #: statuses whose replies have no body (RFC 9112 §6.3)
 _NO_BODY = frozenset((204, 304))
 _HEX_DIGITS = b"0123456789abcdefABCDEF"
+#: the largest reply read (Redfish replies are KiB; the largest collections a few MiB)
+MAX_REPLY = 32 << 20
 
 
 class HttpFailure(Exception):
@@ -115,6 +117,9 @@ class Connection(asyncio.Protocol):
             self.close()
             return
         self._buffer += data
+        if len(self._buffer) + len(self._chunks) > MAX_REPLY:  # a BMC streaming without end
+            self._fail(MalformedReply(f"reply over {MAX_REPLY} bytes"))
+            return
         try:
             self._parse()
         except MalformedReply as exc:
@@ -176,22 +181,17 @@ class Connection(asyncio.Protocol):
             waiter.set_exception(exc)
 
     def _finish(self, body: bytes) -> None:
-        waiter = self._waiter
-        self._waiter = None
         headers = self._headers
         assert headers is not None
         coding = headers.get("Content-Encoding", "").strip().lower()
         if coding in ("gzip", "deflate", "x-gzip") and body:
             try:
-                body = zlib.decompress(body, 47)  # 32 + 15: gzip or zlib, detected from the header
-            except zlib.error:
-                try:
-                    body = zlib.decompress(body, -15)  # "deflate" sent raw, as some servers do
-                except zlib.error as exc:
-                    self.abort()
-                    if waiter is not None and not waiter.done():
-                        waiter.set_exception(MalformedReply(f"undecodable {coding} body ({exc})"))
-                    return
+                body = _decoded(body)
+            except zlib.error as exc:
+                self._fail(MalformedReply(f"undecodable {coding} body ({exc})"))
+                return
+        waiter = self._waiter
+        self._waiter = None
         if waiter is not None and not waiter.done():
             waiter.set_result(Reply(self._status, headers, body))
 
@@ -250,6 +250,8 @@ class Connection(asyncio.Protocol):
             if not (length.isascii() and length.isdigit()):  # int() would take "+1", "1_0", " -1"
                 raise MalformedReply(f"bad Content-Length {length[:20]!r}")
             self._length = int(length)
+            if self._length > MAX_REPLY:
+                raise MalformedReply(f"Content-Length {self._length} over {MAX_REPLY} bytes")
         else:
             self._length = -2
             self._keep = False
@@ -283,3 +285,17 @@ class Connection(asyncio.Protocol):
                 raise MalformedReply("chunk data not followed by CRLF")
             self._chunks += buf[start : start + size]
             del buf[: start + size + 2]
+
+
+def _decoded(body: bytes) -> bytes:
+    """A gzip or deflate body decoded, within `MAX_REPLY` (a small bomb expands no further)."""
+    for wbits in (47, -15):  # 47: gzip or zlib, told by its header; -15: raw deflate, as some send
+        inflater = zlib.decompressobj(wbits)
+        try:
+            out = inflater.decompress(body, MAX_REPLY + 1)
+        except zlib.error:
+            continue
+        if len(out) > MAX_REPLY:
+            raise zlib.error(f"decoded body over {MAX_REPLY} bytes")
+        return out
+    raise zlib.error("neither gzip, zlib nor raw deflate")

@@ -151,10 +151,7 @@ class BmcTransport:
         path = target.partition("?")[0]
         await self._take_slot(method, path, deadline)
         s = self._settings
-        login = method == "POST" and path.rstrip("/").endswith("/SessionService/Sessions")
         try:
-            if login and self.login_context and data is not None:
-                data = _with_context(data, self.login_context)
             if deadline is None:
                 connect, reply_wait = s.connect_timeout, s.read_timeout
             else:
@@ -170,7 +167,7 @@ class BmcTransport:
                 raise ProtocolError(f"{self.origin}: {method} {path}: {exc}; not sent") from exc
         finally:
             self._released()
-        if login and 200 <= reply.status < 300:
+        if 200 <= reply.status < 300 and method == "POST" and _is_login(path):
             self.session_generation += 1
             self.login_reply = _json_object(reply.body)
         return reply
@@ -249,8 +246,13 @@ class _LibraryCall:
             url = url.update_query(kwargs["params"])
         headers = dict(kwargs.get("headers") or {})
         data: bytes | None = None
-        if kwargs.get("json") is not None:
-            data = json.dumps(kwargs["json"]).encode()
+        body = kwargs.get("json")
+        if body is not None:
+            context = self._t.login_context
+            login = self._method == "POST" and isinstance(body, dict) and "UserName" in body
+            if context and login and _is_login(url.path):  # the library's login: say whose it is
+                body = {**body, "Context": context}
+            data = json.dumps(body).encode()
             headers.setdefault("Content-Type", _JSON_TYPE)
         elif kwargs.get("data") is not None:
             raw = kwargs["data"]
@@ -353,15 +355,9 @@ def _known_charset(charset: str | None) -> str | None:
     return charset
 
 
-def _with_context(data: bytes, context: str) -> bytes:
-    """A login body with our `Session.Context` added (left as is when it is not a credentials object)."""
-    try:
-        body = json.loads(data)
-    except ValueError:
-        return data
-    if not isinstance(body, dict) or "UserName" not in body:
-        return data
-    return json.dumps({**body, "Context": context}).encode()
+def _is_login(path: str) -> bool:
+    """Whether a POST to `path` creates a Redfish session."""
+    return path.rstrip("/").endswith("/SessionService/Sessions")
 
 
 def _json_object(body: bytes) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from plugins.redfish import _http_connection
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._errors import ConnectionFailedError, ProtocolError, RequestTimeoutError
 from plugins.redfish._http import (
@@ -658,3 +659,35 @@ async def test_transport_refuses_a_header_with_a_line_break_as_a_protocol_error(
         await transport.exchange("PATCH", "/redfish/v1/x", {"If-Match": '"a"\r\nX: 1'}, b"{}")
     assert transport.in_flight == 0  # the slot was given back
     transport.close()
+
+
+# ---- size bound -------------------------------------------------------------------------------
+
+#: 1 MB of zeros, gzip'd to about 1 KiB
+_BOMB = gzip.compress(bytes(1_000_000))
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n",),  # refused from the head alone
+        (b"HTTP/1.1 200 OK\r\n\r\n", b"x" * 3000),  # a body that ends only with the connection
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"400\r\n" + b"x" * 1024 + b"\r\n",
+            b"400\r\n" + b"x" * 1024 + b"\r\n",
+        ),
+        (b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(_BOMB), _BOMB),
+    ],
+    ids=["content-length", "close-delimited", "chunked", "gzip-bomb"],
+)
+async def test_a_reply_over_the_size_bound_is_refused_and_its_connection_dropped(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch, parts: tuple[bytes, ...]
+) -> None:
+    monkeypatch.setattr(_http_connection, "MAX_REPLY", 2000)  # the real bound is 32 MiB
+    server = await serve(answer(*parts))
+    origin = origin_for(server)
+
+    with pytest.raises(MalformedReply, match="over 2000 bytes"):
+        await get(origin)
+    await server.wait_closed(0)
