@@ -12,15 +12,18 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import shutil
 import socket
 import ssl
 import struct
+import subprocess
 import threading
 import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -691,3 +694,68 @@ async def test_a_reply_over_the_size_bound_is_refused_and_its_connection_dropped
     with pytest.raises(MalformedReply, match="over 2000 bytes"):
         await get(origin)
     await server.wait_closed(0)
+
+
+# ---- a server that is not Python: OpenSSL's own ---------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _cert_args(tls: TlsFiles) -> list[str]:
+    return ["-cert", str(tls.cert), "-key", str(tls.key)]
+
+
+@pytest.fixture
+def openssl_www(tls_files: TlsFiles, tmp_path: Path) -> Iterator[tuple[int, Path]]:
+    """`openssl s_server -WWW` (OpenSSL's TLS stack and its HTTP/1.0 file server, written in C)
+    serving `tmp_path/www` with the test CA's certificate: (port, document root)."""
+    tool = shutil.which("openssl")
+    if tool is None:
+        pytest.skip("openssl not installed (Debian: apt-get install openssl)")
+    root = tmp_path / "www"
+    root.mkdir()
+    port = _free_port()
+    server = subprocess.Popen(
+        [tool, "s_server", "-quiet", "-WWW", "-accept", f"127.0.0.1:{port}", *_cert_args(tls_files)],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + _WAIT
+        while True:  # until it listens
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError("openssl s_server did not start") from None
+                time.sleep(0.05)
+        yield port, root
+    finally:
+        server.kill()
+        server.wait()
+
+
+async def test_openssl_s_server_over_tls(openssl_www: tuple[int, Path], tls_files: TlsFiles) -> None:
+    port, root = openssl_www
+    (root / "redfish").mkdir()
+    service_root = {"@odata.id": "/redfish/v1", "Id": "RootService", "RedfishVersion": "1.17.0"}
+    (root / "redfish" / "v1.json").write_text(json.dumps(service_root))
+    http = HttpConnections(30.0)
+    origin = http.origin(f"https://127.0.0.1:{port}", tls_files.client_context())
+
+    # HTTP/1.0, no Content-Length: the body ends with OpenSSL's close_notify and TCP close
+    for expected_connections in (1, 2):
+        reply = await get(origin, "/redfish/v1.json")
+        assert reply.status == 200 and json.loads(reply.body) == service_root
+        assert origin.connections_opened == expected_connections  # HTTP/1.0: never reused
+
+    with pytest.raises(TlsFailure) as caught:  # OpenSSL's certificate, our system trust store
+        await get(http.origin(f"https://127.0.0.1:{port}", True), "/redfish/v1.json")
+    assert caught.value.verification is not None
+    await http.close()
