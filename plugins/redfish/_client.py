@@ -31,6 +31,7 @@ import json
 import logging
 import random
 import re
+import ssl
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -60,7 +61,7 @@ from plugins.redfish._readbacks import ReadBacks, note_read, note_refused, note_
 from plugins.redfish._retry import READS, before_sending, gave_up, retryable
 from plugins.redfish._tasks import wait_task
 from plugins.redfish._telemetry import BMC_CALL_SECONDS, BMC_REQUESTS, outcome_of
-from plugins.redfish._transport import BmcTransport, DirectReply, SslParam, deadline_scope
+from plugins.redfish._transport import BmcTransport, DirectReply, deadline_scope
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ class BmcClient(BmcLogin):
     Args:
         http: the process's BMC connections.
         settings: this BMC's connection settings.
-        ssl_param: TLS: a context, True (the system trust store), or False when insecure.
+        tls: the BMC's TLS context (the pool's: a CA bundle, the system store, or no checks).
         marker: the `Session.Context` every login sends (this process's, `session_marker`).
     """
 
@@ -92,13 +93,13 @@ class BmcClient(BmcLogin):
         self,
         http: HttpConnections,
         settings: ConnectionSettings,
-        ssl_param: SslParam,
+        tls: ssl.SSLContext,
         marker: str = "",
     ):
         self.settings = settings
         #: the `Session.Context` of our sessions (see `plugins.redfish._sessions`)
         self.marker = marker
-        self.transport = BmcTransport(http, settings, ssl_param, login_context=marker)
+        self.transport = BmcTransport(http, settings, tls, login_context=marker)
         self._redfish = AsyncRedfishClient(
             settings.url, settings.username, settings.password, session=self.transport
         )

@@ -208,14 +208,15 @@ class HttpConnections:
         self._origins: weakref.WeakSet[Origin] = weakref.WeakSet()  # a retired BMC client's go with it
         self.closed = False
 
-    def origin(self, url: str, ssl_param: ssl.SSLContext | bool, *, keepalive: bool = True) -> Origin:
-        """A new `Origin` for `https://host:port` (or `http://`), TLS as `ssl_param` says: a
-        context, True for the system trust store, False for no verification."""
+    def origin(self, url: str, tls: ssl.SSLContext, *, keepalive: bool = True) -> Origin:
+        """A new `Origin` for `https://host:port` with the TLS context `tls` (the pool's, see
+        `BmcPool._tls_for`), or for `http://host:port` (`tls` unused)."""
         parts = urlsplit(url)
-        tls = parts.scheme == "https"
-        context = _tls_context(ssl_param) if tls else None
-        port = parts.port or (443 if tls else 80)
-        origin = Origin(parts.hostname or "", port, context, self.keepalive_timeout, keepalive=keepalive)
+        secure = parts.scheme == "https"
+        port = parts.port or (443 if secure else 80)
+        origin = Origin(
+            parts.hostname or "", port, tls if secure else None, self.keepalive_timeout, keepalive=keepalive
+        )
         self._origins.add(origin)
         return origin
 
@@ -226,21 +227,3 @@ class HttpConnections:
             origin.close()
         self._origins.clear()
         await asyncio.sleep(0)  # let the transports' connection_lost callbacks run
-
-
-_DEFAULT_CONTEXTS: dict[bool, ssl.SSLContext] = {}
-
-
-def _tls_context(ssl_param: ssl.SSLContext | bool) -> ssl.SSLContext:
-    if isinstance(ssl_param, ssl.SSLContext):
-        return ssl_param
-    context = _DEFAULT_CONTEXTS.get(ssl_param)
-    if context is None:
-        if ssl_param:
-            context = ssl.create_default_context()
-        else:
-            context = ssl.create_default_context()
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        _DEFAULT_CONTEXTS[ssl_param] = context
-    return context

@@ -9,6 +9,7 @@ forgotten, when their settings change (a rotated secret, a new CA bundle), and o
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import secrets
@@ -21,7 +22,6 @@ from plugins.redfish._client import BmcClient
 from plugins.redfish._config import ConnectionSettings, RedfishSettings, check_ca_bundle
 from plugins.redfish._http import HttpConnections
 from plugins.redfish._sessions import session_marker
-from plugins.redfish._transport import SslParam
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class BmcPool:
         self._clients: dict[str, BmcClient] = {}
         self._users: dict[str, set[str]] = {}  # BMC URL -> device ids using it
         self._device_bmc: dict[str, str] = {}  # device id -> BMC URL
-        self._ssl: dict[str, ssl.SSLContext] = {}
+        self._ssl: dict[str, ssl.SSLContext] = {}  # CA bundle path -> context
         self._warned_insecure: set[str] = set()
         self._lock = asyncio.Lock()
         #: endpoint URL -> (endpoint, defaults, merged settings) of its last request
@@ -78,7 +78,7 @@ class BmcPool:
                 current = None
             if current is None:
                 marker = session_marker(self.client_id, self.boot)
-                current = BmcClient(self._http, settings, self._ssl_for(settings), marker)
+                current = BmcClient(self._http, settings, self._tls_for(settings), marker)
                 self._clients[settings.url] = current
             elif current.settings != settings:
                 # same connection, other tuning (timeouts, back-off): keep the session, take the values
@@ -142,7 +142,8 @@ class BmcPool:
             await self._http.close()
             self._http = None
 
-    def _ssl_for(self, settings: ConnectionSettings) -> SslParam:
+    def _tls_for(self, settings: ConnectionSettings) -> ssl.SSLContext:
+        """The BMC's TLS context: its CA bundle's, the system store's, or none checked (insecure)."""
         if settings.insecure:
             if settings.url not in self._warned_insecure:
                 self._warned_insecure.add(settings.url)
@@ -151,15 +152,26 @@ class BmcPool:
                     "not checked",
                     settings.origin,
                 )
-            return False
+            return self._unchecked_tls
         bundle = settings.ca_bundle
         if not bundle:
-            return True  # the system trust store
+            return self._system_tls
         context = self._ssl.get(bundle)
         if context is None:
             check_ca_bundle(bundle)
             context = ssl.create_default_context(cafile=bundle)
             self._ssl[bundle] = context
+        return context
+
+    @functools.cached_property
+    def _system_tls(self) -> ssl.SSLContext:
+        return ssl.create_default_context()
+
+    @functools.cached_property
+    def _unchecked_tls(self) -> ssl.SSLContext:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
         return context
 
 

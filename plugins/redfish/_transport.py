@@ -53,8 +53,6 @@ from plugins.redfish._http import Reply as HttpReply
 #: absolute deadline (time.monotonic()) of the request being served in this task
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("redfish_deadline", default=None)
 
-SslParam = ssl.SSLContext | bool
-
 _JSON_TYPE = "application/json"
 
 
@@ -92,11 +90,11 @@ class BmcTransport:
         self,
         http: HttpConnections,
         settings: ConnectionSettings,
-        ssl_param: SslParam,
+        tls: ssl.SSLContext,
         *,
         login_context: str = "",
     ):
-        self._origin = http.origin(settings.url, ssl_param, keepalive=settings.keepalive)
+        self._origin = http.origin(settings.url, tls, keepalive=settings.keepalive)
         #: `Session.Context` added to every login POST (the client library sends only the credentials)
         self.login_context = login_context
         #: the body of the last successful login's reply (the session as the BMC shows it; no token)

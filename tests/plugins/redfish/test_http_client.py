@@ -525,6 +525,14 @@ async def test_cancelled_caller_closes_its_connection(serve: Serve) -> None:
 # ---- TLS --------------------------------------------------------------------------------------
 
 
+def _unchecked() -> ssl.SSLContext:
+    """What an `insecure` device connects with: no certificate or host name check."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 @pytest.fixture(scope="module")
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
     return ensure_tls_files(tmp_path_factory.mktemp("http-client-tls"))
@@ -540,12 +548,12 @@ async def test_tls_with_the_ca_works_and_system_store_rejects(serve: Serve, tls_
     assert (await get(http.origin(url, tls_files.client_context()))).body == b"secure"
 
     with pytest.raises(TlsFailure) as caught:
-        await get(http.origin(url, True))  # the system store does not know the test CA
+        await get(http.origin(url, ssl.create_default_context()))  # the system store: no test CA
     assert caught.value.sent is False
     assert isinstance(caught.value.verification, ssl.SSLCertVerificationError)
     assert "certificate" in str(caught.value)
 
-    assert (await get(http.origin(url, False))).body == b"insecure"
+    assert (await get(http.origin(url, _unchecked()))).body == b"insecure"
     await http.close()
 
 
@@ -631,7 +639,7 @@ async def test_http_server_json_get_and_patch(
 
 
 def _transport(url: str, **settings: Any) -> BmcTransport:
-    return BmcTransport(HttpConnections(300.0), ConnectionSettings(url=url, **settings), False)
+    return BmcTransport(HttpConnections(300.0), ConnectionSettings(url=url, **settings), _unchecked())
 
 
 async def test_transport_maps_refused_and_silent_bmcs(serve: Serve) -> None:
@@ -756,6 +764,6 @@ async def test_openssl_s_server_over_tls(openssl_www: tuple[int, Path], tls_file
         assert origin.connections_opened == expected_connections  # HTTP/1.0: never reused
 
     with pytest.raises(TlsFailure) as caught:  # OpenSSL's certificate, our system trust store
-        await get(http.origin(f"https://127.0.0.1:{port}", True), "/redfish/v1.json")
+        await get(http.origin(f"https://127.0.0.1:{port}", ssl.create_default_context()), "/redfish/v1.json")
     assert caught.value.verification is not None
     await http.close()
