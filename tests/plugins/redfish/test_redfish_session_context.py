@@ -17,8 +17,6 @@ from plugins.redfish._errors import SessionLimitError
 from plugins.redfish._sessions import Sweep
 from tests.plugins.redfish.test_redfish_sessions import SESSIONS, _contexts, _crash
 
-COLLECTION = "/redfish/v1/SessionService/Sessions"
-
 
 async def _restart(h: Any) -> None:
     """SIGKILL the plugin's process and start a fresh one (nothing recorded is handed over)."""
@@ -131,7 +129,7 @@ async def test_a_sweep_with_basic_auth_lends_it_to_no_other_request(
         outs = await asyncio.gather(first, *others)
         assert all(o.result.ok for o in outs), [o.result.error for o in outs]
         basic = {path for (_, path) in bmc.stats.basic_auth_calls}
-        assert basic and all(p.startswith(COLLECTION) for p in basic), sorted(basic)
+        assert basic and all(p.startswith(SESSIONS.rstrip("/")) for p in basic), sorted(basic)
         assert len(bmc.sessions) == 1 and h.plugin.pool.clients()[0].auth_mode == "session"
         await h.plugin.close()
 
