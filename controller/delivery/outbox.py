@@ -214,24 +214,24 @@ class Delivery:
         self._passes += 1
         shards = self._shards() if self._shards is not None else None
         heads = await self._store.due_heads(datetime.now(UTC), limit=2000, shards=shards, devices=devices)
-        chosen: list[int] = []
-        for outbox_id, device in heads:
-            if device in self._busy or self._stale(device, this_pass):
+        chosen: dict[int, int] = {}  # head id -> the device's responses waiting
+        for head in heads:
+            if head.device in self._busy or self._stale(head.device, this_pass):
                 continue
-            if self._owns is not None and not self._owns(device):
+            if self._owns is not None and not self._owns(head.device):
                 continue  # the other transport's device
-            chosen.append(outbox_id)
+            chosen[head.id] = head.waiting
             if probe:
                 break
         started = 0
-        for item in await self._store.outbox_items(chosen):
+        for item in await self._store.outbox_items(list(chosen)):
             if item.device in self._busy or self._stale(item.device, this_pass):
                 continue  # started by a concurrent pass (the shutdown flush)
             self._busy.add(item.device)
             self.in_flight_shards[item.shard] += 1
             if probe:
                 self._probing = True
-            task = asyncio.create_task(self._deliver(item, probe=probe))
+            task = asyncio.create_task(self._deliver(item, probe=probe, more=chosen[item.id] > 1))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             started += 1
@@ -282,9 +282,13 @@ class Delivery:
             # still running loop could send the row again; `stop` ends them
             await asyncio.wait(list(self._tasks))
 
-    async def _deliver(self, item: OutboxItem, *, probe: bool) -> None:
+    async def _deliver(self, item: OutboxItem, *, probe: bool, more: bool = True) -> None:
         """Deliver `item`, then the device's next responses one by one while each is delivered
         (or dead-lettered), reading them ahead in small batches.
+
+        `more`: the pass saw more of the device's responses waiting. Else nothing is read ahead
+        (it was a read per response in steady state): the pass after the delivery ends (the
+        device is freed) finds a later one, with many devices' heads in one read.
 
         NOTE: each response is recorded as delivered before the device's next is sent, and
         outside a drain (fewer than `_DRAIN_DEPTH` waiting on the device) before any device's
@@ -304,6 +308,8 @@ class Delivery:
                 if not done or probe or self._stopping or self.destination.failing:
                     return
                 if not ahead:
+                    if not more:
+                        return
                     try:
                         ahead = await self._store.next_outbox(device, item.id, _READ_AHEAD)
                     except StoreClosedError:

@@ -12,7 +12,7 @@ from sqlalchemy.engine import Connection
 
 from ._database import chunks
 from ._models import OUTBOX, UTCDateTime
-from ._types import Completion, OutboxItem
+from ._types import Completion, DueHead, OutboxItem
 
 OB = OUTBOX
 
@@ -103,18 +103,20 @@ def _due_heads_query(
     shards: Sequence[int] | None,
     *columns: Any,
     devices: Collection[str] | None = None,
+    waiting: bool = False,
 ) -> tuple[Any, dict[str, Any]]:
-    """The statement (built once per shape, see `_heads_statement`) and its parameters."""
+    """The statement (built once per shape, see `_heads_statement`) and its parameters;
+    `waiting`: with each device's count of undelivered rows as the last column."""
     params: dict[str, Any] = {"b_now": now, "b_limit": limit}
     if shards is not None:
         params["b_shards"] = sorted(shards)
     if devices is not None:
         params["b_devices"] = sorted(devices)
-    return _heads_statement(columns, shards is not None, devices is not None), params
+    return _heads_statement(columns, shards is not None, devices is not None, waiting), params
 
 
 @functools.cache
-def _heads_statement(columns: tuple[Any, ...], by_shard: bool, by_device: bool) -> Any:
+def _heads_statement(columns: tuple[Any, ...], by_shard: bool, by_device: bool, waiting: bool) -> Any:
     # NOTE: a delivery pass runs this for every few responses: built per call, the statement and
     # its cache key cost more than the query (see `_journal`)
     pending = PENDING
@@ -123,13 +125,13 @@ def _heads_statement(columns: tuple[Any, ...], by_shard: bool, by_device: bool) 
     if by_device:
         pending = sa.and_(pending, OB.c.device.in_(sa.bindparam("b_devices", expanding=True)))
     heads = (
-        sa.select(OB.c.device, sa.func.min(OB.c.id).label("head_id"))
+        sa.select(OB.c.device, sa.func.min(OB.c.id).label("head_id"), sa.func.count().label("waiting"))
         .where(pending)
         .group_by(OB.c.device)
         .subquery()
     )
     return (
-        sa.select(*columns)
+        sa.select(*columns, *((heads.c.waiting,) if waiting else ()))
         .join(heads, OB.c.id == heads.c.head_id)
         .where(OB.c.next_attempt_at <= sa.bindparam("b_now", type_=UTCDateTime()))
         .order_by(OB.c.id)
@@ -172,17 +174,17 @@ def due_heads(
     limit: int,
     shards: Sequence[int] | None = None,
     devices: Collection[str] | None = None,
-) -> list[tuple[int, str]]:
-    """``(id, device)`` of the rows ``due_outbox`` returns (of ``devices`` only, when given),
-    without their contents.
+) -> list[DueHead]:
+    """The rows ``due_outbox`` returns (of ``devices`` only, when given), without their
+    contents, each with its device's count of undelivered rows.
 
     NOTE: a delivery pass under load skips most heads (their device has a delivery in flight);
     reading whole rows for them, as objects, was most of what a pass cost.
     """
     if devices is not None and len(devices) > _MAX_DEVICES_FILTER:
         devices = None  # as cheap to read them all
-    query, params = _due_heads_query(now, limit, shards, OB.c.id, OB.c.device, devices=devices)
-    return [(oid, device) for oid, device in conn.execute(query, params)]
+    query, params = _due_heads_query(now, limit, shards, OB.c.id, OB.c.device, devices=devices, waiting=True)
+    return [DueHead(oid, device, waiting) for oid, device, waiting in conn.execute(query, params)]
 
 
 def outbox_items(conn: Connection, ids: Sequence[int]) -> list[OutboxItem]:

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from . import _outbox
 from ._batch import Handler
-from ._types import OutboxItem, require_aware
+from ._types import DueHead, OutboxItem, require_aware
 
 T = TypeVar("T")
 
@@ -37,9 +37,9 @@ class OutboxAccess:
         limit: int = 500,
         shards: Sequence[int] | None = None,
         devices: Collection[str] | None = None,
-    ) -> list[tuple[int, str]]:
-        """``(id, device)`` of the rows ``due_outbox`` would return (of ``devices`` only, when
-        given), without their contents."""
+    ) -> list[DueHead]:
+        """The rows ``due_outbox`` would return (of ``devices`` only, when given), without their
+        contents, each with its device's count of undelivered rows."""
         require_aware("now", now)
         return await self._read(_outbox.due_heads, now, limit, shards, devices)
 

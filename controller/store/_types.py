@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class RequestStatus(enum.StrEnum):
@@ -242,6 +242,15 @@ class OutboxItem:
     attempts: int
     created_at: datetime
     shard: int = 0
+
+
+class DueHead(NamedTuple):
+    """A device's due head response, without its contents (`Store.due_heads`)."""
+
+    id: int
+    device: str
+    #: the device's undelivered responses when it was read, this one included
+    waiting: int
 
 
 @dataclass(frozen=True, slots=True)

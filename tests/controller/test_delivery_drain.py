@@ -74,3 +74,64 @@ async def test_a_backlog_drains_without_waiting_for_timed_passes(
         assert not receiver.unrecorded, receiver.unrecorded[:5]
     finally:
         await receiver.stop()
+
+
+class HeldSink(CountingSink):
+    """Holds each device's first response until `release` is set, so the device's next request
+    completes while that first delivery is still in flight."""
+
+    def __init__(self, listen: str) -> None:
+        super().__init__(listen)
+        self.release = asyncio.Event()
+        self.held = asyncio.Event()
+        self._seen: set[str] = set()
+
+    async def DeviceResponse(self, request, context):  # type: ignore[no-untyped-def]
+        if request.device not in self._seen:
+            self._seen.add(request.device)
+            self.held.set()
+            await self.release.wait()
+        return await super().DeviceResponse(request, context)
+
+
+async def test_a_lone_response_reads_nothing_ahead_and_a_later_one_still_follows_in_order(
+    start_controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In steady state each device has one response waiting: its delivery reads no next rows
+    (the pass saw none). One completed while that delivery is in flight is sent after it, by the
+    pass that follows the delivery's end, not by a timed pass (pushed an hour apart here)."""
+    monkeypatch.setattr(delivery, "_IDLE_PASS_EVERY", 3600.0)
+    reads: list[str] = []
+    original = Store.next_outbox
+
+    async def counted(self: Store, device: str, after_id: int, limit: int):  # type: ignore[no-untyped-def]
+        reads.append(device)
+        return await original(self, device, after_id, limit)
+
+    monkeypatch.setattr(Store, "next_outbox", counted)
+    receiver = HeldSink("127.0.0.1:0")
+    receiver.release.set()
+    await receiver.start()
+    try:
+        h = await start_controller(memory_inventory(10), callback=receiver.address)
+        for i in range(4):  # one at a time: each device's only response when its pass reads it
+            await h.stub.SendDeviceRequest(ping(f"node{i:03d}", f"lone-{i}"))
+            await receiver.wait_for(i + 1, timeout=10)
+        assert reads == [], "a delivery read ahead though its device had nothing else waiting"
+
+        receiver.release.clear()
+        receiver.held.clear()
+        await h.stub.SendDeviceRequest(ping("node009", "first"))
+        await asyncio.wait_for(receiver.held.wait(), 10)  # "first" is being delivered
+        await h.stub.SendDeviceRequest(ping("node009", "second"))
+        store = h.controller.store
+        async with asyncio.timeout(10):
+            while len(await store.list_requests(device="node009", undelivered_only=True, limit=10)) < 2:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        receiver.release.set()
+        await receiver.wait_for(6, timeout=10)
+        assert order_of(receiver, "node009") == ["first", "second"]
+        assert all(receiver.counts[r] == 1 for r in ("first", "second"))
+        assert reads == [], "the later response came through a pass, not a read-ahead"
+    finally:
+        await receiver.stop()

@@ -283,11 +283,11 @@ async def test_a_head_delivered_meanwhile_is_not_read_back_for_sending(store: St
     assert await store.complete(finish("a1", "A", seconds=1, touch=False))
     assert await store.complete(finish("b1", "B", seconds=1, touch=False))
     heads = await store.due_heads(at(5))
-    a1, b1 = await store.outbox_items([oid for oid, _ in heads])
+    a1, b1 = await store.outbox_items([head.id for head in heads])
     await store.mark_delivered(b1.id, at(6))
-    assert await store.outbox_items([oid for oid, _ in heads]) == [a1]
+    assert await store.outbox_items([head.id for head in heads]) == [a1]
     await store.dead_letter(a1.id, "INVALID_ARGUMENT: refused", at(7))
-    assert await store.outbox_items([oid for oid, _ in heads]) == []
+    assert await store.outbox_items([head.id for head in heads]) == []
 
 
 async def test_outbox_keeps_per_device_order_and_backs_off(store: Store) -> None:
@@ -305,11 +305,16 @@ async def test_outbox_keeps_per_device_order_and_backs_off(store: Store) -> None
 
     a1, b1 = await store.due_outbox(at(5))
     (c1,) = [i for i in await store.due_outbox(at(10)) if i.device == "C"]
-    # The light form a delivery pass reads: the same heads, their rows fetched by id afterwards.
-    assert await store.due_heads(at(10)) == [(i.id, i.device) for i in await store.due_outbox(at(10))]
+    # The light form a delivery pass reads: the same heads, their rows fetched by id afterwards,
+    # each with how many of its device's responses wait (A: a1 and a2).
+    waiting = {"A": 2, "B": 1, "C": 1}
+    assert await store.due_heads(at(10)) == [
+        (i.id, i.device, waiting[i.device]) for i in await store.due_outbox(at(10))
+    ]
     assert await store.outbox_items([b1.id, a1.id, 10_000]) == [a1, b1]
     assert await store.outbox_items([]) == []
-    assert await store.due_heads(at(10), devices={"C", "B"}) == [(b1.id, "B"), (c1.id, "C")]
+    assert await store.due_heads(at(10), devices={"C", "B"}) == [(b1.id, "B", 1), (c1.id, "C", 1)]
+    assert await store.due_heads(at(10), devices={"A"}) == [(a1.id, "A", 2)]
     assert await store.due_heads(at(10), devices={"nobody"}) == []
     # A's head fails and backs off: A's later response must wait behind it.
     await store.delivery_failed(a1.id, "unavailable", at(20))
