@@ -1,4 +1,4 @@
-"""A lean HTTP/1.1 client for BMCs: kept-alive connections per BMC, TLS, one timer per request.
+"""A lean HTTP/1.1 client for BMCs: kept-alive connections per BMC, TLS, one reply timer per BMC.
 
 Why not `aiohttp`'s client: a BMC call is a small JSON request and a small JSON reply on a
 connection that is kept open, and at fleet scale the client's own per-call machinery (a request
@@ -83,7 +83,11 @@ class Origin:
         default_port = 443 if ssl_context is not None else 80
         self._host_header = authority if port == default_port else f"{authority}:{port}"
         self._idle: list[Connection] = []
-        self._busy: set[Connection] = set()
+        #: connections carrying a request -> (its reply deadline in loop time, its reply timeout)
+        self._busy: dict[Connection, tuple[float, float]] = {}
+        #: one timer for the earliest reply deadline of `_busy`, not one per request: a timer
+        #: handle made and cancelled per BMC call showed in a fan-out's profile
+        self._watch: asyncio.TimerHandle | None = None
         self._sweep: asyncio.TimerHandle | None = None
         #: connections opened so far
         self.connections_opened = 0
@@ -102,16 +106,20 @@ class Origin:
         request = self._encode(method, target, headers, body)
         conn = self._idle_connection() or await self._connect(connect_timeout)
         loop = asyncio.get_running_loop()
-        self._busy.add(conn)
-        timer = loop.call_later(reply_timeout, conn.time_out, f"no reply within {reply_timeout:g} s")
+        due = loop.time() + reply_timeout
+        self._busy[conn] = (due, reply_timeout)
+        watch = self._watch
+        if watch is None or watch.when() > due:
+            if watch is not None:
+                watch.cancel()
+            self._watch = loop.call_at(due, self._time_out_replies)
         try:
             reply = await conn.send(request, method == "HEAD")
         except BaseException:
             conn.abort()  # cancelled, timed out or broken: its reply, if any, is nobody's
             raise
         finally:
-            timer.cancel()
-            self._busy.discard(conn)
+            self._busy.pop(conn, None)
         if self.keepalive and conn.reusable:
             conn.idle_since = time.monotonic()
             self._idle.append(conn)
@@ -123,9 +131,10 @@ class Origin:
 
     def close(self) -> None:
         """Close every connection, idle or carrying a request (whose caller then gets `Disconnected`)."""
-        if self._sweep is not None:
-            self._sweep.cancel()
-            self._sweep = None
+        for timer in (self._sweep, self._watch):
+            if timer is not None:
+                timer.cancel()
+        self._sweep = self._watch = None
         for conn in [*self._idle, *self._busy]:
             conn.abort()
         self._idle.clear()
@@ -174,6 +183,18 @@ class Origin:
             raise ConnectFailure(exc.strerror or str(exc) or type(exc).__name__, exc) from exc
         self.connections_opened += 1
         return conn
+
+    def _time_out_replies(self) -> None:
+        """The earliest reply deadline came: fail the requests past theirs, wait for the next."""
+        loop = asyncio.get_running_loop()
+        now, earliest = loop.time(), None
+        for conn, (due, timeout) in list(self._busy.items()):
+            if due <= now:
+                del self._busy[conn]
+                conn.time_out(f"no reply within {timeout:g} s")
+            elif earliest is None or due < earliest:
+                earliest = due
+        self._watch = None if earliest is None else loop.call_at(earliest, self._time_out_replies)
 
     def _close_expired(self) -> None:
         self._sweep = None

@@ -390,6 +390,36 @@ async def test_silent_server_is_a_reply_timeout_and_the_connection_dropped(serve
     await server.wait_closed(0)
 
 
+async def test_each_request_keeps_its_own_reply_timeout_under_one_timer_per_bmc(serve: Serve) -> None:
+    """Requests in flight on one BMC share one timer, armed for the earliest reply deadline: a
+    later request with a shorter timeout still times out on time, the earlier one on its own,
+    and one answered meanwhile is not touched."""
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+    server = await serve(Answer(hold=True), Answer(hold=True), answer(ok), answer(ok))
+    origin = origin_for(server)
+
+    async def timed(reply_timeout: float) -> float:
+        started = time.monotonic()
+        with pytest.raises(ReplyTimeout, match=f"no reply within {reply_timeout:g} s"):
+            await origin.request("GET", "/", {}, None, connect_timeout=_WAIT, reply_timeout=reply_timeout)
+        return time.monotonic() - started
+
+    slow = asyncio.create_task(timed(0.8))
+    await asyncio.wait_for(server.request_seen.wait(), _WAIT)
+    server.request_seen.clear()
+    fast = asyncio.create_task(timed(0.1))
+    await asyncio.wait_for(server.request_seen.wait(), _WAIT)
+    answered = await origin.request("GET", "/", {}, None, connect_timeout=_WAIT, reply_timeout=0.3)
+    assert answered.status == 200
+    assert 0.1 <= await fast < 0.6
+    assert 0.8 <= await slow < 2.0
+    await asyncio.sleep(0.4)  # past the answered request's own deadline: its connection lives on
+    assert origin.connections_opened == 3
+    again = await origin.request("GET", "/", {}, None, connect_timeout=_WAIT, reply_timeout=_WAIT)
+    assert again.status == 200
+    assert origin.connections_opened == 3, "the answered request's connection was reused"
+
+
 @pytest.mark.parametrize(
     "parts",
     [
