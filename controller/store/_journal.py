@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _desired, _devices, _outbox, _shards, _verifications
+from . import _desired, _outbox, _shards, _state_changes, _verifications
 from ._batch import Failed
 from ._database import chunks, insert_for, is_postgres
 from ._models import CONTROLLER_LEASES, OUTBOX, REQUESTS, UTCDateTime
@@ -279,7 +279,7 @@ def complete_many(conn: Connection, completions: list[Completion]) -> list[bool 
         if group:
             conn.execute(statement, [_completion_params(c) for c in group])
     # Audit rows carry the journal's trace id and kind when the completion leaves them empty.
-    _devices.apply_completions(
+    _state_changes.apply_completions(
         conn,
         applied,
         trace_ids={rid: row.trace_id for rid, row in current.items()},

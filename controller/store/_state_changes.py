@@ -1,0 +1,211 @@
+"""A completion's change to its device row: last request, state with version, and audit trail."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Connection
+
+from ._database import chunks, insert_for
+from ._devices import normalise_json
+from ._models import DEVICES, STATE_AUDIT, UTCDateTime
+from ._types import Completion
+
+D = DEVICES
+A = STATE_AUDIT
+
+_DEVICE_FIELDS = tuple(c.name for c in D.columns)
+# Columns an upsert may overwrite; created_at stays as first written.
+_UPSERT_FIELDS = tuple(name for name in _DEVICE_FIELDS if name not in ("id", "created_at"))
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"Out of range float values are not JSON compliant: {name}")
+
+
+def _new_state(c: Completion) -> Any:
+    """The completion's state as it will read back: its JSON text parsed when it came with one
+    (as `normalise_json` would give, NaN and infinities refused alike), else normalised."""
+    if c.state_text is not None:
+        return json.loads(c.state_text, parse_constant=_refuse_constant)
+    return normalise_json(c.new_state)
+
+
+def state_diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> dict[str, Any]:
+    """``{key: {"before": old, "after": new}}`` for every top-level key whose value changed."""
+    old = before or {}
+    return {
+        key: {"before": old.get(key), "after": after.get(key)}
+        for key in sorted(set(old) | set(after))
+        if old.get(key) != after.get(key) or (key in old) != (key in after)
+    }
+
+
+def _upsert(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        conn.execute(_upsert_statement(conn.dialect.name), rows)
+
+
+@functools.cache
+def _upsert_statement(dialect: str) -> Any:
+    # NOTE: built once per backend: `insert.excluded` builds a column collection each time it is
+    # asked for, which showed in the completion path's profile.
+    stmt = insert_for(dialect, D)
+    return stmt.on_conflict_do_update(
+        index_elements=[D.c.id], set_={name: stmt.excluded[name] for name in _UPSERT_FIELDS}
+    )
+
+
+def apply_completions(
+    conn: Connection,
+    completions: Sequence[Completion],
+    *,
+    trace_ids: Mapping[str, str],
+    kinds: Mapping[str, str],
+) -> None:
+    """Apply the device side of completions (in order) inside the completing transaction.
+
+    Each device row is read once (locked on PostgreSQL), changed in memory by every completion
+    of the batch in turn, and written once; each state change appends one audit row.
+    """
+    wanted = sorted({c.device for c in completions if c.touch_device or c.new_state is not None})
+    if not wanted:
+        return
+    rows: dict[str, dict[str, Any]] = {}
+    query = _devices_query(conn.dialect.name)
+    for part in chunks(wanted):
+        rows.update({row.id: dict(row._mapping) for row in conn.execute(query, {"b_ids": list(part)})})
+
+    audits: list[dict[str, Any]] = []
+    touched: dict[str, dict[str, Any]] = {}
+    whole: set[str] = set()  # devices new or with a changed model: the whole row is written
+    # devices whose state changed -> the new state's JSON text (None: the whole row is written)
+    restated: dict[str, str | None] = {}
+    for c in completions:
+        if not (c.touch_device or c.new_state is not None):
+            continue
+        kind = c.kind or kinds.get(c.request_id, "")
+        row = rows.get(c.device)
+        if row is None:
+            # First time this device is written; a device someone runs requests on is in inventory.
+            row = {
+                "id": c.device,
+                "plugin": c.plugin,
+                "model_json": None,
+                "state_json": None,
+                "state_version": 0,
+                "created_at": c.finished_at,
+                "updated_at": c.finished_at,
+                "last_request_id": "",
+                "last_kind": "",
+                "last_outcome": "",
+                "last_error": "",
+                "in_inventory": True,
+            }
+            rows[c.device] = row
+            whole.add(c.device)
+        if c.touch_device:
+            row["last_request_id"] = c.request_id
+            row["last_kind"] = kind
+            row["last_outcome"] = c.outcome
+            row["last_error"] = c.error
+            row["updated_at"] = c.finished_at
+            if c.plugin:
+                row["plugin"] = c.plugin
+            if c.model_json is not None:
+                model = normalise_json(c.model_json)
+                if model != row["model_json"]:
+                    row["model_json"] = model
+                    whole.add(c.device)
+        if c.new_state is not None:
+            new_state = _new_state(c)
+            if new_state != row["state_json"]:
+                restated[c.device] = c.state_text
+                summary = state_diff(row["state_json"], new_state)
+                row["state_json"] = new_state
+                row["state_version"] += 1
+                row["updated_at"] = c.finished_at
+                audits.append(
+                    {
+                        "device": c.device,
+                        "request_id": c.request_id,
+                        "trace_id": c.trace_id or trace_ids.get(c.request_id, ""),
+                        "kind": kind,
+                        "at": c.finished_at,
+                        "state_version": row["state_version"],
+                        "summary": summary,
+                    }
+                )
+        touched[c.device] = row
+    for device, text in restated.items():
+        if text is None:
+            whole.add(device)
+    _upsert(conn, [row for device, row in touched.items() if device in whole])
+    # NOTE: most completions change only the last-request columns and the state; writing just
+    # those, the state as the text the caller serialised, spares serialising the model and the
+    # state again (the whole-row upsert showed in the profile)
+    restates = [
+        {**_touch_params(row), "b_state": restated[device], "b_version": row["state_version"]}
+        for device, row in touched.items()
+        if device in restated and device not in whole
+    ]
+    if restates:
+        conn.execute(_restate_statement(conn.dialect.name), restates)
+    written = whole | restated.keys()
+    touches = [_touch_params(row) for device, row in touched.items() if device not in written]
+    if touches:
+        conn.execute(_TOUCH, touches)
+    if audits:
+        conn.execute(_AUDIT_INSERT, audits)
+
+
+# NOTE: built once (see `_journal`: a statement built per call costs more than it runs)
+_AUDIT_INSERT = sa.insert(A)
+
+
+@functools.cache
+def _devices_query(dialect: str) -> Any:
+    """The device rows a completion batch changes (locked on PostgreSQL)."""
+    query = sa.select(D).where(D.c.id.in_(sa.bindparam("b_ids", expanding=True))).order_by(D.c.id)
+    return query.with_for_update() if dialect == "postgresql" else query
+
+
+_TOUCH = (
+    sa.update(D)
+    .where(D.c.id == sa.bindparam("b_id"))
+    .values(
+        plugin=sa.bindparam("b_plugin"),
+        last_request_id=sa.bindparam("b_last_request_id"),
+        last_kind=sa.bindparam("b_last_kind"),
+        last_outcome=sa.bindparam("b_last_outcome"),
+        last_error=sa.bindparam("b_last_error"),
+        updated_at=sa.bindparam("b_updated_at", type_=UTCDateTime()),
+    )
+)
+
+
+@functools.cache
+def _restate_statement(dialect: str) -> Any:
+    """`_TOUCH` plus the state, bound as JSON text (cast on PostgreSQL, whose column is JSONB)."""
+    text = sa.bindparam("b_state", type_=sa.Text())
+    return _TOUCH.values(
+        state_json=sa.cast(text, JSONB) if dialect == "postgresql" else text,
+        state_version=sa.bindparam("b_version", type_=sa.Integer()),
+    )
+
+
+def _touch_params(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "b_id": row["id"],
+        "b_plugin": row["plugin"],
+        "b_last_request_id": row["last_request_id"],
+        "b_last_kind": row["last_kind"],
+        "b_last_outcome": row["last_outcome"],
+        "b_last_error": row["last_error"],
+        "b_updated_at": row["updated_at"],
+    }
