@@ -28,6 +28,7 @@ secret is ever stored here.
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -258,4 +259,12 @@ def _copy(value: Any) -> Any:
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    """The current UTC time to the second, formatted once per second (each cap an operation sets
+    is stamped with it)."""
+    second = int(time.time())
+    if second != _stamp[0]:
+        _stamp[:] = [second, datetime.fromtimestamp(second, UTC).isoformat(timespec="seconds")]
+    return str(_stamp[1])
+
+
+_stamp: list[int | str] = [0, ""]
