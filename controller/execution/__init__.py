@@ -1,5 +1,6 @@
 """Running what was acknowledged: per-device lanes in journal order under a global limit in `dispatch`,
 one job to exactly one completion in `runner`, the device's entry, plugin, model, state and
-credentials in `resolve`, completion writes retried in place in the device's lane in `completions`,
-and the follow-up checks plugins ask for in `verifier`.
+credentials in `resolve`, a new state's JSON text and its change against the stored one in
+`state_text`, completion writes retried in place in the device's lane in `completions`, and the
+follow-up checks plugins ask for in `verifier`.
 """

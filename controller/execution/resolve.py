@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.config import Settings
+from controller.execution.state_text import Kept
 from controller.inventory import DeviceEntry, entry_from_model, parse_model_json, plugin_registry
 from controller.observability.logs import clip
 from controller.plugin_host.host import PluginHost
@@ -30,6 +31,8 @@ class _Known:
 
     state: dict[str, Any] | None
     model: dict[str, Any]
+    #: what this process kept of the state's JSON text when it stored it (None: read from the database)
+    text: Kept | None = None
 
 
 @dataclass(frozen=True)
@@ -70,13 +73,25 @@ class DeviceResolver:
     def forget(self, device: str) -> None:
         self._devices.pop(device, None)
 
-    def remember(self, device: str, model: Mapping[str, Any], state: dict[str, Any] | None) -> None:
-        """A completion committed: its model, and its new state if it has one, are the stored ones.
-        The state is kept as the plugin returned it, unchanged: the next request hands it back."""
+    def remember(
+        self,
+        device: str,
+        model: Mapping[str, Any],
+        state: dict[str, Any] | None,
+        text: Kept | None = None,
+    ) -> None:
+        """A completion committed: its model, and its new state (stored as `text`) if it has one,
+        are the stored ones. The state is kept as the plugin returned it, unchanged: the next
+        request hands it back."""
         known = self._devices.setdefault(device, _Known(None, {}))
         known.model = dict(model)
         if state is not None:
-            known.state = state
+            known.state, known.text = state, text
+
+    def stored_text(self, device: str) -> Kept | None:
+        """What this process kept of the device's stored state text, if it stored it."""
+        known = self._devices.get(device)
+        return known.text if known is not None else None
 
     async def resolve(self, device: str, model_json: bytes, state_json: bytes) -> Resolved:
         """The device's inventory entry, started plugin, merged model and current state."""

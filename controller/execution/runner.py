@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import math
 import time
@@ -21,6 +20,7 @@ from controller.cluster.shards import Shards
 from controller.config import Settings
 from controller.desired.limits import desired_from, is_internal
 from controller.desired.receipts import failed_writes_note
+from controller.execution import state_text
 from controller.execution.completions import CompletionWriter
 from controller.execution.dispatch import Job
 from controller.execution.resolve import DeviceResolver, Resolved
@@ -249,8 +249,8 @@ class RequestRunner:
     ) -> None:
         state = outcome.state  # as the plugin made it: its type may spare the next request a check
         new_state = state if isinstance(state, dict) or state is None else dict(state)
-        state_text = json.dumps(new_state, sort_keys=True) if new_state is not None else None
-        state_bytes = state_text.encode() if state_text is not None else None
+        text = state_text.encode(new_state) if new_state is not None else None
+        state_bytes = text.text.encode() if text is not None else None
         response = translate.response_to_proto(
             kind,
             outcome.result,
@@ -287,12 +287,14 @@ class RequestRunner:
                 internal=is_internal(job.request_id),
                 fence=self.shards.fence(job.shard),
                 started_at=self._starts.pop(job.request_id, None),  # a start no timer recorded
-                state_text=state_text,  # serialised once, for the response and the store
+                # serialised once, for the response and the store (with its change, where it can)
+                state_text=text.text if text is not None else None,
+                state_change=state_text.change(self._resolver.stored_text(job.device), text),
             )
         )
         if done:
             metrics.applied(job.device, outcome.result, request)
-            self._resolver.remember(job.device, resolved.model, new_state)
+            self._resolver.remember(job.device, resolved.model, new_state, text.kept() if text else None)
         else:  # completed elsewhere or fenced (lease lost): the database knows better than this copy
             self._resolver.forget(job.device)
 

@@ -9,6 +9,7 @@ from ._batch import StoreClosedError, WriteFailure, is_outage
 from ._database import SchemaOutdatedError
 from ._retention import Backlog, PruneResult, RetentionPolicy, outbox_backlog, prune, table_rows
 from ._shards import LeaseRound, LeaseRoundResult
+from ._state_changes import state_digest
 from ._store import Store
 from ._types import (
     Accepted,
@@ -28,6 +29,7 @@ from ._types import (
     RequestView,
     SchemaStatus,
     ShardLease,
+    StateChange,
     StoreStats,
     VerificationRow,
     VerificationStatus,
@@ -57,6 +59,7 @@ __all__ = [
     "SchemaOutdatedError",
     "SchemaStatus",
     "ShardLease",
+    "StateChange",
     "Store",
     "StoreClosedError",
     "StoreStats",
@@ -66,5 +69,6 @@ __all__ = [
     "is_outage",
     "outbox_backlog",
     "prune",
+    "state_digest",
     "table_rows",
 ]

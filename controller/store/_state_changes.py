@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -71,15 +72,19 @@ def apply_completions(
     """Apply the device side of completions (in order) inside the completing transaction.
 
     Each device row is read once (locked on PostgreSQL), changed in memory by every completion
-    of the batch in turn, and written once; each state change appends one audit row.
+    of the batch in turn, and written once; each state change appends one audit row. A
+    completion's `state_change` is taken as given while the device's state text is the one it was
+    computed against (`_given`); otherwise both states are parsed and compared here.
     """
     wanted = sorted({c.device for c in completions if c.touch_device or c.new_state is not None})
     if not wanted:
         return
-    rows: dict[str, dict[str, Any]] = {}
-    query = _devices_query(conn.dialect.name)
-    for part in chunks(wanted):
-        rows.update({row.id: dict(row._mapping) for row in conn.execute(query, {"b_ids": list(part)})})
+    rows, texts = _read_rows(conn, wanted)  # texts: each device's state text, where known
+
+    def stored_state(row: dict[str, Any]) -> Any:
+        if row["state_json"] is _UNREAD:
+            row["state_json"] = json.loads(texts[row["id"]])
+        return row["state_json"]
 
     audits: list[dict[str, Any]] = []
     touched: dict[str, dict[str, Any]] = {}
@@ -90,25 +95,11 @@ def apply_completions(
         if not (c.touch_device or c.new_state is not None):
             continue
         kind = c.kind or kinds.get(c.request_id, "")
-        row = rows.get(c.device)
-        if row is None:
+        if c.device not in rows:
             # First time this device is written; a device someone runs requests on is in inventory.
-            row = {
-                "id": c.device,
-                "plugin": c.plugin,
-                "model_json": None,
-                "state_json": None,
-                "state_version": 0,
-                "created_at": c.finished_at,
-                "updated_at": c.finished_at,
-                "last_request_id": "",
-                "last_kind": "",
-                "last_outcome": "",
-                "last_error": "",
-                "in_inventory": True,
-            }
-            rows[c.device] = row
+            rows[c.device] = _new_row(c)
             whole.add(c.device)
+        row = rows[c.device]
         if c.touch_device:
             row["last_request_id"] = c.request_id
             row["last_kind"] = kind
@@ -123,11 +114,24 @@ def apply_completions(
                     row["model_json"] = model
                     whole.add(c.device)
         if c.new_state is not None:
-            new_state = _new_state(c)
-            if new_state != row["state_json"]:
+            summary: str | None = None
+            if _given(c, texts.get(c.device)):
+                assert c.state_text is not None and c.state_change is not None
+                if c.state_change.summary != "{}":
+                    summary = c.state_change.summary
+                    row["state_json"] = _UNREAD
+            else:
+                new_state = _new_state(c)
+                old_state = stored_state(row)
+                if new_state != old_state:
+                    summary = json.dumps(state_diff(old_state, new_state))
+                    row["state_json"] = new_state
+            if summary is not None:
                 restated[c.device] = c.state_text
-                summary = state_diff(row["state_json"], new_state)
-                row["state_json"] = new_state
+                if c.state_text is None:
+                    texts.pop(c.device, None)
+                else:
+                    texts[c.device] = c.state_text
                 row["state_version"] += 1
                 row["updated_at"] = c.finished_at
                 audits.append(
@@ -138,14 +142,16 @@ def apply_completions(
                         "kind": kind,
                         "at": c.finished_at,
                         "state_version": row["state_version"],
-                        "summary": summary,
+                        "b_summary": summary,
                     }
                 )
         touched[c.device] = row
     for device, text in restated.items():
         if text is None:
             whole.add(device)
-    _upsert(conn, [row for device, row in touched.items() if device in whole])
+    _upsert(
+        conn, [{**row, "state_json": stored_state(row)} for device, row in touched.items() if device in whole]
+    )
     # NOTE: most completions change only the last-request columns and the state; writing just
     # those, the state as the text the caller serialised, spares serialising the model and the
     # state again (the whole-row upsert showed in the profile)
@@ -161,17 +167,82 @@ def apply_completions(
     if touches:
         conn.execute(_TOUCH, touches)
     if audits:
-        conn.execute(_AUDIT_INSERT, audits)
+        conn.execute(_audit_statement(conn.dialect.name), audits)
 
 
-# NOTE: built once (see `_journal`: a statement built per call costs more than it runs)
-_AUDIT_INSERT = sa.insert(A)
+def state_digest(text: str) -> bytes:
+    """The digest a completion's `StateChange` names its stored state text by."""
+    return hashlib.sha256(text.encode()).digest()
+
+
+#: a device row whose state was read (or last set) as text only: parsed when needed
+_UNREAD = object()
+
+
+def _read_rows(conn: Connection, devices: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The device rows, and each device's state text where it was read as text (SQLite)."""
+    rows: dict[str, dict[str, Any]] = {}
+    texts: dict[str, str] = {}
+    query = _devices_query(conn.dialect.name)
+    for part in chunks(devices):
+        for found in conn.execute(query, {"b_ids": list(part)}):
+            row = rows[found.id] = dict(found._mapping)
+            if "state_text" in row:  # SQLite
+                text = row.pop("state_text")
+                row["state_json"] = None if text is None else _UNREAD
+                if text is not None:
+                    texts[found.id] = text
+    return rows, texts
+
+
+def _given(c: Completion, stored_text: str | None) -> bool:
+    """Whether `c.state_change` may be taken as given: the device's state text is the one it was
+    computed against, and the new text holds no NaN or infinity (which the parse path refuses)."""
+    change, text = c.state_change, c.state_text
+    return (
+        change is not None
+        and text is not None
+        and stored_text is not None
+        and state_digest(stored_text) == change.prior_digest
+        and "NaN" not in text
+        and "Infinity" not in text
+    )
+
+
+def _new_row(c: Completion) -> dict[str, Any]:
+    return {
+        "id": c.device,
+        "plugin": c.plugin,
+        "model_json": None,
+        "state_json": None,
+        "state_version": 0,
+        "created_at": c.finished_at,
+        "updated_at": c.finished_at,
+        "last_request_id": "",
+        "last_kind": "",
+        "last_outcome": "",
+        "last_error": "",
+        "in_inventory": True,
+    }
+
+
+@functools.cache
+def _audit_statement(dialect: str) -> Any:
+    """An audit row with its summary bound as JSON text (cast on PostgreSQL, whose column is JSONB)."""
+    text = sa.bindparam("b_summary", type_=sa.Text())
+    return sa.insert(A).values(summary=sa.cast(text, JSONB) if dialect == "postgresql" else text)
 
 
 @functools.cache
 def _devices_query(dialect: str) -> Any:
-    """The device rows a completion batch changes (locked on PostgreSQL)."""
-    query = sa.select(D).where(D.c.id.in_(sa.bindparam("b_ids", expanding=True))).order_by(D.c.id)
+    """The device rows a completion batch changes (locked on PostgreSQL). On SQLite the state comes
+    as its stored text (`state_text`), parsed only where a completion's change is not taken as given."""
+    if dialect == "postgresql":
+        columns: list[Any] = list(D.columns)
+    else:
+        columns = [c for c in D.columns if c.name != "state_json"]
+        columns.append(sa.type_coerce(D.c.state_json, sa.Text()).label("state_text"))
+    query = sa.select(*columns).where(D.c.id.in_(sa.bindparam("b_ids", expanding=True))).order_by(D.c.id)
     return query.with_for_update() if dialect == "postgresql" else query
 
 

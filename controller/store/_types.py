@@ -132,6 +132,19 @@ class Completion:
     #: ``new_state`` as JSON text (``json.dumps(new_state, sort_keys=True)``), when the caller has
     #: it already: the store parses and stores this text instead of serialising the state again
     state_text: str | None = None
+    #: ``state_text``'s change against the state text the caller believes is stored: taken as
+    #: given while it is (controller/execution/state_text.py)
+    state_change: StateChange | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """A new state's change against a stored one, cut from their JSON texts."""
+
+    #: `state_digest` of the stored state's text the change was computed against
+    prior_digest: bytes
+    #: the audit summary, JSON: ``{key: {"before": old, "after": new}}`` per member whose text changed
+    summary: str
 
 
 @dataclass(frozen=True, slots=True)
