@@ -7,7 +7,7 @@ BMC's own kept-alive connections (`plugins.redfish._http`) and adds, for every H
 BMC (logins, logouts and the client's own 401 re-logins included, and the requests a logged-in
 `BmcClient` sends past the library with `send`):
 
-- the per-BMC concurrency limit (an `asyncio.Semaphore`, shared by control, metrics and ping);
+- the per-BMC concurrency limit (`plugins.redfish._slots`, shared by control, metrics and ping);
 - the process's `Session.Context` on every login (how a restarted process finds its leftovers);
 - the BMC's TLS settings (a CA-bundle context, the system store, or off when `insecure`);
 - connect and reply timeouts cut to the current request's deadline (a context variable set by the
@@ -18,7 +18,6 @@ BMC (logins, logouts and the client's own 401 re-logins included, and the reques
 
 from __future__ import annotations
 
-import asyncio
 import codecs
 import contextvars
 import json
@@ -49,6 +48,7 @@ from plugins.redfish._http import (
     TlsFailure,
 )
 from plugins.redfish._http import Reply as HttpReply
+from plugins.redfish._slots import Slots
 
 #: absolute deadline (time.monotonic()) of the request being served in this task
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("redfish_deadline", default=None)
@@ -100,7 +100,7 @@ class BmcTransport:
         #: the body of the last successful login's reply (the session as the BMC shows it; no token)
         self.login_reply: dict[str, Any] = {}
         self._settings = settings
-        self._slots = asyncio.Semaphore(settings.concurrency)
+        self._slots = Slots(settings.concurrency)
         self.requests = 0
         self.in_flight = 0
         self.max_in_flight = 0
@@ -147,7 +147,15 @@ class BmcTransport:
         and error types; raises `RedfishError`."""
         deadline = _DEADLINE.get()
         path = target.partition("?")[0]
-        await self._take_slot(method, path, deadline)
+        if deadline is not None and deadline <= time.monotonic():
+            raise DeadlineExceededError(
+                f"{self.origin}: {method} {path}: the request's deadline passed", sent=False
+            )
+        if not self._slots.try_take():  # a free slot is taken at once, without a coroutine
+            await self._wait_for_slot(method, path, deadline)
+        self.requests += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
         s = self._settings
         try:
             if deadline is None:
@@ -170,32 +178,15 @@ class BmcTransport:
             self.login_reply = _json_object(reply.body)
         return reply
 
-    async def _take_slot(self, method: str, path: str, deadline: float | None) -> None:
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise DeadlineExceededError(
-                    f"{self.origin}: {method} {path}: the request's deadline passed", sent=False
-                )
-            if self._slots.locked():
-                # NOTE: a timer only when the slot wait can block: an `asyncio.timeout` per call
-                # (a handle on the loop's timer heap) cost ~2% of the CPU of a fan-out.
-                try:
-                    async with asyncio.timeout(remaining):
-                        await self._slots.acquire()
-                except TimeoutError:
-                    raise DeadlineExceededError(
-                        f"{self.origin}: {method} {path}: the deadline passed while waiting for a "
-                        f"free connection slot (per-BMC limit {self._settings.concurrency})",
-                        sent=False,
-                    ) from None
-            else:
-                await self._slots.acquire()  # a free slot: taken at once
-        else:
-            await self._slots.acquire()
-        self.requests += 1
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+    async def _wait_for_slot(self, method: str, path: str, deadline: float | None) -> None:
+        try:
+            await self._slots.take(None if deadline is None else deadline - time.monotonic())
+        except TimeoutError:
+            raise DeadlineExceededError(
+                f"{self.origin}: {method} {path}: the deadline passed while waiting for a free "
+                f"connection slot (per-BMC limit {self._settings.concurrency})",
+                sent=False,
+            ) from None
 
     def _released(self) -> None:
         self.in_flight -= 1

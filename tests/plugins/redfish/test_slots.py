@@ -1,0 +1,84 @@
+"""A BMC's connection slots (`plugins.redfish._slots`): asyncio.Semaphore's contract (at most
+`limit` holders, waiters in arrival order, a cancelled waiter never loses a slot), a free slot
+taken without waiting, and a wait that gives up at its timeout."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from plugins.redfish._slots import Slots
+
+
+async def test_at_most_limit_holders_and_waiters_in_arrival_order() -> None:
+    slots = Slots(2)
+    assert slots.try_take() and slots.try_take()
+    assert not slots.try_take()
+    order: list[int] = []
+
+    async def wait(n: int) -> None:
+        await slots.take(None)
+        order.append(n)
+
+    waiting = [asyncio.create_task(wait(n)) for n in range(3)]
+    await asyncio.sleep(0)
+    assert order == []
+    slots.release()
+    await asyncio.sleep(0)
+    assert order == [0]
+    slots.release()
+    slots.release()
+    await asyncio.gather(*waiting)
+    assert order == [0, 1, 2]
+    assert not slots.try_take(), "the three waiters and nobody else hold the two slots and one more"
+
+
+async def test_a_newcomer_does_not_jump_the_queue() -> None:
+    slots = Slots(1)
+    assert slots.try_take()
+    waiter = asyncio.create_task(slots.take(None))
+    await asyncio.sleep(0)
+    slots.release()  # handed to the waiter, not freed
+    assert not slots.try_take()
+    await waiter
+
+
+async def test_a_wait_times_out_and_leaves_the_queue() -> None:
+    slots = Slots(1)
+    assert slots.try_take()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(TimeoutError):
+        await slots.take(0.05)
+    assert loop.time() - started >= 0.05
+    slots.release()
+    assert slots.try_take(), "the timed-out waiter holds nothing and blocks nobody"
+
+
+async def test_a_waiter_cancelled_after_being_handed_a_slot_passes_it_on() -> None:
+    slots = Slots(1)
+    assert slots.try_take()
+    first = asyncio.create_task(slots.take(None))
+    second = asyncio.create_task(slots.take(None))
+    await asyncio.sleep(0)
+    slots.release()  # handed to `first`, which is cancelled before it runs again
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await asyncio.wait_for(second, 1)  # the slot went on to `second`
+    assert not slots.try_take()
+    slots.release()
+    assert slots.try_take()
+
+
+async def test_a_cancelled_waiter_loses_its_place_not_a_slot() -> None:
+    slots = Slots(1)
+    assert slots.try_take()
+    gone = asyncio.create_task(slots.take(None))
+    await asyncio.sleep(0)
+    gone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    slots.release()
+    assert slots.try_take(), "freed, not handed to the cancelled waiter"
