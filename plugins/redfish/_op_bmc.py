@@ -7,9 +7,9 @@ receipt for it, or, in a dry run, plans it and sends nothing.
 from __future__ import annotations
 
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Coroutine, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from redfish.aio.response import AsyncRestResponse
 
@@ -23,6 +23,8 @@ from plugins.redfish._errors import (
     TlsError,
 )
 from plugins.redfish._platforms import CapRequest
+
+T = TypeVar("T")
 
 _UNREACHABLE = (ConnectionFailedError, RequestTimeoutError, TlsError, DeadlineExceededError)
 
@@ -57,16 +59,16 @@ class OpBmc:
         """Seconds left before the deadline."""
         return max(0.0, self.deadline - time.monotonic())
 
-    async def get(self, path: str) -> Document:
-        """GET a resource."""
-        return await self._track(self.client.get(path, deadline=self.deadline))
+    def get(self, path: str) -> Coroutine[Any, Any, Document]:
+        """GET a resource (the tracking coroutine itself: one coroutine less per BMC call)."""
+        return self._track(self.client.get(path, deadline=self.deadline))
 
     @property
     def dry_run(self) -> bool:
         """Plan only: writes are recorded as planned and not sent."""
         return write_log().dry_run
 
-    async def send(
+    def send(
         self,
         request: CapRequest,
         etag: str | None,
@@ -74,13 +76,14 @@ class OpBmc:
         component: str = "",
         before: float | None = None,
         note: str = "",
-    ) -> int:
-        """Send a cap request (PATCH or action POST); 202 is waited for. Returns its receipt index."""
+    ) -> Coroutine[Any, Any, int]:
+        """Send a cap request (PATCH or action POST); 202 is waited for. Returns its receipt index
+        (the writing coroutine itself: one coroutine less per BMC call)."""
         if request.method == "PATCH":
             call = self.client.patch(request.path, request.body, deadline=self.deadline, etag=etag)
         else:
             call = self.client.post(request.path, request.body, deadline=self.deadline)
-        return await self._write(
+        return self._write(
             request.method, request.path, request.body, call, component=component, before=before, note=note
         )
 
@@ -112,7 +115,7 @@ class OpBmc:
         """GET the service root without authentication."""
         return await self._track(self.client.ping(deadline=self.deadline, attempts=attempts))
 
-    async def _track(self, awaitable: Any) -> Any:
+    async def _track(self, awaitable: Awaitable[T]) -> T:
         self.calls += 1
         try:
             result = await awaitable
