@@ -67,9 +67,8 @@ def _fanout(name: str, key: str) -> Callable[[dict[str, Any]], float | None]:
 
 def _calls_per_activation(name: str) -> Callable[[dict[str, Any]], float | None]:
     def read(results: dict[str, Any]) -> float | None:
-        phase = _phase(results, name)
-        sizes = results["fanout"]["result"]["sizes"]
-        return None if phase is None else phase["calls"] / sizes[0]["n"]
+        phase = _phase(results, name)  # None when fan-out did not run (`--only ingest`)
+        return None if phase is None else phase["calls"] / results["fanout"]["result"]["sizes"][0]["n"]
 
     return read
 
@@ -77,8 +76,9 @@ def _calls_per_activation(name: str) -> Callable[[dict[str, Any]], float | None]
 def _cpu_per_activation(name: str) -> Callable[[dict[str, Any]], float | None]:
     def read(results: dict[str, Any]) -> float | None:
         phase = _phase(results, name)
-        sizes = results["fanout"]["result"]["sizes"]
-        return None if phase is None else phase["controller_cpu_s"] * 1000 / sizes[0]["n"]
+        if phase is None:
+            return None
+        return phase["controller_cpu_s"] * 1000 / results["fanout"]["result"]["sizes"][0]["n"]
 
     return read
 

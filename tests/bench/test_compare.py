@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import main
-from bench.compare import check_imports, checkout, render, resolve
+from bench.compare import check_imports, checkout, metrics, render, resolve
 from bench.util import ROOT
 
 
@@ -60,3 +60,9 @@ def test_compare_against_head_prints_the_ratio_table(
     ref_results = json.loads((out / "round1-ref" / "results.json").read_text())
     assert ref_results["fanout"]["code"].startswith(summary["commit"][:7])
     assert all(phase["problems"] == [] for phase in ref_results["fanout"]["result"]["sizes"][0]["phases"])
+
+
+def test_a_benchmark_left_out_reads_as_no_value() -> None:
+    """`--compare REF --only ingest`: the fan-out rows read no value (a dash), not a KeyError."""
+    ingest_only: dict[str, object] = {"ingest": {"result": {"backends": {"sqlite": {"skipped": "x"}}}}}
+    assert all(metric.read(ingest_only) is None for metric in metrics(["sqlite"]))
