@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.config import Settings
-from controller.execution.state_text import Kept
+from controller.execution.state_text import Kept, StateText
 from controller.inventory import DeviceEntry, entry_from_model, parse_model_json, plugin_registry
 from controller.observability.logs import clip
 from controller.plugin_host.host import PluginHost
@@ -78,7 +78,7 @@ class DeviceResolver:
         device: str,
         model: Mapping[str, Any],
         state: dict[str, Any] | None,
-        text: Kept | None = None,
+        text: StateText | None = None,
     ) -> None:
         """A completion committed: its model, and its new state (stored as `text`) if it has one,
         are the stored ones. The state is kept as the plugin returned it, unchanged: the next
@@ -86,7 +86,8 @@ class DeviceResolver:
         known = self._devices.setdefault(device, _Known(None, {}))
         known.model = dict(model)
         if state is not None:
-            known.state, known.text = state, text
+            # what the next change is cut from, where the store keeps the text (SQLite)
+            known.state, known.text = state, text.kept() if text and self._store.keeps_state_text else None
 
     def stored_text(self, device: str) -> Kept | None:
         """What this process kept of the device's stored state text, if it stored it."""

@@ -106,6 +106,13 @@ class Store(OutboxAccess):
         """``"sqlite"`` or ``"postgresql"``."""
         return str(self._url.get_backend_name())
 
+    @property
+    def keeps_state_text(self) -> bool:
+        """Whether a device's state is stored as the JSON text a completion gives (SQLite), so a
+        change against that text can be taken as given (``Completion.state_change``); PostgreSQL's
+        JSONB keeps no text."""
+        return self.dialect == "sqlite"
+
     def _with_migration_engine(self, fn: Callable[[Any], T]) -> T:
         if self._memory:
             return fn(self._write_engine)
