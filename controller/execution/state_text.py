@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from controller.store import StateChange, state_digest
@@ -35,10 +35,19 @@ class StateText:
     text: str
     #: key -> (start, end) of its value's text; empty when the state has a key that is not a string
     spans: Mapping[str, tuple[int, int]]
+    #: long members' digests, made once (`change` compares them, `kept` keeps them)
+    _digests: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
 
     def member(self, key: str) -> str | None:
         span = self.spans.get(key)
         return None if span is None else self.text[span[0] : span[1]]
+
+    def long_member_digest(self, key: str) -> bytes:
+        digest = self._digests.get(key)
+        if digest is None:
+            start, end = self.spans[key]
+            digest = self._digests[key] = state_digest(self.text[start:end])
+        return digest
 
     def kept(self) -> Kept | None:
         """What to keep of this text to cut the next change from (None: its members are unknown)."""
@@ -46,8 +55,8 @@ class StateText:
             return None
         members: dict[str, str | bytes] = {}
         for key, (start, end) in self.spans.items():
-            value = self.text[start:end]
-            members[key] = value if end - start <= LONG_MEMBER else state_digest(value)
+            long = end - start > LONG_MEMBER
+            members[key] = self.long_member_digest(key) if long else self.text[start:end]
         return Kept(state_digest(self.text), members)
 
 
@@ -88,7 +97,7 @@ def change(prior: Kept | None, new: StateText | None) -> StateChange | None:
     for key in sorted(prior.members.keys() | new.spans.keys()):
         before, after = prior.members.get(key), new.member(key)
         if isinstance(before, bytes):
-            if after is not None and state_digest(after) == before:
+            if after is not None and new.long_member_digest(key) == before:
                 continue
             return None
         if before != after:
