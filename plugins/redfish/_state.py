@@ -28,6 +28,7 @@ secret is ever stored here.
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -259,12 +260,11 @@ def _copy(value: Any) -> Any:
 
 
 def _now() -> str:
-    """The current UTC time to the second, formatted once per second (each cap an operation sets
-    is stamped with it)."""
-    second = int(time.time())
-    if second != _stamp[0]:
-        _stamp[:] = [second, datetime.fromtimestamp(second, UTC).isoformat(timespec="seconds")]
-    return str(_stamp[1])
+    """The current UTC time to the second (each cap an operation sets is stamped with it)."""
+    return _second(int(time.time()))
 
 
-_stamp: list[int | str] = [0, ""]
+@functools.lru_cache(maxsize=1)
+def _second(second: int) -> str:
+    """A second, formatted once however many caps are stamped with it."""
+    return datetime.fromtimestamp(second, UTC).isoformat(timespec="seconds")
