@@ -43,6 +43,7 @@ from redfish.aio.response import AsyncRestResponse
 
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._errors import RedfishError, RedfishHTTPError, SessionLimitError, error_for_response
+from plugins.redfish._telemetry import SESSION_LIMIT
 from plugins.redfish._transport import BmcTransport, deadline_scope
 
 log = logging.getLogger("plugins.redfish._client")
@@ -152,12 +153,15 @@ class LeftoverSessions:
                 error = again
             else:
                 self._auth = "session"
+                SESSION_LIMIT.labels("freed").inc()
                 return
         if self.settings.basic_fallback:
+            SESSION_LIMIT.labels("basic").inc()
             log.warning("%s: Redfish session limit reached; using Basic auth (basic_fallback)", self.origin)
             await self._redfish.login(auth="basic")
             self._auth = "basic"
             return
+        SESSION_LIMIT.labels("refused").inc()
         table = self._full_table(sweep)
         raise SessionLimitError(
             f"{self.origin}: {table}; free a session on the BMC, or set `basic_fallback = true` for "

@@ -18,6 +18,14 @@ BMC_REQUESTS = Counter(
     ["method", "status", "platform"],
 )
 SESSIONS_OPEN = Gauge("devicectl_bmc_sessions_open", "Redfish sessions this process holds open on BMCs")
+# a BMC's session table is small (GB200: 4) and only reports its size by refusing one more: the
+# refusals are what an alert can see (deploy/helm/devicectl/files/alerts.yaml)
+SESSION_LIMIT = Counter(
+    "devicectl_bmc_session_limit_reached",
+    "Logins a BMC refused with SessionLimitExceeded, by result (freed: devicectl's own leaked "
+    "sessions deleted and the login retried; basic: Basic auth instead; refused: the request failed)",
+    ["result"],
+)
 
 # HTTPS calls to a BMC take from a few milliseconds (a cached GET) to tens of seconds (a slow PATCH
 # on a busy BMC, a task poll); the buckets span both

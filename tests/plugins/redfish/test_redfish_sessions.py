@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from plugins.base import Empty
 from plugins.redfish import RedfishPlugin
@@ -33,6 +34,11 @@ async def _plugin(client_id: str) -> RedfishPlugin:
     plugin.set_client_id(client_id)
     await plugin.start()
     return plugin
+
+
+def _limit_reached(result: str) -> float:
+    """`devicectl_bmc_session_limit_reached_total{result}`: what the session-table alert reads."""
+    return REGISTRY.get_sample_value("devicectl_bmc_session_limit_reached_total", {"result": result}) or 0.0
 
 
 def _contexts(bmc: SimulatedBmc) -> list[str | None]:
@@ -138,9 +144,11 @@ async def test_full_session_table_frees_only_our_leftover_and_never_falls_back_s
         assert bmc.sessions.is_full()
         h.plugin = RedfishPlugin()
         await h.plugin.start()
+        freed, refused = _limit_reached("freed"), _limit_reached("refused")
         out = await h.call("std_metrics", bmc, Empty(), state={})  # nothing recorded: found by Context
         assert out.result.ok, out.result.error
         assert bmc.stats.session_limit_rejections == 1
+        assert _limit_reached("freed") == freed + 1 and _limit_reached("refused") == refused
         live = set(bmc.sessions.ids())
         assert ours not in live and set(foreign) <= live and len(live) == 4
         assert h.plugin.pool.clients()[0].auth_mode == "session"
@@ -155,6 +163,7 @@ async def test_full_session_table_frees_only_our_leftover_and_never_falls_back_s
         message = str(caught.value)
         assert "session table is full: 4 of 4 sessions open" in message
         assert "none of them this controller's" in message
+        assert _limit_reached("refused") == refused + 1
         assert "3 of account 'admin' from 10.1.2.3" in message
         assert "1 of account 'admin' from 10.1.2.4 (Context 'other-tool')" in message
         assert len(bmc.sessions) == 4
