@@ -27,6 +27,27 @@ from tests.ops._helm import ChartFailure, render_chart, render_notes
 from tests.ops.test_deploy import CHART, by_kind, container, env_of
 
 SERVICE_MONITOR = "monitoring.coreos.com/v1/ServiceMonitor"
+PROMETHEUS_RULE = "monitoring.coreos.com/v1/PrometheusRule"
+#: pod placement and pull secrets, as an operator would set them
+PLACEMENT = {
+    "imagePullSecrets": [{"name": "regcred"}],
+    "nodeSelector": {"kubernetes.io/os": "linux"},
+    "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "control", "effect": "NoSchedule"}],
+    "affinity": {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "devicectl"}},
+                    },
+                }
+            ]
+        }
+    },
+    "terminationGracePeriodSeconds": 45,
+}
 VERSIONS = ("1.27.0", latest_version())
 TLS = {"tls": {"enabled": True, "clientCA": True}, "probes": {"type": "http"}}
 CALLBACK_TLS = {
@@ -43,7 +64,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
     "defaults": {},
     "tls": {**TLS, **CALLBACK_TLS},
     "workers": {"workers": 2},
-    "postgresql": {"replicas": 3, "workers": 1, "database": {"engine": "postgresql"}},
+    "postgresql": {"replicas": 3, "workers": 1, "database": {"engine": "postgresql"}, **PLACEMENT},
     "sqlite": {"database": {"engine": "sqlite"}, "persistence": {"existingClaim": "devicectl-data"}},
     "simulator": {"bmcSimulator": {"enabled": True, "count": 2}, "serviceMonitor": {"enabled": True}},
 }
@@ -57,16 +78,20 @@ def pod_spec(docs: list[dict[str, Any]]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("name", sorted(COMBINATIONS))
 def test_each_combination_validates_against_kubernetes_schemas(name: str) -> None:
-    docs = render_chart(CHART, COMBINATIONS[name], api_versions=[SERVICE_MONITOR])
+    docs = render_chart(CHART, COMBINATIONS[name], api_versions=[SERVICE_MONITOR, PROMETHEUS_RULE])
     checked = 0
     for doc in docs:
         if doc["kind"] == "ServiceMonitor":
             check_service_monitor(doc)
             continue
+        if doc["kind"] == "PrometheusRule":
+            check_prometheus_rule(doc)
+            continue
         for version in VERSIONS:
             kubernetes_validate.validate(doc, version, strict=True)  # raises ValidationError
             checked += 1
     assert checked >= 2 * 4  # at least Deployment, Service, ConfigMap, ServiceAccount
+    assert {"ServiceMonitor", "PrometheusRule"} <= set(by_kind(docs))
 
 
 def test_the_validator_rejects_what_kubernetes_rejects() -> None:
@@ -92,6 +117,15 @@ def check_service_monitor(doc: dict[str, Any]) -> None:
     assert set(spec) == {"selector", "endpoints"} and set(spec["selector"]) == {"matchLabels"}
     for endpoint in spec["endpoints"]:
         assert set(endpoint) == {"port", "path", "interval"} and endpoint["path"] == "/metrics"
+
+
+def check_prometheus_rule(doc: dict[str, Any]) -> None:
+    """The fields the Prometheus Operator's PrometheusRule CRD reads: groups of named rules."""
+    assert set(doc) == {"apiVersion", "kind", "metadata", "spec"} and set(doc["spec"]) == {"groups"}
+    for group in doc["spec"]["groups"]:
+        assert set(group) == {"name", "rules"}
+        for rule in group["rules"]:
+            assert set(rule) <= {"alert", "expr", "for", "labels", "annotations"} and rule["expr"]
 
 
 def test_the_service_monitor_renders_only_when_asked_or_when_its_crd_exists() -> None:
@@ -121,18 +155,36 @@ def test_every_metrics_port_of_the_executors_is_exposed_and_scraped() -> None:
 
 
 def test_the_schema_is_migrated_before_the_controller_starts() -> None:
-    pod = pod_spec(render_chart(CHART))
-    (init,) = pod["initContainers"]
-    assert init["args"] == ["db", "upgrade"]
-    assert env_of(init)["DEVICECTL_DATABASE_URL"] == env_of(pod["containers"][0])["DEVICECTL_DATABASE_URL"]
+    """PostgreSQL: a pre-install/pre-upgrade hook Job (a rollback runs none, so an older image never
+    crash-loops on a newer schema); SQLite: the pod's init container, on the volume of its file."""
+    docs = render_chart(CHART)
+    pod = pod_spec(docs)
+    assert "initContainers" not in pod
+    (job,) = by_kind(docs)["Job"]
+    hooks = job["metadata"]["annotations"]
+    assert hooks["helm.sh/hook"] == "pre-install,pre-upgrade"
+    assert set(hooks["helm.sh/hook-delete-policy"].split(",")) == {"before-hook-creation", "hook-succeeded"}
+    job_pod = job["spec"]["template"]["spec"]
+    (migrate,) = job_pod["containers"]
+    assert migrate["args"] == ["db", "upgrade"] and job_pod["restartPolicy"] == "Never"
+    assert env_of(migrate)["DEVICECTL_DATABASE_URL"] == env_of(pod["containers"][0])["DEVICECTL_DATABASE_URL"]
+    # the chart's ServiceAccount does not exist before a first install: the Job must not name it
+    assert "serviceAccountName" not in job_pod and job_pod["automountServiceAccountToken"] is False
+    # its pods are not the controller's: the Service never selects them
+    service = by_kind(docs)["Service"][0]["spec"]["selector"]
+    assert not service.items() <= job["spec"]["template"]["metadata"]["labels"].items()
     # SQLite: the file lives on the volume both containers mount
-    sqlite = pod_spec(render_chart(CHART, COMBINATIONS["sqlite"]))
+    sqlite_docs = render_chart(CHART, COMBINATIONS["sqlite"])
+    assert "Job" not in by_kind(sqlite_docs)
+    sqlite = pod_spec(sqlite_docs)
     mounts = {m["name"]: m["mountPath"] for m in sqlite["initContainers"][0]["volumeMounts"]}
     assert mounts["data"] == "/var/lib/devicectl"
     assert {v["name"]: v for v in sqlite["volumes"]}["data"]["persistentVolumeClaim"]["claimName"] == (
         "devicectl-data"
     )
-    assert "initContainers" not in pod_spec(render_chart(CHART, {"migrations": {"enabled": False}}))
+    off = render_chart(CHART, {**COMBINATIONS["sqlite"], "migrations": {"enabled": False}})
+    assert "initContainers" not in pod_spec(off)
+    assert "Job" not in by_kind(render_chart(CHART, {"migrations": {"enabled": False}}))
 
 
 def test_tls_needs_a_callback_that_devicectl_accepts() -> None:
@@ -209,8 +261,9 @@ def test_service_account_without_a_token_and_a_disruption_budget_for_replicas() 
 
 def test_notes_say_how_to_check_the_install() -> None:
     notes = render_notes(CHART, {"workers": 2})
+    assert notes.startswith("devicectl 0.1.0 is installed as test-devicectl")  # appVersion
     assert "kubectl rollout status deployment/test-devicectl" in notes
-    assert "db-upgrade" in notes and "/readyz" in notes
+    assert "hook Job test-devicectl-migrate" in notes and "/readyz" in notes
     assert 'scrape port "metrics" and "metrics-w1".."metrics-w2"' in notes
     assert "{{" not in notes
 

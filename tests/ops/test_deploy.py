@@ -1,4 +1,4 @@
-"""The deployment kit: the chart renders (without helm: tests/ops/_helm.py) into manifests of the
+"""The deployment kit: the chart renders (by Helm itself: tests/ops/_helm.py) into manifests of the
 right shape, and the example config, inventory, chart config and unit load through the real
 loaders and command line parser."""
 
@@ -7,8 +7,6 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from controller.cli import _parser
 from controller.config import Settings, load_settings
@@ -20,7 +18,7 @@ from controller.inventory import (
     secret_policy,
 )
 from controller.security.secrets import SecretStore
-from tests.ops._helm import render, render_chart
+from tests.ops._helm import render_chart
 
 DEPLOY = Path(__file__).parents[2] / "deploy"
 CHART = DEPLOY / "helm" / "devicectl"
@@ -42,21 +40,10 @@ def env_of(c: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in c["env"]}
 
 
-def test_renderer_subset() -> None:
-    scope = {"Values": {"a": {"b": 'x"y'}, "on": True, "t": "grpc", "m": {"k": 1}}, "Release": {"Name": "r"}}
-    assert render("v: {{ .Values.a.b | quote }}", scope) == 'v: "x\\"y"'
-    text = "{{- if .Values.on }}\nyes\n{{- else }}\nno\n{{- end }}\n"
-    assert render(text, scope).strip() == "yes"
-    assert render('{{- if eq .Values.t "http" }}a{{- else }}b{{- end }}', scope) == "b"
-    assert render("m:\n  {{- toYaml .Values.m | nindent 2 }}", scope) == "m:\n  k: 1"
-    with pytest.raises(ValueError, match="unsupported"):
-        render('{{ include "x" . }}', scope)
-
-
 def test_default_chart_renders_a_probed_non_root_deployment(tmp_path: Path) -> None:
     kinds = by_kind(render_chart(CHART))
     # no ServiceMonitor on a cluster without the Prometheus Operator (tests/ops/test_chart_schemas.py)
-    assert set(kinds) == {"ConfigMap", "Deployment", "Service", "ServiceAccount"}
+    assert set(kinds) == {"ConfigMap", "Deployment", "Job", "NetworkPolicy", "Service", "ServiceAccount"}
     deployment = kinds["Deployment"][0]
     pod = deployment["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
@@ -112,7 +99,7 @@ def test_chart_with_tls_http_probes_and_the_simulator() -> None:
     assert {v["name"] for v in controller["spec"]["template"]["spec"]["volumes"]} >= {"tls", "bmc-secrets"}
     sim = container(simulator)
     assert sim["args"][0] == "bmc-sim" and sim["args"][sim["args"].index("--count") + 1] == "2"
-    assert {s["metadata"]["name"] for s in kinds["Service"]} == {"test-devicectl", "test-bmc-sim"}
+    assert {s["metadata"]["name"] for s in kinds["Service"]} == {"test-devicectl", "test-devicectl-bmc-sim"}
 
 
 def test_example_config_and_inventory_load() -> None:

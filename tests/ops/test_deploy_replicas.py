@@ -9,7 +9,7 @@ import pytest
 
 from controller.config import load_settings
 from controller.process.workers import ProcessModelError, check_process_model, process_role
-from tests.ops._helm import ChartFailure, render, render_chart
+from tests.ops._helm import ChartFailure, render_chart
 from tests.ops.test_deploy import CHART, by_kind, container, env_of
 
 
@@ -19,16 +19,6 @@ def deployed_settings(values: dict[str, Any]) -> Any:
     c = container(by_kind(render_chart(CHART, values))["Deployment"][0])
     env = {k: v for k, v in env_of(c).items() if isinstance(v, str)}
     return load_settings(None, env=env)
-
-
-def test_renderer_comparisons_and_fail() -> None:
-    scope = {"Values": {"n": 3, "e": "sqlite"}}
-    assert render("{{- if gt (int .Values.n) 1 }}many{{- end }}", scope) == "many"
-    assert render("{{- if gt (int .Values.n) 3 }}many{{- end }}", scope) == ""
-    assert render('{{- if ne .Values.e "postgresql" }}not pg{{- end }}', scope) == "not pg"
-    assert render('{{- if eq .Values.e "postgresql" }}{{ fail "never" }}{{- end }}ok', scope) == "ok"
-    with pytest.raises(ChartFailure, match=r"^stop here$"):
-        render('{{ fail "stop here" }}', scope)
 
 
 def test_several_replicas_on_postgresql_render_and_each_pod_is_its_own_instance() -> None:

@@ -1,0 +1,113 @@
+{{/* Names: Kubernetes caps names (and label values) at 63 characters. */}}
+{{- define "devicectl.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* <release>-devicectl, or the release name alone when it already says devicectl. */}}
+{{- define "devicectl.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* A second object's name: the full name with a suffix, still within 63 characters. */}}
+{{- define "devicectl.suffixed" -}}
+{{- $full := include "devicectl.fullname" .root }}
+{{- printf "%s-%s" ($full | trunc (int (sub 62 (len .suffix))) | trimSuffix "-") .suffix }}
+{{- end }}
+
+{{- define "devicectl.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "devicectl.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "devicectl.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "devicectl.labels" -}}
+helm.sh/chart: {{ include "devicectl.chart" . }}
+{{ include "devicectl.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* The simulator's own name label: the controller's Service and ServiceMonitor never select it. */}}
+{{- define "devicectl.simulatorLabels" -}}
+helm.sh/chart: {{ include "devicectl.chart" . }}
+app.kubernetes.io/name: {{ include "devicectl.name" . }}-bmc-sim
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: bmc-simulator
+{{- end }}
+
+{{- define "devicectl.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "devicectl.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "devicectl.image" -}}
+"{{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}"
+{{- end }}
+
+{{/* Pod placement and pull secrets, shared by the controller, the migration Job and the simulator. */}}
+{{- define "devicectl.scheduling" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* Whether the Prometheus Operator kind `.kind` renders: true, or auto where its CRD is served. */}}
+{{- define "devicectl.operatorKind" -}}
+{{- $on := toString .enabled }}
+{{- if or (eq $on "true") (and (eq $on "auto") (.root.Capabilities.APIVersions.Has (printf "monitoring.coreos.com/v1/%s" .kind))) }}true{{ end }}
+{{- end }}
+
+{{/* The environment `devicectl db upgrade` needs: the database URL only. */}}
+{{- define "devicectl.databaseEnv" -}}
+- name: DEVICECTL_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.database.secretName }}
+      key: {{ .Values.database.secretKey }}
+{{- end }}
+
+{{- define "devicectl.containerSecurity" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: ["ALL"]
+{{- end }}
+
+{{- define "devicectl.podSecurity" -}}
+runAsNonRoot: true
+runAsUser: 10001
+runAsGroup: 10001
+fsGroup: 10001
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
