@@ -20,6 +20,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from controller.process.workers import accepts
 from controller.store import outbox_backlog, table_rows
 
 if TYPE_CHECKING:
@@ -75,10 +76,17 @@ class ServedController(Protocol):
 
 class StateCollector(Collector):
     """Gauges read from the served controller when scraped; database figures come from the last
-    `refresh()` (done by the /metrics handler before it renders)."""
+    `refresh()` (done by the /metrics handler before it renders).
+
+    Database-wide figures (outbox backlog and its age, dead letters, table rows) are the same
+    whichever process reads them: only a process that accepts requests (a front end, or a single
+    process) exports them, so `serve --workers N` exports them once, not N + 1 times, and each of
+    several pods exports the same value, which dashboards and alerts read with `max`
+    (docs/operations.md, "Metrics")."""
 
     def __init__(self, controller: ServedController) -> None:
         self._controller = controller
+        self.database_wide = accepts(controller.settings)
         self.backlog = 0
         self.oldest_age = 0.0
         self.dead_letters = 0
@@ -89,6 +97,10 @@ class StateCollector(Collector):
     async def refresh(self, rows_every: float = 30.0) -> None:
         store = self._controller.store
         try:
+            if not self.database_wide:  # an executor: whether the database answers, nothing more
+                await store.dead_letter_count()
+                self.database_up = True
+                return
             backlog = await outbox_backlog(store)
             self.backlog, self.oldest_age = backlog.count, backlog.oldest_age(datetime.now(UTC))
             self.dead_letters = await store.dead_letter_count()
@@ -114,13 +126,8 @@ class StateCollector(Collector):
             "Shards whose requests this process runs now (controller/cluster/shards.py)",
             len(c.shards.runnable()),
         )
-        yield GaugeMetricFamily("devicectl_outbox_backlog", "Responses awaiting delivery", self.backlog)
-        yield GaugeMetricFamily(
-            "devicectl_outbox_oldest_age_seconds", "Age of the oldest undelivered response", self.oldest_age
-        )
-        yield GaugeMetricFamily(
-            "devicectl_dead_letters", "Responses given up on (dead-lettered)", self.dead_letters
-        )
+        if self.database_wide:
+            yield from self._database_wide()
         yield GaugeMetricFamily(
             "devicectl_database_up",
             "1 when the database answered the last scrape's queries",
@@ -134,10 +141,6 @@ class StateCollector(Collector):
             "0 while the topology callback is down",
             int(not c.delivery.destination.failing),
         )
-        rows = GaugeMetricFamily("devicectl_table_rows", "Rows per table (retention)", labels=["table"])
-        for table, count in sorted(self.rows.items()):
-            rows.add_metric([table], count)
-        yield rows
         restarts = CounterMetricFamily(
             "devicectl_plugin_restarts", "Out-of-process plugin restarts", labels=["plugin"]
         )
@@ -145,6 +148,19 @@ class StateCollector(Collector):
             if hasattr(plugin, "restarts"):
                 restarts.add_metric([name], int(plugin.restarts))
         yield restarts
+
+    def _database_wide(self) -> Iterator[Any]:
+        yield GaugeMetricFamily("devicectl_outbox_backlog", "Responses awaiting delivery", self.backlog)
+        yield GaugeMetricFamily(
+            "devicectl_outbox_oldest_age_seconds", "Age of the oldest undelivered response", self.oldest_age
+        )
+        yield GaugeMetricFamily(
+            "devicectl_dead_letters", "Responses given up on (dead-lettered)", self.dead_letters
+        )
+        rows = GaugeMetricFamily("devicectl_table_rows", "Rows per table (retention)", labels=["table"])
+        for table, count in sorted(self.rows.items()):
+            rows.add_metric([table], count)
+        yield rows
 
 
 # ---- the HTTP endpoint --------------------------------------------------------------------------

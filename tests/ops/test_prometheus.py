@@ -14,12 +14,13 @@ import re
 import shutil
 import socket
 from asyncio.subprocess import PIPE, STDOUT
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 
 from controller.inventory import load_inventory
 from plugins.redfish.simulator import SimulatorFleet
@@ -126,18 +127,28 @@ def _free_port() -> int:
 
 @pytest.fixture
 async def prometheus(tmp_path: Path) -> AsyncIterator[Any]:
-    """A factory: `await prometheus(target_port)` starts a real Prometheus scraping that port every
-    second on a free loopback port, and returns its base URL; it is stopped after the test."""
+    """A factory: `await prometheus(*target_ports, rule_files=())` starts a real Prometheus
+    scraping those ports every second (job `devicectl`) and evaluating the rule files every second,
+    on a free loopback port, and returns its base URL; it is stopped after the test."""
     binary = _require(PROMETHEUS, "prometheus")
     procs: list[asyncio.subprocess.Process] = []
 
-    async def start(target: int) -> str:
+    async def start(*targets: int, rule_files: Sequence[Path] = ()) -> str:
         port = _free_port()
         config = tmp_path / "prometheus.yml"
         config.write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            "scrape_configs:\n  - job_name: devicectl\n"
-            f"    static_configs:\n      - targets: ['127.0.0.1:{target}']\n"
+            yaml.safe_dump(
+                {
+                    "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                    "rule_files": [str(f) for f in rule_files],
+                    "scrape_configs": [
+                        {
+                            "job_name": "devicectl",
+                            "static_configs": [{"targets": [f"127.0.0.1:{t}" for t in targets]}],
+                        }
+                    ],
+                }
+            )
         )
         proc = await asyncio.create_subprocess_exec(
             binary,
