@@ -319,23 +319,14 @@ def values_of(argv: list[str]) -> dict[str, Any]:
     return out
 
 
-def _known(values: dict[str, Any], defaults: dict[str, Any], path: str = "") -> None:
-    for key, value in values.items():
-        assert key in defaults, f"--set {path}{key}: no such value in values.yaml"
-        if isinstance(value, dict):
-            _known(value, defaults[key], f"{path}{key}.")
-
-
 @pytest.mark.parametrize("doc", ["README.md", "docs/operations.md"])
 def test_the_documented_helm_commands_set_real_values_and_render_valid_manifests(doc: str) -> None:
     commands = [
         c for c in helm_commands((CHART.parents[2] / doc).read_text()) if c[1] in ("install", "upgrade")
     ]
     assert commands, f"{doc} documents no helm install"
-    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
     for argv in commands:
-        values = values_of(argv)
-        _known(values, defaults)
-        for manifest in render_chart(CHART, values):  # ChartFailure: the documented line fails
+        # ChartFailure: the documented line fails, or sets a value values.schema.json does not know
+        for manifest in render_chart(CHART, values_of(argv)):
             if manifest["kind"] != "ServiceMonitor":
                 kubernetes_validate.validate(manifest, VERSIONS[0], strict=True)
