@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from typing import Any
 
 import kubernetes_validate
@@ -89,6 +90,11 @@ def test_names_stay_within_63_characters_and_labels_are_standard() -> None:
         "devicectl-prod"
     )
     assert container(by_kind(docs)["Deployment"][0])["image"] == f"devicectl:{APP_VERSION}"
+
+
+def test_the_app_version_is_the_release_of_devicectl_the_chart_ships() -> None:
+    project = tomllib.loads((CHART.parents[2] / "pyproject.toml").read_text())["project"]
+    assert APP_VERSION == project["version"]
 
 
 def test_a_network_policy_guards_the_plaintext_default() -> None:
