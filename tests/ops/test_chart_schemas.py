@@ -15,9 +15,9 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+import helm_python
 import kubernetes_validate
 import pytest
-import yaml
 from kubernetes_validate.utils import SchemaNotFoundError, latest_version
 
 from controller.config import load_settings
@@ -304,19 +304,26 @@ def helm_commands(text: str) -> list[list[str]]:
 
 
 def values_of(argv: list[str]) -> dict[str, Any]:
-    """The values a helm command line sets (`--set a.b=c`, `--set-file k=path` as a placeholder)."""
+    """The values a helm command line sets, parsed by Helm's own parsers (`--set`, `--set-json`;
+    `--set-file k=path` as a placeholder inventory)."""
     out: dict[str, Any] = {}
     for flag, arg in itertools.pairwise(argv):
-        if flag not in ("--set", "--set-file"):
-            continue
-        key, _, raw = arg.partition("=")
-        value: Any = "[defaults]\n" if flag == "--set-file" else yaml.safe_load(raw)
-        node = out
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
+        if flag == "--set":
+            _merge(out, helm_python.parse_set_string(arg))
+        elif flag == "--set-json":
+            _merge(out, helm_python.parse_set_json(arg))
+        elif flag == "--set-file":
+            key = arg.partition("=")[0]
+            _merge(out, helm_python.parse_set_literal(f"{key}=[defaults]\n"))
     return out
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
 
 
 @pytest.mark.parametrize("doc", ["README.md", "docs/operations.md"])
