@@ -248,10 +248,13 @@ def _problems(results: Mapping[str, Any]) -> list[str]:
 
 def markdown(results: Mapping[str, Any], plot: str) -> str:
     """The generated part of BENCHMARKS.md (between the markers)."""
+    m = results.get("machine", {})
     lines = [
         BEGIN,
         "",
         "# Benchmarks",
+        "",
+        f"Measured on commit {m.get('commit', 'unknown')} at {m.get('measured_at', 'an unrecorded time')}.",
         "",
         "Produced by `make bench` (= `.venv/bin/python -m bench`); `python -m bench --help` lists the sizes "
         "and options, `--only ingest|fanout|recovery` reruns one benchmark (the others' results are kept), "

@@ -7,6 +7,7 @@ import os
 import platform
 import resource
 import sqlite3
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -85,7 +86,21 @@ def machine() -> dict[str, Any]:
         "os": f"{_os_name()}, Linux {platform.release()}",
         "sqlite": sqlite3.sqlite_version,
         "fd_limit": f"{soft}/{hard}",
+        "commit": _commit(),
+        "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
+
+
+def _commit() -> str:
+    """The checkout's commit, with "+ local changes" when its tracked files differ from it."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=ROOT, check=False).returncode != 0
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return f"{head} + local changes" if dirty else head
 
 
 def jsonable(value: Any) -> Any:

@@ -4,6 +4,7 @@ topology sink and by what the BMC simulators counted — never by the performanc
 from __future__ import annotations
 
 import json
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,11 @@ def test_main_writes_the_report_and_keeps_other_results(tmp_path: Path) -> None:
     assert data["recovery"]["result"]["backends"]["sqlite"]["requests"] == 50
     assert data["machine"]["cores"] >= 1
     assert "## 3. Recovery" in md.read_text()
+    # the summary's first line of text names the commit and the time it measured
+    rev = ["git", "rev-parse", "--short=12", "HEAD"]
+    head = subprocess.run(rev, capture_output=True, text=True, check=True)
+    first = md.read_text().split("# Benchmarks\n\n", 1)[1].splitlines()[0]
+    assert first.startswith(f"Measured on commit {head.stdout.strip()}") and " UTC." in first, first
 
 
 @pytest.mark.slow
