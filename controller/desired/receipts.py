@@ -68,7 +68,7 @@ def write_outcome(write: DeviceWrite) -> WriteOutcome | None:
     if status == "ok" or status.startswith("ok (") or (status.isdigit() and 200 <= int(status) < 300):
         return WriteOutcome.WRITTEN  # "ok (read back; ...)": a read showed that an unknown write landed
     answered = status.removeprefix("error: ")
-    if answered in _GATEWAY:
+    if answered in _GATEWAY or status.startswith("unknown"):
         return WriteOutcome.UNKNOWN  # a gateway gave up on it: the device may have applied it
     if answered.isdigit() and int(answered) >= 400:
         return WriteOutcome.NOT_WRITTEN  # the device answered, refusing it

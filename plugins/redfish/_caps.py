@@ -18,6 +18,7 @@ Every change follows the same steps, whatever the mechanism:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -26,10 +27,18 @@ from plugins.redfish._client import Document
 from plugins.redfish._errors import PlatformUnsupportedError, PreconditionFailedError
 from plugins.redfish._layout import Component
 from plugins.redfish._op_bmc import OpBmc
-from plugins.redfish._outcome import ANSWER_LOST, WriteProgress, annotate, landed, may_have_landed
+from plugins.redfish._outcome import (
+    ANSWER_LOST,
+    WriteProgress,
+    annotate,
+    landed,
+    may_have_landed,
+    not_landed,
+    time_for_another,
+    unread,
+)
 from plugins.redfish._platforms import CapRequest, LimitReading, Mechanism, Prior, mechanism_for
 from plugins.redfish._platforms._base import same_watts
-from plugins.redfish._retry import gave_up
 
 
 @dataclass(frozen=True)
@@ -282,6 +291,7 @@ async def _write(
                 doc = await bmc.get(component.limit_uri)
                 current = mech.parse(component, doc)
             except DeviceControllerError as read_failed:
+                unread(exc, read_failed)
                 annotate(exc, f"; the read-back failed too ({read_failed}): whether it landed is unknown")
                 raise exc from read_failed
             progress.reading = current
@@ -289,9 +299,12 @@ async def _write(
                 progress.accepted()
                 progress.note = f"{component.label}: {landed(exc, current.watts)}"
                 return current  # it landed after all: this read is the read-back
-            if lost > 1 or not _time_for_another(bmc, exc):
+            again = lost == 1 and time_for_another(exc, bmc.deadline)
+            not_landed(exc, current.watts, f"{_describe(current)} in force", again=again)
+            if not again:
                 annotate(exc, f"; read back: {_describe(current)} in force; whether it lands is unknown")
                 raise
+            await asyncio.sleep(getattr(exc, "retry_after", None) or 0.0)  # as the BMC asked, if it did
             continue
         except Exception as exc:
             progress.failed(exc)
@@ -302,16 +315,6 @@ async def _write(
         after = mech.parse(component, await bmc.get(component.limit_uri))
         write_log().read_back(index, after.watts)
         return after
-
-
-def _time_for_another(bmc: OpBmc, exc: BaseException) -> bool:
-    """Whether a second write may go after `exc`: not when the BMC asked for a wait past the
-    deadline (the error then says so)."""
-    wait = getattr(exc, "retry_after", None)
-    if wait is None or wait < bmc.remaining():
-        return True
-    gave_up(exc, 1, bmc.deadline)
-    return False
 
 
 def etag_policy(bmc: OpBmc, mech: Mechanism) -> str:

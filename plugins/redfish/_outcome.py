@@ -10,6 +10,7 @@ shows the value settles an unknown write as written.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from plugins.base import DeviceControllerError, WriteOutcome, write_log
@@ -24,6 +25,7 @@ from plugins.redfish._errors import (
     TaskLostError,
     WriteMaybeAppliedError,
 )
+from plugins.redfish._retry import gave_up
 
 if TYPE_CHECKING:
     from plugins.redfish._platforms import LimitReading
@@ -88,11 +90,47 @@ def lost_answer(exc: BaseException) -> str:
 def landed(exc: BaseException, after: float | None) -> str:
     """A read shows that the write `exc` ended did land: its receipt says so; returns the note."""
     note = f"written: {lost_answer(exc)}; the read-back shows the value in force"
-    if isinstance(exc, RedfishError) and exc.receipt is not None:
-        log = write_log()
-        log.read_back(exc.receipt, after, note)
-        log.set_status(exc.receipt, f"ok (read back; {_status(exc)})")
+    _settle(exc, f"ok (read back; {_status(exc)})", after, note)
     return note
+
+
+def not_landed(exc: BaseException, after: float | None, shown: str, *, again: bool) -> None:
+    """A read after the write `exc` ended shows `shown`, not the value written: its receipt says
+    so, and whether it is sent once more (else it stays unknown: it may still land)."""
+    if again:
+        _settle(exc, None, after, f"{lost_answer(exc)}; read back: {shown}; sent once more")
+    else:
+        _settle(exc, f"unknown ({_status(exc)})", after, f"{lost_answer(exc)}; read back: {shown}")
+
+
+def unread(exc: BaseException, read_failed: BaseException) -> None:
+    """The read after the write `exc` ended failed: its receipt says the write is unknown."""
+    _settle(
+        exc, f"unknown ({_status(exc)})", None, f"{lost_answer(exc)}; the read-back failed ({read_failed})"
+    )
+
+
+def _settle(exc: BaseException, status: str | None, after: float | None, note: str) -> None:
+    """Add what a read after it showed to the receipt of the write `exc` ended."""
+    index = exc.receipt if isinstance(exc, RedfishError) else None
+    if index is None:
+        return
+    log = write_log()
+    entries = log.entries()
+    earlier = entries[index].note if index < len(entries) else ""
+    log.read_back(index, after, f"{earlier}; {note}" if earlier else note)
+    if status is not None:
+        log.set_status(index, status)
+
+
+def time_for_another(exc: BaseException, deadline: float) -> bool:
+    """Whether a second write may go after `exc`: not when the BMC asked for a wait past the
+    deadline (the error then says so)."""
+    wait = getattr(exc, "retry_after", None)
+    if wait is None or time.monotonic() + wait < deadline:
+        return True
+    gave_up(exc, 1, deadline)
+    return False
 
 
 def annotate(exc: DeviceControllerError, note: str) -> None:

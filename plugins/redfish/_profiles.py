@@ -27,7 +27,7 @@ from plugins.base import (
 from plugins.redfish._device import Device
 from plugins.redfish._layout import Component
 from plugins.redfish._op_bmc import OpBmc
-from plugins.redfish._outcome import ANSWER_LOST, annotate, landed, may_have_landed
+from plugins.redfish._outcome import ANSWER_LOST, annotate, landed, may_have_landed, not_landed, unread
 from plugins.redfish._platforms import unsupported_message
 from plugins.redfish._results import summarize
 
@@ -230,11 +230,14 @@ async def _action(bmc: OpBmc, gpu: Component, action: str, mask: int, done: Call
         try:
             requested = parse_mask((await bmc.get(gpu.wpps_uri)).get("RequestedProfileMask"))
         except DeviceControllerError as read_failed:
+            unread(exc, read_failed)
             annotate(exc, f"; the read-back failed too ({read_failed}): whether it landed is unknown")
             raise exc from read_failed
         if done(requested):
             return f"GPU {gpu.index}: {landed(exc, None)}"
-        annotate(exc, f"; read back: requested {_ids(to_ids(requested))}; whether it lands is unknown")
+        shown = f"requested {_ids(to_ids(requested))}"
+        not_landed(exc, None, shown, again=False)
+        annotate(exc, f"; read back: {shown}; whether it lands is unknown")
         raise
 
 

@@ -149,7 +149,8 @@ async def test_a_504_whose_read_back_fails_is_unknown_never_not_written(
     assert "whether it landed is unknown" in result.message
     assert writes_to(bmc) == 1
     (receipt,) = out.writes
-    assert receipt.status == "error: 504" and write_outcome(receipt) is WriteOutcome.UNKNOWN
+    assert receipt.status == "unknown (the answer was HTTP 504)" and receipt.after is None
+    assert "the read-back failed (" in receipt.note and write_outcome(receipt) is WriteOutcome.UNKNOWN
     assert diag(out).startswith("unknown (the BMC's answer never came); ")
 
 
@@ -167,6 +168,7 @@ async def test_a_write_the_bmc_dropped_is_read_then_written_once_more(
     assert gb200.calls(bmc)["GET " + GPU_EM] == 3  # before, after the lost write, the read-back
     first, second = out.writes
     assert first.status == "error: 502" and write_outcome(first) is WriteOutcome.UNKNOWN
+    assert first.after == 1200 and "read back: 1200 W (default) in force; sent once more" in first.note
     assert second.status == "200" and second.after == 450
 
 
@@ -183,7 +185,8 @@ async def test_a_gateway_that_never_lets_a_write_through_gets_it_twice_at_most(
     # what is in force was read, but a write a gateway gave up on may still land: unknown
     assert not result.ok and result.write is WriteOutcome.UNKNOWN and result.applied_watts == 1200, result
     assert "HTTP 502" in result.message and "read back: 1200 W" in result.message
-    assert [w.status for w in out.writes] == ["error: 502", "error: 502"]
+    assert [w.status for w in out.writes] == ["error: 502", "unknown (the answer was HTTP 502)"]
+    assert all(write_outcome(w) is WriteOutcome.UNKNOWN for w in out.writes)
 
 
 async def test_a_504_on_a_profile_action_is_read_back_not_repeated(
