@@ -140,7 +140,7 @@ async def test_a_504_whose_read_back_fails_is_unknown_never_not_written(
         FaultMode.LATE_REPLY, writes_only=True, hang_seconds=LATE, count=1, then={"mode": "http500"}
     )
     gb200.reset()
-    out = await through(gb200, gateway, bmc, gpu1(400), options={"max_attempts": 1})
+    out = await through(gb200, gateway, bmc, gpu1(400))
     bmc.faults.clear()
     result = out.result.results[0]
     assert bmc.state.caps["GPU_1"].set_point == 400
