@@ -56,14 +56,20 @@ def desired_records(rows: Iterable[DesiredLimit]) -> list[apb.DesiredLimit]:
     return out
 
 
+#: statuses a gateway (a proxy in front of the device, or its own front end) answers when it gave up
+_GATEWAY = frozenset({"502", "503", "504"})
+
+
 def write_outcome(write: DeviceWrite) -> WriteOutcome | None:
     """What one receipt says its write did (None: planned or skipped, nothing was sent)."""
     if write.method == "-" or write.status in ("planned", "skipped"):
         return None
     status = write.status
-    if status == "ok" or (status.isdigit() and 200 <= int(status) < 300):
-        return WriteOutcome.WRITTEN
+    if status == "ok" or status.startswith("ok (") or (status.isdigit() and 200 <= int(status) < 300):
+        return WriteOutcome.WRITTEN  # "ok (read back; ...)": a read showed that an unknown write landed
     answered = status.removeprefix("error: ")
+    if answered in _GATEWAY or status.startswith("unknown"):
+        return WriteOutcome.UNKNOWN  # a gateway gave up on it: the device may have applied it
     if answered.isdigit() and int(answered) >= 400:
         return WriteOutcome.NOT_WRITTEN  # the device answered, refusing it
     return WriteOutcome.UNKNOWN  # cancelled, cut off or timed out after it was sent

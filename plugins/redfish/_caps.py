@@ -9,30 +9,34 @@ Every change follows the same steps, whatever the mechanism:
 2. validate against the BMC's own limits (missing ones: the spec's, else a safety floor) and round
    to `Increment`; nothing is written when the value is already in force;
 3. write, with `If-Match` only under the `strong` ETag policy (see `_write` for 412 handling).
-   NVIDIA `0x600`, a dropped connection or a read timeout after the write was sent, or a 202
-   whose task could not be followed, mean it may have landed: GET again before writing once more;
+   NVIDIA `0x600`, a gateway's 502/503/504, a dropped connection or a read timeout after the write
+   was sent, or a 202 whose task could not be followed, mean it may have landed: GET again before
+   writing once more (at most once);
 4. GET again and report what the BMC now says (`applied`), next to what was asked (`requested`):
    the read-back is the proof under every ETag policy.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from plugins.base import DeviceControllerError, WriteOutcome, write_log
 from plugins.redfish._client import Document
-from plugins.redfish._errors import (
-    ConnectionFailedError,
-    PlatformUnsupportedError,
-    PreconditionFailedError,
-    RequestTimeoutError,
-    TaskLostError,
-    WriteMaybeAppliedError,
-)
+from plugins.redfish._errors import PlatformUnsupportedError, PreconditionFailedError
 from plugins.redfish._layout import Component
 from plugins.redfish._op_bmc import OpBmc
-from plugins.redfish._outcome import WriteProgress
+from plugins.redfish._outcome import (
+    ANSWER_LOST,
+    WriteProgress,
+    annotate,
+    landed,
+    may_have_landed,
+    not_landed,
+    time_for_another,
+    unread,
+)
 from plugins.redfish._platforms import CapRequest, LimitReading, Mechanism, Prior, mechanism_for
 from plugins.redfish._platforms._base import same_watts
 
@@ -147,13 +151,16 @@ async def set_cap(
             False,
             watts,
             before=before,
+            after=progress.reading,
             message=f"{label}: {exc}",
             error=exc,
             write=progress.outcome,
         )
     ok = satisfied(after)
     message = (
-        "" if ok else f"{label}: requested {_w(value)}, the BMC reports {_w(after.watts)} after the write"
+        progress.note
+        if ok
+        else f"{label}: requested {_w(value)}, the BMC reports {_w(after.watts)} after the write"
     )
     return CapChange(
         component, ok, watts, before=before, after=after, wrote=True, message=message, write=progress.outcome
@@ -199,13 +206,14 @@ async def restore_cap(
             False,
             prior.watts,
             before=current,
+            after=progress.reading,
             message=f"{label}: {exc}",
             error=exc,
             write=progress.outcome,
         )
     ok = mech.matches(after, prior)
     wanted = _w(prior.watts) if prior.capped else "no cap (the BMC default)"
-    message = "" if ok else f"{label}: restoring {wanted}, the BMC reports {_describe(after)}"
+    message = progress.note if ok else f"{label}: restoring {wanted}, the BMC reports {_describe(after)}"
     return CapChange(
         component,
         ok,
@@ -231,7 +239,7 @@ async def _write(
     *,
     note: str = "",
 ) -> LimitReading:
-    """Send the change and read it back; on 412 or "maybe applied", re-read and send again only
+    """Send the change and read it back; on 412 or a lost answer, re-read and send again only
     if still needed. Returns the reading after the change (in a dry run: `target`, planned).
 
     Each write's receipt gets the value before it and the read-back after it.
@@ -239,29 +247,24 @@ async def _write(
     A 412 is retried with the fresh ETag; a second 412 while the property we change still reads the
     same means the ETag is a hash over live readings (bmcweb): the third write goes without
     `If-Match`, and the BMC is remembered as such (`BmcClient.etag_quirks`).
+
+    A write whose answer was lost (`ANSWER_LOST`: a gateway's 502/503/504, no reply after sending,
+    NVIDIA `0x600`, a task that could not be followed) is unknown until a read decides it: the value
+    in force makes it written; else it is sent once more (at most two writes in all, never a blind
+    repeat). An unknown write whose read fails, or that still reads the old value when no further
+    write may go, stays unknown (docs/redfish.md, "Writes through gateways").
     """
     policy = etag_policy(bmc, mech)
-    maybe_applied_retried = conflicts = 0
+    lost = conflicts = 0
     while True:
         request = build(current, doc)
         if bmc.persistent:
             request = mech.persist(request, doc)
         etag = current.etag if request.if_match and policy == "strong" else None
         try:
-            try:
-                index = await bmc.send(
-                    request, etag, component=component.label, before=current.watts, note=note
-                )
-            except Exception as exc:
-                progress.failed(exc)
-                raise
-            if bmc.dry_run:  # nothing was sent: what the write would leave in force
-                return replace(current, watts=target.watts, capped=target.capped, etag=None)
-            progress.accepted()
-            after = mech.parse(component, await bmc.get(component.limit_uri))
-            write_log().read_back(index, after.watts)
-            return after
-        except PreconditionFailedError:
+            index = await bmc.send(request, etag, component=component.label, before=current.watts, note=note)
+        except PreconditionFailedError as exc:
+            progress.failed(exc)
             conflicts += 1
             if conflicts > 2:
                 raise
@@ -276,17 +279,42 @@ async def _write(
                 policy = "body-hash"
                 bmc.client.etag_quirks[mech.name] = "body-hash"
             continue
-        except (WriteMaybeAppliedError, ConnectionFailedError, RequestTimeoutError, TaskLostError) as exc:
-            if maybe_applied_retried or not getattr(exc, "sent", True):
+        except ANSWER_LOST as exc:
+            progress.failed(exc)
+            if not may_have_landed(exc):
                 raise
-            maybe_applied_retried += 1
-            # NOTE: NVIDIA 0x600 ("settings may or may not have applied") and a write whose reply was
-            # lost may have landed: read before writing again (redfish.md §2.2, §3).
-        doc = await bmc.get(component.limit_uri)
-        current = mech.parse(component, doc)
-        if satisfied(current):
-            progress.accepted()
-            return current  # it landed after all: this read is the read-back
+            lost += 1
+            # NOTE: NVIDIA 0x600 ("settings may or may not have applied"), a gateway that gave up
+            # while the BMC still worked, a reply lost after sending: the write may have landed, so
+            # read before anything else (redfish.md §2.2, §3).
+            try:
+                doc = await bmc.get(component.limit_uri)
+                current = mech.parse(component, doc)
+            except DeviceControllerError as read_failed:
+                unread(exc, read_failed)
+                annotate(exc, f"; the read-back failed too ({read_failed}): whether it landed is unknown")
+                raise exc from read_failed
+            progress.reading = current
+            if satisfied(current):
+                progress.accepted()
+                progress.note = f"{component.label}: {landed(exc, current.watts)}"
+                return current  # it landed after all: this read is the read-back
+            again = lost == 1 and time_for_another(exc, bmc.deadline)
+            not_landed(exc, current.watts, f"{_describe(current)} in force", again=again)
+            if not again:
+                annotate(exc, f"; read back: {_describe(current)} in force; whether it lands is unknown")
+                raise
+            await asyncio.sleep(getattr(exc, "retry_after", None) or 0.0)  # as the BMC asked, if it did
+            continue
+        except Exception as exc:
+            progress.failed(exc)
+            raise
+        if bmc.dry_run:  # nothing was sent: what the write would leave in force
+            return replace(current, watts=target.watts, capped=target.capped, etag=None)
+        progress.accepted()
+        after = mech.parse(component, await bmc.get(component.limit_uri))
+        write_log().read_back(index, after.watts)
+        return after
 
 
 def etag_policy(bmc: OpBmc, mech: Mechanism) -> str:

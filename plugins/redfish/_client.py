@@ -14,9 +14,9 @@
 - transient failures (connection errors, 502/503/504, 429, NVIDIA `0x50A`) are retried with
   exponential back-off and jitter, waiting `Retry-After` when the BMC sends one, never past the
   request's deadline;
-  writes are retried only when they certainly did not land (connect failures, 5xx that the
-  protocol defines as "nothing changed"): a dropped connection or a read timeout after a write was
-  sent, and NVIDIA `0x600`, raise to the caller, which reads the resource before trying again;
+  writes are retried only when they certainly did not land (connect failures, 429, NVIDIA
+  `0x50A`): a dropped connection or a read timeout after a write was sent, a gateway's
+  502/503/504, and NVIDIA `0x600`, raise to the caller, which reads the resource before trying again;
 - `patch()` sends `If-Match` when given an ETag; `202 Accepted` is followed through the task
   monitor until the task ends or the deadline passes;
 - every unsuccessful reply becomes a typed error through `raise_for_response`;

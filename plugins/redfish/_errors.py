@@ -52,6 +52,10 @@ class Reply(Protocol):
 class RedfishError(DeviceControllerError):
     """Root of the Redfish plugin's errors (always also a `plugins.base` error)."""
 
+    #: the receipt (`write_log()` index) of the write this error ended, set by the write choke
+    #: point so that a later read-back can settle it
+    receipt: int | None = None
+
 
 class RedfishHTTPError(RedfishError):
     """The BMC answered with an unsuccessful HTTP status.
@@ -126,6 +130,16 @@ class PreconditionFailedError(RedfishHTTPError, DeviceRejectedError):
 
 class ServiceUnavailableError(RedfishHTTPError, TransientError):
     """429/502/503/504: the BMC (or its proxy) is temporarily unable to serve."""
+
+
+class GatewayError(ServiceUnavailableError):
+    """502/503/504: a gateway (or the BMC's own front end) gave up on the request. A write may
+    still have reached the BMC and landed: its outcome is unknown until a read shows it.
+
+    `sent` is False only when the write itself was never sent (the answer was to its login).
+    """
+
+    sent = True
 
 
 class BmcBusyError(RedfishHTTPError, TransientError):
@@ -215,9 +229,9 @@ _BY_STATUS: dict[int, type[RedfishHTTPError]] = {
     412: PreconditionFailedError,
     429: ServiceUnavailableError,
     501: MethodNotAllowedError,
-    502: ServiceUnavailableError,
-    503: ServiceUnavailableError,
-    504: ServiceUnavailableError,
+    502: GatewayError,
+    503: GatewayError,
+    504: GatewayError,
 }
 
 
@@ -263,7 +277,7 @@ def error_for_response(bmc: str, method: str, path: str, reply: Reply) -> Redfis
         message += " (NVIDIA 0x50A: BMC busy, nothing applied; retry after about 60 s)"
     elif nv == NVIDIA_TIMEOUT:
         message += " (NVIDIA 0x600: the BMC timed out; the setting may or may not have been applied)"
-    if retry_after is not None and cls is ServiceUnavailableError:
+    if retry_after is not None and issubclass(cls, ServiceUnavailableError):
         message += f" (Retry-After: {retry_after:g} s)"
     return cls(
         message,
@@ -287,6 +301,7 @@ __all__ = [
     "ConnectionFailedError",
     "DeadlineExceededError",
     "ExtendedInfo",
+    "GatewayError",
     "MethodNotAllowedError",
     "PlatformUnsupportedError",
     "PreconditionFailedError",

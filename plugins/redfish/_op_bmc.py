@@ -18,6 +18,7 @@ from plugins.redfish._client import BmcClient, Document
 from plugins.redfish._errors import (
     ConnectionFailedError,
     DeadlineExceededError,
+    RedfishError,
     RedfishHTTPError,
     RequestTimeoutError,
     TlsError,
@@ -107,7 +108,11 @@ class OpBmc:
             call.close()  # never awaited: nothing goes to the BMC
             return log.plan(path, method, body, **receipt)
         with log.write(path, method, body, **receipt) as index:
-            reply = await self._track(call)
+            try:
+                reply = await self._track(call)
+            except RedfishError as exc:
+                exc.receipt = index  # a read-back may settle it later (`plugins.redfish._caps`)
+                raise
         log.set_status(index, str(reply.status))
         return index
 

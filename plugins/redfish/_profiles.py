@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from plugins.base import (
 from plugins.redfish._device import Device
 from plugins.redfish._layout import Component
 from plugins.redfish._op_bmc import OpBmc
+from plugins.redfish._outcome import ANSWER_LOST, annotate, landed, may_have_landed, not_landed, unread
 from plugins.redfish._platforms import unsupported_message
 from plugins.redfish._results import summarize
 
@@ -182,11 +183,8 @@ async def _apply_gpu(device: Device, gpu: Component, on: int, off: int, scope: s
             device.state.record_profile_prior(
                 scope, gpu.key, format_mask(parse_mask(before.get("RequestedProfileMask")))
             )
-        if off:
-            await bmc.post(f"{gpu.wpps_uri}/Actions/{DISABLE}", {"ProfileMask": format_mask(off)})
-        if on:
-            await bmc.post(f"{gpu.wpps_uri}/Actions/{ENABLE}", {"ProfileMask": format_mask(on)})
-        return await _read_back(device, gpu, on, off)
+        notes = await _change(bmc, gpu, on, off)
+        return await _read_back(device, gpu, on, off, notes)
     except DeviceControllerError as exc:
         return _GpuOutcome(GpuProfileStatus(str(gpu.index), False, (), f"{label}: {exc}"), [], [])
 
@@ -203,22 +201,52 @@ async def _restore_gpu(device: Device, gpu: Component, prior: int) -> _GpuOutcom
             return _GpuOutcome(
                 GpuProfileStatus(str(gpu.index), True, tuple(enforced)), to_ids(current), enforced
             )
-        if off:
-            await device.bmc.post(f"{gpu.wpps_uri}/Actions/{DISABLE}", {"ProfileMask": format_mask(off)})
-        if on:
-            await device.bmc.post(f"{gpu.wpps_uri}/Actions/{ENABLE}", {"ProfileMask": format_mask(on)})
-        return await _read_back(device, gpu, on, off)
+        notes = await _change(device.bmc, gpu, on, off)
+        return await _read_back(device, gpu, on, off, notes)
     except DeviceControllerError as exc:
         return _GpuOutcome(GpuProfileStatus(str(gpu.index), False, (), f"{label}: {exc}"), [], [])
 
 
-async def _read_back(device: Device, gpu: Component, on: int, off: int) -> _GpuOutcome:
+async def _change(bmc: OpBmc, gpu: Component, on: int, off: int) -> list[str]:
+    """Disable `off`, then enable `on`; returns notes on writes a read-back settled."""
+    notes = []
+    if off:
+        notes.append(await _action(bmc, gpu, DISABLE, off, lambda requested: not requested & off))
+    if on:
+        notes.append(await _action(bmc, gpu, ENABLE, on, lambda requested: not on & ~requested))
+    return [n for n in notes if n]
+
+
+async def _action(bmc: OpBmc, gpu: Component, action: str, mask: int, done: Callable[[int], bool]) -> str:
+    """POST one WPPS action. Its answer lost (a gateway's 502/503/504, no reply after sending): the
+    requested mask is read back before anything else; `done` with it is a note, else the error
+    says whether it landed is unknown (docs/redfish.md, "Writes through gateways")."""
+    try:
+        await bmc.post(f"{gpu.wpps_uri}/Actions/{action}", {"ProfileMask": format_mask(mask)})
+        return ""
+    except ANSWER_LOST as exc:
+        if not may_have_landed(exc):
+            raise
+        try:
+            requested = parse_mask((await bmc.get(gpu.wpps_uri)).get("RequestedProfileMask"))
+        except DeviceControllerError as read_failed:
+            unread(exc, read_failed)
+            annotate(exc, f"; the read-back failed too ({read_failed}): whether it landed is unknown")
+            raise exc from read_failed
+        if done(requested):
+            return f"GPU {gpu.index}: {landed(exc, None)}"
+        shown = f"requested {_ids(to_ids(requested))}"
+        not_landed(exc, None, shown, again=False)
+        annotate(exc, f"; read back: {shown}; whether it lands is unknown")
+        raise
+
+
+async def _read_back(device: Device, gpu: Component, on: int, off: int, notes: list[str]) -> _GpuOutcome:
     doc = await device.bmc.get(gpu.wpps_uri)
     requested = parse_mask(doc.get("RequestedProfileMask"))
     enforced = parse_mask(doc.get("EnforcedProfileMask"))
     device.state.set_profiles(gpu.key, to_ids(requested), to_ids(enforced))
     label = f"GPU {gpu.index}"
-    notes = []
     if on & ~requested or off & requested:
         notes.append(f"{label}: the BMC's requested profiles are {_ids(to_ids(requested))} after the change")
     elif on & ~enforced:

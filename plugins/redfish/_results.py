@@ -111,6 +111,8 @@ def _element_result(
     message = "; ".join(errors)
     if ok and differs:
         message = _differs(element.value, requested, applied)
+    elif ok:  # e.g. a write settled as landed by its read-back after a gateway's error
+        message = "; ".join(c.message for c in found if c.message)
     write = WriteOutcome.of_all(c.write for c in found)
     return ComponentResult(
         ok=ok,

@@ -1,7 +1,9 @@
 """When `BmcClient` tries a request again, and what its error says when it gives up.
 
 Transient failures (connection errors, 502/503/504, 429, NVIDIA `0x50A`) are retried; a write only
-when it certainly did not land (never sent, or a status the protocol defines as "nothing changed").
+when it certainly did not land (never sent, or a status the protocol defines as "nothing changed":
+429, NVIDIA `0x50A`). A write answered 502/503/504 may have landed behind the gateway that gave up
+on it (docs/redfish.md, "Writes through gateways"): it raises to the caller, which reads first.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from plugins.redfish._errors import (
     BmcBusyError,
     ConnectionFailedError,
     DeadlineExceededError,
+    GatewayError,
     RedfishError,
     RedfishHTTPError,
     RequestTimeoutError,
@@ -27,12 +30,14 @@ async def before_sending(login: Awaitable[None]) -> None:
     could not log in changed nothing, and may be tried again)."""
     try:
         await login
-    except (ConnectionFailedError, RequestTimeoutError, DeadlineExceededError) as exc:
+    except (ConnectionFailedError, RequestTimeoutError, DeadlineExceededError, GatewayError) as exc:
         exc.sent = False
         raise
 
 
 def retryable(exc: BaseException, method: str) -> bool:
+    if isinstance(exc, GatewayError):
+        return method in READS or not exc.sent  # the gateway gave up; the BMC may have applied it
     if isinstance(exc, ServiceUnavailableError | BmcBusyError):
         return True  # the protocol says nothing was changed
     if isinstance(exc, ConnectionFailedError | RequestTimeoutError):

@@ -63,3 +63,18 @@ def test_one_component_of_several_writes_is_unknown_if_any_is() -> None:
     assert of_all([WriteOutcome.WRITTEN, WriteOutcome.UNKNOWN]) is WriteOutcome.UNKNOWN
     assert of_all([WriteOutcome.NOT_WRITTEN]) is WriteOutcome.NOT_WRITTEN
     assert of_all([]) is WriteOutcome.NOT_WRITTEN
+
+
+def test_a_gateways_answer_leaves_a_write_unknown_until_read_back() -> None:
+    """502/503/504 came from a gateway that gave up: the device may have applied the write."""
+    writes = [
+        DeviceWrite(P.format(0), "PATCH", component="GPU 0", status="error: 504"),
+        DeviceWrite(P.format(1), "PATCH", component="GPU 1", status="error: 502"),
+        DeviceWrite(P.format(2), "PATCH", component="GPU 2", after=400.0, status="ok (read back; HTTP 504)"),
+    ]
+    unknown, written = WriteOutcome.UNKNOWN, WriteOutcome.WRITTEN
+    assert [write_outcome(w) for w in writes] == [unknown, unknown, written]
+    assert failed_writes_note(writes) == (
+        "writes before the failure: GPU 0 unknown (the BMC's answer never came); "
+        "GPU 1 unknown (the BMC's answer never came); GPU 2 written, 400 W read back"
+    )

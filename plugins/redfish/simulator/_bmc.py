@@ -4,7 +4,7 @@ Pipeline of every request: count it, apply the configured latency, inject a fron
 500, 503), refuse an unsupported OData version or `$` query, authenticate (session token or Basic), route,
 check the account's role, inject an NVIDIA busy error, check `If-Match`,
 run the resource handler, apply its write now or through a task, then optionally turn the reply into an
-NVIDIA "timeout but applied" error or truncated JSON.
+NVIDIA "timeout but applied" error or truncated JSON, or hold it back (`late-reply`).
 """
 
 from __future__ import annotations
@@ -243,6 +243,9 @@ class SimulatedBmc:
         mangle = fault is FaultMode.INVALID_JSON and reply.body is not None
         if mangle:
             self._fault_fired(fault)
+        if fault is FaultMode.LATE_REPLY:  # processed (a write has landed); the answer comes late
+            self._fault_fired(fault)
+            await asyncio.sleep(self.faults.hang_seconds)
         _protocol.add_headers(method, reply, route.allowed() if route else None, reply.headers)
         return self._render(method, path, reply, mangle), reply.status
 

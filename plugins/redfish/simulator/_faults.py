@@ -35,6 +35,9 @@ class FaultMode(StrEnum):
     NVIDIA_TIMEOUT = "nvidia-timeout"
     #: the request is processed normally (writes land) but the reply body is truncated JSON
     INVALID_JSON = "invalid-json"
+    #: the request is processed normally (writes land), then its reply is held for `hang_seconds`:
+    #: a BMC still at work when a gateway in front of it gives up (nginx's 504)
+    LATE_REPLY = "late-reply"
 
 
 #: faults decided before authentication (transport-level or front-end failures)
@@ -63,6 +66,8 @@ class Faults:
         retry_after: seconds sent in `Retry-After` with `http503`.
         hang_seconds: how long `hang` holds a request before dropping the connection.
         revert_after: seconds after which an applied cap write silently reverts; None disables.
+        then: a fault spec (as for `update`) switched to when `count` runs out, e.g. a write
+            answered late, then its read-back refused.
     """
 
     mode: FaultMode = FaultMode.NONE
@@ -72,6 +77,7 @@ class Faults:
     retry_after: int = 5
     hang_seconds: float = 3600.0
     revert_after: float | None = None
+    then: dict[str, Any] | None = None
 
     def set(
         self,
@@ -82,11 +88,15 @@ class Faults:
         count: int | None = None,
         retry_after: int | None = None,
         hang_seconds: float | None = None,
+        then: dict[str, Any] | None = None,
     ) -> None:
         """Switch the request fault (keeps `revert_after`)."""
         if count is not None and count < 0:
             raise ValueError("count must be >= 0")
+        if then is not None and count is None:
+            raise ValueError("then needs a count (it follows the last counted fault)")
         self.mode = FaultMode(mode)
+        self.then = dict(then) if then is not None else None
         self.writes_only = writes_only
         self.path_contains = path_contains
         self.count = count
@@ -108,6 +118,7 @@ class Faults:
         self.path_contains = None
         self.count = None
         self.revert_after = None
+        self.then = None
 
     def pending(self, method: str, path: str) -> FaultMode:
         """The fault that would hit this request, without consuming it."""
@@ -126,6 +137,9 @@ class Faults:
             if self.count <= 0:
                 self.mode = FaultMode.NONE
                 self.count = None
+                then, self.then = self.then, None
+                if then is not None:
+                    self.update(then)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly settings."""
@@ -137,6 +151,7 @@ class Faults:
             "retry_after": self.retry_after,
             "hang_seconds": self.hang_seconds,
             "revert_after": self.revert_after,
+            "then": self.then,
         }
 
     def update(self, spec: dict[str, Any]) -> None:
@@ -156,6 +171,7 @@ class Faults:
                 count=None if spec.get("count") is None else int(spec["count"]),
                 retry_after=spec.get("retry_after"),
                 hang_seconds=spec.get("hang_seconds"),
+                then=spec.get("then"),
             )
         else:
             if spec.get("retry_after") is not None:

@@ -19,6 +19,7 @@ from plugins.redfish._errors import (
     BadRequestError,
     BmcBusyError,
     ConnectionFailedError,
+    GatewayError,
     MethodNotAllowedError,
     PreconditionFailedError,
     ResourceNotFoundError,
@@ -30,6 +31,8 @@ from plugins.redfish._errors import (
     parse_retry_after,
     raise_for_response,
 )
+from plugins.redfish._outcome import may_have_landed
+from plugins.redfish._retry import retryable
 from plugins.redfish.simulator import _errors as sim
 from plugins.redfish.simulator import _messages as sim_messages
 
@@ -61,9 +64,9 @@ def error_for(status: int, body: Any = None, headers: dict[str, str] | None = No
         (412, PreconditionFailedError, DeviceRejectedError),
         (429, ServiceUnavailableError, TransientError),
         (500, ServerSideError, DeviceRejectedError),
-        (502, ServiceUnavailableError, TransientError),
-        (503, ServiceUnavailableError, TransientError),
-        (504, ServiceUnavailableError, TransientError),
+        (502, GatewayError, TransientError),
+        (503, GatewayError, TransientError),
+        (504, GatewayError, TransientError),
     ],
 )
 def test_status_maps_to_one_typed_error(status: int, cls: type, base: type) -> None:
@@ -134,3 +137,15 @@ def test_partial_success_messages_and_transport_errors() -> None:
     ]
     refused = ConnectionFailedError("cannot connect", sent=False)
     assert isinstance(refused, DeviceUnreachableError) and refused.retryable and not refused.sent
+
+
+@pytest.mark.parametrize("status", [502, 503, 504])
+def test_a_gateways_answer_to_a_write_is_never_retried_blindly(status: int) -> None:
+    """The BMC behind the gateway may have applied it: the caller reads first (`_caps._write`)."""
+    error = error_for(status)
+    assert isinstance(error, GatewayError) and error.sent and may_have_landed(error)
+    assert not retryable(error, "PATCH") and not retryable(error, "POST")
+    assert retryable(error, "GET")
+    error.sent = False  # the answer was to the write's login: the write itself never went
+    assert retryable(error, "PATCH") and not may_have_landed(error)
+    assert retryable(error_for(429), "PATCH")  # Too Many Requests: refused before any work

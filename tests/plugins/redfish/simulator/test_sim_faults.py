@@ -148,3 +148,20 @@ def test_fault_spec_round_trip() -> None:
         faults.update({"mode": "meteor"})
     with pytest.raises(ValueError):
         faults.update({"colour": "red"})
+
+
+async def test_late_reply_applies_the_write_then_holds_the_answer(gb200: SimulatedBmc, api: Api) -> None:
+    """A BMC still at work when the client (or a gateway in front of it) gives up on the reply."""
+    gb200.faults.set("late-reply", writes_only=True, hang_seconds=30, count=1, then={"mode": "http500"})
+    client = api(gb200)
+    with pytest.raises(asyncio.TimeoutError):
+        await client.patch(GPU0, SET_700, deadline_s=0.3)
+    assert gb200.state.caps["GPU_0"].set_point == 700  # it landed; only the answer is late
+    assert gb200.stats.faults_injected["late-reply"] == 1
+    await _eventually(lambda: gb200.stats.in_flight == 0)  # the held handler ends with its client
+    # `then`: the next fault follows once the counted one is spent
+    assert gb200.faults.mode is FaultMode.HTTP_500 and gb200.faults.then is None
+    assert (await client.get(GPU0)).status == 500
+    gb200.faults.clear()
+    with pytest.raises(ValueError):
+        gb200.faults.set("late-reply", then={"mode": "http500"})  # `then` follows a count
