@@ -181,8 +181,11 @@ async def legacy_power_of(walker: Walker, chassis: list[Document]) -> tuple[Docu
     return None
 
 
-async def hpe_acc_limit_of(walker: Walker, chassis: list[Document]) -> tuple[Document, Document] | None:
-    """HPE Apollo 6500's `Power/AccPowerService/PowerLimit` (linked from `Power.Oem.Hpe.Links`)."""
+async def hpe_acc_limit_of(
+    walker: Walker, chassis: list[Document]
+) -> tuple[Document, Document, Document | None] | None:
+    """HPE Apollo's `Power/AccPowerService/PowerLimit` (linked from `Power.Oem.Hpe.Links`), with the
+    service's `NodesInfo` (the nodes its zones cover; None when the BMC does not serve it)."""
     for ch in chassis:
         power = await walker.linked(ch.body, "Power")
         oem = power.get("Oem") if power is not None else None
@@ -193,7 +196,7 @@ async def hpe_acc_limit_of(walker: Walker, chassis: list[Document]) -> tuple[Doc
         if isinstance(service_links, Mapping):
             limit = await walker.linked(service_links, "PowerLimit")
             if limit is not None and acc_action_target(limit.body):
-                return ch, limit
+                return ch, limit, await walker.linked(service_links, "NodesInfo")
     return None
 
 

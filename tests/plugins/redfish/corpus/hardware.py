@@ -27,6 +27,33 @@ request did not name, and every 1 W cap was refused. How components are classifi
 """
 
 
+_BUDGETS = """
+## Budgets are never node caps
+
+A limit that covers more than this node is listed ("group budgets" above, and a `group budget` line
+in `devicectl inventory check --login`) and never written for a node, CPU or GPU cap; the request is
+refused with the reason:
+
+- HPE `AccPowerService` (Apollo): zone 0 of `PowerLimit` is the whole chassis. When
+  `AccPowerService/NodesInfo` lists several nodes (an Apollo 2000 holds four, each with its own
+  iLO), the zone is their shared budget and the node cap is refused ("zone 0 is the chassis power
+  budget shared by nodes 1, 2, 3, 4"). Where the BMC serves no `NodesInfo` (the XL675d above, one
+  node per chassis) the zone stays the node cap, and the evidence says so.
+- A chassis whose `Links.ComputerSystems` names this node's system and another node's (an
+  enclosure, a shared chassis) is never read for this node's caps; when no chassis of this node
+  alone carries a limit, the node cap is refused naming that chassis.
+- A Control related to several components (NVIDIA GB300 `TotalGPU_Power_0`, a total of four GPUs)
+  is a group budget, never one GPU's cap; a Control with a memory or other non-node context related
+  to the node is a budget of the node, never its cap.
+- HPE iLO federated group capping (`Power/FederatedGroupCapping`, a cap for all servers of an iLO
+  federation group) is never read or written.
+
+Tests: `tests/plugins/redfish/corpus/test_redfish_budgets.py` (an `AccPowerService` whose `NodesInfo`
+follows HPE's `HpeServerAccPowerNodesInfo.v1_0_0` schema, added to the XL675d capture, and a shared
+chassis on the EX425 capture; the simulator's write log stays empty).
+"""
+
+
 def render(found: list[Survey]) -> str:
     """The whole document."""
     lines = [_HEADER.rstrip("\n"), ""]
@@ -55,7 +82,7 @@ def render(found: list[Survey]) -> str:
             )
             + " |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + _BUDGETS
 
 
 def identity(item: Survey) -> dict[str, str]:
