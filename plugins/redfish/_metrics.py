@@ -17,7 +17,7 @@ from typing import Any
 from plugins.base import ComponentMetrics, DeviceControllerError, NodeMetrics
 from plugins.redfish._layout import MECH_CONTROL, MECH_LEGACY, Component, Discovery
 from plugins.redfish._op_bmc import OpBmc
-from plugins.redfish._platforms._base import number
+from plugins.redfish._platforms._base import limit_watts, number, set_point_in_force
 
 
 @dataclass
@@ -70,7 +70,8 @@ def component_metrics(
     if power is None and control:
         sensor = control.get("Sensor")
         power = number(sensor.get("Reading")) if isinstance(sensor, Mapping) else None
-    set_point = number(limit.get("SetPoint")) if limit else number(control.get("SetPoint"))
+    # NOTE: a disabled control or a no-limit sentinel (4294967 W on NVIDIA HGX) is no limit, never watts
+    set_point = set_point_in_force(limit or control)
     source = limit or control
     energy = _reading(em, "EnergyJoules")
     read = was_read(comp, docs)
@@ -85,7 +86,7 @@ def component_metrics(
         energy_joules=energy or 0.0,
         limit_watts=set_point or 0.0,
         min_watts=number(source.get("AllowableMin")) or 0.0,
-        max_watts=number(source.get("AllowableMax")) or 0.0,
+        max_watts=limit_watts(source.get("AllowableMax")) or 0.0,
         temperature_celsius=_reading(em, "TemperatureCelsius") or 0.0,
     )
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from plugins.redfish._client import Document
 from plugins.redfish._layout import LEGACY_POWER, MECH_HPE_ACC, Component, Discovery, generic_node_metrics
-from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior, number
+from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior, limit_watts, number
 
 ACTION = "#HpeServerAccPowerLimit.ConfigurePowerLimit"
 ZONE = 0
@@ -54,7 +54,8 @@ class HpeAccPowerLimitMechanism(Mechanism):
     etag_policy = "none"
 
     def parse(self, component: Component, doc: Document) -> LimitReading:
-        watts = number(_zone(doc.get("PowerLimits")).get("PowerLimitInWatts"))
+        # NOTE: null when the limit is disabled (HpeServerAccPowerLimit.v1_0_0): no cap
+        watts = limit_watts(_zone(doc.get("PowerLimits")).get("PowerLimitInWatts"))
         ranges = _zone(doc.get("PowerLimitRanges"))
         actual = number(_zone(doc.get("ActualPowerLimits")).get("PowerLimitInWatts"))
         return LimitReading(

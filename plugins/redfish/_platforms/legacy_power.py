@@ -25,7 +25,7 @@ from typing import Any
 
 from plugins.redfish._client import Document
 from plugins.redfish._layout import LEGACY_POWER, MECH_LEGACY, Component, Discovery, generic_node_metrics
-from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior, number
+from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior, limit_watts, number
 
 LIMIT_EXCEPTION = "limit-exception"
 LIMIT_EXCEPTION_FIXED = "limit-exception-fixed"
@@ -45,7 +45,7 @@ class LegacyPowerMechanism(Mechanism):
             control = controls[component.member]
         limit = control.get("PowerLimit")
         limit = limit if isinstance(limit, Mapping) else {}
-        watts = number(limit.get("LimitInWatts"))
+        watts = limit_watts(limit.get("LimitInWatts"))
         exception = limit.get("LimitException")
         # NOTE: Power has no AllowableMin/Max; PowerCapacityWatts bounds what a cap can mean
         # (RP Power.v1_7_3.json), and the BMC validates the rest.
