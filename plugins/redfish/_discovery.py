@@ -39,6 +39,7 @@ from plugins.redfish._layout import (
     NODE_MANAGER,
     PLATFORMS,
     ROOT,
+    SENSOR,
     Component,
     Discovery,
     id_of,
@@ -63,6 +64,7 @@ from plugins.redfish._walk import (
     hpe_acc_limit_of,
     legacy_power_of,
     processors_of,
+    sensor_behind,
     systems_of,
     walker_em_caps,
 )
@@ -145,6 +147,10 @@ async def discover(
     gpus = processor_components(processors, "gpu")
     cpus = processor_components(processors, "cpu")
     found = await _choose(walker, root, base, hint, (chassis, every_chassis), processors, gpus, cpus)
+    if found.node_metrics[0] == MECH_CONTROL and (
+        source := await sensor_behind(walker, found.node_metrics[1])
+    ):
+        found = replace(found, node_metrics=(SENSOR, source))
     shared = shared_chassis(every_chassis, hosts, others) if not nvidia_layout else []
     if shared and not found.node:
         found = replace(found, note=shared_note(shared))
