@@ -51,6 +51,25 @@ refused with the reason:
 Tests: `tests/plugins/redfish/corpus/test_redfish_budgets.py` (an `AccPowerService` whose `NodesInfo`
 follows HPE's `HpeServerAccPowerNodesInfo.v1_0_0` schema, added to the XL675d capture, and a shared
 chassis on the EX425 capture; the simulator's write log stays empty).
+
+## What is in force, node power and floors
+
+- A Control in `ControlMode: Disabled` is no cap, whatever `SetPoint` it still shows (HPE Cray EX
+  keeps the last one). A limit of 65535, 2147483647 or 4294967295 W, or the 32-bit ones as
+  milliwatts shown in watts (2147483, 4294967 W: an NVIDIA HGX GPU without a limit), is no limit.
+  A null `LimitInWatts` / `PowerLimitInWatts` (HPE: the limit is disabled) is no cap. The
+  response, the priors, the state's `readings`, the read-backs and the metrics say "no cap" (0 on
+  the wire, which has no null), and a prior of no cap is restored by clearing devicectl's cap, never
+  by writing the sentinel back (`test_redfish_in_force.py`, on the EX235a and GB300 captures).
+- Node power comes from `EnvironmentMetrics.PowerWatts`, a Control's `Sensor.Reading` or, where the
+  excerpt has no `Reading` (HPE Cray EX builds), the Sensor its `Sensor.DataSourceUri` names (read
+  instead of the Control: one GET either way), or a legacy `PowerControl`'s `PowerConsumedWatts`,
+  else its `PowerMetrics.AverageConsumedWatts` (AMI MegaRAC builds). `test_redfish_readings.py` serves
+  every capture as captured and in both other forms, and node power is reported in each.
+- A cap's floor is the BMC's own minimum first: `AllowableMin`, HPE Cray EX `SettingRangeMin`, iLO's
+  `Oem.Hpe.MinimumSafelyAchievableCap` (when `MinimumSafelyAchievableCapValid`; the captures show
+  null until iLO has measured the node), AMI's `Oem.Vendor.PowerLimit.Min`; then the device spec's;
+  then devicectl's safety floor (`min_cap_watts`, 100 W). A refusal names the one that applied.
 """
 
 
