@@ -105,7 +105,8 @@ async def discover(
     try:
         nvidia_layout = hint in (ENVIRONMENT_METRICS, NODE_MANAGER)
         every_chassis = await chassis_of(walker, root, fetch=not nvidia_layout)
-        hosts = node_systems(await systems_of(walker, root, nvidia=nvidia_layout), every_chassis)
+        systems = await systems_of(walker, root, nvidia=nvidia_layout)
+        hosts = node_systems(systems, every_chassis)
         nodes = node_ids(hosts)
         base = Discovery(
             platform=hint,
@@ -118,9 +119,7 @@ async def discover(
             systems=tuple(nodes),
             discovered_at=datetime.now(UTC).isoformat(timespec="seconds"),
         )
-        others: set[str] = set()
         if system:
-            others = {s.path.rstrip("/") for s in hosts if id_of(s) != system}
             hosts = [s for s in hosts if id_of(s) == system]
             if not hosts:
                 raise PlatformUnsupportedError(
@@ -136,6 +135,7 @@ async def discover(
                 note=several_systems_note(nodes),
                 evidence=(*walker.evidence, several_systems_note(nodes)),
             )
+        others = other_systems(every_chassis, systems, hosts)
         chassis = (
             every_chassis if nvidia_layout else node_chassis(every_chassis, hosts, walker.evidence, others)
         )
@@ -289,6 +289,14 @@ def node_ids(hosts: list[Document]) -> list[str]:
     if any(i.startswith("HGX_Baseboard") for i in ids):
         return [next(i for i in ids if i.startswith("HGX_Baseboard"))]
     return ids
+
+
+def other_systems(chassis: list[Document], systems: list[Document], hosts: list[Document]) -> set[str]:
+    """Systems the chassis name that are not this node's: another node's, or one the BMC does not
+    serve (a DPU's or SmartNIC's SoC is a part of the node, not another node)."""
+    named = {uri for ch in chassis for uri in links_of(ch.body, "ComputerSystems")}
+    parts = {s.path.rstrip("/") for s in systems if str(s.get("SystemType") or "") in _NOT_HOST}
+    return named - parts - {s.path.rstrip("/") for s in hosts}
 
 
 def shared_chassis(chassis: list[Document], systems: list[Document], others: set[str]) -> list[Document]:

@@ -39,9 +39,10 @@ refused with the reason:
   iLO), the zone is their shared budget and the node cap is refused ("zone 0 is the chassis power
   budget shared by nodes 1, 2, 3, 4"). Where the BMC serves no `NodesInfo` (the XL675d above, one
   node per chassis) the zone stays the node cap, and the evidence says so.
-- A chassis whose `Links.ComputerSystems` names this node's system and another node's (an
-  enclosure, a shared chassis) is never read for this node's caps; when no chassis of this node
-  alone carries a limit, the node cap is refused naming that chassis.
+- A chassis whose `Links.ComputerSystems` names this node's system and another (another node's,
+  or one this BMC does not serve; a DPU's SoC is a part of the node): an enclosure, a shared
+  chassis. It is never read for this node's caps; when no chassis of this node alone carries a
+  limit, the node cap is refused naming that chassis.
 - A Control related to several components (NVIDIA GB300 `TotalGPU_Power_0`, a total of four GPUs)
   is a group budget, never one GPU's cap; a Control with a memory or other non-node context related
   to the node is a budget of the node, never its cap.
@@ -49,8 +50,8 @@ refused with the reason:
   federation group) is never read or written.
 
 Tests: `tests/plugins/redfish/corpus/test_redfish_budgets.py` (an `AccPowerService` whose `NodesInfo`
-follows HPE's `HpeServerAccPowerNodesInfo.v1_0_0` schema, added to the XL675d capture, and a shared
-chassis on the EX425 capture; the simulator's write log stays empty).
+follows HPE's `HpeServerAccPowerNodesInfo.v1_0_0` schema, added to the XL675d capture, and shared
+chassis on the EX425 and DL325 captures; the simulator's write log stays empty).
 
 ## What is in force, node power and floors
 

@@ -132,3 +132,24 @@ async def test_a_chassis_that_names_another_nodes_system_is_a_shared_budget_neve
         out = await h.call("set_policy", bmc, PolicyChange(PolicyAction.SET, policy(node=500)), model=MODEL)
         assert out.result.ok, out.result.error
         assert [p for _, p, _ in bmc.state.writes] == ["/redfish/v1/Chassis/Node1/Controls/NodePowerLimit"]
+
+
+async def test_a_chassis_naming_a_system_beyond_this_node_is_never_capped_for_it(
+    make_harness: Callable[..., Any], tmp_path: Path
+) -> None:
+    # the captured DL325 (iLO 5), its chassis naming a second system the BMC does not serve
+    capture = tmp_path / "dl325"
+    shutil.copytree(CORPUS / "hpe-dl325-gen10plus", capture)
+    doc_path = capture / "Chassis/1/index.json"
+    doc = json.loads(doc_path.read_text())
+    doc["Links"]["ComputerSystems"].append({"@odata.id": "/redfish/v1/Systems/2"})
+    doc_path.write_text(json.dumps(doc))
+    async with make_harness(n=1, model=f"mockup:{capture}") as h:
+        bmc = h.fleet.bmcs[0]
+        out = await h.call("set_policy", bmc, PolicyChange(PolicyAction.SET, policy(node=500)), model=MODEL)
+        assert not out.result.ok
+        assert (
+            "chassis 1 names systems 1, 2: its limits are a budget shared by several nodes"
+            in out.result.error
+        )
+        assert bmc.state.writes == []
