@@ -39,6 +39,7 @@ from plugins.redfish._layout import (
     NODE_MANAGER,
     PLATFORMS,
     ROOT,
+    SENSOR,
     Component,
     Discovery,
     id_of,
@@ -63,6 +64,7 @@ from plugins.redfish._walk import (
     hpe_acc_limit_of,
     legacy_power_of,
     processors_of,
+    sensor_behind,
     systems_of,
     walker_em_caps,
 )
@@ -103,7 +105,8 @@ async def discover(
     try:
         nvidia_layout = hint in (ENVIRONMENT_METRICS, NODE_MANAGER)
         every_chassis = await chassis_of(walker, root, fetch=not nvidia_layout)
-        hosts = node_systems(await systems_of(walker, root, nvidia=nvidia_layout), every_chassis)
+        systems = await systems_of(walker, root, nvidia=nvidia_layout)
+        hosts = node_systems(systems, every_chassis)
         nodes = node_ids(hosts)
         base = Discovery(
             platform=hint,
@@ -132,7 +135,10 @@ async def discover(
                 note=several_systems_note(nodes),
                 evidence=(*walker.evidence, several_systems_note(nodes)),
             )
-        chassis = every_chassis if nvidia_layout else node_chassis(every_chassis, hosts, walker.evidence)
+        others = other_systems(every_chassis, systems, hosts)
+        chassis = (
+            every_chassis if nvidia_layout else node_chassis(every_chassis, hosts, walker.evidence, others)
+        )
         processors = await processors_of(walker, hosts)
         base = replace(base, firmware=await firmware_task)
     finally:
@@ -141,6 +147,13 @@ async def discover(
     gpus = processor_components(processors, "gpu")
     cpus = processor_components(processors, "cpu")
     found = await _choose(walker, root, base, hint, (chassis, every_chassis), processors, gpus, cpus)
+    if found.node_metrics[0] == MECH_CONTROL and (
+        source := await sensor_behind(walker, found.node_metrics[1])
+    ):
+        found = replace(found, node_metrics=(SENSOR, source))
+    shared = shared_chassis(every_chassis, hosts, others) if not nvidia_layout else []
+    if shared and not found.node:
+        found = replace(found, note=shared_note(shared))
     return replace(found, evidence=(*walker.evidence, *found.evidence))
 
 
@@ -190,7 +203,10 @@ async def _choose(
         return replace(discover_legacy(base, chassis, legacy, gpus, cpus), groups=tuple(classified.groups))
     acc = await hpe_acc_limit_of(walker, chassis) if hint == AUTO else None
     if acc is not None:
-        return replace(discover_hpe_acc(base, chassis, acc, gpus, cpus), groups=tuple(classified.groups))
+        zone = discover_hpe_acc(base, chassis, acc, gpus, cpus)
+        n = len(classified.groups)
+        shared = [replace(g, key=f"group/{n + i}", index=n + i) for i, g in enumerate(zone.groups)]
+        return replace(zone, groups=(*classified.groups, *shared))
     if legacy is not None:
         return replace(discover_legacy(base, chassis, legacy, gpus, cpus), groups=tuple(classified.groups))
     if await has_node_manager(walker, root):
@@ -275,16 +291,58 @@ def node_ids(hosts: list[Document]) -> list[str]:
     return ids
 
 
+def other_systems(chassis: list[Document], systems: list[Document], hosts: list[Document]) -> set[str]:
+    """Systems the chassis name that are not this node's: another node's, or one the BMC does not
+    serve (a DPU's or SmartNIC's SoC is a part of the node, not another node)."""
+    named = {uri for ch in chassis for uri in links_of(ch.body, "ComputerSystems")}
+    parts = {s.path.rstrip("/") for s in systems if str(s.get("SystemType") or "") in _NOT_HOST}
+    return named - parts - {s.path.rstrip("/") for s in hosts}
+
+
+def shared_chassis(chassis: list[Document], systems: list[Document], others: set[str]) -> list[Document]:
+    """Chassis that name one of the node's systems and another node's (`Links.ComputerSystems`): an
+    enclosure or a shared chassis, whose limits are budgets of several nodes."""
+    ours = {s.path.rstrip("/") for s in systems}
+    return [
+        ch
+        for ch in chassis
+        if ours & set(links_of(ch.body, "ComputerSystems"))
+        and others & set(links_of(ch.body, "ComputerSystems"))
+    ]
+
+
+def shared_note(shared: list[Document]) -> str:
+    """Why the node cap is refused when the node's chassis is shared with other nodes."""
+    named = "; ".join(
+        f"chassis {id_of(ch)} names systems "
+        + ", ".join(uri.rsplit("/", 1)[-1] for uri in links_of(ch.body, "ComputerSystems"))
+        for ch in shared
+    )
+    return (
+        f"{named}: its limits are a budget shared by several nodes, never written as this node's cap, "
+        "and no chassis of this node alone carries one"
+    )
+
+
 def node_chassis(
-    chassis: list[Document], systems: list[Document], evidence: list[str] | None = None
+    chassis: list[Document],
+    systems: list[Document],
+    evidence: list[str] | None = None,
+    others: set[str] | None = None,
 ) -> list[Document]:
     """The chassis of the node's own systems, in collection order; all chassis when none is related
     to a system (an enclosure's cap is never taken for the node's).
 
     A chassis belongs to a system when either links the other (`Links.ComputerSystems`,
     `Links.Chassis`); HPE Cray EX node controllers link neither, and name the node's chassis as its
-    system (`Chassis/Node0` for `Systems/Node0`).
+    system (`Chassis/Node0` for `Systems/Node0`). A chassis that also names another node's system
+    (`others`) is shared: never read for this node's caps, and then no other chassis stands in.
     """
+    shared = shared_chassis(chassis, systems, others or set())
+    if shared:
+        if evidence is not None:
+            evidence.append(f"{shared_note(shared)} (not read for caps)")
+        chassis = [ch for ch in chassis if ch not in shared]
     ours = {s.path.rstrip("/") for s in systems}
     theirs = {uri for s in systems for uri in links_of(s.body, "Chassis")}
     theirs |= {link_of(s.body, "Chassis") for s in systems} - {""}
@@ -302,9 +360,11 @@ def node_chassis(
                 f"({', '.join(id_of(ch) for ch in linked)})"
             )
     if linked and evidence is not None:
-        others = [id_of(ch) for ch in chassis if ch not in linked]
-        if others:
-            evidence.append(f"chassis of other systems or shared, not read for caps: {', '.join(others)}")
+        rest = [id_of(ch) for ch in chassis if ch not in linked]
+        if rest:
+            evidence.append(f"chassis of other systems or shared, not read for caps: {', '.join(rest)}")
+    if shared and not linked:
+        return []
     return linked or chassis
 
 

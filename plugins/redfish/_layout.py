@@ -24,6 +24,8 @@ MECH_EM = "environment_metrics"
 MECH_CONTROL = "control"
 MECH_LEGACY = "legacy_power"
 MECH_HPE_ACC = "hpe_acc_power_limit"
+#: node power from a DMTF `Sensor` resource (a Control's `Sensor.DataSourceUri`)
+SENSOR = "sensor"
 
 #: DPS topology models and their power-policy interface (redfish.md §2.1)
 MODEL_PLATFORMS: dict[str, str] = {
@@ -42,7 +44,7 @@ ROOT = "/redfish/v1"
 #: chassis types that are a part of a node (a module, a card, a cable cartridge), never the node itself
 PART_TYPES = frozenset({"Module", "Component", "Card", "Zone", "Cartridge", "Sidecar", "Expansion"})
 #: bump when the shape changes: older cached discoveries are then redone
-DISCOVERY_VERSION = 2
+DISCOVERY_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,8 @@ class Discovery:
     node: tuple[Component, ...] = ()
     gpus: tuple[Component, ...] = ()
     cpus: tuple[Component, ...] = ()
-    #: node power readings: (kind, uri); kind is `environment_metrics`, `legacy_power` or `control`
+    #: node power readings: (kind, uri); kind is `environment_metrics`, `legacy_power`, `control` or
+    #: `sensor`
     node_metrics: tuple[str, str] = ("", "")
     #: why a control path is missing (shown in "unsupported" messages)
     note: str = ""

@@ -1,9 +1,11 @@
 """Readings: node and per-GPU/CPU power, energy, limits and temperature, and the raw documents.
 
 Sources, by preference (redfish.md §1.5): `EnvironmentMetrics` (`PowerWatts`, `EnergyJoules`,
-`TemperatureCelsius`, `PowerLimitWatts`), a `Control`'s `Sensor.Reading` and limits, and the legacy
-`Power.PowerControl[].PowerConsumedWatts`. One GET per resource, all of a request's GETs concurrent
-under the BMC's limit; a failed GET fails only the readings it carries.
+`TemperatureCelsius`, `PowerLimitWatts`), a `Control`'s `Sensor.Reading` and limits (or the Sensor
+its `Sensor.DataSourceUri` names, where the excerpt has no Reading: HPE Cray EX), and the legacy
+`Power.PowerControl[].PowerConsumedWatts` (else its `PowerMetrics.AverageConsumedWatts`: AMI). One
+GET per resource, all of a request's GETs concurrent under the BMC's limit; a failed GET fails only
+the readings it carries.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from plugins.base import ComponentMetrics, DeviceControllerError, NodeMetrics
-from plugins.redfish._layout import MECH_CONTROL, MECH_LEGACY, Component, Discovery
+from plugins.redfish._layout import MECH_CONTROL, MECH_LEGACY, SENSOR, Component, Discovery
 from plugins.redfish._op_bmc import OpBmc
-from plugins.redfish._platforms._base import number
+from plugins.redfish._platforms._base import limit_watts, number, set_point_in_force
+from plugins.redfish._platforms.legacy_power import consumed_watts
 
 
 @dataclass
@@ -70,7 +73,8 @@ def component_metrics(
     if power is None and control:
         sensor = control.get("Sensor")
         power = number(sensor.get("Reading")) if isinstance(sensor, Mapping) else None
-    set_point = number(limit.get("SetPoint")) if limit else number(control.get("SetPoint"))
+    # NOTE: a disabled control or a no-limit sentinel (4294967 W on NVIDIA HGX) is no limit, never watts
+    set_point = set_point_in_force(limit or control)
     source = limit or control
     energy = _reading(em, "EnergyJoules")
     read = was_read(comp, docs)
@@ -85,7 +89,7 @@ def component_metrics(
         energy_joules=energy or 0.0,
         limit_watts=set_point or 0.0,
         min_watts=number(source.get("AllowableMin")) or 0.0,
-        max_watts=number(source.get("AllowableMax")) or 0.0,
+        max_watts=limit_watts(source.get("AllowableMax")) or 0.0,
         temperature_celsius=_reading(em, "TemperatureCelsius") or 0.0,
     )
 
@@ -111,11 +115,13 @@ def node_power(discovery: Discovery, docs: Mapping[str, Mapping[str, Any]]) -> f
         member = discovery.node[0].member if discovery.node else 0
         controls = doc.get("PowerControl") or []
         if member < len(controls) and isinstance(controls[member], Mapping):
-            return number(controls[member].get("PowerConsumedWatts"))
+            return consumed_watts(controls[member])
         return None
     if kind == MECH_CONTROL:
         sensor = doc.get("Sensor")
         return number(sensor.get("Reading")) if isinstance(sensor, Mapping) else None
+    if kind == SENSOR:
+        return number(doc.get("Reading"))
     return _reading(doc, "PowerWatts")
 
 

@@ -35,7 +35,7 @@ CONTROL_MODES = ("Automatic", "Manual", "Override", "Disabled")
 _MODE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 _KINDS = ("gpu", "cpu", "node", "module", "group")
 _MECHANISMS = ("", "environment_metrics", "control", "legacy_power", "hpe_acc_power_limit")
-_NODE_METRICS = ("", "environment_metrics", "control", "legacy_power")
+_NODE_METRICS = ("", "environment_metrics", "control", "legacy_power", "sensor")
 _COMPONENT_FIELDS: dict[str, type] = {
     "reason": str,
     "quirk": str,

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from plugins.redfish._client import BmcClient, Document
 from plugins.redfish._errors import PlatformUnsupportedError, RedfishHTTPError, ResourceNotFoundError
 from plugins.redfish._layout import Component, link_of, members_of
+from plugins.redfish._platforms._base import number
 from plugins.redfish._platforms.hpe_acc import acc_action_target
 
 
@@ -181,8 +182,11 @@ async def legacy_power_of(walker: Walker, chassis: list[Document]) -> tuple[Docu
     return None
 
 
-async def hpe_acc_limit_of(walker: Walker, chassis: list[Document]) -> tuple[Document, Document] | None:
-    """HPE Apollo 6500's `Power/AccPowerService/PowerLimit` (linked from `Power.Oem.Hpe.Links`)."""
+async def hpe_acc_limit_of(
+    walker: Walker, chassis: list[Document]
+) -> tuple[Document, Document, Document | None] | None:
+    """HPE Apollo's `Power/AccPowerService/PowerLimit` (linked from `Power.Oem.Hpe.Links`), with the
+    service's `NodesInfo` (the nodes its zones cover; None when the BMC does not serve it)."""
     for ch in chassis:
         power = await walker.linked(ch.body, "Power")
         oem = power.get("Oem") if power is not None else None
@@ -193,7 +197,7 @@ async def hpe_acc_limit_of(walker: Walker, chassis: list[Document]) -> tuple[Doc
         if isinstance(service_links, Mapping):
             limit = await walker.linked(service_links, "PowerLimit")
             if limit is not None and acc_action_target(limit.body):
-                return ch, limit
+                return ch, limit, await walker.linked(service_links, "NodesInfo")
     return None
 
 
@@ -210,3 +214,26 @@ async def has_node_manager(walker: Walker, root: Document) -> bool:
         ):
             return True
     return False
+
+
+async def sensor_behind(walker: Walker, control_uri: str) -> str:
+    """The `Sensor` a power Control's excerpt names (`Sensor.DataSourceUri`) when the excerpt itself
+    has no `Reading` (HPE Cray EX firmware), if that Sensor reads watts; '' otherwise. The Control was
+    read by discovery already."""
+    control = await walker.find(control_uri)
+    sensor = control.get("Sensor") if control is not None else None
+    if not isinstance(sensor, Mapping) or number(sensor.get("Reading")) is not None:
+        return ""
+    source = sensor.get("DataSourceUri")
+    # NOTE: a URI the BMC gave is read only on its own service, as a plain path
+    if not isinstance(source, str) or not source.startswith("/redfish/v1/") or ".." in source:
+        return ""
+    doc = await walker.find(source)
+    units = doc.get("ReadingUnits") if doc is not None else None
+    if doc is None or number(doc.get("Reading")) is None or units not in (None, "W", "Watts"):
+        return ""
+    walker.evidence.append(
+        f"node power: {source.rstrip('/')} (named by {control_uri}'s Sensor.DataSourceUri; the Control "
+        "shows no Reading)"
+    )
+    return source.rstrip("/")

@@ -174,3 +174,23 @@ def number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
+
+
+#: what firmware shows in a watts limit for "no limit", never a cap: all ones in 16 and 32 bits
+#: (0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF), and the 32-bit ones as milliwatts shown in watts (an NVIDIA
+#: HGX GPU without a limit shows 4294967 W: 0xFFFFFFFF mW / 1000)
+NO_LIMIT = frozenset({65535.0, 2147483647.0, 4294967295.0, 2147483.0, 2147483.647, 4294967.0, 4294967.295})
+
+
+def limit_watts(value: Any) -> float | None:
+    """A watts limit as float; None for null, anything not a number and a no-limit sentinel."""
+    watts = number(value)
+    return None if watts is None or watts in NO_LIMIT else watts
+
+
+def set_point_in_force(control: Mapping[str, Any]) -> float | None:
+    """The `SetPoint` of a Control (or its excerpt) as a limit in force: None when the control is
+    `Disabled` (a stale SetPoint stays in the body) or shows a no-limit sentinel."""
+    if control.get("ControlMode") == "Disabled":
+        return None
+    return limit_watts(control.get("SetPoint"))

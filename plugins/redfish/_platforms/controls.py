@@ -24,7 +24,15 @@ from plugins.redfish._layout import (
     Discovery,
     generic_node_metrics,
 )
-from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior, number
+from plugins.redfish._platforms._base import (
+    CapRequest,
+    LimitReading,
+    Mechanism,
+    Prior,
+    limit_watts,
+    number,
+    set_point_in_force,
+)
 
 RESET_TO_DEFAULTS = "#Control.ResetToDefaults"
 CLIENT_MODES = ("Manual", "Override")
@@ -60,7 +68,8 @@ class ControlMechanism(Mechanism):
 
     def parse(self, component: Component, doc: Document) -> LimitReading:
         body = doc.body
-        set_point = number(body.get("SetPoint"))
+        # NOTE: Disabled is no cap whatever SetPoint still shows (HPE Cray EX keeps the last one)
+        set_point = set_point_in_force(body)
         mode = body.get("ControlMode")
         sensor = body.get("Sensor")
         reading = number(sensor.get("Reading")) if isinstance(sensor, dict) else None
@@ -71,10 +80,10 @@ class ControlMechanism(Mechanism):
         # cap; where caps are written in Automatic (quirk, or the only mode allowed) it is a cap too
         client_modes = {*CLIENT_MODES, cap_mode(component, shown), None}
         # NOTE: HPE Cray EX publishes its bounds as SettingRangeMin/Max (not DMTF AllowableMin/Max)
-        low, high = number(body.get("AllowableMin")), number(body.get("AllowableMax"))
+        low, high = number(body.get("AllowableMin")), limit_watts(body.get("AllowableMax"))
         names = ("AllowableMin", "AllowableMax")
         if low is None and high is None:
-            low, high = number(body.get("SettingRangeMin")), number(body.get("SettingRangeMax"))
+            low, high = number(body.get("SettingRangeMin")), limit_watts(body.get("SettingRangeMax"))
             names = ("SettingRangeMin", "SettingRangeMax")
         return LimitReading(
             watts=set_point,

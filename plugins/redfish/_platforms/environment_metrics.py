@@ -24,7 +24,14 @@ from plugins.redfish._layout import (
     natural_key,
     nvidia_node_metrics_uri,
 )
-from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, number
+from plugins.redfish._platforms._base import (
+    CapRequest,
+    LimitReading,
+    Mechanism,
+    limit_watts,
+    number,
+    set_point_in_force,
+)
 
 CLEAR_OOB = "NvidiaEnvironmentMetrics.ClearOOBSetPoint"
 
@@ -41,14 +48,14 @@ class EnvironmentMetricsMechanism(Mechanism):
         limit = doc.get("PowerLimitWatts")
         if not isinstance(limit, Mapping):
             limit = {}
-        set_point = number(limit.get("SetPoint"))
-        default = number(limit.get("DefaultSetPoint"))
+        set_point = set_point_in_force(limit)
+        default = limit_watts(limit.get("DefaultSetPoint"))
         mode = limit.get("ControlMode")
         return LimitReading(
             watts=set_point,
             capped=_oob_active(doc.body, set_point, default, mode),
             min_watts=number(limit.get("AllowableMin")),
-            max_watts=number(limit.get("AllowableMax")),
+            max_watts=limit_watts(limit.get("AllowableMax")),
             default_watts=default,
             mode=str(mode) if mode is not None else None,
             power_watts=number(limit.get("Reading")) or _reading(doc.body, "PowerWatts"),

@@ -8,6 +8,13 @@ reported), set with `POST …/Actions/HpeServerAccPowerLimit.ConfigurePowerLimit
 `{"PowerLimits": [{"PowerLimitInWatts": N, "ZoneNumber": 0}]}` (Cray-HPE/hms-power-control
 `internal/domain/power-cap.go`: `generatePowerCapPayload`, `parsePowerCapRFData`). There is no "no
 cap" state: restore puts the value read before the first change back.
+
+Zone 0 is the whole chassis ("0 for entire chassis", HPE iLO 5 resource definitions,
+`HpeServerAccPowerLimit.v1_0_0`). On an Apollo 2000 (or an XL645d pair) that chassis holds several
+nodes, each with its own iLO, and `AccPowerService/NodesInfo` lists them (`NodeInfoList[].NodeNumber`,
+`HpeServerAccPowerNodesInfo.v1_0_0`): the zone is then a budget shared by those nodes, never one
+node's cap, and is only listed (a group budget). A BMC that does not serve `NodesInfo` (the
+captured XL675d, one node per chassis) keeps the zone as the node cap, with that said in the evidence.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from typing import Any
 
 from plugins.redfish._client import Document
 from plugins.redfish._layout import LEGACY_POWER, MECH_HPE_ACC, Component, Discovery, generic_node_metrics
-from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior, number
+from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior, limit_watts, number
 
 ACTION = "#HpeServerAccPowerLimit.ConfigurePowerLimit"
 ZONE = 0
@@ -47,7 +54,8 @@ class HpeAccPowerLimitMechanism(Mechanism):
     etag_policy = "none"
 
     def parse(self, component: Component, doc: Document) -> LimitReading:
-        watts = number(_zone(doc.get("PowerLimits")).get("PowerLimitInWatts"))
+        # NOTE: null when the limit is disabled (HpeServerAccPowerLimit.v1_0_0): no cap
+        watts = limit_watts(_zone(doc.get("PowerLimits")).get("PowerLimitInWatts"))
         ranges = _zone(doc.get("PowerLimitRanges"))
         actual = number(_zone(doc.get("ActualPowerLimits")).get("PowerLimitInWatts"))
         return LimitReading(
@@ -78,15 +86,63 @@ class HpeAccPowerLimitMechanism(Mechanism):
         return self.set_request(component, round(prior.watts), current)
 
 
+def zone_nodes(nodes_info: Document | None) -> list[str]:
+    """The node numbers `NodesInfo.NodeInfoList` lists (each once, in order)."""
+    items = nodes_info.get("NodeInfoList") if nodes_info is not None else None
+    out: list[str] = []
+    for item in items if isinstance(items, list) else ():
+        number_ = item.get("NodeNumber") if isinstance(item, Mapping) else None
+        if number_ is not None and not isinstance(number_, bool) and str(number_) not in out:
+            out.append(str(number_))
+    return out
+
+
 def discover_hpe_acc(
     base: Discovery,
     chassis: list[Document],
-    found: tuple[Document, Document],
+    found: tuple[Document, Document, Document | None],
     gpus: list[Component],
     cpus: list[Component],
 ) -> Discovery:
-    """The node cap through the AccPowerService action (see the module docstring)."""
-    ch, limit = found
+    """The node cap through the AccPowerService action, or the zone listed as a budget of several
+    nodes (see the module docstring)."""
+    ch, limit, nodes_info = found
+    nodes = zone_nodes(nodes_info)
+    uri = limit.path.rstrip("/")
+    if len(nodes) > 1:
+        covers = "nodes " + ", ".join(nodes)
+        why = (
+            f"HPE AccPowerService PowerLimit zone {ZONE} is the chassis power budget shared by {covers} "
+            "(AccPowerService NodesInfo): a budget that covers other nodes is never written as this "
+            "node's cap"
+        )
+        group = Component(
+            key="group/0",
+            kind="group",
+            index=0,
+            name=f"AccPowerService zone {ZONE}",
+            mechanism=MECH_HPE_ACC,
+            limit_uri=uri,
+            resource_uri=ch.path,
+            reason=why,
+            covers=covers,
+        )
+        return replace(
+            base,
+            platform=LEGACY_POWER,
+            node=(),
+            gpus=tuple(gpus),
+            cpus=tuple(cpus),
+            groups=(group,),
+            node_metrics=generic_node_metrics(chassis, ()),
+            note=why,
+            evidence=(*base.evidence, f"{uri}: group budget: {why}"),
+        )
+    shown = (
+        f"NodesInfo lists node {nodes[0]} only"
+        if nodes
+        else "the BMC serves no NodesInfo: the zone is taken as this node's"
+    )
     reason = (
         "the node cap (HPE AccPowerService PowerLimit zone 0, set with HpeServerAccPowerLimit."
         "ConfigurePowerLimit as HPE's power service does)"
@@ -110,5 +166,5 @@ def discover_hpe_acc(
         cpus=tuple(cpus),
         node_metrics=generic_node_metrics(chassis, ()),
         note="the node limit is HPE's AccPowerService (OEM); GPUs and CPUs have no limit of their own",
-        evidence=(*base.evidence, f"{node.limit_uri}: chosen: {reason}"),
+        evidence=(*base.evidence, f"{node.limit_uri}: chosen: {reason}; {shown}"),
     )

@@ -25,12 +25,31 @@ from typing import Any
 
 from plugins.redfish._client import Document
 from plugins.redfish._layout import LEGACY_POWER, MECH_LEGACY, Component, Discovery, generic_node_metrics
-from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior, number
+from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior, limit_watts, number
 
 LIMIT_EXCEPTION = "limit-exception"
 LIMIT_EXCEPTION_FIXED = "limit-exception-fixed"
 #: LimitException values that leave the node running when the load stays above the cap
 HARMLESS = (None, "NoAction", "LogEventOnly")
+
+
+def consumed_watts(control: Mapping[str, Any]) -> float | None:
+    """A `PowerControl` member's power: `PowerConsumedWatts`, else the `PowerMetrics` average
+    (some AMI MegaRAC firmware shows only `PowerMetrics.AverageConsumedWatts`)."""
+    watts = number(control.get("PowerConsumedWatts"))
+    if watts is None:
+        metrics = control.get("PowerMetrics")
+        watts = number(metrics.get("AverageConsumedWatts")) if isinstance(metrics, Mapping) else None
+    return watts
+
+
+def _hpe_safe_minimum(body: Mapping[str, Any]) -> float | None:
+    """iLO's `Oem.Hpe.MinimumSafelyAchievableCap`, when it says the value is valid."""
+    oem = body.get("Oem")
+    hpe = oem.get("Hpe") if isinstance(oem, Mapping) else None
+    if not isinstance(hpe, Mapping) or hpe.get("MinimumSafelyAchievableCapValid") is False:
+        return None
+    return number(hpe.get("MinimumSafelyAchievableCap")) or None
 
 
 class LegacyPowerMechanism(Mechanism):
@@ -45,15 +64,19 @@ class LegacyPowerMechanism(Mechanism):
             control = controls[component.member]
         limit = control.get("PowerLimit")
         limit = limit if isinstance(limit, Mapping) else {}
-        watts = number(limit.get("LimitInWatts"))
+        watts = limit_watts(limit.get("LimitInWatts"))
         exception = limit.get("LimitException")
         # NOTE: Power has no AllowableMin/Max; PowerCapacityWatts bounds what a cap can mean
         # (RP Power.v1_7_3.json), and the BMC validates the rest.
         # NOTE: PowerCapacityWatts 0 means "not reported" (DMTF mockups), not a 0 W ceiling
         high, high_name = number(control.get("PowerCapacityWatts")) or None, "PowerCapacityWatts"
         low, low_name = None, "AllowableMin"
+        safe = _hpe_safe_minimum(doc.body)
+        if safe is not None:
+            # NOTE: iLO's own floor (HpePowerMetricsExt: the lowest cap it can hold the node to)
+            low, low_name = safe, "Oem/Hpe/MinimumSafelyAchievableCap"
         vendor = _ami_limits(control)
-        if vendor:
+        if vendor and low is None:
             # NOTE: AMI MegaRAC publishes its cap range in Oem.Vendor.PowerLimit (Min/Max)
             low, low_name = number(vendor.get("Min")), "Oem/Vendor/PowerLimit/Min"
             if high is None:
@@ -66,7 +89,7 @@ class LegacyPowerMechanism(Mechanism):
             max_watts=high,
             max_name=high_name,
             mode=str(exception) if exception is not None else None,
-            power_watts=number(control.get("PowerConsumedWatts")),
+            power_watts=consumed_watts(control),
             etag=doc.etag,
         )
 

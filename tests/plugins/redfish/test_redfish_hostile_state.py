@@ -36,11 +36,11 @@ HOSTILE: list[tuple[Any, str]] = [
     ({"priors": {"topology": {"gpu/0": {"watts": 700, "mode": 3}}}}, "3 is not a ControlMode"),
     ({"applied": {"gpu/0": {"watts": True}}}, "applied.'gpu/0'.watts"),
     ({"profiles": {"gpus": {"gpu/0": {"requested": ["x"]}}}}, "expected a list of integers"),
-    ({"discovery": {"version": 2, "platform": "bogus"}}, "'bogus' is not one of"),
+    ({"discovery": {"version": 3, "platform": "bogus"}}, "'bogus' is not one of"),
     (
         {
             "discovery": {
-                "version": 2,
+                "version": 3,
                 "platform": "controls",
                 "gpus": [{"key": "g", "kind": "bogus", "index": 0, "name": "x"}],
             }
@@ -50,7 +50,7 @@ HOSTILE: list[tuple[Any, str]] = [
     (
         {
             "discovery": {
-                "version": 2,
+                "version": 3,
                 "platform": "controls",
                 "node": [{"key": "n", "kind": "node", "index": "0", "name": "x"}],
             }
@@ -60,7 +60,7 @@ HOSTILE: list[tuple[Any, str]] = [
     (
         {
             "discovery": {
-                "version": 2,
+                "version": 3,
                 "platform": "controls",
                 "node": [{"key": "n", "kind": "node", "index": 0, "name": "x", "evil": 1}],
             }

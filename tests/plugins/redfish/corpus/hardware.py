@@ -27,6 +27,53 @@ request did not name, and every 1 W cap was refused. How components are classifi
 """
 
 
+_BUDGETS = """
+## Budgets are never node caps
+
+A limit that covers more than this node is listed ("group budgets" above, and a `group budget` line
+in `devicectl inventory check --login`) and never written for a node, CPU or GPU cap; the request is
+refused with the reason:
+
+- HPE `AccPowerService` (Apollo): zone 0 of `PowerLimit` is the whole chassis. When
+  `AccPowerService/NodesInfo` lists several nodes (an Apollo 2000 holds four, each with its own
+  iLO), the zone is their shared budget and the node cap is refused ("zone 0 is the chassis power
+  budget shared by nodes 1, 2, 3, 4"). Where the BMC serves no `NodesInfo` (the XL675d above, one
+  node per chassis) the zone stays the node cap, and the evidence says so.
+- A chassis whose `Links.ComputerSystems` names this node's system and another (another node's,
+  or one this BMC does not serve; a DPU's SoC is a part of the node): an enclosure, a shared
+  chassis. It is never read for this node's caps; when no chassis of this node alone carries a
+  limit, the node cap is refused naming that chassis.
+- A Control related to several components (NVIDIA GB300 `TotalGPU_Power_0`, a total of four GPUs)
+  is a group budget, never one GPU's cap; a Control with a memory or other non-node context related
+  to the node is a budget of the node, never its cap.
+- HPE iLO federated group capping (`Power/FederatedGroupCapping`, a cap for all servers of an iLO
+  federation group) is never read or written.
+
+Tests: `tests/plugins/redfish/corpus/test_redfish_budgets.py` (an `AccPowerService` whose `NodesInfo`
+follows HPE's `HpeServerAccPowerNodesInfo.v1_0_0` schema, added to the XL675d capture, and shared
+chassis on the EX425 and DL325 captures; the simulator's write log stays empty).
+
+## What is in force, node power and floors
+
+- A Control in `ControlMode: Disabled` is no cap, whatever `SetPoint` it still shows (HPE Cray EX
+  keeps the last one). A limit of 65535, 2147483647 or 4294967295 W, or the 32-bit ones as
+  milliwatts shown in watts (2147483, 4294967 W: an NVIDIA HGX GPU without a limit), is no limit.
+  A null `LimitInWatts` / `PowerLimitInWatts` (HPE: the limit is disabled) is no cap. The
+  response, the priors, the state's `readings`, the read-backs and the metrics say "no cap" (0 on
+  the wire, which has no null), and a prior of no cap is restored by clearing devicectl's cap, never
+  by writing the sentinel back (`test_redfish_in_force.py`, on the EX235a and GB300 captures).
+- Node power comes from `EnvironmentMetrics.PowerWatts`, a Control's `Sensor.Reading` or, where the
+  excerpt has no `Reading` (HPE Cray EX builds), the Sensor its `Sensor.DataSourceUri` names (read
+  instead of the Control: one GET either way), or a legacy `PowerControl`'s `PowerConsumedWatts`,
+  else its `PowerMetrics.AverageConsumedWatts` (AMI MegaRAC builds). `test_redfish_readings.py` serves
+  every capture as captured and in both other forms, and node power is reported in each.
+- A cap's floor is the BMC's own minimum first: `AllowableMin`, HPE Cray EX `SettingRangeMin`, iLO's
+  `Oem.Hpe.MinimumSafelyAchievableCap` (when `MinimumSafelyAchievableCapValid`; the captures show
+  null until iLO has measured the node), AMI's `Oem.Vendor.PowerLimit.Min`; then the device spec's;
+  then devicectl's safety floor (`min_cap_watts`, 100 W). A refusal names the one that applied.
+"""
+
+
 def render(found: list[Survey]) -> str:
     """The whole document."""
     lines = [_HEADER.rstrip("\n"), ""]
@@ -55,7 +102,7 @@ def render(found: list[Survey]) -> str:
             )
             + " |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + _BUDGETS
 
 
 def identity(item: Survey) -> dict[str, str]:
