@@ -331,8 +331,8 @@ def model_problem(model: Mapping[str, Any], known: Collection[str] | None) -> st
     if name.upper() in upper:
         return None
     near = difflib.get_close_matches(name.upper(), list(upper), n=1, cutoff=0.6)
-    hint = f"did you mean {upper[near[0]]!r}?" if near else f"known: {', '.join(sorted(known))}"
-    return f'unknown model {name!r} ({hint}; or "auto", or a table describing it)'
+    hint = f"did you mean {upper[near[0]]!r}?" if near else f"known: {', '.join(sorted(set(known)))}"
+    return f"unknown model {name!r} ({hint}); a model table may describe any other"
 
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
