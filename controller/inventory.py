@@ -31,7 +31,7 @@ _TOP_LEVEL = ("defaults", "device", "plugin", "secrets")
 _DEVICE_KEYS = ("id", "plugin", "model", "connection", "bmc", "bmc_gpus")
 
 
-def _unknown(data: Mapping[str, Any], known: Iterable[str], table: str = "") -> str | None:
+def unknown_name(data: Mapping[str, Any], known: Iterable[str], table: str = "") -> str | None:
     """ "unknown table [[devices]]; did you mean [[device]]?" for the first key of `data` (the
     table `table`, "" at the top level) that is not in `known`; None when every key is known."""
     known = list(known)
@@ -100,7 +100,7 @@ def load_inventory(path: str | Path) -> dict[str, DeviceEntry]:
         raise InventoryError(f"{where}: inventory file not found") from None
     except tomllib.TOMLDecodeError as exc:
         raise InventoryError(f"{where}: not valid TOML: {exc}") from None
-    problem = _unknown(data, _TOP_LEVEL)
+    problem = unknown_name(data, _TOP_LEVEL)
     if problem:
         raise InventoryError(f"{where}: {problem}")
     defaults = data.get("defaults", {})
@@ -111,13 +111,13 @@ def load_inventory(path: str | Path) -> dict[str, DeviceEntry]:
         raise InventoryError(f"{where}: `defaults` must be a table ([defaults])")
     plugins = {str(d.get("plugin", defaults.get("plugin", ""))) for d in devices}
     # [defaults] may hold the connection table of any plugin a device uses
-    problem = _unknown(defaults, (*_DEVICE_KEYS[1:], *sorted(plugins)), "defaults")
+    problem = unknown_name(defaults, (*_DEVICE_KEYS[1:], *sorted(plugins)), "defaults")
     if problem:
         raise InventoryError(f"{where}: {problem}")
     out: dict[str, DeviceEntry] = {}
     for index, raw in enumerate(devices):
         plugin = str(raw.get("plugin", defaults.get("plugin", "")))
-        problem = _unknown(raw, (*_DEVICE_KEYS, plugin), "device")
+        problem = unknown_name(raw, (*_DEVICE_KEYS, plugin), "device")
         if problem:
             name = f" ({raw['id']})" if isinstance(raw.get("id"), str) else ""
             raise InventoryError(f"{where}: device[{index}]{name}: {problem}")

@@ -152,3 +152,18 @@ async def test_an_http_url_from_a_request_model_is_one_clear_error(
     error = await _answer(h, sink, ping("elsewhere", "h1", device_model_json=json.dumps(model).encode()))
     assert error == "http://127.0.0.1:9: a BMC is reached over https:// only, never plaintext http://", error
     log_capture.assert_clean()
+
+
+def test_a_plugin_table_refuses_typos_and_non_finite_timeouts(tmp_path: Path) -> None:
+    from controller.plugin_host.launch import load_external_plugins
+
+    path = tmp_path / "inventory.toml"
+    for body, message in [
+        ("handshake_timout = 3", "plugin[0]: unknown key `handshake_timout` in [plugin]; did you mean"),
+        ("handshake_timeout = nan", "plugin[0] (x): handshake_timeout must be a finite number, got nan"),
+        ("handshake_timeout = 1e300", "plugin[0] (x): handshake_timeout must be within 0..31536000"),
+    ]:
+        path.write_text(f'[[plugin]]\nname = "x"\ncommand = ["x"]\n{body}\n')
+        with pytest.raises(InventoryError) as info:
+            load_external_plugins(path)
+        assert str(info.value).startswith(f"{path}: {message}")
