@@ -4,10 +4,14 @@ line naming the field (a NaN timeout passes every `<= 0` check and stalls the ev
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller._proto.devicecontroller.v1 import policy_pb2 as pp
 from controller.config import Settings, load_settings
@@ -149,3 +153,35 @@ async def test_a_request_percentage_and_property_over_real_grpc(start_controller
         in (details)
     )
     assert "topology_activate.policy.properties.period: must be a finite number, got inf" in details
+
+
+_NUMERIC = sorted(n for n, f in Settings.__dataclass_fields__.items() if f.type in ("int", "float"))
+_text_value = st.sampled_from(["nan", "NaN", "inf", "-inf", "1e400", "1e300", "-1", "0", "2", "2.5", "", "x"])
+_any_value = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(2**70), 2**70),
+    st.booleans(),
+    _text_value,
+    st.lists(st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(
+    st.dictionaries(st.sampled_from(_NUMERIC), _text_value, max_size=3),
+    st.dictionaries(st.sampled_from(_NUMERIC), _any_value, max_size=3),
+)
+def test_settings_decoders_give_finite_numbers_or_one_line(
+    env: dict[str, str], flags: dict[str, Any]
+) -> None:
+    try:
+        loaded = load_settings(env={f"DEVICECTL_{k.upper()}": v for k, v in env.items()}, overrides=flags)
+    except ValueError as exc:
+        assert str(exc).startswith(("environment DEVICECTL_", "flag --")) and "\n" not in str(exc)
+        return
+    for name in _NUMERIC:
+        value = getattr(loaded, name)
+        if Settings.__dataclass_fields__[name].type == "int":
+            assert type(value) is int and 0 <= value < 2**31, (name, value)
+        else:
+            assert type(value) is float and math.isfinite(value) and 0 <= value <= 365 * 86_400, (name, value)
