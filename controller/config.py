@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from plugins.base._numbers import MAX_COUNT, check_number
+
 ENV_PREFIX = "DEVICECTL_"
 
 
@@ -152,6 +154,10 @@ class Settings:
     #: re-applications per device per hour, beyond which drift is only reported
     drift_max_reapply_per_hour: int = 3
 
+    def __post_init__(self) -> None:
+        for name in _NUMBERS:  # however the settings were made: every number finite and in range
+            check_setting(name, getattr(self, name))
+
     def display(self) -> dict[str, Any]:
         """The settings as a dict, with passwords in URLs masked."""
         out = dataclasses.asdict(self)
@@ -201,6 +207,7 @@ def load_settings(
 
 
 _TYPES = {f.name: f.type for f in fields(Settings)}
+_NUMBERS = tuple(name for name, kind in _TYPES.items() if kind in ("int", "float"))
 
 
 def _coerce_all(data: Mapping[str, Any], source: str) -> dict[str, Any]:
@@ -226,9 +233,23 @@ def _coerce(name: str, value: Any, source: str) -> Any:
                 return value.lower() in ("1", "true", "yes", "on")
             return bool(value)
         if kind == "int":
-            return int(value)
-        if kind == "float":
-            return float(value)
-        return str(value)
+            number: Any = int(value) if isinstance(value, str) else value
+        elif kind == "float":
+            number = float(value) if isinstance(value, str) else value
+        else:
+            return str(value)
     except (TypeError, ValueError):
         raise ValueError(f"{source}: {name} must be a {kind}, got {value!r}") from None
+    try:
+        return check_setting(name, number)
+    except ValueError as exc:
+        raise ValueError(f"{source}: {exc}") from None
+
+
+def check_setting(name: str, value: Any) -> Any:
+    """A numeric setting's value when it is finite and in range (`plugins.base._numbers`): at least 0
+    and at most a year of seconds (floats) or `MAX_COUNT` (integers). A NaN interval would pass
+    every `<= 0` check and stall the event loop's timers; an infinite count overflows `int()`."""
+    if _TYPES[name] == "int":
+        return check_number(value, name, maximum=MAX_COUNT, integer=True)
+    return float(check_number(value, name))

@@ -10,9 +10,11 @@ and their secret must be allowed for their URL.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
+import math
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,30 @@ from plugins import registry
 from plugins.base import Endpoint, HostEnvironmentError, SystemSpec
 
 _CONNECTION_KEYS = {"url", "secret", "ca_bundle", "insecure"}
+#: what an inventory file holds: a typo (`[[devices]]`) would otherwise load as no devices at all
+_TOP_LEVEL = ("defaults", "device", "plugin", "secrets")
+#: what a `[[device]]` table holds besides its connection table (keyed by its plugin's name)
+_DEVICE_KEYS = ("id", "plugin", "model", "connection", "bmc", "bmc_gpus")
+
+
+def unknown_name(data: Mapping[str, Any], known: Iterable[str], table: str = "") -> str | None:
+    """ "unknown table [[devices]]; did you mean [[device]]?" for the first key of `data` (the
+    table `table`, "" at the top level) that is not in `known`; None when every key is known."""
+    known = list(known)
+    for key, value in data.items():
+        if key in known:
+            continue
+        dotted = f"{table}.{{}}" if table else "{}"
+        if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+            kind, shape, where = "table", f"[[{dotted}]]", ""
+        elif isinstance(value, Mapping):
+            kind, shape, where = "table", f"[{dotted}]", ""
+        else:
+            kind, shape, where = "key", "`{}`", f" in [{table}]" if table else ""
+        near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {shape.format(near[0])}?" if near else f" (known: {', '.join(known)})"
+        return f"unknown {kind} {shape.format(key)}{where}{hint}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -74,12 +100,27 @@ def load_inventory(path: str | Path) -> dict[str, DeviceEntry]:
         raise InventoryError(f"{where}: inventory file not found") from None
     except tomllib.TOMLDecodeError as exc:
         raise InventoryError(f"{where}: not valid TOML: {exc}") from None
+    problem = unknown_name(data, _TOP_LEVEL)
+    if problem:
+        raise InventoryError(f"{where}: {problem}")
     defaults = data.get("defaults", {})
     devices = data.get("device", [])
-    if not isinstance(devices, list):
+    if not isinstance(devices, list) or not all(isinstance(d, Mapping) for d in devices):
         raise InventoryError(f"{where}: `device` must be an array of tables ([[device]])")
+    if not isinstance(defaults, Mapping):
+        raise InventoryError(f"{where}: `defaults` must be a table ([defaults])")
+    plugins = {str(d.get("plugin", defaults.get("plugin", ""))) for d in devices}
+    # [defaults] may hold the connection table of any plugin a device uses
+    problem = unknown_name(defaults, (*_DEVICE_KEYS[1:], *sorted(plugins)), "defaults")
+    if problem:
+        raise InventoryError(f"{where}: {problem}")
     out: dict[str, DeviceEntry] = {}
     for index, raw in enumerate(devices):
+        plugin = str(raw.get("plugin", defaults.get("plugin", "")))
+        problem = unknown_name(raw, (*_DEVICE_KEYS, plugin), "device")
+        if problem:
+            name = f" ({raw['id']})" if isinstance(raw.get("id"), str) else ""
+            raise InventoryError(f"{where}: device[{index}]{name}: {problem}")
         entry = _entry({**defaults, **raw}, f"{where}: device[{index}]")
         if entry.id in out:
             raise InventoryError(f"{where}: device[{index}]: duplicate id {entry.id!r}")
@@ -109,8 +150,9 @@ def _entry(raw: Mapping[str, Any], where: str) -> DeviceEntry:
     for key in ("url", "secret"):
         if key in conn and not isinstance(conn[key], str):
             raise InventoryError(f"{where}: `{key}` must be a string")
-    if conn.get("url") and not str(conn["url"]).startswith(("https://", "http://")):
-        raise InventoryError(f"{where}: url {conn['url']!r} must start with https:// (or http://)")
+    if conn.get("url") and not str(conn["url"]).startswith("https://"):
+        # a BMC takes credentials and power caps: never over plaintext http://
+        raise InventoryError(f"{where}: url {conn['url']!r} must start with https://")
     insecure = conn.get("insecure", False)
     if not isinstance(insecure, bool):
         raise InventoryError(f"{where}: `insecure` must be true or false")
@@ -247,6 +289,7 @@ def check_inventory(
     files readable by others (unless allowed). Loads plugin classes; imports only registered names."""
     problems: list[str] = pairing_problems(entries)
     schemas: dict[str, Mapping[str, Any] | None] = {}
+    models: dict[str, Collection[str] | None] = {}
     for entry in entries.values():
         if entry.plugin not in plugins:
             known = ", ".join(plugins.names())
@@ -256,13 +299,17 @@ def check_inventory(
             continue
         if entry.plugin not in schemas:
             try:
-                schemas[entry.plugin] = registry.load_class(entry.plugin)().config_schema()
+                plugin = registry.load_class(entry.plugin)()
+                schemas[entry.plugin], models[entry.plugin] = plugin.config_schema(), plugin.known_models()
             except Exception as exc:  # a broken plugin is a start-time problem, named once
                 problems.append(f"plugin {entry.plugin!r} cannot be loaded: {exc}")
-                schemas[entry.plugin] = None
+                schemas[entry.plugin] = models[entry.plugin] = None
         schema = schemas[entry.plugin]
         if schema is not None:
             problems.extend(f"device {entry.id!r}: {p}" for p in option_errors(schema, entry.options))
+        problem = model_problem(entry.model, models[entry.plugin])
+        if problem:
+            problems.append(f"device {entry.id!r}: {problem}")
     seen: set[str] = set()
     if not secrets.allows_readable:
         for entry in entries.values():
@@ -270,6 +317,22 @@ def check_inventory(
                 seen.add(entry.secret)
                 problems.extend(secrets.readable_by_others(entry.secret))
     return problems
+
+
+def model_problem(model: Mapping[str, Any], known: Collection[str] | None) -> str | None:
+    """A bare model name (`model = "DGX_GB2OO"`) the plugin does not know, with the nearest it does.
+
+    A model table names whatever it describes (its own components and limits), so only a bare name
+    is checked; `known` None means the plugin takes any name."""
+    name = model.get("Model")
+    if known is None or set(model) != {"Model"} or not isinstance(name, str):
+        return None
+    upper = {k.upper(): k for k in known}
+    if name.upper() in upper:
+        return None
+    near = difflib.get_close_matches(name.upper(), list(upper), n=1, cutoff=0.6)
+    hint = f"did you mean {upper[near[0]]!r}?" if near else f"known: {', '.join(sorted(set(known)))}"
+    return f"unknown model {name!r} ({hint}); a model table may describe any other"
 
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
@@ -290,7 +353,9 @@ def option_errors(schema: Mapping[str, Any], options: Mapping[str, Any]) -> list
         unknown = sorted(set(options) - set(properties))
         if unknown:
             known = ", ".join(sorted(properties)) or "none"
-            errors.append(f"unknown option(s) {', '.join(unknown)} (known: {known})")
+            near = [m for u in unknown for m in difflib.get_close_matches(u, list(properties), n=1)]
+            hint = f"; did you mean {near[0]}?" if near else ""
+            errors.append(f"unknown option(s) {', '.join(unknown)} (known: {known}){hint}")
     for key, value in options.items():
         rule = properties.get(key)
         if not isinstance(rule, Mapping):
@@ -298,6 +363,9 @@ def option_errors(schema: Mapping[str, Any], options: Mapping[str, Any]) -> list
         types = _JSON_TYPES.get(str(rule.get("type", "")), ())
         if types and (not isinstance(value, types) or (isinstance(value, bool) and bool not in types)):
             errors.append(f"option {key} must be of type {rule['type']}, got {value!r}")
+            continue
+        if isinstance(value, float) and not math.isfinite(value):  # passes `minimum`, stalls timers
+            errors.append(f"option {key} must be a finite number, got {value!r}")
             continue
         if "enum" in rule and value not in rule["enum"]:
             errors.append(f"option {key} must be one of {', '.join(map(str, rule['enum']))}, got {value!r}")

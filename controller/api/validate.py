@@ -28,6 +28,7 @@ from controller._proto.devicecontroller.v1 import policy_pb2
 from controller.api.json_fields import DEFAULT_MAX_JSON_BYTES, DEFAULT_MAX_JSON_DEPTH, parse_json_object
 from controller.desired.limits import INTERNAL_PREFIX
 from plugins.base import InvalidRequestError, RequestKind
+from plugins.base._numbers import MAX_WATTS, shown
 
 __all__ = [
     "DEFAULT_MAX_TIMEOUT_SECONDS",
@@ -80,13 +81,6 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # ---- the checks ------------------------------------------------------------------------------
 
 
-def _fmt(value: float) -> str:
-    """A number as the message shows it: `650`, `12.5`, `nan`, `-inf`."""
-    if math.isfinite(value) and value.is_integer():
-        return str(int(value))
-    return repr(value)
-
-
 class _Checker:
     """Collects problems as `"<field path>: <what is wrong>"` strings."""
 
@@ -124,9 +118,9 @@ class _Checker:
 
     def number(self, path: str, value: float, *, at_most: float | None = None) -> None:
         if not math.isfinite(value) or value < 0:
-            self.add(path, f"must be a finite number >= 0, got {_fmt(value)}")
+            self.add(path, f"must be a finite number >= 0, got {shown(value)}")
         elif at_most is not None and value > at_most:
-            self.add(path, f"must be at most {_fmt(at_most)}, got {_fmt(value)}")
+            self.add(path, f"must be at most {shown(at_most)}, got {shown(value)}")
 
     def too_many(self, path: str, count: int, limit: int = MAX_REPEATED) -> bool:
         """Flag a repeated field longer than `limit`; True when it is (its items are not checked)."""
@@ -149,7 +143,7 @@ class _Checker:
     def power_limit(self, path: str, limit: policy_pb2.PowerLimit) -> None:
         which = limit.WhichOneof("power_limit")
         if which == "watts":
-            self.number(f"{path}.watts", limit.watts)
+            self.number(f"{path}.watts", limit.watts, at_most=MAX_WATTS)
         elif which == "percentage":
             self.number(f"{path}.percentage", limit.percentage, at_most=100.0)
         else:
@@ -159,7 +153,7 @@ class _Checker:
         # MessageToDict refuses NaN and Infinity, so they would make the request untranslatable
         kind = value.WhichOneof("kind")
         if kind == "number_value" and not math.isfinite(value.number_value):
-            self.add(path, f"must be a finite number, got {_fmt(value.number_value)}")
+            self.add(path, f"must be a finite number, got {shown(value.number_value)}")
         elif kind == "struct_value":
             self.struct_fields(path, value.struct_value, depth + 1)
         elif kind == "list_value":
@@ -351,8 +345,9 @@ def validate_request(
     characters and free of control characters; a request kind set; `timeout_seconds` at most
     `max_timeout_seconds`; `device_model_json` / `device_state_json` (and entity models)
     empty or a UTF-8 JSON object of at most `max_json_bytes`, nested at most
-    `max_json_depth` deep; every watt or percentage value finite and >= 0 and
-    percentages <= 100 (policy limits, GPU policies, current and default policies); one limit
+    `max_json_depth` deep; every watt or percentage value finite and >= 0, watts at most
+    `MAX_WATTS` and percentages at most 100 (policy limits, GPU policies, current and default
+    policies); one limit
     per element type and none COMP_UNSPECIFIED; policy actions set, and SET_POLICY with a
     policy; distinct GPU ids in GPU policies and GPU metrics queries; profile ids within 3..258,
     distinct, and never both enabled and disabled; ping retry_count within 0..100; entity

@@ -24,7 +24,7 @@ import grpc
 from google.protobuf import empty_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from controller.inventory import InventoryError
+from controller.inventory import InventoryError, unknown_name
 from plugins._proto.devicectl.plugin.v1 import power_pb2_grpc
 from plugins._proto.goplugin import (
     grpc_controller_pb2,
@@ -36,6 +36,7 @@ from plugins._proto.nomad.plugins.base import base_pb2, base_pb2_grpc
 from plugins._proto.nomad.plugins.device import device_pb2_grpc
 from plugins.base import HostEnvironmentError, InvalidRequestError
 from plugins.base._config import ConfigSpec, decode_config, encode_config
+from plugins.base._numbers import check_number
 from plugins.base._serve import (
     API_VERSIONS,
     APP_PROTOCOL_VERSION,
@@ -74,6 +75,10 @@ class ExternalPlugin:
         return self.name or self.address or " ".join(self.command)[:80]
 
 
+#: what a `[[plugin]]` table holds
+_PLUGIN_KEYS = ("name", "command", "address", "config", "env", "handshake_timeout")
+
+
 def load_external_plugins(path: str | Path) -> dict[str, ExternalPlugin]:
     """The `[[plugin]]` tables of an inventory file (none when the file has none)."""
     where = str(path)
@@ -84,9 +89,13 @@ def load_external_plugins(path: str | Path) -> dict[str, ExternalPlugin]:
     out: dict[str, ExternalPlugin] = {}
     for i, item in enumerate(raw):
         at = f"{where}: plugin[{i}]"
-        unknown = sorted(set(item) - {"name", "command", "address", "config", "env", "handshake_timeout"})
-        if unknown:
-            raise InventoryError(f"{at}: unknown key(s) {', '.join(unknown)}")
+        if not isinstance(item, Mapping):
+            raise InventoryError(f"{where}: `plugin` must be an array of tables ([[plugin]])")
+        problem = unknown_name(
+            item, ("name", "command", "address", "config", "env", "handshake_timeout"), "plugin"
+        )
+        if problem:
+            raise InventoryError(f"{at}: {problem}")
         name, command, address = item.get("name"), item.get("command", []), item.get("address", "")
         if not isinstance(name, str) or not name:
             raise InventoryError(f"{at}: `name` must be a non-empty string")
@@ -98,13 +107,17 @@ def load_external_plugins(path: str | Path) -> dict[str, ExternalPlugin]:
             raise InventoryError(f"{at} ({name}): give exactly one of `command` or `address`")
         if name in out:
             raise InventoryError(f"{at}: duplicate plugin name {name!r}")
+        try:
+            handshake = check_number(item.get("handshake_timeout", 10.0), "handshake_timeout", positive=True)
+        except ValueError as exc:
+            raise InventoryError(f"{at} ({name}): {exc}") from None
         out[name] = ExternalPlugin(
             name=name,
             command=tuple(command),
             address=str(address),
             config=dict(item.get("config", {})),
             env={str(k): str(v) for k, v in dict(item.get("env", {})).items()},
-            handshake_timeout=float(item.get("handshake_timeout", 10.0)),
+            handshake_timeout=float(handshake),
         )
     return out
 

@@ -37,13 +37,24 @@ def _new_state(c: Completion) -> Any:
     return normalise_json(c.new_state)
 
 
+def _differ(old: Any, new: Any) -> bool:
+    """Whether two JSON values differ as JSON text, the way a state is compared.
+
+    1, 1.0 and true are equal in Python but distinct JSON: a plugin that writes 1.0 where it wrote
+    1 has changed its state, which is stored as given (a new version and an audit row), as the
+    runner's change cut from the member texts (`controller/execution/state_text.py`) says. Python's
+    `!=` decides first (unequal values are unequal texts); the texts only where it says equal.
+    """
+    return old != new or json.dumps(old, sort_keys=True) != json.dumps(new, sort_keys=True)
+
+
 def state_diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> dict[str, Any]:
     """``{key: {"before": old, "after": new}}`` for every top-level key whose value changed."""
     old = before or {}
     return {
         key: {"before": old.get(key), "after": after.get(key)}
         for key in sorted(set(old) | set(after))
-        if old.get(key) != after.get(key) or (key in old) != (key in after)
+        if (key in old) != (key in after) or _differ(old.get(key), after.get(key))
     }
 
 
@@ -123,7 +134,7 @@ def apply_completions(
             else:
                 new_state = _new_state(c)
                 old_state = stored_state(row)
-                if new_state != old_state:
+                if _differ(old_state, new_state):
                     summary = json.dumps(state_diff(old_state, new_state))
                     row["state_json"] = new_state
             if summary is not None:

@@ -26,6 +26,7 @@ import msgpack
 
 from plugins._proto.nomad.plugins.shared.hclspec import hcl_spec_pb2 as hpb
 from plugins.base._errors import InvalidRequestError
+from plugins.base._numbers import finite, shown
 from plugins.base._schema import clip, json_type
 
 _PRIMITIVES = ("string", "number", "bool", "any")
@@ -106,9 +107,16 @@ def _number_text(value: int | float) -> str:
 
 
 def _convert(value: Any, kind: str, path: str) -> Any:
-    """`value` converted to the HCL type `kind` as cty's `convert` does; nulls stay null."""
-    if value is None or kind == "any":
+    """`value` converted to the HCL type `kind` as cty's `convert` does; nulls stay null.
+
+    Numbers must be finite (cty has no NaN or infinity; a NaN timeout would stall the event loop)
+    and map keys strings (cty's are), wherever they are, so every plugin's config is refused here
+    with one line rather than deep inside the plugin.
+    """
+    if value is None:
         return value
+    if kind == "any":
+        return _plain(value, path)
     if kind == "string":
         if isinstance(value, bool):
             return "true" if value else "false"
@@ -118,6 +126,8 @@ def _convert(value: Any, kind: str, path: str) -> Any:
             return value
     elif kind == "number":
         if isinstance(value, int | float) and not isinstance(value, bool):
+            if not finite(value):
+                raise InvalidRequestError(f"config: {path}: must be a finite number, got {shown(value)}")
             return value
         if isinstance(value, str):
             try:
@@ -126,6 +136,8 @@ def _convert(value: Any, kind: str, path: str) -> Any:
                 raise InvalidRequestError(
                     f"config: {path}: a number is required, got {clip(value)!r}"
                 ) from None
+            if not finite(number):
+                raise InvalidRequestError(f"config: {path}: must be a finite number, got {clip(value)!r}")
             whole = number.is_integer() and not any(c in value.lower() for c in ".e")
             return int(number) if whole else number
     elif kind == "bool":
@@ -144,8 +156,30 @@ def _convert(value: Any, kind: str, path: str) -> Any:
                 items = [v for _, v in items]
             return items
         if outer == "map" and isinstance(value, Mapping):
+            _string_keys(value, path)
             return {str(k): _convert(v, inner, f"{path}.{k}") for k, v in sorted(value.items())}
     raise InvalidRequestError(f"config: {path}: expected {kind}, got {json_type(value)}")
+
+
+def _string_keys(value: Mapping[Any, Any], path: str) -> None:
+    odd = next((k for k in value if not isinstance(k, str)), None)
+    if odd is not None:
+        got = f"{json_type(odd)} {clip(repr(odd))}"
+        raise InvalidRequestError(f"config: {path}: keys must be strings, got {got}")
+
+
+def _plain(value: Any, path: str) -> Any:
+    """A value of type `any` as it is, when it is JSON-like: string keys, finite numbers."""
+    if isinstance(value, Mapping):
+        _string_keys(value, path)
+        for key, item in value.items():
+            _plain(item, f"{path}.{key}")
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _plain(item, f"{path}[{index}]")
+    elif isinstance(value, float) and not finite(value):
+        raise InvalidRequestError(f"config: {path}: must be a finite number, got {shown(value)}")
+    return value
 
 
 def decode_config(spec: ConfigSpec, raw: Any, *, where: str = "") -> dict[str, Any]:
@@ -160,7 +194,7 @@ def decode_config(spec: ConfigSpec, raw: Any, *, where: str = "") -> dict[str, A
     at = f"{where}." if where else ""
     if not isinstance(raw, Mapping):
         raise InvalidRequestError(f"config: {where or 'config'}: expected an object, got {json_type(raw)}")
-    unknown = sorted(str(k) for k in raw if k not in spec.fields)
+    unknown = sorted(repr(k) if not isinstance(k, str) else k for k in raw if k not in spec.fields)
     if unknown:
         takes = ", ".join(spec.fields) or "none"
         names = ", ".join(at + u for u in unknown)
@@ -213,8 +247,8 @@ def unpack_config(spec: ConfigSpec, data: bytes) -> dict[str, Any]:
     """SetConfig's msgpack as the plugin sees it: decoded with the spec (nulls: not set)."""
     try:
         raw = msgpack.unpackb(data, raw=False, strict_map_key=False) if data else {}
-    except (ValueError, msgpack.ExtraData) as exc:
-        raise InvalidRequestError(f"config is not valid msgpack: {exc}") from None
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:  # TypeError: a list as a map key
+        raise InvalidRequestError(f"config is not valid msgpack: {clip(str(exc))}") from None
     return decode_config(spec, raw)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from abc import ABC
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar
@@ -149,6 +149,11 @@ class DevicePlugin(ABC):
     def config_schema(self) -> Mapping[str, Any]:
         """JSON-schema-like description of the `options` this plugin accepts per device."""
         return {"type": "object", "properties": {}}
+
+    def known_models(self) -> Collection[str] | None:
+        """The model names this plugin knows (any case), so that `inventory check` and `serve` flag
+        a typo in an inventory's bare `model = "..."`; None (the default): any name will do."""
+        return None
 
     def load_state(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """Check (and migrate from an older `state_version`) a device's state JSON before use.

@@ -115,13 +115,23 @@ def target_to_pb(target: p.DeviceTarget) -> ppb.DeviceTarget:
     return out
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a finite number")
+
+
+def _loads(text: str, where: str) -> Any:
+    """JSON from the other side, refusing NaN and Infinity (Python's json takes them; no option,
+    limit or request field may hold one: `plugins.base._numbers`)."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except ValueError as exc:
+        raise e.InvalidRequestError(f"{where}: not valid JSON: {exc}") from None
+
+
 def _json_object(text: str, where: str) -> dict[str, Any]:
     if not text:
         return {}
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise e.InvalidRequestError(f"{where}: not valid JSON: {exc}") from None
+    value = _loads(text, where)
     if not isinstance(value, dict):
         raise e.InvalidRequestError(f"{where}: must be a JSON object")
     return value
@@ -169,7 +179,7 @@ def context_from_pb(msg: ppb.OperationRequest) -> p.DeviceContext:
 
 
 def request_from_pb(rpc: PowerRpc, msg: ppb.OperationRequest) -> Any:
-    return decode(rpc.request, json.loads(msg.request_json or "{}"), "request")
+    return decode(rpc.request, _loads(msg.request_json or "{}", "request_json"), "request")
 
 
 # ---- outcomes ---------------------------------------------------------------------------------

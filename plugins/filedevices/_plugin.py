@@ -42,6 +42,7 @@ from plugins.base import (
     StatValue,
     UnknownDeviceError,
 )
+from plugins.base._numbers import check_number
 
 #: how much of a file the stats read (a digest of a huge file would stall the stream)
 _READ_LIMIT = 1 << 20
@@ -83,9 +84,10 @@ class FileDevicesPlugin(DevicePlugin):
         directory = config.get("dir", str(self._dir))
         if not isinstance(directory, str) or not Path(directory).is_dir():
             raise InvalidRequestError(f"dir: {directory!r} is not a directory")
-        period = config.get("list_period", self._period)
-        if isinstance(period, bool) or not isinstance(period, int | float) or period <= 0:
-            raise InvalidRequestError("list_period: must be a positive number of seconds")
+        try:
+            period = check_number(config.get("list_period", self._period), "list_period", positive=True)
+        except ValueError as exc:
+            raise InvalidRequestError(f"{exc} (seconds)") from None
         self._dir, self._period = Path(directory), float(period)
 
     # ---- Nomad's trio -------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any
 
 from plugins.base import DeviceGroup, DeviceGroupStats, InvalidRequestError
 from plugins.base._config import parse_duration
+from plugins.base._numbers import check_number
 
 SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -49,11 +50,11 @@ class PluginConfig:
     @classmethod
     def parse(cls, config: Mapping[str, Any]) -> PluginConfig:
         period = parse_duration(str(config.get("fingerprint_period", "30s")), "fingerprint_period")
-        timeout = float(config.get("stream_timeout", 10.0))
-        if period <= 0:
-            raise InvalidRequestError("config: fingerprint_period must be positive")
-        if timeout <= 0:
-            raise InvalidRequestError("config: stream_timeout must be positive")
+        try:
+            period = check_number(period, "fingerprint_period", positive=True)
+            timeout = float(check_number(config.get("stream_timeout", 10.0), "stream_timeout", positive=True))
+        except ValueError as exc:
+            raise InvalidRequestError(f"config: {exc}") from None
         ids = frozenset(str(i) for i in config.get("ignored_gpu_ids", ()))
         return cls(bool(config.get("enabled", True)), ids, period, timeout)
 

@@ -38,6 +38,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from plugins.base import Endpoint, HostEnvironmentError, InvalidRequestError
+from plugins.base._numbers import MAX_COUNT, MAX_SECONDS, MAX_WATTS, check_number
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +78,7 @@ class RedfishSettings:
 
     def __post_init__(self) -> None:
         _validate(self)
-        if float(self.keepalive_timeout) <= 0:
-            raise ValueError("keepalive_timeout must be positive")
+        check_number(self.keepalive_timeout, "keepalive_timeout", positive=True)
 
 
 @dataclass(frozen=True)
@@ -137,6 +137,8 @@ class ConnectionSettings:
     def from_endpoint(cls, endpoint: Endpoint, defaults: RedfishSettings) -> ConnectionSettings:
         """Merge an inventory endpoint (URL, credentials, TLS, options) over the plugin defaults."""
         url = normalize_url(endpoint.url)
+        if not url.startswith("https://"):  # the inventory refuses it; a request's model may not
+            raise InvalidRequestError(f"{url}: a BMC is reached over https:// only, never plaintext http://")
         options = dict(endpoint.options or {})
         known = {f.name for f in fields(cls)} - {"url", "username", "password"}
         unknown = sorted(set(options) - known)
@@ -165,7 +167,9 @@ class ConnectionSettings:
 
 def config_schema() -> Mapping[str, Any]:
     """JSON-schema-like description of the per-device options."""
-    number = {"type": "number", "exclusiveMinimum": 0}
+    # every number bounded both ways: `inventory check` refuses what `_validate` would at request time
+    number = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_SECONDS}
+    seconds = {"type": "number", "minimum": 0, "maximum": MAX_SECONDS}
     return {
         "type": "object",
         "additionalProperties": False,
@@ -177,12 +181,12 @@ def config_schema() -> Mapping[str, Any]:
             "insecure": {"type": "boolean", "default": False},
             "ca_bundle": {"type": "string"},
             "keepalive": {"type": "boolean", "default": True},
-            "busy_backoff": {"type": "number", "minimum": 0, "default": 60.0},
-            "retry_backoff": {"type": "number", "minimum": 0, "default": 0.5},
-            "max_retry_wait": {"type": "number", "minimum": 0, "default": 30.0},
-            "max_attempts": {"type": "integer", "minimum": 1, "default": 4},
+            "busy_backoff": {**seconds, "default": 60.0},
+            "retry_backoff": {**seconds, "default": 0.5},
+            "max_retry_wait": {**seconds, "default": 30.0},
+            "max_attempts": {"type": "integer", "minimum": 1, "maximum": MAX_COUNT, "default": 4},
             "task_poll_interval": {**number, "default": 1.0},
-            "verify_after": {"type": "number", "minimum": 0, "default": 2.0},
+            "verify_after": {**seconds, "default": 2.0},
             "logout_timeout": {**number, "default": 5.0},
             "platform": {
                 "type": "string",
@@ -192,10 +196,10 @@ def config_schema() -> Mapping[str, Any]:
             "exclusive_account": {"type": "boolean", "default": False},
             "etag_policy": {"type": "string", "enum": list(ETAG_POLICIES)},
             "persistent_caps": {"type": "boolean", "default": False},
-            "min_cap_watts": {"type": "number", "minimum": 0, "default": 100.0},
+            "min_cap_watts": {"type": "number", "minimum": 0, "maximum": MAX_WATTS, "default": 100.0},
             "system": {"type": "string"},
             "allow_power_off_on_limit": {"type": "boolean", "default": False},
-            "read_back_max_age": {"type": "number", "minimum": 0, "default": 60.0},
+            "read_back_max_age": {**seconds, "default": 60.0},
         },
     }
 
@@ -224,23 +228,24 @@ def origin_of(url: str) -> str:
         return "<invalid BMC URL>"
 
 
+#: seconds that must be above 0, and seconds that may be 0 (each at most `MAX_SECONDS`)
+_POSITIVE_SECONDS = ("connect_timeout", "read_timeout", "task_poll_interval", "logout_timeout")
+_SECONDS = ("busy_backoff", "retry_backoff", "max_retry_wait", "verify_after", "read_back_max_age")
+
+
 def _validate(obj: RedfishSettings | ConnectionSettings) -> None:
     if obj.auth not in AUTH_MODES:
         raise ValueError(f"auth must be one of {AUTH_MODES}, not {obj.auth!r}")
-    if int(obj.concurrency) < 1:
-        raise ValueError("concurrency must be at least 1")
-    if int(obj.max_attempts) < 1:
-        raise ValueError("max_attempts must be at least 1")
-    for name in ("connect_timeout", "read_timeout", "task_poll_interval", "logout_timeout"):
-        if float(getattr(obj, name)) <= 0:
-            raise ValueError(f"{name} must be positive")
-    for name in ("busy_backoff", "retry_backoff", "max_retry_wait", "verify_after", "read_back_max_age"):
-        if float(getattr(obj, name)) < 0:
-            raise ValueError(f"{name} must not be negative")
+    # every number finite and in range: a NaN timeout passes `<= 0` and stalls the event loop
+    check_number(obj.concurrency, "concurrency", minimum=1, maximum=MAX_COUNT, integer=True)
+    check_number(obj.max_attempts, "max_attempts", minimum=1, maximum=MAX_COUNT, integer=True)
+    for name in _POSITIVE_SECONDS:
+        check_number(getattr(obj, name), name, positive=True)
+    for name in _SECONDS:
+        check_number(getattr(obj, name), name)
     if obj.etag_policy is not None and obj.etag_policy not in ETAG_POLICIES:
         raise ValueError(f"etag_policy must be one of {ETAG_POLICIES}, not {obj.etag_policy!r}")
-    if float(obj.min_cap_watts) < 0:
-        raise ValueError("min_cap_watts must not be negative")
+    check_number(obj.min_cap_watts, "min_cap_watts", maximum=MAX_WATTS)
     bundle = obj.ca_bundle
     if bundle is not None and not isinstance(bundle, str):
         raise ValueError("ca_bundle must be a file path")

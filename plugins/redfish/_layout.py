@@ -40,6 +40,9 @@ MODEL_PLATFORMS: dict[str, str] = {
     "DGX_B300": NODE_MANAGER,
 }
 
+#: model names of standard DMTF BMCs (the simulator's `dmtf` and `dmtf-legacy`): probed as `auto`
+GENERIC_MODELS = ("GENERIC_DMTF", "GENERIC_DMTF_LEGACY")
+
 ROOT = "/redfish/v1"
 #: chassis types that are a part of a node (a module, a card, a cable cartridge), never the node itself
 PART_TYPES = frozenset({"Module", "Component", "Card", "Zone", "Cartridge", "Sidecar", "Expansion"})

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from plugins.base import (
+    CATALOGUE,
     Allocation,
     AllocationResult,
     DeviceContext,
@@ -52,7 +53,7 @@ from plugins.redfish._config import RedfishSettings, config_schema
 from plugins.redfish._device import Device, connect, prepare, record_session
 from plugins.redfish._errors import PlatformUnsupportedError
 from plugins.redfish._evidence import cap_plan
-from plugins.redfish._layout import MECH_CONTROL
+from plugins.redfish._layout import AUTO, GENERIC_MODELS, MECH_CONTROL, MODEL_PLATFORMS
 from plugins.redfish._op_bmc import OpBmc
 from plugins.redfish._operations import apply_policy_change, restore_scope
 from plugins.redfish._pool import BmcPool
@@ -120,6 +121,10 @@ class RedfishPlugin(DevicePlugin):
     def config_schema(self) -> Mapping[str, Any]:
         """The per-device `options` (see `plugins.redfish._config`)."""
         return config_schema()
+
+    def known_models(self) -> tuple[str, ...]:
+        """The DPS models (platform table and spec catalogue), `auto` and the generic DMTF names."""
+        return (*MODEL_PLATFORMS, *CATALOGUE, AUTO, *GENERIC_MODELS)
 
     def load_state(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """Check the state JSON against the plugin's schema and migrate older versions."""

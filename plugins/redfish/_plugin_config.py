@@ -61,10 +61,9 @@ SCHEMA: Mapping[str, Any] = {
 def settings_from(config: Mapping[str, Any], base: RedfishSettings) -> RedfishSettings:
     """The plugin-wide settings with the config's values; a clear error for a bad one."""
     given = {k: config[k] for k in _SETTINGS if k in config}
-    if "concurrency" in given:
-        given["concurrency"] = int(given["concurrency"])
     try:
-        return dataclasses.replace(base, **given)
+        settings = dataclasses.replace(base, **given)  # checks every number (`_config._validate`)
+        return dataclasses.replace(settings, concurrency=int(settings.concurrency))
     except (ValueError, TypeError) as exc:
         raise InvalidRequestError(f"config: {exc}") from None
 
@@ -87,8 +86,8 @@ def targets_from(config: Mapping[str, Any], settings: RedfishSettings) -> tuple[
     out = []
     for url in urls:
         host = urlsplit(url).hostname
-        if not host or urlsplit(url).scheme not in ("http", "https"):
-            raise InvalidRequestError(f"config: endpoints: {url!r} is not an http(s) URL")
+        if not host or urlsplit(url).scheme != "https":  # credentials never go over plaintext
+            raise InvalidRequestError(f"config: endpoints: {url!r} is not an https:// URL")
         endpoint = Endpoint(
             url=url,
             credentials=credentials,
