@@ -34,6 +34,11 @@ class WriterConflictError(RuntimeError):
     """Another live process holds the database (SQLite) or this instance id (any database)."""
 
 
+#: how long a start waits for a holder that is going away (the server notices a dead
+#: connection at once on one host, a reaped process has released its file lock) before refusing
+GRACE_SECONDS = 3.0
+
+
 class WriterLock:
     """This process's claim to be the one writer: `acquire()` at start, `release()` at stop."""
 
@@ -44,13 +49,21 @@ class WriterLock:
         self._pg: sa.Connection | None = None
         self._engine: sa.Engine | None = None
 
-    def acquire(self) -> None:
-        """Take the lock, or raise `WriterConflictError` naming who holds it."""
+    def acquire(self, grace: float = GRACE_SECONDS) -> None:
+        """Take the lock, or raise `WriterConflictError` naming who holds it (after `grace`)."""
         backend = self._url.get_backend_name()
-        if backend == "sqlite":
-            self._lock_sqlite()
-        elif backend == "postgresql":
-            self._lock_postgres()
+        give_up = time.monotonic() + grace
+        while True:
+            try:
+                if backend == "sqlite":
+                    self._lock_sqlite()
+                elif backend == "postgresql":
+                    self._lock_postgres()
+                return
+            except WriterConflictError:
+                if time.monotonic() >= give_up:
+                    raise
+            time.sleep(0.2)
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
