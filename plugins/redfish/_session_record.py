@@ -5,10 +5,15 @@ login, before the session is used. Only these prove a session ours (`plugins.red
 
 from __future__ import annotations
 
+import logging
+
 from redfish.aio import AsyncRedfishClient
 
 from plugins.base._identity import ProcessIdentity
+from plugins.base._schema import clip
 from plugins.redfish._uris import session_member
+
+log = logging.getLogger("plugins.redfish._client")
 
 MARKER_PREFIX = "devicectl/"
 
@@ -34,6 +39,8 @@ class SessionRecord:
     _auth: str | None
     #: our session as written in the identity's record
     _recorded: str
+    #: the last `Location` checked and its path ('' when not a member): asked on every request
+    _location: tuple[str, str] = ("", "")
 
     @property
     def origin(self) -> str:
@@ -50,13 +57,26 @@ class SessionRecord:
         location = getattr(self._redfish, "_session_location", None)
         if not isinstance(location, str):
             return ""
-        return session_member(location.rstrip("/"), self.origin) or ""
+        if location != self._location[0]:
+            self._location = (location, session_member(location.rstrip("/"), self.origin) or "")
+        return self._location[1]
 
     def _note_login(self) -> None:
         """A session was opened: write it into the identity's record before it is used (a process
         killed from here on leaves a session its successor may delete); the one it replaced (401)
         is gone."""
         uri = self.session_uri
+        location = getattr(self._redfish, "_session_location", None)
+        if not uri and isinstance(location, str):
+            # NOTE: the library DELETEs the login's Location at logout: one that is not a member of
+            # the session collection is never sent anything (the session expires on the BMC)
+            self._redfish._session_location = None
+            log.warning(
+                "%s: the BMC's login answer puts our Redfish session at %s, outside its session "
+                "collection: it is neither recorded nor deleted at logout",
+                self.origin,
+                clip(location, 200),
+            )
         if self.identity is None or uri == self._recorded:
             return
         if self._recorded:
