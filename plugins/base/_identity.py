@@ -3,7 +3,7 @@
 A plugin marks what it leaves on a device (a Redfish session's `Context`) with its identity, and
 deletes what an earlier process of the same identity left after a crash. That is safe only if no
 live process holds the same identity, so an identity is a lease: an OS lock (`flock`) on
-`<run dir>/identity/<id>.lock`, held for the process's life and released by the kernel when it
+`<run dir>/identity/<id>.<digest>.lock`, held for the process's life and released by the kernel when it
 dies, however it dies. The first identity asked for (the controller's instance id, `<id>-plugin`
 for `plugin launch`) is taken when free; while a live process holds it the next free of
 `<id>~1`, `<id>~2`, … is. So a restarted process takes back the identity of the one that died,
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -94,23 +95,24 @@ class ProcessIdentity:
         self._record: Path | None = None
         #: origin -> resources created under this identity and not deleted (earlier holders' too)
         self._created: dict[str, list[str]] = {}
+        #: (origin, resource) created by this process: live, never an earlier holder's leftover
+        self._mine: set[tuple[str, str]] = set()
 
     def acquire(self) -> ProcessIdentity:
         """Take the first free identity; without a usable run directory, one no one else can hold."""
         if self._fd is not None:
             return self
         directory = run_dir() / "identity"
-        safe = "".join(c if c.isalnum() or c in "-_.@" else "_" for c in self.wanted)[:100] or "_"
         try:
             _private_directory(directory.parent)
             _private_directory(directory)
             for slot in range(MAX_SLOTS + 1):
-                name = safe if slot == 0 else f"{safe}~{slot}"
+                name = _file_name(self.wanted if slot == 0 else f"{self.wanted}~{slot}")
                 fd = try_lock(directory / f"{name}.lock")
                 if fd is not None:
                     break
             else:
-                raise OSError(f"all {MAX_SLOTS + 1} identities {safe}~N are held by live processes")
+                raise OSError(f"all {MAX_SLOTS + 1} identities {self.wanted}~N are held by live processes")
         except OSError as exc:
             # NOTE: unique but never taken back: a later process cannot claim what this one leaves
             self.client_id = f"{self.wanted}~{self.boot}"
@@ -139,17 +141,22 @@ class ProcessIdentity:
         if fd is not None:
             os.close(fd)
 
-    def created(self, origin: str) -> list[str]:
-        """Resources on a device created under this identity and not known deleted."""
-        return list(self._created.get(origin, []))
+    def inherited(self, origin: str) -> list[str]:
+        """Resources on a device earlier holders of this identity created and did not delete: the
+        leftovers of dead processes (none while the identity is not a held lease)."""
+        if not self.held:
+            return []
+        return [u for u in self._created.get(origin, []) if (origin, u) not in self._mine]
 
     def note_created(self, origin: str, uri: str) -> None:
         """A resource this process created (written down before it is used)."""
+        self._mine.add((origin, uri))
         kept = [u for u in self._created.get(origin, []) if u != uri]
         self._update(origin, [*kept, uri][-MAX_KEPT:])
 
     def note_deleted(self, origin: str, uri: str) -> None:
         """A resource created under this identity is gone."""
+        self._mine.discard((origin, uri))
         kept = self._created.get(origin, [])
         if uri in kept:
             self._update(origin, [u for u in kept if u != uri])
@@ -169,6 +176,12 @@ class ProcessIdentity:
             log.warning("could not record resources created as %s in %s: %s", self.client_id, tmp, exc)
             with contextlib.suppress(OSError):
                 tmp.unlink()
+
+
+def _file_name(identity: str) -> str:
+    """The lock's file name: one per identity (a digest of it, however it is spelled), readable."""
+    readable = "".join(c if c.isalnum() or c in "-_.@~" else "_" for c in identity)[:60]
+    return f"{readable}.{hashlib.sha256(identity.encode()).hexdigest()[:16]}"
 
 
 def _private_directory(path: Path) -> None:

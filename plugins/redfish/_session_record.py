@@ -93,11 +93,10 @@ class SessionRecord:
 
     def _inherited(self) -> set[str]:
         """Sessions earlier holders of our identity opened and did not delete: provably ours."""
-        identity = self.identity
-        if identity is None or not identity.held:
+        if self.identity is None:
             return set()
         mine = {self.session_uri, self._recorded}
-        return {u for u in identity.created(self.origin) if u not in mine and session_member(u)}
+        return {u for u in self.identity.inherited(self.origin) if u not in mine and session_member(u)}
 
     def _forget(self, uri: str) -> None:
         """A recorded session is gone or no longer ours: drop it from the identity's record."""

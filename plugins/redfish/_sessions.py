@@ -373,7 +373,7 @@ class LeftoverSessions(SessionRecord):
             self.origin,
             sweep.unmarked,
             self.settings.username,
-            f" (ours shows address {clip(address)})" if address else "",
+            f" (our own session's address: {clip(address)})" if address else "",
         )
 
     def _context_not_kept(self) -> None:
