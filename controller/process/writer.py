@@ -13,8 +13,10 @@ same BMCs (docs/reliability.md, "One writer per BMC").
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
+import logging
 import os
 import socket
 import time
@@ -29,11 +31,15 @@ from sqlalchemy.pool import NullPool
 from controller.store._database import is_sqlite_memory, normalise_url
 from plugins.base._identity import read_holder, try_lock, write_holder
 
+log = logging.getLogger(__name__)
+
 
 class WriterConflictError(RuntimeError):
     """Another live process holds the database (SQLite) or this instance id (any database)."""
 
 
+#: how often the PostgreSQL lock's connection is checked (a lost connection lost the lock)
+CHECK_SECONDS = 5.0
 #: how long a start waits for a holder that is going away (the server notices a dead
 #: connection at once on one host, a reaped process has released its file lock) before refusing
 GRACE_SECONDS = 3.0
@@ -48,6 +54,8 @@ class WriterLock:
         self._fd: int | None = None
         self._pg: sa.Connection | None = None
         self._engine: sa.Engine | None = None
+        #: whether a PostgreSQL lock is to be kept (from its first acquisition to `release()`)
+        self._keeping = False
 
     def acquire(self, grace: float = GRACE_SECONDS) -> None:
         """Take the lock, or raise `WriterConflictError` naming who holds it (after `grace`)."""
@@ -65,10 +73,51 @@ class WriterLock:
                     raise
             time.sleep(0.2)
 
+    async def watch(self) -> None:
+        """Keep the PostgreSQL lock: a lost connection (a server restart, a network cut) lost it,
+        so it is taken again at once; if another live process took the instance id meanwhile,
+        say so every time (two writers: stop one)."""
+        while self._keeping:
+            await asyncio.sleep(CHECK_SECONDS)
+            await asyncio.to_thread(self.check)
+
+    def check(self) -> None:
+        """One look at the PostgreSQL lock's connection; take the lock again if it was lost."""
+        if not self._keeping:
+            return
+        pg = self._pg
+        if pg is not None:
+            try:
+                pg.execute(sa.text("SELECT 1")).scalar_one()
+                pg.commit()
+                return
+            except sa.exc.SQLAlchemyError as exc:
+                log.warning(
+                    "the connection holding instance id %r was lost (%s); taking it again",
+                    self._instance_id,
+                    type(exc).__name__,
+                )
+        self._drop_postgres()
+        try:
+            self._lock_postgres()
+        except WriterConflictError as exc:
+            log.error("%s: two live processes use it now; stop one of them", exc)
+        except sa.exc.SQLAlchemyError as exc:
+            log.error(
+                "could not take instance id %r again (%s); trying again in %.0f s",
+                self._instance_id,
+                type(exc).__name__,
+                CHECK_SECONDS,
+            )
+
     def release(self) -> None:
+        self._keeping = False
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)
+        self._drop_postgres()
+
+    def _drop_postgres(self) -> None:
         pg, self._pg = self._pg, None
         if pg is not None:
             with contextlib.suppress(Exception):
@@ -112,13 +161,13 @@ class WriterLock:
                 {"hi": (key >> 32) & 0xFFFFFFFF, "lo": key & 0xFFFFFFFF},
             ).first()
             conn.close()
-            self.release()
+            self._drop_postgres()
             who = "unknown" if holder is None else _pg_holder(holder)
             raise WriterConflictError(
                 f"instance id {self._instance_id!r} is held by another live devicectl on this database "
                 f"({who}); each process needs its own --instance-id"
             )
-        self._pg = conn
+        self._pg, self._keeping = conn, True
 
 
 def _advisory_key(instance_id: str) -> int:

@@ -4,6 +4,7 @@ a dead holder never blocks a restart (real processes)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -13,9 +14,12 @@ from pathlib import Path
 
 import grpc
 import pytest
+import sqlalchemy as sa
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy.engine import URL
+from sqlalchemy.pool import NullPool
 
+from controller.process.writer import WriterConflictError, WriterLock
 from tests.serve_process import ROOT, free_port, start_serving
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -115,3 +119,40 @@ async def test_a_live_instance_id_on_postgresql_is_refused(tmp_path: Path, pg_da
         _stop(first)
         if other is not None:
             _stop(other)
+
+
+@pytest.mark.postgres
+def test_a_lost_lock_connection_takes_the_instance_id_again(
+    pg_database: URL, caplog: pytest.LogCaptureFixture
+) -> None:
+    db_url = pg_database.render_as_string(hide_password=False)
+    admin = sa.create_engine(pg_database, poolclass=NullPool)
+
+    def cut(lock: WriterLock) -> None:
+        """The server ends the lock's connection (a restart, a network cut): the lock is gone."""
+        assert lock._pg is not None
+        pid = lock._pg.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
+        lock._pg.commit()
+        with admin.connect() as conn:
+            assert conn.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": pid}).scalar_one()
+
+    lock = WriterLock(db_url, "ctl-a")
+    lock.acquire()
+    try:
+        cut(lock)
+        lock.check()  # lost, and taken again at once
+        with pytest.raises(WriterConflictError, match="instance id 'ctl-a' is held"):
+            WriterLock(db_url, "ctl-a").acquire(grace=0)
+        cut(lock)
+        other = WriterLock(db_url, "ctl-a")
+        other.acquire(grace=0)  # another process took the id while ours was lost
+        with caplog.at_level(logging.ERROR, logger="controller.process.writer"):
+            lock.check()
+        assert "two live processes use it now; stop one of them" in caplog.text
+        other.release()
+        lock.check()
+        with pytest.raises(WriterConflictError):
+            WriterLock(db_url, "ctl-a").acquire(grace=0)
+    finally:
+        lock.release()
+        admin.dispose()
