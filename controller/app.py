@@ -267,7 +267,8 @@ class Controller:
         await self.health.set(serving=True)
         await self.health.set_live()
         self._tasks = [asyncio.create_task(supervise("health", self.health.run), name="health")]
-        self._tasks.append(asyncio.create_task(supervise("writer", self.writer.watch), name="writer"))
+        if self.writer.watched:  # PostgreSQL: its lock lives on a connection that may be lost
+            self._tasks.append(asyncio.create_task(supervise("writer", self.writer.watch), name="writer"))
         if self.executes:
             self._start_execution()
         if self.settings.retention_interval > 0 and self.role != "executor":  # one per deployment

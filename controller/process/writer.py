@@ -73,6 +73,11 @@ class WriterLock:
                     raise
             time.sleep(0.2)
 
+    @property
+    def watched(self) -> bool:
+        """Whether the lock needs `watch()` (a PostgreSQL lock; a file lock cannot be lost)."""
+        return self._keeping
+
     async def watch(self) -> None:
         """Keep the PostgreSQL lock: a lost connection (a server restart, a network cut) lost it,
         so it is taken again at once; if another live process took the instance id meanwhile,
