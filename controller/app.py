@@ -45,6 +45,7 @@ from controller.plugin_host.host import PluginHost
 from controller.plugin_host.launch import load_external_plugins
 from controller.process import workers
 from controller.process.supervise import Outage, supervise
+from controller.process.writer import WriterLock
 from controller.security import authz, tls
 from controller.store import DeviceUpsert, RetentionPolicy, Store, prune
 
@@ -80,6 +81,8 @@ class Controller:
             else (load_inventory(settings.inventory) if settings.inventory else {})
         )
         self.store = Store.from_url(settings.database_url)
+        #: one writer per BMC: the database (SQLite) and the instance id (any) are this process's
+        self.writer = WriterLock(settings.database_url, settings.instance_id)
         self.store.stall_after = settings.journal_stall_seconds or None
         # out-of-process plugins are declared in the inventory file ([[plugin]] tables)
         self.plugins = PluginHost(
@@ -206,6 +209,14 @@ class Controller:
         tls.check_settings(self.settings)  # bad security settings fail before anything starts
         workers.check_process_model(self.settings, self.store.dialect)
         workers.follow_supervisor()
+        self.writer.acquire()  # before anything reads or writes the journal
+        try:
+            return await self._start()
+        except BaseException:
+            self.writer.release()
+            raise
+
+    async def _start(self) -> int:
         # the decode guard is innermost: a caller without the role is refused before decoding matters
         interceptors = [*authz.server_interceptors(self.settings), DecodeGuard()]
         problems = check_inventory(
@@ -256,6 +267,8 @@ class Controller:
         await self.health.set(serving=True)
         await self.health.set_live()
         self._tasks = [asyncio.create_task(supervise("health", self.health.run), name="health")]
+        if self.writer.watched:  # PostgreSQL: its lock lives on a connection that may be lost
+            self._tasks.append(asyncio.create_task(supervise("writer", self.writer.watch), name="writer"))
         if self.executes:
             self._start_execution()
         if self.settings.retention_interval > 0 and self.role != "executor":  # one per deployment
@@ -403,4 +416,5 @@ class Controller:
                 await asyncio.wait_for(step, timeout)
             except TimeoutError:
                 log.error("shutdown: a step did not finish within %.0f s", timeout)
+        self.writer.release()
         log.info("stopped at %s", datetime.now(UTC).isoformat())

@@ -118,3 +118,18 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     processes, sockets and timers (the serial suite keeps about half a core busy), so one worker
     per core would leave the cores idle half the time."""
     return min(8, 2 * len(os.sched_getaffinity(0)))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _identity_run_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Identity leases of this test run's processes (plugins.base._identity) in a directory of its
+    own, inherited by child processes: another run on the same host holds none of them."""
+    saved = os.environ.get("DEVICECTL_RUN_DIR")
+    path = tmp_path_factory.mktemp("run")
+    path.chmod(0o700)
+    os.environ["DEVICECTL_RUN_DIR"] = str(path)
+    yield
+    if saved is None:
+        os.environ.pop("DEVICECTL_RUN_DIR", None)
+    else:
+        os.environ["DEVICECTL_RUN_DIR"] = saved

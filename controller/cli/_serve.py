@@ -28,6 +28,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logs.setup(settings.log_level, settings.log_format)
     from controller.app import Controller, SchemaOutdatedError
     from controller.process import runtime
+    from controller.process.writer import WriterConflictError
 
     runtime.tune_process()
 
@@ -38,6 +39,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         except SchemaOutdatedError as exc:
             print_error(str(exc))  # one line, however wide the terminal
             return 2
+        except WriterConflictError as exc:
+            print_error(str(exc))
+            return 1
         runtime.freeze_startup_objects()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -60,6 +60,18 @@ class request_context:
         _context.reset(self._token)
 
 
+class TextFormatter(logging.Formatter):
+    """The text line format, one line per record whatever the message quotes: control characters
+    in the message (a BMC's error text with a newline and `CRITICAL ...` after it) are escaped, so
+    no text from outside can forge a record. A traceback still follows on its own lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        message = record.message
+        if not message.isprintable():
+            record.message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+        return super().formatMessage(record)
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, and device, request_id and
     trace_id as fields (null outside a request), plus the exception text if any."""
@@ -93,7 +105,7 @@ def handler(stream: IO[str] | None = None, fmt: str = "text") -> logging.Handler
         out.setFormatter(JsonFormatter())
     else:
         out.setFormatter(
-            logging.Formatter(
+            TextFormatter(
                 "%(asctime)s %(levelname)s %(name)s device=%(device)s request_id=%(request_id)s "
                 "trace_id=%(trace_id)s %(message)s"
             )

@@ -80,8 +80,11 @@ def json_type(value: Any) -> str:
 
 
 def clip(value: Any, limit: int = 60) -> str:
-    """A value as an error message quotes it: strings as they are, others as repr, cut to `limit`."""
+    """A value as an error message or log line quotes it: strings as they are, others as repr, cut
+    to `limit`, on one line: control characters (a newline would forge a log record) escaped."""
     text = value if isinstance(value, str) else repr(value)
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     return text if len(text) <= limit else f"{text[:limit]}…({len(text) - limit} more)"
 
 

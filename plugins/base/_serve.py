@@ -20,6 +20,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -322,6 +323,9 @@ async def serve_async(
     shutdown to the host (`Shutdown`, or SIGKILL).
     """
     state = _State(plugin)
+    # its own identity towards devices, apart from the controller on the same host (whose instance
+    # id is the default): `plugins.base._identity` makes it unique among live processes
+    plugin.set_client_id(f"{os.environ.get('DEVICECTL_INSTANCE_ID') or socket.gethostname()}-plugin")
     await plugin.start()
     # gRPC cancels a call its server has not picked up within 30 s by default; a plugin busy with a
     # large fan-out can lag that much, and each call already carries the request's own deadline

@@ -40,6 +40,7 @@ from redfish.aio import AsyncRedfishClient
 from redfish.aio import exceptions as dmtf
 from redfish.aio.response import AsyncRestResponse
 
+from plugins.base._identity import ProcessIdentity
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._document import Document
 from plugins.redfish._errors import (
@@ -87,6 +88,8 @@ class BmcClient(BmcLogin):
         settings: this BMC's connection settings.
         tls: the BMC's TLS context (the pool's: a CA bundle, the system store, or no checks).
         marker: the `Session.Context` every login sends (this process's, `session_marker`).
+        identity: this process's identity lease: the sessions its holders opened are recorded
+            there, and only those are deleted unread (`plugins.redfish._sessions`).
     """
 
     def __init__(
@@ -95,8 +98,10 @@ class BmcClient(BmcLogin):
         settings: ConnectionSettings,
         tls: ssl.SSLContext,
         marker: str = "",
+        identity: ProcessIdentity | None = None,
     ):
         self.settings = settings
+        self.identity = identity
         #: the `Session.Context` of our sessions (see `plugins.redfish._sessions`)
         self.marker = marker
         self.transport = BmcTransport(http, settings, tls, login_context=marker)

@@ -19,7 +19,7 @@ Per-device options (all optional):
 | `logout_timeout` | 5 s | time allowed for each Redfish session DELETE at shutdown |
 | `platform` | the model's | force one: `environment_metrics`, `controls`, `legacy_power`, `node_manager` |
 | `basic_fallback` | false | use Basic auth when the BMC's session table is full (else the request fails) |
-| `exclusive_account` | false | the account is devicectl's alone: its sessions without Context are leftovers |
+| `exclusive_account` | false | the account is devicectl's alone (no Context: ours only by our record) |
 | `etag_policy` | the platform's | `strong` (If-Match with the ETag), `body-hash` or `none` (no If-Match) |
 | `persistent_caps` | false | NVIDIA: caps survive BMC/host resets (`Oem.Nvidia.PowerLimitPersistency`) |
 | `min_cap_watts` | 100 | safety floor for a cap when neither the BMC nor the device spec gives a minimum |

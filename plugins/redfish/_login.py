@@ -13,6 +13,7 @@ import time
 from redfish.aio import exceptions as dmtf
 
 from plugins.base import HostEnvironmentError
+from plugins.base._schema import clip
 from plugins.redfish._errors import AccessError, RedfishError, RedfishHTTPError
 from plugins.redfish._readbacks import ReadBacks
 from plugins.redfish._sessions import LeftoverSessions
@@ -86,13 +87,15 @@ class BmcLogin(LeftoverSessions):
                     "%s: the BMC refuses the Redfish Session.Context devicectl sets at login (%s); "
                     "logging in without it",
                     self.origin,
-                    error,
+                    clip(str(error), 300),
                 )
                 await self._open(mode)
                 return
             if mode == "session" and error.has_message("SessionLimitExceeded"):
                 await self._session_table_full(error)  # raises, or logs in some other way
                 self._swept = True
+                if self._auth == "session":
+                    self._note_login()
                 if self._auth == "session" and not self._session_counted:
                     self._session_counted = True
                     SESSIONS_OPEN.inc()
@@ -107,6 +110,7 @@ class BmcLogin(LeftoverSessions):
             SESSIONS_OPEN.inc()
         if mode == "session":
             log.debug("%s: Redfish session opened", self.origin)
+            self._note_login()
             self._after_login()
 
     async def logout(self) -> None:
@@ -118,8 +122,9 @@ class BmcLogin(LeftoverSessions):
         try:
             with deadline_scope(time.monotonic() + self.settings.logout_timeout):
                 await self._redfish.logout()
+            self._note_logout()
         except (dmtf.RedfishError, RedfishError, OSError, TimeoutError) as exc:
-            log.warning("%s: could not delete the Redfish session: %s", self.origin, exc)
+            log.warning("%s: could not delete the Redfish session: %s", self.origin, clip(str(exc), 300))
         finally:
             self._forget_login()
 

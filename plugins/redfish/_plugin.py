@@ -116,7 +116,7 @@ class RedfishPlugin(DevicePlugin):
     def set_client_id(self, client_id: str) -> None:
         """The controller's instance id: our Redfish sessions carry it (`plugins.redfish._sessions`)."""
         if client_id:
-            self.pool.client_id = client_id
+            self.pool.set_client_id(client_id)
 
     def config_schema(self) -> Mapping[str, Any]:
         """The per-device `options` (see `plugins.redfish._config`)."""

@@ -12,12 +12,12 @@ import asyncio
 import functools
 import logging
 import os
-import secrets
 import socket
 import ssl
 from collections.abc import Iterable
 
 from plugins.base import Endpoint
+from plugins.base._identity import ProcessIdentity
 from plugins.redfish._client import BmcClient
 from plugins.redfish._config import ConnectionSettings, RedfishSettings, check_ca_bundle
 from plugins.redfish._http import HttpConnections
@@ -36,14 +36,16 @@ class BmcPool:
         defaults: plugin-wide settings (each device's options override them).
         client_id: who this process acts for (the controller's instance id): stable across its
             restarts, distinct between controllers that run at once. Default: the environment's
-            `DEVICECTL_INSTANCE_ID`, else the host name.
+            `DEVICECTL_INSTANCE_ID`, else the host name. The identity our sessions carry is the
+            lease `plugins.base._identity` grants for it at `start()` (this id while no other live
+            process holds it).
     """
 
     def __init__(self, defaults: RedfishSettings | None = None, client_id: str = "") -> None:
         self.defaults = defaults or RedfishSettings()
-        #: random per pool (per process, in production): tells this process's sessions from earlier ones
-        self.boot = secrets.token_hex(4)
         self.client_id = client_id or os.environ.get("DEVICECTL_INSTANCE_ID") or socket.gethostname()
+        #: this process's identity lease, held from `start()` to `close()`
+        self.identity: ProcessIdentity | None = None
         self._http: HttpConnections | None = None
         self._clients: dict[str, BmcClient] = {}
         self._users: dict[str, set[str]] = {}  # BMC URL -> device ids using it
@@ -59,10 +61,29 @@ class BmcPool:
         """Whether the pool is open."""
         return self._http is not None and not self._http.closed
 
+    @property
+    def boot(self) -> str:
+        """Random per identity lease: tells this process's sessions from earlier holders' ('' before
+        `start()`)."""
+        return self.identity.boot if self.identity is not None else ""
+
+    def set_client_id(self, client_id: str) -> None:
+        """Act for another client id from now on (a started pool swaps its identity lease)."""
+        self.client_id = client_id
+        if self.identity is not None:
+            self._take_identity()
+
+    def _take_identity(self) -> None:
+        if self.identity is None or self.identity.wanted != self.client_id:
+            if self.identity is not None:
+                self.identity.release()
+            self.identity = ProcessIdentity(self.client_id).acquire()
+
     async def start(self) -> None:
-        """Open the pool (idempotent)."""
+        """Open the pool (idempotent) and take this process's identity lease."""
         if self.started:
             return
+        self._take_identity()
         self._http = HttpConnections(self.defaults.keepalive_timeout)
 
     async def client(self, settings: ConnectionSettings, device_id: str = "") -> BmcClient:
@@ -77,8 +98,10 @@ class BmcPool:
                 retired = current
                 current = None
             if current is None:
-                marker = session_marker(self.client_id, self.boot)
-                current = BmcClient(self._http, settings, self._tls_for(settings), marker)
+                identity = self.identity
+                assert identity is not None
+                marker = session_marker(identity.client_id, identity.boot)
+                current = BmcClient(self._http, settings, self._tls_for(settings), marker, identity)
                 self._clients[settings.url] = current
             elif current.settings != settings:
                 # same connection, other tuning (timeouts, back-off): keep the session, take the values
@@ -141,6 +164,9 @@ class BmcPool:
         if self._http is not None:
             await self._http.close()
             self._http = None
+        if self.identity is not None:
+            self.identity.release()
+            self.identity = None
 
     def _tls_for(self, settings: ConnectionSettings) -> ssl.SSLContext:
         """The BMC's TLS context: its CA bundle's, the system store's, or none checked (insecure)."""

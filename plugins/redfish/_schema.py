@@ -25,6 +25,7 @@ from typing import Any
 from plugins.base import InvalidRequestError
 from plugins.base._schema import check_model_basics, check_shape, is_int, json_type, quote
 from plugins.redfish._layout import DISCOVERY_VERSION, PLATFORMS, Component
+from plugins.redfish._uris import redfish_path, session_member
 
 STATE_VERSION = 2
 #: nesting deeper than this is refused before anything walks it recursively
@@ -54,6 +55,8 @@ _COMPONENT_FIELDS: dict[str, type] = {
     "model": str,
     "cap_mode": str,
 }
+#: component fields that are BMC resource paths: requests are sent to them
+_URI_FIELDS = ("limit_uri", "resource_uri", "metrics_uri", "wpps_uri")
 _DISCOVERY_STRINGS = (
     "system",
     "url",
@@ -190,6 +193,8 @@ def _discovery(data: Any) -> dict[str, Any] | None:
         or metrics[0] not in _NODE_METRICS
     ):
         raise InvalidRequestError(f"device state: {where}.node_metrics: expected [kind, uri]")
+    if metrics[1]:
+        _resource_path(metrics[1], f"{where}.node_metrics")
     extra = obj.get("extra") or {}
     if not isinstance(extra, Mapping):
         raise InvalidRequestError(f"device state: {where}.extra: expected an object, got {json_type(extra)}")
@@ -223,6 +228,9 @@ def _component(data: Any, where: str) -> None:
         raise InvalidRequestError(
             f"device state: {where}.cap_mode: {quote(obj['cap_mode'])} is not a ControlMode"
         )
+    for name in _URI_FIELDS:
+        if obj.get(name):
+            _resource_path(obj[name], f"{where}.{name}")
     if obj["index"] < 0 or obj.get("member", 0) < 0 or obj.get("members", 1) < 0:
         raise InvalidRequestError(f"device state: {where}: negative index")
     Component(**obj)  # every field is checked above; this cannot raise
@@ -288,9 +296,22 @@ def _gpu_profiles(data: Any, where: str) -> dict[str, Any]:
 def _session_list(data: Any, where: str) -> list[str]:
     uris = _list(data, where)
     for uri in uris:
-        if not isinstance(uri, str) or not uri.startswith("/redfish/v1/SessionService/Sessions/"):
-            raise InvalidRequestError(f"device state: {where}: not a Redfish session URI: {quote(uri)}")
+        # exactly one member of the session collection: `Sessions/../../AccountService/Accounts/3`
+        # would be sent as a DELETE of the account (`plugins.redfish._uris`)
+        if session_member(uri) is None:
+            raise InvalidRequestError(
+                f"device state: {where}: not a Redfish session URI (one member of "
+                f"/redfish/v1/SessionService/Sessions): {quote(uri)}"
+            )
     return list(uris)[-8:]
+
+
+def _resource_path(uri: str, where: str) -> None:
+    if not redfish_path(uri):
+        raise InvalidRequestError(
+            f"device state: {where}: not a plain /redfish/v1/ resource path (dot segments, encoded "
+            f"separators and control characters are refused): {quote(uri)}"
+        )
 
 
 # ---- scalars and containers ----------------------------------------------------------------------

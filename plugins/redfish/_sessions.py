@@ -3,19 +3,22 @@
 A SIGKILLed process cannot log out, and BMC session tables are small (GB200: 4). A process may die
 anywhere, between its login and the first request that could record anything included, so the
 session itself says whose it is: every login sends the DMTF `Session.Context`
-`devicectl/<client id>/<boot>` (the client id is the controller's instance id, stable across its
-restarts; the boot is random per process). The BMC stores it and shows it on the session resource
-(bmcweb: `handleSessionCollectionPost` and `fillSessionObject`, redfish-core/lib/redfish_sessions.hpp).
+`devicectl/<client id>/<boot>` (`plugins.redfish._session_record`), which the BMC shows on the
+session (bmcweb: `handleSessionCollectionPost`, `fillSessionObject`, redfish_sessions.hpp).
 
 The first login of a process to a BMC is followed by a sweep: the session collection is listed
-and each member read; a session whose Context names this client id and another boot is an earlier
-process's and is deleted. Session URIs recorded in device state are deleted too, unless the
-session now shows someone else's Context or account (iDRAC reuses session ids). A session without
-a Context is never taken for ours on a shared account: behind NAT another controller's or tool's
-live session looks the same. Only where the device says its account is devicectl's alone
-(`exclusive_account`) are sessions of that account without a Context leftovers as well (from our
-own session's client address when the BMC shows it). A BMC that does not keep Context (or refuses
-it at login, `plugins.redfish._login`) is named in a warning once, with that option.
+and each member read; a session whose Context names this client id and another boot was opened by
+an earlier holder of the lease we hold now, so by a dead process, and is deleted. The identity's
+record (written right after each login, before the session is used) lists the sessions its
+holders opened and did not delete: those are ours too, unless the session now shows someone
+else's Context or account (iDRAC reuses session ids). Nothing else is ever deleted: not a URI a
+device state names (a request's state is a caller's word, not proof: it only asks for a sweep),
+and not a session without a Context, whatever `exclusive_account` says: behind NAT another live
+controller's session shows our account and address too. A BMC that does not keep Context (or
+refuses it at login, `plugins.redfish._login`) is named in a warning once.
+
+Every URI is checked before a request goes to it (`plugins.redfish._uris`): recorded ones, our
+own `Location`, the members the BMC lists. A session is exactly one segment under the collection.
 
 When the login is refused with `SessionLimitExceeded`, the sweep runs first with Basic auth on its
 own requests only (the client's auth mode is not switched, so no other request goes out with
@@ -35,40 +38,28 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
-from redfish.aio import AsyncRedfishClient
 from redfish.aio import exceptions as dmtf
 from redfish.aio.response import AsyncRestResponse
 
+from plugins.base._schema import clip
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._errors import RedfishError, RedfishHTTPError, SessionLimitError, error_for_response
+from plugins.redfish._session_record import SessionRecord, marker_parts, session_marker
 from plugins.redfish._telemetry import SESSION_LIMIT
 from plugins.redfish._transport import BmcTransport, deadline_scope
+from plugins.redfish._uris import SESSIONS_PATH, session_member
 
 log = logging.getLogger("plugins.redfish._client")
 
-SESSIONS_PATH = "/redfish/v1/SessionService/Sessions"
-MARKER_PREFIX = "devicectl/"
+__all__ = ["SESSIONS_PATH", "LeftoverSessions", "Sweep", "marker_parts", "session_marker"]
+
 #: session members read per sweep at most (real tables hold 4 to 64)
 MAX_SWEPT = 64
 #: time a sweep after login may take (its own budget, not a request's)
 SWEEP_SECONDS = 30.0
 #: the Basic `Authorization` header of a sweep that runs without a session (its task alone)
 _SWEEP_AUTH: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("sweep", default=None)
-
-
-def session_marker(client_id: str, boot: str) -> str:
-    """The `Session.Context` of this process's sessions."""
-    return f"{MARKER_PREFIX}{client_id}/{boot}"
-
-
-def marker_parts(context: object) -> tuple[str, str] | None:
-    """(client id, boot) of a devicectl marker, None for any other Context."""
-    if not isinstance(context, str) or not context.startswith(MARKER_PREFIX):
-        return None
-    client_id, sep, boot = context[len(MARKER_PREFIX) :].rpartition("/")
-    return (client_id, boot) if sep and client_id and boot else None
 
 
 @dataclass
@@ -93,19 +84,18 @@ class Sweep:
         return "; ".join(parts) or ("no one" if not self.listed else "sessions that could not be read")
 
 
-class LeftoverSessions:
+class LeftoverSessions(SessionRecord):
     """The part of `BmcClient` that finds and deletes sessions earlier processes left behind."""
 
     settings: ConnectionSettings
     marker: str
     transport: BmcTransport
-    _redfish: AsyncRedfishClient
-    _auth: str | None
     _login_lock: asyncio.Lock
 
     def __init__(self) -> None:
-        #: session URIs from device state that are not ours: an older release's record, to delete
+        #: session URIs a device state names that are not ours now: a reason to sweep, not proof
         self._stale: set[str] = set()
+        self._recorded = ""
         self._reaped: set[str] = set()
         self._swept = False
         self._sweeping: asyncio.Task[None] | None = None
@@ -113,6 +103,7 @@ class LeftoverSessions:
         #: False once the BMC refused to list its sessions (not asked again by this process)
         self._listable = True
         self._unmarked_warned = False
+        self._unproven_warned = False
         self.sessions_reaped = 0
 
     @property
@@ -138,12 +129,8 @@ class LeftoverSessions:
         # sweep still frees the table for the next one (a crash loop leaves requests little time)
         sweep = await asyncio.shield(task)
         if sweep is not None and sweep.deleted:
-            log.info(
-                "%s: Redfish session limit reached; deleted %d session(s) earlier devicectl "
-                "processes left open",
-                self.origin,
-                sweep.deleted,
-            )
+            msg = "%s: Redfish session limit reached; deleted %d session(s) earlier processes left open"
+            log.info(msg, self.origin, sweep.deleted)
             try:
                 await self._redfish.login(auth="session")
             except dmtf.RedfishHTTPError as exc:
@@ -177,22 +164,20 @@ class LeftoverSessions:
         if sweep is None:
             return "the BMC's Redfish session table is full (SessionLimitExceeded; its sessions unreadable)"
         mine = f"this controller's (Context {self.marker.rpartition('/')[0]}/…)"
+        ours = f"none of them {mine}"
         if sweep.deleted:
-            ours = (
-                f"{sweep.deleted} of them earlier processes of {mine} were deleted and the table "
-                "filled up again before the next login"
-            )
-        else:
-            ours = f"none of them {mine}"
+            ours = f"{sweep.deleted} of them earlier processes of {mine} were deleted and the table "
+            ours += "filled up again before the next login"
         table = (
             f"the BMC's Redfish session table is full: {sweep.listed} of {sweep.listed} sessions open "
             f"(its limit: it refused one more with SessionLimitExceeded), {ours}; held by {sweep.holders()}"
         )
-        if sweep.unmarked and not self.settings.exclusive_account:
+        if sweep.unmarked:
             table += (
-                f"; {sweep.unmarked} of account {self.settings.username!r} carry no Context (an earlier "
-                "devicectl's on a BMC that does not keep it?): set `exclusive_account = true` if the "
-                "account is devicectl's alone"
+                f"; {sweep.unmarked} of account {self.settings.username!r} carry no Context and are not "
+                "in this controller's record of the sessions it opened: they may be another live "
+                "controller's behind the same address, so they are left to expire on the BMC's "
+                "inactivity timeout"
             )
         return table
 
@@ -211,21 +196,11 @@ class LeftoverSessions:
             with deadline_scope(time.monotonic() + SWEEP_SECONDS):
                 return await self._sweep()
         except RedfishError as exc:
-            log.warning("%s: could not read the BMC's Redfish sessions: %s", self.origin, exc)
+            log.warning("%s: could not read the BMC's Redfish sessions: %s", self.origin, clip(str(exc), 300))
             return None
 
-    @property
-    def session_uri(self) -> str:
-        """The path of our Redfish session ('' without one). Never the token."""
-        if self._auth != "session":
-            return ""
-        # NOTE: AsyncRedfishClient keeps the session's Location only in a private attribute; read
-        # defensively (an absent attribute just means nothing is recorded)
-        location = getattr(self._redfish, "_session_location", None)
-        return urlsplit(location).path.rstrip("/") if isinstance(location, str) else ""
-
     def note_sessions(self, uris: list[str]) -> None:
-        """Session URIs recorded in a device's state: any that is not ours now is a leftover."""
+        """Session URIs a device's state names: a sweep looks at them (never deletes them unproven)."""
         current = self.session_uri
         for uri in uris:
             if uri != current and uri not in self._reaped:
@@ -257,7 +232,7 @@ class LeftoverSessions:
             with deadline_scope(time.monotonic() + SWEEP_SECONDS):
                 await self._sweep()
         except RedfishError as exc:
-            log.warning("%s: could not read the BMC's Redfish sessions: %s", self.origin, exc)
+            log.warning("%s: could not read the BMC's Redfish sessions: %s", self.origin, clip(str(exc), 300))
         finally:
             self._sweeping = None
 
@@ -296,10 +271,22 @@ class LeftoverSessions:
                 )
         sweep = Sweep()
         doomed: list[str] = []
+        proven = self._inherited()
         if self._listable:
-            doomed = await self._examine(listing, own, sweep)
+            doomed = await self._examine(listing, own, sweep, proven)
         else:
-            doomed = [u for u in self._stale if u != own]  # recorded in device state: ours
+            # NOTE: deleted unread only when our identity's record says we opened it; a URI only a
+            # device state names may be anyone's (a request's state is the caller's word)
+            doomed = sorted(proven)
+            unproven = self._stale - proven - {own}
+            if unproven and not self._unproven_warned:
+                self._unproven_warned = True
+                log.warning(
+                    "%s: %d Redfish session URI(s) the device state names are not deleted: the BMC does "
+                    "not let them be read, and this process's identity did not open them",
+                    self.origin,
+                    len(unproven),
+                )
         self._reaped |= self._stale
         self._stale.clear()
         self._swept = True
@@ -308,14 +295,23 @@ class LeftoverSessions:
             sweep.deleted += await self._delete(uri)
         return sweep
 
-    async def _examine(self, listing: dict[str, Any], own: str, sweep: Sweep) -> list[str]:
+    async def _examine(self, listing: dict[str, Any], own: str, sweep: Sweep, proven: set[str]) -> list[str]:
         """Read each listed session (and our own); the earlier processes' among them."""
         members = listing.get("Members")
         ids = (
             [m.get("@odata.id") for m in members if isinstance(m, dict)] if isinstance(members, list) else []
         )
-        uris = [urlsplit(u).path.rstrip("/") for u in ids if isinstance(u, str)]
+        listed = [session_member(u.rstrip("/") if isinstance(u, str) else u, self.origin) for u in ids]
+        uris = [u for u in listed if u is not None]
+        if len(uris) < len(ids):
+            log.warning(
+                "%s: the BMC lists %d Redfish session(s) outside its session collection; they are not read",
+                self.origin,
+                len(ids) - len(uris),
+            )
         sweep.listed = len(uris)
+        for gone in proven - set(uris):
+            self._forget(gone)  # no longer listed: deleted or expired
         others = [u for u in uris if u != own][:MAX_SWEPT]
         # our own session as the login's reply showed it (bmcweb answers with the session), else read
         own_doc = self.transport.login_reply if own else {}
@@ -325,61 +321,67 @@ class LeftoverSessions:
         found = dict(zip(others, docs, strict=True))
         if own and "Context" not in own_doc:
             self._context_not_kept()
-        # where our own session shows the address the BMC sees us from, only that address's
         address = own_doc.get("ClientOriginIPAddress") if own else None
         doomed = []
         for uri, doc in found.items():
             if not doc:
+                self._forget(uri)
                 continue  # gone meanwhile
-            if self._leftover(uri, doc, address):
+            if self._leftover(uri, doc, proven):
                 doomed.append(uri)
                 continue
+            if uri in proven:
+                self._forget(uri)  # the id is someone else's now
             user, address_, context = (
                 str(doc.get(k) or "") for k in ("UserName", "ClientOriginIPAddress", "Context")
             )
             sweep.others[(user, address_, context)] += 1
             sweep.unmarked += not context and user == self.settings.username
+        self._unproven(sweep, address)
         return doomed
 
-    def _leftover(self, uri: str, doc: dict[str, Any], address: object) -> bool:
-        """Whether a session (not ours now) is one an earlier process of this client left."""
+    def _leftover(self, uri: str, doc: dict[str, Any], proven: set[str]) -> bool:
+        """Whether a session (not ours now) is provably one a dead process of our identity left."""
         context = doc.get("Context")
         mine = marker_parts(self.marker)
         theirs = marker_parts(context)
         if theirs is not None and mine is not None:
+            # our identity is a lease this process holds: another boot under it has died
             return theirs[0] == mine[0] and theirs[1] != mine[1]
         if context:
             return False  # someone else's marker
         user = doc.get("UserName")
         if user is not None and user != self.settings.username:
             return False  # another account's: a BMC that reuses session ids gave it a recorded URI
-        if uri in self._stale:
-            return True  # recorded in device state by this controller
-        # NOTE: no Context on a shared account is anyone's: behind NAT another controller's live
-        # session shows our account and address too. Only an account that is devicectl's alone
-        # makes it ours.
-        if not self.settings.exclusive_account or user is None:
-            return False
-        return not address or doc.get("ClientOriginIPAddress") == address
+        # NOTE: no Context is anyone's: behind NAT another live controller's session shows our
+        # account and address too. Only our identity's own record makes it ours.
+        return uri in proven
+
+    def _unproven(self, sweep: Sweep, address: object) -> None:
+        """Say once that sessions of our account without a Context were left alone, and why."""
+        if not sweep.unmarked or self._unproven_warned or not self.settings.exclusive_account:
+            return
+        self._unproven_warned = True
+        log.warning(
+            "%s: %d Redfish session(s) of account %r carry no Context%s and are not in this process's "
+            "record of the sessions it opened: not deleted (exclusive_account cannot prove them ours: "
+            "another live controller seen from the same address looks the same); they expire on the "
+            "BMC's inactivity timeout",
+            self.origin,
+            sweep.unmarked,
+            self.settings.username,
+            f" (our own session's address: {clip(address)})" if address else "",
+        )
 
     def _context_not_kept(self) -> None:
         """Our own session shows no Context: say once what that means for sessions a crash leaves."""
         if self._unmarked_warned or not self.marker:
             return
         self._unmarked_warned = True
-        if self.settings.exclusive_account:
-            log.info(
-                "%s: the BMC does not keep the Redfish Session.Context devicectl sets; sessions of "
-                "account %r without one are taken for earlier devicectl processes' (exclusive_account)",
-                self.origin,
-                self.settings.username,
-            )
-            return
         log.warning(
             "%s: the BMC does not keep the Redfish Session.Context devicectl sets on its sessions: a "
-            "session a killed devicectl process leaves here cannot be told from other clients' and stays "
-            "until the BMC expires it; set `exclusive_account = true` for this device if account %r is "
-            "used by devicectl alone",
+            "session a killed devicectl process leaves here is deleted only when this process's "
+            "identity record shows it opened it (account %r); any other stays until the BMC expires it",
             self.origin,
             self.settings.username,
         )
@@ -398,9 +400,10 @@ class LeftoverSessions:
         try:
             reply = await self._send("DELETE", uri, None, _SWEEP_AUTH.get())
         except RedfishError as exc:
-            log.warning("%s: could not delete a leftover Redfish session: %s", self.origin, exc)
+            log.warning("%s: could not delete a leftover Redfish session: %s", self.origin, clip(str(exc)))
             return 0
         if reply.status < 300 or reply.status == 404:
+            self._forget(uri)
             self.sessions_reaped += reply.status < 300
             log.info("%s: deleted a Redfish session an earlier process left open", self.origin)
             return 1

@@ -27,6 +27,9 @@ async def _crash(plugin: RedfishPlugin) -> None:
     if http is not None:
         await http.close()
     pool._http = None
+    if pool.identity is not None:  # the kernel releases a dead process's identity lease
+        pool.identity.release()
+        pool.identity = None
 
 
 async def _plugin(client_id: str) -> RedfishPlugin:

@@ -1,0 +1,158 @@
+"""One writer per BMC: a second `devicectl serve` on one SQLite file, or with a live process's
+instance id on PostgreSQL, is refused with one line naming the holder; the first keeps serving, and
+a dead holder never blocks a restart (real processes)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+import sqlalchemy as sa
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from sqlalchemy.engine import URL
+from sqlalchemy.pool import NullPool
+
+from controller.process.writer import WriterConflictError, WriterLock
+from tests.serve_process import ROOT, free_port, start_serving
+
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _args(db_url: str, port: int, instance: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "controller",
+        "serve",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--database-url",
+        db_url,
+        "--callback",
+        "127.0.0.1:9",  # nothing is delivered in these tests
+        "--instance-id",
+        instance,
+        "--auto-upgrade",
+    ]
+
+
+def _refused(db_url: str, instance: str) -> str:
+    """Run a second `serve` to its exit: it must fail at once with one line; its stderr."""
+    done = subprocess.run(
+        _args(db_url, free_port(), instance), cwd=ROOT, env=ENV, capture_output=True, timeout=120
+    )
+    err = done.stderr.decode()
+    assert done.returncode == 1, (done.returncode, err)
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    return err
+
+
+async def _serving(port: int) -> bool:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+async def test_a_second_serve_on_one_sqlite_file_is_refused_and_the_first_keeps_serving(
+    tmp_path: Path,
+) -> None:
+    db_url = f"sqlite:///{tmp_path / 'devicectl.db'}"
+    port = free_port()
+    first = await start_serving(_args(db_url, port, "ctl-a"), ENV, tmp_path / "a.log", port, tries=300)
+    try:
+        # the same instance id (the host name by default) and another one: both refused
+        for instance in ("ctl-a", "ctl-b"):
+            err = _refused(db_url, instance)
+            assert f"the database {tmp_path / 'devicectl.db'} is in use by another live devicectl" in err
+            assert f"(pid {first.pid} on host {socket.gethostname()}, instance id 'ctl-a', started " in err
+        assert await _serving(port) and first.poll() is None
+        # a holder that dies (SIGKILL: nothing cleaned up) never blocks the next start
+        _stop(first, signal.SIGKILL)
+        port = free_port()
+        again = await start_serving(_args(db_url, port, "ctl-a"), ENV, tmp_path / "b.log", port, tries=300)
+        _stop(again)
+        assert again.returncode == 0
+    finally:
+        _stop(first)
+
+
+@pytest.mark.postgres
+async def test_a_live_instance_id_on_postgresql_is_refused(tmp_path: Path, pg_database: URL) -> None:
+    db_url = pg_database.render_as_string(hide_password=False)
+    port = free_port()
+    first = await start_serving(_args(db_url, port, "ctl-a"), ENV, tmp_path / "a.log", port, tries=300)
+    other: subprocess.Popen[bytes] | None = None
+    try:
+        err = _refused(db_url, "ctl-a")
+        assert "instance id 'ctl-a' is held by another live devicectl on this database" in err
+        assert f"devicectl pid={first.pid} host={socket.gethostname()}" in err
+        assert await _serving(port) and first.poll() is None
+        # another instance id on the same database is a peer, not a second writer of ours
+        other_port = free_port()
+        other = await start_serving(
+            _args(db_url, other_port, "ctl-b"), ENV, tmp_path / "b.log", other_port, tries=300
+        )
+        assert await _serving(other_port)
+        # the holder dies: its connection ends and the id is free again at once
+        _stop(first, signal.SIGKILL)
+        port = free_port()
+        again = await start_serving(_args(db_url, port, "ctl-a"), ENV, tmp_path / "c.log", port, tries=300)
+        _stop(again)
+    finally:
+        _stop(first)
+        if other is not None:
+            _stop(other)
+
+
+@pytest.mark.postgres
+def test_a_lost_lock_connection_takes_the_instance_id_again(
+    pg_database: URL, caplog: pytest.LogCaptureFixture
+) -> None:
+    db_url = pg_database.render_as_string(hide_password=False)
+    admin = sa.create_engine(pg_database, poolclass=NullPool)
+
+    def cut(lock: WriterLock) -> None:
+        """The server ends the lock's connection (a restart, a network cut): the lock is gone."""
+        assert lock._pg is not None
+        pid = lock._pg.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
+        lock._pg.commit()
+        with admin.connect() as conn:
+            assert conn.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": pid}).scalar_one()
+
+    lock = WriterLock(db_url, "ctl-a")
+    lock.acquire()
+    try:
+        cut(lock)
+        lock.check()  # lost, and taken again at once
+        with pytest.raises(WriterConflictError, match="instance id 'ctl-a' is held"):
+            WriterLock(db_url, "ctl-a").acquire(grace=0)
+        cut(lock)
+        other = WriterLock(db_url, "ctl-a")
+        other.acquire(grace=0)  # another process took the id while ours was lost
+        with caplog.at_level(logging.ERROR, logger="controller.process.writer"):
+            lock.check()
+        assert "two live processes use it now; stop one of them" in caplog.text
+        other.release()
+        lock.check()
+        with pytest.raises(WriterConflictError):
+            WriterLock(db_url, "ctl-a").acquire(grace=0)
+    finally:
+        lock.release()
+        admin.dispose()
