@@ -46,7 +46,7 @@ from controller.plugin_host.launch import load_external_plugins
 from controller.process import workers
 from controller.process.supervise import Outage, supervise
 from controller.security import authz, tls
-from controller.store import DeviceUpsert, RetentionPolicy, Store, prune
+from controller.store import DeviceUpsert, RetentionPolicy, Store, newer_schema_message, prune
 
 if TYPE_CHECKING:
     from controller.observability.endpoint import MetricsServer
@@ -191,6 +191,8 @@ class Controller:
         status = self.store.schema_status()
         if status.up_to_date:
             return
+        if status.newer:  # a rollback of the binary: upgrading cannot help, nor can --auto-upgrade
+            raise SchemaOutdatedError(newer_schema_message(status))
         if self.settings.auto_upgrade:
             log.info("upgrading database schema %s -> %s", status.current, status.head)
             self.store.upgrade()

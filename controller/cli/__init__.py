@@ -154,7 +154,16 @@ def _db_options(f: Any) -> Any:
 @_db_options
 def _db_upgrade(**_: Any) -> int:
     """Apply migrations up to the newest schema."""
-    return call(_local.cmd_db_upgrade, action="upgrade")
+    return call(_local.cmd_db_upgrade, action="upgrade", revision=None)
+
+
+@_db.command("downgrade")
+@_db_options
+@click.argument("revision", required=False)
+def _db_downgrade(**_: Any) -> int:
+    """Undo migrations down to REVISION (default: one step back; `base`: empty), for a rollback to an
+    older release: run it with the release that made the schema, before starting the older one."""
+    return call(_local.cmd_db_upgrade, action="downgrade")
 
 
 @_db.command("status")

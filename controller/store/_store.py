@@ -130,6 +130,10 @@ class Store(OutboxAccess):
         """Apply pending migrations (synchronous; safe to run from several processes at once)."""
         self._with_migration_engine(_database.upgrade)
 
+    def downgrade(self, revision: str) -> None:
+        """Undo migrations down to `revision` (synchronous), for a rollback to an older release."""
+        self._with_migration_engine(lambda engine: _database.downgrade(engine, revision))
+
     def ensure_schema(self, *, upgrade: bool = False) -> SchemaStatus:
         """Return the schema status if up to date; upgrade first when ``upgrade`` is set.
 
