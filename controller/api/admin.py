@@ -200,6 +200,8 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
             limit=request.limit or 100,
             dead_letter_only=request.dead_letter_only,
             outcome=request.outcome or None,
+            kind=request.kind or None,
+            trace_id=request.trace_id or None,
         )
         return apb.ListRequestsResponse(requests=[request_record(v) for v in views])
 
@@ -240,9 +242,13 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
         self, request: apb.ListDevicesRequest, context: grpc.aio.ServicerContext
     ) -> apb.ListDevicesResponse:
         views = await self._store.list_devices(limit=request.limit or 1000)
-        return apb.ListDevicesResponse(
-            devices=[device_record(v, self._dispatcher.queued(v.id), v.id in self._inventory) for v in views]
-        )
+        desired = await self._store.desired_for_devices([v.id for v in views])
+        records = []
+        for v in views:
+            record = device_record(v, self._dispatcher.queued(v.id), v.id in self._inventory)
+            record.desired.extend(desired_records(desired.get(v.id, [])))
+            records.append(record)
+        return apb.ListDevicesResponse(devices=records)
 
     async def ListVerifications(
         self, request: apb.ListVerificationsRequest, context: grpc.aio.ServicerContext

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
-from controller.cli._errors import OUTPUTS, explain
+from controller.cli._errors import OUTPUTS, TABULAR, explain
 from controller.cli._render import err_console, print_error, set_output
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -151,7 +151,8 @@ def output_options(f: F) -> F:
                 shell_complete=lambda ctx, param, incomplete: [
                     o for o in OUTPUTS if o.startswith(incomplete)
                 ],
-                help="output format (default table; wide: every column, nothing cut)",
+                help="output format (default table; wide: every column, nothing cut; name: KIND/ID per row; "
+                "csv: every column)",
             ),
             click.Option(
                 ["--debug"],
@@ -225,8 +226,8 @@ def namespace(ctx: click.Context, **extra: Any) -> argparse.Namespace:
     output = ctx.meta.get(_OUTPUT, "table")
     values.update(
         output=output,
-        json=output not in ("table", "wide"),
-        wide=bool(values.get("wide")) or output == "wide",
+        json=output not in TABULAR,
+        wide=bool(values.get("wide")) or output in ("wide", "csv"),
         debug=bool(ctx.meta.get(_DEBUG)),
         **extra,
     )
@@ -238,7 +239,7 @@ def call(handler: Callable[[argparse.Namespace], int], **extra: Any) -> int:
     stderr and an exit code (2: usage or input, 1: failure), a traceback only with `--debug`."""
     ctx = click.get_current_context()
     args = namespace(ctx, **extra)
-    set_output(args.output, wide=args.wide)
+    set_output(args.output, wide=args.wide, no_headers=bool(getattr(args, "no_headers", False)))
     try:
         return int(handler(args))
     except KeyboardInterrupt:

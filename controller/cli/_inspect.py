@@ -27,7 +27,7 @@ def _read_options(f: Any) -> Any:
         click.option(
             "--timeout", type=float, default=30.0, show_default=True, help="seconds to wait per plugin"
         ),
-        click.option("--secrets-dir"),
+        click.option("--secrets-dir", help="directory with one file per BMC secret name"),
         click.option("--inventory", help="device inventory TOML file"),
         click.option("--config", help="TOML config file (env DEVICECTL_CONFIG)"),
         output_options,
@@ -45,8 +45,8 @@ def register(cli: click.Group) -> None:
 
     @cli.command("stats")
     @_read_options
-    @click.option("--interval", type=float, default=1.0, show_default=True)
-    @click.option("--samples", type=int, default=1, show_default=True)
+    @click.option("--interval", type=float, default=1.0, show_default=True, help="seconds between samples")
+    @click.option("--samples", type=int, default=1, show_default=True, help="rounds of statistics to print")
     def _stats(**_: Any) -> int:
         """Power, energy, limits and more, from each plugin (no controller needed)."""
         return call(run_stats)

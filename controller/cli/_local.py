@@ -158,7 +158,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_certs(args: argparse.Namespace) -> int:
     from controller.security import certs
 
-    made = certs.init(args.dir, tuple(args.name) if args.name else certs.DEFAULT_CLIENTS)
+    if args.dir and args.directory and args.dir != args.directory:
+        raise UsageError(f"certs init: two directories given ({args.directory}, --dir {args.dir}): give one")
+    directory = args.dir or args.directory
+    if not directory:
+        raise UsageError("certs init: give the directory (certs init DIR, or --dir DIR)")
+    made = certs.init(directory, tuple(args.name) if args.name else certs.DEFAULT_CLIENTS)
     if args.json:
         print_json(
             {

@@ -92,20 +92,24 @@ class GetRequestRequest(_message.Message):
     def __init__(self, request_id: _Optional[str] = ...) -> None: ...
 
 class ListRequestsRequest(_message.Message):
-    __slots__ = ("device", "status", "undelivered_only", "limit", "dead_letter_only", "outcome")
+    __slots__ = ("device", "status", "undelivered_only", "limit", "dead_letter_only", "outcome", "kind", "trace_id")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     UNDELIVERED_ONLY_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTER_ONLY_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     device: str
     status: RequestStatus
     undelivered_only: bool
     limit: int
     dead_letter_only: bool
     outcome: str
-    def __init__(self, device: _Optional[str] = ..., status: _Optional[_Union[RequestStatus, str]] = ..., undelivered_only: _Optional[bool] = ..., limit: _Optional[int] = ..., dead_letter_only: _Optional[bool] = ..., outcome: _Optional[str] = ...) -> None: ...
+    kind: str
+    trace_id: str
+    def __init__(self, device: _Optional[str] = ..., status: _Optional[_Union[RequestStatus, str]] = ..., undelivered_only: _Optional[bool] = ..., limit: _Optional[int] = ..., dead_letter_only: _Optional[bool] = ..., outcome: _Optional[str] = ..., kind: _Optional[str] = ..., trace_id: _Optional[str] = ...) -> None: ...
 
 class ListRequestsResponse(_message.Message):
     __slots__ = ("requests",)
