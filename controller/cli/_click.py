@@ -35,7 +35,9 @@ class Command(click.Command):
     with a deprecation warning."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, unabbreviate(self, ctx, args, group=False))
+        args = unabbreviate(self, ctx, args, group=False)
+        refuse_repeats(self, ctx, args)
+        return super().parse_args(ctx, args)
 
 
 class Group(click.Group):
@@ -93,6 +95,38 @@ def unabbreviate(command: click.Command, ctx: click.Context, args: list[str], *,
             i += 1
         i += 1
     return out
+
+
+#: flags where the last one given wins, by design (documented: `--json -o yaml`)
+_LAST_WINS = {"--output", "-o"}
+
+
+def refuse_repeats(command: click.Command, ctx: click.Context, args: list[str]) -> None:
+    """A flag that takes one value, given twice with different values (`--device a --device b`),
+    is refused: Click would keep only the last one, and a request would go to one device silently."""
+    valued = {
+        opt: p
+        for p in command.get_params(ctx)
+        if isinstance(p, click.Option) and not p.is_flag and not p.count and not p.multiple
+        for opt in p.opts
+        if opt not in _LAST_WINS
+    }
+    seen: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token == "--":
+            return
+        name, eq, value = token.partition("=")
+        if name in valued:
+            if not eq:
+                value = args[i + 1] if i + 1 < len(args) else ""
+                i += 1
+            key = valued[name].name or name
+            if key in seen and seen[key] != value:
+                raise click.UsageError(f"{name} given twice ({seen[key]!r}, {value!r}): give it once", ctx)
+            seen[key] = value
+        i += 1
 
 
 def pending_args(ctx: click.Context) -> list[str]:

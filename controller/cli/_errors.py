@@ -64,7 +64,7 @@ def rpc_exit_code(exc: grpc.RpcError) -> int:
     return 1
 
 
-def rpc_error(exc: grpc.RpcError, server: str) -> str:
+def rpc_error(exc: grpc.RpcError, server: str, what: str = "controller") -> str:
     code = exc.code() if hasattr(exc, "code") else None
     details = _details(exc)
     if code is grpc.StatusCode.UNAVAILABLE and _tls_mismatch(details):
@@ -73,7 +73,7 @@ def rpc_error(exc: grpc.RpcError, server: str) -> str:
             f"see --ca-cert, --cert, --key): {_first_line(details)}"
         )
     if code is grpc.StatusCode.UNAVAILABLE and _refused(details):
-        return f"controller not running at {server} (or not reachable): {_first_line(details)}"
+        return f"{what} not running at {server} (or not reachable): {_first_line(details)}"
     if code is grpc.StatusCode.UNIMPLEMENTED and "method not found" in details.lower():
         # gRPC's bare "Method not found!": something answers there, but not the controller's API
         return (

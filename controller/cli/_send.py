@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import click
 import grpc
 from google.protobuf import json_format
 
@@ -63,13 +64,33 @@ def _read(path: str | None) -> bytes:
     return Path(path).read_bytes() if path else b""
 
 
+def whole_watts(text: str) -> float:
+    """Watts as the devices take them: whole. A fraction is refused, not rounded: 500.7 would be
+    written as 501 W, a cap above the one asked for."""
+    value = float(text)
+    if value != int(value):
+        raise ValueError(f"{text} W: give whole watts (devices take whole watts; {value:g} would be rounded)")
+    return value
+
+
+class Watts(click.ParamType):
+    name = "WATTS"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            return whole_watts(str(value))
+        except ValueError as exc:
+            message = str(exc) if "whole watts" in str(exc) else f"{value!r} is not a number of watts"
+            self.fail(message, param, ctx)
+
+
 def _limit(text: str) -> PowerLimit | None:
     text = text.strip().lower()
     if text in ("none", "unset", ""):
         return None
     if text.endswith("%"):
         return PowerLimit(percent=float(text[:-1]))
-    return PowerLimit(watts=float(text.removesuffix("w")))
+    return PowerLimit(watts=whole_watts(text.removesuffix("w")))
 
 
 def _policy(args: argparse.Namespace) -> Policy | None:

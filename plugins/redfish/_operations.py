@@ -24,6 +24,7 @@ from plugins.base import (
     Policy,
     PolicyAction,
     PolicyChange,
+    SystemSpec,
     element_share,
     gpu_targets,
 )
@@ -101,7 +102,7 @@ def plan(
 
 def _node_targets(device: Device, policy: Policy | None) -> list[Target]:
     disc = device.discovery
-    share = element_share(device.spec, policy, ElementType.NODE)
+    share = element_share(_bmc_node_range(device), policy, ElementType.NODE)
     if share is None:
         return []
     if not disc.node:
@@ -112,6 +113,18 @@ def _node_targets(device: Device, policy: Policy | None) -> list[Target]:
     # NOTE: on GB200/GB300 the node (compute tray) cap is the sum of the superchip module caps
     # (DPS ComputerSystemSpec.redfish_environment_metrics_path "Chassis/HGX_ProcessorModule_%d").
     return [Target(ElementType.NODE, c, per, total=share.watts) for c in disc.node]
+
+
+def _bmc_node_range(device: Device) -> SystemSpec:
+    """The spec with the node's range as the BMC last reported it (the sum of its node
+    components' AllowableMin/Max, a GB200 tray's modules), when it reported one for each: the
+    model's nominal range (1000..6667 W) is not what this BMC takes (2 x 2820 = 5640 W)."""
+    readings = [device.state.reading(c.key) for c in device.discovery.node]
+    if not readings or any(r is None or r.min_watts is None or r.max_watts is None for r in readings):
+        return device.spec
+    lo = sum(r.min_watts for r in readings if r is not None and r.min_watts is not None)
+    hi = sum(r.max_watts for r in readings if r is not None and r.max_watts is not None)
+    return replace(device.spec, node=replace(device.spec.node, min_watts=lo, max_watts=hi))
 
 
 def _gpu_targets(device: Device, policy: Policy | None, gpu_policies: Sequence[GpuPolicy]) -> list[Target]:

@@ -5,6 +5,7 @@ port driving a simulated GB200 BMC over HTTPS."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import io
 import json
@@ -22,6 +23,13 @@ from tests.ops.test_cli_operator import Site
 
 @pytest.fixture
 async def site(tmp_path: Path, sink: Any, start_controller: Any) -> AsyncIterator[Site]:
+    async with gb200_site(tmp_path, sink, start_controller) as started:
+        yield started
+
+
+@contextlib.asynccontextmanager
+async def gb200_site(tmp_path: Path, sink: Any, start_controller: Any) -> AsyncIterator[Site]:
+    """A controller on a real port driving one simulated GB200 BMC over HTTPS."""
     async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
         secrets = fleet.write_inventory(tmp_path / "inventory.toml", tmp_path / "secrets")
         h = await start_controller(load_inventory(tmp_path / "inventory.toml"), secrets_dir=str(secrets))

@@ -1,0 +1,146 @@
+"""More papercuts a new operator tripped over, each with the behaviour that replaced it."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+
+from controller.cli import cli, main
+from controller.cli._demo import port_text
+from controller.cli._render import set_output
+from controller.delivery.sink import TopologySink
+from tests.ops._terminal import ROOT, pipe
+from tests.ops.test_cli_in_force import gb200_site
+from tests.ops.test_cli_operator import Site
+from tests.ops.test_metrics import _closed_port
+
+
+@pytest.fixture
+async def site(tmp_path: Path, sink: TopologySink, start_controller: Any) -> AsyncIterator[Site]:
+    async with gb200_site(tmp_path, sink, start_controller) as started:
+        yield started
+
+
+async def _cli(site: Site, *args: str) -> Any:
+    return await asyncio.to_thread(pipe, *site.cli(*args))
+
+
+def _options(command: click.Command, path: str) -> list[tuple[str, click.Option]]:
+    out = [(path, p) for p in command.params if isinstance(p, click.Option) and not p.hidden]
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            out += _options(sub, f"{path} {name}")
+    return out
+
+
+def test_every_flag_has_help() -> None:
+    options = _options(cli, "devicectl")
+    assert len(options) > 200  # the walk sees every command
+    missing = [f"{path} {option.opts[0]}" for path, option in options if not (option.help or "").strip()]
+    assert not missing, f"flags without help: {missing}"
+
+
+async def test_the_node_range_is_the_bmcs_not_the_models(site: Site) -> None:
+    first = await _cli(site, "send", "topology-activate", "--device", "node001", "--node", "5000", "--wait")
+    assert first.code == 0, first.out + first.err
+    over = await _cli(site, "send", "topology-activate", "--device", "node001", "--node", "6000", "--wait")
+    text = " ".join((over.out + over.err).split())
+    assert over.code == 1, text
+    # the GB200 tray's two modules allow 450..2820 W each: 900..5640 W, not the model's 1000..6667 W
+    assert "allowed 900..5640 W" in text and "6667" not in text, text
+    over = await _cli(site, "send", "topology-activate", "--device", "node001", "--node", "7000", "--wait")
+    text = " ".join((over.out + over.err).split())
+    assert over.code == 1 and "allowed 900..5640 W" in text and "6667" not in text, text
+
+
+async def test_fractional_watts_are_refused_not_rounded(site: Site) -> None:
+    before = site.bmc.state.set_points().get("GPU_0")
+    for args in (("--gpu", "0=500.7"), ("--node", "5000.5")):
+        run = await _cli(site, "send", "gpu-policies", "--device", "node001", *args, "--wait")
+        assert run.code == 2 and "give whole watts" in run.err, run.err  # it used to write 501 W
+    assert site.bmc.state.set_points().get("GPU_0") == before
+    whole = await _cli(site, "send", "gpu-policies", "--device", "node001", "--gpu", "0=500.0", "--wait")
+    assert whole.code == 0 and site.bmc.state.set_points().get("GPU_0") == 500
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["send", "ping", "--device", "a", "--device", "b"],
+        ["send", "gpu-policies", "--device=a", "--gpu", "0=500", "--device", "b"],
+        ["verifications", "--device", "a", "--device", "b"],
+    ],
+)
+def test_a_single_valued_flag_given_twice_is_refused(args: list[str], capsys: Any) -> None:
+    assert main(["--server", f"127.0.0.1:{_closed_port()}", *args]) == 2  # it kept only "b"
+    err = capsys.readouterr().err
+    assert "--device given twice ('a', 'b'): give it once" in err
+
+
+async def test_unknown_requests_exit_1_with_one_line(site: Site) -> None:
+    for rid in ("0f9c1f7e-0000-4000-8000-000000000000", "abc", "zzzz"):
+        run = await _cli(site, "requests", "show", rid)
+        lines = run.err.strip().splitlines()
+        assert run.code == 1, run  # a full id exited 2, a short prefix printed a raw NOT_FOUND
+        assert len(lines) == 1 and lines[0].startswith(f"error: request '{rid}': no such request"), lines
+
+
+async def test_sink_agents_dials_the_address_it_is_given(sink: TopologySink, capsys: Any) -> None:
+    closed = f"127.0.0.1:{_closed_port()}"
+    for flag in ("--server", "--sink"):
+        code = await asyncio.to_thread(main, ["sink", "agents", flag, sink.address, "-o", "json"])
+        out = capsys.readouterr()
+        assert code == 0 and out.out.strip() == "[]", out  # --server dialed :50052 whatever it said
+        code = await asyncio.to_thread(main, ["sink", "agents", flag, closed])
+        err = capsys.readouterr().err
+        assert code == 1 and f"topology sink not running at {closed}" in err, err
+
+
+def test_certs_init_takes_the_directory_as_the_systemd_header_writes_it(tmp_path: Path, capsys: Any) -> None:
+    header = (ROOT / "deploy" / "systemd" / "devicectl.service").read_text()
+    assert "`devicectl certs init DIR`" in header
+    assert main(["certs", "init", str(tmp_path / "a")]) == 0  # --dir was required
+    assert (tmp_path / "a" / "ca.pem").exists()
+    assert main(["certs", "init", "--dir", str(tmp_path / "b")]) == 0 and (tmp_path / "b" / "ca.pem").exists()
+    assert main(["certs", "init"]) == 2 and "give the directory" in capsys.readouterr().err
+
+
+def test_demo_ports_are_never_a_backwards_range(tmp_path: Path) -> None:
+    inventory = tmp_path / "inventory.toml"
+    assert port_text([43931, 41305], inventory) == "ports 41305, 43931"  # it said "43931..41305"
+    assert port_text([7001, 7000, 7002], inventory) == "ports 7000..7002"
+    assert port_text([9], inventory) == "port 9"
+    many = port_text([5, 50, 9, 3, 70], inventory)
+    assert many == f"ports 3, 5, 9, … (5 ports, listed in {inventory})"
+
+
+def test_make_demo_says_it_is_installing_before_it_installs(tmp_path: Path) -> None:
+    run = subprocess.run(
+        ["make", "-n", f"VENV={tmp_path / 'venv'}", "demo"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines = run.stdout.splitlines()
+    said = next(
+        i for i, line in enumerate(lines) if line.startswith("echo") and "installing devicectl" in line
+    )
+    pip = next(i for i, line in enumerate(lines) if "pip install" in line)
+    assert said < pip
+
+
+async def test_long_cells_are_whole_in_a_pipe(site: Site) -> None:
+    args = ("send", "gpu-policies", "--device", "node001", "--gpu", "0=5000", "--gpu", "1=6000", "--wait")
+    run = await _cli(site, *args)
+    assert run.code == 1, run.out + run.err
+    listed = await _cli(site, "requests", "list")
+    row = next(line for line in listed.lines if "gpu_policies_update" in line)
+    assert "…" not in row and len(row) > 120, row  # the error was cut at 80 characters with "…"
+    set_output("table")
