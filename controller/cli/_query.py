@@ -18,7 +18,6 @@ from controller.cli._devices import device_dict, devices_table, limits_table, sh
 from controller.cli._errors import NotFoundError, UsageError
 from controller.cli._lists import fetch, list_options, show
 from controller.cli._render import (
-    as_dict,
     clip_cell,
     console,
     print_json,
@@ -28,6 +27,7 @@ from controller.cli._render import (
     when_short,
 )
 from controller.cli._responses import render_response
+from controller.cli._status import status_show
 from controller.cli._writes import render_desired, render_writes
 from plugins import registry
 
@@ -116,7 +116,7 @@ def register(cli: click.Group) -> None:
 
         Exits 1 when the journal or the topology callback is down (JSON: "healthy": false).
         """
-        return call(status_show)
+        return call(lambda args: status_show(args, _call(args, "GetStatus", empty_pb2.Empty())))
 
     @cli.command("plugins")
     @output_options
@@ -210,29 +210,6 @@ def _requests_table(args: argparse.Namespace, rows: list[apb.RequestRecord]) -> 
         wide_columns=("status", "finished"),
         cut_first=("error", "delivery error", "kind"),
     )
-
-
-def status_show(args: argparse.Namespace) -> int:
-    s = _call(args, "GetStatus", empty_pb2.Empty())
-    # exit 1 when anything is down, for scripts and monitoring: the journal or the callback
-    healthy = s.journal_ok and s.callback_ok
-    if args.json:
-        print_json({**as_dict(s), "healthy": healthy})
-        return 0 if healthy else 1
-    table(
-        "controller status",
-        ("field", "value"),
-        [
-            ("journal", "ok" if s.journal_ok else f"FAILING since {when(s.journal_error_since)}"),
-            ("journal error", s.journal_error),
-            ("topology callback", "ok" if s.callback_ok else f"DOWN since {when(s.callback_error_since)}"),
-            ("callback error", s.callback_error),
-            ("undelivered", s.undelivered),
-            ("dead letters", s.dead_letters),
-            ("delivered (this process)", s.delivered),
-        ],
-    )
-    return 0 if healthy else 1
 
 
 def _by_prefix(args: argparse.Namespace, prefix: str) -> apb.RequestRecord:

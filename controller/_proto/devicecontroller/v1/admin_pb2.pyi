@@ -252,7 +252,7 @@ class ListPluginsResponse(_message.Message):
     def __init__(self, plugins: _Optional[_Iterable[_Union[PluginInfo, _Mapping]]] = ...) -> None: ...
 
 class ControllerStatus(_message.Message):
-    __slots__ = ("journal_ok", "journal_error", "journal_error_since", "callback_ok", "callback_error", "callback_error_since", "undelivered", "dead_letters", "delivered", "dead_lettered")
+    __slots__ = ("journal_ok", "journal_error", "journal_error_since", "callback_ok", "callback_error", "callback_error_since", "undelivered", "dead_letters", "delivered", "dead_lettered", "processes")
     JOURNAL_OK_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_ERROR_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_ERROR_SINCE_FIELD_NUMBER: _ClassVar[int]
@@ -263,6 +263,7 @@ class ControllerStatus(_message.Message):
     DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
     DELIVERED_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
+    PROCESSES_FIELD_NUMBER: _ClassVar[int]
     journal_ok: bool
     journal_error: str
     journal_error_since: _timestamp_pb2.Timestamp
@@ -273,7 +274,26 @@ class ControllerStatus(_message.Message):
     dead_letters: int
     delivered: int
     dead_lettered: int
-    def __init__(self, journal_ok: _Optional[bool] = ..., journal_error: _Optional[str] = ..., journal_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., callback_ok: _Optional[bool] = ..., callback_error: _Optional[str] = ..., callback_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., undelivered: _Optional[int] = ..., dead_letters: _Optional[int] = ..., delivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ...) -> None: ...
+    processes: _containers.RepeatedCompositeFieldContainer[ProcessStatus]
+    def __init__(self, journal_ok: _Optional[bool] = ..., journal_error: _Optional[str] = ..., journal_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., callback_ok: _Optional[bool] = ..., callback_error: _Optional[str] = ..., callback_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., undelivered: _Optional[int] = ..., dead_letters: _Optional[int] = ..., delivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., processes: _Optional[_Iterable[_Union[ProcessStatus, _Mapping]]] = ...) -> None: ...
+
+class ProcessStatus(_message.Message):
+    __slots__ = ("instance_id", "callback_ok", "callback_error", "callback_error_since", "delivered", "dead_lettered", "report_age_seconds")
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    CALLBACK_OK_FIELD_NUMBER: _ClassVar[int]
+    CALLBACK_ERROR_FIELD_NUMBER: _ClassVar[int]
+    CALLBACK_ERROR_SINCE_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
+    REPORT_AGE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    instance_id: str
+    callback_ok: bool
+    callback_error: str
+    callback_error_since: _timestamp_pb2.Timestamp
+    delivered: int
+    dead_lettered: int
+    report_age_seconds: float
+    def __init__(self, instance_id: _Optional[str] = ..., callback_ok: _Optional[bool] = ..., callback_error: _Optional[str] = ..., callback_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., report_age_seconds: _Optional[float] = ...) -> None: ...
 
 class DryRunResponse(_message.Message):
     __slots__ = ("writes", "response", "ok", "error")
