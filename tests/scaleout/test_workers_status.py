@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.request
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,17 @@ from sqlalchemy.engine import URL
 from bench.responses import ResponseTracker
 from controller.delivery.sink import TopologySink
 from tests.ops._terminal import Run, pipe
-from tests.scaleout.test_workers import Fleet, tracker  # noqa: F401 (tracker: the fixture)
+from tests.scaleout.test_workers import Fleet
+
+
+@pytest.fixture
+async def tracker() -> AsyncIterator[ResponseTracker]:
+    t = ResponseTracker()  # the fleet wants one; the responses go to this test's own sink
+    await t.start()
+    try:
+        yield t
+    finally:
+        await t.stop()
 
 
 def gauge(port: int, name: str) -> float:
