@@ -279,6 +279,8 @@ def run(args: argparse.Namespace) -> int:
             )
             return 130
         except grpc.RpcError as exc:
+            if exc.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+                return _cannot_wait(args, msg.request_id, exc)
             if exc.code() is not grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise
             what = "delivered" if args.wait_delivery else "answered"
@@ -295,6 +297,25 @@ def run(args: argparse.Namespace) -> int:
     else:
         render_response(record.response)
     return 0 if record.outcome == "ok" else 1
+
+
+def _cannot_wait(args: argparse.Namespace, request_id: str, exc: grpc.RpcError) -> int:
+    """The request was accepted, but this certificate's role may not wait on it (a topology-only
+    identity sends, it does not read the journal): say so with the id, so nobody sends it again."""
+    reason = f"{exc.code().name}: {exc.details()}"
+    if args.json:
+        print_json({"request_id": request_id, "accepted": True, "waited": False, "error": reason})
+    else:
+        console.print(f"accepted request_id={request_id}", highlight=False)
+        err_console.print(
+            f"error: request {request_id} was accepted and runs on, but this certificate may not wait "
+            f"on it ({reason}); do not send it again: follow it with an operator certificate "
+            f"(devicectl requests show {request_id})",
+            soft_wrap=True,
+            highlight=False,
+            markup=False,
+        )
+    return 1
 
 
 def _check_device(channel: grpc.Channel, msg: pb.DeviceControllerRequest) -> None:
