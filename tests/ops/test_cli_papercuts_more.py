@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -144,3 +146,27 @@ async def test_long_cells_are_whole_in_a_pipe(site: Site) -> None:
     row = next(line for line in listed.lines if "gpu_policies_update" in line)
     assert "…" not in row and len(row) > 120, row  # the error was cut at 80 characters with "…"
     set_output("table")
+
+
+@pytest.mark.parametrize("command", ["fingerprint", "stats"])
+def test_fingerprint_and_stats_run_the_inventorys_plugin_tables(tmp_path: Path, command: str) -> None:
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "only-here.txt").write_text("x\n")
+    inventory = tmp_path / "inventory.toml"
+
+    def write(folder: str) -> None:
+        serve = [sys.executable, "-m", "controller", "plugin", "serve", "filedevices"]
+        inventory.write_text(
+            f'[[plugin]]\nname = "files"\ncommand = {json.dumps(serve)}\n'
+            f"config = {{ dir = {json.dumps(folder)} }}\n"
+            '\n[[device]]\nid = "files-1"\nplugin = "files"\n'
+        )
+
+    write(str(files))
+    run = pipe(command, "--inventory", str(inventory), "-o", "json", timeout=120)
+    assert run.code == 0, run.err
+    assert "only-here.txt" in run.out and "pyproject.toml" not in run.out  # it listed the current directory
+    write("/nonexistent")
+    run = pipe(command, "--inventory", str(inventory), timeout=120)
+    assert run.code == 1 and "'/nonexistent' is not a directory" in run.err, run.err  # it exited 0
