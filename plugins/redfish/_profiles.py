@@ -183,9 +183,13 @@ async def _apply_gpu(device: Device, gpu: Component, on: int, off: int, scope: s
                 scope, gpu.key, format_mask(parse_mask(before.get("RequestedProfileMask")))
             )
         if off:
-            await bmc.post(f"{gpu.wpps_uri}/Actions/{DISABLE}", {"ProfileMask": format_mask(off)})
+            await bmc.post(
+                f"{gpu.wpps_uri}/Actions/{DISABLE}", {"ProfileMask": format_mask(off)}, component=gpu.label
+            )
         if on:
-            await bmc.post(f"{gpu.wpps_uri}/Actions/{ENABLE}", {"ProfileMask": format_mask(on)})
+            await bmc.post(
+                f"{gpu.wpps_uri}/Actions/{ENABLE}", {"ProfileMask": format_mask(on)}, component=gpu.label
+            )
         return await _read_back(device, gpu, on, off)
     except DeviceControllerError as exc:
         return _GpuOutcome(GpuProfileStatus(str(gpu.index), False, (), f"{label}: {exc}"), [], [])
@@ -204,9 +208,13 @@ async def _restore_gpu(device: Device, gpu: Component, prior: int) -> _GpuOutcom
                 GpuProfileStatus(str(gpu.index), True, tuple(enforced)), to_ids(current), enforced
             )
         if off:
-            await device.bmc.post(f"{gpu.wpps_uri}/Actions/{DISABLE}", {"ProfileMask": format_mask(off)})
+            await device.bmc.post(
+                f"{gpu.wpps_uri}/Actions/{DISABLE}", {"ProfileMask": format_mask(off)}, component=gpu.label
+            )
         if on:
-            await device.bmc.post(f"{gpu.wpps_uri}/Actions/{ENABLE}", {"ProfileMask": format_mask(on)})
+            await device.bmc.post(
+                f"{gpu.wpps_uri}/Actions/{ENABLE}", {"ProfileMask": format_mask(on)}, component=gpu.label
+            )
         return await _read_back(device, gpu, on, off)
     except DeviceControllerError as exc:
         return _GpuOutcome(GpuProfileStatus(str(gpu.index), False, (), f"{label}: {exc}"), [], [])

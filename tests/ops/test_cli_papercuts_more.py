@@ -170,3 +170,22 @@ def test_fingerprint_and_stats_run_the_inventorys_plugin_tables(tmp_path: Path, 
     write("/nonexistent")
     run = pipe(command, "--inventory", str(inventory), timeout=120)
     assert run.code == 1 and "'/nonexistent' is not a directory" in run.err, run.err  # it exited 0
+
+
+async def test_profile_writes_name_their_component(site: Site) -> None:
+    planned = await _cli(
+        site, "send", "profiles-enable", "--device", "node001", "--enable", "5", "--dry-run", "-o", "json"
+    )
+    plan = json.loads(planned.out)  # (a dry run cannot read a profile back: it plans, then "would fail")
+    rows = [w for w in plan["writes"] if "ProfileMask" in w["body_json"]]
+    assert rows and all(w["component"].startswith("GPU ") for w in rows), rows  # they named none
+    sent = await _cli(
+        site, "send", "profiles-enable", "--device", "node001", "--enable", "5", "--request-id", "prof-1",
+        "--wait", "--no-verify",
+    )  # fmt: skip
+    assert sent.code == 0, sent.out + sent.err
+    shown = await _cli(site, "requests", "show", "prof-1", "-o", "json")
+    writes = [w for w in json.loads(shown.out)["writes"] if "ProfileMask" in w["body_json"]]
+    assert writes and all(w["component"].startswith("GPU ") for w in writes), writes
+    table = await _cli(site, "requests", "show", "prof-1")
+    assert any(line.split()[:2] in (["GPU", "0"], ["1", "GPU"]) for line in table.lines), table.out
