@@ -189,3 +189,23 @@ async def test_profile_writes_name_their_component(site: Site) -> None:
     assert writes and all(w["component"].startswith("GPU ") for w in writes), writes
     table = await _cli(site, "requests", "show", "prof-1")
     assert any(line.split()[:2] in (["GPU", "0"], ["1", "GPU"]) for line in table.lines), table.out
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_log_lines_of_one_of_several_processes_carry_its_instance_id(fmt: str) -> None:
+    import io
+    import logging
+
+    from controller.observability import logs
+
+    out = io.StringIO()
+    log = logging.getLogger("devicectl.test.instance")
+    log.addHandler(logs.handler(out, fmt, instance="wk-w2"))
+    log.addHandler(logs.handler(out, fmt))  # a single process: no instance
+    log.propagate, log.level = False, logging.INFO
+    log.info("hello")
+    tagged, plain = out.getvalue().splitlines()
+    if fmt == "json":
+        assert json.loads(tagged)["instance"] == "wk-w2" and "instance" not in json.loads(plain)
+    else:
+        assert " INFO instance=wk-w2 devicectl.test.instance " in tagged and "instance=" not in plain

@@ -83,6 +83,10 @@ async def test_status_combines_the_executors_view_of_the_callback(
         for name in down:
             assert any(line.split()[:3] == ["callback", "at", name] and "DOWN" in line for line in text.lines)
         assert gauge(fleet.metrics, "devicectl_delivery_receiver_up") == 0  # it was 1
+        # every process's lines say which process wrote them (they share the front end's output)
+        log = fleet.front.log_path.read_text()
+        for name in ("wk", "wk-w1", "wk-w2"):
+            assert f" instance={name} " in log, name
     finally:
         await fleet.front.stop()
         await sink.stop()
