@@ -132,3 +132,46 @@ async def test_watch_prints_new_rows_as_they_come(site: Site) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+async def test_power_limit_watts_has_requested_enforced_min_and_max(
+    tmp_path: Path, sink: Any, start_controller: Any
+) -> None:
+    from prometheus_client import REGISTRY
+
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        secrets = fleet.write_inventory(tmp_path / "inventory.toml", tmp_path / "secrets")
+        h = await start_controller(
+            load_inventory(tmp_path / "inventory.toml"), secrets_dir=str(secrets), metrics_per_device=True
+        )
+        try:
+            server = f"127.0.0.1:{h.controller.port}"
+            sent = await asyncio.to_thread(
+                pipe,
+                "--server",
+                server,
+                "send",
+                "gpu-policies",
+                "--device",
+                "node001",
+                "--gpu",
+                "0=480",
+                "--wait",
+            )
+            assert sent.code == 0, sent.err
+
+            def value(kind: str) -> float | None:
+                labels = {"device": "node001", "component": "gpu0", "kind": kind}
+                return REGISTRY.get_sample_value("devicectl_power_limit_watts", labels)
+
+            # the GB200 simulator's GPUs allow 200..1200 W
+            assert [value(k) for k in ("requested", "enforced", "min", "max")] == [480, 480, 200, 1200]
+            shown = await asyncio.to_thread(
+                pipe, "--server", server, "devices", "show", "node001", "-o", "json"
+            )
+            gpu0 = next(
+                c for c in json.loads(shown.out)["in_force"]["components"] if c["component"] == "gpu/0"
+            )
+            assert (gpu0["min"], gpu0["max"]) == (200, 1200)  # the CLI and the metric agree
+        finally:
+            await h.controller.stop()
