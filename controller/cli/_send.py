@@ -246,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(args, msg)
     with client_channel(args) as channel:
-        _check_device(channel, msg)
+        via_sink = _check_device(channel, msg)
         try:
             dgrpc.DeviceControllerStub(channel).SendDeviceRequest(msg, timeout=30)
         except grpc.RpcError as exc:
@@ -254,6 +254,13 @@ def run(args: argparse.Namespace) -> int:
                 err_console.print(f"[red]rejected[/red] ({exc.code().name}): {exc.details()}", soft_wrap=True)
                 return 2
             raise  # not running, journal down, ...: the one-line error handler says which
+        if via_sink and args.wait:  # the agent answers the sink, which keeps no journal to wait on
+            return _cannot_wait(
+                args,
+                msg.request_id,
+                "sent through the topology sink to its agent, whose response goes to "
+                "the sink (its output, or --record), not here",
+            )
         if not args.wait:
             if args.json:
                 print_json({"request_id": msg.request_id, "accepted": True})
@@ -280,7 +287,8 @@ def run(args: argparse.Namespace) -> int:
             return 130
         except grpc.RpcError as exc:
             if exc.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
-                return _cannot_wait(args, msg.request_id, exc)
+                reason = f"this certificate may not wait on it ({exc.code().name}: {exc.details()})"
+                return _cannot_wait(args, msg.request_id, reason)
             if exc.code() is not grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise
             what = "delivered" if args.wait_delivery else "answered"
@@ -299,18 +307,18 @@ def run(args: argparse.Namespace) -> int:
     return 0 if record.outcome == "ok" else 1
 
 
-def _cannot_wait(args: argparse.Namespace, request_id: str, exc: grpc.RpcError) -> int:
-    """The request was accepted, but this certificate's role may not wait on it (a topology-only
-    identity sends, it does not read the journal): say so with the id, so nobody sends it again."""
-    reason = f"{exc.code().name}: {exc.details()}"
+def _cannot_wait(args: argparse.Namespace, request_id: str, reason: str) -> int:
+    """The request was accepted but cannot be waited on from here (a topology-only certificate
+    may send, not read the journal; a sink keeps no journal): say so with the id, so nobody sends
+    it again."""
     if args.json:
         print_json({"request_id": request_id, "accepted": True, "waited": False, "error": reason})
     else:
         console.print(f"accepted request_id={request_id}", highlight=False)
         err_console.print(
-            f"error: request {request_id} was accepted and runs on, but this certificate may not wait "
-            f"on it ({reason}); do not send it again: follow it with an operator certificate "
-            f"(devicectl requests show {request_id})",
+            f"error: request {request_id} was accepted and runs on, but cannot be waited on: {reason}; "
+            f"do not send it again (devicectl requests show {request_id} with an operator certificate, "
+            "against the controller)",
             soft_wrap=True,
             highlight=False,
             markup=False,
@@ -318,13 +326,14 @@ def _cannot_wait(args: argparse.Namespace, request_id: str, exc: grpc.RpcError) 
     return 1
 
 
-def _check_device(channel: grpc.Channel, msg: pb.DeviceControllerRequest) -> None:
+def _check_device(channel: grpc.Channel, msg: pb.DeviceControllerRequest) -> bool:
     """Refuse, before sending, a device the controller cannot reach: one it has never seen (every
     inventory device is known to it) when the request brings no model saying how to reach it.
     Such a request used to be "accepted" (exit 0) and then fail. Without the operator role the
-    check is skipped and the controller's answer says it."""
+    check is skipped and the controller's answer says it. True when `--server` is a topology sink
+    (it routes the request to the agent that owns the device, and refuses one none owns)."""
     if msg.device_model_json:
-        return
+        return False
     try:
         agrpc.DeviceControllerAdminStub(channel).GetDevice(apb.GetDeviceRequest(id=msg.device), timeout=30)
     except grpc.RpcError as exc:
@@ -334,8 +343,21 @@ def _check_device(channel: grpc.Channel, msg: pb.DeviceControllerRequest) -> Non
                 "nothing was sent (devicectl devices list)"
             ) from None
         if exc.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
-            return
+            return False
+        if exc.code() is grpc.StatusCode.UNIMPLEMENTED and _is_sink(channel):
+            return True
         raise
+    return False
+
+
+def _is_sink(channel: grpc.Channel) -> bool:
+    from controller._proto.devicecontroller.v1 import agent_pb2, agent_pb2_grpc
+
+    try:
+        agent_pb2_grpc.AgentAdminStub(channel).ListAgents(agent_pb2.ListAgentsRequest(), timeout=10)
+    except grpc.RpcError:
+        return False
+    return True
 
 
 def _dry_run(args: argparse.Namespace, msg: pb.DeviceControllerRequest) -> int:

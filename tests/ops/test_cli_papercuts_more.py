@@ -209,3 +209,29 @@ def test_log_lines_of_one_of_several_processes_carry_its_instance_id(fmt: str) -
         assert json.loads(tagged)["instance"] == "wk-w2" and "instance" not in json.loads(plain)
     else:
         assert " INFO instance=wk-w2 devicectl.test.instance " in tagged and "instance=" not in plain
+
+
+async def test_send_through_the_sink_to_an_agent(sink: TopologySink, start_controller: Any) -> None:
+    from tests.controller.conftest import memory_inventory
+
+    agent = {"callback": "", "agent_server": sink.address, "agent_id": "t-agent", "agent_reconnect_max": 1.0}
+    h = await start_controller(memory_inventory(1), **agent)
+
+    async def send(*args: str) -> Any:
+        return await asyncio.to_thread(pipe, "--server", sink.address, "send", "ping", *args)
+
+    try:
+        while not h.controller.agent_transport.connected:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        sent = await send("--device", "node000", "--request-id", "via-1")
+        # it said "not a devicectl controller" and sent nothing
+        assert sent.code == 0 and "accepted request_id=via-1" in sent.out, sent.out + sent.err
+        await sink.wait_for({"via-1"}, timeout=15)  # the agent ran it and answered the sink
+        waited = await send("--device", "node000", "--request-id", "via-2", "--wait")
+        assert waited.code == 1 and "accepted request_id=via-2" in waited.out
+        assert "sent through the topology sink to its agent" in " ".join(waited.err.split())
+        await sink.wait_for({"via-2"}, timeout=15)
+        unknown = await send("--device", "nosuch")
+        assert unknown.code != 0 and "no agent owns device 'nosuch'" in unknown.err, unknown.err
+    finally:
+        await h.controller.stop()
