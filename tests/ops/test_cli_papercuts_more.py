@@ -235,3 +235,25 @@ async def test_send_through_the_sink_to_an_agent(sink: TopologySink, start_contr
         assert unknown.code != 0 and "no agent owns device 'nosuch'" in unknown.err, unknown.err
     finally:
         await h.controller.stop()
+
+
+async def test_exit_codes_are_the_documented_ones(site: Site) -> None:
+    """0 ok, 1 not found or unhealthy, 2 usage (docs/operations.md, "Command-line conventions")."""
+    doc = " ".join((ROOT / "docs" / "operations.md").read_text().split())
+    assert "**0** ok; **1** not found or unhealthy" in doc and "**2** usage and input problems" in doc
+    cases = [
+        (0, ("status",)),
+        (0, ("devices", "list", "-o", "name")),
+        (1, ("devices", "show", "no-such-node")),
+        (1, ("requests", "show", "no-such-request")),
+        (2, ("requests", "list", "--limit", "0")),
+        (2, ("requests", "list", "--since", "soon")),
+        (2, ("requests", "list", "--kind", "a", "--kind", "b")),
+        (2, ("send", "gpu-policies", "--device", "node001", "--gpu", "0=1.5")),
+        (2, ("devices", "list", "-o", "xml")),
+    ]
+    for code, args in cases:
+        run = await _cli(site, *args)
+        assert run.code == code, (args, run.out, run.err)
+        if code:
+            assert len(run.err.strip().splitlines()) == 1 and "Traceback" not in run.err, (args, run.err)
