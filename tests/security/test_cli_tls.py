@@ -122,7 +122,7 @@ def test_wait_with_a_topology_only_certificate_says_the_request_was_accepted(
     assert sent.returncode == 1, sent.stdout + sent.stderr
     assert "accepted request_id=mtls-wait" in sent.stdout
     err = " ".join(sent.stderr.split())
-    assert "request mtls-wait was accepted and runs on, but cannot be waited on: this certificate may not" in err
+    assert "mtls-wait was accepted and runs on, but cannot be waited on: this certificate may not" in err
     assert "do not send it again" in err and "PERMISSION_DENIED" in err and "Traceback" not in err
     as_json = devicectl("--server", server, *_as(pki, "topology"), "--json", "send", "ping", "--device",
                         "node001", "--request-id", "mtls-wait-2", "--wait", check=False)  # fmt: skip
