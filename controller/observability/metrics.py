@@ -196,7 +196,7 @@ def applied(device: str, result: Any, request: Any = None, state: Any = None) ->
         change_log.warning(
             "not applied %s", "; ".join(f"{c.component}: requested {_watts(c.requested)}" for c in failed)
         )
-    POWER.record(device, changes, limit_ranges(state))
+    POWER.record(device, changes, limit_ranges(state) if POWER.enabled else None)
 
 
 def limit_ranges(state: Any) -> dict[str, tuple[float | None, float | None]]:
