@@ -15,6 +15,7 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "devicectl needs Python 3.11+"'
+	@echo "installing devicectl and its dependencies into $(VENV) (once; a few minutes, pip is quiet meanwhile)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'

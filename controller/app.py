@@ -5,6 +5,7 @@ server (DeviceController, admin, health, reflection), with recovery at start and
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -43,11 +44,11 @@ from controller.observability import metrics
 from controller.observability.health import SERVICE_NAMES, JournalHealth
 from controller.plugin_host.host import PluginHost
 from controller.plugin_host.launch import load_external_plugins
-from controller.process import workers
+from controller.process import reports, workers
 from controller.process.supervise import Outage, supervise
 from controller.process.writer import WriterLock
 from controller.security import authz, tls
-from controller.store import DeviceUpsert, RetentionPolicy, Store, prune
+from controller.store import DeviceUpsert, RetentionPolicy, Store, newer_schema_message, prune
 
 if TYPE_CHECKING:
     from controller.observability.endpoint import MetricsServer
@@ -194,6 +195,8 @@ class Controller:
         status = self.store.schema_status()
         if status.up_to_date:
             return
+        if status.newer:  # a rollback of the binary: upgrading cannot help, nor can --auto-upgrade
+            raise SchemaOutdatedError(newer_schema_message(status))
         if self.settings.auto_upgrade:
             log.info("upgrading database schema %s -> %s", status.current, status.head)
             self.store.upgrade()
@@ -253,6 +256,7 @@ class Controller:
                 self.watchers,
                 self._status_delivery(),
                 dry_run=Planner(self.runner, self.settings).plan,
+                executor_reports=self.executor_reports,
             ),
             server,
         )
@@ -289,9 +293,16 @@ class Controller:
         )
         return self.port
 
+    def executor_reports(self) -> list[reports.Report] | None:
+        """A `--workers` front end: what its executors last reported (None in any other process)."""
+        return self.executors.reports.current() if self.executors is not None else None
+
     def _start_execution(self) -> None:
         """The background work of a process that runs requests (roles all and executor)."""
         verifier = Verifier(self.store, self.runner)
+        if self.role == "executor":  # to its front end, when one started it (`serve --workers`)
+            snapshot = functools.partial(reports.snapshot, self.settings.instance_id, self._status_delivery())
+            self._tasks.append(asyncio.create_task(reports.report_forever(snapshot), name="reports"))
         self._tasks += [
             asyncio.create_task(supervise("delivery", self.delivery.run), name="delivery"),
             asyncio.create_task(supervise("verifier", verifier.run), name="verifier"),

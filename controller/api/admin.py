@@ -20,6 +20,7 @@ from controller.delivery.outbox import Delivery
 from controller.desired.receipts import desired_records, write_records
 from controller.execution.dispatch import Dispatcher
 from controller.inventory import DeviceEntry
+from controller.process.reports import Report
 from controller.process.supervise import describe
 from controller.store import DeviceView, RequestView, Store, VerificationRow
 from plugins import registry
@@ -105,6 +106,29 @@ def device_record(view: DeviceView, queued: int, in_inventory: bool) -> apb.Devi
     )
 
 
+def combine_executors(status: apb.ControllerStatus, executors: list[Report]) -> None:
+    """The callback as the executors see it: up only when every one reports it up."""
+    down = [r for r in executors if not r.callback_ok]
+    status.callback_ok = not down
+    status.callback_error = "; ".join(f"{r.instance_id}: {r.callback_error}" for r in down)
+    since = [r.since for r in down if r.since]
+    if since:
+        status.callback_error_since.FromSeconds(int(min(since)))
+    status.delivered = sum(r.delivered for r in executors)
+    status.dead_lettered = sum(r.dead_lettered for r in executors)
+    for r in executors:
+        process = status.processes.add(
+            instance_id=r.instance_id,
+            callback_ok=r.callback_ok,
+            callback_error=r.callback_error,
+            delivered=r.delivered,
+            dead_lettered=r.dead_lettered,
+            report_age_seconds=r.age if r.age != float("inf") else -1.0,
+        )
+        if r.since:
+            process.callback_error_since.FromSeconds(int(r.since))
+
+
 def verification_record(row: VerificationRow) -> apb.VerificationRecord:
     return apb.VerificationRecord(
         verification_id=row.verification_id,
@@ -134,8 +158,10 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
         watchers: Watchers,
         delivery: Delivery | None = None,
         dry_run: PlanFn | None = None,
+        executor_reports: Callable[[], list[Report] | None] | None = None,
     ) -> None:
         self._dry_run = dry_run  # controller.desired.dryrun.Planner.plan
+        self._executor_reports = executor_reports  # a --workers front end's executors
         self._store = store
         self._dispatcher = dispatcher
         self._inventory = inventory
@@ -159,6 +185,9 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
                 status.callback_ok = False
                 status.callback_error = destination.reason
                 status.callback_error_since.FromSeconds(int(destination.since or 0))
+        executors = self._executor_reports() if self._executor_reports is not None else None
+        if executors is not None:  # a --workers front end delivers nothing: its executors do
+            combine_executors(status, executors)
         try:  # counts need the database, which may be what is failing
             status.undelivered = await self._store.undelivered_count()
             status.dead_letters = await self._store.dead_letter_count()
@@ -200,6 +229,8 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
             limit=request.limit or 100,
             dead_letter_only=request.dead_letter_only,
             outcome=request.outcome or None,
+            kind=request.kind or None,
+            trace_id=request.trace_id or None,
         )
         return apb.ListRequestsResponse(requests=[request_record(v) for v in views])
 
@@ -240,9 +271,13 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
         self, request: apb.ListDevicesRequest, context: grpc.aio.ServicerContext
     ) -> apb.ListDevicesResponse:
         views = await self._store.list_devices(limit=request.limit or 1000)
-        return apb.ListDevicesResponse(
-            devices=[device_record(v, self._dispatcher.queued(v.id), v.id in self._inventory) for v in views]
-        )
+        desired = await self._store.desired_for_devices([v.id for v in views])
+        records = []
+        for v in views:
+            record = device_record(v, self._dispatcher.queued(v.id), v.id in self._inventory)
+            record.desired.extend(desired_records(desired.get(v.id, [])))
+            records.append(record)
+        return apb.ListDevicesResponse(devices=records)
 
     async def ListVerifications(
         self, request: apb.ListVerificationsRequest, context: grpc.aio.ServicerContext

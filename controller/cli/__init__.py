@@ -89,24 +89,24 @@ def settings_options(f: Any) -> Any:
     flag: dict[str, Any] = {"is_flag": True, "default": None}
     decorators: list[Callable[[Any], Any]] = [
         click.option("--config", help="TOML config file (env DEVICECTL_CONFIG)"),
-        click.option("--listen"),
-        click.option("--database-url"),
+        click.option("--listen", help="gRPC address for DeviceController, admin API and health (HOST:PORT)"),
+        click.option("--database-url", help="sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"),
         click.option("--callback", help="topology callback address (TopologyCallback service)"),
         click.option("--inventory", help="device inventory TOML file"),
-        click.option("--secrets-dir"),
-        click.option("--ca-bundle"),
-        click.option("--device-call-timeout", type=float),
-        click.option("--max-concurrency", type=int),
-        click.option("--queue-limit", type=int),
-        click.option("--instance-id"),
+        click.option("--secrets-dir", help="directory with one file per BMC secret name"),
+        click.option("--ca-bundle", help="CA bundle for every device that does not name its own"),
+        click.option("--device-call-timeout", type=float, help="deadline (s) of a request without its own"),
+        click.option("--max-concurrency", type=int, help="most requests running at once across all devices"),
+        click.option("--queue-limit", type=int, help="most requests waiting per device"),
+        click.option("--instance-id", help="this process's identity in the journal (default: host name)"),
         click.option(
             "--role",
             type=click.Choice(["all", "frontend", "executor"]),
             help="accept and execute (all), or one",
         ),
         click.option("--workers", type=int, help="a front end plus N executor processes (PostgreSQL only)"),
-        click.option("--auto-upgrade", **flag),
-        click.option("--log-level"),
+        click.option("--auto-upgrade", **flag, help="upgrade the database schema at start"),
+        click.option("--log-level", help="DEBUG, INFO, WARNING or ERROR"),
         click.option("--log-format", type=click.Choice(["text", "json"]), help="log lines as text or JSON"),
         click.option("--metrics-listen", help="HOST:PORT for /metrics, /healthz, /readyz (default: off)"),
         _server_tls_options,
@@ -118,7 +118,9 @@ def settings_options(f: Any) -> Any:
         *_agent.SETTINGS_OPTIONS,
         click.option("--callback-server-name", help="name expected in the callback's certificate"),
         click.option("--callback-tls", **flag, help="TLS to the callback"),
-        click.option("--secrets-allow-readable", **flag),
+        click.option(
+            "--secrets-allow-readable", **flag, help="accept group- or other-readable secret files (warns)"
+        ),
     ]
     for decorator in reversed(decorators):  # listed in --help in the order above
         f = decorator(f)
@@ -143,7 +145,7 @@ def _db() -> None:
 def _db_options(f: Any) -> Any:
     for decorator in (
         output_options,
-        click.option("--database-url"),
+        click.option("--database-url", help="sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"),
         click.option("--config", help="TOML config file (env DEVICECTL_CONFIG)"),
     ):
         f = decorator(f)
@@ -154,7 +156,16 @@ def _db_options(f: Any) -> Any:
 @_db_options
 def _db_upgrade(**_: Any) -> int:
     """Apply migrations up to the newest schema."""
-    return call(_local.cmd_db_upgrade, action="upgrade")
+    return call(_local.cmd_db_upgrade, action="upgrade", revision=None)
+
+
+@_db.command("downgrade")
+@_db_options
+@click.argument("revision", required=False)
+def _db_downgrade(**_: Any) -> int:
+    """Undo migrations down to REVISION (default: one step back; `base`: empty), for a rollback to an
+    older release: run it with the release that made the schema, before starting the older one."""
+    return call(_local.cmd_db_upgrade, action="downgrade")
 
 
 @_db.command("status")
@@ -180,7 +191,7 @@ def _db_prune(**_: Any) -> int:
 
 
 @cli.command("topology-sink")
-@click.option("--listen", default="127.0.0.1:50052", show_default=True)
+@click.option("--listen", default="127.0.0.1:50052", show_default=True, help="address to receive on")
 @click.option("--record", help="append each response as a JSON line to this file")
 @click.option("--routes", help="agent routing file: a JSON object of device id -> agent id")
 @_server_tls_options
@@ -192,19 +203,20 @@ def _topology_sink(**_: Any) -> int:
 
 @cli.command("certs")
 @click.argument("action", type=click.Choice(["init"]))
-@click.option("--dir", required=True, help="directory for the CA, server and client certificates")
+@click.argument("directory", required=False)
+@click.option("--dir", help="directory for the CA, server and client certificates (or give it as DIRECTORY)")
 @click.option(
     "--name", multiple=True, help="client certificate CN (repeatable; default: topology, operator, admin)"
 )
 @output_options
 def _certs(**_: Any) -> int:
-    """A local test CA and certificates for TLS, mutual TLS and roles: `certs init --dir DIR`."""
+    """A local test CA and certificates for TLS, mutual TLS and roles: `certs init DIR` (or --dir DIR)."""
     return call(_local.cmd_certs)
 
 
 @cli.command("demo")
-@click.option("--nodes", type=int, default=16, show_default=True)
-@click.option("--workdir", default="var/demo", show_default=True)
+@click.option("--nodes", type=int, default=16, show_default=True, help="simulated nodes (BMCs)")
+@click.option("--workdir", default="var/demo", show_default=True, help="where its database and files go")
 @click.option("--mtls", is_flag=True, default=False, help="run it over mutual TLS with roles (test CA)")
 @click.option("--agent", is_flag=True, default=False, help="agent mode: the controller dials out to the sink")
 @click.option("--verbose", is_flag=True, default=False, help="a row per component instead of a line per node")

@@ -12,7 +12,7 @@ import click
 
 from controller.cli._click import Group, call, client_options, output_options
 from controller.cli._errors import UsageError
-from controller.cli._render import console, print_json
+from controller.cli._render import console, print_error, print_json
 from controller.cli._serve import cmd_serve, settings_from
 
 
@@ -31,12 +31,22 @@ def register(cli: click.Group, settings_options: Callable[[Any], Any]) -> None:
         """Ask a topology sink (devicectl topology-sink)."""
 
     @sink.command("agents")
-    @click.option("--sink", default="127.0.0.1:50052", show_default=True, help="the sink's address")
+    @click.option(
+        "--sink",
+        "--server",
+        "sink",
+        default="127.0.0.1:50052",
+        show_default=True,
+        help="the sink's address (--server: the same here)",
+    )
     @output_options
     @client_options
     def _agents(**_: Any) -> int:
         """The agents the sink knows: id, connected, devices, last seen, queued."""
         return call(cmd_sink_agents)
+
+    # the client flags' --server names the controller; here the sink is asked, so --server is --sink
+    _agents.params[:] = [p for p in _agents.params if p.name != "server"]
 
 
 #: the agent flags `serve` shares (serve --agent-server runs both transports, one journal)
@@ -56,13 +66,20 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
 
 def cmd_sink_agents(args: argparse.Namespace) -> int:
+    import grpc
+
     from controller._proto.devicecontroller.v1 import agent_pb2 as apb
     from controller._proto.devicecontroller.v1 import agent_pb2_grpc as agrpc
     from controller.cli._channel import client_tls
+    from controller.cli._errors import rpc_error, rpc_exit_code
     from controller.security.tls import sync_channel
 
-    with sync_channel(args.sink, client_tls(args), what="sink") as channel:
-        listing = agrpc.AgentAdminStub(channel).ListAgents(apb.ListAgentsRequest(), timeout=10)
+    try:
+        with sync_channel(args.sink, client_tls(args), what="sink") as channel:
+            listing = agrpc.AgentAdminStub(channel).ListAgents(apb.ListAgentsRequest(), timeout=10)
+    except grpc.RpcError as exc:  # about the sink, not "controller not running at" the controller
+        print_error(rpc_error(exc, args.sink, what="topology sink"))
+        return rpc_exit_code(exc)
     rows = [
         {
             "agent_id": a.agent_id,

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
-from controller.cli._errors import OUTPUTS, explain
+from controller.cli._errors import OUTPUTS, TABULAR, explain
 from controller.cli._render import err_console, print_error, set_output
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -35,7 +35,9 @@ class Command(click.Command):
     with a deprecation warning."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, unabbreviate(self, ctx, args, group=False))
+        args = unabbreviate(self, ctx, args, group=False)
+        refuse_repeats(self, ctx, args)
+        return super().parse_args(ctx, args)
 
 
 class Group(click.Group):
@@ -95,6 +97,38 @@ def unabbreviate(command: click.Command, ctx: click.Context, args: list[str], *,
     return out
 
 
+#: flags where the last one given wins, by design (documented: `--json -o yaml`)
+_LAST_WINS = {"--output", "-o"}
+
+
+def refuse_repeats(command: click.Command, ctx: click.Context, args: list[str]) -> None:
+    """A flag that takes one value, given twice with different values (`--device a --device b`),
+    is refused: Click would keep only the last one, and a request would go to one device silently."""
+    valued = {
+        opt: p
+        for p in command.get_params(ctx)
+        if isinstance(p, click.Option) and not p.is_flag and not p.count and not p.multiple
+        for opt in p.opts
+        if opt not in _LAST_WINS
+    }
+    seen: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token == "--":
+            return
+        name, eq, value = token.partition("=")
+        if name in valued:
+            if not eq:
+                value = args[i + 1] if i + 1 < len(args) else ""
+                i += 1
+            key = valued[name].name or name
+            if key in seen and seen[key] != value:
+                raise click.UsageError(f"{name} given twice ({seen[key]!r}, {value!r}): give it once", ctx)
+            seen[key] = value
+        i += 1
+
+
 def pending_args(ctx: click.Context) -> list[str]:
     """The words a group leaves for its subcommand (Click 8.2 renamed `protected_args`)."""
     protected = ctx._protected_args if hasattr(ctx, "_protected_args") else ctx.protected_args
@@ -151,7 +185,8 @@ def output_options(f: F) -> F:
                 shell_complete=lambda ctx, param, incomplete: [
                     o for o in OUTPUTS if o.startswith(incomplete)
                 ],
-                help="output format (default table; wide: every column, nothing cut)",
+                help="output format (default table; wide: every column, nothing cut; name: KIND/ID per row; "
+                "csv: every column)",
             ),
             click.Option(
                 ["--debug"],
@@ -225,8 +260,8 @@ def namespace(ctx: click.Context, **extra: Any) -> argparse.Namespace:
     output = ctx.meta.get(_OUTPUT, "table")
     values.update(
         output=output,
-        json=output not in ("table", "wide"),
-        wide=bool(values.get("wide")) or output == "wide",
+        json=output not in TABULAR,
+        wide=bool(values.get("wide")) or output in ("wide", "csv"),
         debug=bool(ctx.meta.get(_DEBUG)),
         **extra,
     )
@@ -238,7 +273,7 @@ def call(handler: Callable[[argparse.Namespace], int], **extra: Any) -> int:
     stderr and an exit code (2: usage or input, 1: failure), a traceback only with `--debug`."""
     ctx = click.get_current_context()
     args = namespace(ctx, **extra)
-    set_output(args.output, wide=args.wide)
+    set_output(args.output, wide=args.wide, no_headers=bool(getattr(args, "no_headers", False)))
     try:
         return int(handler(args))
     except KeyboardInterrupt:

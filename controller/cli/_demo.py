@@ -80,6 +80,17 @@ def run_demo(
     return code
 
 
+def port_text(ports: list[int], inventory: Path) -> str:
+    """The BMCs' ports: a range only when they are one (ephemeral ports are not: "43931..41305"
+    read as a range that runs backwards), else the first few and where all are listed."""
+    ordered = sorted(ports)
+    if len(ordered) > 1 and ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"ports {ordered[0]}..{ordered[-1]}"
+    if len(ordered) <= 4:
+        return ("port " if len(ordered) == 1 else "ports ") + ", ".join(map(str, ordered))
+    return f"ports {', '.join(map(str, ordered[:3]))}, … ({len(ordered)} ports, listed in {inventory})"
+
+
 async def _send_all(
     stub: dgrpc.DeviceControllerStub,
     sink: TopologySink,
@@ -144,10 +155,8 @@ async def _demo(
         console.print("devicectl demo")
     async with SimulatorFleet(n=nodes, model="gb200", cert_dir=workdir / "tls", latency=0.02) as fleet:
         fleet.write_inventory(workdir / "inventory.toml", workdir / "secrets")
-        console.print(
-            f"{nodes} simulated GB200 BMCs on https://127.0.0.1 ports "
-            f"{fleet.bmcs[0].url.rsplit(':', 1)[1]}..{fleet.bmcs[-1].url.rsplit(':', 1)[1]}"
-        )
+        ports = port_text([int(bmc.url.rsplit(":", 1)[1]) for bmc in fleet.bmcs], workdir / "inventory.toml")
+        console.print(f"{nodes} simulated GB200 BMCs on https://127.0.0.1 {ports}")
         security, sink_tls, client = _mtls(workdir) if mtls else ({}, ServerTls(), ClientTls())
         sink = TopologySink("127.0.0.1:0", tls=sink_tls)
         await sink.start()

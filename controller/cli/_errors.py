@@ -8,12 +8,19 @@ from typing import Any
 
 import grpc
 
-#: output formats of `-o/--output` (`--json` is `-o json`; `wide`: a table with every column, uncut)
-OUTPUTS = ("table", "wide", "json", "yaml")
+#: output formats of `-o/--output` (`--json` is `-o json`; `wide`: a table with every column, uncut;
+#: `name`: KIND/ID per row of a list; `csv`: every column as CSV, for spreadsheets and awk)
+OUTPUTS = ("table", "wide", "json", "yaml", "name", "csv")
+#: the ones that print tables (or lines) rather than a JSON document
+TABULAR = ("table", "wide", "name", "csv")
 
 
 class UsageError(ValueError):
     """Bad flags or input: exit code 2."""
+
+
+class NotFoundError(LookupError):
+    """What the command names does not exist (an unknown request, device): exit code 1."""
 
 
 def explain(exc: BaseException, args: Any = None) -> tuple[str, int] | None:
@@ -24,6 +31,8 @@ def explain(exc: BaseException, args: Any = None) -> tuple[str, int] | None:
         return rpc_error(exc, getattr(args, "server", "")), rpc_exit_code(exc)
     if isinstance(exc, UsageError):
         return str(exc), 2
+    if isinstance(exc, NotFoundError):
+        return str(exc), 1
     if isinstance(exc, DeviceControllerError):
         return str(exc), 1
     try:
@@ -55,7 +64,7 @@ def rpc_exit_code(exc: grpc.RpcError) -> int:
     return 1
 
 
-def rpc_error(exc: grpc.RpcError, server: str) -> str:
+def rpc_error(exc: grpc.RpcError, server: str, what: str = "controller") -> str:
     code = exc.code() if hasattr(exc, "code") else None
     details = _details(exc)
     if code is grpc.StatusCode.UNAVAILABLE and _tls_mismatch(details):
@@ -64,7 +73,7 @@ def rpc_error(exc: grpc.RpcError, server: str) -> str:
             f"see --ca-cert, --cert, --key): {_first_line(details)}"
         )
     if code is grpc.StatusCode.UNAVAILABLE and _refused(details):
-        return f"controller not running at {server} (or not reachable): {_first_line(details)}"
+        return f"{what} not running at {server} (or not reachable): {_first_line(details)}"
     if code is grpc.StatusCode.UNIMPLEMENTED and "method not found" in details.lower():
         # gRPC's bare "Method not found!": something answers there, but not the controller's API
         return (

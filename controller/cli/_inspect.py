@@ -16,9 +16,10 @@ import click
 
 from controller.cli._click import call, output_options
 from controller.cli._render import err_console, print_json, table
-from controller.config import load_settings
+from controller.config import Settings, load_settings
 from controller.inventory import DeviceEntry, inventory_secrets, load_inventory
 from controller.plugin_host.host import PluginHost
+from controller.plugin_host.launch import load_external_plugins
 from plugins.base import DeviceControllerError, DeviceTarget, StatObject, StatValue
 
 
@@ -27,7 +28,7 @@ def _read_options(f: Any) -> Any:
         click.option(
             "--timeout", type=float, default=30.0, show_default=True, help="seconds to wait per plugin"
         ),
-        click.option("--secrets-dir"),
+        click.option("--secrets-dir", help="directory with one file per BMC secret name"),
         click.option("--inventory", help="device inventory TOML file"),
         click.option("--config", help="TOML config file (env DEVICECTL_CONFIG)"),
         output_options,
@@ -45,19 +46,23 @@ def register(cli: click.Group) -> None:
 
     @cli.command("stats")
     @_read_options
-    @click.option("--interval", type=float, default=1.0, show_default=True)
-    @click.option("--samples", type=int, default=1, show_default=True)
+    @click.option("--interval", type=float, default=1.0, show_default=True, help="seconds between samples")
+    @click.option("--samples", type=int, default=1, show_default=True, help="rounds of statistics to print")
     def _stats(**_: Any) -> int:
         """Power, energy, limits and more, from each plugin (no controller needed)."""
         return call(run_stats)
 
 
-def _targets(args: argparse.Namespace) -> dict[str, list[DeviceTarget]]:
+def _settings(args: argparse.Namespace) -> Settings:
     settings = load_settings(
         args.config, overrides={"inventory": args.inventory, "secrets_dir": args.secrets_dir}
     )
     if not settings.inventory:
         raise ValueError("give --inventory (or set inventory in the config)")
+    return settings
+
+
+def _targets(settings: Settings) -> dict[str, list[DeviceTarget]]:
     entries = load_inventory(settings.inventory)
     secrets = inventory_secrets(settings, entries)
     by_plugin: dict[str, list[DeviceTarget]] = defaultdict(list)
@@ -88,11 +93,13 @@ async def _first(stream: Any, count: int, timeout: float) -> list[Any]:
 
 async def _collect(args: argparse.Namespace, kind: str) -> tuple[list[tuple[str, Any]], int]:
     """Each plugin's first responses, and how many plugins failed."""
-    host = PluginHost()
+    settings = _settings(args)
+    # the inventory's [[plugin]] tables: their plugins run as serve runs them, with their config
+    host = PluginHost(load_external_plugins(settings.inventory))
     results: list[tuple[str, Any]] = []
     failures = 0
     try:
-        for plugin_name, targets in _targets(args).items():
+        for plugin_name, targets in _targets(settings).items():
             try:
                 plugin = await host.get(plugin_name)
                 if kind == "fingerprint":

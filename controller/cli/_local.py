@@ -8,9 +8,15 @@ import asyncio
 import signal
 from typing import Any
 
-from controller.cli._errors import check_sqlite_directory
-from controller.cli._render import console, print_json
+from controller.cli._errors import UsageError, check_sqlite_directory
+from controller.cli._render import console, print_error, print_json
 from controller.config import load_settings
+
+
+def newer_schema_message(status: Any) -> str:
+    from controller.store import newer_schema_message as message
+
+    return str(message(status))
 
 
 def _store(args: argparse.Namespace) -> Any:
@@ -24,19 +30,47 @@ def _store(args: argparse.Namespace) -> Any:
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
     store = _store(args)
     before = store.schema_status()
-    store.upgrade()
+    if before.newer:  # alembic would say "Can't locate revision": say whose schema it is
+        print_error(newer_schema_message(before))
+        return 1
+    if args.action == "downgrade":
+        store.downgrade(_previous(before.current) if args.revision is None else args.revision)
+    else:
+        store.upgrade()
     after = store.schema_status()
     if args.json:
         print_json({"database": store.url_for_display, "before": before.current, "after": after.current})
     else:
-        console.print(f"{store.url_for_display}: schema {before.current or 'empty'} -> {after.current}")
+        console.print(
+            f"{store.url_for_display}: schema {before.current or 'empty'} -> {after.current or 'empty'}"
+        )
     return 0
+
+
+def _previous(current: str | None) -> str:
+    """`db downgrade` without a revision: one step back (from the first revision: empty)."""
+    from controller.store._database import revisions
+
+    known = revisions()
+    if current is None:
+        raise UsageError("the database has no schema: nothing to downgrade")
+    at = known.index(current)
+    return known[at - 1] if at > 0 else "base"
 
 
 def cmd_db_status(args: argparse.Namespace) -> int:
     status = _store(args).schema_status()
     if args.json:
-        print_json({"current": status.current, "head": status.head, "up_to_date": status.up_to_date})
+        print_json(
+            {
+                "current": status.current,
+                "head": status.head,
+                "up_to_date": status.up_to_date,
+                "newer": status.newer,
+            }
+        )
+    elif status.newer:
+        console.print(newer_schema_message(status))
     else:
         state = "up to date" if status.up_to_date else "outdated: run `devicectl db upgrade`"
         console.print(f"schema {status.current or 'empty'} (newest {status.head}): {state}")
@@ -124,7 +158,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_certs(args: argparse.Namespace) -> int:
     from controller.security import certs
 
-    made = certs.init(args.dir, tuple(args.name) if args.name else certs.DEFAULT_CLIENTS)
+    if args.dir and args.directory and args.dir != args.directory:
+        raise UsageError(f"certs init: two directories given ({args.directory}, --dir {args.dir}): give one")
+    directory = args.dir or args.directory
+    if not directory:
+        raise UsageError("certs init: give the directory (certs init DIR, or --dir DIR)")
+    made = certs.init(directory, tuple(args.name) if args.name else certs.DEFAULT_CLIENTS)
     if args.json:
         print_json(
             {

@@ -93,7 +93,7 @@ def register(cli: click.Group) -> None:
     action(
         "stats",
         "print statistics at an interval",
-        click.Option(["--interval"], type=float, default=1.0, show_default=True),
+        click.Option(["--interval"], type=float, default=1.0, show_default=True, help="seconds between them"),
         click.Option(["--count"], type=int, default=0, help="stop after this many updates (0: until Ctrl-C)"),
     )
     action(
@@ -105,7 +105,7 @@ def register(cli: click.Group) -> None:
         "op",
         "run one power operation: KIND on --device",
         click.Argument(["kind"], type=click.Choice([k.value for k in RequestKind])),
-        click.Option(["--device"], required=True),
+        click.Option(["--device"], required=True, help="the device to run it on"),
         click.Option(["--request"], default="{}", help="the kind's request: JSON object, or @FILE"),
         click.Option(["--model"], default="{}", help="device model JSON object, or @FILE"),
         click.Option(["--state"], default="{}", help="device state JSON object, or @FILE"),

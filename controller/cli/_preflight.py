@@ -39,7 +39,7 @@ def register(cli: click.Group) -> None:
     @inventory.command("check")
     @click.option("--config", help="TOML config file (env DEVICECTL_CONFIG)")
     @click.option("--inventory", help="device inventory TOML file")
-    @click.option("--secrets-dir")
+    @click.option("--secrets-dir", help="directory with one file per BMC secret name")
     @click.option("--login", is_flag=True, default=False, help="log into each device and read it (read-only)")
     @click.option(
         "--timeout", type=float, default=20.0, show_default=True, help="seconds per device with --login"

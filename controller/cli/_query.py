@@ -14,9 +14,10 @@ from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller.cli._channel import channel
 from controller.cli._click import Group, call, client_options, output_options
-from controller.cli._errors import UsageError
+from controller.cli._devices import device_dict, devices_table, limits_table, show_in_force
+from controller.cli._errors import NotFoundError, UsageError
+from controller.cli._lists import fetch, list_options, show
 from controller.cli._render import (
-    as_dict,
     clip_cell,
     console,
     print_json,
@@ -26,6 +27,7 @@ from controller.cli._render import (
     when_short,
 )
 from controller.cli._responses import render_response
+from controller.cli._status import status_show
 from controller.cli._writes import render_desired, render_writes
 from plugins import registry
 
@@ -37,17 +39,19 @@ def register(cli: click.Group) -> None:
         """Inspect the request journal."""
 
     @requests.command("list")
-    @click.option("--device", help="only this device's requests")
+    @click.option("--device", multiple=True, help="only this device's requests (repeatable)")
     @click.option(
         "--status",
         type=click.Choice(["queued", "running", "completed", "ok", "failed"]),
         help="where it is (queued, running, completed) or how it ended (ok, failed)",
     )
+    @click.option("--kind", help="only requests of this kind (gpu_policies_update, ping, ...)")
+    @click.option("--trace-id", help="only requests with this trace id")
     @click.option("--undelivered", is_flag=True, default=False, help="responses not delivered yet, with why")
     @click.option(
         "--dead-letter", is_flag=True, default=False, help="responses the receiver refused for good"
     )
-    @click.option("--limit", type=int, default=50, show_default=True)
+    @list_options(50)
     @click.option("--wide", is_flag=True, default=False, help="full ids and errors (tables shorten them)")
     @output_options
     @client_options
@@ -69,13 +73,22 @@ def register(cli: click.Group) -> None:
         """Inspect devices and their state."""
 
     @devices.command("list")
-    @click.option("--limit", type=int, default=1000, show_default=True)
+    @list_options(1000, since=False)
     @click.option("--wide", is_flag=True, default=False, help="full ids and errors (tables shorten them)")
     @output_options
     @client_options
     def _devices(**_: Any) -> int:
-        """Known devices."""
-        return call(devices_list)
+        """Known devices (-o wide: caps, resource groups and drift)."""
+        return call(devices_list, limits=False)
+
+    @devices.command("limits")
+    @list_options(1000, since=False)
+    @output_options
+    @client_options
+    def _limits(**_: Any) -> int:
+        """What is in force, one row per device and component: requested, enforced (read back),
+        allowed range, drift; `-o csv --no-headers` for scripts."""
+        return call(devices_list, limits=True)
 
     @devices.command("show")
     @click.argument("device")
@@ -86,9 +99,9 @@ def register(cli: click.Group) -> None:
         return call(devices_show)
 
     @cli.command("verifications")
-    @click.option("--device")
-    @click.option("--id", "verification_id")
-    @click.option("--limit", type=int, default=50, show_default=True)
+    @click.option("--device", help="only this device's verifications")
+    @click.option("--id", "verification_id", help="only this verification")
+    @list_options(50)
     @output_options
     @client_options
     def _verifications(**_: Any) -> int:
@@ -103,7 +116,7 @@ def register(cli: click.Group) -> None:
 
         Exits 1 when the journal or the topology callback is down (JSON: "healthy": false).
         """
-        return call(status_show)
+        return call(lambda args: status_show(args, _call(args, "GetStatus", empty_pb2.Empty())))
 
     @cli.command("plugins")
     @output_options
@@ -134,21 +147,41 @@ def _status(record: apb.RequestRecord) -> str:
 
 
 def requests_list(args: argparse.Namespace) -> int:
-    res = _call(
+    devices = list(args.device or [""])
+
+    def get(limit: int) -> list[apb.RequestRecord]:
+        rows: list[apb.RequestRecord] = []
+        for device in devices:  # one filter per call: several devices are merged, newest first
+            rows.extend(
+                _call(
+                    args,
+                    "ListRequests",
+                    apb.ListRequestsRequest(
+                        device=device,
+                        status=_STATUS.get(args.status or "", apb.REQUEST_STATUS_UNSPECIFIED),
+                        undelivered_only=args.undelivered,
+                        limit=limit,
+                        dead_letter_only=args.dead_letter,
+                        outcome=args.status if args.status in _OUTCOMES else "",
+                        kind=args.kind or "",
+                        trace_id=args.trace_id or "",
+                    ),
+                ).requests
+            )
+        rows.sort(key=lambda r: (r.accepted_at.seconds, r.accepted_at.nanos), reverse=True)
+        return rows[:limit]
+
+    return show(
         args,
-        "ListRequests",
-        apb.ListRequestsRequest(
-            device=args.device or "",
-            status=_STATUS.get(args.status or "", apb.REQUEST_STATUS_UNSPECIFIED),
-            undelivered_only=args.undelivered,
-            limit=args.limit,
-            dead_letter_only=args.dead_letter,
-            outcome=args.status if args.status in _OUTCOMES else "",
-        ),
+        lambda: fetch(args, get, lambda r: r.accepted_at),
+        kind="request",
+        name=lambda r: r.request_id,
+        render=lambda rows: _requests_table(args, rows),
+        what="requests",
     )
-    if args.json:
-        print_json(list(res.requests))
-        return 0
+
+
+def _requests_table(args: argparse.Namespace, rows: list[apb.RequestRecord]) -> None:
     wide = args.wide
     at = when if wide else when_short
     # waiting or refused responses: why is what an operator looks for
@@ -172,35 +205,11 @@ def requests_list(args: argparse.Namespace) -> int:
                 clip_cell(r.error, wide),
             )
             + ((clip_cell(r.delivery_error, wide),) if delivery else ())
-            for r in res.requests
+            for r in rows
         ),
         wide_columns=("status", "finished"),
         cut_first=("error", "delivery error", "kind"),
     )
-    return 0
-
-
-def status_show(args: argparse.Namespace) -> int:
-    s = _call(args, "GetStatus", empty_pb2.Empty())
-    # exit 1 when anything is down, for scripts and monitoring: the journal or the callback
-    healthy = s.journal_ok and s.callback_ok
-    if args.json:
-        print_json({**as_dict(s), "healthy": healthy})
-        return 0 if healthy else 1
-    table(
-        "controller status",
-        ("field", "value"),
-        [
-            ("journal", "ok" if s.journal_ok else f"FAILING since {when(s.journal_error_since)}"),
-            ("journal error", s.journal_error),
-            ("topology callback", "ok" if s.callback_ok else f"DOWN since {when(s.callback_error_since)}"),
-            ("callback error", s.callback_error),
-            ("undelivered", s.undelivered),
-            ("dead letters", s.dead_letters),
-            ("delivered (this process)", s.delivered),
-        ],
-    )
-    return 0 if healthy else 1
 
 
 def _by_prefix(args: argparse.Namespace, prefix: str) -> apb.RequestRecord:
@@ -208,13 +217,16 @@ def _by_prefix(args: argparse.Namespace, prefix: str) -> apb.RequestRecord:
     try:
         return _call(args, "GetRequest", apb.GetRequestRequest(request_id=prefix))
     except grpc.RpcError as exc:
-        if exc.code() is not grpc.StatusCode.NOT_FOUND or len(prefix) < 4:
+        if exc.code() is not grpc.StatusCode.NOT_FOUND:
             raise
+    if len(prefix) < 4:  # too short to look up as a prefix
+        raise NotFoundError(f"request {prefix!r}: no such request (a prefix needs 4 characters at least)")
     recent = _call(args, "ListRequests", apb.ListRequestsRequest(limit=1000)).requests
     found = {r.request_id for r in recent if r.request_id.startswith(prefix)}
-    if len(found) != 1:
-        many = f"{len(found)} recent requests start with it" if found else "no such request"
-        raise UsageError(f"request {prefix!r}: {many}; give the full id")
+    if not found:
+        raise NotFoundError(f"request {prefix!r}: no such request")
+    if len(found) > 1:
+        raise UsageError(f"request {prefix!r}: {len(found)} recent requests start with it; give the full id")
     return _call(args, "GetRequest", apb.GetRequestRequest(request_id=found.pop()))
 
 
@@ -260,47 +272,24 @@ def _delivery_attempts(r: apb.RequestRecord) -> str:
 
 
 def devices_list(args: argparse.Namespace) -> int:
-    res = _call(args, "ListDevices", apb.ListDevicesRequest(limit=args.limit))
-    if args.json:
-        print_json(list(res.devices))
-        return 0
-    table(
-        "devices",
-        (
-            "device",
-            "plugin",
-            "inventory",
-            "state v",
-            "last request",
-            "kind",
-            "outcome",
-            "queued",
-            "updated",
-            "error",
-        ),
-        (
-            (
-                d.id,
-                d.plugin,
-                "yes" if d.in_inventory else "no",
-                d.state_version,
-                short_id(d.last_request_id, args.wide),
-                d.last_kind,
-                d.last_outcome,
-                d.queued,
-                when(d.updated_at) if args.wide else when_short(d.updated_at),
-                clip_cell(d.last_error, args.wide),
-            )
-            for d in res.devices
-        ),
+    def get(limit: int) -> list[apb.DeviceRecord]:
+        return list(_call(args, "ListDevices", apb.ListDevicesRequest(limit=limit)).devices)
+
+    return show(
+        args,
+        lambda: fetch(args, get),
+        kind="device",
+        name=lambda d: d.id,
+        render=lambda rows: limits_table(rows) if args.limits else devices_table(rows, wide=args.wide),
+        what="devices",
+        record=device_dict,
     )
-    return 0
 
 
 def devices_show(args: argparse.Namespace) -> int:
     d = _call(args, "GetDevice", apb.GetDeviceRequest(id=args.device))
     if args.json:
-        print_json(d)
+        print_json(device_dict(d))
         return 0
     table(
         f"device {d.id}",
@@ -317,6 +306,7 @@ def devices_show(args: argparse.Namespace) -> int:
             ("updated", when(d.updated_at)),
         ],
     )
+    show_in_force(d)
     if d.desired:
         render_desired(d.desired)
     state = json.loads(d.state_json) if d.state_json else None
@@ -325,16 +315,23 @@ def devices_show(args: argparse.Namespace) -> int:
 
 
 def verifications_list(args: argparse.Namespace) -> int:
-    res = _call(
+    def get(limit: int) -> list[apb.VerificationRecord]:
+        request = apb.ListVerificationsRequest(
+            device=args.device or "", verification_id=args.verification_id or "", limit=limit
+        )
+        return list(_call(args, "ListVerifications", request).verifications)
+
+    return show(
         args,
-        "ListVerifications",
-        apb.ListVerificationsRequest(
-            device=args.device or "", verification_id=args.verification_id or "", limit=args.limit
-        ),
+        lambda: fetch(args, get, lambda v: v.created_at),
+        kind="verification",
+        name=lambda v: v.verification_id,
+        render=lambda rows: _verifications_table(args, rows),
+        what="verifications",
     )
-    if args.json:
-        print_json(list(res.verifications))
-        return 0
+
+
+def _verifications_table(args: argparse.Namespace, rows: list[apb.VerificationRecord]) -> None:
     at = when if args.wide else when_short
     table(
         "verifications",
@@ -350,10 +347,10 @@ def verifications_list(args: argparse.Namespace) -> int:
                 at(v.finished_at),
                 clip_cell(v.detail, args.wide),
             )
-            for v in res.verifications
+            for v in rows
         ),
+        cut_first=("detail",),
     )
-    return 0
 
 
 def plugins_list(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import csv
 import json
 import re
 import sys
@@ -23,12 +24,17 @@ err_console = Console(stderr=True, soft_wrap=True)
 _structured = "json"
 #: `-o wide`: every column, nothing shortened
 _wide = False
+#: `-o csv`: tables as CSV (every column); `--no-headers`: no title or header line
+_csv = False
+_no_headers = False
 
 
-def set_output(output: str, *, wide: bool = False) -> None:
-    global _structured, _wide
+def set_output(output: str, *, wide: bool = False, no_headers: bool = False) -> None:
+    global _structured, _wide, _csv, _no_headers
     _structured = "yaml" if output == "yaml" else "json"
-    _wide = wide or output == "wide"
+    _csv = output == "csv"
+    _wide = wide or output in ("wide", "csv")
+    _no_headers = no_headers
 
 
 def is_wide() -> bool:
@@ -113,9 +119,11 @@ def short_id(value: str, wide: bool = False) -> str:
 
 
 def clip_cell(value: str, wide: bool = False, limit: int = 80) -> str:
-    """A long cell (an error quoting a device) on one short line unless --wide."""
+    """A long cell (an error quoting a device) on one short line at a terminal unless --wide; into
+    a pipe it is written whole, like the rest of the row."""
     value = " ".join(value.split())
-    return value if wide or len(value) <= limit else value[: limit - 1] + "…"
+    keep = wide or _wide or not console.is_terminal
+    return value if keep or len(value) <= limit else value[: limit - 1] + "…"
 
 
 def print_json(value: Any) -> None:
@@ -202,18 +210,26 @@ def table(
     keep = [i for i, c in enumerate(columns) if _wide or c not in wide_columns]
     header = [str(columns[i]) for i in keep]
     cells = [[_cell(row[i]) for i in keep] for row in rows]
+    if _csv:
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerows(cells if _no_headers else [header, *cells])
+        sys.stdout.flush()
+        return
     widths = [max([len(h), *(len(r[j]) for r in cells)]) for j, h in enumerate(header)]
     limit = console.width if console.is_terminal and not _wide else None
     if limit is not None:
         first = [j for j in reversed(range(len(header))) if header[j] in cut_first]
         order = first + [j for j in reversed(range(len(header))) if j not in first]
         widths = _fit(widths, [len(h) for h in header], limit, order)
-    lines = [_line(header, widths)] + [_line(r, widths) for r in cells]
-    if title:
-        lines.insert(0, title)
+    lines = [_line(r, widths) for r in cells]
+    if not _no_headers:
+        lines.insert(0, _line(header, widths))
+        if title:
+            lines.insert(0, title)
     if limit is not None:
         lines = [_cut(line, limit) for line in lines]
-    sys.stdout.write("\n".join(lines) + "\n")
+    if lines:  # --no-headers and no rows: nothing at all
+        sys.stdout.write("\n".join(lines) + "\n")
     sys.stdout.flush()
 
 

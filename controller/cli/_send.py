@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import click
 import grpc
 from google.protobuf import json_format
 
@@ -63,13 +64,33 @@ def _read(path: str | None) -> bytes:
     return Path(path).read_bytes() if path else b""
 
 
+def whole_watts(text: str) -> float:
+    """Watts as the devices take them: whole. A fraction is refused, not rounded: 500.7 would be
+    written as 501 W, a cap above the one asked for."""
+    value = float(text)
+    if value != int(value):
+        raise ValueError(f"{text} W: give whole watts (devices take whole watts; {value:g} would be rounded)")
+    return value
+
+
+class Watts(click.ParamType):
+    name = "WATTS"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            return whole_watts(str(value))
+        except ValueError as exc:
+            message = str(exc) if "whole watts" in str(exc) else f"{value!r} is not a number of watts"
+            self.fail(message, param, ctx)
+
+
 def _limit(text: str) -> PowerLimit | None:
     text = text.strip().lower()
     if text in ("none", "unset", ""):
         return None
     if text.endswith("%"):
         return PowerLimit(percent=float(text[:-1]))
-    return PowerLimit(watts=float(text.removesuffix("w")))
+    return PowerLimit(watts=whole_watts(text.removesuffix("w")))
 
 
 def _policy(args: argparse.Namespace) -> Policy | None:
@@ -225,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(args, msg)
     with client_channel(args) as channel:
-        _check_device(channel, msg)
+        via_sink = _check_device(channel, msg)
         try:
             dgrpc.DeviceControllerStub(channel).SendDeviceRequest(msg, timeout=30)
         except grpc.RpcError as exc:
@@ -233,6 +254,13 @@ def run(args: argparse.Namespace) -> int:
                 err_console.print(f"[red]rejected[/red] ({exc.code().name}): {exc.details()}", soft_wrap=True)
                 return 2
             raise  # not running, journal down, ...: the one-line error handler says which
+        if via_sink and args.wait:  # the agent answers the sink, which keeps no journal to wait on
+            return _cannot_wait(
+                args,
+                msg.request_id,
+                "sent through the topology sink to its agent, whose response goes to "
+                "the sink (its output, or --record), not here",
+            )
         if not args.wait:
             if args.json:
                 print_json({"request_id": msg.request_id, "accepted": True})
@@ -258,6 +286,9 @@ def run(args: argparse.Namespace) -> int:
             )
             return 130
         except grpc.RpcError as exc:
+            if exc.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+                reason = f"this certificate may not wait on it ({exc.code().name}: {exc.details()})"
+                return _cannot_wait(args, msg.request_id, reason)
             if exc.code() is not grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise
             what = "delivered" if args.wait_delivery else "answered"
@@ -276,13 +307,33 @@ def run(args: argparse.Namespace) -> int:
     return 0 if record.outcome == "ok" else 1
 
 
-def _check_device(channel: grpc.Channel, msg: pb.DeviceControllerRequest) -> None:
+def _cannot_wait(args: argparse.Namespace, request_id: str, reason: str) -> int:
+    """The request was accepted but cannot be waited on from here (a topology-only certificate
+    may send, not read the journal; a sink keeps no journal): say so with the id, so nobody sends
+    it again."""
+    if args.json:
+        print_json({"request_id": request_id, "accepted": True, "waited": False, "error": reason})
+    else:
+        console.print(f"accepted request_id={request_id}", highlight=False)
+        err_console.print(
+            f"error: request {request_id} was accepted and runs on, but cannot be waited on: {reason}; "
+            f"do not send it again (devicectl requests show {request_id} with an operator certificate, "
+            "against the controller)",
+            soft_wrap=True,
+            highlight=False,
+            markup=False,
+        )
+    return 1
+
+
+def _check_device(channel: grpc.Channel, msg: pb.DeviceControllerRequest) -> bool:
     """Refuse, before sending, a device the controller cannot reach: one it has never seen (every
     inventory device is known to it) when the request brings no model saying how to reach it.
     Such a request used to be "accepted" (exit 0) and then fail. Without the operator role the
-    check is skipped and the controller's answer says it."""
+    check is skipped and the controller's answer says it. True when `--server` is a topology sink
+    (it routes the request to the agent that owns the device, and refuses one none owns)."""
     if msg.device_model_json:
-        return
+        return False
     try:
         agrpc.DeviceControllerAdminStub(channel).GetDevice(apb.GetDeviceRequest(id=msg.device), timeout=30)
     except grpc.RpcError as exc:
@@ -292,8 +343,21 @@ def _check_device(channel: grpc.Channel, msg: pb.DeviceControllerRequest) -> Non
                 "nothing was sent (devicectl devices list)"
             ) from None
         if exc.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
-            return
+            return False
+        if exc.code() is grpc.StatusCode.UNIMPLEMENTED and _is_sink(channel):
+            return True
         raise
+    return False
+
+
+def _is_sink(channel: grpc.Channel) -> bool:
+    from controller._proto.devicecontroller.v1 import agent_pb2, agent_pb2_grpc
+
+    try:
+        agent_pb2_grpc.AgentAdminStub(channel).ListAgents(agent_pb2.ListAgentsRequest(), timeout=10)
+    except grpc.RpcError:
+        return False
+    return True
 
 
 def _dry_run(args: argparse.Namespace, msg: pb.DeviceControllerRequest) -> int:

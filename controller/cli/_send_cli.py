@@ -15,16 +15,16 @@ import click
 
 from controller.cli._click import Command, Group, call, client_options, output_options
 from controller.cli._render import err_console
-from controller.cli._send import KIND_FLAGS, KINDS, run
+from controller.cli._send import KIND_FLAGS, KINDS, Watts, run
 from plugins.base import RequestKind
 
 #: each kind flag: (declaration, Click keywords); its name is the handler's attribute
 _KIND_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "resource_group": ("--resource-group", {"default": "", "help": "resource group id"}),
-    "node": ("--node", {"type": float, "help": "node policy: node total watts"}),
-    "gpu_total": ("--gpu-total", {"type": float, "help": "node policy: watts across all GPUs"}),
-    "cpu": ("--cpu", {"type": float, "help": "node policy: watts across all CPUs"}),
-    "memory": ("--memory", {"type": float, "help": "node policy: watts across memory"}),
+    "node": ("--node", {"type": Watts(), "help": "node policy: node total watts"}),
+    "gpu_total": ("--gpu-total", {"type": Watts(), "help": "node policy: watts across all GPUs"}),
+    "cpu": ("--cpu", {"type": Watts(), "help": "node policy: watts across all CPUs"}),
+    "memory": ("--memory", {"type": Watts(), "help": "node policy: watts across memory"}),
     "policy_name": ("--policy-name", {"default": "cli", "help": "name of the node policy the flags build"}),
     "unset": ("--unset", {"is_flag": True, "default": False, "help": "unset/reset instead of set"}),
     "gpu": (

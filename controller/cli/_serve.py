@@ -25,7 +25,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.print_config:
         print_json(settings.display())
         return 0
-    logs.setup(settings.log_level, settings.log_format)
+    # one of several processes (`--workers`: they share one output): each line says which
+    several = settings.workers > 0 or settings.role != "all"
+    logs.setup(settings.log_level, settings.log_format, instance=settings.instance_id if several else "")
     from controller.app import Controller, SchemaOutdatedError
     from controller.process import runtime
     from controller.process.writer import WriterConflictError

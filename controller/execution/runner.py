@@ -293,7 +293,7 @@ class RequestRunner:
             )
         )
         if done:
-            metrics.applied(job.device, outcome.result, request)
+            metrics.applied(job.device, outcome.result, request, new_state)
             self._resolver.remember(job.device, resolved.model, new_state, text)
         else:  # completed elsewhere or fenced (lease lost): the database knows better than this copy
             self._resolver.forget(job.device)

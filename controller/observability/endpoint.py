@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from controller.cluster.shards import Shards
     from controller.config import Settings
     from controller.plugin_host.host import PluginHost
+    from controller.process.reports import Report
     from controller.store import Store
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,15 @@ class _Delivery(Protocol):
     def destination(self) -> _Destination: ...
 
 
+def receiver_up(c: ServedController) -> bool:
+    """The callback as this process delivers to it; a `--workers` front end delivers nothing, so
+    it is up only while every executor reports it up (controller/process/reports.py)."""
+    executors = c.executor_reports()
+    if executors is not None:
+        return bool(executors) and all(r.callback_ok for r in executors)
+    return not c.delivery.destination.failing
+
+
 class ServedController(Protocol):
     """What the endpoint reads from the controller it serves (`controller.app.Controller`): a
     Protocol, because `controller.app` builds the endpoint and must not be imported back (no
@@ -72,6 +82,7 @@ class ServedController(Protocol):
     def journal_failure(self) -> str: ...
     @property
     def stopping(self) -> bool: ...
+    def executor_reports(self) -> list[Report] | None: ...
 
 
 class StateCollector(Collector):
@@ -138,8 +149,8 @@ class StateCollector(Collector):
         )
         yield GaugeMetricFamily(
             "devicectl_delivery_receiver_up",
-            "0 while the topology callback is down",
-            int(not c.delivery.destination.failing),
+            "0 while the topology callback is down (a --workers front end: as any of its executors sees it)",
+            int(receiver_up(c)),
         )
         restarts = CounterMetricFamily(
             "devicectl_plugin_restarts", "Out-of-process plugin restarts", labels=["plugin"]

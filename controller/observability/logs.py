@@ -74,7 +74,12 @@ class TextFormatter(logging.Formatter):
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, and device, request_id and
-    trace_id as fields (null outside a request), plus the exception text if any."""
+    trace_id as fields (null outside a request), plus the exception text if any; `instance`
+    first when the process is one of several (`serve --workers`, `--role`)."""
+
+    def __init__(self, instance: str = "") -> None:
+        super().__init__()
+        self._instance = instance
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, object] = {
@@ -83,6 +88,8 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        if self._instance:
+            line["instance"] = self._instance
         for key in ("device", "request_id", "trace_id"):
             value = getattr(record, key, "-")
             line[key] = None if value == "-" else value
@@ -95,28 +102,31 @@ class JsonFormatter(logging.Formatter):
 FORMATS = ("text", "json")
 
 
-def handler(stream: IO[str] | None = None, fmt: str = "text") -> logging.Handler:
-    """A handler writing the controller's line format (text or JSON, with the request context)."""
+def handler(stream: IO[str] | None = None, fmt: str = "text", instance: str = "") -> logging.Handler:
+    """A handler writing the controller's line format (text or JSON, with the request context);
+    `instance`: the process's instance id on every line (executors share the front end's output)."""
     if fmt not in FORMATS:
         raise ValueError(f"log_format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     out = logging.StreamHandler(stream)
     out.addFilter(_ContextFilter())
     if fmt == "json":
-        out.setFormatter(JsonFormatter())
+        out.setFormatter(JsonFormatter(instance))
     else:
+        tag = f"instance={instance.replace('%', '%%')} " if instance else ""
         out.setFormatter(
             TextFormatter(
-                "%(asctime)s %(levelname)s %(name)s device=%(device)s request_id=%(request_id)s "
+                f"%(asctime)s %(levelname)s {tag}%(name)s device=%(device)s request_id=%(request_id)s "
                 "trace_id=%(trace_id)s %(message)s"
             )
         )
     return out
 
 
-def setup(level: str = "INFO", fmt: str = "text", stream: IO[str] | None = None) -> None:
-    """Configure the root logger once: one line per record, with the request context."""
+def setup(level: str = "INFO", fmt: str = "text", stream: IO[str] | None = None, instance: str = "") -> None:
+    """Configure the root logger once: one line per record, with the request context (and the
+    instance id, for a process that is one of several)."""
     root = logging.getLogger()
-    root.handlers[:] = [handler(stream, fmt)]
+    root.handlers[:] = [handler(stream, fmt, instance)]
     root.setLevel(level.upper())
     # alembic logs its plugin setup and each migration step at INFO on every start
     for noisy in ("aiohttp.access", "alembic"):

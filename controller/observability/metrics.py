@@ -16,6 +16,7 @@ subset (a lab, a pilot rack), and fleet dashboards on the aggregated metrics.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import platform
 from collections import OrderedDict
@@ -96,6 +97,15 @@ POWER_ENFORCED = Gauge(
     "Power limit the device reported after the last change (metrics_per_device)",
     ["device", "component"],
 )
+#: the four values of `devicectl devices limits` in one family, so a panel or an alert compares them
+#: (`kind`: requested, enforced, min, max; same devices and components as the two above)
+POWER_LIMIT = Gauge(
+    "devicectl_power_limit_watts",
+    "Power limit per device and component: requested, enforced (read back) and the allowed min and "
+    "max the device reports, by kind (metrics_per_device)",
+    ["device", "component", "kind"],
+)
+LIMIT_KINDS = ("requested", "enforced", "min", "max")
 
 
 BUILD_INFO = Gauge(
@@ -170,7 +180,7 @@ def requested_in(request: Any) -> dict[str, float]:
     return out
 
 
-def applied(device: str, result: Any, request: Any = None) -> None:
+def applied(device: str, result: Any, request: Any = None, state: Any = None) -> None:
     """One log line for the components a request changed (each before → requested → enforced),
     one for those it did not, and the per-device gauges. "before" is the last value this process
     saw enforced ("unknown" if none)."""
@@ -186,7 +196,28 @@ def applied(device: str, result: Any, request: Any = None) -> None:
         change_log.warning(
             "not applied %s", "; ".join(f"{c.component}: requested {_watts(c.requested)}" for c in failed)
         )
-    POWER.record(device, changes)
+    POWER.record(device, changes, limit_ranges(state) if POWER.enabled else None)
+
+
+def limit_ranges(state: Any) -> dict[str, tuple[float | None, float | None]]:
+    """The allowed range per metrics component (node, cpu, gpuN) the device state records: a
+    GB200 tray's node is the sum of its modules, the CPU element the sum of its CPUs."""
+    from controller.desired.in_force import in_force
+
+    found: dict[str, tuple[float | None, float | None]] = {}
+    summed: dict[str, list[tuple[float | None, float | None]]] = {}
+    for c in in_force(state if isinstance(state, dict) else None).components:
+        kind, _, index = c.component.partition("/")
+        if kind == "gpu" and index.isdigit():
+            found[f"gpu{index}"] = (c.min, c.max)
+        elif kind in ("node", "cpu", "memory") and not index:
+            found[kind] = (c.min, c.max)
+        elif kind in ("module", "cpu"):
+            summed.setdefault("node" if kind == "module" else "cpu", []).append((c.min, c.max))
+    for name, parts in summed.items():
+        if name not in found and all(lo is not None and hi is not None for lo, hi in parts):
+            found[name] = (sum(lo or 0.0 for lo, _ in parts), sum(hi or 0.0 for _, hi in parts))
+    return found
 
 
 def _applied_text(device: str, c: Change) -> str:
@@ -210,7 +241,12 @@ class PowerGauges:
     def before(self, device: str, component: str) -> float | None:
         return self._last.get(device, {}).get(component)
 
-    def record(self, device: str, changes: Iterable[Change]) -> None:
+    def record(
+        self,
+        device: str,
+        changes: Iterable[Change],
+        ranges: dict[str, tuple[float | None, float | None]] | None = None,
+    ) -> None:
         seen = self._last.setdefault(device, {})
         self._last.move_to_end(device)
         for c in changes:
@@ -220,16 +256,23 @@ class PowerGauges:
             if self.enabled:
                 if c.requested is not None:
                     POWER_REQUESTED.labels(device, c.component).set(c.requested)
+                    POWER_LIMIT.labels(device, c.component, "requested").set(c.requested)
                 POWER_ENFORCED.labels(device, c.component).set(c.enforced)
+                POWER_LIMIT.labels(device, c.component, "enforced").set(c.enforced)
+                lo, hi = (ranges or {}).get(c.component, (None, None))
+                for kind, value in (("min", lo), ("max", hi)):
+                    if value is not None:
+                        POWER_LIMIT.labels(device, c.component, kind).set(value)
         while len(self._last) > self._max:
             old, components = self._last.popitem(last=False)
             if self.enabled:
                 for component in components:
                     for gauge in (POWER_REQUESTED, POWER_ENFORCED):
-                        try:
+                        with contextlib.suppress(KeyError):
                             gauge.remove(old, component)
-                        except KeyError:
-                            pass
+                    for kind in LIMIT_KINDS:
+                        with contextlib.suppress(KeyError):
+                            POWER_LIMIT.remove(old, component, kind)
 
 
 # ---- live state, read at scrape time -----------------------------------------------------------

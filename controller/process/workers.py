@@ -24,6 +24,7 @@ import time
 from collections.abc import Mapping
 
 from controller.config import ENV_PREFIX, Settings
+from controller.process.reports import STATUS_FD, Reports
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +175,8 @@ class ExecutorPool:
         self._stopping = asyncio.Event()
         #: executor index -> how many times it was started
         self.starts: dict[int, int] = {}
+        #: what each executor last said about its delivery (`devicectl status`, receiver_up)
+        self.reports = Reports()
 
     @property
     def pids(self) -> dict[int, int]:
@@ -187,11 +190,20 @@ class ExecutorPool:
 
     async def _spawn(self, index: int) -> None:
         settings = executor_settings(self.settings, index)
-        proc = await asyncio.create_subprocess_exec(
-            *executor_command(settings),
-            env={**settings_environment(settings, self._base_env), SUPERVISOR_PID: str(os.getpid())},
-            stdin=asyncio.subprocess.DEVNULL,
-        )
+        report_fd = self.reports.pipe(index, settings.instance_id)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *executor_command(settings),
+                env={
+                    **settings_environment(settings, self._base_env),
+                    SUPERVISOR_PID: str(os.getpid()),
+                    STATUS_FD: str(report_fd),
+                },
+                stdin=asyncio.subprocess.DEVNULL,
+                pass_fds=(report_fd,),
+            )
+        finally:
+            os.close(report_fd)  # the child has its copy
         self._procs[index] = proc
         self.starts[index] = self.starts.get(index, 0) + 1
         log.info("executor %s started (pid %d)", settings.instance_id, proc.pid)
@@ -247,3 +259,4 @@ class ExecutorPool:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 await proc.wait()
+        await self.reports.close()

@@ -6,7 +6,7 @@ both are exposed as coroutines on :class:`Store`.
 """
 
 from ._batch import StoreClosedError, WriteFailure, is_outage
-from ._database import SchemaOutdatedError
+from ._database import SchemaNewerError, SchemaOutdatedError, newer_schema_message
 from ._retention import Backlog, PruneResult, RetentionPolicy, outbox_backlog, prune, table_rows
 from ._shards import LeaseRound, LeaseRoundResult
 from ._state_changes import state_digest
@@ -56,6 +56,7 @@ __all__ = [
     "RequestStatus",
     "RequestView",
     "RetentionPolicy",
+    "SchemaNewerError",
     "SchemaOutdatedError",
     "SchemaStatus",
     "ShardLease",
@@ -67,6 +68,7 @@ __all__ = [
     "VerificationStatus",
     "WriteFailure",
     "is_outage",
+    "newer_schema_message",
     "outbox_backlog",
     "prune",
     "state_digest",

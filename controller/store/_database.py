@@ -36,11 +36,31 @@ class SchemaOutdatedError(RuntimeError):
 
     def __init__(self, status: SchemaStatus, display_url: str) -> None:
         self.status = status
+        if status.newer:
+            super().__init__(newer_schema_message(status))
+            return
         current = status.current or "empty (no schema)"
         super().__init__(
             f"database schema at {display_url} is {current}, this version needs {status.head}; "
             "run `devicectl db upgrade` (or start `devicectl serve` with --auto-upgrade)"
         )
+
+
+class SchemaNewerError(RuntimeError):
+    """The database is at a revision this code does not ship: a newer release migrated it."""
+
+    def __init__(self, status: SchemaStatus) -> None:
+        self.status = status
+        super().__init__(newer_schema_message(status))
+
+
+def newer_schema_message(status: SchemaStatus) -> str:
+    """What to do when a newer release's schema meets this code (a rollback of the binary):
+    only the newer release knows how to undo its own migrations."""
+    return (
+        f"the database schema {status.current} is newer than this devicectl (newest {status.head}): "
+        f"run the newer release's `devicectl db downgrade {status.head}`, or upgrade devicectl"
+    )
 
 
 def normalise_url(url: str | URL) -> URL:
@@ -178,21 +198,51 @@ def head_revision() -> str:
     return head
 
 
+def revisions() -> list[str]:
+    """Every revision shipped with this code, oldest first."""
+    script = ScriptDirectory.from_config(alembic_config())
+    return [s.revision for s in reversed(list(script.walk_revisions()))]
+
+
 def schema_status(engine: Engine) -> SchemaStatus:
     """Compare the database's revision with the head revision."""
     head = head_revision()
     with engine.connect() as conn:
         current = MigrationContext.configure(conn).get_current_revision()
-    return SchemaStatus(current=current, head=head, up_to_date=current == head)
+    newer = current is not None and current not in revisions()
+    return SchemaStatus(current=current, head=head, up_to_date=current == head, newer=newer)
+
+
+def _locked(conn: Connection) -> None:
+    if conn.dialect.name == "postgresql":
+        # Two controllers starting with --upgrade-db at once must not both run the DDL.
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
 
 
 def upgrade(engine: Engine) -> None:
-    """Apply all pending migrations in one transaction."""
+    """Apply all pending migrations in one transaction (a newer release's schema: refused)."""
     with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            # Two controllers starting with --upgrade-db at once must not both run the DDL.
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+        _locked(conn)
+        _refuse_newer(conn)
         command.upgrade(alembic_config(conn), "head")
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Undo migrations down to `revision` ("base": an empty schema) in one transaction, for a
+    rollback to an older release; refused for a schema this code does not know."""
+    if revision != "base" and revision not in revisions():
+        raise ValueError(f"unknown revision {revision!r}: one of {', '.join(revisions())} or base")
+    with engine.begin() as conn:
+        _locked(conn)
+        _refuse_newer(conn)
+        command.downgrade(alembic_config(conn), revision)
+
+
+def _refuse_newer(conn: Connection) -> None:
+    current = MigrationContext.configure(conn).get_current_revision()
+    if current is not None and current not in revisions():
+        head = head_revision()
+        raise SchemaNewerError(SchemaStatus(current=current, head=head, up_to_date=False, newer=True))
 
 
 def is_postgres(conn: Connection) -> bool:

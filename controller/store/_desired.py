@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ._database import insert_for
+from ._database import chunks, insert_for
 from ._models import DESIRED_LIMITS as D
 from ._models import DEVICES, REQUESTS
 from ._models import STATE_AUDIT as A
@@ -50,6 +50,16 @@ def _record_statement(dialect: str) -> Any:
 def desired_for(conn: Connection, device: str) -> list[DesiredLimit]:
     rows = conn.execute(sa.select(D).where(D.c.device == device).order_by(D.c.component))
     return [DesiredLimit(**dict(row._mapping)) for row in rows]
+
+
+def desired_for_devices(conn: Connection, devices: list[str]) -> dict[str, list[DesiredLimit]]:
+    out: dict[str, list[DesiredLimit]] = {}
+    for part in chunks(devices):
+        query = sa.select(D).where(D.c.device.in_(part)).order_by(D.c.device, D.c.component)
+        for row in conn.execute(query):
+            limit = DesiredLimit(**dict(row._mapping))
+            out.setdefault(limit.device, []).append(limit)
+    return out
 
 
 def devices_with_desired(conn: Connection) -> list[str]:

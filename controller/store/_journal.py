@@ -345,6 +345,8 @@ def list_requests(
     limit: int,
     dead_letter_only: bool = False,
     outcome: str | None = None,
+    kind: str | None = None,
+    trace_id: str | None = None,
 ) -> list[RequestView]:
     """Requests, newest first. ``undelivered_only``: a response is written but not delivered yet
     (nor dead-lettered); ``dead_letter_only``: the receiver refused the response for good;
@@ -356,6 +358,10 @@ def list_requests(
         query = query.where(R.c.status == status)
     if outcome is not None:
         query = query.where(R.c.outcome == outcome)
+    if kind is not None:
+        query = query.where(R.c.kind == kind)
+    if trace_id is not None:
+        query = query.where(R.c.trace_id == trace_id)
     if undelivered_only:
         query = query.where(OB.c.id.is_not(None), _outbox.PENDING)
     if dead_letter_only:

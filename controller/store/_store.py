@@ -130,6 +130,10 @@ class Store(OutboxAccess):
         """Apply pending migrations (synchronous; safe to run from several processes at once)."""
         self._with_migration_engine(_database.upgrade)
 
+    def downgrade(self, revision: str) -> None:
+        """Undo migrations down to `revision` (synchronous), for a rollback to an older release."""
+        self._with_migration_engine(lambda engine: _database.downgrade(engine, revision))
+
     def ensure_schema(self, *, upgrade: bool = False) -> SchemaStatus:
         """Return the schema status if up to date; upgrade first when ``upgrade`` is set.
 
@@ -286,12 +290,22 @@ class Store(OutboxAccess):
         limit: int = 100,
         dead_letter_only: bool = False,
         outcome: str | None = None,
+        kind: str | None = None,
+        trace_id: str | None = None,
     ) -> list[RequestView]:
         """Requests, newest first; ``undelivered_only`` keeps those with a response not yet delivered,
         ``dead_letter_only`` those whose response the receiver refused for good, ``outcome`` those
-        that finished so ("ok", "failed")."""
+        that finished so ("ok", "failed"), ``kind`` and ``trace_id`` those with that kind or trace."""
         return await self._read(
-            _journal.list_requests, device, status, undelivered_only, limit, dead_letter_only, outcome
+            _journal.list_requests,
+            device,
+            status,
+            undelivered_only,
+            limit,
+            dead_letter_only,
+            outcome,
+            kind,
+            trace_id,
         )
 
     # --- devices ------------------------------------------------------------------------------------
@@ -321,6 +335,10 @@ class Store(OutboxAccess):
     async def desired_for(self, device: str) -> list[DesiredLimit]:
         """The device's desired limits, by component."""
         return await self._read(_desired.desired_for, device)
+
+    async def desired_for_devices(self, devices: Sequence[str]) -> dict[str, list[DesiredLimit]]:
+        """The listed devices' desired limits, by device then component (one read)."""
+        return await self._read(_desired.desired_for_devices, list(devices))
 
     async def devices_with_desired(self) -> list[str]:
         """Devices that have desired limits (the ones drift checks look at)."""

@@ -35,6 +35,8 @@ class SchemaStatus:
     current: str | None
     head: str
     up_to_date: bool
+    #: the database is at a revision these migrations do not know: a newer release's schema
+    newer: bool = False
 
 
 @dataclass(slots=True)

@@ -18,12 +18,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from plugins.base import (
+    DeviceControllerError,
     ElementType,
     GpuPoliciesChange,
     GpuPolicy,
     Policy,
     PolicyAction,
     PolicyChange,
+    SystemSpec,
     element_share,
     gpu_targets,
 )
@@ -32,7 +34,7 @@ from plugins.redfish._device import Device, invalidate
 from plugins.redfish._document import Document
 from plugins.redfish._errors import ResourceNotFoundError
 from plugins.redfish._layout import Component
-from plugins.redfish._platforms import Prior, unsupported_message
+from plugins.redfish._platforms import Prior, mechanism_for, unsupported_message
 from plugins.redfish._priors import corrected, read_back_for
 from plugins.redfish._readbacks import priors_from_read_backs
 
@@ -101,7 +103,7 @@ def plan(
 
 def _node_targets(device: Device, policy: Policy | None) -> list[Target]:
     disc = device.discovery
-    share = element_share(device.spec, policy, ElementType.NODE)
+    share = element_share(_bmc_node_range(device), policy, ElementType.NODE)
     if share is None:
         return []
     if not disc.node:
@@ -112,6 +114,36 @@ def _node_targets(device: Device, policy: Policy | None) -> list[Target]:
     # NOTE: on GB200/GB300 the node (compute tray) cap is the sum of the superchip module caps
     # (DPS ComputerSystemSpec.redfish_environment_metrics_path "Chassis/HGX_ProcessorModule_%d").
     return [Target(ElementType.NODE, c, per, total=share.watts) for c in disc.node]
+
+
+async def _read_node_ranges(device: Device) -> None:
+    """Read the node components' limits the state has no reading of yet (their AllowableMin/Max
+    make the node's range), when the model's range refused the node cap: a refusal names the
+    range this BMC takes. A read that fails leaves the model's range."""
+    if len(device.discovery.node) < 2:
+        return
+    for component in device.discovery.node:
+        mech = mechanism_for(component)
+        if mech is None or device.state.reading(component.key) is not None:
+            continue
+        try:
+            reading = mech.parse(component, await device.bmc.get(component.limit_uri))
+        except DeviceControllerError:
+            return
+        device.state.set_reading(component.key, reading)
+
+
+def _bmc_node_range(device: Device) -> SystemSpec:
+    """The spec with the node's range as the BMC last reported it (the sum of its node
+    components' AllowableMin/Max, a GB200 tray's modules), when it reported one for each: the
+    model's nominal range (1000..6667 W) is not what this BMC takes (2 x 2820 = 5640 W)."""
+    # one node component: its write checks the BMC's range itself, naming the BMC's properties
+    readings = [device.state.reading(c.key) for c in device.discovery.node]
+    if len(readings) < 2 or any(r is None or r.min_watts is None or r.max_watts is None for r in readings):
+        return device.spec
+    lo = sum(r.min_watts for r in readings if r is not None and r.min_watts is not None)
+    hi = sum(r.max_watts for r in readings if r is not None and r.max_watts is not None)
+    return replace(device.spec, node=replace(device.spec.node, min_watts=lo, max_watts=hi))
 
 
 def _gpu_targets(device: Device, policy: Policy | None, gpu_policies: Sequence[GpuPolicy]) -> list[Target]:
@@ -311,6 +343,9 @@ async def apply_policy_change(
     if gpu_change is not None and gpu_change.action is PolicyAction.SET:
         gpu_specific = gpu_change.policies
     targets: list[Target] = []
+    share = element_share(_bmc_node_range(device), policy, ElementType.NODE)
+    if share is not None and share.error:  # refused by the model's range: say the BMC's instead
+        await _read_node_ranges(device)
     if policy is not None:
         targets += plan(device, policy, elements=(ElementType.NODE, ElementType.CPU, ElementType.MEMORY))
     if policy is not None or gpu_change is not None:

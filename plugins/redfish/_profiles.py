@@ -222,7 +222,9 @@ async def _action(bmc: OpBmc, gpu: Component, action: str, mask: int, done: Call
     requested mask is read back before anything else; `done` with it is a note, else the error
     says whether it landed is unknown (docs/redfish.md, "Writes through gateways")."""
     try:
-        await bmc.post(f"{gpu.wpps_uri}/Actions/{action}", {"ProfileMask": format_mask(mask)})
+        await bmc.post(
+            f"{gpu.wpps_uri}/Actions/{action}", {"ProfileMask": format_mask(mask)}, component=gpu.label
+        )
         return ""
     except ANSWER_LOST as exc:
         if not may_have_landed(exc):

@@ -546,7 +546,7 @@ def test_completion_offers_commands_kinds_and_flags() -> None:
     assert {"ping", "gpu-policies", "rg-activate", "modify-entity", "file"} <= set(kinds)
     flags = _complete("devicectl send ping --")
     assert "--retry-count" in flags and "--device" in flags and "--gpu" not in flags
-    assert _complete("devicectl status -o ") == ["table", "wide", "json", "yaml"]
+    assert _complete("devicectl status -o ") == ["table", "wide", "json", "yaml", "name", "csv"]
     assert "upgrade" in _complete("devicectl db ")
 
 

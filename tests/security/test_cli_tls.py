@@ -110,3 +110,27 @@ def test_serve_refuses_plaintext_on_a_public_address(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "not a loopback address" in result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_wait_with_a_topology_only_certificate_says_the_request_was_accepted(
+    secure: dict[str, object], pki: Path
+) -> None:
+    server = str(secure["server"])
+    sent = devicectl("--server", server, *_as(pki, "topology"), "send", "ping", "--device", "node001",
+                     "--request-id", "mtls-wait", "--wait", check=False)  # fmt: skip
+    # it printed only PERMISSION_DENIED for WaitRequest, exit 2: an operator would send it again
+    assert sent.returncode == 1, sent.stdout + sent.stderr
+    assert "accepted request_id=mtls-wait" in sent.stdout
+    err = " ".join(sent.stderr.split())
+    assert "mtls-wait was accepted and runs on, but cannot be waited on: this certificate may not" in err
+    assert "do not send it again" in err and "PERMISSION_DENIED" in err and "Traceback" not in err
+    as_json = devicectl("--server", server, *_as(pki, "topology"), "--json", "send", "ping", "--device",
+                        "node001", "--request-id", "mtls-wait-2", "--wait", check=False)  # fmt: skip
+    assert as_json.returncode == 1
+    data = json.loads(as_json.stdout)
+    assert data["request_id"] == "mtls-wait-2" and data["accepted"] is True and data["waited"] is False
+    record = Path(str(secure["record"]))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (record.exists() and "mtls-wait-2" in record.read_text()):
+        time.sleep(0.1)
+    assert "mtls-wait-2" in record.read_text()  # accepted, run and delivered

@@ -92,20 +92,24 @@ class GetRequestRequest(_message.Message):
     def __init__(self, request_id: _Optional[str] = ...) -> None: ...
 
 class ListRequestsRequest(_message.Message):
-    __slots__ = ("device", "status", "undelivered_only", "limit", "dead_letter_only", "outcome")
+    __slots__ = ("device", "status", "undelivered_only", "limit", "dead_letter_only", "outcome", "kind", "trace_id")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     UNDELIVERED_ONLY_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTER_ONLY_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     device: str
     status: RequestStatus
     undelivered_only: bool
     limit: int
     dead_letter_only: bool
     outcome: str
-    def __init__(self, device: _Optional[str] = ..., status: _Optional[_Union[RequestStatus, str]] = ..., undelivered_only: _Optional[bool] = ..., limit: _Optional[int] = ..., dead_letter_only: _Optional[bool] = ..., outcome: _Optional[str] = ...) -> None: ...
+    kind: str
+    trace_id: str
+    def __init__(self, device: _Optional[str] = ..., status: _Optional[_Union[RequestStatus, str]] = ..., undelivered_only: _Optional[bool] = ..., limit: _Optional[int] = ..., dead_letter_only: _Optional[bool] = ..., outcome: _Optional[str] = ..., kind: _Optional[str] = ..., trace_id: _Optional[str] = ...) -> None: ...
 
 class ListRequestsResponse(_message.Message):
     __slots__ = ("requests",)
@@ -248,7 +252,7 @@ class ListPluginsResponse(_message.Message):
     def __init__(self, plugins: _Optional[_Iterable[_Union[PluginInfo, _Mapping]]] = ...) -> None: ...
 
 class ControllerStatus(_message.Message):
-    __slots__ = ("journal_ok", "journal_error", "journal_error_since", "callback_ok", "callback_error", "callback_error_since", "undelivered", "dead_letters", "delivered", "dead_lettered")
+    __slots__ = ("journal_ok", "journal_error", "journal_error_since", "callback_ok", "callback_error", "callback_error_since", "undelivered", "dead_letters", "delivered", "dead_lettered", "processes")
     JOURNAL_OK_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_ERROR_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_ERROR_SINCE_FIELD_NUMBER: _ClassVar[int]
@@ -259,6 +263,7 @@ class ControllerStatus(_message.Message):
     DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
     DELIVERED_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
+    PROCESSES_FIELD_NUMBER: _ClassVar[int]
     journal_ok: bool
     journal_error: str
     journal_error_since: _timestamp_pb2.Timestamp
@@ -269,7 +274,26 @@ class ControllerStatus(_message.Message):
     dead_letters: int
     delivered: int
     dead_lettered: int
-    def __init__(self, journal_ok: _Optional[bool] = ..., journal_error: _Optional[str] = ..., journal_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., callback_ok: _Optional[bool] = ..., callback_error: _Optional[str] = ..., callback_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., undelivered: _Optional[int] = ..., dead_letters: _Optional[int] = ..., delivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ...) -> None: ...
+    processes: _containers.RepeatedCompositeFieldContainer[ProcessStatus]
+    def __init__(self, journal_ok: _Optional[bool] = ..., journal_error: _Optional[str] = ..., journal_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., callback_ok: _Optional[bool] = ..., callback_error: _Optional[str] = ..., callback_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., undelivered: _Optional[int] = ..., dead_letters: _Optional[int] = ..., delivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., processes: _Optional[_Iterable[_Union[ProcessStatus, _Mapping]]] = ...) -> None: ...
+
+class ProcessStatus(_message.Message):
+    __slots__ = ("instance_id", "callback_ok", "callback_error", "callback_error_since", "delivered", "dead_lettered", "report_age_seconds")
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    CALLBACK_OK_FIELD_NUMBER: _ClassVar[int]
+    CALLBACK_ERROR_FIELD_NUMBER: _ClassVar[int]
+    CALLBACK_ERROR_SINCE_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
+    REPORT_AGE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    instance_id: str
+    callback_ok: bool
+    callback_error: str
+    callback_error_since: _timestamp_pb2.Timestamp
+    delivered: int
+    dead_lettered: int
+    report_age_seconds: float
+    def __init__(self, instance_id: _Optional[str] = ..., callback_ok: _Optional[bool] = ..., callback_error: _Optional[str] = ..., callback_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., report_age_seconds: _Optional[float] = ...) -> None: ...
 
 class DryRunResponse(_message.Message):
     __slots__ = ("writes", "response", "ok", "error")
