@@ -47,6 +47,7 @@ from controller.process import workers
 from controller.process.supervise import Outage, supervise
 from controller.security import authz, tls
 from controller.store import DeviceUpsert, RetentionPolicy, Store, prune
+from controller.verify.checker import BmcChecker
 
 if TYPE_CHECKING:
     from controller.observability.endpoint import MetricsServer
@@ -279,7 +280,9 @@ class Controller:
     def _start_execution(self) -> None:
         """The background work of a process that runs requests (roles all and executor)."""
         verifier = Verifier(self.store, self.runner)
+        self.checker = BmcChecker(self.store, self.runner, self.dispatcher, self.settings, self.inventory)
         self._tasks += [
+            asyncio.create_task(supervise("readiness checks", self.checker.run), name="readiness checks"),
             asyncio.create_task(supervise("delivery", self.delivery.run), name="delivery"),
             asyncio.create_task(supervise("verifier", verifier.run), name="verifier"),
             asyncio.create_task(supervise("lease", self.claims.sweep), name="lease"),
