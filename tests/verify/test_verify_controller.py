@@ -78,7 +78,8 @@ async def test_a_fleet_verification_runs_in_the_background_and_stays_in_the_hist
     assert [c.device for c in one.checks] == [done[1].device]
     last = await h.controller.store.last_bmc_checks()
     assert {d: r.verdict for d, r in last.items()} == {"node001": "pass", "node002": "pass"}
-    assert REGISTRY.get_sample_value("devicectl_verify_result", {"check": "tls", "result": "pass"}) >= 2
+    tls = REGISTRY.get_sample_value("devicectl_verify_result", {"check": "tls", "result": "pass"})
+    assert tls is not None and tls >= 2
     p95 = REGISTRY.get_sample_value("devicectl_verify_latency_p95_seconds", {"device": "node001"})
     assert p95 is not None and p95 > 0
     with pytest.raises(grpc.aio.AioRpcError, match="unknown device"):
