@@ -25,8 +25,15 @@ from plugins.base import RequestKind
 log = logging.getLogger(__name__)
 
 #: kinds that only read: running one late changes nothing, so it is never superseded
+#: (a readiness check's write cycle restores every cap it changes: it never undoes a newer request)
 READ_ONLY_KINDS = frozenset(
-    {RequestKind.PING, RequestKind.GPU_METRICS, RequestKind.RAW_METRICS, RequestKind.STD_METRICS}
+    {
+        RequestKind.PING,
+        RequestKind.GPU_METRICS,
+        RequestKind.RAW_METRICS,
+        RequestKind.STD_METRICS,
+        RequestKind.BMC_HEALTH,
+    }
 )
 
 

@@ -15,6 +15,7 @@ from plugins.base._errors import (
     UnknownDeviceError,
     UnsupportedError,
 )
+from plugins.base._health import HealthCheck, HealthQuery, HealthResult
 from plugins.base._plugin import (
     OPERATIONS,
     Credentials,
@@ -28,7 +29,6 @@ from plugins.base._plugin import (
     VerificationResult,
     run_operation,
 )
-from plugins.base._health import HealthCheck, HealthQuery, HealthResult
 from plugins.base._policy import CapTarget, check_range, element_share, gpu_target, gpu_targets
 from plugins.base._profiles import ProfileChecks
 from plugins.base._receipts import DeviceWrite, WriteLog, recording, write_log

@@ -108,18 +108,23 @@ class HealthCheck:
 
 @dataclass(frozen=True)
 class HealthResult:
-    """Every check of one device. `ok` is False when any check failed."""
+    """Every check of one device; `failure` says why none could run (then there are none, or few)."""
 
     checks: tuple[HealthCheck, ...]
-    error: str = ""
+    failure: str = ""
 
     @property
     def ok(self) -> bool:
-        return not self.error and all(c.status != FAIL for c in self.checks)
+        return not self.failure and all(c.status != FAIL for c in self.checks)
+
+    @property
+    def error(self) -> str:
+        """Why it is not ok: the failure, else each failed check with its detail ('' when ok)."""
+        return self.failure or "; ".join(f"{c.name}: {c.detail}" for c in self.checks if c.status == FAIL)
 
     @property
     def verdict(self) -> str:
-        return worst(c.status for c in self.checks) if not self.error else FAIL
+        return worst(c.status for c in self.checks) if not self.failure else FAIL
 
     def to_json(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "error": self.error, "checks": [c.to_json() for c in self.checks]}

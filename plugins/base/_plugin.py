@@ -276,6 +276,7 @@ OPERATIONS: Mapping[t.RequestKind, str] = {
     t.RequestKind.RAW_METRICS: "raw_metrics",
     t.RequestKind.STD_METRICS: "std_metrics",
     t.RequestKind.MODIFY_ENTITY_MODEL: "modify_entity",
+    t.RequestKind.BMC_HEALTH: "bmc_health",
 }
 
 

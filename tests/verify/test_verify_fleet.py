@@ -31,6 +31,7 @@ async def _batch(admin: agrpc.DeviceControllerAdminStub, batch: str) -> list[apb
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 500 BMCs, two controller starts; about 4 minutes on 2 busy cores
 async def test_a_fleet_verification_survives_a_sigkill_halfway_and_shows_progress(
     tmp_path: Path, sink: Any
 ) -> None:
