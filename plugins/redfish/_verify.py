@@ -345,8 +345,12 @@ async def _latency(device: Device, query: HealthQuery) -> HealthCheck:
         f"{evidence['p50_ms']:g} ms, p95 {evidence['p95_ms']:g} ms, max {evidence['max_ms']:g} ms "
         f"(threshold p95 {query.latency_p95_ms:g} ms)"
     )
-    status = PASS if p95 <= query.latency_p95_ms else WARN if p95 <= 2 * query.latency_p95_ms else FAIL
-    return HealthCheck("latency", status, detail, evidence)
+    return HealthCheck("latency", latency_status(p95, query.latency_p95_ms), detail, evidence)
+
+
+def latency_status(p95_ms: float, threshold_ms: float) -> str:
+    """Under the threshold: pass; up to twice it: warn; beyond: fail."""
+    return PASS if p95_ms <= threshold_ms else WARN if p95_ms <= 2 * threshold_ms else FAIL
 
 
 def _w(value: float | None) -> str:

@@ -89,20 +89,27 @@ async def _cycle(device: Device, comp: Component, window: float) -> HealthCheck:
         return HealthCheck(name, WARN, f"refused: {why}", {**evidence, "refused": why})
     evidence["value"] = value
     started = time.monotonic()
-    change = await set_cap(bmc, comp, value)
-    failed = ""
-    if change.after is None or change.error is not None:
-        failed = f"step set: {change.message or 'no read-back'}"
-    else:
-        seen = await _until_reported(device, comp, change, value, window)
-        if seen is None:
-            failed = f"step read-back: the BMC did not report {value:g} W within {window:g} s"
+    try:
+        change = await set_cap(bmc, comp, value)
+        failed = ""
+        if change.after is None or change.error is not None:
+            failed = f"step set: {change.message or 'no read-back'}"
         else:
-            evidence["report_ms"] = round((seen - started) * 1000, 1)
-    evidence["set_outcome"] = change.write.value
-    if change.write is WriteOutcome.NOT_WRITTEN and not change.wrote and failed:
-        return HealthCheck(name, FAIL, f"{failed}; nothing was written", {**evidence, "failed_step": "set"})
-    restored = await _restore(device, comp, before)
+            seen = await _until_reported(device, comp, change, value, window)
+            if seen is None:
+                failed = f"step read-back: the BMC did not report {value:g} W within {window:g} s"
+            else:
+                evidence["report_ms"] = round((seen - started) * 1000, 1)
+        evidence["set_outcome"] = change.write.value
+        if change.write is WriteOutcome.NOT_WRITTEN and not change.wrote and failed:
+            return HealthCheck(
+                name, FAIL, f"{failed}; nothing was written", {**evidence, "failed_step": "set"}
+            )
+        restored = await _restore(device, comp, before)
+    except asyncio.CancelledError:
+        # stopped mid-cycle (a controller shutting down, a deadline): the cap is put back first
+        await asyncio.shield(_restore(device, comp, before))
+        raise
     evidence["restored"] = restored.ok
     if restored.after is not None:
         evidence["after"] = cap_evidence(comp, restored.after)
