@@ -2,7 +2,8 @@
 
 Per cap, in order: `read` (the value, range and mode in force), `set` (a value one step below it,
 inside the BMC's published range; one step above where that is the minimum), `read-back` (polled
-until the BMC reports it, within the read-back window), `restore` (the exact previous value and
+until the BMC reports it, within the read-back window; where the component reports its power, the
+reading and how long until it is under the new cap, as evidence), `restore` (the exact previous value and
 mode, read back). Whatever step fails, the cap ends restored (the restore runs whenever a write may
 have landed) and the check names the step. Every write goes through the plugin's write choke point,
 so the request's receipts list them; only the cap's own resource (and its actions) is written.
@@ -16,9 +17,10 @@ from typing import Any
 
 from plugins.base import DeviceControllerError, WriteOutcome
 from plugins.base._health import FAIL, PASS, WARN, HealthCheck, HealthQuery
+from plugins.redfish import _metrics
 from plugins.redfish._caps import CapChange, restore_cap, set_cap
 from plugins.redfish._device import Device
-from plugins.redfish._layout import Component
+from plugins.redfish._layout import MECH_CONTROL, Component
 from plugins.redfish._platforms import LimitReading, mechanism_for
 from plugins.redfish._platforms._base import same_watts
 from plugins.redfish._verify import cap_evidence
@@ -100,6 +102,7 @@ async def _cycle(device: Device, comp: Component, window: float) -> HealthCheck:
                 failed = f"step read-back: the BMC did not report {value:g} W within {window:g} s"
             else:
                 evidence["report_ms"] = round((seen - started) * 1000, 1)
+                evidence["power"] = await _power_response(device, comp, value, window)
         evidence["set_outcome"] = change.write.value
         if change.write is WriteOutcome.NOT_WRITTEN and not change.wrote and failed:
             return HealthCheck(
@@ -129,6 +132,30 @@ async def _cycle(device: Device, comp: Component, window: float) -> HealthCheck:
         f"{before.watts:g} W" if before.capped and before.watts is not None else "(no cap)"
     )
     return HealthCheck(name, PASS, detail, evidence)
+
+
+async def _power_response(device: Device, comp: Component, value: float, window: float) -> dict[str, Any]:
+    """Where the component reports its power: the reading, and how long until it is under the new
+    cap (polled within `window`; evidence only, since an idle component is under it at once)."""
+    uris = [u for u in (comp.metrics_uri, comp.limit_uri if comp.mechanism == MECH_CONTROL else "") if u]
+    if not uris:
+        return {"reading": None, "note": "the BMC reports no power reading for this component"}
+    started = time.monotonic()
+    until = started + window
+    watts: float | None = None
+    while True:
+        readings = await _metrics.read(device.bmc, uris)
+        absent: list[str] = []
+        if _metrics.was_read(comp, readings.documents):
+            metrics = _metrics.component_metrics(comp, readings.documents, absent)
+            watts = None if absent and f"{comp.label} power" in absent else metrics.power_watts
+        if watts is None:
+            return {"reading": None, "note": "; ".join(readings.errors) or "no power reading"}
+        if watts <= value or time.monotonic() >= until:
+            under = watts <= value
+            ms = round((time.monotonic() - started) * 1000, 1) if under else None
+            return {"reading": watts, "under_cap": under, "ms": ms}
+        await asyncio.sleep(min(0.1, max(0.0, until - time.monotonic())))
 
 
 async def _until_reported(

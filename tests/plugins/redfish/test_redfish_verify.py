@@ -89,6 +89,8 @@ async def test_the_write_cycle_sets_reads_back_and_restores_every_cap_exactly(gb
     gpu1 = writes["write gpu/1"].evidence
     assert gpu1["before"]["watts"] == 700 and gpu1["value"] == 650 and gpu1["restored"]
     assert gpu1["report_ms"] >= 0
+    # every component reports its power here: under the new cap (the simulator's load follows it)
+    assert all(c.evidence["power"]["under_cap"] and c.evidence["power"]["ms"] >= 0 for c in writes.values())
     assert all(e.target.endswith("EnvironmentMetrics") or "/Actions/" in e.target for e in log.entries())
     assert len(log.entries()) >= 16  # a set and a restore per cap, each with a receipt
 
