@@ -45,26 +45,17 @@ from controller.observability.health import SERVICE_NAMES, JournalHealth
 from controller.plugin_host.host import PluginHost
 from controller.plugin_host.launch import load_external_plugins
 from controller.process import reports, workers
-from controller.process.supervise import Outage, supervise
+from controller.process.retention import prune_forever
+from controller.process.supervise import supervise
 from controller.process.writer import WriterLock
 from controller.security import authz, tls
-from controller.store import DeviceUpsert, RetentionPolicy, Store, newer_schema_message, prune
+from controller.store import DeviceUpsert, Store, newer_schema_message
+from controller.verify.checker import BmcChecker
 
 if TYPE_CHECKING:
     from controller.observability.endpoint import MetricsServer
 
 log = logging.getLogger(__name__)
-
-
-def retention_policy(s: Settings) -> RetentionPolicy:
-    """The retention_* settings as the store's policy (serve's loop and `devicectl db prune`)."""
-    return RetentionPolicy(
-        journal_days=s.retention_journal_days,
-        outbox_days=s.retention_outbox_days,
-        dead_letter_days=s.retention_dead_letter_days,
-        audit_days=s.retention_audit_days,
-        batch=max(1, s.retention_batch),
-    )
 
 
 class SchemaOutdatedError(RuntimeError):
@@ -276,9 +267,8 @@ class Controller:
         if self.executes:
             self._start_execution()
         if self.settings.retention_interval > 0 and self.role != "executor":  # one per deployment
-            self._tasks.append(
-                asyncio.create_task(supervise("retention", self._retention_loop), name="retention")
-            )
+            prune = functools.partial(prune_forever, self.store, self.settings, lambda: self._stopped)
+            self._tasks.append(asyncio.create_task(supervise("retention", prune), name="retention"))
         if self.settings.workers > 0:
             self.executors = workers.ExecutorPool(self.settings)
             await self.executors.start()
@@ -303,7 +293,9 @@ class Controller:
         if self.role == "executor":  # to its front end, when one started it (`serve --workers`)
             snapshot = functools.partial(reports.snapshot, self.settings.instance_id, self._status_delivery())
             self._tasks.append(asyncio.create_task(reports.report_forever(snapshot), name="reports"))
+        self.checker = BmcChecker(self.store, self.runner, self.dispatcher, self.settings, self.inventory)
         self._tasks += [
+            asyncio.create_task(supervise("readiness checks", self.checker.run), name="readiness checks"),
             asyncio.create_task(supervise("delivery", self.delivery.run), name="delivery"),
             asyncio.create_task(supervise("verifier", verifier.run), name="verifier"),
             asyncio.create_task(supervise("lease", self.claims.sweep), name="lease"),
@@ -366,20 +358,6 @@ class Controller:
     @property
     def stopping(self) -> bool:
         return self._stopped
-
-    async def _retention_loop(self) -> None:
-        """Prune old finished rows (controller/store/_retention.py) every retention_interval."""
-        outage = Outage("retention", log)
-        while not self._stopped:
-            try:
-                result = await prune(self.store, retention_policy(self.settings), datetime.now(UTC))
-                outage.ok()
-                if result.total:
-                    log.info("retention: deleted %s", result.deleted)
-            except Exception as exc:
-                await asyncio.sleep(outage.failed(exc))
-                continue
-            await asyncio.sleep(self.settings.retention_interval)
 
     @property
     def journal_failure(self) -> str:

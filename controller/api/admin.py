@@ -23,6 +23,7 @@ from controller.inventory import DeviceEntry
 from controller.process.reports import Report
 from controller.process.supervise import describe
 from controller.store import DeviceView, RequestView, Store, VerificationRow
+from controller.verify import checker, render
 from plugins import registry
 from plugins.base import InvalidRequestError
 
@@ -288,6 +289,54 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
             limit=request.limit or 100,
         )
         return apb.ListVerificationsResponse(verifications=[verification_record(r) for r in rows])
+
+    async def StartVerify(
+        self, request: apb.StartVerifyRequest, context: grpc.aio.ServicerContext
+    ) -> apb.VerifyBatch:
+        return await self._verify(request, context, write_cycle=False)
+
+    async def StartWriteCycle(
+        self, request: apb.StartVerifyRequest, context: grpc.aio.ServicerContext
+    ) -> apb.VerifyBatch:
+        return await self._verify(request, context, write_cycle=True)
+
+    async def _verify(
+        self, request: apb.StartVerifyRequest, context: grpc.aio.ServicerContext, *, write_cycle: bool
+    ) -> apb.VerifyBatch:
+        try:
+            devices = checker.select(
+                self._inventory, list(request.devices), all_devices=request.all, model=request.model
+            )
+            rows = await checker.journal(
+                self._store, devices, render.query_of(request, write_cycle=write_cycle)
+            )
+        except checker.VerifyRefused as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise
+        return render.batch(rows)
+
+    async def ListBmcChecks(
+        self, request: apb.ListBmcChecksRequest, context: grpc.aio.ServicerContext
+    ) -> apb.VerifyBatch:
+        rows = await self._store.list_bmc_checks(
+            device=request.device or None, status=request.status or None, limit=request.limit or 100
+        )
+        return render.batch(rows)
+
+    async def GetBmcCheck(
+        self, request: apb.GetBmcCheckRequest, context: grpc.aio.ServicerContext
+    ) -> apb.VerifyBatch:
+        rows = await self._store.find_bmc_checks(request.id)
+        batches = {r.batch_id for r in rows}
+        exact = [r for r in rows if r.check_id == request.id]
+        if exact:
+            rows = exact
+        elif len(batches) == 1 and any(r.batch_id == request.id for r in rows):
+            pass  # a whole run
+        elif len({r.check_id for r in rows}) != 1:
+            why = "no verification" if not rows else "more than one verification"
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"{why} matches {request.id!r}")
+        return render.batch(rows)
 
     async def ListPlugins(
         self, request: empty_pb2.Empty, context: grpc.aio.ServicerContext

@@ -28,6 +28,7 @@ from controller._proto.devicecontroller.v1 import policy_pb2
 from controller.api.json_fields import DEFAULT_MAX_JSON_BYTES, DEFAULT_MAX_JSON_DEPTH, parse_json_object
 from controller.desired.limits import INTERNAL_PREFIX
 from plugins.base import InvalidRequestError, RequestKind
+from plugins.base._health import MAX_TELEMETRY_SAMPLES, MAX_WRITE_RESOLUTION_MS
 from plugins.base._numbers import MAX_WATTS, shown
 
 __all__ = [
@@ -328,6 +329,21 @@ def request_problems(
             check.duplicates("gpu_metrics.gpu_ids", msg.gpu_metrics.gpu_ids, "GPU id")
     elif kind is RequestKind.MODIFY_ENTITY_MODEL:
         check.entity(member, msg.modify_entity_model)
+    elif kind is RequestKind.BMC_HEALTH:
+        health = msg.bmc_health
+        for name in ("samples_per_telemetry", "telemetry_interval_ms", "write_resolution_timeout_ms"):
+            if getattr(health, name) < 0:
+                check.add(f"bmc_health.{name}", f"must not be negative, got {getattr(health, name)}")
+        if health.samples_per_telemetry > MAX_TELEMETRY_SAMPLES:
+            check.add(
+                "bmc_health.samples_per_telemetry",
+                f"at most {MAX_TELEMETRY_SAMPLES}, got {health.samples_per_telemetry}",
+            )
+        if health.telemetry_interval_ms > MAX_WRITE_RESOLUTION_MS:
+            check.add(
+                "bmc_health.telemetry_interval_ms",
+                f"at most {MAX_WRITE_RESOLUTION_MS}, got {health.telemetry_interval_ms}",
+            )
     # raw_metrics and std_metrics carry google.protobuf.Empty: nothing to check
     return check.problems
 

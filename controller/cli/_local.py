@@ -80,7 +80,7 @@ def cmd_db_status(args: argparse.Namespace) -> int:
 def cmd_db_prune(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
-    from controller.app import retention_policy
+    from controller.process.retention import retention_policy
     from controller.store import Store, prune
 
     overrides = {

@@ -25,8 +25,15 @@ from plugins.base import RequestKind
 log = logging.getLogger(__name__)
 
 #: kinds that only read: running one late changes nothing, so it is never superseded
+#: (a readiness check's write cycle restores every cap it changes: it never undoes a newer request)
 READ_ONLY_KINDS = frozenset(
-    {RequestKind.PING, RequestKind.GPU_METRICS, RequestKind.RAW_METRICS, RequestKind.STD_METRICS}
+    {
+        RequestKind.PING,
+        RequestKind.GPU_METRICS,
+        RequestKind.RAW_METRICS,
+        RequestKind.STD_METRICS,
+        RequestKind.BMC_HEALTH,
+    }
 )
 
 
@@ -84,6 +91,8 @@ class Dispatcher:
         #: jobs inside `execute` now (metrics: in flight)
         self.running = 0
         self._queued_at: dict[str, float] = {}
+        #: per device, held while one of its jobs runs (and by other device work, see `exclusive`)
+        self._exclusive: dict[str, asyncio.Lock] = {}
 
     def submit(self, job: Job) -> bool:
         """Queue a job on its device's lane. False when the lane is full (the job is not queued)."""
@@ -114,6 +123,11 @@ class Dispatcher:
         """Whether a job of the device is running or waiting here."""
         return device in self._tasks
 
+    def exclusive(self, device: str) -> asyncio.Lock:
+        """The device's lock: its lane holds it while a job runs; work on the device outside the
+        journal (a readiness verification's write cycle) holds it so the two never interleave."""
+        return self._exclusive.setdefault(device, asyncio.Lock())
+
     def knows(self, request_id: str) -> bool:
         return request_id in self._known
 
@@ -136,7 +150,7 @@ class Dispatcher:
                     if job.seq < newer and job.kind not in READ_ONLY_KINDS and self._on_superseded:
                         await self._on_superseded(job, newer)
                         continue
-                    async with self._slots:
+                    async with self._slots, self.exclusive(device):
                         queued_at = self._queued_at.pop(job.request_id, None)
                         if queued_at is not None:
                             metrics.QUEUE_SECONDS.observe(time.monotonic() - queued_at)

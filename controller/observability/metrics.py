@@ -285,3 +285,46 @@ POWER = PowerGauges(enabled=False, max_devices=1000)
 def configure(per_device: bool, max_devices: int) -> None:
     global POWER
     POWER = PowerGauges(per_device, max_devices)
+
+
+# ---- readiness verifications (`devicectl verify`) ------------------------------------------------
+
+VERIFY_RESULT = Gauge(
+    "devicectl_verify_result",
+    "Devices whose last readiness verification gave this result for this check (`cap` and `write` "
+    "checks by family: the worst of the device's caps)",
+    ["check", "result"],
+)
+VERIFY_LATENCY_P95 = Gauge(
+    "devicectl_verify_latency_p95_seconds",
+    "p95 of the latency GETs of each BMC's last readiness verification (at most metrics_max_devices)",
+    ["device"],
+)
+#: each device's last verification, by check family -> result (the gauges are counts over these)
+_VERIFIED: OrderedDict[str, dict[str, str]] = OrderedDict()
+_SEVERITY = ("fail", "warn", "pass", "skip")
+
+
+def record_verification(device: str, result: Any) -> None:
+    """A device's readiness verification finished (`plugins.base.HealthResult`)."""
+    families: dict[str, str] = {}
+    for check in result.checks:
+        family = check.name.split(" ", 1)[0]
+        seen = families.get(family)
+        if seen is None or _SEVERITY.index(check.status) < _SEVERITY.index(seen):
+            families[family] = check.status
+        if check.name == "latency" and check.evidence.get("p95_ms") is not None:
+            VERIFY_LATENCY_P95.labels(device).set(float(check.evidence["p95_ms"]) / 1000)
+    for family, status in _VERIFIED.pop(device, {}).items():
+        VERIFY_RESULT.labels(family, status).dec()
+    for family, status in families.items():
+        VERIFY_RESULT.labels(family, status).inc()
+    _VERIFIED[device] = families
+    while len(_VERIFIED) > POWER._max:
+        old, gone = _VERIFIED.popitem(last=False)
+        for family, status in gone.items():
+            VERIFY_RESULT.labels(family, status).dec()
+        try:
+            VERIFY_LATENCY_P95.remove(old)
+        except KeyError:
+            pass

@@ -2,7 +2,8 @@
 
 A verified client certificate's identities are its subject CN and every subject-alternative name.
 The operator maps identities to roles (`roles` setting): `topology` may call SendDeviceRequest,
-`operator` the admin API's reads (Get*, List*, Wait*) and server reflection, `admin` everything an
+`operator` the admin API's reads (Get*, List*, Wait*), read-only readiness verifications
+(StartVerify) and server reflection, `admin` everything an
 operator may plus the admin API's writes. Health is open to every client. Anything else is refused
 with PERMISSION_DENIED and a log line naming the identity. `*` as an identity matches any verified
 certificate.
@@ -35,6 +36,8 @@ _ADMIN = "/devicecontroller.v1.DeviceControllerAdmin/"
 _REFLECTION = ("/grpc.reflection.v1alpha.ServerReflection/", "/grpc.reflection.v1.ServerReflection/")
 _HEALTH = "/grpc.health.v1.Health/"
 _READ_PREFIXES = ("Get", "List", "Wait", "Watch")
+#: admin writes an operator may call: a read-only readiness verification (its write cycle: admin)
+_OPERATOR_WRITES = frozenset({"StartVerify"})
 
 
 def parse_roles(text: str | Mapping[str, Any]) -> dict[str, frozenset[str]]:
@@ -77,7 +80,7 @@ def required_role(method: str) -> str | None:
         return "topology" if method == _CONTROLLER + "SendDeviceRequest" else ""
     if method.startswith(_ADMIN):
         name = method.removeprefix(_ADMIN)
-        return "operator" if name.startswith(_READ_PREFIXES) else "admin"
+        return "operator" if name.startswith(_READ_PREFIXES) or name in _OPERATOR_WRITES else "admin"
     if method.startswith(_REFLECTION):
         return "operator"
     return ""

@@ -205,6 +205,36 @@ class VerificationModel(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
+class BmcCheckModel(Base):
+    """Verifications of a device's readiness for power management (`devicectl verify`): one row per
+    device and run, journaled before it starts so a restart resumes or reports it, never loses it."""
+
+    __tablename__ = "bmc_checks"
+    __table_args__ = (
+        Index("ix_bmc_checks_status_created_at", "status", "created_at"),
+        Index("ix_bmc_checks_device_created_at", "device", "created_at"),
+        Index("ix_bmc_checks_batch_id", "batch_id"),
+    )
+
+    check_id: Mapped[str] = mapped_column(String, primary_key=True)
+    batch_id: Mapped[str] = mapped_column(String, nullable=False)
+    device: Mapped[str] = mapped_column(String, nullable=False)
+    write_cycle: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=text("false"))
+    #: queued, running, done, failed (it could not run) or interrupted (the process stopped mid-check)
+    status: Mapped[str] = mapped_column(String, nullable=False)
+    #: pass, warn or fail once done; '' before
+    verdict: Mapped[str] = mapped_column(String, nullable=False, server_default="")
+    query: Mapped[Any] = mapped_column(JSONDoc, nullable=False)
+    result: Mapped[Any] = mapped_column(JSONDoc, nullable=True)
+    writes: Mapped[Any] = mapped_column(JSONDoc, nullable=True)
+    error: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
+    #: the controller instance running it (a restart of the same instance finds its own)
+    owner: Mapped[str] = mapped_column(String, nullable=False, server_default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
 class DesiredLimitModel(Base):
     """Desired state: the limit each component should hold, with the request that set it, and
     what the last drift check found enforced (docs/desired-state.md)."""
@@ -259,8 +289,10 @@ VERIFICATIONS: Table = Base.metadata.tables["verifications"]
 CONTROLLER_LEASES: Table = Base.metadata.tables["controller_leases"]
 DESIRED_LIMITS: Table = Base.metadata.tables["desired_limits"]
 SHARD_LEASES: Table = Base.metadata.tables["shard_leases"]
+BMC_CHECKS: Table = Base.metadata.tables["bmc_checks"]
 
 __all__ = [
+    "BMC_CHECKS",
     "CONTROLLER_LEASES",
     "DESIRED_LIMITS",
     "DEVICES",
@@ -271,6 +303,7 @@ __all__ = [
     "VERIFICATIONS",
     "AuditModel",
     "Base",
+    "BmcCheckModel",
     "DesiredLimitModel",
     "DeviceModel",
     "LeaseModel",

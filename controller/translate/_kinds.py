@@ -15,6 +15,8 @@ from plugins.base import (
     GpuMetricsResult,
     GpuPoliciesChange,
     GpuPoliciesResult,
+    HealthQuery,
+    HealthResult,
     InvalidRequestError,
     Ping,
     PingResult,
@@ -45,6 +47,7 @@ REQUEST_TYPES: Mapping[RequestKind, type] = {
     K.RAW_METRICS: Empty,
     K.STD_METRICS: Empty,
     K.MODIFY_ENTITY_MODEL: EntityModification,
+    K.BMC_HEALTH: HealthQuery,
 }
 
 #: the domain result type each kind answers with (topology kinds answer with an allocation)
@@ -57,6 +60,7 @@ RESULT_TYPES: Mapping[RequestKind, type] = {
     K.RAW_METRICS: RawMetricsResult,
     K.STD_METRICS: StdMetricsResult,
     K.MODIFY_ENTITY_MODEL: EntityModificationResult,
+    K.BMC_HEALTH: HealthResult,
 }
 
 

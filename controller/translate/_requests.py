@@ -7,6 +7,7 @@ from google.protobuf.message import Message
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2
 from controller.api.json_fields import parse_json_object
+from controller.translate._health import query_from_proto, query_to_proto
 from controller.translate._json import Untranslatable, encode_json_object
 from controller.translate._kinds import (
     ALLOCATION_KINDS,
@@ -31,6 +32,7 @@ from plugins.base import (
     EntityModification,
     GpuMetricsQuery,
     GpuPoliciesChange,
+    HealthQuery,
     InvalidRequestError,
     Ping,
     PolicyAction,
@@ -145,6 +147,8 @@ def request_from_proto(msg: pb.DeviceControllerRequest) -> tuple[RequestKind, De
             return kind, GpuMetricsQuery(gpu_ids=tuple(msg.gpu_metrics.gpu_ids))
         if kind is RequestKind.MODIFY_ENTITY_MODEL:
             return kind, _entity_from_proto(msg.modify_entity_model, field)
+        if kind is RequestKind.BMC_HEALTH:
+            return kind, query_from_proto(msg.bmc_health)
     except Untranslatable as exc:
         raise InvalidRequestError(str(exc)) from None
     # raw_metrics and std_metrics carry google.protobuf.Empty
@@ -224,6 +228,8 @@ def _member_to_proto(kind: RequestKind, request: DeviceRequest) -> Message:
         return _Req.GPUMetricsRequest(gpu_ids=request.gpu_ids)
     if isinstance(request, EntityModification):
         return _entity_to_proto(request)
+    if isinstance(request, HealthQuery):
+        return query_to_proto(request)
     return getattr(_Req(), kind.value)  # google.protobuf.Empty
 
 

@@ -9,6 +9,8 @@ from google.protobuf.message import Message
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.translate import _diag
+from controller.translate._health import result_from_proto as health_result_from_proto
+from controller.translate._health import result_to_proto as health_result_to_proto
 from controller.translate._json import encode_json_object
 from controller.translate._kinds import RESULT_TYPES, response_kind
 from controller.translate._metrics import (
@@ -31,6 +33,7 @@ from plugins.base import (
     GpuProfileStatus,
     GpuResult,
     GpuUsage,
+    HealthResult,
     Outcome,
     PingResult,
     ProfileResult,
@@ -145,6 +148,8 @@ def _result_to_proto(result: DeviceResult) -> Message:
         if result.metrics is not None:
             msg.metrics.CopyFrom(node_metrics_to_proto(result.metrics))
         return msg
+    if isinstance(result, HealthResult):
+        return health_result_to_proto(result)
     assert isinstance(result, EntityModificationResult)
     return _Entity(response=_VERDICT_TO_PROTO[result.verdict], diag_msg=result.message)
 
@@ -339,6 +344,8 @@ def response_from_proto(msg: pb.DeviceControllerResponse) -> tuple[RequestKind, 
             else None
         )
         result = StdMetricsResult(ok=member.success, error=member.error, metrics=metrics)
+    elif expected is HealthResult:
+        result = health_result_from_proto(member, field)
     else:
         verdict = _VERDICT_FROM_PROTO.get(member.response)
         if verdict is None:

@@ -15,6 +15,7 @@ from plugins.base._errors import (
     UnknownDeviceError,
     UnsupportedError,
 )
+from plugins.base._health import HealthCheck, HealthQuery, HealthResult
 from plugins.base._plugin import (
     OPERATIONS,
     Credentials,
@@ -132,6 +133,9 @@ __all__ = [
     "GpuProfileStatus",
     "GpuResult",
     "GpuUsage",
+    "HealthCheck",
+    "HealthQuery",
+    "HealthResult",
     "HostEnvironmentError",
     "InvalidRequestError",
     "Mount",

@@ -87,8 +87,11 @@ def _decode(tp: Any, data: Any, where: str) -> Any:
             _decode(typing.get_args(tp)[0], v, f"{where}[{i}]") for i, v in enumerate(_list(data, where))
         )
     if origin in (Mapping, dict):
-        value_type = typing.get_args(tp)[1]
-        return {str(k): _decode(value_type, v, f"{where}.{k}") for k, v in _dict(data, where).items()}
+        key_type, value_type = typing.get_args(tp)
+        return {
+            _key(key_type, k, where): _decode(value_type, v, f"{where}.{k}")
+            for k, v in _dict(data, where).items()
+        }
     if isinstance(tp, type) and issubclass(tp, e.DeviceControllerError):
         raw = _dict(data, where)
         return error_from(str(raw.get("code", "")), str(raw.get("message", "")), bool(raw.get("retryable")))
@@ -136,6 +139,16 @@ def _typed(tp: type[T], data: Any, where: str) -> T:
     if not isinstance(data, tp) or (tp is int and isinstance(data, bool)):
         raise e.InvalidRequestError(f"{where}: expected {tp.__name__}, got {type(data).__name__}")
     return data
+
+
+def _key(tp: Any, key: Any, where: str) -> Any:
+    """A mapping key: JSON keys are strings, an int-keyed mapping (GPU index -> watts) gets ints back."""
+    if tp is not int:
+        return str(key)
+    try:
+        return int(key)
+    except ValueError:
+        raise e.InvalidRequestError(f"{where}: key {key!r} is not an integer") from None
 
 
 def _dict(data: Any, where: str) -> Mapping[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from plugins.base import _types as t
 from plugins.base._errors import UnsupportedError
+from plugins.base._health import HealthQuery, HealthResult
 from plugins.base._receipts import DeviceWrite, WriteLog, recording
 from plugins.base._streams import ContainerReservation, FingerprintResponse, StatsResponse
 
@@ -254,6 +255,11 @@ class DevicePlugin(ABC):
         """Two-phase entity modification. The default accepts the change with no phase 1."""
         return Outcome(t.EntityModificationResult(t.EntityVerdict.ACCEPTED, "no device-side change needed"))
 
+    async def bmc_health(self, ctx: DeviceContext, req: HealthQuery) -> Outcome[HealthResult]:
+        """Is the device ready for power management: read-only checks, and a write cycle of every
+        writable cap (set, read back, restore exactly) unless `req.skip_writes`."""
+        raise UnsupportedError(f"{self.info.name}: health verification is not supported")
+
     async def verify(self, ctx: DeviceContext, pending: PendingVerification) -> VerificationResult:
         """Run a follow-up check that an earlier operation asked for."""
         raise UnsupportedError(f"{self.info.name}: verification is not supported")
@@ -275,6 +281,7 @@ OPERATIONS: Mapping[t.RequestKind, str] = {
     t.RequestKind.RAW_METRICS: "raw_metrics",
     t.RequestKind.STD_METRICS: "std_metrics",
     t.RequestKind.MODIFY_ENTITY_MODEL: "modify_entity",
+    t.RequestKind.BMC_HEALTH: "bmc_health",
 }
 
 

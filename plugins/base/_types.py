@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from plugins.base._health import HealthQuery, HealthResult
+
 
 class RequestKind(enum.Enum):
     """The request kinds; values are the oneof member names on the wire."""
@@ -31,6 +33,7 @@ class RequestKind(enum.Enum):
     RAW_METRICS = "raw_metrics"
     STD_METRICS = "std_metrics"
     MODIFY_ENTITY_MODEL = "modify_entity_model"
+    BMC_HEALTH = "bmc_health"
 
 
 class PolicyAction(enum.Enum):
@@ -176,6 +179,7 @@ DeviceRequest = (
     | Ping
     | GpuMetricsQuery
     | EntityModification
+    | HealthQuery
     | Empty
 )
 
@@ -349,4 +353,5 @@ DeviceResult = (
     | RawMetricsResult
     | StdMetricsResult
     | EntityModificationResult
+    | HealthResult
 )

@@ -48,6 +48,7 @@ POWER_RPCS: tuple[PowerRpc, ...] = (
     PowerRpc("RawMetrics", "raw_metrics", t.Empty, t.RawMetricsResult),
     PowerRpc("StdMetrics", "std_metrics", t.Empty, t.StdMetricsResult),
     PowerRpc("ModifyEntity", "modify_entity", t.EntityModification, t.EntityModificationResult),
+    PowerRpc("BmcHealth", "bmc_health", t.HealthQuery, t.HealthResult),
 )
 BY_METHOD: Mapping[str, PowerRpc] = {r.method: r for r in POWER_RPCS}
 

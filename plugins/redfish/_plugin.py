@@ -24,6 +24,8 @@ from plugins.base import (
     GpuPoliciesChange,
     GpuPoliciesResult,
     GpuUsage,
+    HealthQuery,
+    HealthResult,
     InvalidRequestError,
     Outcome,
     PendingVerification,
@@ -48,6 +50,8 @@ from plugins.redfish import (
     _results,
     _schema,
     _streams,
+    _verify,
+    _verify_writes,
 )
 from plugins.redfish._config import RedfishSettings, config_schema
 from plugins.redfish._device import Device, connect, prepare, record_session
@@ -247,6 +251,19 @@ class RedfishPlugin(DevicePlugin):
             return VerificationResult(True, "failed", f"unknown verification {pending.payload.get('kind')!r}")
         client, _ = await connect(self.pool, self.settings, ctx)
         return await _profiles.verify_profiles(OpBmc(client, ctx.deadline), pending.payload)
+
+    async def bmc_health(self, ctx: DeviceContext, req: HealthQuery) -> Outcome[HealthResult]:
+        """Readiness for power management (`plugins.redfish._verify`), and the write cycle
+        (`plugins.redfish._verify_writes`) unless `skip_writes`."""
+        problem = req.check()
+        if problem:
+            raise InvalidRequestError(problem)
+        checks, device = await _verify.read_only(self.pool, self.settings, ctx, req)
+        if device is None:
+            return Outcome(HealthResult(tuple(checks)))
+        if not req.skip_writes:
+            checks += await _verify_writes.write_cycle(device, req)
+        return self._outcome(device, HealthResult(tuple(checks)))
 
     # ---- reachability and metrics ---------------------------------------------------------------
 

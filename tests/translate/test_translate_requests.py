@@ -17,6 +17,7 @@ from plugins.base import (
     GpuMetricsQuery,
     GpuPoliciesChange,
     GpuPolicy,
+    HealthQuery,
     InvalidRequestError,
     Ping,
     Policy,
@@ -98,6 +99,11 @@ CASES: list[tuple[RequestKind, DeviceRequest]] = [
     (K.STD_METRICS, Empty()),
     (K.MODIFY_ENTITY_MODEL, ENTITY),
     (K.MODIFY_ENTITY_MODEL, EntityModification(phase=0, old_model={}, new_model={})),
+    (K.BMC_HEALTH, HealthQuery()),
+    (
+        K.BMC_HEALTH,
+        HealthQuery(4, skip_writes=False, telemetry_interval_ms=250, write_resolution_timeout_ms=5000),
+    ),
 ]
 
 

@@ -31,6 +31,8 @@ from plugins.base import (
     GpuProfileStatus,
     GpuResult,
     GpuUsage,
+    HealthCheck,
+    HealthResult,
     NodeMetrics,
     Outcome,
     PingResult,
@@ -131,6 +133,16 @@ CASES: list[tuple[RequestKind, DeviceResult]] = [
         EntityModificationResult(EntityVerdict.ACCEPTED_CALL_PHASE_1, "switch after commit"),
     ),
     (K.MODIFY_ENTITY_MODEL, EntityModificationResult(EntityVerdict.REJECTED, "unknown model")),
+    (
+        K.BMC_HEALTH,
+        HealthResult(
+            (
+                HealthCheck("tls", "pass", "verified", {"days_left": 30.5}),
+                HealthCheck("write node", "fail", "step set"),
+            )
+        ),
+    ),
+    (K.BMC_HEALTH, HealthResult((), failure="https://bmc: cannot connect")),
 ]
 
 

@@ -25,6 +25,9 @@ from plugins.base import (
     FingerprintResponse,
     GpuPoliciesChange,
     GpuPolicy,
+    HealthCheck,
+    HealthQuery,
+    HealthResult,
     InvalidRequestError,
     Mount,
     NodeMetrics,
@@ -73,6 +76,8 @@ POLICY = Policy(
             True, metrics=NodeMetrics("n1", 123.5, gpus=(ComponentMetrics("0", 700.0),), sampled_at=NOW)
         ),
         PendingVerification("v1", 2.5, {"ids": [3]}, max_checks=3),
+        HealthQuery(4, False, 250, 5000, inband_gpu_limits={0: 700.0}),
+        HealthResult((HealthCheck("cap gpu/0", "warn", "no range", {"min": None, "modes": ["Automatic"]}),)),
     ],
 )
 def test_domain_values_round_trip(value: object) -> None:

@@ -16,6 +16,7 @@ from plugins.base import (
     GpuMetricsQuery,
     GpuPoliciesChange,
     GpuPolicy,
+    HealthQuery,
     InvalidRequestError,
     Ping,
     Policy,
@@ -25,6 +26,7 @@ from plugins.base import (
     PowerLimit,
     ProfileChange,
     RequestKind,
+    UnsupportedError,
     run_operation,
 )
 from plugins.nvml.testing import FakeNode
@@ -150,7 +152,10 @@ async def test_every_request_kind_is_served(b200x2: FakeNode) -> None:
         RequestKind.STD_METRICS: Empty(),
         RequestKind.MODIFY_ENTITY_MODEL: EntityModification(0, {}, {}),
     }
-    assert set(requests) == set(OPERATIONS)
+    # a readiness check is the BMC's (out of band): in band it is answered "unsupported"
+    assert set(requests) | {RequestKind.BMC_HEALTH} == set(OPERATIONS)
+    with pytest.raises(UnsupportedError, match="health verification is not supported"):
+        await run_operation(b200x2.plugin, RequestKind.BMC_HEALTH, b200x2.ctx(), HealthQuery())
     for kind, request in requests.items():
         outcome = await run_operation(b200x2.plugin, kind, b200x2.ctx(), request)
         if outcome.state is not None:

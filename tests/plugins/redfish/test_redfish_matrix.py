@@ -17,6 +17,7 @@ from plugins.base import (
     GpuPoliciesChange,
     GpuPoliciesResult,
     GpuPolicy,
+    HealthQuery,
     Ping,
     Policy,
     PolicyAction,
@@ -55,7 +56,7 @@ MODELS: dict[str, dict[str, Any]] = {
         "policy": {ElementType.NODE: 8000, ElementType.GPU: 4800},
         "fails": {K.RESOURCE_GROUP_ACTIVATE, K.RESOURCE_GROUP_UPDATE, K.TOPOLOGY_ACTIVATE,
                   K.GPU_POLICIES_UPDATE, K.ENABLE_WORKLOAD_PROFILE, K.DISABLE_WORKLOAD_PROFILE,
-                  K.UPDATE_WORKLOAD_PROFILE},
+                  K.UPDATE_WORKLOAD_PROFILE, K.BMC_HEALTH},  # Node Manager: no writable cap, `caps` fails
     },
 }  # fmt: skip
 
@@ -72,6 +73,7 @@ def requests(limits: dict[ElementType, float]) -> list[tuple[RequestKind, Any]]:
         (K.UPDATE_WORKLOAD_PROFILE, ProfileChange(enable=(7,), disable=(5,))),
         (K.DISABLE_WORKLOAD_PROFILE, ProfileChange(disable=(7,))),
         (K.PING, Ping(retry_count=1)),
+        (K.BMC_HEALTH, HealthQuery(telemetry_interval_ms=10, latency_samples=3)),
         (K.GPU_METRICS, GpuMetricsQuery()),
         (K.STD_METRICS, Empty()),
         (K.RAW_METRICS, Empty()),

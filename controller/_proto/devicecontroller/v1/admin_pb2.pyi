@@ -306,3 +306,75 @@ class DryRunResponse(_message.Message):
     ok: bool
     error: str
     def __init__(self, writes: _Optional[_Iterable[_Union[DeviceWrite, _Mapping]]] = ..., response: _Optional[_Union[_devicecontroller_pb2.DeviceControllerResponse, _Mapping]] = ..., ok: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
+
+class StartVerifyRequest(_message.Message):
+    __slots__ = ("devices", "all", "model", "samples_per_telemetry", "telemetry_interval_ms", "write_resolution_timeout_ms", "latency_samples", "latency_p95_ms", "force")
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_PER_TELEMETRY_FIELD_NUMBER: _ClassVar[int]
+    TELEMETRY_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_RESOLUTION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_P95_MS_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    devices: _containers.RepeatedScalarFieldContainer[str]
+    all: bool
+    model: str
+    samples_per_telemetry: int
+    telemetry_interval_ms: int
+    write_resolution_timeout_ms: int
+    latency_samples: int
+    latency_p95_ms: float
+    force: bool
+    def __init__(self, devices: _Optional[_Iterable[str]] = ..., all: _Optional[bool] = ..., model: _Optional[str] = ..., samples_per_telemetry: _Optional[int] = ..., telemetry_interval_ms: _Optional[int] = ..., write_resolution_timeout_ms: _Optional[int] = ..., latency_samples: _Optional[int] = ..., latency_p95_ms: _Optional[float] = ..., force: _Optional[bool] = ...) -> None: ...
+
+class BmcCheckRecord(_message.Message):
+    __slots__ = ("check_id", "batch_id", "device", "write_cycle", "status", "verdict", "error", "result_json", "writes", "created_at", "started_at", "finished_at")
+    CHECK_ID_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    WRITE_CYCLE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    WRITES_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    check_id: str
+    batch_id: str
+    device: str
+    write_cycle: bool
+    status: str
+    verdict: str
+    error: str
+    result_json: str
+    writes: _containers.RepeatedCompositeFieldContainer[DeviceWrite]
+    created_at: _timestamp_pb2.Timestamp
+    started_at: _timestamp_pb2.Timestamp
+    finished_at: _timestamp_pb2.Timestamp
+    def __init__(self, check_id: _Optional[str] = ..., batch_id: _Optional[str] = ..., device: _Optional[str] = ..., write_cycle: _Optional[bool] = ..., status: _Optional[str] = ..., verdict: _Optional[str] = ..., error: _Optional[str] = ..., result_json: _Optional[str] = ..., writes: _Optional[_Iterable[_Union[DeviceWrite, _Mapping]]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class VerifyBatch(_message.Message):
+    __slots__ = ("checks",)
+    CHECKS_FIELD_NUMBER: _ClassVar[int]
+    checks: _containers.RepeatedCompositeFieldContainer[BmcCheckRecord]
+    def __init__(self, checks: _Optional[_Iterable[_Union[BmcCheckRecord, _Mapping]]] = ...) -> None: ...
+
+class ListBmcChecksRequest(_message.Message):
+    __slots__ = ("device", "status", "limit")
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    device: str
+    status: str
+    limit: int
+    def __init__(self, device: _Optional[str] = ..., status: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class GetBmcCheckRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...

@@ -81,6 +81,26 @@ class DeviceControllerAdminStub:
                 request_serializer=devicecontroller_dot_v1_dot_devicecontroller__pb2.DeviceControllerRequest.SerializeToString,
                 response_deserializer=devicecontroller_dot_v1_dot_admin__pb2.DryRunResponse.FromString,
                 _registered_method=True)
+        self.StartVerify = channel.unary_unary(
+                '/devicecontroller.v1.DeviceControllerAdmin/StartVerify',
+                request_serializer=devicecontroller_dot_v1_dot_admin__pb2.StartVerifyRequest.SerializeToString,
+                response_deserializer=devicecontroller_dot_v1_dot_admin__pb2.VerifyBatch.FromString,
+                _registered_method=True)
+        self.StartWriteCycle = channel.unary_unary(
+                '/devicecontroller.v1.DeviceControllerAdmin/StartWriteCycle',
+                request_serializer=devicecontroller_dot_v1_dot_admin__pb2.StartVerifyRequest.SerializeToString,
+                response_deserializer=devicecontroller_dot_v1_dot_admin__pb2.VerifyBatch.FromString,
+                _registered_method=True)
+        self.ListBmcChecks = channel.unary_unary(
+                '/devicecontroller.v1.DeviceControllerAdmin/ListBmcChecks',
+                request_serializer=devicecontroller_dot_v1_dot_admin__pb2.ListBmcChecksRequest.SerializeToString,
+                response_deserializer=devicecontroller_dot_v1_dot_admin__pb2.VerifyBatch.FromString,
+                _registered_method=True)
+        self.GetBmcCheck = channel.unary_unary(
+                '/devicecontroller.v1.DeviceControllerAdmin/GetBmcCheck',
+                request_serializer=devicecontroller_dot_v1_dot_admin__pb2.GetBmcCheckRequest.SerializeToString,
+                response_deserializer=devicecontroller_dot_v1_dot_admin__pb2.VerifyBatch.FromString,
+                _registered_method=True)
 
 
 class DeviceControllerAdminServicer:
@@ -146,6 +166,35 @@ class DeviceControllerAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartVerify(self, request, context):
+        """Readiness verification (`devicectl verify`, docs/operations.md "Before production"): journals
+        one verification per device and returns them queued; they run in the background and survive a
+        restart (resumed, or reported interrupted). Read-only checks: operator role.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StartWriteCycle(self, request, context):
+        """The same with a write cycle of every writable cap (set, read back, restore exactly): admin role.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListBmcChecks(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetBmcCheck(self, request, context):
+        """One verification by id (or unique prefix), or every verification of a run by its batch id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DeviceControllerAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -193,6 +242,26 @@ def add_DeviceControllerAdminServicer_to_server(servicer, server):
                     servicer.DryRun,
                     request_deserializer=devicecontroller_dot_v1_dot_devicecontroller__pb2.DeviceControllerRequest.FromString,
                     response_serializer=devicecontroller_dot_v1_dot_admin__pb2.DryRunResponse.SerializeToString,
+            ),
+            'StartVerify': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartVerify,
+                    request_deserializer=devicecontroller_dot_v1_dot_admin__pb2.StartVerifyRequest.FromString,
+                    response_serializer=devicecontroller_dot_v1_dot_admin__pb2.VerifyBatch.SerializeToString,
+            ),
+            'StartWriteCycle': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartWriteCycle,
+                    request_deserializer=devicecontroller_dot_v1_dot_admin__pb2.StartVerifyRequest.FromString,
+                    response_serializer=devicecontroller_dot_v1_dot_admin__pb2.VerifyBatch.SerializeToString,
+            ),
+            'ListBmcChecks': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListBmcChecks,
+                    request_deserializer=devicecontroller_dot_v1_dot_admin__pb2.ListBmcChecksRequest.FromString,
+                    response_serializer=devicecontroller_dot_v1_dot_admin__pb2.VerifyBatch.SerializeToString,
+            ),
+            'GetBmcCheck': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBmcCheck,
+                    request_deserializer=devicecontroller_dot_v1_dot_admin__pb2.GetBmcCheckRequest.FromString,
+                    response_serializer=devicecontroller_dot_v1_dot_admin__pb2.VerifyBatch.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -438,6 +507,114 @@ class DeviceControllerAdmin:
             '/devicecontroller.v1.DeviceControllerAdmin/DryRun',
             devicecontroller_dot_v1_dot_devicecontroller__pb2.DeviceControllerRequest.SerializeToString,
             devicecontroller_dot_v1_dot_admin__pb2.DryRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartVerify(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/devicecontroller.v1.DeviceControllerAdmin/StartVerify',
+            devicecontroller_dot_v1_dot_admin__pb2.StartVerifyRequest.SerializeToString,
+            devicecontroller_dot_v1_dot_admin__pb2.VerifyBatch.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartWriteCycle(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/devicecontroller.v1.DeviceControllerAdmin/StartWriteCycle',
+            devicecontroller_dot_v1_dot_admin__pb2.StartVerifyRequest.SerializeToString,
+            devicecontroller_dot_v1_dot_admin__pb2.VerifyBatch.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListBmcChecks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/devicecontroller.v1.DeviceControllerAdmin/ListBmcChecks',
+            devicecontroller_dot_v1_dot_admin__pb2.ListBmcChecksRequest.SerializeToString,
+            devicecontroller_dot_v1_dot_admin__pb2.VerifyBatch.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetBmcCheck(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/devicecontroller.v1.DeviceControllerAdmin/GetBmcCheck',
+            devicecontroller_dot_v1_dot_admin__pb2.GetBmcCheckRequest.SerializeToString,
+            devicecontroller_dot_v1_dot_admin__pb2.VerifyBatch.FromString,
             options,
             channel_credentials,
             insecure,

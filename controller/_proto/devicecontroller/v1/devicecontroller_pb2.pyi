@@ -15,7 +15,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class DeviceControllerRequest(_message.Message):
-    __slots__ = ("device", "request_id", "timeout_seconds", "device_model_json", "device_state_json", "trace_id", "resource_group_activate", "resource_group_deactivate", "resource_group_update", "topology_activate", "topology_deactivate", "gpu_policies_update", "enable_workload_profile", "disable_workload_profile", "update_workload_profile", "ping", "gpu_metrics", "raw_metrics", "std_metrics", "modify_entity_model")
+    __slots__ = ("device", "request_id", "timeout_seconds", "device_model_json", "device_state_json", "trace_id", "resource_group_activate", "resource_group_deactivate", "resource_group_update", "topology_activate", "topology_deactivate", "gpu_policies_update", "enable_workload_profile", "disable_workload_profile", "update_workload_profile", "ping", "gpu_metrics", "raw_metrics", "std_metrics", "modify_entity_model", "bmc_health")
     class PolicyAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         POLICY_ACTION_UNSPECIFIED: _ClassVar[DeviceControllerRequest.PolicyAction]
@@ -87,6 +87,17 @@ class DeviceControllerRequest(_message.Message):
         disable_profile_ids: _containers.RepeatedScalarFieldContainer[int]
         disable_async_verification: bool
         def __init__(self, enable_profile_ids: _Optional[_Iterable[int]] = ..., disable_profile_ids: _Optional[_Iterable[int]] = ..., disable_async_verification: _Optional[bool] = ...) -> None: ...
+    class BMCHealthDeviceRequest(_message.Message):
+        __slots__ = ("samples_per_telemetry", "skip_writes", "telemetry_interval_ms", "write_resolution_timeout_ms")
+        SAMPLES_PER_TELEMETRY_FIELD_NUMBER: _ClassVar[int]
+        SKIP_WRITES_FIELD_NUMBER: _ClassVar[int]
+        TELEMETRY_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+        WRITE_RESOLUTION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+        samples_per_telemetry: int
+        skip_writes: bool
+        telemetry_interval_ms: int
+        write_resolution_timeout_ms: int
+        def __init__(self, samples_per_telemetry: _Optional[int] = ..., skip_writes: _Optional[bool] = ..., telemetry_interval_ms: _Optional[int] = ..., write_resolution_timeout_ms: _Optional[int] = ...) -> None: ...
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +118,7 @@ class DeviceControllerRequest(_message.Message):
     RAW_METRICS_FIELD_NUMBER: _ClassVar[int]
     STD_METRICS_FIELD_NUMBER: _ClassVar[int]
     MODIFY_ENTITY_MODEL_FIELD_NUMBER: _ClassVar[int]
+    BMC_HEALTH_FIELD_NUMBER: _ClassVar[int]
     device: str
     request_id: str
     timeout_seconds: int
@@ -127,10 +139,11 @@ class DeviceControllerRequest(_message.Message):
     raw_metrics: _empty_pb2.Empty
     std_metrics: _empty_pb2.Empty
     modify_entity_model: DeviceControllerRequest.EntityModificationRequest
-    def __init__(self, device: _Optional[str] = ..., request_id: _Optional[str] = ..., timeout_seconds: _Optional[int] = ..., device_model_json: _Optional[bytes] = ..., device_state_json: _Optional[bytes] = ..., trace_id: _Optional[str] = ..., resource_group_activate: _Optional[_Union[DeviceControllerRequest.AllocationRequest, _Mapping]] = ..., resource_group_deactivate: _Optional[_Union[DeviceControllerRequest.AllocationRequest, _Mapping]] = ..., resource_group_update: _Optional[_Union[DeviceControllerRequest.AllocationRequest, _Mapping]] = ..., topology_activate: _Optional[_Union[DeviceControllerRequest.PolicySetRequest, _Mapping]] = ..., topology_deactivate: _Optional[_Union[DeviceControllerRequest.PolicySetRequest, _Mapping]] = ..., gpu_policies_update: _Optional[_Union[DeviceControllerRequest.GPUPoliciesSetRequest, _Mapping]] = ..., enable_workload_profile: _Optional[_Union[DeviceControllerRequest.PowerProfileRequest, _Mapping]] = ..., disable_workload_profile: _Optional[_Union[DeviceControllerRequest.PowerProfileRequest, _Mapping]] = ..., update_workload_profile: _Optional[_Union[DeviceControllerRequest.PowerProfileRequest, _Mapping]] = ..., ping: _Optional[_Union[DeviceControllerRequest.PingRequest, _Mapping]] = ..., gpu_metrics: _Optional[_Union[DeviceControllerRequest.GPUMetricsRequest, _Mapping]] = ..., raw_metrics: _Optional[_Union[_empty_pb2.Empty, _Mapping]] = ..., std_metrics: _Optional[_Union[_empty_pb2.Empty, _Mapping]] = ..., modify_entity_model: _Optional[_Union[DeviceControllerRequest.EntityModificationRequest, _Mapping]] = ...) -> None: ...
+    bmc_health: DeviceControllerRequest.BMCHealthDeviceRequest
+    def __init__(self, device: _Optional[str] = ..., request_id: _Optional[str] = ..., timeout_seconds: _Optional[int] = ..., device_model_json: _Optional[bytes] = ..., device_state_json: _Optional[bytes] = ..., trace_id: _Optional[str] = ..., resource_group_activate: _Optional[_Union[DeviceControllerRequest.AllocationRequest, _Mapping]] = ..., resource_group_deactivate: _Optional[_Union[DeviceControllerRequest.AllocationRequest, _Mapping]] = ..., resource_group_update: _Optional[_Union[DeviceControllerRequest.AllocationRequest, _Mapping]] = ..., topology_activate: _Optional[_Union[DeviceControllerRequest.PolicySetRequest, _Mapping]] = ..., topology_deactivate: _Optional[_Union[DeviceControllerRequest.PolicySetRequest, _Mapping]] = ..., gpu_policies_update: _Optional[_Union[DeviceControllerRequest.GPUPoliciesSetRequest, _Mapping]] = ..., enable_workload_profile: _Optional[_Union[DeviceControllerRequest.PowerProfileRequest, _Mapping]] = ..., disable_workload_profile: _Optional[_Union[DeviceControllerRequest.PowerProfileRequest, _Mapping]] = ..., update_workload_profile: _Optional[_Union[DeviceControllerRequest.PowerProfileRequest, _Mapping]] = ..., ping: _Optional[_Union[DeviceControllerRequest.PingRequest, _Mapping]] = ..., gpu_metrics: _Optional[_Union[DeviceControllerRequest.GPUMetricsRequest, _Mapping]] = ..., raw_metrics: _Optional[_Union[_empty_pb2.Empty, _Mapping]] = ..., std_metrics: _Optional[_Union[_empty_pb2.Empty, _Mapping]] = ..., modify_entity_model: _Optional[_Union[DeviceControllerRequest.EntityModificationRequest, _Mapping]] = ..., bmc_health: _Optional[_Union[DeviceControllerRequest.BMCHealthDeviceRequest, _Mapping]] = ...) -> None: ...
 
 class DeviceControllerResponse(_message.Message):
-    __slots__ = ("device", "request_id", "device_state_json", "device_ping_time", "device_ping_error", "trace_id", "resource_group_activate", "resource_group_deactivate", "resource_group_update", "topology_activate", "topology_deactivate", "gpu_policies_update", "enable_workload_profile", "disable_workload_profile", "update_workload_profile", "ping", "gpu_metrics", "raw_metrics", "std_metrics", "modify_entity_model")
+    __slots__ = ("device", "request_id", "device_state_json", "device_ping_time", "device_ping_error", "trace_id", "resource_group_activate", "resource_group_deactivate", "resource_group_update", "topology_activate", "topology_deactivate", "gpu_policies_update", "enable_workload_profile", "disable_workload_profile", "update_workload_profile", "ping", "gpu_metrics", "raw_metrics", "std_metrics", "modify_entity_model", "bmc_health")
     class AllocationResponse(_message.Message):
         __slots__ = ("success", "error", "policy", "power_cap_watts", "allocated_gpu_policies", "workload_profile_result", "resource_group", "allocated_node_policy", "allocated_cpu_policy", "allocated_memory_policy")
         SUCCESS_FIELD_NUMBER: _ClassVar[int]
@@ -261,6 +274,28 @@ class DeviceControllerResponse(_message.Message):
         success: bool
         error: str
         def __init__(self, metrics: _Optional[_Union[_metrics_pb2.NodeMetricsResponse, _Mapping]] = ..., success: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
+    class BMCHealthResponse(_message.Message):
+        __slots__ = ("success", "error", "verdict", "checks")
+        class Check(_message.Message):
+            __slots__ = ("name", "status", "detail", "evidence_json")
+            NAME_FIELD_NUMBER: _ClassVar[int]
+            STATUS_FIELD_NUMBER: _ClassVar[int]
+            DETAIL_FIELD_NUMBER: _ClassVar[int]
+            EVIDENCE_JSON_FIELD_NUMBER: _ClassVar[int]
+            name: str
+            status: str
+            detail: str
+            evidence_json: str
+            def __init__(self, name: _Optional[str] = ..., status: _Optional[str] = ..., detail: _Optional[str] = ..., evidence_json: _Optional[str] = ...) -> None: ...
+        SUCCESS_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        VERDICT_FIELD_NUMBER: _ClassVar[int]
+        CHECKS_FIELD_NUMBER: _ClassVar[int]
+        success: bool
+        error: str
+        verdict: str
+        checks: _containers.RepeatedCompositeFieldContainer[DeviceControllerResponse.BMCHealthResponse.Check]
+        def __init__(self, success: _Optional[bool] = ..., error: _Optional[str] = ..., verdict: _Optional[str] = ..., checks: _Optional[_Iterable[_Union[DeviceControllerResponse.BMCHealthResponse.Check, _Mapping]]] = ...) -> None: ...
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     DEVICE_STATE_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -281,6 +316,7 @@ class DeviceControllerResponse(_message.Message):
     RAW_METRICS_FIELD_NUMBER: _ClassVar[int]
     STD_METRICS_FIELD_NUMBER: _ClassVar[int]
     MODIFY_ENTITY_MODEL_FIELD_NUMBER: _ClassVar[int]
+    BMC_HEALTH_FIELD_NUMBER: _ClassVar[int]
     device: str
     request_id: str
     device_state_json: bytes
@@ -301,4 +337,5 @@ class DeviceControllerResponse(_message.Message):
     raw_metrics: DeviceControllerResponse.RawMetricsResponse
     std_metrics: DeviceControllerResponse.StdMetricsResponse
     modify_entity_model: DeviceControllerResponse.EntityModificationResponse
-    def __init__(self, device: _Optional[str] = ..., request_id: _Optional[str] = ..., device_state_json: _Optional[bytes] = ..., device_ping_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., device_ping_error: _Optional[str] = ..., trace_id: _Optional[str] = ..., resource_group_activate: _Optional[_Union[DeviceControllerResponse.AllocationResponse, _Mapping]] = ..., resource_group_deactivate: _Optional[_Union[DeviceControllerResponse.AllocationResponse, _Mapping]] = ..., resource_group_update: _Optional[_Union[DeviceControllerResponse.AllocationResponse, _Mapping]] = ..., topology_activate: _Optional[_Union[DeviceControllerResponse.AllocationResponse, _Mapping]] = ..., topology_deactivate: _Optional[_Union[DeviceControllerResponse.AllocationResponse, _Mapping]] = ..., gpu_policies_update: _Optional[_Union[DeviceControllerResponse.GPUPoliciesUpdateResponse, _Mapping]] = ..., enable_workload_profile: _Optional[_Union[DeviceControllerResponse.PowerProfileResponse, _Mapping]] = ..., disable_workload_profile: _Optional[_Union[DeviceControllerResponse.PowerProfileResponse, _Mapping]] = ..., update_workload_profile: _Optional[_Union[DeviceControllerResponse.PowerProfileResponse, _Mapping]] = ..., ping: _Optional[_Union[DeviceControllerResponse.PingResponse, _Mapping]] = ..., gpu_metrics: _Optional[_Union[DeviceControllerResponse.GPUMetricsResponse, _Mapping]] = ..., raw_metrics: _Optional[_Union[DeviceControllerResponse.RawMetricsResponse, _Mapping]] = ..., std_metrics: _Optional[_Union[DeviceControllerResponse.StdMetricsResponse, _Mapping]] = ..., modify_entity_model: _Optional[_Union[DeviceControllerResponse.EntityModificationResponse, _Mapping]] = ...) -> None: ...
+    bmc_health: DeviceControllerResponse.BMCHealthResponse
+    def __init__(self, device: _Optional[str] = ..., request_id: _Optional[str] = ..., device_state_json: _Optional[bytes] = ..., device_ping_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., device_ping_error: _Optional[str] = ..., trace_id: _Optional[str] = ..., resource_group_activate: _Optional[_Union[DeviceControllerResponse.AllocationResponse, _Mapping]] = ..., resource_group_deactivate: _Optional[_Union[DeviceControllerResponse.AllocationResponse, _Mapping]] = ..., resource_group_update: _Optional[_Union[DeviceControllerResponse.AllocationResponse, _Mapping]] = ..., topology_activate: _Optional[_Union[DeviceControllerResponse.AllocationResponse, _Mapping]] = ..., topology_deactivate: _Optional[_Union[DeviceControllerResponse.AllocationResponse, _Mapping]] = ..., gpu_policies_update: _Optional[_Union[DeviceControllerResponse.GPUPoliciesUpdateResponse, _Mapping]] = ..., enable_workload_profile: _Optional[_Union[DeviceControllerResponse.PowerProfileResponse, _Mapping]] = ..., disable_workload_profile: _Optional[_Union[DeviceControllerResponse.PowerProfileResponse, _Mapping]] = ..., update_workload_profile: _Optional[_Union[DeviceControllerResponse.PowerProfileResponse, _Mapping]] = ..., ping: _Optional[_Union[DeviceControllerResponse.PingResponse, _Mapping]] = ..., gpu_metrics: _Optional[_Union[DeviceControllerResponse.GPUMetricsResponse, _Mapping]] = ..., raw_metrics: _Optional[_Union[DeviceControllerResponse.RawMetricsResponse, _Mapping]] = ..., std_metrics: _Optional[_Union[DeviceControllerResponse.StdMetricsResponse, _Mapping]] = ..., modify_entity_model: _Optional[_Union[DeviceControllerResponse.EntityModificationResponse, _Mapping]] = ..., bmc_health: _Optional[_Union[DeviceControllerResponse.BMCHealthResponse, _Mapping]] = ...) -> None: ...

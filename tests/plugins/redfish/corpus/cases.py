@@ -18,6 +18,7 @@ from plugins.base import (
     GpuMetricsQuery,
     GpuPoliciesChange,
     GpuPolicy,
+    HealthQuery,
     Policy,
     PolicyAction,
     PolicyChange,
@@ -117,6 +118,8 @@ class Survey:
     power: float | None
     metrics_error: str
     steps: dict[str, Step] = field(default_factory=dict)
+    #: `devicectl verify` (read-only, then a write cycle): each check's name -> status
+    verified: dict[str, str] = field(default_factory=dict)
 
 
 def policy(**watts: float) -> Policy:
@@ -190,7 +193,14 @@ async def survey(h: Harness, bmc: SimulatedBmc, case: Case) -> Survey:
             one,
             ("update_gpu_policies", GpuPoliciesChange("rg", PolicyAction.UNSET)),
         )
+    for query in (HealthQuery(**VERIFY_FAST), HealthQuery(skip_writes=False, **VERIFY_FAST)):
+        out = await h.call("bmc_health", bmc, query, model=model)
+        found.verified.update({c.name: c.status for c in out.result.checks})
     return found
+
+
+#: a verification's telemetry and latency samples, short (a capture's readings never move anyway)
+VERIFY_FAST: dict[str, Any] = {"telemetry_interval_ms": 10, "latency_samples": 5}
 
 
 def _ok(result: Any) -> tuple[bool, str]:

@@ -24,6 +24,10 @@ exactly as captured; every refusal is the message the request gets. No case wrot
 request did not name, and every 1 W cap was refused. How components are classified is in
 `docs/redfish.md` ("Classification on real firmware").
 
+"Verified" is what `devicectl verify --write-cycle` gives the capture (docs/operations.md, "Before
+production"): the verdict, then the checks that warn or fail. A capture's readings never move, so
+its telemetry always warns "stale"; a live BMC's pass.
+
 """
 
 
@@ -77,8 +81,12 @@ chassis on the EX425 and DL325 captures; the simulator's write log stays empty).
 def render(found: list[Survey]) -> str:
     """The whole document."""
     lines = [_HEADER.rstrip("\n"), ""]
-    lines.append("| BMC | system | firmware | node cap | GPU cap | CPU cap | group budgets | node power |")
-    lines.append("|-----|--------|----------|----------|---------|---------|---------------|------------|")
+    lines.append(
+        "| BMC | system | firmware | node cap | GPU cap | CPU cap | group budgets | node power | verified |"
+    )
+    lines.append(
+        "|-----|--------|----------|----------|---------|---------|---------------|------------|----------|"
+    )
     for item in found:
         ident = identity(item)
         lines.append(
@@ -98,11 +106,35 @@ def render(found: list[Survey]) -> str:
                     )
                     or "-",
                     f"{item.power:g} W" if item.power is not None else "absent (not reported)",
+                    verified(item.verified),
                 )
             )
             + " |"
         )
     return "\n".join(lines) + "\n" + _BUDGETS
+
+
+def verified(checks: dict[str, str]) -> str:
+    """`warn (warn: firmware, cap gpu/0..7, telemetry; fail: caps)`; runs of numbered checks joined."""
+    worst = next((s for s in ("fail", "warn", "pass") if s in checks.values()), "skip")
+    parts = []
+    for status in ("fail", "warn"):
+        names = _runs_of([n for n, s in checks.items() if s == status])
+        if names:
+            parts.append(f"{status}: {', '.join(names)}")
+    return worst + (f" ({'; '.join(parts)})" if parts else "")
+
+
+def _runs_of(names: list[str]) -> list[str]:
+    out: list[str] = []
+    for name in names:
+        m = re.fullmatch(r"(.*/)(\d+)", name)
+        last = re.fullmatch(r"(.*/)(\d+)(?:\.\.(\d+))?", out[-1]) if out else None
+        if m and last and last[1] == m[1] and int(last[3] or last[2]) + 1 == int(m[2]):
+            out[-1] = f"{last[1]}{last[2]}..{m[2]}"
+        else:
+            out.append(name)
+    return out
 
 
 def identity(item: Survey) -> dict[str, str]:

@@ -105,6 +105,11 @@ class PowerOperationsStub:
                 request_serializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.OperationRequest.SerializeToString,
                 response_deserializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.OperationResponse.FromString,
                 _registered_method=True)
+        self.BmcHealth = channel.unary_unary(
+                '/devicectl.plugin.v1.PowerOperations/BmcHealth',
+                request_serializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.OperationRequest.SerializeToString,
+                response_deserializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.OperationResponse.FromString,
+                _registered_method=True)
         self.Verify = channel.unary_unary(
                 '/devicectl.plugin.v1.PowerOperations/Verify',
                 request_serializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.VerifyRequest.SerializeToString,
@@ -214,6 +219,12 @@ class PowerOperationsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BmcHealth(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Verify(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -310,6 +321,11 @@ def add_PowerOperationsServicer_to_server(servicer, server):
             ),
             'ModifyEntity': grpc.unary_unary_rpc_method_handler(
                     servicer.ModifyEntity,
+                    request_deserializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.OperationRequest.FromString,
+                    response_serializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.OperationResponse.SerializeToString,
+            ),
+            'BmcHealth': grpc.unary_unary_rpc_method_handler(
+                    servicer.BmcHealth,
                     request_deserializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.OperationRequest.FromString,
                     response_serializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.OperationResponse.SerializeToString,
             ),
@@ -710,6 +726,33 @@ class PowerOperations:
             request,
             target,
             '/devicectl.plugin.v1.PowerOperations/ModifyEntity',
+            devicectl_dot_plugin_dot_v1_dot_power__pb2.OperationRequest.SerializeToString,
+            devicectl_dot_plugin_dot_v1_dot_power__pb2.OperationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BmcHealth(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/devicectl.plugin.v1.PowerOperations/BmcHealth',
             devicectl_dot_plugin_dot_v1_dot_power__pb2.OperationRequest.SerializeToString,
             devicectl_dot_plugin_dot_v1_dot_power__pb2.OperationResponse.FromString,
             options,

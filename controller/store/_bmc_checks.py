@@ -1,0 +1,218 @@
+"""Readiness verifications (`devicectl verify`): one ``bmc_checks`` row per device and run.
+
+A row is written `queued` before anything runs; a checker claims it (`running`, with its owner),
+then records the result (`done`, with the verdict, every check and the receipts of a write cycle)
+or why it could not run (`failed`). A controller that restarts marks its own `running` rows
+`interrupted` (a check is never half-reported as done) and claims the `queued` ones again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ._batch import Handler
+from ._models import BMC_CHECKS
+from ._types import require_aware
+
+T = TypeVar("T")
+B = BMC_CHECKS
+QUEUED, RUNNING, DONE, FAILED, INTERRUPTED = "queued", "running", "done", "failed", "interrupted"
+FINISHED = (DONE, FAILED, INTERRUPTED)
+
+
+@dataclass(frozen=True, slots=True)
+class BmcCheckRow:
+    """One row of ``bmc_checks``."""
+
+    check_id: str
+    batch_id: str
+    device: str
+    write_cycle: bool
+    status: str
+    verdict: str
+    query: dict[str, Any]
+    result: dict[str, Any] | None
+    writes: list[dict[str, Any]] | None
+    error: str
+    owner: str
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+def _row(row: Any) -> BmcCheckRow:
+    return BmcCheckRow(**dict(row._mapping))
+
+
+def _insert(conn: Connection, args: list[list[BmcCheckRow]]) -> list[None]:
+    rows = [r for batch in args for r in batch]
+    if rows:
+        conn.execute(sa.insert(B), [{f: getattr(r, f) for f in BmcCheckRow.__slots__} for r in rows])
+    return [None for _ in args]
+
+
+def _claim(conn: Connection, args: list[tuple[str, int, datetime]]) -> list[list[BmcCheckRow]]:
+    out = []
+    for owner, limit, now in args:
+        ids = conn.execute(
+            sa.select(B.c.check_id)
+            .where(B.c.status == QUEUED)
+            .order_by(B.c.created_at, B.c.check_id)
+            .limit(limit)
+        ).scalars()
+        claimed = []
+        for check_id in list(ids):
+            # the status guard makes a claim exclusive between controllers sharing the database
+            done = conn.execute(
+                sa.update(B)
+                .where(B.c.check_id == check_id, B.c.status == QUEUED)
+                .values(status=RUNNING, owner=owner, started_at=now)
+            )
+            if done.rowcount:
+                claimed.append(check_id)
+        rows = conn.execute(
+            sa.select(B).where(B.c.check_id.in_(claimed)).order_by(B.c.created_at, B.c.check_id)
+        )
+        out.append([_row(r) for r in rows])
+    return out
+
+
+def _finish(conn: Connection, args: list[tuple[str, str, str, Any, Any, str, datetime]]) -> list[None]:
+    for check_id, status, verdict, result, writes, error, at in args:
+        conn.execute(
+            sa.update(B)
+            .where(B.c.check_id == check_id, B.c.status == RUNNING)
+            .values(status=status, verdict=verdict, result=result, writes=writes, error=error, finished_at=at)
+        )
+    return [None for _ in args]
+
+
+def _interrupt(conn: Connection, args: list[tuple[str, datetime]]) -> list[int]:
+    out = []
+    for owner, at in args:
+        done = conn.execute(
+            sa.update(B)
+            .where(B.c.status == RUNNING, B.c.owner == owner)
+            .values(
+                status=INTERRUPTED,
+                finished_at=at,
+                error=sa.case(
+                    (
+                        B.c.write_cycle,
+                        "interrupted by a controller restart during its write cycle: a cap may "
+                        "still hold the test value (one step below its previous one); check it with "
+                        "`devicectl verify` (read-only) before capping",
+                    ),
+                    else_="interrupted by a controller restart; run it again",
+                ),
+            )
+        )
+        out.append(int(done.rowcount or 0))
+    return out
+
+
+def _list(
+    conn: Connection, device: str | None, batch_id: str | None, status: str | None, limit: int
+) -> list[BmcCheckRow]:
+    query = sa.select(B)
+    if device:
+        query = query.where(B.c.device == device)
+    if batch_id:
+        query = query.where(B.c.batch_id == batch_id)
+    if status:
+        query = query.where(B.c.status == status)
+    query = query.order_by(B.c.created_at.desc(), B.c.check_id).limit(limit)
+    return [_row(r) for r in conn.execute(query)]
+
+
+def _get(conn: Connection, prefix: str) -> list[BmcCheckRow]:
+    """Rows whose id or batch id is `prefix` or starts with it (at most 2 batches' worth: ambiguity)."""
+    like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    query = sa.select(B).where(
+        sa.or_(B.c.check_id.like(like, escape="\\"), B.c.batch_id.like(like, escape="\\"))
+    )
+    return [_row(r) for r in conn.execute(query.order_by(B.c.created_at, B.c.check_id).limit(5000))]
+
+
+def _last_per_device(conn: Connection, devices: Sequence[str] | None) -> dict[str, BmcCheckRow]:
+    newest = (
+        sa.select(B.c.device, sa.func.max(B.c.created_at).label("at"))
+        .where(B.c.status.in_(FINISHED))
+        .group_by(B.c.device)
+    )
+    if devices is not None:
+        newest = newest.where(B.c.device.in_(list(devices)))
+    sub = newest.subquery()
+    query = sa.select(B).join(sub, sa.and_(B.c.device == sub.c.device, B.c.created_at == sub.c.at))
+    out: dict[str, BmcCheckRow] = {}
+    for row in conn.execute(query.order_by(B.c.check_id)):
+        out.setdefault(row.device, _row(row))
+    return out
+
+
+class BmcCheckAccess:
+    """`Store`'s readiness-verification methods; `Store` provides the reads and writes they run on."""
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        raise NotImplementedError
+
+    async def _write(self, handler: Handler, arg: Any) -> Any:
+        raise NotImplementedError
+
+    async def add_bmc_checks(self, rows: Sequence[BmcCheckRow]) -> None:
+        """Journal new verifications (status `queued`) in one transaction."""
+        for r in rows:
+            require_aware("created_at", r.created_at)
+        await self._write(_insert, list(rows))
+
+    async def claim_bmc_checks(self, owner: str, limit: int, now: datetime) -> list[BmcCheckRow]:
+        """Take up to `limit` queued verifications, oldest first, for `owner`."""
+        require_aware("now", now)
+        rows: list[BmcCheckRow] = await self._write(_claim, (owner, limit, now))
+        return rows
+
+    async def finish_bmc_check(
+        self,
+        check_id: str,
+        status: str,
+        *,
+        verdict: str = "",
+        result: dict[str, Any] | None = None,
+        writes: list[dict[str, Any]] | None = None,
+        error: str = "",
+        at: datetime,
+    ) -> None:
+        """Record how a running verification ended (`done` or `failed`)."""
+        require_aware("at", at)
+        await self._write(_finish, (check_id, status, verdict, result, writes, error, at))
+
+    async def interrupt_bmc_checks(self, owner: str, at: datetime) -> int:
+        """Mark the verifications `owner` was running `interrupted` (it restarted); how many."""
+        require_aware("at", at)
+        count: int = await self._write(_interrupt, (owner, at))
+        return count
+
+    async def list_bmc_checks(
+        self,
+        *,
+        device: str | None = None,
+        batch_id: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+    ) -> list[BmcCheckRow]:
+        """Verifications, newest first."""
+        return await self._read(_list, device, batch_id, status, limit)
+
+    async def find_bmc_checks(self, prefix: str) -> list[BmcCheckRow]:
+        """The verification with this id (or id prefix), or every one of the run with this batch id."""
+        return await self._read(_get, prefix) if prefix else []
+
+    async def last_bmc_checks(self, devices: Sequence[str] | None = None) -> dict[str, BmcCheckRow]:
+        """Each device's last finished verification (all devices, or those named), by device."""
+        return await self._read(_last_per_device, devices)

@@ -1,0 +1,253 @@
+"""Runs readiness verifications (`devicectl verify`) in the background of a controller that executes
+requests: journaled first (`bmc_checks`, status `queued`), claimed, run through the device's plugin
+(`DevicePlugin.bmc_health`), and recorded with every check and the receipts of a write cycle.
+
+A controller that restarts marks the verifications it was running `interrupted` and claims the
+queued ones again (`recover`), so a fleet's verification is never lost. A write cycle holds the
+device's lane (`Dispatcher.exclusive`): no request of the device runs while its caps are cycled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime
+
+from controller.config import Settings
+from controller.desired.limits import INTERNAL_PREFIX, enforced_from, gpu_pairs
+from controller.execution.dispatch import Dispatcher
+from controller.execution.runner import RequestRunner, receipts
+from controller.inventory import DeviceEntry
+from controller.observability import metrics
+from controller.observability.logs import request_context
+from controller.process.supervise import Outage, describe
+from controller.store import BmcCheckRow, Store
+from plugins.base import (
+    DeviceContext,
+    Empty,
+    HealthQuery,
+    HealthResult,
+    RequestKind,
+    WriteLog,
+    recording,
+    run_operation,
+)
+
+log = logging.getLogger(__name__)
+
+#: verifications of a fleet running at once (each holds one BMC session's worth of GETs)
+CONCURRENCY = 32
+#: the longest one verification may take: read-only, and with a write cycle (a read-back window per cap)
+READ_ONLY_SECONDS = 120.0
+WRITE_CYCLE_SECONDS = 600.0
+
+
+class VerifyRefused(ValueError):
+    """A verification that must not be started (unknown device, a write cycle not allowed)."""
+
+
+def select(
+    inventory: Mapping[str, DeviceEntry],
+    devices: Sequence[str],
+    *,
+    all_devices: bool = False,
+    model: str = "",
+) -> list[str]:
+    """The devices a verification names: ids, every device, or every device of a model (any case)."""
+    if all_devices or model:
+        picked = [
+            e.id
+            for e in inventory.values()
+            if not model or str(e.model.get("Model") or e.model.get("model") or "").lower() == model.lower()
+        ]
+        if not picked:
+            raise VerifyRefused(f"no device of model {model!r} in the inventory" if model else "no devices")
+        return sorted(picked)
+    unknown = [d for d in devices if d not in inventory]
+    if unknown:
+        raise VerifyRefused(f"unknown device(s): {', '.join(unknown)}")
+    if not devices:
+        raise VerifyRefused("name devices, --all or --model")
+    return list(dict.fromkeys(devices))
+
+
+async def journal(store: Store, devices: Sequence[str], query: HealthQuery) -> list[BmcCheckRow]:
+    """Journal one verification per device (one batch, status `queued`); a checker runs them."""
+    problem = query.check()
+    if problem:
+        raise VerifyRefused(problem)
+    batch = uuid.uuid4().hex[:12]
+    now = datetime.now(UTC)
+    data = {k: v for k, v in asdict(query).items() if k != "inband_gpu_limits"}
+    rows = [
+        BmcCheckRow(
+            check_id=f"{batch}-{i:04d}",
+            batch_id=batch,
+            device=d,
+            write_cycle=not query.skip_writes,
+            status="queued",
+            verdict="",
+            query=data,
+            result=None,
+            writes=None,
+            error="",
+            owner="",
+            created_at=now,
+            started_at=None,
+            finished_at=None,
+        )
+        for i, d in enumerate(devices)
+    ]
+    await store.add_bmc_checks(rows)
+    kind = " (write cycle)" if not query.skip_writes else ""
+    log.info("verification %s: %d device(s) queued%s", batch, len(rows), kind)
+    return rows
+
+
+class BmcChecker:
+    """Journals, runs and records readiness verifications (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: Store,
+        runner: RequestRunner,
+        dispatcher: Dispatcher,
+        settings: Settings,
+        inventory: Mapping[str, DeviceEntry],
+        *,
+        concurrency: int = CONCURRENCY,
+    ) -> None:
+        self._store = store
+        self._runner = runner
+        self._dispatcher = dispatcher
+        self._settings = settings
+        self._inventory = inventory
+        self._owner = settings.instance_id
+        self._slots = asyncio.Semaphore(concurrency)
+        self._concurrency = concurrency
+        self._running: set[asyncio.Task[None]] = set()
+
+    async def recover(self) -> int:
+        """Mark what this controller was running when it stopped `interrupted` (queued ones just run)."""
+        count = await self._store.interrupt_bmc_checks(self._owner, datetime.now(UTC))
+        if count:
+            log.warning("%d readiness verification(s) were interrupted by a restart (verify list)", count)
+        return count
+
+    async def run(self, interval: float = 0.5) -> None:
+        """Claim queued verifications and run them, at most `concurrency` at once."""
+        outage = Outage("readiness verifications", log)
+        await self.recover()
+        try:
+            await self._loop(outage, interval)
+        finally:  # stopping: what runs is cancelled and reported interrupted at the next start
+            await self.stop()
+
+    async def _loop(self, outage: Outage, interval: float) -> None:
+        while True:
+            try:
+                free = self._concurrency - len(self._running)
+                rows = (
+                    await self._store.claim_bmc_checks(self._owner, free, datetime.now(UTC)) if free else []
+                )
+                outage.ok()
+            except Exception as exc:  # a database outage must not end verification for good
+                await asyncio.sleep(max(outage.failed(exc), interval))
+                continue
+            for row in rows:
+                task = asyncio.create_task(self._run(row), name=f"verify:{row.device}")
+                self._running.add(task)
+                task.add_done_callback(self._running.discard)
+            if not rows:
+                await asyncio.sleep(interval)
+
+    async def _run(self, row: BmcCheckRow) -> None:
+        with request_context(row.device, row.check_id, ""):
+            log_ = WriteLog()
+            status, verdict, result, error = "failed", "", None, ""
+            try:
+                async with self._slots:
+                    res = await self._check(row, log_)
+                status, verdict, result = "done", res.verdict, res.to_json()
+                metrics.record_verification(row.device, res)
+            except asyncio.CancelledError:
+                raise  # stopping: the row stays `running` and the next start reports it interrupted
+            except Exception as exc:
+                error = describe(exc)
+                log.warning("verification %s of %s could not run: %s", row.check_id, row.device, error)
+            writes = receipts(log_.entries())
+            await self._store.finish_bmc_check(
+                row.check_id,
+                status,
+                verdict=verdict,
+                result=result,
+                writes=writes,
+                error=error,
+                at=datetime.now(UTC),
+            )
+
+    async def _check(self, row: BmcCheckRow, writes: WriteLog) -> HealthResult:
+        query = HealthQuery(**{k: v for k, v in row.query.items() if k in HealthQuery.__dataclass_fields__})
+        limit = READ_ONLY_SECONDS if query.skip_writes else WRITE_CYCLE_SECONDS
+        inband = await self._inband_limits(row.device, limit)
+        if inband:
+            query = HealthQuery(**{**asdict(query), "inband_gpu_limits": inband})
+        resolved = await self._runner.resolve(row.device, b"", b"")
+        ctx = DeviceContext(
+            device_id=row.device,
+            model=resolved.model,
+            endpoint=resolved.endpoint,
+            request_id=f"{INTERNAL_PREFIX}verify-{row.check_id}",
+            deadline=time.monotonic() + limit,
+            state=resolved.state,
+        )
+        call = resolved.plugin.bmc_health(ctx, query)
+        if query.skip_writes:
+            with recording(writes):
+                outcome = await asyncio.wait_for(call, limit)
+        else:
+            async with self._dispatcher.exclusive(row.device):  # one writer per device
+                with recording(writes):
+                    outcome = await asyncio.wait_for(call, limit)
+        result: HealthResult = outcome.result
+        return result
+
+    async def _inband_limits(self, device: str, limit: float) -> dict[int, float]:
+        """The GPU limits the node's in-band device (an inventory entry with `bmc = DEVICE`) enforces,
+        by the BMC's GPU index; {} when none is linked or it cannot be read (the check says skip)."""
+        linked = next((e for e in self._inventory.values() if e.bmc == device), None)
+        if linked is None:
+            return {}
+        try:
+            resolved = await self._runner.resolve(linked.id, b"", b"")
+            ctx = DeviceContext(
+                device_id=linked.id,
+                model=resolved.model,
+                endpoint=resolved.endpoint,
+                request_id=f"{INTERNAL_PREFIX}verify-inband",
+                deadline=time.monotonic() + limit,
+                state=resolved.state,
+            )
+            outcome = await asyncio.wait_for(
+                run_operation(resolved.plugin, RequestKind.STD_METRICS, ctx, Empty()), limit
+            )
+        except Exception as exc:
+            log.info("verification of %s: cannot read %s in band: %s", device, linked.id, describe(exc))
+            return {}
+        enforced = enforced_from(outcome.result)
+        out: dict[int, float] = {}
+        for inband, bmc in gpu_pairs(enforced, linked.bmc_gpus).items():
+            watts = enforced.get(inband)
+            if watts is not None:
+                out[int(bmc.split("/")[1])] = float(watts)
+        return out
+
+    async def stop(self) -> None:
+        """Cancel running verifications (they are reported interrupted at the next start)."""
+        for task in list(self._running):
+            task.cancel()
+        await asyncio.gather(*self._running, return_exceptions=True)

@@ -1,0 +1,195 @@
+"""`bmc_health` against the GB200 simulator: read-only checks, the write cycle, its refusals and
+failures, the latency threshold, the in-band comparison and an unreachable BMC."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from plugins.base import (
+    Allocation,
+    GpuPoliciesChange,
+    GpuPolicy,
+    HealthQuery,
+    InvalidRequestError,
+    PolicyAction,
+    PowerLimit,
+    WriteLog,
+    recording,
+)
+from plugins.redfish._verify import latency_status
+from tests.plugins.redfish.harness import Harness
+
+FAST: dict[str, Any] = {"telemetry_interval_ms": 20, "latency_samples": 5}
+
+
+def _statuses(out: Any) -> dict[str, str]:
+    return {c.name: c.status for c in out.result.checks}
+
+
+def _writes(h: Harness, bmc: Any) -> list[str]:
+    """Writes the BMC saw, logins aside."""
+    return [
+        k for k in h.calls(bmc) if k.split()[0] in ("PATCH", "POST", "PUT") and "/SessionService/" not in k
+    ]
+
+
+def _caps(bmc: Any) -> dict[str, Any]:
+    """Everything a write can change on each of the simulator's caps."""
+    return {name: cap.snapshot() for name, cap in bmc.state.caps.items()}
+
+
+def _operator_cap(bmc: Any, name: str, watts: int) -> None:
+    """A cap someone else set out of band before the verification (as the simulator applies a write)."""
+    from plugins.redfish.simulator._gb200_writes import cap_write
+
+    cap_write(bmc.state.caps[name], watts, None).apply()
+
+
+def _check(out: Any, name: str) -> Any:
+    return next(c for c in out.result.checks if c.name == name)
+
+
+async def test_a_healthy_gb200_passes_every_read_only_check_and_nothing_is_written(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    gb200.reset()
+    out = await gb200.call("bmc_health", bmc, HealthQuery(**FAST))
+    statuses = _statuses(out)
+    assert statuses.pop("inband") == "skip"
+    assert set(statuses.values()) == {"pass"}, [(c.name, c.detail) for c in out.result.checks]
+    caps = {n for n in statuses if n.startswith("cap ")}
+    assert caps == {"cap module/0", "cap module/1", "cap cpu/0", "cap cpu/1"} | {
+        f"cap gpu/{i}" for i in range(4)
+    }
+    assert out.result.ok and out.result.verdict == "pass"
+    assert _writes(gb200, bmc) == []
+    gpu = _check(out, "cap gpu/0").evidence
+    assert (gpu["min"], gpu["max"], gpu["mode"]) == (200, 1200, "Automatic")
+    tls = _check(out, "tls").evidence
+    assert tls["verified"] and tls["host_matches"] and tls["days_left"] > 30
+    assert _check(out, "telemetry").evidence["moved"] is True
+    latency = _check(out, "latency").evidence
+    assert latency["samples"] == 5 and latency["p50_ms"] <= latency["p95_ms"] <= latency["max_ms"]
+    sessions = _check(out, "sessions").evidence
+    assert sessions["in_use"] >= 1 and sessions["ours"]
+
+
+async def test_the_write_cycle_sets_reads_back_and_restores_every_cap_exactly(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    _operator_cap(bmc, "GPU_1", 700)  # a cap in force before the cycle comes back exactly
+    before = _caps(bmc)
+    log = WriteLog()
+    with recording(log):
+        out = await gb200.call("bmc_health", bmc, HealthQuery(skip_writes=False, **FAST))
+    writes = {c.name: c for c in out.result.checks if c.name.startswith("write ")}
+    assert len(writes) == 8 and {c.status for c in writes.values()} == {"pass"}, writes
+    assert _caps(bmc) == before
+    gpu1 = writes["write gpu/1"].evidence
+    assert gpu1["before"]["watts"] == 700 and gpu1["value"] == 650 and gpu1["restored"]
+    assert gpu1["report_ms"] >= 0
+    # every component reports its power here: under the new cap (the simulator's load follows it)
+    assert all(c.evidence["power"]["under_cap"] and c.evidence["power"]["ms"] >= 0 for c in writes.values())
+    assert all(e.target.endswith("EnvironmentMetrics") or "/Actions/" in e.target for e in log.entries())
+    assert len(log.entries()) >= 16  # a set and a restore per cap, each with a receipt
+
+
+async def test_a_write_cycle_is_refused_on_a_node_with_an_active_resource_group_unless_forced(
+    gb200: Harness,
+) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    rg = Allocation(resource_group="job7", gpu_policies=_gpu_cap(0, 800, "job7"))
+    assert (await gb200.call("activate_allocation", bmc, rg)).result.ok
+    gb200.reset()
+    out = await gb200.call("bmc_health", bmc, HealthQuery(skip_writes=False, **FAST))
+    refused = _check(out, "write")
+    assert refused.status == "fail" and "resource group job7 is active" in refused.detail
+    assert _writes(gb200, bmc) == [] and not out.result.ok
+    before = _caps(bmc)
+    out = await gb200.call("bmc_health", bmc, HealthQuery(skip_writes=False, force_writes=True, **FAST))
+    assert _check(out, "write gpu/0").status == "pass"
+    assert _caps(bmc) == before  # the group's 800 W is back
+
+
+async def test_a_failing_step_names_itself_and_the_node_ends_restored(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    before = _caps(bmc)
+    bmc.faults.set("http500", writes_only=True, path_contains="GPU_1")
+    out = await gb200.call("bmc_health", bmc, HealthQuery(skip_writes=False, **FAST))
+    bmc.faults.clear()
+    failed = _check(out, "write gpu/1")
+    assert failed.status == "fail" and failed.detail.startswith("step set:"), failed
+    assert _check(out, "write gpu/0").status == "pass" and not out.result.ok
+    assert _caps(bmc) == before
+
+
+def test_latency_under_the_threshold_passes_up_to_twice_it_warns_and_beyond_fails() -> None:
+    assert [latency_status(p95, 100.0) for p95 in (5.0, 100.0, 100.1, 200.0, 200.1)] == [
+        "pass",
+        "pass",
+        "warn",
+        "warn",
+        "fail",
+    ]
+
+
+async def test_a_slow_bmc_fails_the_latency_check_with_its_figures(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    bmc.configure(latency=0.05)  # every GET takes 50 ms at least: far over a 5 ms threshold
+    out = await gb200.call("bmc_health", bmc, HealthQuery(telemetry_interval_ms=20, latency_p95_ms=5))
+    latency = _check(out, "latency")
+    assert latency.status == "fail" and latency.evidence["threshold_ms"] == 5
+    assert latency.evidence["p50_ms"] >= 50 and latency.evidence["concurrency"] == 2
+    assert "p95" in latency.detail and latency.evidence["samples"] == 20  # the documented default
+
+
+async def test_in_band_limits_that_differ_from_the_bmcs_are_flagged_with_both_values(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    _operator_cap(bmc, "GPU_1", 700)
+    same = await gb200.call("bmc_health", bmc, HealthQuery(inband_gpu_limits={1: 700.0}, **FAST))
+    assert _check(same, "inband").status == "pass"
+    out = await gb200.call("bmc_health", bmc, HealthQuery(inband_gpu_limits={0: 1200.0, 1: 650.0}, **FAST))
+    inband = _check(out, "inband")
+    assert inband.status == "warn"
+    assert inband.detail == "GPU 1: NVML enforces 650 W, the BMC holds 700 W"
+    assert inband.evidence["gpus"]["1"] == {"nvml_watts": 650.0, "bmc_watts": 700.0}
+
+
+async def test_an_unreachable_bmc_fails_reachability_and_skips_the_rest(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    bmc.faults.set("reset")
+    out = await gb200.call("bmc_health", bmc, HealthQuery(**FAST), timeout=3.0)
+    bmc.faults.clear()
+    statuses = _statuses(out)
+    assert statuses["reachability"] == "fail" and out.result.verdict == "fail"
+    assert {s for n, s in statuses.items() if n != "reachability"} == {"skip"}
+
+
+async def test_a_bad_query_is_refused_in_one_line(gb200: Harness) -> None:
+    with pytest.raises(InvalidRequestError, match="telemetry_interval_ms must not be negative"):
+        await gb200.call("bmc_health", gb200.fleet.bmcs[0], HealthQuery(telemetry_interval_ms=-1))
+
+
+def _gpu_cap(gpu: int, watts: float, group: str) -> GpuPoliciesChange:
+    return GpuPoliciesChange(group, PolicyAction.SET, None, (GpuPolicy(gpu, PowerLimit(watts=watts)),))
+
+
+async def test_a_write_cycle_cancelled_mid_way_puts_the_cap_back(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    before = _caps(bmc)
+    bmc.configure(latency=0.05)
+    task = asyncio.create_task(gb200.call("bmc_health", bmc, HealthQuery(skip_writes=False, **FAST)))
+    for _ in range(500):  # until the first cap is away from its value
+        if _caps(bmc) != before:
+            break
+        await asyncio.sleep(0.005)
+    assert _caps(bmc) != before
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(100):  # the restore runs on, shielded from the cancellation
+        if _caps(bmc) == before:
+            break
+        await asyncio.sleep(0.05)
+    assert _caps(bmc) == before
