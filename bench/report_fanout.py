@@ -19,7 +19,7 @@ def fanout_section(section: Mapping[str, Any], plot: str) -> list[str]:
         "",
         run_line(section),
         "",
-        f"Simulated GB200 BMCs (`plugins.redfish.simulator`, HTTPS, {cfg['latency'] * 1000:.0f} ms added "
+        f"Simulated GB200 BMCs (`bmcsim`, HTTPS, {cfg['latency'] * 1000:.0f} ms added "
         "to every "
         f"call, up to {cfg['per_process']:,} BMCs per simulator process), the controller on "
         f"{cfg['backend']} with "

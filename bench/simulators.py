@@ -22,7 +22,7 @@ import aiohttp
 
 from bench import procstats
 from bench.util import ROOT, child_env, say
-from plugins.redfish.simulator import DEFAULT_PASSWORD, ensure_tls_files
+from bmcsim import DEFAULT_PASSWORD, ensure_tls_files
 
 USERNAME = "admin"
 PASSWORD = DEFAULT_PASSWORD
@@ -87,7 +87,7 @@ class SimulatorProcesses:
             args = [
                 sys.executable,
                 "-m",
-                "plugins.redfish.simulator",
+                "bmcsim",
                 "--count",
                 str(count),
                 "--model",

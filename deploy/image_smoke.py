@@ -4,8 +4,8 @@
 
 deploy/check-image.sh runs it inside the image, tests/ops/test_image_build.py in a virtual
 environment built by the Dockerfile's steps. It checks that the `devicectl.plugins` entry points
-of the installed distribution load plugin classes, and that importing every `controller` and
-`plugins` module uses only the installed files: each module comes from the distribution, and no
+of the installed distribution load plugin classes, and that importing every `controller`, `plugins`
+and `bmcsim` module uses only the installed files: each module comes from the distribution, and no
 file outside the Python path is opened (a data file read relative to the working directory or the
 source tree shows up here; one missing from the package fails its import). One line per problem
 and exit status 1; one "ok" line otherwise. Standard library only, no project imports before the
@@ -30,7 +30,7 @@ def _record(event: str, args: tuple[object, ...]) -> None:
 
 sys.addaudithook(_record)
 
-PROJECT_PACKAGES = ("controller", "plugins")
+PROJECT_PACKAGES = ("controller", "plugins", "bmcsim")
 #: read by the standard library and dependencies (MIME types, /proc for process metrics)
 SYSTEM_DIRS = ("/etc/", "/proc/", "/sys/", "/dev/")
 

@@ -1,6 +1,8 @@
-"""The import graph of the shipped code (controller/, plugins/) and the repository's tools (bench/,
-drills/), read with `ast` from the source: no import circles, type-only and function-local imports
-included; plugins never import the controller; and no module outside tests/ over `MAX_LINES`.
+"""The import graph of the shipped code (controller/, plugins/, bmcsim/) and the repository's tools
+(bench/, drills/), read with `ast` from the source: no import circles, type-only and function-local
+imports included; plugins never import the controller nor the BMC simulator, the simulator imports
+neither of them, and the controller loads the simulator only inside the commands that need it; and no
+module outside tests/ over `MAX_LINES`.
 
 An edge is "module A imports module B", B resolved to the file that the import loads: for
 `from a.b import c` that is `a/b/c.py` when it exists, else `a/b/__init__.py`. The parent packages'
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
-FOLDERS = ("controller", "plugins", "bench", "drills")
+FOLDERS = ("controller", "plugins", "bmcsim", "bench", "drills")
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,7 @@ class Import:
     module: str  # the importing module
     target: str  # the module the import loads
     line: int
+    local: bool = False  # inside a function: loaded when it runs, not with the module
 
 
 def modules(root: Path, folders: tuple[str, ...]) -> dict[str, Path]:
@@ -50,7 +53,10 @@ def imports(root: Path, folders: tuple[str, ...]) -> Iterator[Import]:
     known = modules(root, folders)
     for module, path in known.items():
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        functions = [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)]
+        local = {id(n) for f in functions for n in ast.walk(f) if n is not f}
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -64,7 +70,7 @@ def imports(root: Path, folders: tuple[str, ...]) -> Iterator[Import]:
             for name in names:
                 target = _resolve(name, known)
                 if target is not None and target != module:
-                    yield Import(module, target, node.lineno)
+                    yield Import(module, target, node.lineno, id(node) in local)
 
 
 def circles(edges: Mapping[str, set[str]]) -> list[frozenset[str]]:
@@ -161,13 +167,20 @@ def test_the_check_sees_type_only_function_local_and_relative_imports(tmp_path: 
     ]
 
 
-def controller_imports_under_plugins(root: Path) -> list[str]:
-    scanned = ("controller", "plugins")
+def crossings(root: Path, importer: str, imported: str, *, local: bool = True) -> list[str]:
+    """Imports from the top-level package `importer` into `imported` (`local=False`: only those that
+    load with the module, outside any function)."""
     return [
         f"{imp.module}:{imp.line} imports {imp.target}"
-        for imp in imports(root, scanned)
-        if imp.module.split(".")[0] == "plugins" and imp.target.split(".")[0] == "controller"
+        for imp in imports(root, (importer, imported))
+        if imp.module.split(".")[0] == importer
+        and imp.target.split(".")[0] == imported
+        and (local or not imp.local)
     ]
+
+
+def controller_imports_under_plugins(root: Path) -> list[str]:
+    return crossings(root, "plugins", "controller")
 
 
 def test_plugins_never_import_the_controller() -> None:
@@ -190,10 +203,47 @@ def test_the_plugin_check_sees_a_controller_import(tmp_path: Path) -> None:
     assert controller_imports_under_plugins(root) == ["plugins.bad:2 imports controller._proto.x_pb2"]
 
 
+def test_the_plugins_and_the_simulator_never_import_each_other() -> None:
+    """The simulator imitates a BMC on its own: the plugin shipped to production never loads it, and
+    it never borrows the plugin's code or the controller's (a bug they shared would hide itself)."""
+    for importer, imported in (("plugins", "bmcsim"), ("bmcsim", "plugins"), ("bmcsim", "controller")):
+        found = crossings(ROOT, importer, imported)
+        assert not found, f"{importer} imports {imported}:\n" + "\n".join(found)
+
+
+def test_the_controller_loads_the_simulator_only_in_the_commands_that_need_it() -> None:
+    eager = crossings(ROOT, "controller", "bmcsim", local=False)
+    assert not eager, "import bmcsim inside the command that needs it:\n" + "\n".join(eager)
+    lazy = {line.split(":")[0] for line in crossings(ROOT, "controller", "bmcsim")}
+    assert {
+        "controller.cli",
+        "controller.cli._demo",
+        "controller.security.certs",
+    } <= lazy  # the scan sees them
+
+
+def test_the_crossing_check_tells_a_module_level_import_from_a_local_one(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "bmcsim/__init__.py": "",
+            "bmcsim/cli.py": "",
+            "plugins/__init__.py": "",
+            "plugins/eager.py": "import bmcsim\n",
+            "plugins/lazy.py": "async def f():\n    from bmcsim import cli\n",
+        },
+    )
+    assert crossings(root, "plugins", "bmcsim") == [
+        "plugins.eager:1 imports bmcsim",
+        "plugins.lazy:2 imports bmcsim.cli",
+    ]
+    assert crossings(root, "plugins", "bmcsim", local=False) == ["plugins.eager:1 imports bmcsim"]
+
+
 #: a module longer than this is split by concern (the ~400 lines of the project's standards, plus room)
 MAX_LINES = 420
 #: every folder of Python outside tests/ (generated protobuf code is left out: see `_generated`)
-SIZED = ("controller", "plugins", "bench", "drills", "migrations", "proto", "deploy")
+SIZED = ("controller", "plugins", "bmcsim", "bench", "drills", "migrations", "proto", "deploy")
 
 
 def _generated(path: Path) -> bool:

@@ -31,3 +31,17 @@ def test_each_room_says_what_it_holds(room: str) -> None:
     assert doc and len(doc) > 80, f"controller/{room}/__init__.py: say what the room holds"
     unnamed = [p.stem for p in folder.glob("*.py") if not p.name.startswith("_") and f"`{p.stem}`" not in doc]
     assert not unnamed, f"controller/{room}/__init__.py: say what these modules hold: {unnamed}"
+
+
+BMCSIM = Path(__file__).parents[1] / "bmcsim"
+
+
+def test_the_simulator_is_one_package_whose_init_names_every_module() -> None:
+    """bmcsim/ is the one home of what imitates or records a BMC, apart from the plugin it tests; its
+    `__init__` names every module (they are private to it, so each one, not only the public ones)."""
+    doc = ast.get_docstring(ast.parse((BMCSIM / "__init__.py").read_text()))
+    modules = sorted(p.stem for p in BMCSIM.glob("*.py") if p.name != "__init__.py")
+    assert len(modules) > 30 and "capture" in modules  # the scan sees the simulator and the capture tool
+    unnamed = [m for m in modules if f"`{m}`" not in (doc or "")]
+    assert not unnamed, f"bmcsim/__init__.py: say what these modules hold: {unnamed}"
+    assert not (Path(__file__).parents[1] / "plugins" / "redfish" / "simulator").exists()

@@ -242,7 +242,7 @@ def _own_flags(entry: Callable[[list[str]], int], args: argparse.Namespace) -> i
 @output_options
 def _bmc_sim(**_: Any) -> int:
     """Run simulated Redfish BMCs over HTTPS (devicectl bmc-sim --help)."""
-    from plugins.redfish.simulator.cli import main as sim_main
+    from bmcsim.cli import main as sim_main
 
     def run(args: argparse.Namespace) -> int:
         if args.json:  # -o json: the simulator prints JSON lines instead of its text summary

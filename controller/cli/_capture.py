@@ -1,4 +1,4 @@
-"""`devicectl bmc-capture`: the command line around `plugins.redfish.capture`.
+"""`devicectl bmc-capture`: the command line around `bmcsim.capture`.
 
 Parses the flags, reads the BMC's user name and password from the controller's secret store and
 turns the outcome into an exit status and one line (never a traceback, never the password).
@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 from controller.security.secrets import SecretStore
-from plugins.redfish.capture import CaptureOptions, capture
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,13 +40,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run a capture; returns the process exit status (errors are one line, never a traceback)."""
+    from bmcsim.capture import CaptureOptions, capture  # the capture tool, only for this command
+
     args = build_parser().parse_args(argv)
     if args.max_depth < 1 or args.max_resources < 1 or args.rate <= 0:
         print("bmc-capture: --max-depth, --max-resources and --rate must be positive", file=sys.stderr)
         return 2
     allow: tuple[str, ...] | None = None
     if args.dps_proxy:
-        from plugins.redfish.simulator import DPS_ALLOW_LIST  # the simulator, only for this flag
+        from bmcsim import DPS_ALLOW_LIST  # the simulator, only for this flag
 
         allow = tuple(pattern for methods, pattern in DPS_ALLOW_LIST if "GET" in methods.split(","))
     options = CaptureOptions(args.max_depth, args.max_resources, args.rate, allow)

@@ -146,7 +146,7 @@ async def _demo(
     *,
     agent: bool = False,
 ) -> int:
-    from plugins.redfish.simulator import SimulatorFleet
+    from bmcsim import SimulatorFleet
 
     db = workdir / "devicectl.db"
     if console.is_terminal:

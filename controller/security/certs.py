@@ -18,8 +18,6 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from plugins.redfish.simulator._tls import CA_KEY_FILE, ensure_tls_files, key_pem, write_file
-
 #: the client certificates `devicectl certs init` makes by default, named after their role
 DEFAULT_CLIENTS = ("topology", "operator", "admin")
 
@@ -36,6 +34,9 @@ class CertSet:
 
 def init(directory: str | os.PathLike[str], clients: tuple[str, ...] = DEFAULT_CLIENTS) -> CertSet:
     """Create (or reuse) the CA and server certificate in `directory`, and a client cert per name."""
+    # the simulator's certificate maker, loaded only by the commands that make certificates
+    from bmcsim._tls import CA_KEY_FILE, ensure_tls_files, key_pem, write_file
+
     files = ensure_tls_files(directory)
     ca_cert = x509.load_pem_x509_certificate(files.ca.read_bytes())
     ca_key = serialization.load_pem_private_key((files.ca.parent / CA_KEY_FILE).read_bytes(), None)

@@ -5,7 +5,8 @@
 per BMC, TLS verified by default, retries only for transient failures within the request's deadline.
 Platforms: NVIDIA EnvironmentMetrics (GB200/GB300 NVL, B200EM, B300EM), DMTF `Control` resources, and
 the legacy `Chassis/{id}/Power`; Node Manager platforms (DGX H100/B200/B300) answer "unsupported".
-The BMC simulator used by the tests lives in `plugins.redfish.simulator`. See docs/redfish.md.
+The BMC simulator lives in the top-level `bmcsim` package, which this plugin never imports.
+See docs/redfish.md.
 """
 
 from plugins.redfish import _dmtf  # noqa: F401 (first: `redfish.aio` without the sync client)

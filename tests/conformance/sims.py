@@ -12,8 +12,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from plugins.redfish.capture import CaptureOptions, capture
-from plugins.redfish.simulator import DEFAULT_PASSWORD, MODELS
+from bmcsim import DEFAULT_PASSWORD, MODELS
+from bmcsim.capture import CaptureOptions, capture
 
 #: every model, plus the bmcweb behaviour profile (on gb200, the platform it models)
 TARGETS: dict[str, tuple[str, str]] = {m: (m, "default") for m in MODELS} | {"bmcweb": ("gb200", "bmcweb")}
@@ -30,7 +30,7 @@ def start(
     ready = work / f"{name}.ready.json"
     ready.unlink(missing_ok=True)  # a former run's file would name a port nobody listens on
     log = (work / f"{name}.sim.log").open("wb")
-    cmd = [sys.executable, "-m", "plugins.redfish.simulator", "--count", "1", "--model", model]
+    cmd = [sys.executable, "-m", "bmcsim", "--count", "1", "--model", model]
     cmd += [
         "--profile",
         profile,

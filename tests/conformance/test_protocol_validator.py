@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from plugins.redfish.simulator import DEFAULT_PASSWORD, ensure_tls_files
+from bmcsim import DEFAULT_PASSWORD, ensure_tls_files
 from tests.conformance.sims import CAPTURE, TARGETS, capture_gb200, start, stop, wait_ready
 
 HERE = Path(__file__).parent

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from plugins.redfish.simulator import DEFAULT_PASSWORD, ensure_tls_files
+from bmcsim import DEFAULT_PASSWORD, ensure_tls_files
 from tests.conformance.sims import CAPTURE, TARGETS, capture_gb200, start, stop, wait_ready
 
 VALIDATOR = Path(sys.executable).with_name("rf_service_validator")

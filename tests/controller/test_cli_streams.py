@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from plugins.redfish.simulator import SimulatorFleet
+from bmcsim import SimulatorFleet
 
 ROOT = Path(__file__).resolve().parents[2]
 

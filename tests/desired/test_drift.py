@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from bmcsim import SimulatorFleet
 from controller import translate
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller.api.validate import validate_request
@@ -21,7 +22,6 @@ from controller.inventory import DeviceEntry, load_inventory
 from controller.store import DesiredLimit
 from plugins.base import InvalidRequestError, RequestKind
 from plugins.nvml.testing import FakeNode
-from plugins.redfish.simulator import SimulatorFleet
 from tests.controller.test_service import gpu_caps
 from tests.desired.test_receipts import gpu_policy
 

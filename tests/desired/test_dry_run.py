@@ -14,12 +14,12 @@ from typing import Any
 import grpc
 import pytest
 
+from bmcsim import SimulatorFleet
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller.delivery.sink import TopologySink
 from controller.inventory import load_inventory
 from plugins.base import DeviceWrite, Empty, ProfileChange, RequestKind, WriteOutcome, run_operation
 from plugins.nvml.testing import FakeNode
-from plugins.redfish.simulator import SimulatorFleet
 from tests.controller.conftest import MEMORY, memory_inventory
 from tests.controller.test_service import gpu_caps
 from tests.desired.test_receipts import gpu_policy, node_policy

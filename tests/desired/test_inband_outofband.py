@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from bmcsim import SimulatorFleet
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller.delivery.sink import TopologySink
 from controller.desired.limits import INTERNAL_PREFIX
 from controller.inventory import load_inventory
 from controller.store import AuditView, DesiredLimit, Store
 from plugins.nvml.testing import FakeNode
-from plugins.redfish.simulator import SimulatorFleet
 from tests.controller.test_service import gpu_caps
 from tests.desired.test_drift import _all, _finished_internal, devicectl, eventually
 

@@ -15,12 +15,12 @@ import grpc
 import pytest
 import sqlalchemy as sa
 
+from bmcsim import BmcConfig, SimulatorFleet
+from bmcsim._faults import FaultMode
 from controller import translate
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.inventory import DeviceEntry, load_inventory
-from plugins.redfish.simulator import BmcConfig, SimulatorFleet
-from plugins.redfish.simulator._faults import FaultMode
 from tests.controller.test_service import gpu_caps, ping
 from tests.hostile.conftest import LogCapture
 

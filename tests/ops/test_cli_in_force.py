@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from bmcsim import SimulatorFleet
 from controller.inventory import load_inventory
-from plugins.redfish.simulator import SimulatorFleet
 from tests.ops._terminal import both, pipe
 from tests.ops.test_cli_operator import Site
 

@@ -46,7 +46,7 @@ def _declared() -> set[str]:
 
 def _imported_top_levels() -> set[str]:
     out: set[str] = set()
-    for folder in ("controller", "plugins"):
+    for folder in ("controller", "plugins", "bmcsim"):
         for path in (ROOT / folder).rglob("*.py"):
             if "_proto" in path.parts:
                 continue
@@ -78,10 +78,11 @@ def test_license_is_an_spdx_string_and_bench_extras_are_separate() -> None:
 
 def test_only_the_project_packages_are_installed() -> None:
     """bench/ and drills/ are tools run from a checkout (`python -m drills`): setuptools' own package
-    discovery, with pyproject's settings, must not put them (or tests/) in users' site-packages."""
+    discovery, with pyproject's settings, must not put them (or tests/) in users' site-packages.
+    bmcsim/ ships: the installed `devicectl bmc-sim`, `demo` and `certs` load it."""
     find = _project()["tool"]["setuptools"]["packages"]["find"]  # type: ignore[index]
     packages = setuptools.find_namespace_packages(
         where=str(ROOT), include=find["include"], exclude=find.get("exclude", ())
     )
-    assert "plugins.redfish.simulator" in packages and "controller.store" in packages
-    assert {p.split(".")[0] for p in packages} == {"controller", "plugins", "migrations"}
+    assert "bmcsim" in packages and "controller.store" in packages and "plugins.redfish" in packages
+    assert {p.split(".")[0] for p in packages} == {"controller", "plugins", "migrations", "bmcsim"}

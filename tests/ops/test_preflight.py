@@ -7,8 +7,8 @@ import json
 import re
 from pathlib import Path
 
+from bmcsim import SimulatorFleet
 from controller.cli import main
-from plugins.redfish.simulator import SimulatorFleet
 from tests.plugins.redfish.conftest import sim_certs
 
 __all__ = ["sim_certs"]

@@ -22,8 +22,8 @@ import aiohttp
 import pytest
 import yaml
 
+from bmcsim import SimulatorFleet
 from controller.inventory import load_inventory
-from plugins.redfish.simulator import SimulatorFleet
 from tests.ops.test_metrics import gpu_caps, scrape
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "devicectl.json"

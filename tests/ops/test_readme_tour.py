@@ -9,9 +9,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from bmcsim import SimulatorFleet
 from controller.delivery.sink import TopologySink
 from controller.inventory import load_inventory
-from plugins.redfish.simulator import SimulatorFleet
 from tests.ops._terminal import ROOT, pipe
 
 #: commands the test runs itself (in process), not through the shell line the README gives

@@ -22,13 +22,13 @@ import grpc
 import pytest
 from aiohttp import web
 
+from bmcsim._tls import ensure_tls_files
 from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc
 from controller.app import Controller
 from controller.config import Settings
 from controller.delivery.sink import TopologySink
 from plugins.base import Empty, RequestKind
-from plugins.redfish.simulator._tls import ensure_tls_files
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "hunter2-canary-8c1f"

@@ -11,11 +11,11 @@ from typing import Any
 import grpc
 import pytest
 
+from bmcsim import SimulatorFleet
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.delivery.sink import TopologySink
 from controller.inventory import load_inventory
-from plugins.redfish.simulator import SimulatorFleet
 
 R = pb.DeviceControllerRequest
 

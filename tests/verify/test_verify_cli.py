@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from bmcsim import SimulatorFleet
 from controller.cli import main
 from controller.inventory import load_inventory
-from plugins.redfish.simulator import SimulatorFleet
 
 FAST = ["--telemetry-interval-ms", "20", "--latency-samples", "5"]
 

@@ -16,12 +16,12 @@ import grpc
 import pytest
 from prometheus_client import REGISTRY
 
+from bmcsim import SimulatorFleet
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller.inventory import load_inventory
 from controller.security.authz import required_role
 from controller.store import BmcCheckRow, Store
 from plugins.nvml.testing import FakeNode
-from plugins.redfish.simulator import SimulatorFleet
 
 FAST: dict[str, Any] = {"telemetry_interval_ms": 20, "latency_samples": 5}
 

@@ -16,10 +16,10 @@ from typing import Any
 import grpc
 import pytest
 
+from bmcsim import SimulatorFleet
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller.verify.render import progress
-from plugins.redfish.simulator import SimulatorFleet
 from tests.serve_process import ROOT, free_port, start_serving
 
 #: the fleet (DEVICECTL_VERIFY_FLEET overrides it for a quicker local run)

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from bmcsim import SimulatorFleet
+from bmcsim._gb200_writes import cap_write
 from controller.desired.limits import enforced_from
 from plugins.base import DeviceContext, Empty, HealthQuery
 from plugins.nvml import NvmlLibrary, NvmlPlugin
 from plugins.nvml.testing import forbid_writes
 from plugins.redfish import RedfishPlugin
-from plugins.redfish.simulator import SimulatorFleet
-from plugins.redfish.simulator._gb200_writes import cap_write
 from tests.plugins.nvml.test_nvml_real_gpu import _real_nvml_available
 from tests.plugins.redfish.harness import Harness
 

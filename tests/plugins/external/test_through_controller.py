@@ -6,12 +6,12 @@ from pathlib import Path
 
 from google.protobuf import empty_pb2
 
+from bmcsim import SimulatorFleet
 from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2 as pp
 from controller.delivery.sink import TopologySink
 from controller.plugin_host.remote import RemotePlugin
-from plugins.redfish.simulator import SimulatorFleet
 from tests.plugins.external.conftest import device_table, plugin_table, serve_command
 
 R = pb.DeviceControllerRequest

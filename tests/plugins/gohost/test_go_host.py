@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
+from bmcsim import SimulatorFleet
 from plugins.base._config import decode_config, encode_config
 from plugins.base._serve import config_spec
 from plugins.filedevices import FileDevicesPlugin
 from plugins.nvml import NvmlPlugin
 from plugins.nvml.testing import FakeNvml
 from plugins.redfish import RedfishPlugin
-from plugins.redfish.simulator import SimulatorFleet
 from tests.plugins.gohost import build
 from tests.plugins.gohost.conftest import CHILD_ENV, run_host, serve_command
 from tests.plugins.gohost.serve_fake_nvml import MODELS

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from bmcsim import SimulatorFleet, ensure_tls_files
 from plugins.redfish import RedfishPlugin, RedfishSettings
-from plugins.redfish.simulator import SimulatorFleet, ensure_tls_files
 from tests.plugins.redfish.harness import Harness
 
 

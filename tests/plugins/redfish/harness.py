@@ -6,9 +6,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from bmcsim import SimulatedBmc, SimulatorFleet
 from plugins.base import Credentials, DeviceContext, Endpoint, Outcome
 from plugins.redfish import RedfishPlugin
-from plugins.redfish.simulator import SimulatedBmc, SimulatorFleet
 
 #: fast back-offs so fault tests take milliseconds, not the production minutes
 FAST: dict[str, Any] = {

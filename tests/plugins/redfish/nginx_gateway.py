@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from plugins.redfish.simulator import TlsFiles
+from bmcsim import TlsFiles
 
 #: nginx-light's binary (Debian puts it in /usr/sbin, often not on a test runner's PATH)
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None)

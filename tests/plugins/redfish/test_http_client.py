@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from bmcsim import TlsFiles, ensure_tls_files
 from plugins.redfish import _http_connection
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._errors import ConnectionFailedError, ProtocolError, RequestTimeoutError
@@ -42,7 +43,6 @@ from plugins.redfish._http import (
     TlsFailure,
 )
 from plugins.redfish._transport import BmcTransport
-from plugins.redfish.simulator import TlsFiles, ensure_tls_files
 
 #: generous bounds: a test that fails waits this long at most, one that passes never does
 _WAIT = 2.0

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from bmcsim import SimulatedBmc
+from bmcsim._bmcweb import DPS_ALLOW_LIST
 from plugins.base import Empty, GpuMetricsQuery, Ping, PolicyAction, PolicyChange, ProfileChange
 from plugins.redfish._discovery import DISCOVERY_PATHS, ENVIRONMENT_METRICS
 from plugins.redfish._errors import PlatformUnsupportedError
 from plugins.redfish._walk import Walker
-from plugins.redfish.simulator import SimulatedBmc
-from plugins.redfish.simulator._bmcweb import DPS_ALLOW_LIST
 from tests.plugins.redfish.harness import Harness
 from tests.plugins.redfish.test_redfish_client import one_gpu
 from tests.plugins.redfish.test_redfish_gb200 import CHASSIS_EM, PROC_EM, node_policy
@@ -154,7 +154,7 @@ async def test_a_control_with_a_live_sensor_on_bmcweb_learns_the_body_hash_once(
     # (to three decimals) for a few milliseconds, so two reads that close hash alike and the PATCH
     # is not refused. The sensor here moves a second per read, so every read differs.
     clock = iter(range(1_000_000))
-    monkeypatch.setattr("plugins.redfish.simulator._dmtf.now", lambda: 1000.0 + next(clock))
+    monkeypatch.setattr("bmcsim._dmtf.now", lambda: 1000.0 + next(clock))
     async with make_harness(n=1, model="dmtf") as h:
         bmc = h.fleet.bmcs[0]
         bmc.configure(profile="bmcweb")

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from bmcsim import _errors as sim
+from bmcsim import _messages as sim_messages
 from plugins.base import (
     DeviceRejectedError,
     DeviceUnreachableError,
@@ -33,8 +35,6 @@ from plugins.redfish._errors import (
 )
 from plugins.redfish._outcome import may_have_landed
 from plugins.redfish._retry import retryable
-from plugins.redfish.simulator import _errors as sim
-from plugins.redfish.simulator import _messages as sim_messages
 
 
 class FakeReply:

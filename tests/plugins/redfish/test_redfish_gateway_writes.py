@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from bmcsim import FaultMode, SimulatedBmc, ensure_tls_files
 from controller import translate
 from controller.desired.receipts import write_outcome
 from plugins.base import (
@@ -30,7 +31,6 @@ from plugins.base import (
     WriteOutcome,
     recording,
 )
-from plugins.redfish.simulator import FaultMode, SimulatedBmc, ensure_tls_files
 from tests.plugins.redfish.harness import Harness
 from tests.plugins.redfish.nginx_gateway import NginxGateway, nginx_gateway, require_nginx
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bmcsim import BmcConfig
 from plugins.base import Empty, GpuMetricsQuery, PolicyAction, PolicyChange
-from plugins.redfish.simulator import BmcConfig
 from tests.plugins.redfish.test_redfish_platforms import policy
 
 SET = PolicyAction.SET

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from bmcsim import _messages
 from controller.observability import logs
 from plugins.base import Empty
-from plugins.redfish.simulator import _messages
 
 FORGED = "\nCRITICAL root device=- request_id=- trace_id=- forged by the BMC\r\x1b[2J"
 _LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR|CRITICAL) ")

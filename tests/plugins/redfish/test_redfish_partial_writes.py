@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from bmcsim import FaultMode
 from controller import translate
 from controller.desired.limits import desired_from
 from plugins.base import (
@@ -15,7 +16,6 @@ from plugins.base import (
     RequestKind,
     WriteOutcome,
 )
-from plugins.redfish.simulator import FaultMode
 from tests.plugins.redfish.harness import Harness
 
 

@@ -11,9 +11,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from bmcsim import SimulatedBmc
 from plugins.base import Empty
 from plugins.redfish import RedfishPlugin
-from plugins.redfish.simulator import SimulatedBmc
 from tests.serve_process import ROOT
 
 CLIENT = "ctl-crash"

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from bmcsim import SimulatedBmc
 from plugins.base import Empty
 from plugins.redfish import RedfishPlugin
-from plugins.redfish.simulator import SimulatedBmc
 from tests.serve_process import ROOT
 
 CLIENT = "ctl-same"

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from bmcsim import SimulatedBmc
 from plugins.base import Empty
 from plugins.redfish import RedfishPlugin
 from plugins.redfish._errors import SessionLimitError
-from plugins.redfish.simulator import SimulatedBmc
 
 SESSIONS = "/redfish/v1/SessionService/Sessions/"
 

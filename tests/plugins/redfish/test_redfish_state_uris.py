@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from bmcsim import SimulatedBmc
+from bmcsim._bmcweb import DPS_ALLOW_LIST
 from plugins.base import Empty, InvalidRequestError
 from plugins.redfish._schema import load_state
 from plugins.redfish._uris import collection_member, redfish_path, session_member
-from plugins.redfish.simulator import SimulatedBmc
-from plugins.redfish.simulator._bmcweb import DPS_ALLOW_LIST
 
 SESSIONS = "/redfish/v1/SessionService/Sessions"
 ACCOUNT = "/redfish/v1/AccountService/Accounts/3"

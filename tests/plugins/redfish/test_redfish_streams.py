@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bmcsim import BmcConfig
 from plugins.base import Credentials, DeviceTarget, Endpoint
-from plugins.redfish.simulator import BmcConfig
 from tests.plugins.redfish.harness import FAST, Harness, model_json
 
 

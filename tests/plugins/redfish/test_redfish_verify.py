@@ -43,7 +43,7 @@ def _caps(bmc: Any) -> dict[str, Any]:
 
 def _operator_cap(bmc: Any, name: str, watts: int) -> None:
     """A cap someone else set out of band before the verification (as the simulator applies a write)."""
-    from plugins.redfish.simulator._gb200_writes import cap_write
+    from bmcsim._gb200_writes import cap_write
 
     cap_write(bmc.state.caps[name], watts, None).apply()
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bmcsim import SimulatedBmc
 from plugins.base import (
     ElementType,
     Empty,
@@ -25,7 +26,6 @@ from plugins.base import (
     PolicyLimit,
     PowerLimit,
 )
-from plugins.redfish.simulator import SimulatedBmc
 from tests.plugins.redfish.harness import Harness
 
 CORPUS = Path(__file__).resolve().parents[3] / "corpus" / "redfish"

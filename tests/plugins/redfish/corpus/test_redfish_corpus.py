@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from bmcsim import REAL_LAYOUTS
 from controller.cli import main
 from plugins.base import Empty, PolicyAction, PolicyChange
-from plugins.redfish.simulator import REAL_LAYOUTS
 from tests.plugins.redfish.corpus.cases import (
     CASES,
     CORPUS,

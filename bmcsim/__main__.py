@@ -1,0 +1,7 @@
+"""`python -m bmcsim`: same as `devicectl bmc-sim`."""
+
+import sys
+
+from bmcsim.cli import main
+
+sys.exit(main())

@@ -1,0 +1,89 @@
+"""Writes to a GB200 tray's NVIDIA EnvironmentMetrics: a PATCH validated the way NVIDIA bmcweb does
+(only `PowerLimitWatts.SetPoint`, an integer, and `Oem.Nvidia.PowerLimitPersistency`), and the
+writes that set the OOB set point or clear it (the `ClearOOBSetPoint` OEM action)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bmcsim import _errors, _messages
+from bmcsim._routing import JsonDict, Write, is_int, require_object
+from bmcsim._state import Cap
+
+_READ_ONLY = frozenset(
+    {"@odata.id", "@odata.type", "@odata.etag", "Id", "Name", "PowerWatts", "EnergyJoules", "EnergykWh"}
+    | {"TemperatureCelsius", "Actions", "Description", "Status"}
+)
+_LIMIT_READ_ONLY = frozenset({"AllowableMin", "AllowableMax", "DefaultSetPoint", "Reading", "DataSourceUri"})
+
+
+def parse_patch(body: Any, cap: Cap) -> tuple[int, bool | None]:
+    """Validate a PATCH the way NVIDIA bmcweb does; returns (SetPoint, PowerLimitPersistency)."""
+    patch = require_object(body)
+    if not patch:
+        raise _errors.empty_json()
+    problems: list[JsonDict] = []
+    set_point: Any = None
+    persistent: bool | None = None
+    for key, value in patch.items():
+        if key == "PowerLimitWatts" and isinstance(value, dict):
+            for sub, sub_value in value.items():
+                prop = f"PowerLimitWatts/{sub}"
+                if sub == "SetPoint":
+                    set_point = sub_value
+                elif sub in _LIMIT_READ_ONLY:
+                    problems.append(_messages.property_not_writable(prop))
+                else:  # bmcweb parses only SetPoint here (ControlMode included)
+                    problems.append(_messages.property_unknown(prop))
+        elif key == "PowerLimitWatts":
+            problems.append(_messages.property_value_type_error(value, key))
+        elif key == "Oem" and isinstance(value, dict) and set(value) <= {"Nvidia"}:
+            nvidia = value.get("Nvidia", {})
+            for sub, sub_value in nvidia.items() if isinstance(nvidia, dict) else ():
+                if sub == "PowerLimitPersistency" and isinstance(sub_value, bool):
+                    persistent = sub_value
+                elif sub == "PowerLimitPersistency":
+                    problems.append(_messages.property_value_type_error(sub_value, "Oem/Nvidia/" + sub))
+                else:
+                    problems.append(_messages.property_unknown("Oem/Nvidia/" + sub))
+        elif key in _READ_ONLY:
+            problems.append(_messages.property_not_writable(key))
+        else:
+            problems.append(_messages.property_unknown(key))
+    if set_point is None and not problems:
+        problems.append(_messages.property_missing("PowerLimitWatts/SetPoint"))
+    elif set_point is not None and not is_int(set_point):
+        problems.append(_messages.property_value_type_error(set_point, "PowerLimitWatts/SetPoint"))
+    elif set_point is not None and not cap.in_range(set_point):
+        problems.append(
+            _messages.property_value_out_of_range(
+                set_point, "PowerLimitWatts/SetPoint", cap.allow_min, cap.allow_max
+            )
+        )
+    if problems:
+        raise _errors.bad_request(problems)
+    return int(set_point), persistent
+
+
+def cap_write(cap: Cap, set_point: int, persistent: bool | None) -> Write:
+    """Set the OOB set point (deferrable: a task when asynchronous writes are on)."""
+
+    def apply() -> None:
+        cap.set_point = set_point
+        cap.oob_active = True
+        cap.persistent = bool(persistent)
+        cap.control_mode = "Manual"
+
+    return Write(apply=apply, caps=(cap,), deferrable=True)
+
+
+def clear_write(cap: Cap) -> Write:
+    """`ClearOOBSetPoint`: back to the default set point, under automatic control."""
+
+    def apply() -> None:
+        cap.set_point = cap.default
+        cap.oob_active = False
+        cap.persistent = None
+        cap.control_mode = "Automatic"
+
+    return Write(apply=apply, caps=(cap,), reply="success")
