@@ -1,5 +1,7 @@
-"""controller/ is rooms by concern: its top level holds only the assembly, the settings and the
-inventory; every other module lives in a package (a room) whose `__init__` says what it holds."""
+"""controller/ and the Redfish plugin are rooms by concern: controller/'s top level holds only the
+assembly, the settings and the inventory, plugins/redfish/'s only the plugin class and its settings;
+every other module lives in a package (a room) whose `__init__` says what it holds. The BMC simulator
+is a package of its own, bmcsim/, whose `__init__` names every module."""
 
 from __future__ import annotations
 
@@ -31,6 +33,24 @@ def test_each_room_says_what_it_holds(room: str) -> None:
     assert doc and len(doc) > 80, f"controller/{room}/__init__.py: say what the room holds"
     unnamed = [p.stem for p in folder.glob("*.py") if not p.name.startswith("_") and f"`{p.stem}`" not in doc]
     assert not unnamed, f"controller/{room}/__init__.py: say what these modules hold: {unnamed}"
+
+
+REDFISH = Path(__file__).parents[1] / "plugins" / "redfish"
+REDFISH_ROOMS = sorted(p.name for p in REDFISH.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+
+
+@pytest.mark.parametrize("room", REDFISH_ROOMS)
+def test_each_redfish_room_says_what_it_holds(room: str) -> None:
+    """The plugin's rooms are private (`_wire`), the modules in them are not: the `__init__` names
+    every one, so the room's table of contents is whole."""
+    folder = REDFISH / room
+    doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text()))
+    assert doc and len(doc) > 80, f"plugins/redfish/{room}/__init__.py: say what the room holds"
+    unnamed = [p.stem for p in folder.glob("*.py") if not p.name.startswith("_") and f"`{p.stem}`" not in doc]
+    assert not unnamed, f"plugins/redfish/{room}/__init__.py: say what these modules hold: {unnamed}"
+    assert room.startswith("_"), (
+        f"plugins/redfish/{room}: a room is private (the plugin's API is its __init__)"
+    )
 
 
 BMCSIM = Path(__file__).parents[1] / "bmcsim"

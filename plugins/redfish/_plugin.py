@@ -50,8 +50,6 @@ from plugins.redfish import (
     _results,
     _schema,
     _streams,
-    _verify,
-    _verify_writes,
 )
 from plugins.redfish._config import RedfishSettings, config_schema
 from plugins.redfish._device import Device, connect, prepare, record_session
@@ -62,6 +60,8 @@ from plugins.redfish._op_bmc import OpBmc
 from plugins.redfish._operations import apply_policy_change, restore_scope
 from plugins.redfish._pool import BmcPool
 from plugins.redfish._state import TOPOLOGY, rg_scope
+from plugins.redfish._verify import verify as _verify
+from plugins.redfish._verify import verify_writes as _verify_writes
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -253,8 +253,8 @@ class RedfishPlugin(DevicePlugin):
         return await _profiles.verify_profiles(OpBmc(client, ctx.deadline), pending.payload)
 
     async def bmc_health(self, ctx: DeviceContext, req: HealthQuery) -> Outcome[HealthResult]:
-        """Readiness for power management (`plugins.redfish._verify`), and the write cycle
-        (`plugins.redfish._verify_writes`) unless `skip_writes`."""
+        """Readiness for power management (`plugins.redfish._verify.verify`), and the write cycle
+        (`plugins.redfish._verify.verify_writes`) unless `skip_writes`."""
         problem = req.check()
         if problem:
             raise InvalidRequestError(problem)

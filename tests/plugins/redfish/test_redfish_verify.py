@@ -19,7 +19,7 @@ from plugins.base import (
     WriteLog,
     recording,
 )
-from plugins.redfish._verify import latency_status
+from plugins.redfish._verify.verify import latency_status
 from tests.plugins.redfish.harness import Harness
 
 FAST: dict[str, Any] = {"telemetry_interval_ms": 20, "latency_samples": 5}

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from plugins.redfish._config import ConnectionSettings
-from plugins.redfish._verify_tls import tls_check
+from plugins.redfish._verify.verify_tls import tls_check
 
 
 def _cert(tmp: Path, *, days: tuple[int, int], names: list[x509.GeneralName]) -> ssl.SSLContext:

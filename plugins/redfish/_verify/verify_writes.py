@@ -23,7 +23,7 @@ from plugins.redfish._device import Device
 from plugins.redfish._layout import MECH_CONTROL, Component
 from plugins.redfish._platforms import LimitReading, mechanism_for
 from plugins.redfish._platforms._base import same_watts
-from plugins.redfish._verify import cap_evidence
+from plugins.redfish._verify.verify import cap_evidence
 
 #: the step below the value in force: this share of the range (at least one Increment, 1 W)
 STEP_SHARE = 0.05

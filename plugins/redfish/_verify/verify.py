@@ -5,7 +5,7 @@ login and a fresh discovery, the session table, firmware, every cap the node can
 range, mode, value, quirk; refusals and why), telemetry (present, moving, under the limits),
 latency (GETs of a limit resource at the BMC's concurrency), workload power profiles, and the
 in-band GPU limits where the controller passed them. A failed reachability or login skips the rest.
-The write cycle (`plugins.redfish._verify_writes`) runs after these when the query asks for it.
+The write cycle (`plugins.redfish._verify.verify_writes`) runs after these when the query asks for it.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from plugins.redfish._op_bmc import OpBmc
 from plugins.redfish._platforms import mechanism_for, unsupported_message
 from plugins.redfish._platforms._base import LimitReading, number
 from plugins.redfish._pool import BmcPool
-from plugins.redfish._verify_gpus import inband, profiles
-from plugins.redfish._verify_tls import tls_check
+from plugins.redfish._verify.verify_gpus import inband, profiles
+from plugins.redfish._verify.verify_tls import tls_check
 
 SESSIONS = "/redfish/v1/SessionService/Sessions"
 FIRMWARE = "/redfish/v1/UpdateService/FirmwareInventory"
