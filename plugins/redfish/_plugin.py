@@ -43,13 +43,11 @@ from plugins.base import (
 )
 from plugins.redfish import (
     _entity,
-    _metrics,
     _operations,
     _plugin_config,
     _profiles,
     _results,
     _schema,
-    _streams,
 )
 from plugins.redfish._config import RedfishSettings, config_schema
 from plugins.redfish._device import Device, connect, prepare, record_session
@@ -59,6 +57,8 @@ from plugins.redfish._layout import AUTO, GENERIC_MODELS, MECH_CONTROL, MODEL_PL
 from plugins.redfish._op_bmc import OpBmc
 from plugins.redfish._operations import apply_policy_change, restore_scope
 from plugins.redfish._pool import BmcPool
+from plugins.redfish._readings import metrics as _metrics
+from plugins.redfish._readings import streams as _streams
 from plugins.redfish._state import TOPOLOGY, rg_scope
 from plugins.redfish._verify import verify as _verify
 from plugins.redfish._verify import verify_writes as _verify_writes

@@ -17,12 +17,12 @@ from typing import Any
 
 from plugins.base import DeviceControllerError, WriteOutcome
 from plugins.base._health import FAIL, PASS, WARN, HealthCheck, HealthQuery
-from plugins.redfish import _metrics
 from plugins.redfish._caps import CapChange, restore_cap, set_cap
 from plugins.redfish._device import Device
 from plugins.redfish._layout import MECH_CONTROL, Component
 from plugins.redfish._platforms import LimitReading, mechanism_for
 from plugins.redfish._platforms._base import same_watts
+from plugins.redfish._readings import metrics as _metrics
 from plugins.redfish._verify.verify import cap_evidence
 
 #: the step below the value in force: this share of the range (at least one Increment, 1 W)

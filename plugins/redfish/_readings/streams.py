@@ -29,11 +29,11 @@ from plugins.base import (
     StatsResponse,
     StatValue,
 )
-from plugins.redfish import _metrics
 from plugins.redfish._config import RedfishSettings
 from plugins.redfish._device import Device as Prepared
 from plugins.redfish._device import prepare
 from plugins.redfish._pool import BmcPool
+from plugins.redfish._readings import metrics as _metrics
 
 #: how often the fingerprint stream re-reads inventory and health
 FINGERPRINT_INTERVAL = 60.0
