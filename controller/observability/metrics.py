@@ -139,7 +139,7 @@ def changes_of(result: Any, request: Any = None) -> list[Change]:
     """The limit changes a plugin result reports (allocation and GPU-policy results), else none.
 
     Plugins report `requested_watts` only where it differs from what the device enforces or the
-    write failed (plugins/redfish/_results.py, `gpu_results`); otherwise the request's own watts
+    write failed (plugins/redfish/_capping/results.py, `gpu_results`); otherwise the request's own watts
     are the requested value, and without them (a percentage) the enforced value is, since the
     plugin found both equal."""
     asked = requested_in(request)

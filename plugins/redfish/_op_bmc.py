@@ -111,7 +111,7 @@ class OpBmc:
             try:
                 reply = await self._track(call)
             except RedfishError as exc:
-                exc.receipt = index  # a read-back may settle it later (`plugins.redfish._caps`)
+                exc.receipt = index  # a read-back may settle it later (`plugins.redfish._capping.caps`)
                 raise
         log.set_status(index, str(reply.status))
         return index

@@ -43,19 +43,19 @@ from plugins.base import (
 )
 from plugins.redfish import (
     _entity,
-    _operations,
     _plugin_config,
-    _profiles,
-    _results,
     _schema,
 )
+from plugins.redfish._capping import operations as _operations
+from plugins.redfish._capping import profiles as _profiles
+from plugins.redfish._capping import results as _results
+from plugins.redfish._capping.operations import apply_policy_change, restore_scope
 from plugins.redfish._config import RedfishSettings, config_schema
 from plugins.redfish._device import Device, connect, prepare, record_session
 from plugins.redfish._errors import PlatformUnsupportedError
 from plugins.redfish._evidence import cap_plan
 from plugins.redfish._layout import AUTO, GENERIC_MODELS, MECH_CONTROL, MODEL_PLATFORMS
 from plugins.redfish._op_bmc import OpBmc
-from plugins.redfish._operations import apply_policy_change, restore_scope
 from plugins.redfish._pool import BmcPool
 from plugins.redfish._readings import metrics as _metrics
 from plugins.redfish._readings import streams as _streams

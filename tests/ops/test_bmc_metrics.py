@@ -56,7 +56,7 @@ async def test_a_redfish_change_logs_and_exports_requested_and_enforced_watts(
     make_harness: Callable[..., Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     """The Redfish plugin reports `requested_watts` only where it differs from what the BMC
-    enforces (plugins/redfish/_results.py): the log line and the requested gauge still carry it."""
+    enforces (plugins/redfish/_capping/results.py): the log line and the requested gauge still carry it."""
     caplog.set_level(logging.INFO, logger="controller.changes")
     metrics.configure(per_device=True, max_devices=10)
     try:

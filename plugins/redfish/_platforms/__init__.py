@@ -5,7 +5,7 @@ Three standard shapes exist (redfish.md §1): NVIDIA/DMTF `EnvironmentMetrics.Po
 `Chassis/{id}/Power` `PowerControl[].PowerLimit` (`legacy_power`); HPE Apollo 6500's OEM
 `AccPowerService` (`hpe_acc`). `classify` decides which component a Control limits.
 Each module here turns a resource into a `LimitReading` and builds the request that changes it;
-`plugins.redfish._caps` runs the requests (ETag, 412, 0x600 and read-back handling are shared).
+`plugins.redfish._capping.caps` runs the requests (ETag, 412, 0x600 and read-back handling are shared).
 `node_manager` explains why Node Manager platforms are not supported yet.
 """
 

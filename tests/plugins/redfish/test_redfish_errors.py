@@ -16,6 +16,7 @@ from plugins.base import (
     TransientError,
     UnsupportedError,
 )
+from plugins.redfish._capping.outcome import may_have_landed
 from plugins.redfish._errors import (
     AccessError,
     BadRequestError,
@@ -33,7 +34,6 @@ from plugins.redfish._errors import (
     parse_retry_after,
     raise_for_response,
 )
-from plugins.redfish._outcome import may_have_landed
 from plugins.redfish._retry import retryable
 
 

@@ -18,9 +18,9 @@ from plugins.base import (
     Policy,
     WriteOutcome,
 )
-from plugins.redfish._caps import CapChange
+from plugins.redfish._capping.caps import CapChange
+from plugins.redfish._capping.operations import Applied, Target
 from plugins.redfish._device import Device
-from plugins.redfish._operations import Applied, Target
 
 _GPU_PREFIX = re.compile(r"^GPU (\d+)(\b.*)$", re.S)
 

@@ -23,11 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from plugins.base import DeviceControllerError, WriteOutcome, write_log
-from plugins.redfish._client import Document
-from plugins.redfish._errors import PlatformUnsupportedError, PreconditionFailedError
-from plugins.redfish._layout import Component
-from plugins.redfish._op_bmc import OpBmc
-from plugins.redfish._outcome import (
+from plugins.redfish._capping.outcome import (
     ANSWER_LOST,
     WriteProgress,
     annotate,
@@ -37,6 +33,10 @@ from plugins.redfish._outcome import (
     time_for_another,
     unread,
 )
+from plugins.redfish._client import Document
+from plugins.redfish._errors import PlatformUnsupportedError, PreconditionFailedError
+from plugins.redfish._layout import Component
+from plugins.redfish._op_bmc import OpBmc
 from plugins.redfish._platforms import CapRequest, LimitReading, Mechanism, Prior, mechanism_for
 from plugins.redfish._platforms._base import same_watts
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from plugins.redfish._caps import CapChange
+from plugins.redfish._capping.caps import CapChange
 from plugins.redfish._device import Device
 from plugins.redfish._document import Document
 from plugins.redfish._layout import Component

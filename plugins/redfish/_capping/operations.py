@@ -29,13 +29,13 @@ from plugins.base import (
     element_share,
     gpu_targets,
 )
-from plugins.redfish._caps import Bounds, CapChange, restore_cap, set_cap
+from plugins.redfish._capping.caps import Bounds, CapChange, restore_cap, set_cap
+from plugins.redfish._capping.priors import corrected, read_back_for
 from plugins.redfish._device import Device, invalidate
 from plugins.redfish._document import Document
 from plugins.redfish._errors import ResourceNotFoundError
 from plugins.redfish._layout import Component
 from plugins.redfish._platforms import Prior, mechanism_for, unsupported_message
-from plugins.redfish._priors import corrected, read_back_for
 from plugins.redfish._readbacks import priors_from_read_backs
 
 

@@ -24,12 +24,19 @@ from plugins.base import (
     ProfileResult,
     VerificationResult,
 )
+from plugins.redfish._capping.outcome import (
+    ANSWER_LOST,
+    annotate,
+    landed,
+    may_have_landed,
+    not_landed,
+    unread,
+)
+from plugins.redfish._capping.results import summarize
 from plugins.redfish._device import Device
 from plugins.redfish._layout import Component
 from plugins.redfish._op_bmc import OpBmc
-from plugins.redfish._outcome import ANSWER_LOST, annotate, landed, may_have_landed, not_landed, unread
 from plugins.redfish._platforms import unsupported_message
-from plugins.redfish._results import summarize
 
 #: DPS/Redfish ("out-of-band") profile ids are NVML ids + 3 (dps.md §6)
 PROFILE_ID_OFFSET = 3
