@@ -42,24 +42,24 @@ from plugins.base import (
     VerificationResult,
 )
 from plugins.redfish import (
-    _entity,
     _plugin_config,
-    _schema,
 )
 from plugins.redfish._capping import operations as _operations
 from plugins.redfish._capping import profiles as _profiles
 from plugins.redfish._capping import results as _results
 from plugins.redfish._capping.operations import apply_policy_change, restore_scope
 from plugins.redfish._config import RedfishSettings, config_schema
-from plugins.redfish._device import Device, connect, prepare, record_session
+from plugins.redfish._device import entity as _entity
+from plugins.redfish._device import schema as _schema
+from plugins.redfish._device.device import Device, connect, prepare, record_session
+from plugins.redfish._device.op_bmc import OpBmc
+from plugins.redfish._device.state import TOPOLOGY, rg_scope
 from plugins.redfish._errors import PlatformUnsupportedError
 from plugins.redfish._evidence import cap_plan
 from plugins.redfish._layout import AUTO, GENERIC_MODELS, MECH_CONTROL, MODEL_PLATFORMS
-from plugins.redfish._op_bmc import OpBmc
 from plugins.redfish._pool import BmcPool
 from plugins.redfish._readings import metrics as _metrics
 from plugins.redfish._readings import streams as _streams
-from plugins.redfish._state import TOPOLOGY, rg_scope
 from plugins.redfish._verify import verify as _verify
 from plugins.redfish._verify import verify_writes as _verify_writes
 

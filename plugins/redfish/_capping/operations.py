@@ -31,7 +31,7 @@ from plugins.base import (
 )
 from plugins.redfish._capping.caps import Bounds, CapChange, restore_cap, set_cap
 from plugins.redfish._capping.priors import corrected, read_back_for
-from plugins.redfish._device import Device, invalidate
+from plugins.redfish._device.device import Device, invalidate
 from plugins.redfish._document import Document
 from plugins.redfish._errors import ResourceNotFoundError
 from plugins.redfish._layout import Component

@@ -20,7 +20,7 @@ from plugins.base import (
 )
 from plugins.redfish._capping.caps import CapChange
 from plugins.redfish._capping.operations import Applied, Target
-from plugins.redfish._device import Device
+from plugins.redfish._device.device import Device
 
 _GPU_PREFIX = re.compile(r"^GPU (\d+)(\b.*)$", re.S)
 

@@ -30,8 +30,8 @@ from plugins.base import (
     StatValue,
 )
 from plugins.redfish._config import RedfishSettings
-from plugins.redfish._device import Device as Prepared
-from plugins.redfish._device import prepare
+from plugins.redfish._device.device import Device as Prepared
+from plugins.redfish._device.device import prepare
 from plugins.redfish._pool import BmcPool
 from plugins.redfish._readings import metrics as _metrics
 

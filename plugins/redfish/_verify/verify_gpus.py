@@ -12,7 +12,7 @@ from typing import Any
 from plugins.base import DeviceControllerError
 from plugins.base._health import FAIL, PASS, SKIP, WARN, HealthCheck
 from plugins.redfish._capping.profiles import parse_mask, to_ids
-from plugins.redfish._device import Device
+from plugins.redfish._device.device import Device
 from plugins.redfish._errors import ResourceNotFoundError
 from plugins.redfish._platforms import mechanism_for
 

@@ -18,7 +18,7 @@ from typing import Any
 from plugins.base import DeviceControllerError, WriteOutcome
 from plugins.base._health import FAIL, PASS, WARN, HealthCheck, HealthQuery
 from plugins.redfish._capping.caps import CapChange, restore_cap, set_cap
-from plugins.redfish._device import Device
+from plugins.redfish._device.device import Device
 from plugins.redfish._layout import MECH_CONTROL, Component
 from plugins.redfish._platforms import LimitReading, mechanism_for
 from plugins.redfish._platforms._base import same_watts

@@ -24,8 +24,8 @@ from plugins.base import (
     PowerLimit,
 )
 from plugins.redfish import RedfishSettings
+from plugins.redfish._device.op_bmc import OpBmc
 from plugins.redfish._errors import DeadlineExceededError, SessionLimitError
-from plugins.redfish._op_bmc import OpBmc
 from plugins.redfish._pool import BmcPool
 from tests.plugins.redfish.harness import Harness
 

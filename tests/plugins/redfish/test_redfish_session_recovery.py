@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from plugins.base import Empty, GpuMetricsQuery, GpuPoliciesChange, GpuPolicy, PolicyAction, PowerLimit
-from plugins.redfish._op_bmc import OpBmc
+from plugins.redfish._device.op_bmc import OpBmc
 from tests.plugins.redfish.harness import Harness
 
 

@@ -23,10 +23,10 @@ from plugins.base import (
     ProfileChange,
 )
 from plugins.redfish import RedfishPlugin
+from plugins.redfish._device.schema import LoadedState
+from plugins.redfish._device.state import DeviceState
 from plugins.redfish._layout import Discovery
 from plugins.redfish._platforms import Prior
-from plugins.redfish._schema import LoadedState
-from plugins.redfish._state import DeviceState
 from tests.plugins.redfish.harness import Harness
 
 PROC_EM = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}/EnvironmentMetrics"

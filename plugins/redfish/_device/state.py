@@ -1,6 +1,6 @@
 """The Redfish plugin's device state JSON: read from `ctx.state`, returned in `Outcome.state`.
 
-Shape (version 2; `plugins.redfish._schema` checks it and migrates version 1 and unversioned state):
+Shape (version 2; `plugins.redfish._device.schema` checks it and migrates version 1 and unversioned state):
 
 ```json
 {
@@ -34,9 +34,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from plugins.redfish._device.schema import STATE_VERSION, LoadedState, load_state
 from plugins.redfish._layout import Discovery
 from plugins.redfish._platforms import LimitReading, Prior
-from plugins.redfish._schema import STATE_VERSION, LoadedState, load_state
 
 TOPOLOGY = "topology"
 

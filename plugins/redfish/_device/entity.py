@@ -21,8 +21,8 @@ from plugins.base import (
     PolicyChange,
 )
 from plugins.base._entity import EntityFacts, decide, endpoint_changes, policy_changes
-from plugins.redfish._device import prepare
-from plugins.redfish._state import DeviceState
+from plugins.redfish._device.device import prepare
+from plugins.redfish._device.state import DeviceState
 
 if TYPE_CHECKING:
     from plugins.base import DeviceContext

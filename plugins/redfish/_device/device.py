@@ -9,6 +9,9 @@ from datetime import UTC, datetime
 from plugins.base import DeviceContext, SystemSpec
 from plugins.redfish._client import BmcClient
 from plugins.redfish._config import ConnectionSettings, RedfishSettings
+from plugins.redfish._device.op_bmc import OpBmc
+from plugins.redfish._device.schema import check_model
+from plugins.redfish._device.state import DeviceState
 from plugins.redfish._discovery import Discovery, discover, platform_hint
 from plugins.redfish._errors import (
     ConnectionFailedError,
@@ -16,10 +19,7 @@ from plugins.redfish._errors import (
     RequestTimeoutError,
     TlsError,
 )
-from plugins.redfish._op_bmc import OpBmc
 from plugins.redfish._pool import BmcPool
-from plugins.redfish._schema import check_model
-from plugins.redfish._state import DeviceState
 
 log = logging.getLogger(__name__)
 
