@@ -11,6 +11,7 @@ See docs/redfish.md.
 
 from plugins.redfish import _dmtf  # noqa: F401 (first: `redfish.aio` without the sync client)
 from plugins.redfish._config import ConnectionSettings, RedfishSettings
+from plugins.redfish._discovery.layout import Component, Discovery
 from plugins.redfish._errors import (
     AccessError,
     BadRequestError,
@@ -32,7 +33,6 @@ from plugins.redfish._errors import (
     WriteMaybeAppliedError,
     raise_for_response,
 )
-from plugins.redfish._layout import Component, Discovery
 from plugins.redfish._plugin import RedfishPlugin
 
 __all__ = [

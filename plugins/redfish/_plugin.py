@@ -54,9 +54,9 @@ from plugins.redfish._device import schema as _schema
 from plugins.redfish._device.device import Device, connect, prepare, record_session
 from plugins.redfish._device.op_bmc import OpBmc
 from plugins.redfish._device.state import TOPOLOGY, rg_scope
+from plugins.redfish._discovery.evidence import cap_plan
+from plugins.redfish._discovery.layout import AUTO, GENERIC_MODELS, MECH_CONTROL, MODEL_PLATFORMS
 from plugins.redfish._errors import PlatformUnsupportedError
-from plugins.redfish._evidence import cap_plan
-from plugins.redfish._layout import AUTO, GENERIC_MODELS, MECH_CONTROL, MODEL_PLATFORMS
 from plugins.redfish._pool import BmcPool
 from plugins.redfish._readings import metrics as _metrics
 from plugins.redfish._readings import streams as _streams

@@ -35,8 +35,8 @@ from plugins.redfish._capping.outcome import (
 )
 from plugins.redfish._client import Document
 from plugins.redfish._device.op_bmc import OpBmc
+from plugins.redfish._discovery.layout import Component
 from plugins.redfish._errors import PlatformUnsupportedError, PreconditionFailedError
-from plugins.redfish._layout import Component
 from plugins.redfish._platforms import CapRequest, LimitReading, Mechanism, Prior, mechanism_for
 from plugins.redfish._platforms._base import same_watts
 

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from plugins.redfish._capping.caps import CapChange
 from plugins.redfish._device.device import Device
+from plugins.redfish._discovery.layout import Component
 from plugins.redfish._document import Document
-from plugins.redfish._layout import Component
 from plugins.redfish._platforms import LimitReading, mechanism_for
 from plugins.redfish._readbacks import Priors
 

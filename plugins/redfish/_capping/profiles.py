@@ -35,7 +35,7 @@ from plugins.redfish._capping.outcome import (
 from plugins.redfish._capping.results import summarize
 from plugins.redfish._device.device import Device
 from plugins.redfish._device.op_bmc import OpBmc
-from plugins.redfish._layout import Component
+from plugins.redfish._discovery.layout import Component
 from plugins.redfish._platforms import unsupported_message
 
 #: DPS/Redfish ("out-of-band") profile ids are NVML ids + 3 (dps.md §6)

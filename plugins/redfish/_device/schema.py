@@ -24,7 +24,7 @@ from typing import Any
 
 from plugins.base import InvalidRequestError
 from plugins.base._schema import check_model_basics, check_shape, is_int, json_type, quote
-from plugins.redfish._layout import DISCOVERY_VERSION, PLATFORMS, Component
+from plugins.redfish._discovery.layout import DISCOVERY_VERSION, PLATFORMS, Component
 from plugins.redfish._uris import redfish_path, session_member
 
 STATE_VERSION = 2

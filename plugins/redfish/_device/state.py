@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from plugins.redfish._device.schema import STATE_VERSION, LoadedState, load_state
-from plugins.redfish._layout import Discovery
+from plugins.redfish._discovery.layout import Discovery
 from plugins.redfish._platforms import LimitReading, Prior
 
 TOPOLOGY = "topology"

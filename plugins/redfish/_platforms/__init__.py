@@ -11,7 +11,7 @@ Each module here turns a resource into a `LimitReading` and builds the request t
 
 from __future__ import annotations
 
-from plugins.redfish._layout import MECH_CONTROL, MECH_EM, MECH_HPE_ACC, MECH_LEGACY, Component
+from plugins.redfish._discovery.layout import MECH_CONTROL, MECH_EM, MECH_HPE_ACC, MECH_LEGACY, Component
 from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior
 from plugins.redfish._platforms.controls import ControlMechanism
 from plugins.redfish._platforms.environment_metrics import EnvironmentMetricsMechanism

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from plugins.redfish._client import Document
-from plugins.redfish._layout import Component
+from plugins.redfish._discovery.layout import Component
 
 
 @dataclass(frozen=True)

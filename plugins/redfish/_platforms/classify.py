@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from plugins.redfish._client import Document
-from plugins.redfish._layout import MECH_CONTROL, PART_TYPES, Component, id_of, link_of
+from plugins.redfish._discovery.layout import MECH_CONTROL, PART_TYPES, Component, id_of, link_of
 from plugins.redfish._platforms.controls import ControlCaps, control_quirk
 
 GPU_CONTEXTS = frozenset({"GPU", "Accelerator", "GPUSubsystem"})

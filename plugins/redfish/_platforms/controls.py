@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from plugins.redfish._client import Document
-from plugins.redfish._layout import (
+from plugins.redfish._discovery.layout import (
     CONTROLS,
     MECH_CONTROL,
     Component,

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from plugins.redfish._client import Document
-from plugins.redfish._layout import (
+from plugins.redfish._discovery.layout import (
     ENVIRONMENT_METRICS,
     MECH_EM,
     PART_TYPES,

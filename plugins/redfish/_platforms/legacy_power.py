@@ -24,7 +24,13 @@ from dataclasses import replace
 from typing import Any
 
 from plugins.redfish._client import Document
-from plugins.redfish._layout import LEGACY_POWER, MECH_LEGACY, Component, Discovery, generic_node_metrics
+from plugins.redfish._discovery.layout import (
+    LEGACY_POWER,
+    MECH_LEGACY,
+    Component,
+    Discovery,
+    generic_node_metrics,
+)
 from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior, limit_watts, number
 
 LIMIT_EXCEPTION = "limit-exception"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from plugins.redfish._client import Document
-from plugins.redfish._layout import NODE_MANAGER, Component, Discovery, readings_only
+from plugins.redfish._discovery.layout import NODE_MANAGER, Component, Discovery, readings_only
 
 
 def unsupported_message(discovery: Discovery, what: str, reason: str = "") -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 from plugins.base import ComponentMetrics, DeviceControllerError, NodeMetrics
 from plugins.redfish._device.op_bmc import OpBmc
-from plugins.redfish._layout import MECH_CONTROL, MECH_LEGACY, SENSOR, Component, Discovery
+from plugins.redfish._discovery.layout import MECH_CONTROL, MECH_LEGACY, SENSOR, Component, Discovery
 from plugins.redfish._platforms._base import limit_watts, number, set_point_in_force
 from plugins.redfish._platforms.legacy_power import consumed_watts
 

@@ -23,7 +23,7 @@ from plugins.base._health import FAIL, PASS, SKIP, WARN, HealthCheck, HealthQuer
 from plugins.redfish._config import RedfishSettings
 from plugins.redfish._device.device import Device, connect, prepare
 from plugins.redfish._device.op_bmc import OpBmc
-from plugins.redfish._layout import Component, members_of
+from plugins.redfish._discovery.layout import Component, members_of
 from plugins.redfish._platforms import mechanism_for, unsupported_message
 from plugins.redfish._platforms._base import LimitReading, number
 from plugins.redfish._pool import BmcPool

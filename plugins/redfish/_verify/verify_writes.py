@@ -19,7 +19,7 @@ from plugins.base import DeviceControllerError, WriteOutcome
 from plugins.base._health import FAIL, PASS, WARN, HealthCheck, HealthQuery
 from plugins.redfish._capping.caps import CapChange, restore_cap, set_cap
 from plugins.redfish._device.device import Device
-from plugins.redfish._layout import MECH_CONTROL, Component
+from plugins.redfish._discovery.layout import MECH_CONTROL, Component
 from plugins.redfish._platforms import LimitReading, mechanism_for
 from plugins.redfish._platforms._base import same_watts
 from plugins.redfish._readings import metrics as _metrics

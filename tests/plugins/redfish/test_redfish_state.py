@@ -25,7 +25,7 @@ from plugins.base import (
 from plugins.redfish import RedfishPlugin
 from plugins.redfish._device.schema import LoadedState
 from plugins.redfish._device.state import DeviceState
-from plugins.redfish._layout import Discovery
+from plugins.redfish._discovery.layout import Discovery
 from plugins.redfish._platforms import Prior
 from tests.plugins.redfish.harness import Harness
 

@@ -126,7 +126,7 @@ def test_members_and_resource_paths() -> None:
 
 
 def test_a_discovery_uri_that_leaves_the_tree_is_refused() -> None:
-    from plugins.redfish._layout import DISCOVERY_VERSION
+    from plugins.redfish._discovery.layout import DISCOVERY_VERSION
 
     gpu = {"key": "gpu/0", "kind": "gpu", "index": 0, "name": "GPU_0", "mechanism": "environment_metrics"}
     discovery = {"version": DISCOVERY_VERSION, "platform": "environment_metrics", "url": "https://x"}

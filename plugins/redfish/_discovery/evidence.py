@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from plugins.redfish._layout import Component, Discovery
+from plugins.redfish._discovery.layout import Component, Discovery
 from plugins.redfish._platforms import unsupported_message
 
 

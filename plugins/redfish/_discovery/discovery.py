@@ -26,8 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from plugins.redfish._client import BmcClient, Document
-from plugins.redfish._errors import PlatformUnsupportedError
-from plugins.redfish._layout import (
+from plugins.redfish._discovery.layout import (
     AUTO,
     CONTROLS,
     ENVIRONMENT_METRICS,
@@ -49,13 +48,7 @@ from plugins.redfish._layout import (
     processor_components,
     readings_only,
 )
-from plugins.redfish._platforms.classify import classify_controls
-from plugins.redfish._platforms.controls import discover_controls
-from plugins.redfish._platforms.environment_metrics import discover_generic_em, discover_nvidia_em
-from plugins.redfish._platforms.hpe_acc import discover_hpe_acc
-from plugins.redfish._platforms.legacy_power import discover_legacy, legacy_capable
-from plugins.redfish._platforms.node_manager import discover_node_manager
-from plugins.redfish._walk import (
+from plugins.redfish._discovery.walk import (
     Walker,
     chassis_of,
     controls_of,
@@ -68,6 +61,13 @@ from plugins.redfish._walk import (
     systems_of,
     walker_em_caps,
 )
+from plugins.redfish._errors import PlatformUnsupportedError
+from plugins.redfish._platforms.classify import classify_controls
+from plugins.redfish._platforms.controls import discover_controls
+from plugins.redfish._platforms.environment_metrics import discover_generic_em, discover_nvidia_em
+from plugins.redfish._platforms.hpe_acc import discover_hpe_acc
+from plugins.redfish._platforms.legacy_power import discover_legacy, legacy_capable
+from plugins.redfish._platforms.node_manager import discover_node_manager
 
 __all__ = [
     "AUTO",

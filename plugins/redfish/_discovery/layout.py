@@ -1,6 +1,6 @@
 """The discovery result's data model (`Component`, `Discovery`) and small Redfish document helpers.
 
-Shared by discovery (`plugins.redfish._discovery`) and the platform modules that build its result.
+Shared by discovery (`plugins.redfish._discovery.discovery`) and the platform modules that build its result.
 """
 
 from __future__ import annotations
