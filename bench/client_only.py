@@ -33,8 +33,8 @@ from bench.simulators import PASSWORD, USERNAME, SimulatorProcesses
 from bench.util import ROOT, jsonable, say
 from controller.process import runtime
 from plugins.redfish import ConnectionSettings, RedfishSettings
-from plugins.redfish._client import BmcClient
-from plugins.redfish._pool import BmcPool
+from plugins.redfish._client.client import BmcClient
+from plugins.redfish._client.pool import BmcPool
 
 #: calls one BMC takes per phase once logged in: 8 caps x (GET, PATCH, GET)
 CALLS_PER_PHASE = 3 * sum(len(paths) for paths in GB200_CAPS.values())

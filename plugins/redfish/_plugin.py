@@ -48,6 +48,7 @@ from plugins.redfish._capping import operations as _operations
 from plugins.redfish._capping import profiles as _profiles
 from plugins.redfish._capping import results as _results
 from plugins.redfish._capping.operations import apply_policy_change, restore_scope
+from plugins.redfish._client.pool import BmcPool
 from plugins.redfish._config import RedfishSettings, config_schema
 from plugins.redfish._device import entity as _entity
 from plugins.redfish._device import schema as _schema
@@ -57,7 +58,6 @@ from plugins.redfish._device.state import TOPOLOGY, rg_scope
 from plugins.redfish._discovery.evidence import cap_plan
 from plugins.redfish._discovery.layout import AUTO, GENERIC_MODELS, MECH_CONTROL, MODEL_PLATFORMS
 from plugins.redfish._errors import PlatformUnsupportedError
-from plugins.redfish._pool import BmcPool
 from plugins.redfish._readings import metrics as _metrics
 from plugins.redfish._readings import streams as _streams
 from plugins.redfish._verify import verify as _verify
@@ -118,7 +118,7 @@ class RedfishPlugin(DevicePlugin):
     state_version = _schema.STATE_VERSION
 
     def set_client_id(self, client_id: str) -> None:
-        """The controller's instance id: our Redfish sessions carry it (`plugins.redfish._sessions`)."""
+        """The controller's instance id: our Redfish sessions carry it (`_client.sessions`)."""
         if client_id:
             self.pool.set_client_id(client_id)
 

@@ -33,7 +33,7 @@ from plugins.redfish._capping.outcome import (
     time_for_another,
     unread,
 )
-from plugins.redfish._client import Document
+from plugins.redfish._client.client import Document
 from plugins.redfish._device.op_bmc import OpBmc
 from plugins.redfish._discovery.layout import Component
 from plugins.redfish._errors import PlatformUnsupportedError, PreconditionFailedError

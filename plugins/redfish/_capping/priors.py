@@ -1,16 +1,16 @@
 """Which of our read-backs an operation offers as priors, and the prior after a refused one
-(docs/redfish.md, "Read-backs as priors"; the cache itself: `plugins.redfish._readbacks`)."""
+(docs/redfish.md, "Read-backs as priors"; the cache itself: `plugins.redfish._client.readbacks`)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from plugins.redfish._capping.caps import CapChange
+from plugins.redfish._client.readbacks import Priors
 from plugins.redfish._device.device import Device
 from plugins.redfish._discovery.layout import Component
 from plugins.redfish._document import Document
 from plugins.redfish._platforms import LimitReading, mechanism_for
-from plugins.redfish._readbacks import Priors
 
 
 def corrected(change: CapChange, used: Priors) -> CapChange:

@@ -7,7 +7,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from plugins.base import DeviceContext, SystemSpec
-from plugins.redfish._client import BmcClient
+from plugins.redfish._client.client import BmcClient
+from plugins.redfish._client.pool import BmcPool
 from plugins.redfish._config import ConnectionSettings, RedfishSettings
 from plugins.redfish._device.op_bmc import OpBmc
 from plugins.redfish._device.schema import check_model
@@ -19,7 +20,6 @@ from plugins.redfish._errors import (
     RequestTimeoutError,
     TlsError,
 )
-from plugins.redfish._pool import BmcPool
 
 log = logging.getLogger(__name__)
 

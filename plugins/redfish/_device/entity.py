@@ -26,8 +26,8 @@ from plugins.redfish._device.state import DeviceState
 
 if TYPE_CHECKING:
     from plugins.base import DeviceContext
+    from plugins.redfish._client.pool import BmcPool
     from plugins.redfish._config import RedfishSettings
-    from plugins.redfish._pool import BmcPool
 
 
 class EntityHost(Protocol):

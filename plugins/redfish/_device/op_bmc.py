@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from redfish.aio.response import AsyncRestResponse
 
 from plugins.base import write_log
-from plugins.redfish._client import BmcClient, Document
+from plugins.redfish._client.client import BmcClient, Document
 from plugins.redfish._errors import (
     ConnectionFailedError,
     DeadlineExceededError,

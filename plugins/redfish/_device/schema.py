@@ -24,8 +24,8 @@ from typing import Any
 
 from plugins.base import InvalidRequestError
 from plugins.base._schema import check_model_basics, check_shape, is_int, json_type, quote
+from plugins.redfish._client.uris import redfish_path, session_member
 from plugins.redfish._discovery.layout import DISCOVERY_VERSION, PLATFORMS, Component
-from plugins.redfish._uris import redfish_path, session_member
 
 STATE_VERSION = 2
 #: nesting deeper than this is refused before anything walks it recursively
@@ -297,7 +297,7 @@ def _session_list(data: Any, where: str) -> list[str]:
     uris = _list(data, where)
     for uri in uris:
         # exactly one member of the session collection: `Sessions/../../AccountService/Accounts/3`
-        # would be sent as a DELETE of the account (`plugins.redfish._uris`)
+        # would be sent as a DELETE of the account (`plugins.redfish._client.uris`)
         if session_member(uri) is None:
             raise InvalidRequestError(
                 f"device state: {where}: not a Redfish session URI (one member of "

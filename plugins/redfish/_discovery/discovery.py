@@ -25,7 +25,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from plugins.redfish._client import BmcClient, Document
+from plugins.redfish._client.client import BmcClient, Document
 from plugins.redfish._discovery.layout import (
     AUTO,
     CONTROLS,

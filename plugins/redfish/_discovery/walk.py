@@ -13,7 +13,7 @@ import asyncio
 import re
 from collections.abc import Mapping, Sequence
 
-from plugins.redfish._client import BmcClient, Document
+from plugins.redfish._client.client import BmcClient, Document
 from plugins.redfish._discovery.layout import Component, link_of, members_of
 from plugins.redfish._errors import PlatformUnsupportedError, RedfishHTTPError, ResourceNotFoundError
 from plugins.redfish._platforms._base import number

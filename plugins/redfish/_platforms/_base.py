@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from plugins.redfish._client import Document
+from plugins.redfish._client.client import Document
 from plugins.redfish._discovery.layout import Component
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from plugins.redfish._client import Document
+from plugins.redfish._client.client import Document
 from plugins.redfish._discovery.layout import (
     CONTROLS,
     MECH_CONTROL,

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from plugins.redfish._client import Document
+from plugins.redfish._client.client import Document
 from plugins.redfish._discovery.layout import (
     ENVIRONMENT_METRICS,
     MECH_EM,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from plugins.redfish._client import Document
+from plugins.redfish._client.client import Document
 from plugins.redfish._discovery.layout import NODE_MANAGER, Component, Discovery, readings_only
 
 

@@ -29,10 +29,10 @@ from plugins.base import (
     StatsResponse,
     StatValue,
 )
+from plugins.redfish._client.pool import BmcPool
 from plugins.redfish._config import RedfishSettings
 from plugins.redfish._device.device import Device as Prepared
 from plugins.redfish._device.device import prepare
-from plugins.redfish._pool import BmcPool
 from plugins.redfish._readings import metrics as _metrics
 
 #: how often the fingerprint stream re-reads inventory and health

@@ -20,13 +20,13 @@ from typing import Any
 
 from plugins.base import DeviceContext, DeviceControllerError
 from plugins.base._health import FAIL, PASS, SKIP, WARN, HealthCheck, HealthQuery
+from plugins.redfish._client.pool import BmcPool
 from plugins.redfish._config import RedfishSettings
 from plugins.redfish._device.device import Device, connect, prepare
 from plugins.redfish._device.op_bmc import OpBmc
 from plugins.redfish._discovery.layout import Component, members_of
 from plugins.redfish._platforms import mechanism_for, unsupported_message
 from plugins.redfish._platforms._base import LimitReading, number
-from plugins.redfish._pool import BmcPool
 from plugins.redfish._readings import metrics as _metrics
 from plugins.redfish._verify.verify_gpus import inband, profiles
 from plugins.redfish._verify.verify_tls import tls_check

@@ -24,9 +24,9 @@ from plugins.base import (
     PowerLimit,
 )
 from plugins.redfish import RedfishSettings
+from plugins.redfish._client.pool import BmcPool
 from plugins.redfish._device.op_bmc import OpBmc
 from plugins.redfish._errors import DeadlineExceededError, SessionLimitError
-from plugins.redfish._pool import BmcPool
 from tests.plugins.redfish.harness import Harness
 
 PROC_EM = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}/EnvironmentMetrics"

@@ -17,8 +17,8 @@ from plugins.base import (
     PolicyChange,
     PowerLimit,
 )
-from plugins.redfish._client import Document
-from plugins.redfish._readbacks import ReadBacks, offered, priors_from_read_backs
+from plugins.redfish._client.client import Document
+from plugins.redfish._client.readbacks import ReadBacks, offered, priors_from_read_backs
 from tests.plugins.redfish.harness import Harness
 from tests.plugins.redfish.test_redfish_client import one_gpu
 from tests.plugins.redfish.test_redfish_gb200 import CHASSIS_EM, PROC_EM, node_policy

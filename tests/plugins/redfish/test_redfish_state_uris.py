@@ -14,8 +14,8 @@ import pytest
 from bmcsim import SimulatedBmc
 from bmcsim._bmcweb import DPS_ALLOW_LIST
 from plugins.base import Empty, InvalidRequestError
+from plugins.redfish._client.uris import collection_member, redfish_path, session_member
 from plugins.redfish._device.schema import load_state
-from plugins.redfish._uris import collection_member, redfish_path, session_member
 
 SESSIONS = "/redfish/v1/SessionService/Sessions"
 ACCOUNT = "/redfish/v1/AccountService/Accounts/3"

@@ -11,7 +11,7 @@ import pytest
 from redfish.aio import AsyncRedfishClient
 from redfish.aio.exceptions import RedfishInvalidTargetError
 
-from plugins.redfish._client import request_target
+from plugins.redfish._client.client import request_target
 
 CORPUS = Path(__file__).parents[2] / "corpus" / "redfish"
 EDGES = [

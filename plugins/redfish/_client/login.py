@@ -14,18 +14,18 @@ from redfish.aio import exceptions as dmtf
 
 from plugins.base import HostEnvironmentError
 from plugins.base._schema import clip
+from plugins.redfish._client.readbacks import ReadBacks
+from plugins.redfish._client.sessions import LeftoverSessions
 from plugins.redfish._errors import AccessError, RedfishError, RedfishHTTPError
-from plugins.redfish._readbacks import ReadBacks
-from plugins.redfish._sessions import LeftoverSessions
 from plugins.redfish._telemetry import SESSIONS_OPEN
 from plugins.redfish._transport import deadline_scope
 
 #: the client's logger (these lines were always logged under its name)
-log = logging.getLogger("plugins.redfish._client")
+log = logging.getLogger("plugins.redfish._client.client")
 
 
 class BmcLogin(LeftoverSessions):
-    """Logging in and out of one BMC (the rest of `BmcClient` is in `plugins.redfish._client`)."""
+    """Logging in and out of one BMC (the rest of `BmcClient` is in `plugins.redfish._client.client`)."""
 
     read_backs: ReadBacks
     _session_counted: bool

@@ -1,6 +1,6 @@
 """Whose a Redfish session is: the `Session.Context` marker our logins send, and the record of
 the sessions this process's identity opened (`plugins.base._identity`), written right after each
-login, before the session is used. Only these prove a session ours (`plugins.redfish._sessions`).
+login, before the session is used. Only these prove a session ours (`plugins.redfish._client.sessions`).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from redfish.aio import AsyncRedfishClient
 
 from plugins.base._identity import ProcessIdentity
 from plugins.base._schema import clip
-from plugins.redfish._uris import session_member
+from plugins.redfish._client.uris import session_member
 
-log = logging.getLogger("plugins.redfish._client")
+log = logging.getLogger("plugins.redfish._client.client")
 
 MARKER_PREFIX = "devicectl/"
 

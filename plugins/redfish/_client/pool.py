@@ -18,10 +18,10 @@ from collections.abc import Iterable
 
 from plugins.base import Endpoint
 from plugins.base._identity import ProcessIdentity
-from plugins.redfish._client import BmcClient
+from plugins.redfish._client.client import BmcClient
+from plugins.redfish._client.sessions import session_marker
 from plugins.redfish._config import ConnectionSettings, RedfishSettings, check_ca_bundle
 from plugins.redfish._http import HttpConnections
-from plugins.redfish._sessions import session_marker
 
 log = logging.getLogger(__name__)
 

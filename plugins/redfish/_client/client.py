@@ -20,7 +20,7 @@
 - `patch()` sends `If-Match` when given an ETag; `202 Accepted` is followed through the task
   monitor until the task ends or the deadline passes;
 - every unsuccessful reply becomes a typed error through `raise_for_response`;
-- the last read-back of each resource is kept (`read_backs`, see `plugins.redfish._readbacks`) and
+- the last read-back of each resource is kept (`read_backs`, see `plugins.redfish._client.readbacks`) and
   answers a GET only where the caller accepts it.
 """
 
@@ -41,6 +41,16 @@ from redfish.aio import exceptions as dmtf
 from redfish.aio.response import AsyncRestResponse
 
 from plugins.base._identity import ProcessIdentity
+from plugins.redfish._client.login import BmcLogin
+from plugins.redfish._client.readbacks import (
+    ReadBacks,
+    note_read,
+    note_refused,
+    note_served,
+    offered,
+    take_parsed,
+)
+from plugins.redfish._client.tasks import wait_task
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._document import Document
 from plugins.redfish._errors import (
@@ -57,10 +67,7 @@ from plugins.redfish._errors import (
     raise_for_response,
 )
 from plugins.redfish._http import HttpConnections
-from plugins.redfish._login import BmcLogin
-from plugins.redfish._readbacks import ReadBacks, note_read, note_refused, note_served, offered, take_parsed
 from plugins.redfish._retry import READS, before_sending, gave_up, retryable
-from plugins.redfish._tasks import wait_task
 from plugins.redfish._telemetry import BMC_CALL_SECONDS, BMC_REQUESTS, outcome_of
 from plugins.redfish._transport import BmcTransport, deadline_scope
 
@@ -89,7 +96,7 @@ class BmcClient(BmcLogin):
         tls: the BMC's TLS context (the pool's: a CA bundle, the system store, or no checks).
         marker: the `Session.Context` every login sends (this process's, `session_marker`).
         identity: this process's identity lease: the sessions its holders opened are recorded
-            there, and only those are deleted unread (`plugins.redfish._sessions`).
+            there, and only those are deleted unread (`plugins.redfish._client.sessions`).
     """
 
     def __init__(
@@ -102,7 +109,7 @@ class BmcClient(BmcLogin):
     ):
         self.settings = settings
         self.identity = identity
-        #: the `Session.Context` of our sessions (see `plugins.redfish._sessions`)
+        #: the `Session.Context` of our sessions (see `plugins.redfish._client.sessions`)
         self.marker = marker
         self.transport = BmcTransport(http, settings, tls, login_context=marker)
         self._redfish = AsyncRedfishClient(
@@ -203,7 +210,7 @@ class BmcClient(BmcLogin):
     async def wait_task(
         self, accepted: AsyncRestResponse, method: str, path: str, *, deadline: float
     ) -> None:
-        """Follow a `202 Accepted` to the task's end (see `plugins.redfish._tasks`).
+        """Follow a `202 Accepted` to the task's end (see `plugins.redfish._client.tasks`).
 
         The BMC took the write: a poll that fails (refused, lost, unreadable) leaves its outcome
         unknown, never "not written" (`TaskLostError`); a failed task or the deadline say so."""

@@ -30,7 +30,7 @@ from plugins.redfish._errors import DeadlineExceededError, ProtocolError, TaskFa
 
 
 class TaskClient(Protocol):
-    """What the poller uses of `plugins.redfish._client.BmcClient` (which calls the poller, so
+    """What the poller uses of `plugins.redfish._client.client.BmcClient` (which calls the poller, so
     this module names a protocol, not the class)."""
 
     @property

@@ -3,7 +3,7 @@
 A SIGKILLed process cannot log out, and BMC session tables are small (GB200: 4). A process may die
 anywhere, between its login and the first request that could record anything included, so the
 session itself says whose it is: every login sends the DMTF `Session.Context`
-`devicectl/<client id>/<boot>` (`plugins.redfish._session_record`), which the BMC shows on the
+`devicectl/<client id>/<boot>` (`plugins.redfish._client.session_record`), which the BMC shows on the
 session (bmcweb: `handleSessionCollectionPost`, `fillSessionObject`, redfish_sessions.hpp).
 
 The first login of a process to a BMC is followed by a sweep: the session collection is listed
@@ -15,9 +15,9 @@ else's Context or account (iDRAC reuses session ids). Nothing else is ever delet
 device state names (a request's state is a caller's word, not proof: it only asks for a sweep),
 and not a session without a Context, whatever `exclusive_account` says: behind NAT another live
 controller's session shows our account and address too. A BMC that does not keep Context (or
-refuses it at login, `plugins.redfish._login`) is named in a warning once.
+refuses it at login, `plugins.redfish._client.login`) is named in a warning once.
 
-Every URI is checked before a request goes to it (`plugins.redfish._uris`): recorded ones, our
+Every URI is checked before a request goes to it (`plugins.redfish._client.uris`): recorded ones, our
 own `Location`, the members the BMC lists. A session is exactly one segment under the collection.
 
 When the login is refused with `SessionLimitExceeded`, the sweep runs first with Basic auth on its
@@ -43,14 +43,14 @@ from redfish.aio import exceptions as dmtf
 from redfish.aio.response import AsyncRestResponse
 
 from plugins.base._schema import clip
+from plugins.redfish._client.session_record import SessionRecord, marker_parts, session_marker
+from plugins.redfish._client.uris import SESSIONS_PATH, session_member
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._errors import RedfishError, RedfishHTTPError, SessionLimitError, error_for_response
-from plugins.redfish._session_record import SessionRecord, marker_parts, session_marker
 from plugins.redfish._telemetry import SESSION_LIMIT
 from plugins.redfish._transport import BmcTransport, deadline_scope
-from plugins.redfish._uris import SESSIONS_PATH, session_member
 
-log = logging.getLogger("plugins.redfish._client")
+log = logging.getLogger("plugins.redfish._client.client")
 
 __all__ = ["SESSIONS_PATH", "LeftoverSessions", "Sweep", "marker_parts", "session_marker"]
 
