@@ -342,7 +342,7 @@ class BmcClient(BmcLogin):
             if _is_login(exc):
                 # NOTE: the library's re-login after a 401 drops its token before it POSTs a new
                 # session; when that POST is refused (e.g. 503 SessionLimitExceeded) it holds no
-                # credentials at all, so forget ours too: the next attempt logs in through `_login`,
+                # credentials at all, so forget ours too: the next attempt logs in through `login`,
                 # which knows what a full session table means.
                 self._forget_login()
             raise self._map_dmtf(exc, method, path) from exc

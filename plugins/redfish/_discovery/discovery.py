@@ -9,7 +9,7 @@ Power` member, classified by DMTF semantics in `_platforms.controls`) →
 
 Only the node's own systems and chassis are read for caps: a BMC serving several nodes (HPE Cray EX)
 needs the inventory option `system`, else its caps are refused with the list of its systems. A link
-the BMC cannot serve is absent, with its reason, never a failed node (`_walk`). Every resource chosen
+the BMC cannot serve is absent, with its reason, never a failed node (`walk`). Every resource chosen
 or skipped leaves one line in `Discovery.evidence`.
 
 The result (`Discovery`) is JSON: the plugin returns it inside the device state, so later requests
