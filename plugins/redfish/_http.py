@@ -82,6 +82,8 @@ class Origin:
         authority = f"[{host}]" if ":" in host else host
         default_port = 443 if ssl_context is not None else 80
         self._host_header = authority if port == default_port else f"{authority}:{port}"
+        #: `scheme://host:port`, the port always given: what a redirect's `Location` is resolved against
+        self.base = f"{'https' if ssl_context is not None else 'http'}://{authority}:{port}"
         self._idle: list[Connection] = []
         #: connections carrying a request -> (its reply deadline in loop time, its reply timeout)
         self._busy: dict[Connection, tuple[float, float]] = {}
