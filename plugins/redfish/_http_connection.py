@@ -322,12 +322,14 @@ def _decoded(body: bytes) -> bytes:
     out = b""
     rest = body
     while rest:
+        if rest is not body and not rest.startswith(b"\x1f\x8b"):  # RFC 1952: members follow members
+            raise zlib.error("bytes after the end of the compressed stream")
         inflater = zlib.decompressobj(47)  # gzip or zlib, told by its header
         try:
             piece = inflater.decompress(rest, MAX_REPLY + 1 - len(out))
         except zlib.error:
-            if out:
-                raise zlib.error("bytes after the end of the compressed stream") from None
+            if rest is not body:
+                raise
             inflater = zlib.decompressobj(-15)  # raw deflate, as some send
             try:
                 piece = inflater.decompress(rest, MAX_REPLY + 1)

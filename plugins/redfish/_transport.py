@@ -361,10 +361,10 @@ def _check_charset(charset: str, where: str) -> None:
     """Refuse a reply whose `charset` names no text encoding Python knows (`rot13` is a codec,
     but not one for text)."""
     try:
-        b"".decode(charset)
+        b"a".decode(charset, "replace")  # an empty input is decoded without looking the codec up
     except (LookupError, ValueError):
         raise ProtocolError(
-            f"{where}: the reply's charset {charset[:40]!r} is not a known text encoding"
+            f"{where}: the reply's charset {charset[:40]!r} is no known text encoding"
         ) from None
     if len(_TEXT_CHARSETS) < 64:
         _TEXT_CHARSETS.add(charset)
