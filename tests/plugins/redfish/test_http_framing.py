@@ -19,6 +19,7 @@ import pytest
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._errors import ConnectionFailedError, ProtocolError
 from plugins.redfish._http import Disconnected, HttpConnections, MalformedReply, Origin, ReplyTimeout
+from plugins.redfish._outcome import may_have_landed
 from plugins.redfish._transport import BmcTransport
 from plugins.redfish.simulator import TlsFiles
 from tests.plugins.redfish.test_http_client import (
@@ -258,4 +259,137 @@ async def test_reply_in_a_known_charset_is_decoded_with_it(serve: Serve) -> None
     transport = _transport(f"http://127.0.0.1:{server.port}")
 
     assert (await transport.send("GET", "/redfish/v1", {}, None)).dict == {"Name": "Gehäuse"}
+    transport.close()
+
+
+# ---- redirects ----------------------------------------------------------------------------------
+
+
+def _redirect(status: int, location: str) -> bytes:
+    page = b"<html><body>moved</body></html>"  # what nginx sends: never to be read as JSON
+    return (
+        f"HTTP/1.1 {status} Moved\r\nLocation: {location}\r\nContent-Type: text/html\r\n"
+        f"Content-Length: {len(page)}\r\n\r\n"
+    ).encode() + page
+
+
+def _request_lines(server: RawServer) -> list[bytes]:
+    return [r.split(b"\r\n", 1)[0] for r in server.requests]
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+@pytest.mark.parametrize("absolute", [False, True], ids=["relative", "absolute"])
+async def test_a_read_redirected_on_the_same_origin_is_followed(
+    serve: Serve, status: int, absolute: bool
+) -> None:
+    server = await serve(answer(), answer(ok(b'{"Id": "RootService"}')))
+    location = "/redfish/v1/"
+    if absolute:
+        location = f"http://127.0.0.1:{server.port}{location}"
+    server.answers[0] = answer(_redirect(status, location))
+    transport = _transport(f"http://127.0.0.1:{server.port}")
+
+    reply = await transport.send("GET", "/redfish/v1", {}, None)
+    assert reply.status == 200 and reply.dict == {"Id": "RootService"}
+    assert _request_lines(server) == [b"GET /redfish/v1 HTTP/1.1", b"GET /redfish/v1/ HTTP/1.1"]
+    assert transport.connections_opened == 1 and transport.in_flight == 0
+    transport.close()
+
+
+async def test_a_relative_redirect_resolves_against_the_request(serve: Serve) -> None:
+    server = await serve(answer(_redirect(302, "Power?x=1")), answer(ok()))
+    transport = _transport(f"http://127.0.0.1:{server.port}")
+
+    assert (await transport.exchange("GET", "/redfish/v1/Chassis/1/Thermal", {}, None)).status == 200
+    assert _request_lines(server)[1] == b"GET /redfish/v1/Chassis/1/Power?x=1 HTTP/1.1"
+    transport.close()
+
+
+@pytest.mark.parametrize("method", ["PATCH", "POST", "PUT", "DELETE"])
+async def test_a_redirected_write_is_refused_not_repeated_and_may_have_landed(
+    serve: Serve, method: str
+) -> None:
+    server = await serve(answer(_redirect(307, "/redfish/v1/Chassis/1/Power/")), answer(ok()))
+    transport = _transport(f"http://127.0.0.1:{server.port}")
+
+    with pytest.raises(
+        ProtocolError, match=f"{method} /redfish/v1/Chassis/1/Power: the BMC redirected the write"
+    ) as caught:
+        await transport.exchange(method, "/redfish/v1/Chassis/1/Power", {}, b'{"SetPoint": 400}')
+    assert len(server.requests) == 1  # sent once, never to the new place
+    assert may_have_landed(caught.value)  # the write's outcome is unknown, not "not written"
+    transport.close()
+
+
+@pytest.mark.parametrize(
+    ("location", "reason"),
+    [
+        ("http://10.0.0.99/redfish/v1/", "another origin"),
+        ("https://127.0.0.1:{port}/redfish/v1/", "another origin"),  # the scheme differs
+        ("http://127.0.0.1:1/redfish/v1/", "another origin"),
+        ("http://user@127.0.0.1:{port}/redfish/v1/", "another origin"),
+        ("//evil.example/redfish/v1/", "another origin"),
+        ("/login.html", "outside /redfish"),
+        ("/redfish/v1/../../etc/passwd", "dot segments"),
+        ("/redfish/v1/%2e%2e/AccountService", "dot segments"),
+        ("/redfish/v1/Sessions%2F..%2F1", "no plain path"),
+        ("http://127.0.0.1:notaport/", "no URL"),
+    ],
+    ids=[
+        "other-host",
+        "other-scheme",
+        "other-port",
+        "userinfo",
+        "scheme-relative",
+        "outside-redfish",
+        "dot-segments",
+        "encoded-dots",
+        "encoded-slash",
+        "bad-port",
+    ],
+)
+async def test_a_redirect_off_the_bmcs_redfish_tree_is_refused(
+    serve: Serve, location: str, reason: str
+) -> None:
+    server = await serve(answer(), answer(ok()))
+    server.answers[0] = answer(_redirect(302, location.format(port=server.port)))
+    transport = _transport(f"http://127.0.0.1:{server.port}")
+
+    with pytest.raises(
+        ProtocolError, match=f"GET /redfish/v1: the BMC redirected to .*{reason}; not followed"
+    ):
+        await transport.exchange("GET", "/redfish/v1", {}, None)
+    assert len(server.requests) == 1
+    transport.close()
+
+
+async def test_redirects_are_followed_five_times_at_most(serve: Serve) -> None:
+    server = await serve(*(answer(_redirect(302, f"/redfish/v1/{i}")) for i in range(7)))
+    transport = _transport(f"http://127.0.0.1:{server.port}")
+
+    with pytest.raises(ProtocolError, match=r"over 5 redirects \(the last 302 to '/redfish/v1/5'\)"):
+        await transport.exchange("GET", "/redfish/v1", {}, None)
+    assert len(server.requests) == 6
+    assert transport.in_flight == 0
+    transport.close()
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"HTTP/1.1 300 Multiple Choices\r\nLocation: /redfish/v1/\r\nContent-Length: 2\r\n\r\n{}",
+        b"HTTP/1.1 304 Not Modified\r\n\r\n",
+        b"HTTP/1.1 301 Moved\r\nContent-Length: 2\r\n\r\n{}",  # no Location
+        b"HTTP/1.1 399 Odd\r\nContent-Length: 2\r\n\r\n{}",
+    ],
+    ids=["300", "304", "301-without-location", "399"],
+)
+async def test_a_3xx_not_followed_is_never_a_reply(serve: Serve, reply: bytes) -> None:
+    server = await serve(answer(reply))
+    transport = _transport(f"http://127.0.0.1:{server.port}")
+
+    with pytest.raises(
+        ProtocolError, match=r"GET /redfish/v1: the BMC answered 3\d\d \(to .*\), not a reply"
+    ):
+        await transport.send("GET", "/redfish/v1", {}, None)
     transport.close()
