@@ -8,9 +8,10 @@ measures it. What a BMC needs is small and fixed:
 
 - requests: `Host`, the caller's headers, a JSON body with its `Content-Length`; never chunked,
   never `Expect: 100-continue`;
-- replies: a status line and headers ended by CRLF CRLF (interim 1xx replies are skipped); a body
-  framed by `Content-Length`, by chunked transfer coding, or by the connection's close (then the
-  connection is not reused); none after HEAD, 204 and 304; gzip or deflate content coding undone;
+- replies: read by llhttp (`httptools`) and held to RFC 9112 strictly (docs/redfish.md, "Framing"):
+  a few interim 1xx replies skipped; a body framed by `Content-Length`, by chunked transfer coding,
+  or by the connection's orderly close (then the connection is not reused); none after HEAD, 204
+  and 304; gzip or deflate content coding undone whole; anything else a typed failure;
 - connections: one request at a time each, reused while the BMC keeps them open and closed after
   `keepalive_timeout` idle; a request whose caller gives up (deadline, cancellation) closes its
   connection, since its reply may still arrive on it;

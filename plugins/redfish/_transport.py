@@ -188,8 +188,9 @@ class BmcTransport:
         finally:
             self._released()
         charset = reply.charset
-        if charset is not None and charset not in _TEXT_CHARSETS:
-            _check_charset(charset, f"{self.origin}: {method} {path}")
+        if charset is not None and not _is_text_encoding(charset):
+            where = f"{self.origin}: {method} {path}"
+            raise ProtocolError(f"{where}: the reply's charset {charset[:40]!r} is no known text encoding")
         if 200 <= reply.status < 300 and method == "POST" and _is_login(path):
             self.session_generation += 1
             self.login_reply = _json_object(reply.body)
@@ -353,26 +354,26 @@ class DirectReply:
         return list(self._reply.headers.items())
 
 
-#: charsets seen to name a text encoding (`_check_charset`)
+#: charsets seen to name a text encoding (`_is_text_encoding`), so that each is looked up once
 _TEXT_CHARSETS: set[str] = {"utf-8", "UTF-8"}
 
 
-def _check_charset(charset: str, where: str) -> None:
-    """Refuse a reply whose `charset` names no text encoding Python knows (`rot13` is a codec,
-    but not one for text)."""
+def _is_text_encoding(charset: str) -> bool:
+    """Whether `charset` names a text encoding Python knows (`rot13` is a codec, but not for text)."""
+    if charset in _TEXT_CHARSETS:
+        return True
     try:
         b"a".decode(charset, "replace")  # an empty input is decoded without looking the codec up
     except (LookupError, ValueError):
-        raise ProtocolError(
-            f"{where}: the reply's charset {charset[:40]!r} is no known text encoding"
-        ) from None
+        return False
     if len(_TEXT_CHARSETS) < 64:
         _TEXT_CHARSETS.add(charset)
+    return True
 
 
 def _known_charset(charset: str | None) -> str | None:
     """`charset` when it names a text encoding (`exchange` refused any other), else None."""
-    return charset if charset in _TEXT_CHARSETS else None
+    return charset if charset and _is_text_encoding(charset) else None
 
 
 def _is_login(path: str) -> bool:
