@@ -72,24 +72,21 @@ class Reply:
     """A reply read whole: `status`, `headers` (case-insensitive), `body` (bytes, decoded from any
     content coding)."""
 
-    __slots__ = ("body", "headers", "status")
+    __slots__ = ("_charset", "body", "headers", "status")
 
     def __init__(self, status: int, headers: CIMultiDict[str], body: bytes) -> None:
         self.status = status
         self.headers = headers
         self.body = body
+        self._charset: str | bool | None = False  # False: not read yet (the transport and the text ask)
 
     @property
     def charset(self) -> str | None:
         """The `charset` parameter of `Content-Type`, if any."""
-        content_type = self.headers.get("Content-Type")
-        if not content_type or ";" not in content_type:  # most replies: `application/json`
-            return None
-        for param in content_type.split(";")[1:]:
-            name, _, value = param.partition("=")
-            if name.strip().lower() == "charset":
-                return value.strip().strip('"') or None
-        return None
+        charset = self._charset
+        if charset is False:
+            charset = self._charset = _charset(self.headers.get("Content-Type"))
+        return charset  # type: ignore[return-value]
 
 
 class Connection(asyncio.Protocol):
@@ -110,8 +107,7 @@ class Connection(asyncio.Protocol):
         # the reply being read
         self._received = 0  # bytes since the request was sent
         self._interims = 0
-        self._fields: CIMultiDict[str] = CIMultiDict()
-        self._head_size = 0
+        self._fields: list[tuple[bytes, bytes]] = []  # the head's fields as llhttp gives them
         self._headers: CIMultiDict[str] | None = None  # set once the final reply's head is read
         self._status = 0
         self._body: list[bytes] = []
@@ -188,7 +184,7 @@ class Connection(asyncio.Protocol):
         self._waiter = waiter
         self._head_only = head_only
         self._headers = None
-        self._received = self._interims = self._head_size = 0
+        self._received = self._interims = 0
         self.transport.write(request)
         return waiter
 
@@ -246,15 +242,12 @@ class Connection(asyncio.Protocol):
         waiter = self._waiter
         if waiter is None or waiter.done():  # bytes past the reply: the stream is not trustworthy
             raise MalformedReply("bytes past the end of the reply")
-        self._fields = CIMultiDict()
+        self._fields = []
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if self._headers is not None:
-            return  # a chunked body's trailer fields: nothing a BMC call reads
-        self._head_size += len(name) + len(value)
-        if self._head_size > _MAX_HEAD:
-            raise MalformedReply(f"reply head over {_MAX_HEAD // 1024} KiB")
-        self._fields.add(name.decode("latin-1"), value.decode("latin-1").strip())
+        # decoded at the head's end, all at once (a call per field is this parse's largest cost);
+        # a chunked body's trailer fields come here too, after the head: nothing a BMC call reads
+        self._fields.append((name, value))
 
     def on_headers_complete(self) -> None:
         parser = self._parser
@@ -268,7 +261,12 @@ class Connection(asyncio.Protocol):
             if self._interims > _MAX_INTERIM:
                 raise MalformedReply(f"over {_MAX_INTERIM} interim (1xx) replies")
             return  # llhttp reads a 1xx as a reply without a body, and goes on to the next
-        fields = self._fields
+        raw = self._fields
+        if self._received > _MAX_HEAD and sum(len(n) + len(v) for n, v in raw) > _MAX_HEAD:
+            raise MalformedReply(f"reply head over {_MAX_HEAD // 1024} KiB")
+        fields: CIMultiDict[str] = CIMultiDict(
+            [(name.decode("latin-1"), value.decode("latin-1").strip()) for name, value in raw]
+        )
         self._status = status
         self._body = []
         self._size = 0
@@ -302,6 +300,16 @@ class Connection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         if self._headers is not None and not self._head_only:
             self._finish()
+
+
+def _charset(content_type: str | None) -> str | None:
+    if not content_type or ";" not in content_type:  # most replies: `application/json`
+        return None
+    for param in content_type.split(";")[1:]:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            return value.strip().strip('"') or None
+    return None
 
 
 def _orderly_end(transport: asyncio.BaseTransport | None) -> bool:
