@@ -302,14 +302,24 @@ class Connection(asyncio.Protocol):
             self._finish()
 
 
+#: `Content-Type` values seen -> their charset (a BMC sends one or two, on every reply)
+_CHARSET_OF: dict[str, str | None] = {}
+
+
 def _charset(content_type: str | None) -> str | None:
-    if not content_type or ";" not in content_type:  # most replies: `application/json`
+    if not content_type or ";" not in content_type:  # e.g. `application/json`
         return None
+    if content_type in _CHARSET_OF:
+        return _CHARSET_OF[content_type]
+    charset = None
     for param in content_type.split(";")[1:]:
         name, _, value = param.partition("=")
         if name.strip().lower() == "charset":
-            return value.strip().strip('"') or None
-    return None
+            charset = value.strip().strip('"') or None
+            break
+    if len(_CHARSET_OF) < 64:
+        _CHARSET_OF[content_type] = charset
+    return charset
 
 
 def _orderly_end(transport: asyncio.BaseTransport | None) -> bool:
