@@ -3,14 +3,16 @@
 The reply framing (`plugins.redfish._http_connection.Connection`: the status line, headers, body,
 keep-alive) is fed the bytes of a typical BMC reply through its `asyncio.Protocol` methods, with
 no socket, TLS or event-loop turn around it, so a change of parser can be compared with the code
-before it (run this module with that checkout first on PYTHONPATH). Replies: the simulator's GET
+before it (`--against`). Replies: the simulator's GET
 of a power resource (Content-Length, about 1 KiB of JSON) whole and in two reads, and a chunked one.
+`--against FILE` alternates the rounds with another checkout's parser in this same process.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import time
 from typing import Any
@@ -66,8 +68,8 @@ class _Sink(asyncio.Transport):
         pass
 
 
-def _run(loop: asyncio.AbstractEventLoop, parts: list[bytes], n: int) -> float:
-    conn = Connection(loop)
+def _run(connection: type[Connection], loop: asyncio.AbstractEventLoop, parts: list[bytes], n: int) -> float:
+    conn = connection(loop)
     conn.connection_made(_Sink())
     started = time.process_time()
     for _ in range(n):
@@ -78,23 +80,41 @@ def _run(loop: asyncio.AbstractEventLoop, parts: list[bytes], n: int) -> float:
     return (time.process_time() - started) / n
 
 
+def _other(path: str) -> type[Connection]:
+    """`Connection` of another checkout's `_http_connection.py` (it imports nothing of the project)."""
+    spec = importlib.util.spec_from_file_location("other_http_connection", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Connection  # type: ignore[no-any-return]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=20000, help="replies per round (default 20000)")
+    parser.add_argument("--calls", type=int, default=10000, help="replies per round (default 10000)")
+    parser.add_argument("--rounds", type=int, default=15, help="rounds; the least is shown (default 15)")
     parser.add_argument(
-        "--rounds",
-        type=int,
-        default=5,
-        help="rounds; the least is shown (the least disturbed by other work on the host) (default 5)",
+        "--against",
+        metavar="FILE",
+        help="another `plugins/redfish/_http_connection.py` (e.g. a checkout of the code before a change): "
+        "its rounds alternate with this tree's in this process",
     )
     args = parser.parse_args()
     loop = asyncio.new_event_loop()
+    sides: dict[str, type[Connection]] = {"this tree": Connection}
+    if args.against:
+        sides = {"against": _other(args.against), **sides}
     cut = WHOLE.index(b"\r\n\r\n") + 100
     cases = {"content-length": [WHOLE], "two reads": [WHOLE[:cut], WHOLE[cut:]], "chunked": [CHUNKED]}
     for name, parts in cases.items():
-        rounds = [_run(loop, parts, args.calls) * 1e6 for _ in range(args.rounds)]
-        shown = " ".join(f"{r:.2f}" for r in rounds)
-        print(f"{name:15} {min(rounds):6.2f} µs per reply, the least of {len(rounds)} rounds ({shown})")
+        rounds: dict[str, list[float]] = {side: [] for side in sides}
+        for _ in range(args.rounds):  # alternating: a host getting busier weighs on both alike
+            for side, connection in sides.items():
+                rounds[side].append(_run(connection, loop, parts, args.calls) * 1e6)
+        least = {side: min(values) for side, values in rounds.items()}
+        line = ", ".join(f"{side} {value:.2f}" for side, value in least.items())
+        ratio = f" (this tree ÷ against {least['this tree'] / least['against']:.3f})" if args.against else ""
+        print(f"{name:15} µs per reply, the least of {args.rounds} rounds: {line}{ratio}")
     loop.close()
 
 
