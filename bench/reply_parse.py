@@ -14,7 +14,9 @@ import argparse
 import asyncio
 import importlib.util
 import json
+import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from plugins.redfish._http_connection import Connection
@@ -89,7 +91,7 @@ def _other(path: str) -> type[Connection]:
     return module.Connection  # type: ignore[no-any-return]
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=10000, help="replies per round (default 10000)")
     parser.add_argument("--rounds", type=int, default=15, help="rounds; the least is shown (default 15)")
@@ -99,7 +101,7 @@ def main() -> None:
         help="another `plugins/redfish/_http_connection.py` (e.g. a checkout of the code before a change): "
         "its rounds alternate with this tree's in this process",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     loop = asyncio.new_event_loop()
     sides: dict[str, type[Connection]] = {"this tree": Connection}
     if args.against:
@@ -116,7 +118,8 @@ def main() -> None:
         ratio = f" (this tree ÷ against {least['this tree'] / least['against']:.3f})" if args.against else ""
         print(f"{name:15} µs per reply, the least of {args.rounds} rounds: {line}{ratio}")
     loop.close()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
