@@ -182,7 +182,7 @@ async def test_a_stream_of_100_continue_is_cut_off_long_before_the_reply_timeout
     started = time.monotonic()
     with pytest.raises(MalformedReply, match=r"over 8 interim \(1xx\) replies"):
         await origin.request("GET", "/redfish/v1", {}, None, connect_timeout=_WAIT, reply_timeout=30.0)
-    assert time.monotonic() - started < 1.0  # 9 replies, 5 ms apart: not the 30 s reply timeout
+    assert time.monotonic() - started < 10.0  # 9 replies, 5 ms apart: far from the 30 s reply timeout
     await server.wait_closed(0)
 
 
