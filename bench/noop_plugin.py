@@ -21,6 +21,9 @@ from plugins.base import (
     GpuMetricsResult,
     GpuPoliciesChange,
     GpuPoliciesResult,
+    HealthCheck,
+    HealthQuery,
+    HealthResult,
     Outcome,
     Ping,
     PingResult,
@@ -96,3 +99,7 @@ class NoopPlugin(DevicePlugin):
     async def std_metrics(self, ctx: DeviceContext, req: Empty) -> Outcome[StdMetricsResult]:
         await self._hold(ctx)
         return Outcome(StdMetricsResult(True))
+
+    async def bmc_health(self, ctx: DeviceContext, req: HealthQuery) -> Outcome[HealthResult]:
+        await self._hold(ctx)
+        return Outcome(HealthResult((HealthCheck("reachability", "pass"),)))

@@ -70,7 +70,9 @@ def register(cli: click.Group) -> None:
     @verify.command("list")
     @click.option("--device", help="only this device's verifications")
     @click.option("--status", help="queued, running, done, failed or interrupted")
-    @click.option("--limit", type=int, default=50, show_default=True)
+    @click.option(
+        "--limit", type=int, default=50, show_default=True, help="Show at most this many verifications."
+    )
     @output_options
     @client_options
     def _list(**_: Any) -> int:

@@ -8,9 +8,10 @@ measures it. What a BMC needs is small and fixed:
 
 - requests: `Host`, the caller's headers, a JSON body with its `Content-Length`; never chunked,
   never `Expect: 100-continue`;
-- replies: a status line and headers ended by CRLF CRLF (interim 1xx replies are skipped); a body
-  framed by `Content-Length`, by chunked transfer coding, or by the connection's close (then the
-  connection is not reused); none after HEAD, 204 and 304; gzip or deflate content coding undone;
+- replies: read by llhttp (`httptools`) and held to RFC 9112 strictly (docs/redfish.md, "Framing"):
+  a few interim 1xx replies skipped; a body framed by `Content-Length`, by chunked transfer coding,
+  or by the connection's orderly close (then the connection is not reused); none after HEAD, 204
+  and 304; gzip or deflate content coding undone whole; anything else a typed failure;
 - connections: one request at a time each, reused while the BMC keeps them open and closed after
   `keepalive_timeout` idle; a request whose caller gives up (deadline, cancellation) closes its
   connection, since its reply may still arrive on it;
@@ -82,6 +83,8 @@ class Origin:
         authority = f"[{host}]" if ":" in host else host
         default_port = 443 if ssl_context is not None else 80
         self._host_header = authority if port == default_port else f"{authority}:{port}"
+        #: `scheme://host:port`, the port always given: what a redirect's `Location` is resolved against
+        self.base = f"{'https' if ssl_context is not None else 'http'}://{authority}:{port}"
         self._idle: list[Connection] = []
         #: connections carrying a request -> (its reply deadline in loop time, its reply timeout)
         self._busy: dict[Connection, tuple[float, float]] = {}

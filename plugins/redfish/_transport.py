@@ -18,7 +18,6 @@ BMC (logins, logouts and the client's own 401 re-logins included, and the reques
 
 from __future__ import annotations
 
-import codecs
 import contextvars
 import json
 import ssl
@@ -44,10 +43,12 @@ from plugins.redfish._http import (
     Disconnected,
     HttpConnections,
     HttpFailure,
+    MalformedReply,
     ReplyTimeout,
     TlsFailure,
 )
 from plugins.redfish._http import Reply as HttpReply
+from plugins.redfish._redirect import redirect_target
 from plugins.redfish._slots import Slots
 
 #: absolute deadline (time.monotonic()) of the request being served in this task
@@ -157,22 +158,39 @@ class BmcTransport:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         s = self._settings
+        hops = 0
         try:
-            if deadline is None:
-                connect, reply_wait = s.connect_timeout, s.read_timeout
-            else:
-                remaining = max(0.001, deadline - time.monotonic())
-                connect, reply_wait = min(s.connect_timeout, remaining), min(s.read_timeout, remaining)
-            try:
-                reply = await self._origin.request(
-                    method, target, headers, data, connect_timeout=connect, reply_timeout=reply_wait
+            while True:
+                if deadline is None:
+                    connect, reply_wait = s.connect_timeout, s.read_timeout
+                else:
+                    remaining = max(0.001, deadline - time.monotonic())
+                    connect, reply_wait = min(s.connect_timeout, remaining), min(s.read_timeout, remaining)
+                try:
+                    reply = await self._origin.request(
+                        method, target, headers, data, connect_timeout=connect, reply_timeout=reply_wait
+                    )
+                except HttpFailure as exc:
+                    raise self._translate(exc, method, path, deadline) from exc
+                except ValueError as exc:  # a header we would send holds a line break (a BMC's ETag)
+                    raise ProtocolError(f"{self.origin}: {method} {path}: {exc}; not sent") from exc
+                if not 300 <= reply.status < 400:  # a 3xx is never the reply (`plugins.redfish._redirect`)
+                    break
+                target = redirect_target(
+                    self._origin.base + target,
+                    f"{self.origin}: {method} {path}",
+                    method,
+                    reply.status,
+                    reply.headers.get("Location"),
+                    hops,
                 )
-            except HttpFailure as exc:
-                raise self._translate(exc, method, path, deadline) from exc
-            except ValueError as exc:  # a header we would send holds a line break (a BMC's ETag)
-                raise ProtocolError(f"{self.origin}: {method} {path}: {exc}; not sent") from exc
+                hops += 1
         finally:
             self._released()
+        charset = reply.charset
+        if charset is not None and not _is_text_encoding(charset):
+            where = f"{self.origin}: {method} {path}"
+            raise ProtocolError(f"{where}: the reply's charset {charset[:40]!r} is no known text encoding")
         if 200 <= reply.status < 300 and method == "POST" and _is_login(path):
             self.session_generation += 1
             self.login_reply = _json_object(reply.body)
@@ -215,7 +233,9 @@ class BmcTransport:
         if isinstance(exc, ConnectFailure):
             return ConnectionFailedError(f"{where}: cannot connect ({exc})", sent=False)
         if isinstance(exc, Disconnected):
-            return ConnectionFailedError(f"{where}: the BMC closed the connection without a reply", sent=True)
+            return ConnectionFailedError(f"{where}: no complete reply: {exc}", sent=True)
+        if isinstance(exc, MalformedReply):
+            return ConnectionFailedError(f"{where}: unreadable reply, connection closed ({exc})", sent=True)
         return ConnectionFailedError(f"{where}: connection failed ({exc})", sent=exc.sent)
 
 
@@ -334,14 +354,26 @@ class DirectReply:
         return list(self._reply.headers.items())
 
 
-def _known_charset(charset: str | None) -> str | None:
-    if not charset:
-        return None
+#: charsets seen to name a text encoding (`_is_text_encoding`), so that each is looked up once
+_TEXT_CHARSETS: set[str] = {"utf-8", "UTF-8"}
+
+
+def _is_text_encoding(charset: str) -> bool:
+    """Whether `charset` names a text encoding Python knows (`rot13` is a codec, but not for text)."""
+    if charset in _TEXT_CHARSETS:
+        return True
     try:
-        codecs.lookup(charset)
-    except LookupError:
-        return None
-    return charset
+        b"a".decode(charset, "replace")  # an empty input is decoded without looking the codec up
+    except (LookupError, ValueError):
+        return False
+    if len(_TEXT_CHARSETS) < 64:
+        _TEXT_CHARSETS.add(charset)
+    return True
+
+
+def _known_charset(charset: str | None) -> str | None:
+    """`charset` when it names a text encoding (`exchange` refused any other), else None."""
+    return charset if charset and _is_text_encoding(charset) else None
 
 
 def _is_login(path: str) -> bool:

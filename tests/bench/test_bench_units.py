@@ -55,6 +55,7 @@ _REQUESTS: dict[RequestKind, Any] = {
     RequestKind.RAW_METRICS: t.Empty(),
     RequestKind.STD_METRICS: t.Empty(),
     RequestKind.MODIFY_ENTITY_MODEL: t.EntityModification(1, {}, {}),
+    RequestKind.BMC_HEALTH: t.HealthQuery(),
 }
 
 

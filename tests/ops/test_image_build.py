@@ -288,7 +288,7 @@ def test_installed_cli_answers_and_migrates(built: Built) -> None:
     upgraded = json.loads(devicectl(built, "--json", "db", "upgrade", "--database-url", url))
     assert (upgraded["before"], upgraded["after"]) == (None, newest)
     status = json.loads(devicectl(built, "--json", "db", "status", "--database-url", url))
-    assert status == {"current": newest, "head": newest, "up_to_date": True}
+    assert status == {"current": newest, "head": newest, "up_to_date": True, "newer": False}
 
 
 def test_installed_plugins_load_and_imports_stay_in_the_package(built: Built) -> None:

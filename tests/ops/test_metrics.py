@@ -139,10 +139,12 @@ async def test_the_grafana_dashboard_uses_only_exported_metrics(start_controller
     assert used and used <= declared, f"not exported: {sorted(used - declared)}"
 
 
-async def test_a_second_controller_with_metrics_in_one_process(start_controller) -> None:
-    """Live gauges come from the last controller started; starting two does not fail."""
+async def test_a_second_controller_with_metrics_in_one_process(start_controller, tmp_path) -> None:
+    """Live gauges come from the last controller started; starting two does not fail (each on its
+    own database: one process serves a SQLite database, docs/reliability.md)."""
     first = await start_controller(memory_inventory(1), metrics_listen="127.0.0.1:0")
-    second = await start_controller(memory_inventory(1), metrics_listen="127.0.0.1:0")
+    own = f"sqlite:///{tmp_path}/second.db"
+    second = await start_controller(memory_inventory(1), metrics_listen="127.0.0.1:0", database_url=own)
     for h in (first, second):
         status, text = await scrape(h.controller.metrics_server.port)
         assert status == 200 and text.count("# TYPE devicectl_queue_depth ") == 1

@@ -67,7 +67,9 @@ async def read_only(
     fresh = replace(ctx, state={k: v for k, v in ctx.state.items() if k != "discovery"})
     try:
         device = await prepare(pool, defaults, fresh)
-        await device.bmc.get(SESSIONS)  # authenticated: discovery alone may have been served cached
+        # authenticated (every Redfish service asks for a login here; a proxy may refuse listing
+        # sessions): discovery alone may have been served cached
+        await device.bmc.get("/redfish/v1/Systems")
     except DeviceControllerError as exc:
         checks.append(HealthCheck("login", FAIL, str(exc), {"username": settings.username}))
         return _skipped(checks, "login failed"), None
