@@ -19,7 +19,7 @@ from types import TracebackType
 
 import pytest
 
-from plugins.redfish.simulator import TlsFiles
+from bmcsim import TlsFiles
 
 _NGINX = "/usr/sbin/nginx"
 

@@ -16,12 +16,12 @@ import zlib
 
 import pytest
 
+from bmcsim import TlsFiles
+from plugins.redfish._capping.outcome import may_have_landed
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._errors import ConnectionFailedError, ProtocolError
 from plugins.redfish._http import Disconnected, HttpConnections, MalformedReply, Origin, ReplyTimeout
-from plugins.redfish._outcome import may_have_landed
 from plugins.redfish._transport import BmcTransport
-from plugins.redfish.simulator import TlsFiles
 from tests.plugins.redfish.test_http_client import (
     _WAIT,
     Answer,

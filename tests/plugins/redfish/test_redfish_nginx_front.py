@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bmcsim import ensure_tls_files
 from plugins.base import DeviceContext, Empty
-from plugins.redfish.simulator import ensure_tls_files
 from tests.plugins.redfish.harness import Harness
 from tests.plugins.redfish.nginx_front import NginxFront, nginx_or_skip
 from tests.plugins.redfish.test_redfish_client import one_gpu
