@@ -1,6 +1,6 @@
 """`python -m bench.reply_parse`: CPU per reply parsed by the Redfish HTTP client's connection, alone.
 
-The reply framing (`plugins.redfish._http_connection.Connection`: the status line, headers, body,
+The reply framing (`plugins.redfish._wire.http_connection.Connection`: the status line, headers, body,
 keep-alive) is fed the bytes of a typical BMC reply through its `asyncio.Protocol` methods, with
 no socket, TLS or event-loop turn around it, so a change of parser can be compared with the code
 before it (`--against`). Replies: the simulator's GET
@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from plugins.redfish._http_connection import Connection
+from plugins.redfish._wire.http_connection import Connection
 
 _BODY = json.dumps(
     {
@@ -98,8 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--against",
         metavar="FILE",
-        help="another `plugins/redfish/_http_connection.py` (e.g. a checkout of the code before a change): "
-        "its rounds alternate with this tree's in this process",
+        help="another `plugins/redfish/_wire/http_connection.py` (e.g. a checkout of the code before a "
+        "change): its rounds alternate with this tree's in this process",
     )
     args = parser.parse_args(argv)
     loop = asyncio.new_event_loop()

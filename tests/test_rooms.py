@@ -65,3 +65,18 @@ def test_the_simulator_is_one_package_whose_init_names_every_module() -> None:
     unnamed = [m for m in modules if f"`{m}`" not in (doc or "")]
     assert not unnamed, f"bmcsim/__init__.py: say what these modules hold: {unnamed}"
     assert not (Path(__file__).parents[1] / "plugins" / "redfish" / "simulator").exists()
+
+
+REDFISH_TOP = {"__init__.py", "_plugin.py", "_config.py", "_plugin_config.py"}
+
+
+def test_the_redfish_top_level_holds_only_the_plugin_and_its_settings() -> None:
+    modules = {p.name for p in REDFISH.glob("*.py")}
+    assert modules - REDFISH_TOP == set(), (
+        "put a new module of the Redfish plugin into the room of its concern"
+    )
+    assert len(REDFISH_ROOMS) >= 8 and "_wire" in REDFISH_ROOMS  # the scan sees the rooms
+    folders = {p.name for p in REDFISH.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == set(REDFISH_ROOMS), (
+        f"a folder without __init__.py is no room: {sorted(folders - set(REDFISH_ROOMS))}"
+    )

@@ -9,10 +9,13 @@ The BMC simulator lives in the top-level `bmcsim` package, which this plugin nev
 See docs/redfish.md.
 """
 
-from plugins.redfish import _dmtf  # noqa: F401 (first: `redfish.aio` without the sync client)
+from plugins.redfish._wire import dmtf  # noqa: F401 (first: `redfish.aio` without the sync client)
+
+# isort: split
 from plugins.redfish._config import ConnectionSettings, RedfishSettings
 from plugins.redfish._discovery.layout import Component, Discovery
-from plugins.redfish._errors import (
+from plugins.redfish._plugin import RedfishPlugin
+from plugins.redfish._wire.errors import (
     AccessError,
     BadRequestError,
     BmcBusyError,
@@ -33,7 +36,6 @@ from plugins.redfish._errors import (
     WriteMaybeAppliedError,
     raise_for_response,
 )
-from plugins.redfish._plugin import RedfishPlugin
 
 __all__ = [
     "AccessError",

@@ -57,11 +57,11 @@ from plugins.redfish._device.op_bmc import OpBmc
 from plugins.redfish._device.state import TOPOLOGY, rg_scope
 from plugins.redfish._discovery.evidence import cap_plan
 from plugins.redfish._discovery.layout import AUTO, GENERIC_MODELS, MECH_CONTROL, MODEL_PLATFORMS
-from plugins.redfish._errors import PlatformUnsupportedError
 from plugins.redfish._readings import metrics as _metrics
 from plugins.redfish._readings import streams as _streams
 from plugins.redfish._verify import verify as _verify
 from plugins.redfish._verify import verify_writes as _verify_writes
+from plugins.redfish._wire.errors import PlatformUnsupportedError
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.reply_parse import main as reply_parse
-from plugins.redfish import _http_connection
+from plugins.redfish._wire import http_connection as _http_connection
 
 
 def test_reply_parse_alternates_with_another_parser(capsys: pytest.CaptureFixture[str]) -> None:

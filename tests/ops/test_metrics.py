@@ -124,7 +124,7 @@ async def test_the_grafana_dashboard_uses_only_exported_metrics(start_controller
     import re
     from pathlib import Path
 
-    import plugins.redfish._telemetry  # noqa: F401 (the plugin's metrics, as when it is loaded)
+    import plugins.redfish._wire.telemetry  # noqa: F401 (the plugin's metrics, as when it is loaded)
 
     h = await start_controller(memory_inventory(1), metrics_listen="127.0.0.1:0")
     _, text = await scrape(h.controller.metrics_server.port)

@@ -33,12 +33,12 @@ from plugins.redfish._capping.outcome import (
     time_for_another,
     unread,
 )
-from plugins.redfish._client.client import Document
 from plugins.redfish._device.op_bmc import OpBmc
 from plugins.redfish._discovery.layout import Component
-from plugins.redfish._errors import PlatformUnsupportedError, PreconditionFailedError
 from plugins.redfish._platforms import CapRequest, LimitReading, Mechanism, Prior, mechanism_for
 from plugins.redfish._platforms._base import same_watts
+from plugins.redfish._wire.document import Document
+from plugins.redfish._wire.errors import PlatformUnsupportedError, PreconditionFailedError
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,9 @@ from plugins.redfish._capping.priors import corrected, read_back_for
 from plugins.redfish._client.readbacks import priors_from_read_backs
 from plugins.redfish._device.device import Device, invalidate
 from plugins.redfish._discovery.layout import Component
-from plugins.redfish._document import Document
-from plugins.redfish._errors import ResourceNotFoundError
 from plugins.redfish._platforms import Prior, mechanism_for, unsupported_message
+from plugins.redfish._wire.document import Document
+from plugins.redfish._wire.errors import ResourceNotFoundError
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from plugins.base import DeviceControllerError, WriteOutcome, write_log
-from plugins.redfish._errors import (
+from plugins.redfish._wire.errors import (
     ConnectionFailedError,
     DeadlineExceededError,
     GatewayError,
@@ -25,7 +25,7 @@ from plugins.redfish._errors import (
     TaskLostError,
     WriteMaybeAppliedError,
 )
-from plugins.redfish._retry import gave_up
+from plugins.redfish._wire.retry import gave_up
 
 if TYPE_CHECKING:
     from plugins.redfish._platforms import LimitReading

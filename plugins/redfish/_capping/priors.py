@@ -9,8 +9,8 @@ from plugins.redfish._capping.caps import CapChange
 from plugins.redfish._client.readbacks import Priors
 from plugins.redfish._device.device import Device
 from plugins.redfish._discovery.layout import Component
-from plugins.redfish._document import Document
 from plugins.redfish._platforms import LimitReading, mechanism_for
+from plugins.redfish._wire.document import Document
 
 
 def corrected(change: CapChange, used: Priors) -> CapChange:

@@ -52,8 +52,8 @@ from plugins.redfish._client.readbacks import (
 )
 from plugins.redfish._client.tasks import wait_task
 from plugins.redfish._config import ConnectionSettings
-from plugins.redfish._document import Document
-from plugins.redfish._errors import (
+from plugins.redfish._wire.document import Document
+from plugins.redfish._wire.errors import (
     BmcBusyError,
     ConnectionFailedError,
     DeadlineExceededError,
@@ -66,10 +66,10 @@ from plugins.redfish._errors import (
     error_for_response,
     raise_for_response,
 )
-from plugins.redfish._http import HttpConnections
-from plugins.redfish._retry import READS, before_sending, gave_up, retryable
-from plugins.redfish._telemetry import BMC_CALL_SECONDS, BMC_REQUESTS, outcome_of
-from plugins.redfish._transport import BmcTransport, deadline_scope
+from plugins.redfish._wire.http import HttpConnections
+from plugins.redfish._wire.retry import READS, before_sending, gave_up, retryable
+from plugins.redfish._wire.telemetry import BMC_CALL_SECONDS, BMC_REQUESTS, outcome_of
+from plugins.redfish._wire.transport import BmcTransport, deadline_scope
 
 log = logging.getLogger(__name__)
 

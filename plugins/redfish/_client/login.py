@@ -16,9 +16,9 @@ from plugins.base import HostEnvironmentError
 from plugins.base._schema import clip
 from plugins.redfish._client.readbacks import ReadBacks
 from plugins.redfish._client.sessions import LeftoverSessions
-from plugins.redfish._errors import AccessError, RedfishError, RedfishHTTPError
-from plugins.redfish._telemetry import SESSIONS_OPEN
-from plugins.redfish._transport import deadline_scope
+from plugins.redfish._wire.errors import AccessError, RedfishError, RedfishHTTPError
+from plugins.redfish._wire.telemetry import SESSIONS_OPEN
+from plugins.redfish._wire.transport import deadline_scope
 
 #: the client's logger (these lines were always logged under its name)
 log = logging.getLogger("plugins.redfish._client.client")

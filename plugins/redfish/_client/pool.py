@@ -21,7 +21,7 @@ from plugins.base._identity import ProcessIdentity
 from plugins.redfish._client.client import BmcClient
 from plugins.redfish._client.sessions import session_marker
 from plugins.redfish._config import ConnectionSettings, RedfishSettings, check_ca_bundle
-from plugins.redfish._http import HttpConnections
+from plugins.redfish._wire.http import HttpConnections
 
 log = logging.getLogger(__name__)
 

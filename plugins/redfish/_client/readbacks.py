@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from plugins.redfish._document import Document
+from plugins.redfish._wire.document import Document
 
 
 @dataclass

@@ -46,9 +46,9 @@ from plugins.base._schema import clip
 from plugins.redfish._client.session_record import SessionRecord, marker_parts, session_marker
 from plugins.redfish._client.uris import SESSIONS_PATH, session_member
 from plugins.redfish._config import ConnectionSettings
-from plugins.redfish._errors import RedfishError, RedfishHTTPError, SessionLimitError, error_for_response
-from plugins.redfish._telemetry import SESSION_LIMIT
-from plugins.redfish._transport import BmcTransport, deadline_scope
+from plugins.redfish._wire.errors import RedfishError, RedfishHTTPError, SessionLimitError, error_for_response
+from plugins.redfish._wire.telemetry import SESSION_LIMIT
+from plugins.redfish._wire.transport import BmcTransport, deadline_scope
 
 log = logging.getLogger("plugins.redfish._client.client")
 

@@ -25,8 +25,13 @@ from typing import Any, Protocol
 from redfish.aio.response import AsyncRestResponse
 
 from plugins.redfish._config import ConnectionSettings
-from plugins.redfish._document import Document
-from plugins.redfish._errors import DeadlineExceededError, ProtocolError, TaskFailedError, parse_retry_after
+from plugins.redfish._wire.document import Document
+from plugins.redfish._wire.errors import (
+    DeadlineExceededError,
+    ProtocolError,
+    TaskFailedError,
+    parse_retry_after,
+)
 
 
 class TaskClient(Protocol):

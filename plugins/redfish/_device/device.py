@@ -14,7 +14,7 @@ from plugins.redfish._device.op_bmc import OpBmc
 from plugins.redfish._device.schema import check_model
 from plugins.redfish._device.state import DeviceState
 from plugins.redfish._discovery.discovery import Discovery, discover, platform_hint
-from plugins.redfish._errors import (
+from plugins.redfish._wire.errors import (
     ConnectionFailedError,
     DeadlineExceededError,
     RequestTimeoutError,

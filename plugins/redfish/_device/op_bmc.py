@@ -15,7 +15,8 @@ from redfish.aio.response import AsyncRestResponse
 
 from plugins.base import write_log
 from plugins.redfish._client.client import BmcClient, Document
-from plugins.redfish._errors import (
+from plugins.redfish._platforms import CapRequest
+from plugins.redfish._wire.errors import (
     ConnectionFailedError,
     DeadlineExceededError,
     RedfishError,
@@ -23,7 +24,6 @@ from plugins.redfish._errors import (
     RequestTimeoutError,
     TlsError,
 )
-from plugins.redfish._platforms import CapRequest
 
 T = TypeVar("T")
 

@@ -61,13 +61,13 @@ from plugins.redfish._discovery.walk import (
     systems_of,
     walker_em_caps,
 )
-from plugins.redfish._errors import PlatformUnsupportedError
 from plugins.redfish._platforms.classify import classify_controls
 from plugins.redfish._platforms.controls import discover_controls
 from plugins.redfish._platforms.environment_metrics import discover_generic_em, discover_nvidia_em
 from plugins.redfish._platforms.hpe_acc import discover_hpe_acc
 from plugins.redfish._platforms.legacy_power import discover_legacy, legacy_capable
 from plugins.redfish._platforms.node_manager import discover_node_manager
+from plugins.redfish._wire.errors import PlatformUnsupportedError
 
 __all__ = [
     "AUTO",

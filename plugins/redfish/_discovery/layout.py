@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from plugins.redfish._client.client import Document
+from plugins.redfish._wire.document import Document
 
 ENVIRONMENT_METRICS = "environment_metrics"
 CONTROLS = "controls"

@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 
 from plugins.redfish._client.client import BmcClient, Document
 from plugins.redfish._discovery.layout import Component, link_of, members_of
-from plugins.redfish._errors import PlatformUnsupportedError, RedfishHTTPError, ResourceNotFoundError
 from plugins.redfish._platforms._base import number
 from plugins.redfish._platforms.hpe_acc import acc_action_target
+from plugins.redfish._wire.errors import PlatformUnsupportedError, RedfishHTTPError, ResourceNotFoundError
 
 
 def _pattern(pattern: str) -> re.Pattern[str]:

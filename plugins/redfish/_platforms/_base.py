@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from plugins.redfish._client.client import Document
 from plugins.redfish._discovery.layout import Component
+from plugins.redfish._wire.document import Document
 
 
 @dataclass(frozen=True)

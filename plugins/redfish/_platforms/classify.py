@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from plugins.redfish._client.client import Document
 from plugins.redfish._discovery.layout import MECH_CONTROL, PART_TYPES, Component, id_of, link_of
 from plugins.redfish._platforms.controls import ControlCaps, control_quirk
+from plugins.redfish._wire.document import Document
 
 GPU_CONTEXTS = frozenset({"GPU", "Accelerator", "GPUSubsystem"})
 CPU_CONTEXTS = frozenset({"CPU", "CPUSubsystem"})

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from plugins.redfish._client.client import Document
 from plugins.redfish._discovery.layout import (
     CONTROLS,
     MECH_CONTROL,
@@ -33,6 +32,7 @@ from plugins.redfish._platforms._base import (
     number,
     set_point_in_force,
 )
+from plugins.redfish._wire.document import Document
 
 RESET_TO_DEFAULTS = "#Control.ResetToDefaults"
 CLIENT_MODES = ("Manual", "Override")

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from plugins.redfish._client.client import Document
 from plugins.redfish._discovery.layout import (
     ENVIRONMENT_METRICS,
     MECH_EM,
@@ -32,6 +31,7 @@ from plugins.redfish._platforms._base import (
     number,
     set_point_in_force,
 )
+from plugins.redfish._wire.document import Document
 
 CLEAR_OOB = "NvidiaEnvironmentMetrics.ClearOOBSetPoint"
 

@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from plugins.redfish._client.client import Document
 from plugins.redfish._discovery.layout import (
     LEGACY_POWER,
     MECH_LEGACY,
@@ -32,6 +31,7 @@ from plugins.redfish._discovery.layout import (
     generic_node_metrics,
 )
 from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior, limit_watts, number
+from plugins.redfish._wire.document import Document
 
 LIMIT_EXCEPTION = "limit-exception"
 LIMIT_EXCEPTION_FIXED = "limit-exception-fixed"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from plugins.redfish._client.client import Document
 from plugins.redfish._discovery.layout import NODE_MANAGER, Component, Discovery, readings_only
+from plugins.redfish._wire.document import Document
 
 
 def unsupported_message(discovery: Discovery, what: str, reason: str = "") -> str:

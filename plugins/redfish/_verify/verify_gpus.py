@@ -13,8 +13,8 @@ from plugins.base import DeviceControllerError
 from plugins.base._health import FAIL, PASS, SKIP, WARN, HealthCheck
 from plugins.redfish._capping.profiles import parse_mask, to_ids
 from plugins.redfish._device.device import Device
-from plugins.redfish._errors import ResourceNotFoundError
 from plugins.redfish._platforms import mechanism_for
+from plugins.redfish._wire.errors import ResourceNotFoundError
 
 #: NVML reports milliwatts and BMCs whole watts: closer than this is the same limit
 SAME_WATTS = 1.0

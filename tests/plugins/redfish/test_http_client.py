@@ -1,4 +1,4 @@
-"""`plugins.redfish._http` against real sockets: reply framings, kept-alive connections, failures, TLS.
+"""`plugins.redfish._wire.http` against real sockets: reply framings, kept-alive connections, failures, TLS.
 
 Most tests run a raw asyncio server that answers each request with exact bytes, so every framing the
 client claims to read (Content-Length, chunked, close-delimited, interim 1xx, content codings, no-body
@@ -29,10 +29,10 @@ from typing import Any
 import pytest
 
 from bmcsim import TlsFiles, ensure_tls_files
-from plugins.redfish import _http_connection
 from plugins.redfish._config import ConnectionSettings
-from plugins.redfish._errors import ConnectionFailedError, ProtocolError, RequestTimeoutError
-from plugins.redfish._http import (
+from plugins.redfish._wire import http_connection as _http_connection
+from plugins.redfish._wire.errors import ConnectionFailedError, ProtocolError, RequestTimeoutError
+from plugins.redfish._wire.http import (
     ConnectFailure,
     Disconnected,
     HttpConnections,
@@ -42,7 +42,7 @@ from plugins.redfish._http import (
     ReplyTimeout,
     TlsFailure,
 )
-from plugins.redfish._transport import BmcTransport
+from plugins.redfish._wire.transport import BmcTransport
 
 #: generous bounds: a test that fails waits this long at most, one that passes never does
 _WAIT = 2.0

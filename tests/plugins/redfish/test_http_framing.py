@@ -1,4 +1,4 @@
-"""`plugins.redfish._http` against replies a hostile or broken peer sends: each must fail as a typed
+"""`plugins.redfish._wire.http` against replies a hostile or broken peer sends: each must fail as a typed
 `HttpFailure` (never a short 200, never an exception out of `data_received`) and close its connection.
 
 The servers are `test_http_client`'s scripted raw asyncio servers (over real TLS with the test CA
@@ -19,9 +19,9 @@ import pytest
 from bmcsim import TlsFiles
 from plugins.redfish._capping.outcome import may_have_landed
 from plugins.redfish._config import ConnectionSettings
-from plugins.redfish._errors import ConnectionFailedError, ProtocolError
-from plugins.redfish._http import Disconnected, HttpConnections, MalformedReply, Origin, ReplyTimeout
-from plugins.redfish._transport import BmcTransport
+from plugins.redfish._wire.errors import ConnectionFailedError, ProtocolError
+from plugins.redfish._wire.http import Disconnected, HttpConnections, MalformedReply, Origin, ReplyTimeout
+from plugins.redfish._wire.transport import BmcTransport
 from tests.plugins.redfish.test_http_client import (
     _WAIT,
     Answer,

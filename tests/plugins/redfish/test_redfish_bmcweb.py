@@ -15,7 +15,7 @@ from bmcsim._bmcweb import DPS_ALLOW_LIST
 from plugins.base import Empty, GpuMetricsQuery, Ping, PolicyAction, PolicyChange, ProfileChange
 from plugins.redfish._discovery.discovery import DISCOVERY_PATHS, ENVIRONMENT_METRICS
 from plugins.redfish._discovery.walk import Walker
-from plugins.redfish._errors import PlatformUnsupportedError
+from plugins.redfish._wire.errors import PlatformUnsupportedError
 from tests.plugins.redfish.harness import Harness
 from tests.plugins.redfish.test_redfish_client import one_gpu
 from tests.plugins.redfish.test_redfish_gb200 import CHASSIS_EM, PROC_EM, node_policy

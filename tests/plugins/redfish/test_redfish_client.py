@@ -26,7 +26,7 @@ from plugins.base import (
 from plugins.redfish import RedfishSettings
 from plugins.redfish._client.pool import BmcPool
 from plugins.redfish._device.op_bmc import OpBmc
-from plugins.redfish._errors import DeadlineExceededError, SessionLimitError
+from plugins.redfish._wire.errors import DeadlineExceededError, SessionLimitError
 from tests.plugins.redfish.harness import Harness
 
 PROC_EM = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}/EnvironmentMetrics"

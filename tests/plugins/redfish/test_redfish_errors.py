@@ -17,7 +17,7 @@ from plugins.base import (
     UnsupportedError,
 )
 from plugins.redfish._capping.outcome import may_have_landed
-from plugins.redfish._errors import (
+from plugins.redfish._wire.errors import (
     AccessError,
     BadRequestError,
     BmcBusyError,
@@ -34,7 +34,7 @@ from plugins.redfish._errors import (
     parse_retry_after,
     raise_for_response,
 )
-from plugins.redfish._retry import retryable
+from plugins.redfish._wire.retry import retryable
 
 
 class FakeReply:

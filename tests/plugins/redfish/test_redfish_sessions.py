@@ -14,7 +14,7 @@ from prometheus_client import REGISTRY
 from bmcsim import SimulatedBmc
 from plugins.base import Empty
 from plugins.redfish import RedfishPlugin
-from plugins.redfish._errors import SessionLimitError
+from plugins.redfish._wire.errors import SessionLimitError
 
 SESSIONS = "/redfish/v1/SessionService/Sessions/"
 

@@ -1,4 +1,4 @@
-"""A BMC's connection slots (`plugins.redfish._slots`): asyncio.Semaphore's contract (at most
+"""A BMC's connection slots (`plugins.redfish._wire.slots`): asyncio.Semaphore's contract (at most
 `limit` holders, waiters in arrival order, a cancelled waiter never loses a slot), a free slot
 taken without waiting, and a wait that gives up at its timeout."""
 
@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from plugins.redfish._slots import Slots
+from plugins.redfish._wire.slots import Slots
 
 
 async def test_at_most_limit_holders_and_waiters_in_arrival_order() -> None:

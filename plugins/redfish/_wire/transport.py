@@ -3,11 +3,11 @@ logged-in `BmcClient` sends its calls through.
 
 `redfish.aio.AsyncRedfishClient` needs a caller-owned session and only ever calls
 `session.request(method, url, **kwargs)` on it. `BmcTransport` stands in for that session over the
-BMC's own kept-alive connections (`plugins.redfish._http`) and adds, for every HTTP request to its
+BMC's own kept-alive connections (`plugins.redfish._wire.http`) and adds, for every HTTP request to its
 BMC (logins, logouts and the client's own 401 re-logins included, and the requests a logged-in
 `BmcClient` sends past the library with `send`):
 
-- the per-BMC concurrency limit (`plugins.redfish._slots`, shared by control, metrics and ping);
+- the per-BMC concurrency limit (`plugins.redfish._wire.slots`, shared by control, metrics and ping);
 - the process's `Session.Context` on every login (how a restarted process finds its leftovers);
 - the BMC's TLS settings (a CA-bundle context, the system store, or off when `insecure`);
 - connect and reply timeouts cut to the current request's deadline (a context variable set by the
@@ -29,7 +29,7 @@ from redfish.aio.exceptions import RedfishProtocolError
 from yarl import URL
 
 from plugins.redfish._config import ConnectionSettings
-from plugins.redfish._errors import (
+from plugins.redfish._wire.errors import (
     ConnectionFailedError,
     DeadlineExceededError,
     ProtocolError,
@@ -37,7 +37,7 @@ from plugins.redfish._errors import (
     RequestTimeoutError,
     TlsError,
 )
-from plugins.redfish._http import (
+from plugins.redfish._wire.http import (
     ConnectFailure,
     ConnectTimeout,
     Disconnected,
@@ -47,9 +47,9 @@ from plugins.redfish._http import (
     ReplyTimeout,
     TlsFailure,
 )
-from plugins.redfish._http import Reply as HttpReply
-from plugins.redfish._redirect import redirect_target
-from plugins.redfish._slots import Slots
+from plugins.redfish._wire.http import Reply as HttpReply
+from plugins.redfish._wire.redirect import redirect_target
+from plugins.redfish._wire.slots import Slots
 
 #: absolute deadline (time.monotonic()) of the request being served in this task
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("redfish_deadline", default=None)
@@ -174,7 +174,7 @@ class BmcTransport:
                     raise self._translate(exc, method, path, deadline) from exc
                 except ValueError as exc:  # a header we would send holds a line break (a BMC's ETag)
                     raise ProtocolError(f"{self.origin}: {method} {path}: {exc}; not sent") from exc
-                if not 300 <= reply.status < 400:  # a 3xx is never the reply (`plugins.redfish._redirect`)
+                if not 300 <= reply.status < 400:  # a 3xx is never the reply (`_wire.redirect`)
                     break
                 target = redirect_target(
                     self._origin.base + target,

@@ -1,6 +1,6 @@
 """What a BMC's error reply says: the Redfish error body's code, message and
 `@Message.ExtendedInfo` entries, NVIDIA bmcweb's status codes anywhere in it, and the `Retry-After`
-header. `plugins.redfish._errors` turns them into the typed errors.
+header. `plugins.redfish._wire.errors` turns them into the typed errors.
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ measures it. What a BMC needs is small and fixed:
   wait for the whole reply (Redfish replies are a few KiB, so "between reads" and "whole reply"
   differ by nothing a caller could use).
 
-One connection and its reply parsing: `plugins.redfish._http_connection`. Failures are
+One connection and its reply parsing: `plugins.redfish._wire.http_connection`. Failures are
 `HttpFailure`s that say whether the request may have reached the BMC; the transport
-(`plugins.redfish._transport`) turns them into the plugin's typed errors.
+(`plugins.redfish._wire.transport`) turns them into the plugin's typed errors.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import time
 import weakref
 from urllib.parse import urlsplit
 
-from plugins.redfish._http_connection import (
+from plugins.redfish._wire.http_connection import (
     ConnectFailure,
     Connection,
     ConnectTimeout,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from urllib.parse import urljoin, urlsplit
 
-from plugins.redfish._errors import ProtocolError
+from plugins.redfish._wire.errors import ProtocolError
 
 #: redirects followed for one read before it fails
 MAX_HOPS = 5

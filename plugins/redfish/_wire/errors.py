@@ -21,7 +21,7 @@ from plugins.base import (
     TransientError,
     UnsupportedError,
 )
-from plugins.redfish._error_body import (
+from plugins.redfish._wire.error_body import (
     NVIDIA_BUSY,
     NVIDIA_TIMEOUT,
     ExtendedInfo,

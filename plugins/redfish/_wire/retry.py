@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable
 
-from plugins.redfish._errors import (
+from plugins.redfish._wire.errors import (
     BmcBusyError,
     ConnectionFailedError,
     DeadlineExceededError,

@@ -1,7 +1,7 @@
 """One kept-alive connection to a BMC: a request's bytes out, its reply parsed (RFC 9112).
 
 The reply's framing is read by llhttp (Node.js's HTTP parser, fuzzed upstream; through
-`httptools`), and held to the rules in `plugins.redfish._http` and docs/redfish.md ("Framing").
+`httptools`), and held to the rules in `plugins.redfish._wire.http` and docs/redfish.md ("Framing").
 What can go wrong is an `HttpFailure` that says whether the request may have reached the BMC.
 """
 
