@@ -1,8 +1,8 @@
 """The import graph of the shipped code (controller/, plugins/, bmcsim/) and the repository's tools
 (bench/, drills/), read with `ast` from the source: no import circles, type-only and function-local
 imports included; plugins never import the controller nor the BMC simulator, the simulator imports
-neither of them, and the controller loads the simulator only inside the commands that need it; and no
-module outside tests/ over `MAX_LINES`.
+neither of them, and the controller loads the simulator only inside the commands that need it; the
+Redfish plugin's rooms import only the rooms below them; and no module outside tests/ over `MAX_LINES`.
 
 An edge is "module A imports module B", B resolved to the file that the import loads: for
 `from a.b import c` that is `a/b/c.py` when it exists, else `a/b/__init__.py`. The parent packages'
@@ -238,6 +238,69 @@ def test_the_crossing_check_tells_a_module_level_import_from_a_local_one(tmp_pat
         "plugins.lazy:2 imports bmcsim.cli",
     ]
     assert crossings(root, "plugins", "bmcsim", local=False) == ["plugins.eager:1 imports bmcsim"]
+
+
+#: the Redfish plugin's rooms and top-level modules, from the wire up (docs/architecture.md, "Inside
+#: the Redfish plugin"): each imports only those before it
+REDFISH_ORDER = (
+    "_config",
+    "_wire",
+    "_client",
+    "_discovery",
+    "_platforms",
+    "_device",
+    "_capping",
+    "_readings",
+    "_verify",
+    "_plugin_config",
+    "_plugin",
+)
+#: the one exception: discovery asks the platform modules to build the result whose model they fill
+REDFISH_LEANING = {("_discovery", "_platforms")}
+
+
+def upward_imports(root: Path, order: tuple[str, ...], allowed: set[tuple[str, str]]) -> list[str]:
+    """Imports inside plugins/redfish/ from a room (or top-level module) to one after it in `order`."""
+    found = []
+    for imp in imports(root, ("plugins",)):
+        a, b = imp.module.split("."), imp.target.split(".")
+        if a[:2] != ["plugins", "redfish"] or b[:2] != ["plugins", "redfish"] or len(a) < 3 or len(b) < 3:
+            continue
+        here, there = a[2], b[2]
+        unknown = [r for r in (here, there) if r not in order]
+        if unknown:
+            found.append(f"{imp.module}:{imp.line}: place {unknown[0]} in the order of the rooms")
+        elif order.index(there) > order.index(here) and (here, there) not in allowed:
+            found.append(f"{imp.module}:{imp.line} imports {imp.target}, a room above it")
+    return found
+
+
+def test_each_redfish_room_imports_only_the_rooms_below_it() -> None:
+    assert len(list(imports(ROOT, ("plugins",)))) > 300  # the scan sees the plugin
+    found = upward_imports(ROOT, REDFISH_ORDER, REDFISH_LEANING)
+    assert not found, "the Redfish plugin's rooms are layered:\n" + "\n".join(found)
+
+
+def test_the_room_order_check_sees_an_import_upwards(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "plugins/__init__.py": "",
+            "plugins/redfish/__init__.py": "from plugins.redfish._top import x\n",
+            "plugins/redfish/_top.py": "from plugins.redfish._low.a import y\n",
+            "plugins/redfish/_low/__init__.py": "",
+            "plugins/redfish/_low/a.py": "def f():\n    from plugins.redfish._top import x\n",
+            "plugins/redfish/_low/b.py": "from plugins.redfish._new import z\n",
+            "plugins/redfish/_new.py": "",
+        },
+    )
+    assert upward_imports(root, ("_low", "_top"), set()) == [
+        "plugins.redfish._low.a:2 imports plugins.redfish._top, a room above it",
+        "plugins.redfish._low.b:1: place _new in the order of the rooms",
+    ]
+    assert upward_imports(root, ("_low", "_top", "_new"), {("_low", "_top")}) == [
+        "plugins.redfish._low.b:1 imports plugins.redfish._new, a room above it"
+    ]
 
 
 #: a module longer than this is split by concern (the ~400 lines of the project's standards, plus room)
