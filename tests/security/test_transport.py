@@ -15,6 +15,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from bmcsim._tls import write_file
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc, devicecontroller_pb2_grpc
 from controller.app import Controller
@@ -248,10 +249,10 @@ async def test_a_rotated_server_certificate_is_served_to_new_connections(
     new_ca = ClientTls(ca_cert=str(fresh.ca), cert=old_ca.cert, key=old_ca.key)
     caplog.set_level(logging.INFO, logger="controller.security.tls")
     # Half-way (new certificate, old key): the mismatched pair is refused and the old one kept.
-    certs.write_file(pki.ours.server_cert, fresh.server_cert.read_bytes())
+    write_file(pki.ours.server_cert, fresh.server_cert.read_bytes())
     assert await health_with(old_ca) == grpc.StatusCode.OK
     assert any("does not belong to certificate" in r.getMessage() for r in caplog.records)
-    certs.write_file(pki.ours.server_key, fresh.server_key.read_bytes(), private=True)
+    write_file(pki.ours.server_key, fresh.server_key.read_bytes(), private=True)
     assert await health_with(new_ca) == grpc.StatusCode.OK
     assert await health_with(old_ca) == grpc.StatusCode.UNAVAILABLE  # the old certificate is gone
     assert any("reloaded certificate files" in r.getMessage() for r in caplog.records)
