@@ -45,7 +45,11 @@ def import_all() -> tuple[list[str], list[str]]:
     names: list[str] = []
     problems: list[str] = []
     for top in PROJECT_PACKAGES:
-        package = importlib.import_module(top)
+        try:  # an installation that lacks one (an editable install made before bmcsim existed)
+            package = importlib.import_module(top)
+        except Exception as exc:
+            problems.append(f"import {top}: {type(exc).__name__}: {exc}")
+            continue
         names.append(top)
         # a package that fails to import is reported by the loop below (it is yielded first)
         for info in pkgutil.walk_packages(package.__path__, f"{top}.", onerror=lambda name: None):
