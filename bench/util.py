@@ -97,7 +97,10 @@ def _commit() -> str:
         head = subprocess.run(
             ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
         ).stdout.strip()
-        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=ROOT, check=False).returncode != 0
+        # the files a run writes itself are not changes to the code it measured
+        ours = [f":!{name}" for name in ("BENCHMARKS.md", "bench/results.json", "bench/fanout.png")]
+        diff = ["git", "diff", "--quiet", "HEAD", "--", ".", *ours]
+        dirty = subprocess.run(diff, cwd=ROOT, check=False).returncode != 0
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
     return f"{head} + local changes" if dirty else head
