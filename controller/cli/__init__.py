@@ -152,8 +152,17 @@ def _db_options(f: Any) -> Any:
     return f
 
 
+_force_option = click.option(
+    "--force",
+    is_flag=True,
+    default=False,
+    help="change the schema even while a live `serve` holds the database (it will fail under you)",
+)
+
+
 @_db.command("upgrade")
 @_db_options
+@_force_option
 def _db_upgrade(**_: Any) -> int:
     """Apply migrations up to the newest schema."""
     return call(_local.cmd_db_upgrade, action="upgrade", revision=None)
@@ -161,10 +170,13 @@ def _db_upgrade(**_: Any) -> int:
 
 @_db.command("downgrade")
 @_db_options
+@_force_option
+@click.option("--yes", is_flag=True, default=False, help="do not ask before `base` (which drops every table)")
 @click.argument("revision", required=False)
 def _db_downgrade(**_: Any) -> int:
     """Undo migrations down to REVISION (default: one step back; `base`: empty), for a rollback to an
-    older release: run it with the release that made the schema, before starting the older one."""
+    older release: run it with the release that made the schema, before starting the older one.
+    Refused while a live `serve` holds the database (stop it first, or --force); `base` asks first."""
     return call(_local.cmd_db_upgrade, action="downgrade")
 
 

@@ -8,6 +8,8 @@ import asyncio
 import signal
 from typing import Any
 
+import click
+
 from controller.cli._errors import UsageError, check_sqlite_directory
 from controller.cli._render import console, print_error, print_json
 from controller.config import load_settings
@@ -33,8 +35,19 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     if before.newer:  # alembic would say "Can't locate revision": say whose schema it is
         print_error(newer_schema_message(before))
         return 1
+    holder = None if args.force else _live_writer(store)
+    if holder is not None:
+        print_error(
+            f"a live devicectl serves this database ({holder}); stop it before changing the schema "
+            f"(`db {args.action} --force` does it anyway, and that controller will fail under you)"
+        )
+        return 1
     if args.action == "downgrade":
-        store.downgrade(_previous(before.current) if args.revision is None else args.revision)
+        target = _previous(before.current) if args.revision is None else args.revision
+        if target == "base" and not _confirmed_base(args, store.url_for_display):
+            print_error("not downgraded: `base` drops every table and every row (confirm, or pass --yes)")
+            return 1
+        store.downgrade(target)
     else:
         store.upgrade()
     after = store.schema_status()
@@ -45,6 +58,23 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
             f"{store.url_for_display}: schema {before.current or 'empty'} -> {after.current or 'empty'}"
         )
     return 0
+
+
+def _live_writer(store: Any) -> str | None:
+    from controller.process.writer import live_writer
+
+    return live_writer(store.url)
+
+
+def _confirmed_base(args: argparse.Namespace, where: str) -> bool:
+    """`downgrade base` wipes the database: ask on a terminal, refuse without one (unless --yes)."""
+    if args.yes:
+        return True
+    import sys
+
+    if not sys.stdin.isatty():
+        return False
+    return bool(click.confirm(f"{where}: drop every devicectl table and all their rows?", default=False))
 
 
 def _previous(current: str | None) -> str:

@@ -1,10 +1,14 @@
 """One writer per BMC: a controller refuses to start beside a live process that would drive the
 same BMCs (docs/reliability.md, "One writer per BMC").
 
-- SQLite serves one process: `serve` holds an OS lock (`flock`) on `<database>.lock` for its whole
-  life. A second process on the same file is refused with one line naming the holder (pid, host,
-  instance id, start time). The kernel releases the lock when the holder dies, however it dies,
-  so a restart after a crash is never blocked.
+- SQLite serves one process: `serve` holds an OS lock (`flock`) on the database file itself for its
+  whole life, so the lock follows the file (its device and inode), not the name: a hard link, a
+  symlink or a relative path to a held database is refused alike. Who holds it is written to
+  `<database>.lock` (locked too) and, for a holder reached through another name, read from the
+  kernel's lock table (`/proc/locks`). A second process on the same file is refused with one line
+  naming the holder (pid, host, instance id, start time). The kernel releases the lock when the
+  holder dies, however it dies, so a restart after a crash is never blocked. (SQLite's own locks
+  are POSIX record locks, which on a local file system never meet `flock`.)
 - On any database, one live process per instance id: on PostgreSQL a session advisory lock keyed
   by the instance id, held on a connection of its own for the process's life (the server drops it
   when that connection ends). The refusal names the holder's connection (its `application_name`
@@ -52,6 +56,8 @@ class WriterLock:
         self._url: URL = normalise_url(database_url)
         self._instance_id = instance_id
         self._fd: int | None = None
+        #: the flock on the database file itself (the lock that follows the inode)
+        self._file_fd: int | None = None
         self._pg: sa.Connection | None = None
         self._engine: sa.Engine | None = None
         #: whether a PostgreSQL lock is to be kept (from its first acquisition to `release()`)
@@ -117,9 +123,10 @@ class WriterLock:
 
     def release(self) -> None:
         self._keeping = False
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
+        for fd in (self._fd, self._file_fd):
+            if fd is not None:
+                os.close(fd)
+        self._fd = self._file_fd = None
         self._drop_postgres()
 
     def _drop_postgres(self) -> None:
@@ -132,20 +139,26 @@ class WriterLock:
             engine.dispose()
 
     def _lock_sqlite(self) -> None:
-        database = self._url.database
-        if is_sqlite_memory(self._url) or not database or database.startswith("file:"):
+        path = sqlite_file(self._url)
+        if path is None:
             return  # a private in-memory database: no one else can open it
-        path = Path(database).resolve()
         path.parent.mkdir(parents=True, exist_ok=True)
+        file_fd = _lock_file_itself(path)
+        if file_fd is None:
+            raise WriterConflictError(
+                f"the database {path} is in use by another live devicectl ({_sqlite_holder(path)}); "
+                "one process serves a SQLite database: stop that one, or give this one its own database"
+            )
         lock = path.with_name(path.name + ".lock")
         fd = try_lock(lock)
-        if fd is None:
+        if fd is None:  # a holder between its two locks: the same conflict
+            os.close(file_fd)
             raise WriterConflictError(
                 f"the database {path} is in use by another live devicectl ({_holder(read_holder(lock))}); "
                 "one process serves a SQLite database: stop that one, or give this one its own database"
             )
         write_holder(fd, instance_id=self._instance_id, started=time.time())
-        self._fd = fd
+        self._fd, self._file_fd = fd, file_fd
 
     def _lock_postgres(self) -> None:
         name = f"devicectl pid={os.getpid()} host={socket.gethostname()}"[:63]
@@ -173,6 +186,88 @@ class WriterLock:
                 f"({who}); each process needs its own --instance-id"
             )
         self._pg, self._keeping = conn, True
+
+
+def sqlite_file(url: URL) -> Path | None:
+    """The real file behind a SQLite URL (symlinks and relative paths resolved), or None for a
+    private in-memory database."""
+    database = url.database
+    if is_sqlite_memory(url) or not database or database.startswith("file:"):
+        return None
+    return Path(database).resolve()
+
+
+def _lock_file_itself(path: Path) -> int | None:
+    """An exclusive `flock` on the database file (created empty when missing: SQLite takes an
+    empty file as a new database), or None when a live process holds it."""
+    return try_lock(path)
+
+
+def _sqlite_holder(path: Path) -> str:
+    """Who holds the database file: what the holder wrote beside the name we were given, else the
+    kernel's lock table (a holder that opened the same file through another name)."""
+    data = read_holder(path.with_name(path.name + ".lock"))
+    try:
+        st = path.stat()
+    except OSError:
+        return _holder(data)
+    pid = _flock_holder_pid(st.st_dev, st.st_ino)
+    if pid is None or (data and data.get("pid") == pid):
+        return _holder(data)
+    return (
+        f"pid {pid} on this host, through another name for the same file (a hard link or a copy of the path)"
+    )
+
+
+def _flock_holder_pid(dev: int, ino: int) -> int | None:
+    """The pid holding an exclusive `flock` on device/inode, from /proc/locks (None when unknown)."""
+    want = f"{os.major(dev):02x}:{os.minor(dev):02x}:{ino}"
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[3] == "WRITE" and fields[5] == want:
+            with contextlib.suppress(ValueError):
+                return int(fields[4])
+    return None
+
+
+def live_writer(database_url: str | URL) -> str | None:
+    """Who serves this database right now, in a few words, or None when no live `serve` holds it:
+    the check `db upgrade` and `db downgrade` make before changing a schema under a running
+    controller. SQLite: the database file's lock. PostgreSQL: a connection holding a devicectl
+    instance's advisory lock on this database."""
+    url = normalise_url(database_url)
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        path = sqlite_file(url)
+        if path is None or not path.exists():
+            return None
+        fd = try_lock(path)
+        if fd is None:
+            return f"{path}: {_sqlite_holder(path)}"
+        os.close(fd)
+        return None
+    if backend == "postgresql":
+        engine = sa.create_engine(url, poolclass=NullPool)
+        try:
+            with engine.connect() as conn:
+                row = conn.execute(
+                    sa.text(
+                        "SELECT a.application_name, a.client_addr, a.backend_start FROM pg_locks l "
+                        "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' "
+                        "AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE "
+                        "datname = current_database()) AND a.application_name LIKE 'devicectl pid=%' "
+                        "AND a.pid <> pg_backend_pid() LIMIT 1"
+                    )
+                ).first()
+        finally:
+            engine.dispose()
+        return None if row is None else _pg_holder(row)
+    return None
 
 
 def _advisory_key(instance_id: str) -> int:

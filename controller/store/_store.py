@@ -103,6 +103,11 @@ class Store(OutboxAccess, BmcCheckAccess):
         return _database.display_url(self._url)
 
     @property
+    def url(self) -> URL:
+        """The database URL (with its password: never print it, `url_for_display` is for that)."""
+        return self._url
+
+    @property
     def dialect(self) -> str:
         """``"sqlite"`` or ``"postgresql"``."""
         return str(self._url.get_backend_name())

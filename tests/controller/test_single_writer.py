@@ -156,3 +156,81 @@ def test_a_lost_lock_connection_takes_the_instance_id_again(
     finally:
         lock.release()
         admin.dispose()
+
+
+async def test_the_sqlite_lock_follows_the_file_not_its_name(tmp_path: Path) -> None:
+    """A hard link (another name, another `-wal`: two writers and a corrupt database), a symlink and
+    a relative path to a held database are all refused, each naming the live holder."""
+    db = tmp_path / "devicectl.db"
+    port = free_port()
+    first = await start_serving(
+        _args(f"sqlite:///{db}", port, "ctl-a"), ENV, tmp_path / "a.log", port, tries=300
+    )
+    try:
+        other = tmp_path / "elsewhere"
+        other.mkdir()
+        os.link(db, other / "linked.db")
+        (other / "symlinked.db").symlink_to(db)
+        relative = os.path.relpath(db, ROOT)
+        for url in (
+            f"sqlite:///{other / 'linked.db'}",
+            f"sqlite:///{other / 'symlinked.db'}",
+            f"sqlite:///{relative}",
+        ):
+            err = _refused(url, "ctl-b")
+            assert "is in use by another live devicectl" in err, (url, err)
+            assert f"pid {first.pid}" in err, (url, err)
+        assert await _serving(port) and first.poll() is None
+    finally:
+        _stop(first)
+
+
+def _devicectl(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "controller", *args],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+    )
+
+
+async def _schema_changes_are_refused_under_a_live_serve(db_url: str, tmp_path: Path, holder: str) -> None:
+    port = free_port()
+    first = await start_serving(_args(db_url, port, "ctl-a"), ENV, tmp_path / "a.log", port, tries=300)
+    try:
+        for command in (["db", "downgrade", "0003"], ["db", "upgrade"], ["db", "downgrade", "base", "--yes"]):
+            done = _devicectl(*command, "--database-url", db_url)
+            assert done.returncode == 1, (command, done.stdout, done.stderr)
+            assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+            assert "a live devicectl serves this database" in done.stderr, done.stderr
+            assert holder.format(pid=first.pid) in done.stderr, done.stderr
+        status = _devicectl("db", "status", "--database-url", db_url)
+        assert status.returncode == 0 and "up to date" in status.stdout, status.stdout  # nothing dropped
+        assert await _serving(port) and first.poll() is None
+    finally:
+        _stop(first)
+    # with the holder gone the same downgrade goes through; `base` asks first and a "no" keeps all
+    assert _devicectl("db", "downgrade", "0003", "--database-url", db_url).returncode == 0
+    refused = _devicectl("db", "downgrade", "base", "--database-url", db_url, stdin="")
+    assert refused.returncode == 1 and "drops every table" in refused.stderr, refused.stderr
+    after = _devicectl("db", "status", "--database-url", db_url)
+    assert "schema 0003" in after.stdout, after.stdout
+    assert _devicectl("db", "downgrade", "base", "--yes", "--database-url", db_url).returncode == 0
+
+
+async def test_db_upgrade_and_downgrade_refuse_while_serve_holds_a_sqlite_database(tmp_path: Path) -> None:
+    await _schema_changes_are_refused_under_a_live_serve(
+        f"sqlite:///{tmp_path / 'devicectl.db'}", tmp_path, "pid {pid} on host"
+    )
+
+
+@pytest.mark.postgres
+async def test_db_upgrade_and_downgrade_refuse_while_serve_holds_a_postgresql_database(
+    tmp_path: Path, pg_database: URL
+) -> None:
+    await _schema_changes_are_refused_under_a_live_serve(
+        pg_database.render_as_string(hide_password=False), tmp_path, "devicectl pid={pid} host="
+    )
