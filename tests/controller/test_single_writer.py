@@ -171,7 +171,7 @@ async def test_the_sqlite_lock_follows_the_file_not_its_name(tmp_path: Path) -> 
         other.mkdir()
         os.link(db, other / "linked.db")
         (other / "symlinked.db").symlink_to(db)
-        relative = os.path.relpath(db, ROOT)
+        relative = Path(os.path.relpath(db, ROOT))  # noqa: ASYNC240 (a path computation, no I/O)
         for url in (
             f"sqlite:///{other / 'linked.db'}",
             f"sqlite:///{other / 'symlinked.db'}",
