@@ -179,6 +179,10 @@ def _plain(value: Any, path: str) -> Any:
             _plain(item, f"{path}[{index}]")
     elif isinstance(value, float) and not finite(value):
         raise InvalidRequestError(f"config: {path}: must be a finite number, got {shown(value)}")
+    elif value is not None and not isinstance(value, str | int | float):
+        # msgpack's bin (bytes), an extension type, a date from TOML: nothing cty's `any` holds
+        kind = "bytes" if isinstance(value, bytes | bytearray) else type(value).__name__
+        raise InvalidRequestError(f"config: {path}: expected a string, number, bool, list or map, got {kind}")
     return value
 
 

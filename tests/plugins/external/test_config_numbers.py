@@ -126,6 +126,26 @@ def test_map_keys_and_any_values_are_checked() -> None:
     }
 
 
+def test_bytes_in_an_any_value_are_one_typed_line() -> None:
+    """msgpack's bin type arrives as bytes: cty's `any` holds no such thing (a raw TypeError before,
+    from sorting a `set(any)` through JSON)."""
+    spec = ConfigSpec({"tags": ConfigField("tags", "set(any)"), "extra": ConfigField("extra", "any")})
+    for raw, where in (
+        ({"tags": [b"\x00x", "a"]}, r"tags\[0\]"),
+        ({"tags": ["a", {"k": bytearray(b"1")}]}, r"tags\[1\]\.k"),
+        ({"extra": {"blob": b"x"}}, r"extra\.blob"),
+    ):
+        with pytest.raises(
+            InvalidRequestError,
+            match=rf"^config: {where}: expected a string, number, bool, list or map, got bytes$",
+        ):
+            decode_config(spec, raw)
+    wire = msgpack.packb({"tags": [b"x"]}, use_bin_type=True)
+    with pytest.raises(InvalidRequestError, match=r"^config: tags\[0\]: expected .* got bytes$"):
+        decode_config(spec, msgpack.unpackb(wire))
+    assert decode_config(spec, {"tags": ["b", "a", "b"]})["tags"] == ["a", "b"]
+
+
 #: fixmap of one entry whose key is the array [1, 2]: Python cannot hash it (a TypeError before)
 LIST_KEY = b"\x81\x92\x01\x02\x01"
 
