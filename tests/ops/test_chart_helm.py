@@ -97,14 +97,20 @@ def test_the_app_version_is_the_release_of_devicectl_the_chart_ships() -> None:
     assert APP_VERSION == project["version"]
 
 
-def test_a_network_policy_guards_the_plaintext_default() -> None:
+def test_a_network_policy_admits_only_labelled_clients_and_prometheus() -> None:
     docs = render_chart(CHART, {"workers": 2})
     (policy,) = by_kind(docs)["NetworkPolicy"]
     deployment = by_kind(docs)["Deployment"][0]
     assert policy["spec"]["podSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
     grpc, metrics = policy["spec"]["ingress"]
     assert [p["port"] for p in grpc["ports"]] == ["grpc"]
-    assert grpc["from"] == [{"podSelector": {}}]  # the release's namespace only
+    # only pods labelled as devicectl's clients (any namespace) reach gRPC; only Prometheus the metrics
+    assert grpc["from"] == [
+        {"podSelector": {"matchLabels": {"devicectl.io/client": "true"}}, "namespaceSelector": {}}
+    ]
+    assert metrics["from"] == [
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}, "namespaceSelector": {}}
+    ]
     assert [p["port"] for p in metrics["ports"]] == ["metrics", "metrics-w1", "metrics-w2"]
     named = {p["name"] for p in container(deployment)["ports"]}
     assert {p["port"] for rule in (grpc, metrics) for p in rule["ports"]} <= named  # ports it really has

@@ -60,8 +60,17 @@ CALLBACK_TLS = {
         }
     }
 }
+#: plaintext gRPC, named for what it is (the chart refuses tls.enabled false without it)
+PLAINTEXT = {
+    "tls": {"enabled": False},
+    "insecure": True,
+    "probes": {"type": "grpc"},
+    "callback": {"tls": {"enabled": False}, "allowPlaintext": True},
+}
 COMBINATIONS: dict[str, dict[str, Any]] = {
     "defaults": {},
+    "plaintext": PLAINTEXT,
+    "tls-secret": {"tls": {"source": "secret", "secretName": "devicectl-tls"}},
     "tls": {**TLS, **CALLBACK_TLS},
     "workers": {"workers": 2},
     "postgresql": {"replicas": 3, "workers": 1, "database": {"engine": "postgresql"}, **PLACEMENT},
@@ -189,7 +198,8 @@ def test_the_schema_is_migrated_before_the_controller_starts() -> None:
 
 def test_tls_needs_a_callback_that_devicectl_accepts() -> None:
     with pytest.raises(ChartFailure, match=r"callback\.tls\.enabled"):
-        render_chart(CHART, TLS)  # devicectl would refuse the plaintext callback and crash-loop
+        # devicectl would refuse the plaintext callback and crash-loop
+        render_chart(CHART, {**TLS, "callback": {"tls": {"enabled": False}}})
     pod = pod_spec(render_chart(CHART, {**TLS, **CALLBACK_TLS}))
     env = env_of(pod["containers"][0])
     assert "DEVICECTL_INSECURE" not in env
@@ -204,9 +214,40 @@ def test_tls_needs_a_callback_that_devicectl_accepts() -> None:
     assert volumes["callback-ca"]["secretName"] == "topology-ca"
     assert volumes["callback-client"]["secretName"] == "devicectl-callback-client"
     plaintext = env_of(
-        pod_spec(render_chart(CHART, {**TLS, "callback": {"allowPlaintext": True}}))["containers"][0]
+        pod_spec(
+            render_chart(CHART, {**TLS, "callback": {"tls": {"enabled": False}, "allowPlaintext": True}})
+        )["containers"][0]
     )
     assert plaintext["DEVICECTL_INSECURE"] == "true" and "DEVICECTL_CALLBACK_TLS" not in plaintext
+
+
+def test_plaintext_and_grpc_probes_are_refused_unless_named_insecure() -> None:
+    """The defaults serve TLS with client certificates and roles; plaintext is a choice by name."""
+    with pytest.raises(ChartFailure, match=r"set insecure: true"):
+        render_chart(CHART, {"tls": {"enabled": False}})
+    with pytest.raises(ChartFailure, match=r"kubelet's gRPC probe speaks plaintext only"):
+        render_chart(CHART, {"probes": {"type": "grpc"}})
+    with pytest.raises(ChartFailure, match=r"tls.clientCA needs roles"):
+        render_chart(CHART, {"roles": None})  # null removes a default map in Helm
+    with pytest.raises(ChartFailure, match=r"issuerRef.name"):
+        render_chart(CHART, {"tls": {"source": "certManager"}})
+    env = env_of(pod_spec(render_chart(CHART, PLAINTEXT))["containers"][0])
+    assert env["DEVICECTL_INSECURE"] == "true" and "DEVICECTL_TLS_CERT" not in env
+    assert "DEVICECTL_ROLES" not in env
+    assert "Secret" not in by_kind(render_chart(CHART, PLAINTEXT))
+
+
+def test_cert_manager_issues_the_server_certificate_for_the_service_names() -> None:
+    issuer = {"name": "devicectl-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    docs = render_chart(CHART, {"tls": {"source": "certManager", "certManager": {"issuerRef": issuer}}})
+    (certificate,) = [d for d in docs if d["kind"] == "Certificate"]
+    assert certificate["apiVersion"] == "cert-manager.io/v1"
+    assert certificate["spec"]["issuerRef"] == issuer
+    assert certificate["spec"]["secretName"] == "test-devicectl-tls"
+    assert "test-devicectl.default.svc" in certificate["spec"]["dnsNames"]
+    volumes = {v["name"]: v["secret"] for v in pod_spec(docs)["volumes"] if "secret" in v}
+    assert volumes["tls"]["secretName"] == "test-devicectl-tls"
+    assert "Secret" not in by_kind(docs)  # cert-manager writes it
 
 
 def test_a_config_change_rolls_the_pods_and_no_subpath_hides_updates() -> None:
@@ -228,7 +269,7 @@ def test_a_config_change_rolls_the_pods_and_no_subpath_hides_updates() -> None:
 
 
 def test_probes_ask_liveness_of_the_process_and_readiness_of_the_journal() -> None:
-    c = pod_spec(render_chart(CHART))["containers"][0]
+    c = pod_spec(render_chart(CHART, PLAINTEXT))["containers"][0]
     assert c["startupProbe"]["grpc"] == {"port": 50051, "service": "liveness"}
     assert c["startupProbe"]["periodSeconds"] * c["startupProbe"]["failureThreshold"] >= 60
     assert c["livenessProbe"]["grpc"] == {"port": 50051, "service": "liveness"}

@@ -43,17 +43,29 @@ def env_of(c: dict[str, Any]) -> dict[str, Any]:
 def test_default_chart_renders_a_probed_non_root_deployment(tmp_path: Path) -> None:
     kinds = by_kind(render_chart(CHART))
     # no ServiceMonitor on a cluster without the Prometheus Operator (tests/ops/test_chart_schemas.py)
-    assert set(kinds) == {"ConfigMap", "Deployment", "Job", "NetworkPolicy", "Service", "ServiceAccount"}
+    assert set(kinds) == {
+        "ConfigMap",
+        "Deployment",
+        "Job",
+        "NetworkPolicy",
+        "Secret",
+        "Service",
+        "ServiceAccount",
+    }
     deployment = kinds["Deployment"][0]
     pod = deployment["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     c = container(deployment)
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
-    assert c["livenessProbe"]["grpc"] == {"port": 50051, "service": "liveness"}
-    assert c["readinessProbe"]["grpc"]["service"] == "devicecontroller.v1.DeviceController"
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}  # TLS: no gRPC probe
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     env = env_of(c)
     assert env["DEVICECTL_DATABASE_URL"] == {"secretKeyRef": {"name": "devicectl-database", "key": "url"}}
-    assert env["DEVICECTL_INSECURE"] == "true"  # plaintext gRPC on the pod network only without TLS
+    assert "DEVICECTL_INSECURE" not in env  # TLS with client certificates and roles by default
+    assert env["DEVICECTL_TLS_CLIENT_CA"] == "/etc/devicectl/tls/ca.crt"
+    assert env["DEVICECTL_ROLES"] == (
+        "devicectl-admin=operator+admin,devicectl-operator=operator,topology=topology"
+    )
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["bmc-secrets"]["secret"]["defaultMode"] == 0o400
     mounts = {m["name"]: m for m in c["volumeMounts"]}
@@ -73,7 +85,7 @@ def test_default_chart_renders_a_probed_non_root_deployment(tmp_path: Path) -> N
     flags = {k: v for k, v in vars(parsed).items() if k in names}
     settings = load_settings(parsed.config, env=env_settings, overrides=flags)
     assert settings.listen == "0.0.0.0:50051" and settings.metrics_listen == "0.0.0.0:9464"
-    assert settings.log_format == "json" and settings.insecure is True
+    assert settings.log_format == "json" and settings.insecure is False
     assert settings.callback == "topology.example.internal:50052"  # DEVICECTL_CALLBACK
     assert load_inventory(settings.inventory) == {}
 

@@ -111,3 +111,41 @@ fsGroup: 10001
 seccompProfile:
   type: RuntimeDefault
 {{- end }}
+
+{{/* The gRPC port's TLS Secret: tls.secretName, or <fullname>-tls. */}}
+{{- define "devicectl.tlsSecretName" -}}
+{{- default (include "devicectl.suffixed" (dict "root" . "suffix" "tls")) .Values.tls.secretName }}
+{{- end }}
+
+{{/* The roles setting (identity=role+role,...) from .Values.roles. */}}
+{{- define "devicectl.roles" -}}
+{{- $pairs := list }}
+{{- range $identity, $roles := .Values.roles }}
+{{- $pairs = append $pairs (printf "%s=%s" $identity (join "+" $roles)) }}
+{{- end }}
+{{- join "," $pairs }}
+{{- end }}
+
+{{/* The Service's DNS names (the server certificate's subject alternative names). */}}
+{{- define "devicectl.dnsNames" -}}
+{{- $name := include "devicectl.fullname" . }}
+{{- $ns := .Release.Namespace }}
+{{- list $name (printf "%s.%s" $name $ns) (printf "%s.%s.svc" $name $ns) (printf "%s.%s.svc.cluster.local" $name $ns) | toJson }}
+{{- end }}
+
+{{/* What the chart refuses about TLS: plaintext only when asked for by name, gRPC probes only in
+plaintext, a client CA only with roles (devicectl itself refuses both at start). */}}
+{{- define "devicectl.checkTls" -}}
+{{- if and (not .Values.tls.enabled) (not .Values.insecure) }}
+{{- fail "tls.enabled: false serves plaintext gRPC on the pod network, where every pod the NetworkPolicy admits may call every method (StartWriteCycle included): set insecure: true to accept that" }}
+{{- end }}
+{{- if and .Values.tls.enabled (eq .Values.probes.type "grpc") }}
+{{- fail "probes.type grpc: kubelet's gRPC probe speaks plaintext only; use probes.type http with TLS" }}
+{{- end }}
+{{- if and .Values.tls.enabled .Values.tls.clientCA (not .Values.roles) }}
+{{- fail "tls.clientCA needs roles (identity -> [topology|operator|admin]): devicectl refuses a client CA without them" }}
+{{- end }}
+{{- if and .Values.tls.enabled (eq .Values.tls.source "certManager") (not .Values.tls.certManager.issuerRef.name) }}
+{{- fail "tls.source certManager needs tls.certManager.issuerRef.name" }}
+{{- end }}
+{{- end }}
