@@ -4,8 +4,12 @@ The command line itself is in _send_cli."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
+import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -271,21 +275,16 @@ def run(args: argparse.Namespace) -> int:
         record = None
         wait = apb.WaitRequestRequest(request_id=msg.request_id, wait_for_delivery=args.wait_delivery)
         limit = args.wait_timeout if args.wait_timeout is not None else max(args.timeout, 600) + 30
+        stream = admin.WaitRequest(wait, timeout=limit)
+        interrupted = threading.Event()
         try:
-            with console.status(f"waiting for {msg.request_id}...") if not args.json else _null():
-                for update in admin.WaitRequest(wait, timeout=limit):
-                    record = update  # the last update is the completed record
-        except KeyboardInterrupt:
-            # Ctrl-C stops the waiting, not the request: say which one it was and how to follow it
-            err_console.print(
-                f"interrupted: request {msg.request_id} was accepted and runs on; follow it with "
-                f"`devicectl requests show {msg.request_id}`",
-                soft_wrap=True,
-                highlight=False,
-                markup=False,
-            )
-            return 130
+            with _ctrl_c_cancels(stream, interrupted):
+                with console.status(f"waiting for {msg.request_id}...") if not args.json else _null():
+                    for update in stream:
+                        record = update  # the last update is the completed record
         except grpc.RpcError as exc:
+            if interrupted.is_set():
+                return _interrupted(msg.request_id)
             if exc.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
                 reason = f"this certificate may not wait on it ({exc.code().name}: {exc.details()})"
                 return _cannot_wait(args, msg.request_id, reason)
@@ -298,6 +297,8 @@ def run(args: argparse.Namespace) -> int:
                 soft_wrap=True,
             )
             return 1
+        if interrupted.is_set() and (record is None or not record.outcome):
+            return _interrupted(msg.request_id)
     if record is None:
         return 1
     if args.json:
@@ -305,6 +306,37 @@ def run(args: argparse.Namespace) -> int:
     else:
         render_response(record.response)
     return 0 if record.outcome == "ok" else 1
+
+
+@contextlib.contextmanager
+def _ctrl_c_cancels(stream: Any, interrupted: threading.Event) -> Iterator[None]:
+    """While waiting, Ctrl-C cancels the wait and sets the event, instead of a KeyboardInterrupt
+    that may land anywhere: inside grpc's or the spinner's own code, where it became another error
+    (exit 1) now and then. The cancel runs off the signal handler (grpc's call is not re-entrant)."""
+
+    def on_ctrl_c(_signum: int, _frame: Any) -> None:
+        interrupted.set()
+        threading.Thread(target=stream.cancel, name="ctrl-c", daemon=True).start()
+
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_ctrl_c) if in_main else None
+    try:
+        yield
+    finally:
+        if in_main:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _interrupted(request_id: str) -> int:
+    """Ctrl-C stops the waiting, not the request: say which one it was and how to follow it."""
+    err_console.print(
+        f"interrupted: request {request_id} was accepted and runs on; follow it with "
+        f"`devicectl requests show {request_id}`",
+        soft_wrap=True,
+        highlight=False,
+        markup=False,
+    )
+    return 130
 
 
 def _cannot_wait(args: argparse.Namespace, request_id: str, reason: str) -> int:
