@@ -318,7 +318,9 @@ def _ctrl_c_cancels(stream: Any, interrupted: threading.Event) -> Iterator[None]
         interrupted.set()
         threading.Thread(target=stream.cancel, name="ctrl-c", daemon=True).start()
 
+    # not where Ctrl-C is ignored (a background job inherits SIGINT ignored, as Python does)
     in_main = threading.current_thread() is threading.main_thread()
+    in_main = in_main and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
     previous = signal.signal(signal.SIGINT, on_ctrl_c) if in_main else None
     try:
         yield

@@ -52,13 +52,23 @@ def pipe(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> 
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
+#: `python -m controller ARGS` as a shell at a terminal starts it: Ctrl-C (SIGINT) at its default.
+#: A process started from a background job (`cmd &` in a script, as CI may run the suite) inherits
+#: SIGINT *ignored*, and so does every child: Python then installs no KeyboardInterrupt, and a
+#: test that presses Ctrl-C saw the command run on to its end (exit 1 where 130 was expected).
+AS_FROM_A_TERMINAL = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'devicectl'; runpy.run_module('controller', run_name='__main__', alter_sys=True)"
+)
+
+
 def _start_tty(
     args: tuple[str, ...], columns: int, env: dict[str, str] | None
 ) -> tuple[subprocess.Popen[bytes], int]:
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "controller", *args],
+        [sys.executable, "-c", AS_FROM_A_TERMINAL, *args],
         cwd=ROOT,
         env=_env(env),
         stdin=follower,

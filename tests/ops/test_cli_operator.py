@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -236,6 +237,25 @@ async def test_ctrl_c_while_waiting_names_the_request(memory: Any) -> None:
     assert "devicectl requests show int-1" in run.out
     record = await memory.admin.GetRequest(apb.GetRequestRequest(request_id="int-1"))
     assert record.request_id == "int-1"  # journaled: it goes on without the client
+
+
+async def test_ctrl_c_reaches_the_command_even_where_the_suite_ignores_it(memory: Any) -> None:
+    """The cause of a flaky run of the test above: started from a background job (CI's runner may
+    start the suite so), the suite and every child inherit SIGINT ignored, so the "Ctrl-C" was
+    ignored and the command waited the request out (exit 1). The terminal harness starts the
+    command as a terminal does, whatever the suite inherited."""
+    server = f"127.0.0.1:{memory.controller.port}"
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # what a background job inherits
+    try:
+        run = await asyncio.to_thread(
+            tty_interrupted,
+            "--server", server, "send", "ping", "--device", "slow", "--request-id", "int-2", "--wait",
+            after="waiting for int-2",
+        )  # fmt: skip
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert run.code == 130, run.out
+    assert "interrupted: request int-2 was accepted and runs on" in run.out
 
 
 async def test_send_to_an_unknown_device_is_refused(memory: Any) -> None:
