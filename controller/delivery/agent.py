@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable
 
 import grpc
+import tenacity
 
 from controller._proto.devicecontroller.v1 import agent_pb2 as apb
 from controller._proto.devicecontroller.v1 import agent_pb2_grpc as agrpc
@@ -156,26 +157,42 @@ class Agent:
         self.last_refusal = ""
 
     async def run(self) -> None:
-        failures = 0
         while True:
-            try:
-                await self._session()
-                failures = 0  # a session that ended cleanly (server going away): redial soon
-            except AgentRefusedError as exc:
-                self.last_refusal = str(exc)
-                log.error("agent server refused this agent: %s", exc)
-                failures += 1
-            except grpc.aio.AioRpcError as exc:
-                log.warning("agent stream to %s ended: %s", self.settings.agent_server, exc.code().name)
-                failures += 1
-            except (OSError, ValueError) as exc:
-                log.warning("agent stream to %s failed: %s", self.settings.agent_server, exc)
-                failures += 1
-            finally:
-                self._transport.detach()
-            cap = max(0.2, self.settings.agent_reconnect_max)
-            delay = min(cap, 0.2 * 2 ** min(failures, 10))
-            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+            # a session that ended cleanly (the server going away) redials soon, with a fresh policy
+            async for attempt in self._reconnect_policy():
+                with attempt:
+                    await self._one_session()
+            await asyncio.sleep(random.uniform(0.1, 0.2))
+
+    def _reconnect_policy(self) -> tenacity.AsyncRetrying:
+        """Redial after a failed or refused session: 0.2 s doubling up to `agent_reconnect_max`
+        (at least 0.2 s), each wait between half and all of that (jitter, so a fleet of agents does
+        not redial in step), forever: an agent without its server has nothing else to do."""
+        cap = max(0.2, self.settings.agent_reconnect_max)
+        return tenacity.AsyncRetrying(
+            retry=tenacity.retry_if_exception_type(
+                (AgentRefusedError, grpc.aio.AioRpcError, OSError, ValueError)
+            ),
+            wait=_HalfToFullJitter(tenacity.wait_exponential(multiplier=0.2, exp_base=2, max=cap)),
+            stop=tenacity.stop_never,
+            reraise=True,
+        )
+
+    async def _one_session(self) -> None:
+        try:
+            await self._session()
+        except AgentRefusedError as exc:
+            self.last_refusal = str(exc)
+            log.error("agent server refused this agent: %s", exc)
+            raise
+        except grpc.aio.AioRpcError as exc:
+            log.warning("agent stream to %s ended: %s", self.settings.agent_server, exc.code().name)
+            raise
+        except (OSError, ValueError) as exc:
+            log.warning("agent stream to %s failed: %s", self.settings.agent_server, exc)
+            raise
+        finally:
+            self._transport.detach()
 
     async def _session(self) -> None:
         # NOTE: keepalive is the stream's own Ping/Pong (data frames), not HTTP/2 keepalive pings: a
@@ -314,3 +331,17 @@ class Agent:
             self._accepting[request.device] -= 1
             if not self._accepting[request.device]:
                 del self._accepting[request.device]
+
+
+#: how a session ends that is worth a redial (anything else is a bug: raised, and supervised)
+_SESSION_ENDINGS = (AgentRefusedError, grpc.aio.AioRpcError, OSError, ValueError)
+
+
+class _HalfToFullJitter(tenacity.wait.wait_base):
+    """A wait between half and all of what `inner` says."""
+
+    def __init__(self, inner: tenacity.wait.wait_base) -> None:
+        self._inner = inner
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        return float(self._inner(retry_state)) * random.uniform(0.5, 1.0)

@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import tenacity
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
@@ -45,6 +46,22 @@ R = TypeVar("R")
 #: A batch handler runs several operations of one kind on the batch's connection and returns one
 #: result per argument, in order; a ``Failed`` result fails only that operation's caller.
 _TRANSIENT_RETRIES = 3
+
+
+def _retry_transient(state: tenacity.RetryCallState) -> bool:
+    exc = state.outcome.exception() if state.outcome is not None else None
+    return isinstance(exc, DBAPIError) and _is_transient(exc)
+
+
+#: A transaction PostgreSQL rolled back whole as a deadlock or serialisation victim runs again
+#: (running it again is safe): at most _TRANSIENT_RETRIES more times, 5 ms doubling between tries,
+#: on this writer thread (it holds no other work meanwhile). Anything else is raised at once.
+_TRANSIENT_POLICY = tenacity.Retrying(
+    retry=_retry_transient,
+    stop=tenacity.stop_after_attempt(_TRANSIENT_RETRIES + 1),
+    wait=tenacity.wait_exponential(multiplier=0.005, exp_base=2, min=0.005),
+    reraise=True,
+)
 
 Handler = Callable[[Connection, list[Any]], Sequence[Any]]
 
@@ -248,25 +265,28 @@ class BatchWriter:
     def _transaction(self, batch: list[_Pending]) -> list[tuple[_Pending, Any, bool]]:
         """Run ``batch`` in one transaction, retrying when PostgreSQL chose it as a deadlock or
         serialisation victim (it was rolled back entirely, so running it again is safe)."""
-        for attempt in range(_TRANSIENT_RETRIES + 1):
-            self.stats.transactions += 1
-            try:
-                with self._engine.begin() as conn:
-                    outcomes = self._execute(conn, batch)
-                self._failure = None
-                return outcomes
-            except Exception as exc:
-                if is_outage(exc) and self._failure is None:
-                    reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-                    self._failure = WriteFailure(time.time(), f"{type(exc).__name__}: {reason}")
-                if not isinstance(exc, DBAPIError):
-                    raise
-                if attempt == _TRANSIENT_RETRIES or not _is_transient(exc):
-                    raise
-                self.stats.transient_retries += 1
-                log.info("write transaction rolled back by the database (%s); retrying", exc.orig)
-                time.sleep(0.005 * 2**attempt)
+        for attempt in _TRANSIENT_POLICY.copy(before_sleep=self._before_retry):
+            with attempt:
+                return self._transaction_once(batch)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _before_retry(self, state: tenacity.RetryCallState) -> None:
+        self.stats.transient_retries += 1
+        exc = state.outcome.exception() if state.outcome is not None else None
+        log.info("write transaction rolled back by the database (%s); retrying", getattr(exc, "orig", exc))
+
+    def _transaction_once(self, batch: list[_Pending]) -> list[tuple[_Pending, Any, bool]]:
+        self.stats.transactions += 1
+        try:
+            with self._engine.begin() as conn:
+                outcomes = self._execute(conn, batch)
+        except Exception as exc:
+            if is_outage(exc) and self._failure is None:
+                reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+                self._failure = WriteFailure(time.time(), f"{type(exc).__name__}: {reason}")
+            raise
+        self._failure = None
+        return outcomes
 
     def _execute(self, conn: Connection, batch: list[_Pending]) -> list[tuple[_Pending, Any, bool]]:
         """Run the batch's ops in order, grouping consecutive ops that share a handler."""
