@@ -12,7 +12,9 @@ Failures come in three kinds (by the receiver's status code):
 - the receiver refuses this response for good (`RESOURCE_EXHAUSTED`, `INVALID_ARGUMENT`,
   `OUT_OF_RANGE`): the row is dead-lettered with the error, so the device's later responses flow;
 - anything else: that row backs off on its own, persisted (attempts, next attempt time), so
-  retries outlive restarts; tenacity's wait strategy computes the delays.
+  retries outlive restarts. That schedule is data (attempts and the next attempt time live in the
+  outbox row, and a restart picks them up), not an in-process retry loop, so it is a formula here
+  (`backoff_delay`), not a tenacity policy; the loops that do retry in process use tenacity.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 import grpc
-import tenacity
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 
@@ -95,15 +97,18 @@ async def probe_on_reconnect(
             probe_now()
 
 
-def _backoff(max_backoff: float) -> tenacity.wait.wait_base:
-    return tenacity.wait_exponential_jitter(multiplier=0.2, exp_base=2, max=max_backoff, jitter=0.5)
+#: the first delay after a failure, doubling with each further attempt up to the cap
+BACKOFF_FIRST = 0.2
+#: random seconds added to each delay, so a backlog's rows do not retry in step
+BACKOFF_JITTER = 0.5
 
 
 def backoff_delay(attempt: int, max_backoff: float) -> float:
-    """Seconds to wait after the `attempt`-th failed delivery (1-based)."""
-    state = tenacity.RetryCallState(retry_object=tenacity.AsyncRetrying(), fn=None, args=(), kwargs={})
-    state.attempt_number = attempt
-    return float(_backoff(max_backoff)(state))
+    """Seconds to wait after the `attempt`-th failed delivery (1-based): 0.2 s doubling, plus up to
+    0.5 s of jitter, at most `max_backoff`."""
+    exponent = min(max(attempt, 1) - 1, 60)  # 2**60 s is far past any cap: no overflow
+    delay = BACKOFF_FIRST * 2.0**exponent + random.uniform(0, BACKOFF_JITTER)
+    return max(0.0, min(delay, max_backoff))
 
 
 class Transport(Protocol):
