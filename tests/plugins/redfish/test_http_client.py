@@ -30,7 +30,6 @@ import pytest
 
 from bmcsim import TlsFiles, ensure_tls_files
 from plugins.redfish._config import ConnectionSettings
-from plugins.redfish._wire import http_connection as _http_connection
 from plugins.redfish._wire.errors import ConnectionFailedError, ProtocolError, RequestTimeoutError
 from plugins.redfish._wire.http import (
     ConnectFailure,
@@ -39,6 +38,7 @@ from plugins.redfish._wire.http import (
     MalformedReply,
     Origin,
     Reply,
+    ReplyOverBound,
     ReplyTimeout,
     TlsFailure,
 )
@@ -723,14 +723,17 @@ _BOMB = gzip.compress(bytes(1_000_000))
     ids=["content-length", "close-delimited", "chunked", "gzip-bomb"],
 )
 async def test_a_reply_over_the_size_bound_is_refused_and_its_connection_dropped(
-    serve: Serve, monkeypatch: pytest.MonkeyPatch, parts: tuple[bytes, ...]
+    serve: Serve, parts: tuple[bytes, ...]
 ) -> None:
-    monkeypatch.setattr(_http_connection, "MAX_REPLY", 2000)  # the real bound is 32 MiB
     server = await serve(answer(*parts))
-    origin = origin_for(server)
+    # the default bound is 8 MiB (`max_document_bytes`); a bomb's decoded bytes count against it
+    origin = Origin("127.0.0.1", server.port, None, 30.0, max_body=2000)
 
-    with pytest.raises(MalformedReply, match="over 2000 bytes"):
+    with pytest.raises(
+        ReplyOverBound, match=r"over 2000 bytes \(bound max_document_bytes = 2000\)"
+    ) as caught:
         await get(origin)
+    assert (caught.value.bound, caught.value.limit, caught.value.sent) == ("max_document_bytes", 2000, True)
     await server.wait_closed(0)
 
 
