@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import re
-from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Any
 
 #: the deepest nesting of objects and arrays read (Redfish resources nest a dozen levels at most);
@@ -16,10 +14,12 @@ from typing import Any
 #: (copies, `json.dumps` of a read-back) near the same depth
 MAX_NESTING = 64
 
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
-#: an opening bracket is one level up (1), a closing one a level down (255: -1 as a signed byte)
-_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+#: a JSON string once escapes are gone and only quotes and brackets are left
+_STRING = re.compile(rb'"[^"]*"')
+#: every opening bracket as `(`, every closing one as `)`
+_PARENS = bytes.maketrans(b"[{]}", b"(())")
+#: every byte but brackets and quotes
+_NOT_STRUCTURE = bytes(set(range(256)) - set(b'[]{}"'))
 
 
 class NestingTooDeep(ValueError):
@@ -33,12 +33,23 @@ class NestingTooDeep(ValueError):
 
 
 def too_deep(body: bytes, limit: int = MAX_NESTING) -> bool:
-    """Whether the JSON text `body` nests objects and arrays deeper than `limit`: one linear pass,
-    in C but for a sum over the brackets left once strings are taken out (no recursion)."""
-    if body.count(b"[") + body.count(b"{") <= limit:  # nearly every reply: a few C scans
+    """Whether the JSON text `body` nests objects and arrays deeper than `limit`, told without
+    recursion in at most `limit` linear passes in C: with strings taken out, each pass removes
+    every innermost bracket pair, which lowers the deepest nesting by exactly one. What no pass
+    removes is unbalanced (invalid JSON): more than `limit` brackets left open count as too deep
+    too (a parser would recurse into each before it failed)."""
+    if body.count(b"[") + body.count(b"{") <= limit:  # nearly every reply: two scans
         return False
-    brackets = _NOT_BRACKET.sub(b"", _STRING.sub(b"", body))
-    return max(accumulate(array("b", brackets.translate(_STEPS))), default=0) > limit
+    # escapes go first (a run of backslashes pairs up from its left, as JSON reads it), then all
+    # but quotes and brackets, then the strings: each step one pass in C
+    structure = body.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
+    brackets = _STRING.sub(b"", structure).translate(_PARENS)
+    for _ in range(limit):
+        shorter = brackets.replace(b"()", b"")
+        if len(shorter) == len(brackets):  # no pair left to remove
+            break
+        brackets = shorter
+    return b"()" in brackets or brackets.count(b"(") > limit
 
 
 def loads(body: bytes | str, limit: int = MAX_NESTING) -> Any:

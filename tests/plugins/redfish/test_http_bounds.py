@@ -242,8 +242,22 @@ async def test_nested_json_at_login_is_a_typed_error(tls_server: Any, tls_files:
         (b'{"s": "\\"' + b"{" * 5000 + b'"}', False),  # nor after an escaped quote
         (b"[{}," * 5000 + b"{}" + b"]" * 5000, True),
         (b"[" + b"{}," * 50_000 + b"{}]", False),  # many brackets, shallow
+        (b"[" * 9000, True),  # never closed: a parser recurses into each before it fails
+        (b'{"a": [' + b"[1]," * 100 + b"[2]", False),  # cut short, shallow: plain invalid JSON
+        ((b"[" * MAX_NESTING + b"]" * MAX_NESTING + b",") * 1000, False),  # deep often, never past
     ],
-    ids=["redfish-like", "at-the-bound", "past-it", "in-a-string", "escaped-quote", "deep-mixed", "wide"],
+    ids=[
+        "redfish-like",
+        "at-the-bound",
+        "past-it",
+        "in-a-string",
+        "escaped-quote",
+        "deep-mixed",
+        "wide",
+        "never-closed",
+        "cut-short",
+        "at-the-bound-often",
+    ],
 )
 def test_nesting_is_measured_not_guessed(text: bytes, deep: bool) -> None:
     assert too_deep(text) is deep
@@ -251,7 +265,10 @@ def test_nesting_is_measured_not_guessed(text: bytes, deep: bool) -> None:
         with pytest.raises(ValueError, match="bound nesting depth"):
             loads(text)
     else:
-        loads(text)  # parses, never RecursionError
+        try:
+            loads(text)  # parses, or is invalid JSON: never RecursionError
+        except ValueError as exc:
+            assert "nested" not in str(exc)
 
 
 # ---- head and trailer fields -------------------------------------------------------------------
