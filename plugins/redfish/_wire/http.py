@@ -34,15 +34,13 @@ import time
 import weakref
 from urllib.parse import urlsplit
 
-from plugins.redfish._wire.http_connection import (
-    DEFAULT_MAX_BODY,
+from plugins.redfish._wire.http_connection import DEFAULT_MAX_BODY, Connection, Reply
+from plugins.redfish._wire.http_failures import (
     ConnectFailure,
-    Connection,
     ConnectTimeout,
     Disconnected,
     HttpFailure,
     MalformedReply,
-    Reply,
     ReplyOverBound,
     ReplyTimeout,
     TlsFailure,

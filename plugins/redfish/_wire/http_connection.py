@@ -2,19 +2,27 @@
 
 The reply's framing is read by llhttp (Node.js's HTTP parser, fuzzed upstream; through
 `httptools`), and held to the rules in `plugins.redfish._wire.http` and docs/redfish.md ("Framing").
-What can go wrong is an `HttpFailure` that says whether the request may have reached the BMC.
+What can go wrong is an `HttpFailure` (`plugins.redfish._wire.http_failures`) that says whether the
+request may have reached the BMC.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ssl
 import zlib
 
 import httptools
 from multidict import CIMultiDict
 
 from plugins.redfish._wire.document import whole_json
+from plugins.redfish._wire.http_failures import (
+    Disconnected,
+    HttpFailure,
+    MalformedReply,
+    ReplyOverBound,
+    ReplyTimeout,
+)
+from plugins.redfish._wire.inflate import InflateOverBound, Inflater
 
 #: a reply head (interim replies included) larger than this is not a BMC talking
 _MAX_HEAD = 64 * 1024
@@ -25,67 +33,10 @@ _MAX_INTERIM = 8
 #: a chunked body's trailer fields, and their bytes (nothing a BMC call reads is sent there)
 MAX_TRAILER_FIELDS = 32
 MAX_TRAILER_BYTES = 8 * 1024
-#: gzip members in one body (RFC 1952 allows a series; a server sends one)
-MAX_GZIP_MEMBERS = 16
 #: the largest body read by default, after any content coding is undone (Redfish replies are KiB;
 #: the largest collections a few MiB); `max_document_bytes` in the plugin's config sets it
 DEFAULT_MAX_BODY = 8 << 20
 _CODINGS = frozenset(("gzip", "x-gzip", "deflate"))
-
-
-class HttpFailure(Exception):
-    """A request that got no complete reply. `sent`: whether it may have reached the BMC."""
-
-    sent = True
-
-
-class ConnectFailure(HttpFailure):
-    """No connection (refused, unreachable, name unknown). `os_error`: the cause."""
-
-    sent = False
-
-    def __init__(self, message: str, os_error: OSError | None = None) -> None:
-        super().__init__(message)
-        self.os_error = os_error
-
-
-class ConnectTimeout(HttpFailure):
-    """No connection (TCP and TLS) within the connect timeout."""
-
-    sent = False
-
-
-class TlsFailure(HttpFailure):
-    """The TLS handshake failed. `verification`: the certificate's rejection, when that was why."""
-
-    sent = False
-
-    def __init__(self, message: str, verification: ssl.SSLCertVerificationError | None = None) -> None:
-        super().__init__(message)
-        self.verification = verification
-
-
-class ReplyTimeout(HttpFailure):
-    """The request was sent and no complete reply came within the reply timeout."""
-
-
-class Disconnected(HttpFailure):
-    """The connection ended before the reply was complete as framed (the request may have landed)."""
-
-
-class MalformedReply(HttpFailure):
-    """The bytes that came back are not an HTTP/1.x reply this client reads (the request may have
-    landed)."""
-
-
-class ReplyOverBound(MalformedReply):
-    """A reply past one of the client's bounds (`bound`: which one, `limit`: its value): its reading
-    stopped there and its connection was dropped (the request may have landed)."""
-
-    def __init__(self, bound: str, limit: int, message: str) -> None:
-        super().__init__(f"{message} (bound {bound} = {limit})")
-        self.bound = bound
-        self.limit = limit
 
 
 class Reply:
@@ -140,7 +91,7 @@ class Connection(asyncio.Protocol):
         self._chunks = 0
         self._trailers = 0
         self._trailer_bytes = 0
-        self._inflater: _Inflater | None = None
+        self._inflater: Inflater | None = None
         self._coding = ""  # the content coding, lower case ("" for none or identity)
         self._until_close = False  # the body is framed by the connection's end
         self._keep = True
@@ -370,7 +321,7 @@ class Connection(asyncio.Protocol):
             self._finish()
             return
         if self._coding in _CODINGS:
-            self._inflater = _Inflater(self._max_body)
+            self._inflater = Inflater(self._max_body)
         if coding is None and length is None and status not in (204, 304):
             self._until_close = True
             self._keep = False
@@ -390,6 +341,8 @@ class Connection(asyncio.Protocol):
                 )
             try:
                 pieces = inflater.feed(body)
+            except InflateOverBound as exc:
+                raise ReplyOverBound(exc.bound, exc.limit, exc.what) from None
             except zlib.error as exc:
                 raise MalformedReply(f"undecodable {self._coding} body ({exc})") from None
             self._body.extend(pieces)
@@ -403,86 +356,6 @@ class Connection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         if self._headers is not None and not self._head_only:
             self._finish()
-
-
-class _Inflater:
-    """A gzip or deflate body undone as it arrives, linear in its bytes and bounded: at most `limit`
-    bytes out (a small bomb expands no further), at most `MAX_GZIP_MEMBERS` gzip members (each a
-    new stream), and a stream cut short, or bytes after its end that are not another gzip member,
-    are errors (`zlib.error`, `ReplyOverBound`)."""
-
-    __slots__ = ("_fed", "_held", "_limit", "_members", "_out", "_probe", "_stream")
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._out = 0
-        self._members = 1
-        self._stream = zlib.decompressobj(47)  # gzip or zlib, told by its header
-        #: what the first stream took before it gave any output: if its header turns out to be
-        #: neither gzip's nor zlib's, the body is read again as raw deflate (as some servers send)
-        self._probe: bytearray | None = bytearray()
-        self._held = b""  # bytes after a stream's end, too few to tell whether a member follows
-        self._fed = False
-
-    @property
-    def complete(self) -> bool:
-        """Whether the body so far ends exactly at the end of its last stream."""
-        return self._stream.eof and not self._held
-
-    def feed(self, data: bytes) -> list[bytes]:
-        """The decoded bytes of `data` (the body's next bytes on the wire)."""
-        out: list[bytes] = []
-        self._fed = self._fed or bool(data)
-        if self._held:
-            data, self._held = self._held + data, b""
-        while data:
-            stream = self._stream
-            if stream.eof:  # RFC 1952: members follow members
-                if len(data) < 2:
-                    self._held = data
-                    break
-                if not data.startswith(b"\x1f\x8b"):
-                    raise zlib.error("bytes after the end of the compressed stream")
-                self._members += 1
-                if self._members > MAX_GZIP_MEMBERS:
-                    raise ReplyOverBound(
-                        "gzip members", MAX_GZIP_MEMBERS, f"over {MAX_GZIP_MEMBERS} gzip members in one body"
-                    )
-                stream = self._stream = zlib.decompressobj(31)
-            try:
-                piece = stream.decompress(data, self._limit + 1 - self._out)
-            except zlib.error:
-                probe = self._probe
-                if probe is None:
-                    raise
-                self._probe = None
-                stream = self._stream = zlib.decompressobj(-15)
-                try:
-                    piece = stream.decompress(bytes(probe) + data, self._limit + 1 - self._out)
-                except zlib.error:
-                    raise zlib.error("neither gzip, zlib nor raw deflate") from None
-            self._out += len(piece)
-            if self._out > self._limit:
-                raise ReplyOverBound(
-                    "max_document_bytes", self._limit, f"decoded body over {self._limit} bytes"
-                )
-            if self._probe is not None:
-                if piece or len(self._probe) > 4096 or stream.eof:
-                    self._probe = None
-                else:
-                    self._probe += data
-            if piece:
-                out.append(piece)
-            # below the limit, the stream took all of `data`: what is left is past its end
-            data = stream.unused_data if stream.eof else b""
-        return out
-
-    def finish(self) -> None:
-        """The body ended: raise `zlib.error` unless it ended exactly at its last stream's end."""
-        if self._held:
-            raise zlib.error("bytes after the end of the compressed stream")
-        if self._fed and not self._stream.eof:  # an empty body (204, say) is no stream at all
-            raise zlib.error("the compressed stream is cut short")
 
 
 #: `Content-Type` values seen -> their charset (a BMC sends one or two, on every reply)

@@ -27,11 +27,11 @@ from plugins.redfish._wire.errors import ProtocolError, ReplyBoundError
 from plugins.redfish._wire.http import HttpConnections, Origin, ReplyOverBound
 from plugins.redfish._wire.http_connection import (
     DEFAULT_MAX_BODY,
-    MAX_GZIP_MEMBERS,
     MAX_HEAD_FIELDS,
     MAX_TRAILER_BYTES,
     MAX_TRAILER_FIELDS,
 )
+from plugins.redfish._wire.inflate import MAX_GZIP_MEMBERS
 from plugins.redfish._wire.transport import BmcTransport
 from tests.plugins.redfish.test_http_client import _WAIT, RawServer, Serve, answer, get, ok, serve, tls_files
 
