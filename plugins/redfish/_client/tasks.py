@@ -129,7 +129,7 @@ def _task_uri(body: Mapping[str, Any]) -> str:
 def _json(reply: AsyncRestResponse) -> Mapping[str, Any]:
     try:
         body = loads(reply.text or "{}")
-    except ValueError:  # `NestingTooDeep` too
+    except ValueError:  # `JsonOverBound` too
         return {}
     return body if isinstance(body, dict) else {}
 

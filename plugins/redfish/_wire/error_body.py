@@ -147,5 +147,5 @@ def json_or_none(text: str) -> Any:
         return None
     try:
         return loads(text)
-    except ValueError:  # `NestingTooDeep` too
+    except ValueError:  # `JsonOverBound` too
         return None

@@ -29,7 +29,7 @@ from redfish.aio.exceptions import RedfishProtocolError
 from yarl import URL
 
 from plugins.redfish._config import ConnectionSettings
-from plugins.redfish._wire.document import MAX_NESTING, NestingTooDeep, loads, too_deep
+from plugins.redfish._wire.document import loads, past_bound
 from plugins.redfish._wire.errors import (
     ConnectionFailedError,
     DeadlineExceededError,
@@ -194,13 +194,11 @@ class BmcTransport:
         if charset is not None and not _is_text_encoding(charset):
             where = f"{self.origin}: {method} {path}"
             raise ProtocolError(f"{where}: the reply's charset {charset[:40]!r} is no known text encoding")
-        if reply.body and too_deep(reply.body):
+        over = past_bound(reply.body) if reply.body else None
+        if over is not None:
             # every reader after this one (the DMTF client's own included) parses it safely
             raise ReplyBoundError(
-                f"{self.origin}: {method} {path}: the reply's JSON nests deeper than {MAX_NESTING} "
-                f"levels (bound nesting depth = {MAX_NESTING})",
-                bound=NestingTooDeep.bound,
-                limit=MAX_NESTING,
+                f"{self.origin}: {method} {path}: the reply's {over}", bound=over.bound, limit=over.limit
             )
         if 200 <= reply.status < 300 and method == "POST" and _is_login(path):
             self.session_generation += 1
@@ -352,7 +350,7 @@ class DirectReply:
             return {}
         try:
             return loads(self.text)
-        except ValueError as exc:  # `NestingTooDeep` included (a reply past it was refused already)
+        except ValueError as exc:  # `JsonOverBound` included (a reply past one was refused already)
             raise RedfishProtocolError(f"Service responded with invalid JSON at URI {self._path}") from exc
 
     @property

@@ -22,7 +22,7 @@ from bmcsim import TlsFiles
 from plugins.redfish._client.client import BmcClient
 from plugins.redfish._config import ConnectionSettings, RedfishSettings
 from plugins.redfish._plugin_config import settings_from
-from plugins.redfish._wire.document import MAX_NESTING, loads, too_deep
+from plugins.redfish._wire.document import MAX_CONTAINERS, MAX_NESTING, MAX_VALUES, loads, too_deep
 from plugins.redfish._wire.errors import ProtocolError, ReplyBoundError
 from plugins.redfish._wire.http import HttpConnections, Origin, ReplyOverBound
 from plugins.redfish._wire.http_connection import (
@@ -214,7 +214,9 @@ async def test_18_kb_of_nested_json_is_a_typed_error_from_bmcclient_get(
     )
     assert isinstance(refused, ReplyBoundError), refused
     assert (refused.bound, refused.limit) == ("nesting depth", MAX_NESTING)
-    assert f"nests deeper than {MAX_NESTING} levels" in str(refused)
+    assert f"JSON nested deeper than {MAX_NESTING} levels (bound nesting depth = {MAX_NESTING})" in str(
+        refused
+    )
     client.transport.close()
 
 
@@ -226,9 +228,33 @@ async def test_nested_json_at_login_is_a_typed_error(tls_server: Any, tls_files:
     )
     client = BmcClient(HttpConnections(30.0), settings, tls_files.client_context())
 
-    with pytest.raises(ReplyBoundError, match="nests deeper than") as caught:
+    with pytest.raises(ReplyBoundError, match="nested deeper than") as caught:
         await client.get("/redfish/v1/Chassis/1", deadline=time.monotonic() + _WAIT)
     assert caught.value.bound == "nesting depth"
+    client.transport.close()
+
+
+def test_a_flat_array_of_millions_of_values_is_past_the_value_bound() -> None:
+    with pytest.raises(ValueError, match=f"bound JSON values = {MAX_VALUES}"):
+        loads(b"[" + b"1," * (MAX_VALUES + 1) + b"1]")
+    assert len(loads(b"[" + b"1," * 1000 + b"1]")) == 1001
+
+
+async def test_8_mib_of_nested_arrays_is_refused_at_the_container_bound(
+    serve: Serve, tls_server: Any, tls_files: TlsFiles
+) -> None:
+    # within the byte bound and nested 51 deep at most, yet millions of arrays: parsing it would
+    # hold the loop for seconds
+    group = b"[" * 50 + b"]" * 50
+    body = b"[" + b",".join([group] * ((DEFAULT_MAX_BODY - 8) // 101)) + b"]"
+    server = await tls_server(ok(body, _JSON))
+    client = BmcClient(HttpConnections(30.0), _basic(server), tls_files.client_context())
+
+    refused = await refused_beside_a_healthy_call(
+        serve, tls_files, client.get("/redfish/v1/Systems", deadline=time.monotonic() + _WAIT)
+    )
+    assert isinstance(refused, ReplyBoundError), refused
+    assert (refused.bound, refused.limit) == ("JSON containers", MAX_CONTAINERS)
     client.transport.close()
 
 
