@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from bmcsim import TlsFiles
+from plugins.base import InvalidRequestError
 from plugins.redfish._client.client import BmcClient
 from plugins.redfish._config import ConnectionSettings, RedfishSettings
 from plugins.redfish._plugin_config import settings_from
@@ -174,7 +175,7 @@ async def test_32_kib_of_gzip_inflating_to_32_mib_is_refused_while_inflating(
 async def test_the_document_bound_comes_from_the_plugin_config(serve: Serve, tls_files: TlsFiles) -> None:
     settings = settings_from({"max_document_bytes": 100_000}, RedfishSettings())
     assert settings.max_document_bytes == 100_000
-    with pytest.raises(Exception, match="max_document_bytes"):
+    with pytest.raises(InvalidRequestError, match="config: max_document_bytes"):
         settings_from({"max_document_bytes": 10}, RedfishSettings())  # below 64 KiB: no Redfish service
 
     document = b'{"Members": [' + b'{"@odata.id": "/redfish/v1/x"},' * 4000 + b"{}]}"  # 132 KB
