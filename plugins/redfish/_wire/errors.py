@@ -206,9 +206,10 @@ class ProtocolError(RedfishError, DeviceRejectedError):
 
 class ReplyBoundError(ProtocolError):
     """A reply past one of the client's bounds: `bound` names it (`max_document_bytes`, `gzip
-    members`, `nesting depth`, `head fields`, `trailer fields`, `trailer bytes`, `framing bytes`),
-    `limit` is its value. The request was sent: a write's outcome is unknown until a read shows it.
-    Not retried (the BMC would send the same)."""
+    members`, `JSON values`, `JSON containers`, `nesting depth`, `head bytes`, `head fields`,
+    `interim replies`, `trailer fields`, `trailer bytes`, `framing bytes`), `limit` is its value.
+    The request was sent: a write's outcome is unknown until a read shows it. Not retried (the BMC
+    would send the same)."""
 
     sent = True
 

@@ -118,7 +118,9 @@ class Connection(asyncio.Protocol):
         if not waiter.done():
             if self._headers is None:
                 if self._received > _MAX_HEAD:  # a head without end, or a flood of interim replies
-                    self._fail(MalformedReply(f"reply head over {_MAX_HEAD // 1024} KiB"))
+                    self._fail(
+                        ReplyOverBound("head bytes", _MAX_HEAD, f"reply head over {_MAX_HEAD // 1024} KiB")
+                    )
             else:
                 # past the head, every byte is the body's or its framing's: chunk-size lines (their
                 # extensions too, which llhttp skips unseen) and trailer fields, each bounded
@@ -285,11 +287,13 @@ class Connection(asyncio.Protocol):
                 raise MalformedReply("101 Switching Protocols to a request that asked for none")
             self._interims += 1
             if self._interims > _MAX_INTERIM:
-                raise MalformedReply(f"over {_MAX_INTERIM} interim (1xx) replies")
+                raise ReplyOverBound(
+                    "interim replies", _MAX_INTERIM, f"over {_MAX_INTERIM} interim (1xx) replies"
+                )
             return  # llhttp reads a 1xx as a reply without a body, and goes on to the next
         raw = self._fields
         if self._received > _MAX_HEAD and sum(len(n) + len(v) for n, v in raw) > _MAX_HEAD:
-            raise MalformedReply(f"reply head over {_MAX_HEAD // 1024} KiB")
+            raise ReplyOverBound("head bytes", _MAX_HEAD, f"reply head over {_MAX_HEAD // 1024} KiB")
         fields: CIMultiDict[str] = CIMultiDict(
             [(name.decode("latin-1"), value.decode("latin-1").strip()) for name, value in raw]
         )

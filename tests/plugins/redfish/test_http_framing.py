@@ -20,7 +20,14 @@ from bmcsim import TlsFiles
 from plugins.redfish._capping.outcome import may_have_landed
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._wire.errors import ConnectionFailedError, ProtocolError
-from plugins.redfish._wire.http import Disconnected, HttpConnections, MalformedReply, Origin, ReplyTimeout
+from plugins.redfish._wire.http import (
+    Disconnected,
+    HttpConnections,
+    MalformedReply,
+    Origin,
+    ReplyOverBound,
+    ReplyTimeout,
+)
 from plugins.redfish._wire.transport import BmcTransport
 from tests.plugins.redfish.test_http_client import (
     _WAIT,
@@ -254,8 +261,9 @@ async def test_a_stream_of_100_continue_is_cut_off_long_before_the_reply_timeout
     origin = origin_for(server)
 
     started = time.monotonic()
-    with pytest.raises(MalformedReply, match=r"over 8 interim \(1xx\) replies"):
+    with pytest.raises(ReplyOverBound, match=r"over 8 interim \(1xx\) replies") as caught:
         await origin.request("GET", "/redfish/v1", {}, None, connect_timeout=_WAIT, reply_timeout=30.0)
+    assert (caught.value.bound, caught.value.limit) == ("interim replies", 8)
     assert time.monotonic() - started < 10.0  # 9 replies, 5 ms apart: far from the 30 s reply timeout
     await server.wait_closed(0)
 
@@ -265,8 +273,9 @@ async def test_interim_replies_in_one_flood_are_bounded_by_bytes(serve: Serve) -
     server = await serve(answer(big + big))
     origin = origin_for(server)
 
-    with pytest.raises(MalformedReply, match="reply head over 64 KiB"):
+    with pytest.raises(ReplyOverBound, match="reply head over 64 KiB") as caught:
         await origin.request("GET", "/redfish/v1", {}, None, connect_timeout=_WAIT, reply_timeout=30.0)
+    assert caught.value.bound == "head bytes"
 
 
 async def test_a_few_interim_replies_are_still_skipped(serve: Serve) -> None:
