@@ -114,7 +114,8 @@ async def test_a_hundred_thousand_empty_gzip_members_are_refused_at_the_member_b
     empty_member = gzip.compress(b"")
     body = empty_member * 100_000  # about 2 MB; it decodes to nothing
     head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\nContent-Encoding: gzip\r\n{_JSON}\r\n\r\n"
-    server = await tls_server(head.encode(), *_in_parts(body))
+    parts = [head.encode(), *_in_parts(body)]
+    server = await tls_server(*parts)
     transport = _transport(server, tls_files)
 
     refused = await refused_beside_a_healthy_call(
@@ -122,6 +123,8 @@ async def test_a_hundred_thousand_empty_gzip_members_are_refused_at_the_member_b
     )
     assert isinstance(refused, ReplyBoundError), refused
     assert (refused.bound, refused.limit, refused.sent) == ("gzip members", MAX_GZIP_MEMBERS, True)
+    await server.wait_closed(0)
+    assert server.parts_written < len(parts)  # refused while it arrived, not read to its end
     assert f"over {MAX_GZIP_MEMBERS} gzip members" in str(refused)
     transport.close()
 
@@ -306,7 +309,8 @@ async def test_a_chunked_body_followed_by_megabytes_of_trailer_fields_is_refused
 ) -> None:
     trailer = b"X-T: 1\r\n" * (28 << 20 >> 3)  # 28 MB of small trailer fields
     head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n"
-    server = await tls_server(head + b"2\r\n{}\r\n0\r\n", *_in_parts(trailer, 1 << 20), b"\r\n")
+    parts = [head + b"2\r\n{}\r\n0\r\n", *_in_parts(trailer, 1 << 20), b"\r\n"]
+    server = await tls_server(*parts)
     transport = _transport(server, tls_files)
 
     refused = await refused_beside_a_healthy_call(
@@ -314,6 +318,8 @@ async def test_a_chunked_body_followed_by_megabytes_of_trailer_fields_is_refused
     )
     assert isinstance(refused, ReplyBoundError), refused
     assert (refused.bound, refused.limit) == ("trailer fields", MAX_TRAILER_FIELDS)
+    await server.wait_closed(0)
+    assert server.parts_written < len(parts)  # refused while it arrived: no 28 MB kept
     transport.close()
 
 

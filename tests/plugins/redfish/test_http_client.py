@@ -76,6 +76,8 @@ class RawServer:
     #: one event per connection, set when it ended (closed by the client, or by an `Answer`'s close)
     closed: list[asyncio.Event] = field(default_factory=list)
     request_seen: asyncio.Event = field(default_factory=asyncio.Event)
+    #: parts of `Answer`s written so far (a part written after the client closed does not count)
+    parts_written: int = 0
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -100,8 +102,11 @@ class RawServer:
                 for i, part in enumerate(step.parts):
                     if i:
                         await asyncio.sleep(0.005)  # separate TCP segments, separate reads
+                    if writer.is_closing():
+                        break
                     writer.write(part)
                     await writer.drain()
+                    self.parts_written += 1
                 if step.close:
                     writer.close()
                     await reader.read()
