@@ -69,6 +69,9 @@ class RedfishSettings:
     #: connection pool is shared). aiohttp's 15 s default meant a new TLS handshake for nearly
     #: every request to a BMC, ~1.8 ms of CPU each; a BMC that closes sooner is simply reconnected.
     keepalive_timeout: float = 300.0
+    #: the largest reply body read (a Redfish document), once any content coding is undone; a
+    #: larger one is refused (`ReplyBoundError`) and its connection dropped (plugin-wide, as above)
+    max_document_bytes: int = 8 << 20
     basic_fallback: bool = False
     exclusive_account: bool = False
     etag_policy: str | None = None
@@ -79,6 +82,9 @@ class RedfishSettings:
     def __post_init__(self) -> None:
         _validate(self)
         check_number(self.keepalive_timeout, "keepalive_timeout", positive=True)
+        check_number(
+            self.max_document_bytes, "max_document_bytes", minimum=64 << 10, maximum=1 << 30, integer=True
+        )
 
 
 @dataclass(frozen=True)

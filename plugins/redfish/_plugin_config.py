@@ -30,6 +30,7 @@ _SETTINGS = {
     "verify_after": "number",
     "min_cap_watts": "number",
     "basic_fallback": "boolean",
+    "max_document_bytes": "integer",
 }
 _DEFAULTS = RedfishSettings()
 
@@ -63,7 +64,11 @@ def settings_from(config: Mapping[str, Any], base: RedfishSettings) -> RedfishSe
     given = {k: config[k] for k in _SETTINGS if k in config}
     try:
         settings = dataclasses.replace(base, **given)  # checks every number (`_config._validate`)
-        return dataclasses.replace(settings, concurrency=int(settings.concurrency))
+        return dataclasses.replace(
+            settings,
+            concurrency=int(settings.concurrency),
+            max_document_bytes=int(settings.max_document_bytes),
+        )
     except (ValueError, TypeError) as exc:
         raise InvalidRequestError(f"config: {exc}") from None
 

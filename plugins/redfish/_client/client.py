@@ -27,7 +27,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import re
@@ -52,7 +51,7 @@ from plugins.redfish._client.readbacks import (
 )
 from plugins.redfish._client.tasks import wait_task
 from plugins.redfish._config import ConnectionSettings
-from plugins.redfish._wire.document import Document
+from plugins.redfish._wire.document import Document, loads
 from plugins.redfish._wire.errors import (
     BmcBusyError,
     ConnectionFailedError,
@@ -172,10 +171,15 @@ class BmcClient(BmcLogin):
         return self.document(SERVICE_ROOT, reply)
 
     def document(self, path: str, reply: AsyncRestResponse) -> Document:
-        """Parse a reply body into a `Document`; invalid JSON is a precise `ProtocolError`."""
+        """Parse a reply body into a `Document`; invalid JSON, or none, is a precise `ProtocolError`
+        (a reply nested past the bound was refused as it came: `ReplyBoundError`)."""
         text = reply.text
+        if not text.strip():
+            raise ProtocolError(
+                f"{self.origin}: GET {path}: the reply has no body (a JSON document was expected)"
+            )
         try:
-            body = json.loads(text) if text.strip() else {}
+            body = loads(text)
         except ValueError:
             raise ProtocolError(
                 f"{self.origin}: GET {path}: the reply is not valid JSON ({len(reply.read)} bytes, "

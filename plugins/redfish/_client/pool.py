@@ -84,7 +84,7 @@ class BmcPool:
         if self.started:
             return
         self._take_identity()
-        self._http = HttpConnections(self.defaults.keepalive_timeout)
+        self._http = HttpConnections(self.defaults.keepalive_timeout, self.defaults.max_document_bytes)
 
     async def client(self, settings: ConnectionSettings, device_id: str = "") -> BmcClient:
         """The client for a BMC, created (or re-created after a settings change) on demand."""

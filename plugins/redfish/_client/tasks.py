@@ -17,7 +17,6 @@ waiting that long would pass the request's deadline: then the plugin polls every
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -25,7 +24,7 @@ from typing import Any, Protocol
 from redfish.aio.response import AsyncRestResponse
 
 from plugins.redfish._config import ConnectionSettings
-from plugins.redfish._wire.document import Document
+from plugins.redfish._wire.document import Document, loads
 from plugins.redfish._wire.errors import (
     DeadlineExceededError,
     ProtocolError,
@@ -129,8 +128,8 @@ def _task_uri(body: Mapping[str, Any]) -> str:
 
 def _json(reply: AsyncRestResponse) -> Mapping[str, Any]:
     try:
-        body = json.loads(reply.text or "{}")
-    except ValueError:
+        body = loads(reply.text or "{}")
+    except ValueError:  # `JsonOverBound` too
         return {}
     return body if isinstance(body, dict) else {}
 

@@ -5,13 +5,14 @@ header. `plugins.redfish._wire.errors` turns them into the typed errors.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
+
+from plugins.redfish._wire.document import loads
 
 #: NVIDIA bmcweb: SMBPBI busy, "retry after 60 seconds" (HTTP 500).
 NVIDIA_BUSY = "0x50A"
@@ -145,6 +146,6 @@ def json_or_none(text: str) -> Any:
     if not text or not text.lstrip().startswith(("{", "[")):
         return None
     try:
-        return json.loads(text)
-    except ValueError:
+        return loads(text)
+    except ValueError:  # `JsonOverBound` too
         return None

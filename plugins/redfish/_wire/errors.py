@@ -204,6 +204,21 @@ class ProtocolError(RedfishError, DeviceRejectedError):
     """The BMC answered with something that is not valid Redfish (bad JSON, missing fields)."""
 
 
+class ReplyBoundError(ProtocolError):
+    """A reply past one of the client's bounds: `bound` names it (`max_document_bytes`, `gzip
+    members`, `JSON values`, `JSON containers`, `nesting depth`, `head bytes`, `head fields`,
+    `interim replies`, `trailer fields`, `trailer bytes`, `framing bytes`), `limit` is its value.
+    The request was sent: a write's outcome is unknown until a read shows it. Not retried (the BMC
+    would send the same)."""
+
+    sent = True
+
+    def __init__(self, message: str, *, bound: str, limit: int) -> None:
+        super().__init__(message)
+        self.bound = bound
+        self.limit = limit
+
+
 class TaskFailedError(RedfishError, DeviceRejectedError):
     """A Redfish task finished in a state other than `Completed`/OK."""
 
@@ -308,6 +323,7 @@ __all__ = [
     "ProtocolError",
     "RedfishError",
     "RedfishHTTPError",
+    "ReplyBoundError",
     "RequestTimeoutError",
     "ResourceNotFoundError",
     "ServerSideError",

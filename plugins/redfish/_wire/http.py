@@ -11,7 +11,9 @@ measures it. What a BMC needs is small and fixed:
 - replies: read by llhttp (`httptools`) and held to RFC 9112 strictly (docs/redfish.md, "Framing"):
   a few interim 1xx replies skipped; a body framed by `Content-Length`, by chunked transfer coding,
   or by the connection's orderly close (then the connection is not reused); none after HEAD, 204
-  and 304; gzip or deflate content coding undone whole; anything else a typed failure;
+  and 304; gzip or deflate content coding undone as it arrives; anything else a typed failure;
+  every reply within bounds (body bytes once decoded, gzip members, head and trailer fields,
+  framing bytes), each a typed failure naming its bound (`ReplyOverBound`);
 - connections: one request at a time each, reused while the BMC keeps them open and closed after
   `keepalive_timeout` idle; a request whose caller gives up (deadline, cancellation) closes its
   connection, since its reply may still arrive on it;
@@ -32,14 +34,14 @@ import time
 import weakref
 from urllib.parse import urlsplit
 
-from plugins.redfish._wire.http_connection import (
+from plugins.redfish._wire.http_connection import DEFAULT_MAX_BODY, Connection, Reply
+from plugins.redfish._wire.http_failures import (
     ConnectFailure,
-    Connection,
     ConnectTimeout,
     Disconnected,
     HttpFailure,
     MalformedReply,
-    Reply,
+    ReplyOverBound,
     ReplyTimeout,
     TlsFailure,
 )
@@ -53,6 +55,7 @@ __all__ = [
     "MalformedReply",
     "Origin",
     "Reply",
+    "ReplyOverBound",
     "ReplyTimeout",
     "TlsFailure",
 ]
@@ -64,6 +67,7 @@ class Origin:
     Args:
         ssl_context: the TLS context, or None for plain HTTP.
         keepalive_timeout: seconds an idle connection is kept before it is closed.
+        max_body: the most bytes of a reply's body, once any content coding is undone.
     """
 
     def __init__(
@@ -74,8 +78,10 @@ class Origin:
         keepalive_timeout: float,
         *,
         keepalive: bool = True,
+        max_body: int = DEFAULT_MAX_BODY,
     ) -> None:
         self.host = host
+        self.max_body = max_body
         self.port = port
         self._ssl = ssl_context
         self.keepalive_timeout = keepalive_timeout
@@ -170,7 +176,7 @@ class Origin:
         try:
             async with asyncio.timeout(timeout):
                 _, conn = await loop.create_connection(
-                    lambda: Connection(loop),
+                    lambda: Connection(loop, self.max_body),
                     self.host,
                     self.port,
                     ssl=self._ssl,
@@ -225,10 +231,13 @@ class HttpConnections:
 
     Args:
         keepalive_timeout: seconds an idle connection is kept before it is closed.
+        max_body: the most bytes of a reply's body, once any content coding is undone (the
+            plugin's `max_document_bytes`).
     """
 
-    def __init__(self, keepalive_timeout: float) -> None:
+    def __init__(self, keepalive_timeout: float, max_body: int = DEFAULT_MAX_BODY) -> None:
         self.keepalive_timeout = keepalive_timeout
+        self.max_body = max_body
         self._origins: weakref.WeakSet[Origin] = weakref.WeakSet()  # a retired BMC client's go with it
         self.closed = False
 
@@ -239,7 +248,12 @@ class HttpConnections:
         secure = parts.scheme == "https"
         port = parts.port or (443 if secure else 80)
         origin = Origin(
-            parts.hostname or "", port, tls if secure else None, self.keepalive_timeout, keepalive=keepalive
+            parts.hostname or "",
+            port,
+            tls if secure else None,
+            self.keepalive_timeout,
+            keepalive=keepalive,
+            max_body=self.max_body,
         )
         self._origins.add(origin)
         return origin

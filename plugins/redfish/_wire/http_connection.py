@@ -2,70 +2,41 @@
 
 The reply's framing is read by llhttp (Node.js's HTTP parser, fuzzed upstream; through
 `httptools`), and held to the rules in `plugins.redfish._wire.http` and docs/redfish.md ("Framing").
-What can go wrong is an `HttpFailure` that says whether the request may have reached the BMC.
+What can go wrong is an `HttpFailure` (`plugins.redfish._wire.http_failures`) that says whether the
+request may have reached the BMC.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ssl
 import zlib
 
 import httptools
 from multidict import CIMultiDict
 
+from plugins.redfish._wire.document import whole_json
+from plugins.redfish._wire.http_failures import (
+    Disconnected,
+    HttpFailure,
+    MalformedReply,
+    ReplyOverBound,
+    ReplyTimeout,
+)
+from plugins.redfish._wire.inflate import InflateOverBound, Inflater
+
 #: a reply head (interim replies included) larger than this is not a BMC talking
 _MAX_HEAD = 64 * 1024
+#: fields in one head (a BMC sends a dozen or two)
+MAX_HEAD_FIELDS = 256
 #: interim (1xx) replies taken before the final one; a BMC sends at most a `100 Continue`
 _MAX_INTERIM = 8
-#: the largest reply read (Redfish replies are KiB; the largest collections a few MiB)
-MAX_REPLY = 32 << 20
+#: a chunked body's trailer fields, and their bytes (nothing a BMC call reads is sent there)
+MAX_TRAILER_FIELDS = 32
+MAX_TRAILER_BYTES = 8 * 1024
+#: the largest body read by default, after any content coding is undone (Redfish replies are KiB;
+#: the largest collections a few MiB); `max_document_bytes` in the plugin's config sets it
+DEFAULT_MAX_BODY = 8 << 20
 _CODINGS = frozenset(("gzip", "x-gzip", "deflate"))
-
-
-class HttpFailure(Exception):
-    """A request that got no complete reply. `sent`: whether it may have reached the BMC."""
-
-    sent = True
-
-
-class ConnectFailure(HttpFailure):
-    """No connection (refused, unreachable, name unknown). `os_error`: the cause."""
-
-    sent = False
-
-    def __init__(self, message: str, os_error: OSError | None = None) -> None:
-        super().__init__(message)
-        self.os_error = os_error
-
-
-class ConnectTimeout(HttpFailure):
-    """No connection (TCP and TLS) within the connect timeout."""
-
-    sent = False
-
-
-class TlsFailure(HttpFailure):
-    """The TLS handshake failed. `verification`: the certificate's rejection, when that was why."""
-
-    sent = False
-
-    def __init__(self, message: str, verification: ssl.SSLCertVerificationError | None = None) -> None:
-        super().__init__(message)
-        self.verification = verification
-
-
-class ReplyTimeout(HttpFailure):
-    """The request was sent and no complete reply came within the reply timeout."""
-
-
-class Disconnected(HttpFailure):
-    """The connection ended before the reply was complete as framed (the request may have landed)."""
-
-
-class MalformedReply(HttpFailure):
-    """The bytes that came back are not an HTTP/1.x reply this client reads (the request may have
-    landed)."""
 
 
 class Reply:
@@ -93,11 +64,15 @@ class Connection(asyncio.Protocol):
     """One connection to a BMC, carrying one request at a time.
 
     The parser's callbacks (`on_*`) build the reply; `data_received` turns whatever the parser or
-    a callback refuses into a `MalformedReply` for the request, and never raises.
+    a callback refuses into a `MalformedReply` for the request, and never raises. Every reply is
+    read within bounds (docs/redfish.md, "Framing"): `max_body` bytes of body once any content
+    coding is undone (inflated as it arrives, never more than that held), the head's fields, the
+    trailer's fields and bytes, gzip members, and the bytes of chunk framing around the body.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, max_body: int = DEFAULT_MAX_BODY) -> None:
         self._loop = loop
+        self._max_body = max_body
         self.transport: asyncio.Transport | None = None
         self.alive = True
         self.idle_since = 0.0
@@ -111,14 +86,17 @@ class Connection(asyncio.Protocol):
         self._headers: CIMultiDict[str] | None = None  # set once the final reply's head is read
         self._status = 0
         self._body: list[bytes] = []
-        self._size = 0
+        self._size = 0  # the body's bytes on the wire (before any content coding is undone)
+        self._head_end = 0  # `_received` when the head was complete
+        self._chunks = 0
+        self._trailers = 0
+        self._trailer_bytes = 0
+        self._inflater: Inflater | None = None
+        self._coding = ""  # the content coding, lower case ("" for none or identity)
         self._until_close = False  # the body is framed by the connection's end
         self._keep = True
 
     # ---- asyncio.Protocol ---------------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
         waiter = self._waiter
@@ -140,18 +118,39 @@ class Connection(asyncio.Protocol):
         if not waiter.done():
             if self._headers is None:
                 if self._received > _MAX_HEAD:  # a head without end, or a flood of interim replies
-                    self._fail(MalformedReply(f"reply head over {_MAX_HEAD // 1024} KiB"))
-            elif self._received > MAX_REPLY + _MAX_HEAD:  # e.g. trailer fields without end
-                self._fail(MalformedReply(f"reply over {MAX_REPLY} bytes"))
+                    self._fail(
+                        ReplyOverBound("head bytes", _MAX_HEAD, f"reply head over {_MAX_HEAD // 1024} KiB")
+                    )
+            else:
+                # past the head, every byte is the body's or its framing's: chunk-size lines (their
+                # extensions too, which llhttp skips unseen) and trailer fields, each bounded
+                framing = self._received - self._head_end - self._size
+                allowed = 64 * self._chunks + MAX_TRAILER_BYTES + 1024
+                if framing > allowed:
+                    self._fail(
+                        ReplyOverBound(
+                            "framing bytes",
+                            allowed,
+                            f"{framing} bytes of chunk framing and trailer around {self._size} of body",
+                        )
+                    )
         elif self._head_only:
             # llhttp cannot be told a reply answers HEAD (it would wait for the announced body):
             # the next reply starts on a parser of its own
             self._parser = httptools.HttpResponseParser(self)
 
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
     def eof_received(self) -> bool:
         waiter = self._waiter
         if waiter is not None and not waiter.done() and self._headers is not None and self._until_close:
             if _orderly_end(self.transport):
+                self._finish()
+            elif self._status >= 400:
+                # its head is complete, and the status is the answer; a body cut short is dropped
+                self._finish(cut=True)
+            elif self._whole_without_close():
                 self._finish()
             else:
                 self._fail(
@@ -210,27 +209,39 @@ class Connection(asyncio.Protocol):
     def _fail(self, exc: HttpFailure) -> None:
         waiter = self._waiter
         self._waiter = None
+        self._body = []
+        self._inflater = None
         self.abort()
         if waiter is not None and not waiter.done():
             waiter.set_exception(exc)
 
-    def _finish(self) -> None:
+    def _whole_without_close(self) -> bool:
+        """Whether a body framed by a close that came without TLS close_notify proves itself whole:
+        a compressed stream that reached its own end, or one complete JSON object or array (its
+        closing bracket is its end; a number or a literal is not proof)."""
+        if self._inflater is not None:
+            return self._inflater.complete
+        if self._coding:  # a coding this client does not undo: nothing proves it whole
+            return False
+        return whole_json(b"".join(self._body))
+
+    def _finish(self, *, cut: bool = False) -> None:
+        """The reply is complete: its future gets it. `cut`: the body may be short (an error status
+        read from its complete head): a compressed one that did not reach its end is dropped."""
         headers = self._headers
         assert headers is not None
+        inflater = self._inflater
+        if inflater is not None:
+            self._inflater = None
+            try:
+                inflater.finish()
+            except zlib.error as exc:
+                if not cut:
+                    self._fail(MalformedReply(f"undecodable {self._coding} body ({exc})"))
+                    return
+                self._body = []
         body = b"".join(self._body) if len(self._body) != 1 else self._body[0]
         self._body = []
-        coding = headers.get("Content-Encoding")
-        if coding is not None and body:
-            coding = coding.strip().lower()
-            if coding in _CODINGS:
-                try:
-                    body = _decoded(body)
-                except zlib.error as exc:
-                    self._fail(MalformedReply(f"undecodable {coding} body ({exc})"))
-                    return
-            elif coding != "identity":
-                self._fail(MalformedReply(f"unsupported content coding {coding[:40]!r}"))
-                return
         waiter = self._waiter
         self._waiter = None
         if waiter is not None and not waiter.done():
@@ -245,9 +256,26 @@ class Connection(asyncio.Protocol):
         self._fields = []
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        # decoded at the head's end, all at once (a call per field is this parse's largest cost);
-        # a chunked body's trailer fields come here too, after the head: nothing a BMC call reads
-        self._fields.append((name, value))
+        # decoded at the head's end, all at once (a call per field is this parse's largest cost)
+        if self._headers is None:
+            fields = self._fields
+            fields.append((name, value))
+            if len(fields) > MAX_HEAD_FIELDS:
+                raise ReplyOverBound(
+                    "head fields", MAX_HEAD_FIELDS, f"over {MAX_HEAD_FIELDS} fields in the head"
+                )
+            return
+        # a chunked body's trailer field: nothing a BMC call reads is sent there; counted, not kept
+        self._trailers += 1
+        self._trailer_bytes += len(name) + len(value)
+        if self._trailers > MAX_TRAILER_FIELDS:
+            raise ReplyOverBound(
+                "trailer fields", MAX_TRAILER_FIELDS, f"over {MAX_TRAILER_FIELDS} trailer fields"
+            )
+        if self._trailer_bytes > MAX_TRAILER_BYTES:
+            raise ReplyOverBound(
+                "trailer bytes", MAX_TRAILER_BYTES, f"over {MAX_TRAILER_BYTES} bytes of trailer"
+            )
 
     def on_headers_complete(self) -> None:
         parser = self._parser
@@ -259,17 +287,23 @@ class Connection(asyncio.Protocol):
                 raise MalformedReply("101 Switching Protocols to a request that asked for none")
             self._interims += 1
             if self._interims > _MAX_INTERIM:
-                raise MalformedReply(f"over {_MAX_INTERIM} interim (1xx) replies")
+                raise ReplyOverBound(
+                    "interim replies", _MAX_INTERIM, f"over {_MAX_INTERIM} interim (1xx) replies"
+                )
             return  # llhttp reads a 1xx as a reply without a body, and goes on to the next
         raw = self._fields
         if self._received > _MAX_HEAD and sum(len(n) + len(v) for n, v in raw) > _MAX_HEAD:
-            raise MalformedReply(f"reply head over {_MAX_HEAD // 1024} KiB")
+            raise ReplyOverBound("head bytes", _MAX_HEAD, f"reply head over {_MAX_HEAD // 1024} KiB")
         fields: CIMultiDict[str] = CIMultiDict(
             [(name.decode("latin-1"), value.decode("latin-1").strip()) for name, value in raw]
         )
+        self._fields = []
         self._status = status
         self._body = []
         self._size = 0
+        self._head_end = self._received
+        self._chunks = self._trailers = self._trailer_bytes = 0
+        self._inflater = None
         self._until_close = False
         self._keep = parser.should_keep_alive()
         coding = fields.get("Transfer-Encoding")
@@ -280,21 +314,47 @@ class Connection(asyncio.Protocol):
             codings = ", ".join(fields.getall("Transfer-Encoding"))
             raise MalformedReply(f"unsupported transfer coding {codings[:40]!r}")
         length = fields.get("Content-Length")  # llhttp refuses a second one, and a bad one
-        if length is not None and int(length) > MAX_REPLY:
-            raise MalformedReply(f"Content-Length {length} over {MAX_REPLY} bytes")
+        if length is not None and int(length) > self._max_body:
+            raise ReplyOverBound(
+                "max_document_bytes", self._max_body, f"Content-Length {length} over {self._max_body} bytes"
+            )
+        content_coding = (fields.get("Content-Encoding") or "").strip().lower()
+        self._coding = "" if content_coding == "identity" else content_coding
         self._headers = fields
         if self._head_only:
             self._finish()
-        elif coding is None and length is None and status not in (204, 304):
+            return
+        if self._coding in _CODINGS:
+            self._inflater = Inflater(self._max_body)
+        if coding is None and length is None and status not in (204, 304):
             self._until_close = True
             self._keep = False
+
+    def on_chunk_header(self) -> None:
+        self._chunks += 1
 
     def on_body(self, body: bytes) -> None:
         if self._head_only:
             raise MalformedReply("a body after the head of a reply to HEAD")
         self._size += len(body)
-        if self._size > MAX_REPLY:
-            raise MalformedReply(f"reply over {MAX_REPLY} bytes")
+        inflater = self._inflater
+        if inflater is not None:
+            if self._size > self._max_body:  # a compressed body is never larger than the bound either
+                raise ReplyOverBound(
+                    "max_document_bytes", self._max_body, f"reply over {self._max_body} bytes"
+                )
+            try:
+                pieces = inflater.feed(body)
+            except InflateOverBound as exc:
+                raise ReplyOverBound(exc.bound, exc.limit, exc.what) from None
+            except zlib.error as exc:
+                raise MalformedReply(f"undecodable {self._coding} body ({exc})") from None
+            self._body.extend(pieces)
+            return
+        if self._coding:
+            raise MalformedReply(f"unsupported content coding {self._coding[:40]!r}")
+        if self._size > self._max_body:
+            raise ReplyOverBound("max_document_bytes", self._max_body, f"reply over {self._max_body} bytes")
         self._body.append(body)
 
     def on_message_complete(self) -> None:
@@ -332,31 +392,3 @@ def _orderly_end(transport: asyncio.BaseTransport | None) -> bool:
         return transport is not None and transport.get_extra_info("sslcontext") is None
     fin_seen = getattr(ssl_protocol, "_eof_received", None)
     return fin_seen is False
-
-
-def _decoded(body: bytes) -> bytes:
-    """A gzip or deflate body decoded whole, within `MAX_REPLY` (a small bomb expands no further):
-    a stream cut short, or bytes after its end that are not another gzip member, are errors."""
-    out = b""
-    rest = body
-    while rest:
-        if rest is not body and not rest.startswith(b"\x1f\x8b"):  # RFC 1952: members follow members
-            raise zlib.error("bytes after the end of the compressed stream")
-        inflater = zlib.decompressobj(47)  # gzip or zlib, told by its header
-        try:
-            piece = inflater.decompress(rest, MAX_REPLY + 1 - len(out))
-        except zlib.error:
-            if rest is not body:
-                raise
-            inflater = zlib.decompressobj(-15)  # raw deflate, as some send
-            try:
-                piece = inflater.decompress(rest, MAX_REPLY + 1)
-            except zlib.error:
-                raise zlib.error("neither gzip, zlib nor raw deflate") from None
-        out += piece
-        if len(out) > MAX_REPLY:
-            raise zlib.error(f"decoded body over {MAX_REPLY} bytes")
-        if not inflater.eof:
-            raise zlib.error("the compressed stream is cut short")
-        rest = inflater.unused_data
-    return out

@@ -29,11 +29,13 @@ from redfish.aio.exceptions import RedfishProtocolError
 from yarl import URL
 
 from plugins.redfish._config import ConnectionSettings
+from plugins.redfish._wire.document import loads, past_bound
 from plugins.redfish._wire.errors import (
     ConnectionFailedError,
     DeadlineExceededError,
     ProtocolError,
     RedfishError,
+    ReplyBoundError,
     RequestTimeoutError,
     TlsError,
 )
@@ -44,6 +46,7 @@ from plugins.redfish._wire.http import (
     HttpConnections,
     HttpFailure,
     MalformedReply,
+    ReplyOverBound,
     ReplyTimeout,
     TlsFailure,
 )
@@ -191,6 +194,12 @@ class BmcTransport:
         if charset is not None and not _is_text_encoding(charset):
             where = f"{self.origin}: {method} {path}"
             raise ProtocolError(f"{where}: the reply's charset {charset[:40]!r} is no known text encoding")
+        over = past_bound(reply.body) if reply.body else None
+        if over is not None:
+            # every reader after this one (the DMTF client's own included) parses it safely
+            raise ReplyBoundError(
+                f"{self.origin}: {method} {path}: the reply's {over}", bound=over.bound, limit=over.limit
+            )
         if 200 <= reply.status < 300 and method == "POST" and _is_login(path):
             self.session_generation += 1
             self.login_reply = _json_object(reply.body)
@@ -234,6 +243,10 @@ class BmcTransport:
             return ConnectionFailedError(f"{where}: cannot connect ({exc})", sent=False)
         if isinstance(exc, Disconnected):
             return ConnectionFailedError(f"{where}: no complete reply: {exc}", sent=True)
+        if isinstance(exc, ReplyOverBound):
+            return ReplyBoundError(
+                f"{where}: reply refused, connection closed ({exc})", bound=exc.bound, limit=exc.limit
+            )
         if isinstance(exc, MalformedReply):
             return ConnectionFailedError(f"{where}: unreadable reply, connection closed ({exc})", sent=True)
         return ConnectionFailedError(f"{where}: connection failed ({exc})", sent=exc.sent)
@@ -336,8 +349,8 @@ class DirectReply:
         if not self._reply.body:
             return {}
         try:
-            return json.loads(self.text)
-        except ValueError as exc:
+            return loads(self.text)
+        except ValueError as exc:  # `JsonOverBound` included (a reply past one was refused already)
             raise RedfishProtocolError(f"Service responded with invalid JSON at URI {self._path}") from exc
 
     @property
@@ -384,7 +397,7 @@ def _is_login(path: str) -> bool:
 def _json_object(body: bytes) -> dict[str, Any]:
     """A reply's JSON object body, {} when it has none (some services answer a login with 204)."""
     try:
-        parsed = json.loads(body) if body else {}
+        parsed = loads(body) if body else {}
     except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) else {}

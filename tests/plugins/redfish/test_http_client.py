@@ -30,7 +30,6 @@ import pytest
 
 from bmcsim import TlsFiles, ensure_tls_files
 from plugins.redfish._config import ConnectionSettings
-from plugins.redfish._wire import http_connection as _http_connection
 from plugins.redfish._wire.errors import ConnectionFailedError, ProtocolError, RequestTimeoutError
 from plugins.redfish._wire.http import (
     ConnectFailure,
@@ -39,6 +38,7 @@ from plugins.redfish._wire.http import (
     MalformedReply,
     Origin,
     Reply,
+    ReplyOverBound,
     ReplyTimeout,
     TlsFailure,
 )
@@ -76,6 +76,8 @@ class RawServer:
     #: one event per connection, set when it ended (closed by the client, or by an `Answer`'s close)
     closed: list[asyncio.Event] = field(default_factory=list)
     request_seen: asyncio.Event = field(default_factory=asyncio.Event)
+    #: parts of `Answer`s written so far (a part written after the client closed does not count)
+    parts_written: int = 0
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -100,8 +102,11 @@ class RawServer:
                 for i, part in enumerate(step.parts):
                     if i:
                         await asyncio.sleep(0.005)  # separate TCP segments, separate reads
+                    if writer.is_closing():
+                        break
                     writer.write(part)
                     await writer.drain()
+                    self.parts_written += 1
                 if step.close:
                     writer.close()
                     await reader.read()
@@ -723,14 +728,17 @@ _BOMB = gzip.compress(bytes(1_000_000))
     ids=["content-length", "close-delimited", "chunked", "gzip-bomb"],
 )
 async def test_a_reply_over_the_size_bound_is_refused_and_its_connection_dropped(
-    serve: Serve, monkeypatch: pytest.MonkeyPatch, parts: tuple[bytes, ...]
+    serve: Serve, parts: tuple[bytes, ...]
 ) -> None:
-    monkeypatch.setattr(_http_connection, "MAX_REPLY", 2000)  # the real bound is 32 MiB
     server = await serve(answer(*parts))
-    origin = origin_for(server)
+    # the default bound is 8 MiB (`max_document_bytes`); a bomb's decoded bytes count against it
+    origin = Origin("127.0.0.1", server.port, None, 30.0, max_body=2000)
 
-    with pytest.raises(MalformedReply, match="over 2000 bytes"):
+    with pytest.raises(
+        ReplyOverBound, match=r"over 2000 bytes \(bound max_document_bytes = 2000\)"
+    ) as caught:
         await get(origin)
+    assert (caught.value.bound, caught.value.limit, caught.value.sent) == ("max_document_bytes", 2000, True)
     await server.wait_closed(0)
 
 

@@ -20,7 +20,14 @@ from bmcsim import TlsFiles
 from plugins.redfish._capping.outcome import may_have_landed
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._wire.errors import ConnectionFailedError, ProtocolError
-from plugins.redfish._wire.http import Disconnected, HttpConnections, MalformedReply, Origin, ReplyTimeout
+from plugins.redfish._wire.http import (
+    Disconnected,
+    HttpConnections,
+    MalformedReply,
+    Origin,
+    ReplyOverBound,
+    ReplyTimeout,
+)
 from plugins.redfish._wire.transport import BmcTransport
 from tests.plugins.redfish.test_http_client import (
     _WAIT,
@@ -65,6 +72,80 @@ async def test_tls_body_framed_by_close_cut_by_a_bare_fin_is_disconnected(
     with pytest.raises(Disconnected, match="without TLS close_notify") as caught:
         await asyncio.wait_for(task, _WAIT)
     assert caught.value.sent is True  # a write may have landed
+
+
+_GZIP_DOC = gzip.compress(b'{"PowerLimit": {"LimitInWatts": 500}}')
+
+
+@pytest.mark.parametrize(
+    ("reply", "status", "body"),
+    [
+        (b"HTTP/1.0 404 Not Found\r\n\r\n", 404, b""),  # Python's http.server: no length, no body
+        (
+            b"HTTP/1.1 503 Service Unavailable\r\n\r\n" + b'{"error": {"code": "Base.1.8',
+            503,
+            b'{"error": {"code": "Base.1.8',
+        ),
+        (b"HTTP/1.1 500 Internal Server Error\r\nContent-Encoding: gzip\r\n\r\n" + _GZIP_DOC[:-6], 500, b""),
+        (
+            b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + b' {"Id": "1"}\n',
+            200,
+            b' {"Id": "1"}\n',
+        ),
+        (b"HTTP/1.0 200 OK\r\n\r\n[1, 2]", 200, b"[1, 2]"),
+        (
+            b"HTTP/1.0 200 OK\r\nContent-Encoding: gzip\r\n\r\n" + _GZIP_DOC,
+            200,
+            b'{"PowerLimit": {"LimitInWatts": 500}}',
+        ),
+    ],
+    ids=[
+        "404-no-body",
+        "503-cut-body",
+        "500-cut-gzip",
+        "one-json-object",
+        "one-json-array",
+        "gzip-at-its-end",
+    ],
+)
+async def test_tls_close_framed_reply_that_proves_itself_whole_survives_a_bare_fin(
+    serve: Serve, tls_files: TlsFiles, reply: bytes, status: int, body: bytes
+) -> None:
+    # an error status is the answer (its head is complete); a body whose own end shows is whole
+    server = await serve(Answer(hold=True), ssl_context=tls_files.server_context())
+    origin = Origin("127.0.0.1", server.port, tls_files.client_context(), 30.0)
+    task = asyncio.create_task(get(origin))
+    await _bare_fin_after(server, reply)
+
+    got = await asyncio.wait_for(task, _WAIT)
+    assert (got.status, got.body) == (status, body)
+    assert origin.connections_opened == 1
+    origin.close()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"500",  # a number cut short still parses
+        b'{"SetPoint": 50}{"SetPoint": 5',  # one document, then the start of another
+        b'{"SetPoint": 50} x',
+        b'"text"',
+        _GZIP_DOC[:-3],
+        _GZIP_DOC + b"\x1f",  # the start of what may be a second member
+    ],
+    ids=["number", "two-documents", "trailing-bytes", "string", "gzip-cut", "gzip-then-a-byte"],
+)
+async def test_tls_close_framed_200_that_proves_nothing_is_disconnected(
+    serve: Serve, tls_files: TlsFiles, body: bytes
+) -> None:
+    coding = b"Content-Encoding: gzip\r\n" if body.startswith(b"\x1f\x8b") else b""
+    server = await serve(Answer(hold=True), ssl_context=tls_files.server_context())
+    origin = Origin("127.0.0.1", server.port, tls_files.client_context(), 30.0)
+    task = asyncio.create_task(get(origin))
+    await _bare_fin_after(server, b"HTTP/1.0 200 OK\r\n" + coding + b"\r\n" + body)
+
+    with pytest.raises(Disconnected, match="without TLS close_notify"):
+        await asyncio.wait_for(task, _WAIT)
 
 
 async def test_tls_bare_fin_through_the_transport_is_a_failure_that_may_have_landed(
@@ -180,8 +261,9 @@ async def test_a_stream_of_100_continue_is_cut_off_long_before_the_reply_timeout
     origin = origin_for(server)
 
     started = time.monotonic()
-    with pytest.raises(MalformedReply, match=r"over 8 interim \(1xx\) replies"):
+    with pytest.raises(ReplyOverBound, match=r"over 8 interim \(1xx\) replies") as caught:
         await origin.request("GET", "/redfish/v1", {}, None, connect_timeout=_WAIT, reply_timeout=30.0)
+    assert (caught.value.bound, caught.value.limit) == ("interim replies", 8)
     assert time.monotonic() - started < 10.0  # 9 replies, 5 ms apart: far from the 30 s reply timeout
     await server.wait_closed(0)
 
@@ -191,8 +273,9 @@ async def test_interim_replies_in_one_flood_are_bounded_by_bytes(serve: Serve) -
     server = await serve(answer(big + big))
     origin = origin_for(server)
 
-    with pytest.raises(MalformedReply, match="reply head over 64 KiB"):
+    with pytest.raises(ReplyOverBound, match="reply head over 64 KiB") as caught:
         await origin.request("GET", "/redfish/v1", {}, None, connect_timeout=_WAIT, reply_timeout=30.0)
+    assert caught.value.bound == "head bytes"
 
 
 async def test_a_few_interim_replies_are_still_skipped(serve: Serve) -> None:
