@@ -32,9 +32,9 @@ data (`_account_store`) and the AccountService with its roles (`_accounts`), err
 and message bodies (`_messages`), and what bmcweb or a BMC proxy changes (`_bmcweb`). The models: their
 registry (`_platforms`, with the NVIDIA mockups), the synthetic writable tray (`_gb200`, its writes
 `_gb200_writes`, workload power profiles `_wpps`), generic DMTF servers (`_dmtf`, their state
-`_dmtf_state`, the legacy Power resource `_dmtf_power`), the layout variants (`_layouts`) and the caps, meters and
-load curve they share (`_state`). Captures: the read-only walk of a real BMC (`capture`), served again
-with mockups (`_replay`) under the vendors' write rules (`_vendor_writes`).
+`_dmtf_state`, the legacy Power resource `_dmtf_power`), the layout variants (`_layouts`) and the
+caps, meters and load curve they share (`_state`). Captures: the read-only walk of a real BMC
+(`capture`), served again with mockups (`_replay`) under the vendors' write rules (`_vendor_writes`).
 
 Typical use::
 

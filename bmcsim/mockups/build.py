@@ -33,6 +33,15 @@ def gb300_sources() -> dict[str, str]:
     return out
 
 
+#: the service links every NVIDIA bmcweb root has (the simulator serves these services itself)
+SERVICES = {
+    "AccountService": {"@odata.id": f"{ROOT}/AccountService"},
+    "Links": {"Sessions": {"@odata.id": f"{ROOT}/SessionService/Sessions"}},
+    "SessionService": {"@odata.id": f"{ROOT}/SessionService"},
+    "Tasks": {"@odata.id": f"{ROOT}/TaskService"},
+}
+
+
 def note(path: str, change: str) -> None:
     CHANGED[path] = f"{CHANGED[path]}; {change}" if path in CHANGED else change
 
@@ -93,6 +102,11 @@ def gb200(gpu_caps: bool) -> dict[str, Any]:
     root = docs[ROOT]
     root.pop("Oem", None)  # the crawler's note that it synthesized the root
     root.update(Vendor="NVIDIA", Product="GB200 NVL")
+    root.update(SERVICES)
+    note(
+        ROOT,
+        f"the service links bmcweb always shows ({BMCWEB} redfish-core/lib/service_root.hpp): Links.Sessions, AccountService, SessionService, Tasks",
+    )
     sys = f"{ROOT}/Systems/HGX_Baseboard_0/Processors"
     for n in range(4):
         docs[f"{sys}/GPU_{n}"]["Model"] = "NVIDIA GB200"

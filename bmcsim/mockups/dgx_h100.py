@@ -47,6 +47,11 @@ def dgx_h100() -> dict[str, Any]:
         "RedfishVersion": "1.11.0",
         "Systems": link(f"{ROOT}/Systems"),
         "Vendor": "AMI",
+        # required of every Redfish service with sessions (DMTF DSP0266 "Service root"), so AMI's too
+        "AccountService": link(f"{ROOT}/AccountService"),
+        "Links": {"Sessions": link(f"{ROOT}/SessionService/Sessions")},
+        "SessionService": link(f"{ROOT}/SessionService"),
+        "Tasks": link(f"{ROOT}/TaskService"),
     }
     systems = ["DGX", "HGX_Baseboard_0"]
     docs[f"{ROOT}/Systems"] = _collection(f"{ROOT}/Systems", "ComputerSystem", systems)
