@@ -14,7 +14,8 @@ One process serves many BMCs (one TLS listening socket each, all in one asyncio 
   ``gb200-nvl`` (GB200 NVL compute tray, firmware whose modules and GPUs offer no limit),
   ``gb200-nvl-gpu-caps`` (the same tray, firmware whose GPUs offer ``PowerLimitWatts``), ``gh200``
   (module limits that are the Grace CPUs' EDPp controls, no node limit) and ``dgx-h100`` (AMI host
-  BMC + HGX H100 board: GPU readings, no limits, host CPUs without EnvironmentMetrics)
+  BMC + HGX H100 board: GPU readings, no limits, host CPUs without EnvironmentMetrics; and
+  ``dgx-h100-gpu-caps``, HGX firmware whose GPUs offer ``PowerLimitWatts``)
 
 Each BMC can also behave like OpenBMC bmcweb (``profile="bmcweb"``: body-hash ETags over drifting
 readings, task monitors with ``Retry-After: 30``), sit behind NVIDIA's DPS proxy (``allow_list=

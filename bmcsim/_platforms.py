@@ -16,6 +16,7 @@ MOCKUPS: dict[str, str] = {
     "gb200-nvl-gpu-caps": "nvidia-gb200-nvl-gpu-caps",
     "gh200": "nvidia-gh200",
     "dgx-h100": "nvidia-dgx-h100",
+    "dgx-h100-gpu-caps": "nvidia-dgx-h100-gpu-caps",
 }
 MOCKUP_DIR = Path(__file__).resolve().parent / "mockups"
 

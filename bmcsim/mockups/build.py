@@ -342,10 +342,18 @@ def main() -> None:
         GH200_HEADER,
         origin,
     )
-    docs = dgx_h100()
     built = f"built from {NV_REDFISH} redfish/src/bmc_quirks.rs (AMI Viking layout) and {ENV_UTIL} (EnvironmentMetrics property set)"
     meta = {"topology_model": "DGX_H100", "firmware_version": "24.09.17"}
-    write(HERE / "nvidia-dgx-h100", docs, meta, DGX_HEADER, dict.fromkeys(docs, built))
+    for suffix, gpu_caps in (("", False), ("-gpu-caps", True)):
+        docs = dgx_h100(gpu_caps)
+        header = DGX_HEADER.format(
+            suffix=suffix,
+            what=", whose GPUs offer a limit" if gpu_caps else "",
+            gpus=" and `PowerLimitWatts` 200..700 W (getPowerCap's property set)"
+            if gpu_caps
+            else " and no limit",
+        )
+        write(HERE / f"nvidia-dgx-h100{suffix}", docs, meta, header, dict.fromkeys(docs, built))
 
 
 if __name__ == "__main__":

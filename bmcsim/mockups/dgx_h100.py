@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (source notes are data: one line each in SOURCES.md)
 """The DGX H100 mockup (AMI MegaRAC host BMC + HGX H100 board): its documents and SOURCES.md header."""
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ def link(path: str) -> dict[str, str]:
     return {"@odata.id": path}
 
 
-DGX_HEADER = f"""# nvidia-dgx-h100: NVIDIA DGX H100 (AMI MegaRAC host BMC + HGX H100 8-GPU board firmware)
+DGX_HEADER = f"""# nvidia-dgx-h100{{suffix}}: NVIDIA DGX H100 (AMI MegaRAC host BMC + HGX H100 8-GPU board firmware{{what}})
 
 The host BMC is AMI's (service root `Vendor: AMI`, `RedfishVersion: 1.11.0`), the platform
 {NV_REDFISH} redfish/src/bmc_quirks.rs calls `AmiViking`: its systems are `DGX` (the host) and
 `HGX_Baseboard_0` (the HGX board, `filter_computer_system_odata_ids`), its managers `BMC`, `HGX_BMC_0`
 and `HGX_FabricManager_0` (`filter_manager_odata_ids`), and its chassis may lack `ChassisType`
 (`bug_missing_chassis_type_field`). The HGX board's GPUs `GPU_SXM_1..8` link EnvironmentMetrics with
-readings and no limit (bmcweb emits `PowerLimitWatts` only with a power-cap interface: {ENV_UTIL}
+readings{{gpus}} (bmcweb emits `PowerLimitWatts` only with a power-cap interface: {ENV_UTIL}
 getPowerCap); the host's Intel CPUs under `Systems/DGX` link no EnvironmentMetrics, so no
 `Processors/<cpu>/EnvironmentMetrics` exists to read. Readings are illustrative values within an
 H100 SXM's range. Built by `bmcsim/mockups/build.py`.
@@ -31,7 +32,7 @@ H100 SXM's range. Built by `bmcsim/mockups/build.py`.
 # ---- DGX H100 -------------------------------------------------------------------------------------
 
 
-def dgx_h100() -> dict[str, Any]:
+def dgx_h100(gpu_caps: bool = False) -> dict[str, Any]:
     """AMI MegaRAC host BMC (Redfish 1.11.0) in front of the HGX H100 8-GPU board's own BMC: host
     `Systems/DGX` with its Intel CPUs (no EnvironmentMetrics link), `Systems/HGX_Baseboard_0` with
     `GPU_SXM_1..8` (EnvironmentMetrics readings, no limit), node readings on `Chassis/HGX_Chassis_0`."""
@@ -134,6 +135,15 @@ def dgx_h100() -> dict[str, Any]:
                 "Reading": 33.0 + i,
             },
         }
+        if gpu_caps:
+            # HGX board firmware with the GPUs' power cap (H100 SXM: 200..700 W)
+            docs[f"{proc}/EnvironmentMetrics"]["PowerLimitWatts"] = {
+                "AllowableMax": 700,
+                "AllowableMin": 200,
+                "ControlMode": "Automatic",
+                "DefaultSetPoint": 700,
+                "SetPoint": 700,
+            }
     chassis = ["DGX", "HGX_Chassis_0"]
     docs[f"{ROOT}/Chassis"] = _collection(f"{ROOT}/Chassis", "Chassis", chassis)
     docs[f"{ROOT}/Chassis/DGX"] = {

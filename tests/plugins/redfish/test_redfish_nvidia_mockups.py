@@ -22,14 +22,18 @@ from tests.plugins.redfish.corpus.cases import CASES, CORPUS, policy
 
 #: the DPS model each mockup is inventoried as ("auto" where DPS has none)
 TOPOLOGY = {
+    "dgx-h100-gpu-caps": "DGX_H100",
     "gb200-nvl": "DGX_GB200",
     "gb200-nvl-gpu-caps": "DGX_GB200",
     "gh200": "auto",
     "dgx-h100": "DGX_H100",
 }
-SERVED = [(c.id, f"mockup:{CORPUS / c.name}", "auto", c.system) for c in CASES] + [
-    (name, name, TOPOLOGY[name], "") for name in MOCKUPS
-]
+SERVED = (
+    [(c.id, f"mockup:{CORPUS / c.name}", "auto", c.system) for c in CASES]
+    + [(name, name, TOPOLOGY[name], "") for name in MOCKUPS]
+    # and probed without a DPS model (the DGX H100's host CPUs link no EnvironmentMetrics)
+    + [(f"{name}-auto", name, "auto", "") for name in MOCKUPS if TOPOLOGY[name] != "auto"]
+)
 
 
 async def _std_metrics(h: Any, model: dict[str, str]) -> Any:
@@ -96,6 +100,7 @@ COMPONENTS = {
     "gh200": (["GPU_0", "GPU_1"], ["CPU_0", "CPU_1"]),
     # the host's Intel CPUs are under Systems/DGX, which an NVIDIA layout never reads (dps.md §7)
     "dgx-h100": ([f"GPU_SXM_{n}" for n in range(1, 9)], []),
+    "dgx-h100-gpu-caps": ([f"GPU_SXM_{n}" for n in range(1, 9)], []),
 }
 #: which read documents carry an `EnvironmentMetrics.PowerLimitWatts` (the limits the firmware offers)
 LIMITS = {
@@ -105,6 +110,9 @@ LIMITS = {
     ],
     "gh200": [f"/redfish/v1/Chassis/HGX_ProcessorModule_{n}/EnvironmentMetrics" for n in range(2)],
     "dgx-h100": [],
+    "dgx-h100-gpu-caps": [
+        f"/redfish/v1/Systems/HGX_Baseboard_0/Processors/GPU_SXM_{n}/EnvironmentMetrics" for n in range(1, 9)
+    ],
 }
 
 
@@ -193,3 +201,19 @@ async def test_dgx_h100_reads_only_linked_resources(make_harness: Callable[..., 
         out = await h.call("gpu_metrics", bmc, GpuMetricsQuery())
         assert out.result.ok and [u.gpu_id for u in out.result.metrics] == [0, 1, 3, 4, 5, 6, 7]
         assert "GPU 2 absent:" in out.result.error and "404" in out.result.error, out.result.error
+
+
+async def test_a_malformed_resource_leaves_its_component_unknown(make_harness: Callable[..., Any]) -> None:
+    model = {"Model": "DGX_GB200", "Name": "gb200"}
+    async with make_harness(n=1, model="gb200-nvl") as h:
+        bmc = h.fleet.bmcs[0]
+        assert (await _std_metrics(h, model)).ok
+        bmc.faults.set(FaultMode.INVALID_JSON, path_contains="/Processors/GPU_1/EnvironmentMetrics")
+        out = await _std_metrics(h, model)
+        assert out.ok, out.error
+        assert "GPU 1 unknown: " in out.error and "absent" not in out.error.split("GPU 1 unknown: ")[0]
+        assert [g.power_watts > 0 for g in out.metrics.gpus] == [True, False, True, True]
+        raw = (await h.call("raw_metrics", bmc, Empty(), model=model)).result
+        assert raw.ok and "GPU 1 unknown: " in raw.error, raw.error
+        gpu = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/GPU_1/EnvironmentMetrics"
+        assert gpu not in raw.documents and len(raw.documents) > 1
