@@ -18,6 +18,7 @@ import pytest
 from bmcsim import FaultMode
 from bmcsim._platforms import MOCKUP_DIR, MOCKUPS
 from plugins.base import Empty, GpuMetricsQuery, PolicyAction, PolicyChange
+from plugins.redfish import RedfishSettings
 from tests.plugins.redfish.corpus.cases import CASES, CORPUS, policy
 
 #: the DPS model each mockup is inventoried as ("auto" where DPS has none)
@@ -217,3 +218,18 @@ async def test_a_malformed_resource_leaves_its_component_unknown(make_harness: C
         assert raw.ok and "GPU 1 unknown: " in raw.error, raw.error
         gpu = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/GPU_1/EnvironmentMetrics"
         assert gpu not in raw.documents and len(raw.documents) > 1
+
+
+async def test_a_resource_that_times_out_leaves_its_component_unknown(
+    make_harness: Callable[..., Any],
+) -> None:
+    model = {"Model": "DGX_GB200", "Name": "gb200"}
+    settings = RedfishSettings(read_timeout=0.5)
+    async with make_harness(settings, n=1, model="gb200-nvl") as h:
+        bmc = h.fleet.bmcs[0]
+        assert (await _std_metrics(h, model)).ok
+        bmc.faults.set(FaultMode.HANG, path_contains="/Processors/GPU_2/EnvironmentMetrics")
+        out = await _std_metrics(h, model)
+        assert out.ok, out.error
+        assert "GPU 2 unknown: " in out.error, out.error
+        assert [g.power_watts > 0 for g in out.metrics.gpus] == [True, True, False, True]
