@@ -17,7 +17,7 @@ import pytest
 
 from bmcsim import FaultMode
 from bmcsim._platforms import MOCKUP_DIR, MOCKUPS
-from plugins.base import Empty, GpuMetricsQuery, PolicyAction, PolicyChange
+from plugins.base import Empty, GpuMetricsQuery, HealthQuery, PolicyAction, PolicyChange
 from plugins.redfish import RedfishSettings
 from tests.plugins.redfish.corpus.cases import CASES, CORPUS, policy
 
@@ -233,3 +233,16 @@ async def test_a_resource_that_times_out_leaves_its_component_unknown(
         assert out.ok, out.error
         assert "GPU 2 unknown: " in out.error, out.error
         assert [g.power_watts > 0 for g in out.metrics.gpus] == [True, True, False, True]
+
+
+async def test_verify_names_the_component_whose_resource_is_gone(make_harness: Callable[..., Any]) -> None:
+    model = {"Model": "DGX_H100", "Name": "dgx"}
+    async with make_harness(n=1, model="dgx-h100") as h:
+        bmc = h.fleet.bmcs[0]
+        bmc.faults.set(FaultMode.NOT_FOUND, path_contains="/GPU_SXM_5/EnvironmentMetrics")
+        query = HealthQuery(telemetry_interval_ms=20, latency_samples=5)
+        out = await h.call("bmc_health", bmc, query, model=model)
+        telemetry = next(c for c in out.result.checks if c.name == "telemetry")
+        assert "GPU 4 absent: " in telemetry.detail and "404" in telemetry.detail, telemetry.detail
+        # the other checks still ran and answered
+        assert {c.name for c in out.result.checks} > {"telemetry"}
