@@ -4,10 +4,18 @@ this package; the controller's `bmc-sim`, `bmc-capture`, `demo` and `certs` comm
 
 One process serves many BMCs (one TLS listening socket each, all in one asyncio loop). Models:
 
-- ``gb200``: NVIDIA GB200 NVL tray (EnvironmentMetrics caps on GPUs, CPUs and modules; WPPS profiles)
+- ``gb200``: a synthetic writable tray shaped like NVIDIA's (EnvironmentMetrics caps on GPUs, CPUs and
+  modules; WPPS profiles): the generic writable model of the controller's tests, NOT what GB200
+  firmware serves (its module and GPU limits are assumptions; see ``gb200-nvl``)
 - ``dmtf``: generic DMTF server (``Chassis/1/Controls`` and legacy ``Chassis/1/Power``)
 - ``dmtf-legacy``: only the legacy ``Power`` resource
-- ``dgx-h100``: Node Manager platform with read-only GPU metrics
+- NVIDIA platforms as mockup data (``bmcsim/mockups/<folder>``, every resource's source in its
+  ``SOURCES.md``, rebuilt by ``bmcsim/mockups/build.py``), served by the replay engine:
+  ``gb200-nvl`` (GB200 NVL compute tray, firmware whose modules and GPUs offer no limit),
+  ``gb200-nvl-gpu-caps`` (the same tray, firmware whose GPUs offer ``PowerLimitWatts``), ``gh200``
+  (module limits that are the Grace CPUs' EDPp controls, no node limit) and ``dgx-h100`` (AMI host
+  BMC + HGX H100 board: GPU readings, no limits, host CPUs without EnvironmentMetrics; and
+  ``dgx-h100-gpu-caps``, HGX firmware whose GPUs offer ``PowerLimitWatts``)
 
 Each BMC can also behave like OpenBMC bmcweb (``profile="bmcweb"``: body-hash ETags over drifting
 readings, task monitors with ``Retry-After: 30``), sit behind NVIDIA's DPS proxy (``allow_list=
@@ -23,11 +31,11 @@ files of a fleet (`_inventory`). The Redfish service every model shares: resourc
 managers (`_common`), the session table (`_sessions`), tasks and their monitors (`_tasks`), accounts as
 data (`_account_store`) and the AccountService with its roles (`_accounts`), error replies (`_errors`)
 and message bodies (`_messages`), and what bmcweb or a BMC proxy changes (`_bmcweb`). The models: their
-registry (`_platforms`), the GB200 tray (`_gb200`, its writes `_gb200_writes`, workload power profiles
-`_wpps`), generic DMTF servers (`_dmtf`, their state `_dmtf_state`, the legacy Power resource
-`_dmtf_power`), the DGX H100 (`_dgx_h100`), the layout variants (`_layouts`) and the caps, meters and
-load curve they share (`_state`). Captures: the read-only walk of a real BMC (`capture`), served again
-with mockups (`_replay`) under the vendors' write rules (`_vendor_writes`).
+registry (`_platforms`, with the NVIDIA mockups), the synthetic writable tray (`_gb200`, its writes
+`_gb200_writes`, workload power profiles `_wpps`), generic DMTF servers (`_dmtf`, their state
+`_dmtf_state`, the legacy Power resource `_dmtf_power`), the layout variants (`_layouts`) and the
+caps, meters and load curve they share (`_state`). Captures: the read-only walk of a real BMC
+(`capture`), served again with mockups (`_replay`) under the vendors' write rules (`_vendor_writes`).
 
 Typical use::
 

@@ -222,6 +222,9 @@ class SimulatedBmc:
                 authorize(self, username, method, path)
             if route is None:
                 raise _errors.resource_not_found(path)
+            if fault is FaultMode.NOT_FOUND:
+                self._fault_fired(fault)
+                raise _errors.resource_not_found(path)
             handler = route.handler(method)
             if handler is None:
                 raise _errors.method_not_allowed(method, route.allowed())

@@ -14,7 +14,10 @@ class BmcConfig:
     """Settings of one simulated BMC. `latency`, `async_writes` and `task_delay` may change at runtime.
 
     Attributes:
-        model: platform model: "gb200", "dmtf", "dmtf-legacy" or "dgx-h100".
+        model: platform model: "gb200" (synthetic writable tray), "dmtf", "dmtf-legacy", an NVIDIA
+            mockup ("gb200-nvl", "gb200-nvl-gpu-caps", "gh200", "dgx-h100", "dgx-h100-gpu-caps"), a real
+            layout, or
+            "capture:DIR" / "mockup:DIR".
         username: the BMC account.
         password: its password (never logged).
         session_limit: Redfish sessions allowed at once; one more login gets 503 SessionLimitExceeded.

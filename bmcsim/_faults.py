@@ -29,6 +29,9 @@ class FaultMode(StrEnum):
     HTTP_500 = "http500"
     #: 503 ServiceTemporarilyUnavailable with `Retry-After: retry_after`; nothing is applied
     HTTP_503 = "http503"
+    #: 404 ResourceMissingAtURI after authentication, as firmware answers for a linked resource it
+    #: cannot serve (a sensor or device that is gone); nothing is applied
+    NOT_FOUND = "http404"
     #: NVIDIA 500 with rc 0x50A (SMBPBI busy, retry after 60 s); nothing is applied
     NVIDIA_BUSY = "nvidia-busy"
     #: NVIDIA 500 with rc 0x600 (timeout); the write DID land

@@ -39,7 +39,7 @@ class SimulatorFleet:
 
     Args:
         n: number of BMCs (ignored when `configs` is given).
-        model: a model name, or a sequence used round-robin ("gb200", "dmtf", "dmtf-legacy", "dgx-h100").
+        model: a model name (see `MODELS`), or a sequence of them used round-robin.
         latency: seconds added to every request.
         cert_dir: where `ca.pem` and the server certificate live (created or reused); None uses a
             temporary directory removed on stop.

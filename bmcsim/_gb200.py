@@ -1,4 +1,9 @@
-"""GB200 NVL compute tray (DPS model DGX_GB200): NVIDIA per-component EnvironmentMetrics caps.
+"""A synthetic writable tray shaped like NVIDIA's GB200 NVL (DPS model DGX_GB200): per-component
+EnvironmentMetrics caps on GPUs, CPUs and modules.
+
+NOT what GB200 firmware serves: real GB200 NVL compute-tray firmware shows no module limit (and, on
+some firmware, no GPU limit); that truth is the `gb200-nvl` mockups (bmcsim/mockups, with sources).
+This model stays as the generic writable node of the controller's tests.
 
 Two superchip modules, each one Grace CPU and two GPUs: CPU_n, GPU_2n and GPU_2n+1 sit in
 HGX_ProcessorModule_n. Limits follow the GB200 device spec (dps.md §4): GPU 200..1200 W, Grace 50..420 W,

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bmcsim import _dgx_h100, _dmtf, _gb200, _replay
+from bmcsim import _dmtf, _gb200, _replay
 from bmcsim._routing import Platform
 
-PLATFORMS: dict[str, Platform] = {
-    p.name: p for p in (_gb200.PLATFORM, _dmtf.PLATFORM, _dmtf.LEGACY_PLATFORM, _dgx_h100.PLATFORM)
+PLATFORMS: dict[str, Platform] = {p.name: p for p in (_gb200.PLATFORM, _dmtf.PLATFORM, _dmtf.LEGACY_PLATFORM)}
+
+#: NVIDIA platforms as mockup data (bmcsim/mockups, provenance in each SOURCES.md), served by the
+#: replay engine: what that firmware serves, not what a hand-written model guesses
+MOCKUPS: dict[str, str] = {
+    "gb200-nvl": "nvidia-gb200-nvl",
+    "gb200-nvl-gpu-caps": "nvidia-gb200-nvl-gpu-caps",
+    "gh200": "nvidia-gh200",
+    "dgx-h100": "nvidia-dgx-h100",
+    "dgx-h100-gpu-caps": "nvidia-dgx-h100-gpu-caps",
 }
+MOCKUP_DIR = Path(__file__).resolve().parent / "mockups"
 
 #: model names accepted by `SimulatorFleet(model=...)` and `--model`
-MODELS: tuple[str, ...] = tuple(PLATFORMS)
+MODELS: tuple[str, ...] = (*PLATFORMS, *MOCKUPS)
 
 #: real BMC layouts: captures of real firmware in the source tree's corpus (tests/corpus/redfish,
 #: provenance in each SOURCES), served as `mockup:DIR` with the vendors' write behaviour
@@ -39,12 +48,14 @@ def real_layout(model: str) -> str:
 
 
 def get_platform(model: str) -> Platform:
-    """The platform for a model: "gb200", "dmtf", "dmtf-legacy", "dgx-h100", a real layout
+    """The platform for a model: "gb200", "dmtf", "dmtf-legacy", an NVIDIA mockup (`MOCKUPS`), a real layout
     (`REAL_LAYOUTS`), "capture:DIR", "mockup:DIR"."""
     if _replay.is_replay(model):
         return _replay.load_platform(model)
     if model in REAL_LAYOUTS:
         return _replay.load_platform(real_layout(model))
+    if model in MOCKUPS:
+        return _replay.load_platform(f"mockup:{MOCKUP_DIR / MOCKUPS[model]}")
     try:
         return PLATFORMS[model]
     except KeyError:

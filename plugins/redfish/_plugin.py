@@ -299,16 +299,18 @@ class RedfishPlugin(DevicePlugin):
                 absent.append(f"{comp.label} power")
                 continue
             if not _metrics.was_read(comp, readings.documents):
-                continue  # the read error says why
+                continue  # named by `failure_notes`
             found: list[str] = []
             metrics = _metrics.component_metrics(comp, readings.documents, found)
             if f"{comp.label} power" in found:
                 absent.append(f"{comp.label} power")
                 continue  # no reading: left out, never reported as 0 W
             usage.append(GpuUsage(comp.index, metrics.power_watts))
-        # NOTE: unlike std metrics, power is all this answer carries: a GPU without it is a failure
-        errors = [*readings.errors, _metrics.absent_message(absent)] if absent else readings.errors
-        result = GpuMetricsResult(not errors, "; ".join(errors), tuple(usage))
+        notes = _metrics.failure_notes(device.discovery, comps, readings, node=False)
+        errors = [*notes, _metrics.absent_message(absent)] if absent else notes
+        # NOTE: power is all this answer carries: ok when at least one asked-for GPU has a reading;
+        # every GPU without one is named (absent or unknown, with the reason), never reported as 0 W
+        result = GpuMetricsResult(bool(usage), "; ".join(errors), tuple(usage))
         return self._outcome(device, result)
 
     async def std_metrics(self, ctx: DeviceContext, req: Empty) -> Outcome[StdMetricsResult]:
@@ -319,10 +321,13 @@ class RedfishPlugin(DevicePlugin):
         readings = await _metrics.read(device.bmc, uris)
         absent: list[str] = []
         metrics = _metrics.node_metrics(device.name, disc, readings, device.spec.memory.count, absent)
-        # NOTE: ok means every resource could be read; readings the BMC simply does not report are
-        # named in `error` (the wire type has no null, so their fields hold 0)
-        error = "; ".join([*readings.errors, _metrics.absent_message(absent)] if absent else readings.errors)
-        return self._outcome(device, StdMetricsResult(not readings.errors, error, metrics))
+        # NOTE: one resource that answers 404, times out or is malformed leaves only its component's
+        # readings out: ok answers with everything else, and `error` names each component absent or
+        # unknown with the BMC's answer, and the readings the BMC does not report (the wire type has
+        # no null, so their fields hold 0); not ok only when nothing could be read at all
+        notes = _metrics.failure_notes(disc, [*disc.gpus, *disc.cpus], readings, node=True)
+        error = "; ".join([*notes, _metrics.absent_message(absent)] if absent else notes)
+        return self._outcome(device, StdMetricsResult(readings.answered(uris), error, metrics))
 
     async def raw_metrics(self, ctx: DeviceContext, req: Empty) -> Outcome[RawMetricsResult]:
         """The raw Redfish documents behind the standard metrics, keyed by URI."""
@@ -330,7 +335,8 @@ class RedfishPlugin(DevicePlugin):
         disc = device.discovery
         uris = _metrics.sources(disc, [*disc.gpus, *disc.cpus, *disc.node], node=True)
         readings = await _metrics.read(device.bmc, uris)
-        result = RawMetricsResult(not readings.errors, "; ".join(readings.errors), dict(readings.documents))
+        notes = _metrics.failure_notes(disc, [*disc.gpus, *disc.cpus, *disc.node], readings, node=True)
+        result = RawMetricsResult(readings.answered(uris), "; ".join(notes), dict(readings.documents))
         return self._outcome(device, result)
 
     # ---- streams --------------------------------------------------------------------------------

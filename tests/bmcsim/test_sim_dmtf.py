@@ -121,6 +121,7 @@ async def test_legacy_power_patch_and_null_removal(legacy: SimulatedBmc, api: Ap
 
 
 async def test_dgx_h100_is_read_only(h100: SimulatedBmc, api: Api) -> None:
+    """The DGX H100 mockup (bmcsim/mockups/nvidia-dgx-h100): GPU readings, no limit, no writes."""
     client = api(h100)
     procs = (await client.get("/redfish/v1/Systems/HGX_Baseboard_0/Processors")).body
     assert procs["Members@odata.count"] == 8
@@ -129,16 +130,6 @@ async def test_dgx_h100_is_read_only(h100: SimulatedBmc, api: Api) -> None:
     assert metrics["PowerWatts"]["Reading"] > 0
     assert "PowerLimitWatts" not in metrics
     assert (await client.patch(gpu, {"PowerLimitWatts": {"SetPoint": 500}})).status == 405
-    nm = await client.get("/redfish/v1/Managers/BMC/NodeManager")
-    assert nm.status == 200
-    domains = "/redfish/v1/Managers/BMC/NodeManager/Domains"
-    assert (await client.get(domains)).body["Members"] == []
-    refused = await client.post(domains, {"Id": "0"})
-    assert refused.status == 405
-    assert refused.body["error"]["code"].endswith("OperationNotAllowed")
-    assert (
-        await client.get(
-            "/redfish/v1/Systems/HGX_Baseboard_0/Processors/GPU_SXM_1/Oem/Nvidia/WorkloadPowerProfile"
-        )
-    ).status == 404
-    assert h100.state.caps == {}
+    host_cpu = (await client.get("/redfish/v1/Systems/DGX/Processors/CPU_0")).body
+    assert "EnvironmentMetrics" not in host_cpu  # nothing links a host CPU's EnvironmentMetrics
+    assert (await client.get("/redfish/v1/Systems/DGX/Processors/CPU_0/EnvironmentMetrics")).status == 404

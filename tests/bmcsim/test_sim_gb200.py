@@ -1,4 +1,5 @@
-"""GB200 model: EnvironmentMetrics caps, ETags, range errors, ClearOOBSetPoint, WPPS, readings."""
+"""The synthetic writable `gb200` tray (not GB200 firmware's shape; see bmcsim/mockups): EnvironmentMetrics
+caps, ETags, range errors, ClearOOBSetPoint, WPPS, readings."""
 
 from __future__ import annotations
 

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from bmcsim import DEFAULT_PASSWORD, ensure_tls_files
+from bmcsim._platforms import MOCKUPS
 from tests.conformance.sims import CAPTURE, TARGETS, capture_gb200, start, stop, wait_ready
 
 HERE = Path(__file__).parent
@@ -146,7 +147,9 @@ def test_protocol_validator_has_no_unreviewed_fail(runs: dict[str, Run], target:
     run = runs[target]
     assert run.summary.startswith("Summary"), f"{target}: the validator did not finish"
     passed = [r for r in run.rows if r.result == "PASS"]
-    assert len(passed) > 300, f"{target}: only {len(passed)} PASS rows: did it reach the simulator?"
+    # a mockup (bmcsim/mockups) serves fewer resources than a hand-written model walks
+    least = 150 if target in MOCKUPS else 300
+    assert len(passed) > least, f"{target}: only {len(passed)} PASS rows: did it reach the simulator?"
     entries = _load_allowlist()
     unreviewed = [r for r in run.rows if r.result == "FAIL" and not _allowed(r, target, entries)]
     assert not unreviewed, f"{target}: FAIL rows not in {ALLOWLIST.name}:\n" + "\n".join(

@@ -141,7 +141,11 @@ def discover_nvidia_em(
     """GPU/CPU caps on their Processor EnvironmentMetrics, node caps on the processor modules."""
 
     def capped(c: Component) -> Component:
-        uri = c.metrics_uri or f"{c.resource_uri}/EnvironmentMetrics"
+        # NOTE: only the EnvironmentMetrics the Processor links (DGX H100's host CPUs link none: a
+        # URI built by convention is a 404 there); without a link the component has no readings here
+        uri = c.metrics_uri
+        if not uri:
+            return replace(c, reason=f"{c.label}: its Processor links no EnvironmentMetrics")
         why = f"{c.label}'s own Processor EnvironmentMetrics PowerLimitWatts"
         return replace(c, mechanism=MECH_EM, limit_uri=uri, metrics_uri=uri, reason=why)
 

@@ -5,7 +5,10 @@ Sources, by preference (redfish.md §1.5): `EnvironmentMetrics` (`PowerWatts`, `
 its `Sensor.DataSourceUri` names, where the excerpt has no Reading: HPE Cray EX), and the legacy
 `Power.PowerControl[].PowerConsumedWatts` (else its `PowerMetrics.AverageConsumedWatts`: AMI). One
 GET per resource, all of a request's GETs concurrent under the BMC's limit; a failed GET fails only
-the readings it carries.
+the readings it carries: the component whose resource answered 404 is named absent, one that timed out
+or answered something that is not a Redfish document is named unknown, each with the BMC's answer, and
+the request answers with everything else (`failure_notes`, `answered`). Only URIs discovery took from
+the BMC's own links are read.
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ from plugins.redfish._device.op_bmc import OpBmc
 from plugins.redfish._discovery.layout import MECH_CONTROL, MECH_LEGACY, SENSOR, Component, Discovery
 from plugins.redfish._platforms._base import limit_watts, number, set_point_in_force
 from plugins.redfish._platforms.legacy_power import consumed_watts
+from plugins.redfish._wire.errors import ResourceNotFoundError
+
+#: how a resource that could not be read leaves its readings: gone (404), or not known (any other failure)
+ABSENT, UNKNOWN = "absent", "unknown"
 
 
 @dataclass
@@ -29,6 +36,12 @@ class Readings:
 
     documents: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    #: URI -> (ABSENT or UNKNOWN, the BMC's answer) for every resource that could not be read
+    failed: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def answered(self, uris: Sequence[str]) -> bool:
+        """Whether the request has something to answer with: no URI to read, or at least one read."""
+        return not uris or any(u in self.documents for u in uris)
 
 
 def sources(discovery: Discovery, components: Sequence[Component], *, node: bool) -> list[str]:
@@ -50,9 +63,17 @@ async def read(bmc: OpBmc, uris: Sequence[str]) -> Readings:
 
     async def one(uri: str) -> None:
         try:
-            out.documents[uri] = (await bmc.get(uri)).body
+            body = (await bmc.get(uri)).body
         except DeviceControllerError as exc:
             out.errors.append(str(exc))
+            out.failed[uri] = (ABSENT if isinstance(exc, ResourceNotFoundError) else UNKNOWN, str(exc))
+            return
+        if not isinstance(body, Mapping):
+            why = f"{uri}: the BMC answered a {type(body).__name__}, not a Redfish resource"
+            out.errors.append(why)
+            out.failed[uri] = (UNKNOWN, why)
+            return
+        out.documents[uri] = body
 
     await asyncio.gather(*(one(u) for u in uris))
     return out
@@ -98,6 +119,29 @@ def was_read(comp: Component, docs: Mapping[str, Mapping[str, Any]]) -> bool:
     """Whether every resource the component's readings come from was read (else a read error says why)."""
     uris = [u for u in (comp.metrics_uri, comp.limit_uri if comp.mechanism == MECH_CONTROL else "") if u]
     return all(u in docs for u in uris)
+
+
+def failure_notes(
+    discovery: Discovery, components: Sequence[Component], readings: Readings, *, node: bool
+) -> list[str]:
+    """One line per component (and the node's power) whose resource could not be read, naming it
+    absent (404) or unknown (timeout, malformed, refused) with the BMC's answer."""
+    notes: list[str] = []
+    uri = discovery.node_metrics[1]
+    if node and uri in readings.failed:
+        state, why = readings.failed[uri]
+        notes.append(f"node power {state}: {why}")
+    for comp in components:
+        uris = [u for u in (comp.metrics_uri, comp.limit_uri if comp.mechanism == MECH_CONTROL else "") if u]
+        for u in uris:
+            if u in readings.failed:
+                state, why = readings.failed[u]
+                notes.append(f"{comp.label} {state}: {why}")
+                break
+    owned = {uri, *(c.metrics_uri for c in components), *(c.limit_uri for c in components)}
+    named = {u for u in readings.failed if u in owned}
+    notes += [f"{state}: {why}" for u, (state, why) in readings.failed.items() if u not in named]
+    return notes
 
 
 def absent_message(absent: Sequence[str]) -> str:

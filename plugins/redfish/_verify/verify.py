@@ -254,7 +254,8 @@ async def _telemetry(device: Device, query: HealthQuery, limits: Mapping[str, fl
         if i:
             await asyncio.sleep(min(query.interval, device.bmc.remaining() / 4))
         readings = await _metrics.read(device.bmc, uris)
-        errors += readings.errors
+        # each resource that could not be read, named by its component (absent: 404; unknown: else)
+        errors += _metrics.failure_notes(disc, [*disc.gpus, *disc.cpus], readings, node=True)
         samples.append(_powers(disc.gpus, disc.cpus, disc, readings.documents))
         stamps.append({u: _stamp(d) for u, d in readings.documents.items() if _stamp(d)})
     first, last = samples[0], samples[-1]

@@ -1,4 +1,10 @@
-"""Every request kind on a GB200 NVL BMC (NVIDIA EnvironmentMetrics platform), with exact BMC call counts."""
+"""Every request kind on the simulator's synthetic writable `gb200` tray (NVIDIA EnvironmentMetrics
+platform), with exact BMC call counts.
+
+The synthetic tray offers limits on its GPUs, CPUs and processor modules, as the GB300 NVL capture
+does (tests/corpus/redfish/nvidia-gb300-nvl); GB200 NVL firmware offers neither the module nor (on
+some firmware) the GPU limits: that truth is the `gb200-nvl` mockups, tested in
+test_redfish_nvidia_mockups.py."""
 
 from __future__ import annotations
 

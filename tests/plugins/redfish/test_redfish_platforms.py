@@ -244,8 +244,10 @@ async def test_dgx_h100_metrics_work(mixed: Harness) -> None:
     mixed.reset()
     out = await mixed.call("gpu_metrics", bmc, GpuMetricsQuery())
     assert [u.gpu_id for u in out.result.metrics] == list(range(8))
+    # one GET per GPU's own (linked) EnvironmentMetrics, nothing else (the DGX H100 mockup)
     assert mixed.calls(bmc) == {
-        "GET /redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}/EnvironmentMetrics": 8
+        f"GET /redfish/v1/Systems/HGX_Baseboard_0/Processors/GPU_SXM_{n}/EnvironmentMetrics": 1
+        for n in range(1, 9)
     }
 
 

@@ -36,7 +36,7 @@ async def test_fingerprint_lists_gpus_with_health_and_marks_a_dead_bmc(mixed: Ha
     gb200 = groups[("gpu", "GB200")]
     assert gb200.vendor == "nvidia" and [d.id for d in gb200.devices] == [f"node0/gpu/{i}" for i in range(4)]
     assert all(d.healthy for d in gb200.devices)
-    assert len(groups[("gpu", "H100 80GB HBM3")].devices) == 8
+    assert len(groups[("gpu", "NVIDIA H100 80GB HBM3")].devices) == 8
 
 
 async def test_stats_report_power_energy_limit_and_temperature(mixed: Harness) -> None:
