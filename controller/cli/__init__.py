@@ -106,6 +106,11 @@ def settings_options(f: Any) -> Any:
         ),
         click.option("--workers", type=int, help="a front end plus N executor processes (PostgreSQL only)"),
         click.option("--auto-upgrade", **flag, help="upgrade the database schema at start"),
+        click.option(
+            "--shadow",
+            **flag,
+            help="shadow mode: validate, plan and record every request; send no write to any device",
+        ),
         click.option("--log-level", help="DEBUG, INFO, WARNING or ERROR"),
         click.option("--log-format", type=click.Choice(["text", "json"]), help="log lines as text or JSON"),
         click.option("--metrics-listen", help="HOST:PORT for /metrics, /healthz, /readyz (default: off)"),
