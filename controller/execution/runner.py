@@ -23,7 +23,7 @@ from controller.execution import shadow, state_text
 from controller.execution.completions import CompletionWriter
 from controller.execution.dispatch import Job
 from controller.execution.resolve import DeviceResolver, Resolved
-from controller.inventory import DeviceEntry
+from controller.inventory import DeviceEntry, deactivation_choice
 from controller.observability import metrics
 from controller.observability.logs import clip, request_context
 from controller.plugin_host.host import PluginHost
@@ -141,6 +141,7 @@ class RequestRunner:
             return
         try:
             kind, request = translate.request_from_proto(msg)
+            request = deactivation_choice(kind, request, resolved.entry, self._settings)
         except DeviceControllerError as exc:  # validated at the edge; this guards journaled rows
             await self._fail(job, msg, "rejected", str(exc))
             return
