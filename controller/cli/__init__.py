@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from controller.cli import _agent, _inspect, _local, _plugin, _preflight, _query, _send_cli, _verify
+from controller.cli import _agent, _inspect, _local, _plugin, _preflight, _query, _send_cli, _support, _verify
 from controller.cli._click import Group, call, client_options, namespace, output_options, pending_args
 from controller.cli._render import print_error, print_json, set_output
 from controller.cli._serve import cmd_serve
@@ -289,6 +289,7 @@ _inspect.register(cli)
 _plugin.register(cli)
 _preflight.register(cli)
 _verify.register(cli)
+_support.register(cli)
 _agent.register(cli, settings_options)
 
 

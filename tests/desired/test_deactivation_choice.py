@@ -53,7 +53,7 @@ async def _site(
 
 async def _activate_then_deactivate(
     bmc: SimulatedBmc, cli: Any
-) -> tuple[dict[str, float], dict[str, float], str]:
+) -> tuple[dict[str, Any], dict[str, Any], str]:
     before = dict(bmc.state.set_points())
     await cli("send", "topology-activate", "--device", "node001", "--node", "5000", "--cpu", "300", "--wait")
     capped = dict(bmc.state.set_points())
