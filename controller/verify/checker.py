@@ -196,7 +196,7 @@ class BmcChecker:
         if self._settings.shadow and not query.skip_writes:
             raise DeviceControllerError(
                 "shadow mode: the write cycle was not run (no write is sent in shadow mode); "
-                "run the read-only checks (--skip-writes)"
+                "run `devicectl verify` without --write-cycle"
             )
         limit = READ_ONLY_SECONDS if query.skip_writes else WRITE_CYCLE_SECONDS
         inband = await self._inband_limits(row.device, limit)

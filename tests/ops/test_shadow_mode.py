@@ -150,6 +150,15 @@ async def test_shadow_mode_plans_records_and_answers_without_writing(
         scrape = await asyncio.to_thread(_scrape, site.metrics)
         assert "devicectl_shadow_mode 1.0" in scrape
 
+        # a readiness check's write cycle is not run; its read-only checks are
+        cycle = await asyncio.to_thread(site.cli, "verify", "node001", "--write-cycle", "-o", "json")
+        checks = json.loads(cycle.out)
+        checks = checks.get("checks", checks) if isinstance(checks, dict) else checks
+        assert checks and all("shadow mode: the write cycle was not run" in c["error"] for c in checks), (
+            cycle.out
+        )
+        assert site.bmc.stats.writes_applied == 0 and _writes_sent(site.bmc) == {}
+
 
 async def test_a_live_controller_says_live_and_writes(tmp_path: Path, sink: TopologySink) -> None:
     async with serving(tmp_path, sink) as site:
