@@ -80,7 +80,11 @@ class Bundle:
 def register(cli: Group) -> None:
     @cli.command("support-bundle")
     @click.option(
-        "-o", "--output", "out", help="archive to write (default: devicectl-support-<UTC time>.tar.gz here)"
+        "-o",
+        "--output",
+        "out",
+        metavar="FILE",
+        help="archive to write (default: devicectl-support-<UTC time>.tar.gz here)",
     )
     @click.option("--config", help="TOML config file (env DEVICECTL_CONFIG)")
     @click.option("--inventory", help="inventory TOML (default: the config's)")
@@ -88,7 +92,9 @@ def register(cli: Group) -> None:
         "--secrets-dir", help="secrets directory: read only to mask its values (default: the config's)"
     )
     @click.option("--database-url", help="database for the schema version (default: the config's)")
-    @click.option("--log-file", multiple=True, help="a log file whose last lines go in (repeatable)")
+    @click.option(
+        "--log-file", multiple=True, metavar="FILE", help="a log file whose last lines go in (repeatable)"
+    )
     @click.option("--metrics-url", help="URL of /metrics (default: from the config's metrics_listen)")
     @click.option("--json", "as_json", is_flag=True, default=False, help="print the manifest as JSON")
     @client_options
@@ -132,7 +138,7 @@ def support_bundle(args: argparse.Namespace) -> int:
     bundle.add("summary.txt", _summary(manifest))
     out = Path(args.out or f"devicectl-support-{now:%Y%m%dT%H%M%SZ}.tar.gz")
     _write(out, f"devicectl-support-{now:%Y%m%dT%H%M%SZ}", bundle.members)
-    if args.as_json:
+    if args.as_json or args.json:  # --json here, or the root's -o json
         print_json({"archive": str(out), **manifest})
     else:
         console.print(f"wrote {out} ({out.stat().st_size} bytes, verified)")
