@@ -14,7 +14,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.ops._helm import ChartFailure, lint, render_chart
+from tests.ops._helm import ChartFailure, lint, render_chart, render_notes
 from tests.ops.test_chart_schemas import (
     COMBINATIONS,
     PLACEMENT,
@@ -161,3 +161,5 @@ def test_the_shadow_value_starts_serve_in_shadow_mode() -> None:
     assert shadowed["args"][0] == "serve" and "--shadow" in shadowed["args"]
     live = container(by_kind(render_chart(CHART))["Deployment"][0])
     assert "--shadow" not in live["args"]
+    assert "SHADOW MODE: every request is planned" in render_notes(CHART, {"shadow": True})
+    assert "SHADOW" not in render_notes(CHART)
