@@ -152,6 +152,9 @@ class Controller:
         self.port = 0
         self._stopped = False
         metrics.configure(settings.metrics_per_device, settings.metrics_max_devices)
+        metrics.SHADOW_MODE.set(1 if settings.shadow else 0)
+        if settings.shadow:
+            log.warning("shadow mode: requests are planned, recorded and answered; no device write is sent")
         self.metrics_server: MetricsServer | None = None
 
     def _shards(self) -> Shards:
@@ -248,6 +251,7 @@ class Controller:
                 self._status_delivery(),
                 dry_run=Planner(self.runner, self.settings).plan,
                 executor_reports=self.executor_reports,
+                shadow=self.settings.shadow,
             ),
             server,
         )

@@ -153,6 +153,12 @@ class Settings:
     drift_reapply: str = ""
     #: re-applications per device per hour, beyond which drift is only reported
     drift_max_reapply_per_hour: int = 3
+    #: shadow mode (DPS 0.11): every request is validated, planned and recorded with the writes it
+    #: would make, and answered; no write is sent to any device (reads stay live)
+    shadow: bool = False
+    #: DPS's "retain device limits after topology deactivation": a topology deactivation keeps the
+    #: limits in force instead of restoring them (an inventory entry's key of the same name wins)
+    retain_limits_on_topology_deactivate: bool = False
 
     def __post_init__(self) -> None:
         for name in _NUMBERS:  # however the settings were made: every number finite and in range

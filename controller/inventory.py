@@ -22,13 +22,16 @@ from typing import Any
 from controller.config import Settings
 from controller.security.secrets import SecretPolicy, SecretStore
 from plugins import registry
-from plugins.base import Endpoint, HostEnvironmentError, SystemSpec
+from plugins.base import Endpoint, HostEnvironmentError, PolicyAction, PolicyChange, RequestKind, SystemSpec
 
 _CONNECTION_KEYS = {"url", "secret", "ca_bundle", "insecure"}
 #: what an inventory file holds: a typo (`[[devices]]`) would otherwise load as no devices at all
 _TOP_LEVEL = ("defaults", "device", "plugin", "secrets")
+#: DPS's "retain device limits after topology deactivation": true keeps the limits in force when the
+#: topology is deactivated, false restores them; absent: the config setting of the same name
+RETAIN_KEY = "retain_limits_on_topology_deactivate"
 #: what a `[[device]]` table holds besides its connection table (keyed by its plugin's name)
-_DEVICE_KEYS = ("id", "plugin", "model", "connection", "bmc", "bmc_gpus")
+_DEVICE_KEYS = ("id", "plugin", "model", "connection", "bmc", "bmc_gpus", RETAIN_KEY)
 
 
 def unknown_name(data: Mapping[str, Any], known: Iterable[str], table: str = "") -> str | None:
@@ -69,6 +72,8 @@ class DeviceEntry:
     bmc: str = ""
     #: the BMC's GPU index for each in-band GPU index (empty: the same index); docs/desired-state.md
     bmc_gpus: tuple[int, ...] = ()
+    #: `retain_limits_on_topology_deactivate` (None: the config setting decides)
+    retain_limits_on_topology_deactivate: bool | None = None
 
     def endpoint(self, secrets: SecretStore, default_ca: str = "", url: str | None = None) -> Endpoint:
         """Resolve the secret now, so rotated credentials apply on the next request.
@@ -164,6 +169,9 @@ def _entry(raw: Mapping[str, Any], where: str) -> DeviceEntry:
         raise InventoryError(f"{where}: `bmc_gpus` must be a list of the BMC's GPU indexes (0, 1, ...)")
     if len(set(bmc_gpus)) != len(bmc_gpus) or (bmc_gpus and not bmc):
         raise InventoryError(f"{where}: `bmc_gpus` needs `bmc` and may name each BMC GPU index once")
+    retain = raw.get(RETAIN_KEY)
+    if retain is not None and not isinstance(retain, bool):
+        raise InventoryError(f"{where}: `{RETAIN_KEY}` must be true or false")
     return DeviceEntry(
         id=device_id,
         plugin=plugin,
@@ -175,7 +183,21 @@ def _entry(raw: Mapping[str, Any], where: str) -> DeviceEntry:
         options={k: v for k, v in conn.items() if k not in _CONNECTION_KEYS},
         bmc=bmc,
         bmc_gpus=tuple(bmc_gpus),
+        retain_limits_on_topology_deactivate=retain,
     )
+
+
+def deactivation_choice(kind: RequestKind, request: Any, entry: DeviceEntry, settings: Settings) -> Any:
+    """`request` with the operator's choice for a topology deactivation: retain the limits in force
+    (the entry's `retain_limits_on_topology_deactivate`, else the setting), or restore (the default).
+    Requests never choose it themselves; every other request is returned as it is."""
+    if kind not in (RequestKind.TOPOLOGY_ACTIVATE, RequestKind.TOPOLOGY_DEACTIVATE):
+        return request
+    if not isinstance(request, PolicyChange) or request.action is not PolicyAction.UNSET:
+        return request
+    retain = entry.retain_limits_on_topology_deactivate
+    retain = settings.retain_limits_on_topology_deactivate if retain is None else retain
+    return dataclasses.replace(request, retain_limits=retain)
 
 
 def pairing_problems(entries: Mapping[str, DeviceEntry]) -> list[str]:

@@ -160,7 +160,9 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
         delivery: Delivery | None = None,
         dry_run: PlanFn | None = None,
         executor_reports: Callable[[], list[Report] | None] | None = None,
+        shadow: bool = False,
     ) -> None:
+        self._shadow = shadow  # shadow mode: `status` says so
         self._dry_run = dry_run  # controller.desired.dryrun.Planner.plan
         self._executor_reports = executor_reports  # a --workers front end's executors
         self._store = store
@@ -172,7 +174,7 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
     async def GetStatus(
         self, request: empty_pb2.Empty, context: grpc.aio.ServicerContext
     ) -> apb.ControllerStatus:
-        status = apb.ControllerStatus(journal_ok=True, callback_ok=True)
+        status = apb.ControllerStatus(journal_ok=True, callback_ok=True, shadow=self._shadow)
         failure = self._store.write_failure
         if failure is not None:
             status.journal_ok = False

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from controller.cli import _agent, _inspect, _local, _plugin, _preflight, _query, _send_cli, _verify
+from controller.cli import _agent, _inspect, _local, _plugin, _preflight, _query, _send_cli, _support, _verify
 from controller.cli._click import Group, call, client_options, namespace, output_options, pending_args
 from controller.cli._render import print_error, print_json, set_output
 from controller.cli._serve import cmd_serve
@@ -106,6 +106,11 @@ def settings_options(f: Any) -> Any:
         ),
         click.option("--workers", type=int, help="a front end plus N executor processes (PostgreSQL only)"),
         click.option("--auto-upgrade", **flag, help="upgrade the database schema at start"),
+        click.option(
+            "--shadow",
+            **flag,
+            help="shadow mode: validate, plan and record every request; send no write to any device",
+        ),
         click.option("--log-level", help="DEBUG, INFO, WARNING or ERROR"),
         click.option("--log-format", type=click.Choice(["text", "json"]), help="log lines as text or JSON"),
         click.option("--metrics-listen", help="HOST:PORT for /metrics, /healthz, /readyz (default: off)"),
@@ -296,6 +301,7 @@ _inspect.register(cli)
 _plugin.register(cli)
 _preflight.register(cli)
 _verify.register(cli)
+_support.register(cli)
 _agent.register(cli, settings_options)
 
 

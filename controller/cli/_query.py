@@ -26,7 +26,7 @@ from controller.cli._render import (
     when,
     when_short,
 )
-from controller.cli._responses import render_response
+from controller.cli._responses import SHADOW_OK, is_shadow, render_response
 from controller.cli._status import status_show
 from controller.cli._writes import render_desired, render_writes
 from plugins import registry
@@ -243,7 +243,7 @@ def requests_show(args: argparse.Namespace) -> int:
             ("kind", r.kind),
             ("trace_id", r.trace_id),
             ("status", _status(r)),
-            ("outcome", r.outcome),
+            ("outcome", f"{r.outcome} ({SHADOW_OK})" if r.outcome == "ok" and is_shadow(r) else r.outcome),
             ("error", r.error),
             ("attempts", r.attempts),
             ("accepted", when(r.accepted_at)),
@@ -259,7 +259,7 @@ def requests_show(args: argparse.Namespace) -> int:
     if r.writes:
         render_writes(r.writes)
     if r.HasField("response"):
-        render_response(r.response)
+        render_response(r.response, shadow=is_shadow(r))
     return 0
 
 

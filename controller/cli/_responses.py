@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from controller import translate
+from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.cli._render import console, table
 from plugins.base import WriteOutcome
@@ -36,10 +37,23 @@ def energy(value: float, unit: str) -> str:
     return f"{text} {unit}".strip()
 
 
-def render_response(response: pb.DeviceControllerResponse) -> None:
+#: what a request answered in shadow mode says where a live one says "ok"
+SHADOW_OK = "shadow: acknowledged, nothing written"
+
+
+def is_shadow(record: apb.RequestRecord) -> bool:
+    """Whether a recorded request ran in shadow mode (its receipts or its note say so)."""
+    return any(w.status == "shadow" for w in record.writes) or record.error.startswith("shadow mode")
+
+
+def render_response(response: pb.DeviceControllerResponse, *, shadow: bool = False) -> None:
+    """The response as a line and a table; `shadow`: a request answered in shadow mode, whose
+    components were planned and not written (never shown as applied)."""
     ok, error = translate.success_of(response)
     kind = response.WhichOneof("response") or "?"
     status = "[green]ok[/green]" if ok else f"[red]failed[/red]: {error}"
+    if shadow:
+        status = f"[yellow]{SHADOW_OK}[/yellow]" if ok else f"[red]failed[/red] (shadow mode): {error}"
     console.print(f"{response.device} {kind} request_id={response.request_id}: {status}")
     if response.device_ping_error:
         console.print(f"  device unreachable: {response.device_ping_error}")
@@ -80,6 +94,11 @@ def render_response(response: pb.DeviceControllerResponse) -> None:
                         f"{energy(d.energy_usage, d.energy_usage_unit)}, {d.temperature_celsius:g} °C",
                     )
                 )
+    if rows and shadow:  # planned, not written: the power is what a live run would have set
+        rows = [
+            (c, "shadow" if r == "ok" else r, f"{p} not written" if r == "ok" and p else p, d)
+            for c, r, p, d in rows
+        ]
     if rows:
         table("", ("component", "result", "power", "detail"), rows)
 

@@ -25,7 +25,7 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as d
 from controller.cli._channel import channel as client_channel
 from controller.cli._errors import UsageError
 from controller.cli._render import as_dict, console, err_console, print_json
-from controller.cli._responses import render_response
+from controller.cli._responses import is_shadow, render_response
 from controller.cli._writes import render_plan
 from plugins.base import (
     Allocation,
@@ -304,7 +304,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(record)
     else:
-        render_response(record.response)
+        render_response(record.response, shadow=is_shadow(record))
     return 0 if record.outcome == "ok" else 1
 
 

@@ -17,6 +17,7 @@ def status_show(args: argparse.Namespace, s: apb.ControllerStatus) -> int:
         print_json({**as_dict(s), "healthy": healthy})
         return 0 if healthy else 1
     rows: list[tuple[str, object]] = [
+        ("mode", _SHADOW if s.shadow else "live (device writes sent)"),
         ("journal", "ok" if s.journal_ok else f"FAILING since {when(s.journal_error_since)}"),
         ("journal error", s.journal_error),
         ("topology callback", _callback(s)),
@@ -28,6 +29,9 @@ def status_show(args: argparse.Namespace, s: apb.ControllerStatus) -> int:
     rows += [("undelivered", s.undelivered), ("dead letters", s.dead_letters), (delivered, s.delivered)]
     table("controller status", ("field", "value"), rows)
     return 0 if healthy else 1
+
+
+_SHADOW = "SHADOW: requests planned, recorded and answered; no device write is sent"
 
 
 def _callback(s: apb.ControllerStatus) -> str:

@@ -21,6 +21,7 @@ from controller.api.validate import validate_request
 from controller.config import Settings
 from controller.desired.receipts import write_records
 from controller.execution.runner import RequestRunner, receipts
+from controller.inventory import deactivation_choice
 from controller.observability.logs import clip
 from plugins.base import DeviceContext, DeviceControllerError, WriteLog, run_operation
 
@@ -50,6 +51,7 @@ class Planner:
                     f"plugin {resolved.entry.plugin} cannot plan without writing (it does not support dry "
                     "runs); nothing was done",
                 )
+            request = deactivation_choice(kind, request, resolved.entry, self._settings)
             ctx = DeviceContext(
                 device_id=msg.device,
                 model=resolved.model,

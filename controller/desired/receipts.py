@@ -3,14 +3,16 @@ what the receipts of a failed operation say it changed."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller.store import DesiredLimit
 from controller.translate import datetime_to_timestamp
 from plugins.base import DeviceWrite, WriteOutcome
+from plugins.base._codec import encode
 
 
 def write_records(writes: Iterable[Mapping[str, Any]]) -> list[apb.DeviceWrite]:
@@ -61,8 +63,8 @@ _GATEWAY = frozenset({"502", "503", "504"})
 
 
 def write_outcome(write: DeviceWrite) -> WriteOutcome | None:
-    """What one receipt says its write did (None: planned or skipped, nothing was sent)."""
-    if write.method == "-" or write.status in ("planned", "skipped"):
+    """What one receipt says its write did (None: planned, skipped or shadow, nothing was sent)."""
+    if write.method == "-" or write.status in ("planned", "skipped", "shadow"):
         return None
     status = write.status
     if status == "ok" or status.startswith("ok (") or (status.isdigit() and 200 <= int(status) < 300):
@@ -98,3 +100,17 @@ def failed_writes_note(writes: Iterable[DeviceWrite]) -> str:
     if not parts:
         return ""
     return "writes before the failure: " + "; ".join(parts)
+
+
+def receipts(writes: Sequence[DeviceWrite]) -> list[dict[str, Any]] | None:
+    """Receipts as stored with the journal (JSON objects), None when nothing was written.
+
+    `encode`'s output, field by field without its generic dispatch (every write of every request):
+    the fields are strings and numbers, the body any JSON value."""
+    out = [{name: getattr(w, name) for name in _WRITE_FIELDS} for w in writes]
+    for entry, w in zip(out, writes, strict=True):
+        entry["body"] = encode(w.body)
+    return out or None
+
+
+_WRITE_FIELDS = tuple(f.name for f in dataclasses.fields(DeviceWrite))

@@ -5,12 +5,11 @@ the result, new state and response in one transaction. Every path ends in exactl
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,12 +18,12 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.cluster.shards import Shards
 from controller.config import Settings
 from controller.desired.limits import desired_from, is_internal
-from controller.desired.receipts import failed_writes_note
-from controller.execution import state_text
+from controller.desired.receipts import failed_writes_note, receipts
+from controller.execution import shadow, state_text
 from controller.execution.completions import CompletionWriter
 from controller.execution.dispatch import Job
 from controller.execution.resolve import DeviceResolver, Resolved
-from controller.inventory import DeviceEntry
+from controller.inventory import DeviceEntry, deactivation_choice
 from controller.observability import metrics
 from controller.observability.logs import clip, request_context
 from controller.plugin_host.host import PluginHost
@@ -35,14 +34,12 @@ from plugins.base import (
     DeviceContext,
     DeviceControllerError,
     DeviceUnreachableError,
-    DeviceWrite,
     Outcome,
     PendingVerification,
     RequestKind,
     WriteLog,
     run_operation,
 )
-from plugins.base._codec import encode
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +141,14 @@ class RequestRunner:
             return
         try:
             kind, request = translate.request_from_proto(msg)
+            request = deactivation_choice(kind, request, resolved.entry, self._settings)
         except DeviceControllerError as exc:  # validated at the edge; this guards journaled rows
             await self._fail(job, msg, "rejected", str(exc))
+            return
+        in_shadow = self._settings.shadow  # a plan: the choke points send nothing (execution/shadow.py)
+        refused = shadow.refusal(kind, request, resolved.plugin, resolved.entry.plugin) if in_shadow else ""
+        if refused:
+            await self._fail(job, msg, "rejected", refused, request=request)
             return
         ctx = DeviceContext(
             device_id=job.device,
@@ -155,6 +158,7 @@ class RequestRunner:
             trace_id=job.trace_id,
             deadline=time.monotonic() + remaining,
             state=resolved.state,
+            dry_run=in_shadow,
         )
         if not self.shards.runs(job.shard):  # the lease lapsed meanwhile: never call the device
             raise _LeftForOwner
@@ -165,7 +169,7 @@ class RequestRunner:
         loop = asyncio.get_running_loop()
         marking = loop.call_at(_on_tick(loop.time() + MARK_RUNNING_AFTER), self._mark_running, job.request_id)
         started = time.monotonic()
-        writes = WriteLog()  # receipts, kept even when the operation fails part-way
+        writes = WriteLog(dry_run=in_shadow)  # receipts, kept even when the operation fails part-way
         try:
             try:
                 operation = run_operation(resolved.plugin, kind, ctx, request, writes)
@@ -201,6 +205,12 @@ class RequestRunner:
             await self._fail(job, msg, "failed", error, request=request, touch=True, writes=writes)
             return
         log.debug("%s done in %.3f s", kind.value, time.monotonic() - started)
+        if in_shadow:  # answered; the device's state and desired limits stay as they were
+            fence, started_at = self.shards.fence(job.shard), self._starts.pop(job.request_id, None)
+            await self._complete(
+                shadow.answer(job, resolved.entry.plugin, outcome, request, fence, started_at)
+            )
+            return
         await self._succeed(job, kind, resolved, outcome, request)
 
     async def _call_under_lease(self, operation: Awaitable[Any], timeout: float, shard: int) -> Any:
@@ -310,7 +320,10 @@ class RequestRunner:
         ping_error: str = "",
         writes: WriteLog | None = None,
     ) -> None:
-        note = failed_writes_note(writes.entries()) if writes is not None else ""
+        entries = writes.entries() if writes is not None else None
+        if entries is not None and self._settings.shadow:
+            entries = shadow.shadow_receipts(entries)  # planned before the failure, never sent
+        note = failed_writes_note(entries) if entries is not None else ""
         if note:  # a failed request says what it changed, whatever stopped it
             error = f"{error} ({note})"
         log.warning("%s %s: %s", job.kind.value, outcome, clip(error))  # errors quote ids
@@ -335,7 +348,7 @@ class RequestRunner:
                 touch_device=touch,
                 trace_id=job.trace_id,
                 kind=job.kind.value,
-                writes=receipts(writes.entries()) if writes is not None else None,
+                writes=receipts(entries) if entries is not None else None,
                 internal=is_internal(job.request_id),
                 fence=self.shards.fence(job.shard),
                 started_at=self._starts.pop(job.request_id, None),  # a start no timer recorded
@@ -388,20 +401,6 @@ def _start_recorded(written: asyncio.Future[None]) -> None:
         # bookkeeping only: the completion is what must be written
         exc = written.exception()
         log.warning("could not record the start (%s); running anyway", describe(exc))  # type: ignore[arg-type]
-
-
-def receipts(writes: Sequence[DeviceWrite]) -> list[dict[str, Any]] | None:
-    """Receipts as stored with the journal (JSON objects), None when nothing was written.
-
-    `encode`'s output, field by field without its generic dispatch (every write of every request):
-    the fields are strings and numbers, the body any JSON value."""
-    out = [{name: getattr(w, name) for name in _WRITE_FIELDS} for w in writes]
-    for entry, w in zip(out, writes, strict=True):
-        entry["body"] = encode(w.body)
-    return out or None
-
-
-_WRITE_FIELDS = tuple(f.name for f in dataclasses.fields(DeviceWrite))
 
 
 def _new_verification(job: Job, kind: RequestKind, pending: PendingVerification) -> NewVerification:

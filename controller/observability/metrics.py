@@ -76,6 +76,10 @@ DELIVERY_ATTEMPTS = Counter(
     "Delivery attempts by result (ok, retry, receiver_down, dead_letter)",
     ["result"],
 )
+SHADOW_MODE = Gauge(
+    "devicectl_shadow_mode",
+    "1 while the controller runs in shadow mode (requests planned and recorded, no device write sent)",
+)
 DRIFT = Counter(
     "devicectl_drift",
     "Components found off their desired limit by a drift check, by component type, the path that read "

@@ -28,6 +28,7 @@ from controller.process.supervise import Outage, describe
 from controller.store import BmcCheckRow, Store
 from plugins.base import (
     DeviceContext,
+    DeviceControllerError,
     Empty,
     HealthQuery,
     HealthResult,
@@ -167,7 +168,7 @@ class BmcChecker:
 
     async def _run(self, row: BmcCheckRow) -> None:
         with request_context(row.device, row.check_id, ""):
-            log_ = WriteLog()
+            log_ = WriteLog(dry_run=self._settings.shadow)  # shadow mode: no write leaves
             status, verdict, result, error = "failed", "", None, ""
             try:
                 async with self._slots:
@@ -192,6 +193,11 @@ class BmcChecker:
 
     async def _check(self, row: BmcCheckRow, writes: WriteLog) -> HealthResult:
         query = HealthQuery(**{k: v for k, v in row.query.items() if k in HealthQuery.__dataclass_fields__})
+        if self._settings.shadow and not query.skip_writes:
+            raise DeviceControllerError(
+                "shadow mode: the write cycle was not run (no write is sent in shadow mode); "
+                "run `devicectl verify` without --write-cycle"
+            )
         limit = READ_ONLY_SECONDS if query.skip_writes else WRITE_CYCLE_SECONDS
         inband = await self._inband_limits(row.device, limit)
         if inband:

@@ -31,7 +31,7 @@ from plugins.base._plugin import (
 )
 from plugins.base._policy import CapTarget, check_range, element_share, gpu_target, gpu_targets
 from plugins.base._profiles import ProfileChecks
-from plugins.base._receipts import DeviceWrite, WriteLog, recording, write_log
+from plugins.base._receipts import DeviceWrite, WriteLog, WriteRefusedError, recording, write_log
 from plugins.base._schema import check_shape, json_type
 from plugins.base._spec import CATALOGUE, ComponentSpec, SystemSpec, policy_from_element_map
 from plugins.base._streams import (
@@ -166,6 +166,7 @@ __all__ = [
     "VerificationResult",
     "WriteLog",
     "WriteOutcome",
+    "WriteRefusedError",
     "check_range",
     "check_shape",
     "element_share",

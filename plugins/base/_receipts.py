@@ -3,8 +3,10 @@
 Plugins call `write_log()` at their single write choke point (the Redfish PATCH/POST, the NVML
 setter). `run_operation` opens the log for the operation (a context variable, so it follows the
 operation into threads and tasks it starts) and returns the entries on `Outcome.writes`; the
-controller stores them with the journal. In a dry run (`DeviceContext.dry_run`) the choke point
-records the write as planned and does not send it.
+controller stores them with the journal. In a dry run (`DeviceContext.dry_run`, also every request
+of a controller in shadow mode) the choke point records the write as planned and does not send it;
+`WriteLog.write` refuses to open a write in a dry run, so a choke point that forgot to check
+raises `WriteRefusedError` before it sends anything.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
+
+from plugins.base._errors import DeviceControllerError
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,12 @@ class DeviceWrite:
         return self.status == "planned"
 
 
+class WriteRefusedError(DeviceControllerError):
+    """A write was attempted in a dry run (a plan, or a controller in shadow mode): nothing was sent."""
+
+    code = "WRITE_REFUSED"
+
+
 class WriteLog:
     """The writes of one operation, in order. Thread-safe (NVML work runs in threads)."""
 
@@ -71,8 +81,11 @@ class WriteLog:
     ) -> Iterator[int]:
         """Time one write and record its status; yields the entry's index (see `read_back`).
 
-        In a dry run the caller must not send anything: check `dry_run` first and use `plan`.
+        In a dry run the caller must not send anything: check `dry_run` first and use `plan`. A
+        caller that does not is stopped here, before its `with` body (the send) runs.
         """
+        if self.dry_run:
+            raise _refused(method, target)
         started = time.monotonic()
         entry = DeviceWrite(target, method, dict(body or {}), component, before, note=note)
         index = self._add(entry)
@@ -179,3 +192,16 @@ def recording(log: WriteLog) -> Iterator[WriteLog]:
         yield log
     finally:
         _CURRENT.reset(token)
+
+
+def refuse_in_dry_run(method: str, target: str) -> None:
+    """A guard for a plugin's lower layers (the Redfish client's `patch`/`post`): in a dry run (a
+    plan, or a controller in shadow mode) raise `WriteRefusedError` before anything is sent."""
+    if write_log().dry_run:
+        raise _refused(method, target)
+
+
+def _refused(method: str, target: str) -> WriteRefusedError:
+    return WriteRefusedError(
+        f"{method} {target}: refused, nothing was sent (a dry run or shadow mode writes nothing)"
+    )

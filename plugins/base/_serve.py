@@ -47,6 +47,7 @@ from plugins.base._codec import decode
 from plugins.base._config import ConfigSpec, settings, unpack_config
 from plugins.base._nomad_rules import fingerprint_problems
 from plugins.base._plugin import DeviceContext, DevicePlugin, DeviceTarget, PendingVerification
+from plugins.base._receipts import WriteLog, recording
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +243,13 @@ def _power_handler(state: _State) -> grpc.GenericRpcHandler:
         async def call(request: ppb.OperationRequest, context: Any) -> ppb.OperationResponse:
             try:
                 ctx = checked_context(state.plugin, request)
-                outcome = await getattr(state.plugin, rpc.method)(ctx, w.request_from_pb(rpc, request))
+                # the write log honours the host's dry run (a plan, or a controller in shadow
+                # mode) at the plugin's write choke point, and its receipts go back with the outcome
+                writes = WriteLog(dry_run=ctx.dry_run)
+                with recording(writes):
+                    outcome = await getattr(state.plugin, rpc.method)(ctx, w.request_from_pb(rpc, request))
+                if writes.entries():
+                    outcome = dataclasses.replace(outcome, writes=(*outcome.writes, *writes.entries()))
                 return w.outcome_to_pb(outcome)
             except e.DeviceControllerError as exc:
                 return ppb.OperationResponse(error=w.error_to_pb(exc))

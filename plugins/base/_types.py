@@ -113,6 +113,10 @@ class PolicyChange:
 
     action: PolicyAction
     policy: Policy | None = None
+    #: topology deactivation only: keep the limits in force (DPS's "retain device limits after
+    #: topology deactivation") instead of applying the idle policy or restoring; set by the controller
+    #: from its configuration, never by a request
+    retain_limits: bool = False
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,14 @@ def topology_unset(raw_state: Any, spec: SystemSpec, scope: str) -> Answer:
     return result, state.to_json(), None
 
 
+def topology_retain(raw_state: Any, spec: SystemSpec, scope: str) -> Answer:
+    """Retain the limits in force: nothing is written, and the topology's layer stays, so later
+    requests keep its limits until the next topology activation replaces it."""
+    state = NvmlState(raw_state)
+    result = _allocation_result(group="", spec=spec, state=state, results=None)
+    return result, state.to_json(), None
+
+
 def _removed(change: GpuPoliciesChange | None) -> set[int]:
     """GPUs whose GPU-specific cap the change removes (`limit=None`)."""
     if change is None or change.action is not PolicyAction.SET:

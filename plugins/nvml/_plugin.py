@@ -197,9 +197,8 @@ class NvmlPlugin(DevicePlugin):
     async def unset_policy(self, ctx: DeviceContext, req: PolicyChange) -> Outcome[AllocationResult]:
         """Topology deactivation: the spec's idle policy, else the limits from before our changes."""
         spec, scope = SystemSpec.from_model(ctx.model), self._scope(ctx)
-        answer = await self._run(
-            ctx, "topology deactivation", lambda: _control.topology_unset(ctx.state, spec, scope)
-        )
+        unset = _control.topology_retain if req.retain_limits else _control.topology_unset
+        answer = await self._run(ctx, "topology deactivation", lambda: unset(ctx.state, spec, scope))
         return self._outcome(ctx, answer)
 
     async def _allocation(self, ctx: DeviceContext, req: Allocation, kind: str) -> Outcome[AllocationResult]:

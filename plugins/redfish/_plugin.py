@@ -193,8 +193,13 @@ class RedfishPlugin(DevicePlugin):
         return self._outcome(device, _results.allocation_result(applied, policy=policy, device=device))
 
     async def unset_policy(self, ctx: DeviceContext, req: PolicyChange) -> Outcome[AllocationResult]:
-        """Topology deactivation: the spec's idle policy where given, else restore prior values."""
+        """Topology deactivation: the spec's idle policy where given, else restore prior values; with
+        `retain_limits` nothing is written (the prior values stay recorded for a later restore)."""
         device = await prepare(self.pool, self.settings, ctx)
+        if req.retain_limits:
+            device.state.set_policy(TOPOLOGY, None)
+            retained = _operations.Applied([], {})
+            return self._outcome(device, _results.allocation_result(retained, policy=None, device=device))
         idle = device.spec.idle_policy
         if idle is not None:
             targets = _operations.plan(device, idle)

@@ -14,7 +14,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.ops._helm import ChartFailure, lint, render_chart
+from tests.ops._helm import ChartFailure, lint, render_chart, render_notes
 from tests.ops.test_chart_schemas import (
     COMBINATIONS,
     PLACEMENT,
@@ -45,6 +45,7 @@ def test_helm_lint_strict_is_clean(name: str) -> None:
         ({"database": {"engine": "mysql"}}, "/database/engine'"),
         ({"serviceMonitor": {"enabled": "yes"}}, "/serviceMonitor/enabled'"),
         ({"workers": -1}, "/workers'"),
+        ({"shadow": "yes"}, "/shadow': got string, want boolean"),
     ],
 )
 def test_the_schema_refuses_mistyped_values(values: dict[str, Any], refusal: str) -> None:
@@ -159,3 +160,12 @@ def test_sqlite_replaces_its_single_pod_instead_of_rolling() -> None:
     assert sqlite["spec"]["strategy"] == {"type": "Recreate"}  # two pods never open the file at once
     postgresql = by_kind(render_chart(CHART))["Deployment"][0]
     assert "strategy" not in postgresql["spec"]  # Kubernetes' RollingUpdate
+
+
+def test_the_shadow_value_starts_serve_in_shadow_mode() -> None:
+    shadowed = container(by_kind(render_chart(CHART, {"shadow": True}))["Deployment"][0])
+    assert shadowed["args"][0] == "serve" and "--shadow" in shadowed["args"]
+    live = container(by_kind(render_chart(CHART))["Deployment"][0])
+    assert "--shadow" not in live["args"]
+    assert "SHADOW MODE: every request is planned" in render_notes(CHART, {"shadow": True})
+    assert "SHADOW" not in render_notes(CHART)

@@ -76,6 +76,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
     "postgresql": {"replicas": 3, "workers": 1, "database": {"engine": "postgresql"}, **PLACEMENT},
     "sqlite": {"database": {"engine": "sqlite"}, "persistence": {"existingClaim": "devicectl-data"}},
     "simulator": {"bmcSimulator": {"enabled": True, "count": 2}, "serviceMonitor": {"enabled": True}},
+    "shadow": {"shadow": True},
 }
 
 

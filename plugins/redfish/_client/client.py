@@ -40,6 +40,7 @@ from redfish.aio import exceptions as dmtf
 from redfish.aio.response import AsyncRestResponse
 
 from plugins.base._identity import ProcessIdentity
+from plugins.base._receipts import refuse_in_dry_run
 from plugins.redfish._client.login import BmcLogin
 from plugins.redfish._client.readbacks import (
     ReadBacks,
@@ -190,12 +191,13 @@ class BmcClient(BmcLogin):
         etag = reply.getheader("ETag") or body.get("@odata.etag")
         return Document(path, body, str(etag) if etag else None)
 
-    # ---- writing ------------------------------------------------------------------------------
+    # ---- writing (`patch`, `post`: refused in a dry run; logins and stale sessions are housekeeping)
 
     async def patch(
         self, path: str, body: Mapping[str, Any], *, deadline: float, etag: str | None = None
     ) -> AsyncRestResponse:
         """PATCH with `If-Match` when `etag` is given; a 202 is followed to the task's end."""
+        refuse_in_dry_run("PATCH", path)
         headers = {"If-Match": etag} if etag else None
         reply = await self.call("PATCH", path, dict(body), deadline=deadline, headers=headers)
         if reply.status == 202:
@@ -206,6 +208,7 @@ class BmcClient(BmcLogin):
         self, path: str, body: Mapping[str, Any] | None = None, *, deadline: float
     ) -> AsyncRestResponse:
         """POST (an action); a 202 is followed to the task's end."""
+        refuse_in_dry_run("POST", path)
         reply = await self.call("POST", path, dict(body or {}), deadline=deadline)
         if reply.status == 202:
             await self.wait_task(reply, "POST", path, deadline=deadline)
