@@ -37,6 +37,7 @@ from plugins.redfish._device.op_bmc import OpBmc
 from plugins.redfish._discovery.layout import Component
 from plugins.redfish._platforms import CapRequest, LimitReading, Mechanism, Prior, mechanism_for
 from plugins.redfish._platforms._base import same_watts
+from plugins.redfish._platforms.gate import refusal
 from plugins.redfish._wire.document import Document
 from plugins.redfish._wire.errors import PlatformUnsupportedError, PreconditionFailedError
 
@@ -98,6 +99,7 @@ async def set_cap(
     try:
         skip_get = (
             stored is not None
+            and stored.offered  # the GET it came from carried the limit (the write gate's proof)
             and etag_policy(bmc, mech) != "strong"
             and not bmc.persistent  # persistency is sent only where the body shows NVIDIA's OEM section
             and not (stored.capped and same_watts(stored.watts, _quantize(watts, stored.increment)))
@@ -107,9 +109,12 @@ async def set_cap(
             doc, current = Document(component.limit_uri, {}), stored
         else:
             doc = await bmc.get(component.limit_uri)
-            current = mech.parse(component, doc)
+            current = mech.read(component, doc)
         before = current
-        problem = _check(label, watts, current, bounds)
+        if doc.body and not current.offered:  # the write gate's first rule, before any range
+            problem = f"{label}: {mech.offers(component, doc)}; nothing written"
+        else:
+            problem = _check(label, watts, current, bounds)
         if problem:
             _skipped(bmc, component, current, watts, problem)
             return CapChange(component, False, watts, before=before, after=before, message=problem)
@@ -184,7 +189,7 @@ async def restore_cap(
     current: LimitReading | None = None
     try:
         doc = await bmc.get(component.limit_uri)
-        current = mech.parse(component, doc)
+        current = mech.read(component, doc)
         if mech.matches(current, prior):
             _skipped(bmc, component, current, prior.watts, "already in force")
             return CapChange(component, True, prior.watts, before=current, after=current)
@@ -260,6 +265,13 @@ async def _write(
         request = build(current, doc)
         if bmc.persistent:
             request = mech.persist(request, doc)
+        if doc.body or not current.offered:
+            # NOTE: the one write gate (`_platforms.gate`); a skipped GET stands on the stored
+            # reading, whose own GET carried the limit (`LimitReading.offered`)
+            problem = refusal(mech, component, request, doc)
+            if problem:
+                _skipped(bmc, component, current, target.watts, problem)
+                raise PlatformUnsupportedError(problem)
         etag = current.etag if request.if_match and policy == "strong" else None
         try:
             index = await bmc.send(request, etag, component=component.label, before=current.watts, note=note)
@@ -270,7 +282,7 @@ async def _write(
                 raise
             previous = current
             doc = await bmc.get(component.limit_uri)
-            current = mech.parse(component, doc)
+            current = mech.read(component, doc)
             if satisfied(current):
                 return current
             if conflicts == 2 and _same_setting(previous, current):
@@ -289,7 +301,7 @@ async def _write(
             # read before anything else (redfish.md §2.2, §3).
             try:
                 doc = await bmc.get(component.limit_uri)
-                current = mech.parse(component, doc)
+                current = mech.read(component, doc)
             except DeviceControllerError as read_failed:
                 unread(exc, read_failed)
                 annotate(exc, f"; the read-back failed too ({read_failed}): whether it landed is unknown")
@@ -312,7 +324,7 @@ async def _write(
         if bmc.dry_run:  # nothing was sent: what the write would leave in force
             return replace(current, watts=target.watts, capped=target.capped, etag=None)
         progress.accepted()
-        after = mech.parse(component, await bmc.get(component.limit_uri))
+        after = mech.read(component, await bmc.get(component.limit_uri))
         write_log().read_back(index, after.watts)
         return after
 

@@ -264,6 +264,7 @@ def _reading(data: Any, where: str) -> dict[str, Any]:
     out["mode"] = _mode(obj.get("mode"), f"{where}.mode")
     out["units"] = _string(obj.get("units", "W"), f"{where}.units")
     out["modes"] = [_mode(m, f"{where}.modes") for m in _list(obj.get("modes") or [], f"{where}.modes")]
+    out["offered"] = _bool(obj.get("offered", False), f"{where}.offered")
     return out
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from plugins.redfish._discovery.layout import Component
@@ -42,6 +42,9 @@ class LimitReading:
     #: the BMC properties the bounds come from (for messages)
     min_name: str = "AllowableMin"
     max_name: str = "AllowableMax"
+    #: whether the GET this reading came from carries the limit itself (`Mechanism.offers`): a
+    #: stored reading stands in for the pre-write GET only then
+    offered: bool = False
 
     @property
     def in_watts(self) -> bool:
@@ -64,6 +67,7 @@ class LimitReading:
             "mode": self.mode,
             "units": self.units,
             "modes": list(self.modes),
+            "offered": self.offered,
         }
 
     @classmethod
@@ -79,6 +83,7 @@ class LimitReading:
             units=str(data.get("units") or "W"),
             mode=data.get("mode"),
             modes=tuple(data.get("modes") or ()),
+            offered=bool(data.get("offered")),
         )
 
 
@@ -128,6 +133,16 @@ class Mechanism(ABC):
     @abstractmethod
     def parse(self, component: Component, doc: Document) -> LimitReading:
         """The cap shown by the component's limit resource."""
+
+    @abstractmethod
+    def offers(self, component: Component, doc: Document) -> str:
+        """Why this GET of the limit resource does not carry the limit ('' when it does): the
+        write gate (`plugins.redfish._platforms.gate`) writes nothing else."""
+
+    def read(self, component: Component, doc: Document) -> LimitReading:
+        """`parse`, with whether the resource carries the limit (`LimitReading.offered`)."""
+        reading = self.parse(component, doc)
+        return replace(reading, offered=not self.offers(component, doc))
 
     @abstractmethod
     def set_request(self, component: Component, watts: int, current: LimitReading) -> CapRequest:

@@ -101,7 +101,18 @@ class ControlMechanism(Mechanism):
             etag=doc.etag,
         )
 
+    def offers(self, component: Component, doc: Document) -> str:
+        where = doc.path.rstrip("/")
+        if doc.get("ControlType") != "Power":
+            return f"{where} is not a power Control (ControlType {doc.get('ControlType')})"
+        if "SetPoint" not in doc.body:
+            return f"{where} shows no SetPoint: the BMC offers no limit there"
+        return ""
+
     def set_request(self, component: Component, watts: int, current: LimitReading) -> CapRequest:
+        if current.mode is None and not component.cap_mode:
+            # NOTE: a Control that shows no ControlMode is written its SetPoint alone
+            return CapRequest("PATCH", component.limit_uri, {"SetPoint": int(watts)})
         mode = cap_mode(component, current)
         return CapRequest("PATCH", component.limit_uri, {"SetPoint": int(watts), "ControlMode": mode})
 
@@ -112,6 +123,13 @@ class ControlMechanism(Mechanism):
         reset = actions.get(RESET_TO_DEFAULTS) if isinstance(actions, dict) else None
         if current.default_watts is not None and isinstance(reset, dict) and reset.get("target"):
             return CapRequest("POST", str(reset["target"]), {}, if_match=False)
+        return self._no_cap(component, doc)
+
+    def _no_cap(self, component: Component, doc: Document) -> CapRequest:
+        """No cap: a null SetPoint with Disabled (Lenovo XCC wants both), the SetPoint alone where
+        the Control shows no ControlMode."""
+        if "ControlMode" not in doc.body:
+            return CapRequest("PATCH", component.limit_uri, {"SetPoint": None})
         return CapRequest("PATCH", component.limit_uri, {"SetPoint": None, "ControlMode": "Disabled"})
 
     def restore_request(
@@ -121,8 +139,9 @@ class ControlMechanism(Mechanism):
             if component.quirk == HPE_CRAY_EX:
                 # NOTE: the firmware takes Disabled alone and sets SetPoint 0 itself (what was read)
                 return CapRequest("PATCH", component.limit_uri, {"ControlMode": "Disabled"})
-            return CapRequest("PATCH", component.limit_uri, {"SetPoint": None, "ControlMode": "Disabled"})
+            return self._no_cap(component, doc)
         body: dict[str, object] = {"SetPoint": round(prior.watts)}
+        # the prior ControlMode, exactly; none where the first GET showed none
         if prior.mode:
             body["ControlMode"] = prior.mode
         return CapRequest("PATCH", component.limit_uri, body)

@@ -62,6 +62,11 @@ class EnvironmentMetricsMechanism(Mechanism):
             etag=doc.etag,
         )
 
+    def offers(self, component: Component, doc: Document) -> str:
+        if isinstance(doc.get("PowerLimitWatts"), Mapping):
+            return ""
+        return f"{doc.path.rstrip('/')} carries no PowerLimitWatts: the BMC offers no limit there"
+
     def set_request(self, component: Component, watts: int, current: LimitReading) -> CapRequest:
         # NOTE: NVIDIA bmcweb parses only SetPoint inside PowerLimitWatts (a ControlMode there is
         # rejected as unknown), and only integers (redfish.md §2.2, NVIDIA/bmcweb environment_util.hpp).
@@ -70,12 +75,13 @@ class EnvironmentMetricsMechanism(Mechanism):
     def persist(self, request: CapRequest, doc: Document) -> CapRequest:
         # NOTE: NVIDIA bmcweb takes Oem.Nvidia.PowerLimitPersistency next to the SetPoint (default
         # false: the cap does not survive a BMC or host reset). Sent only where the resource shows
-        # NVIDIA's OEM section.
+        # that property (the write gate writes nothing the GET did not show).
         limit = request.body.get("PowerLimitWatts")
         if request.method != "PATCH" or not isinstance(limit, Mapping) or "SetPoint" not in limit:
             return request
         oem = doc.body.get("Oem")
-        if not (isinstance(oem, Mapping) and isinstance(oem.get("Nvidia"), Mapping)):
+        nvidia = oem.get("Nvidia") if isinstance(oem, Mapping) else None
+        if not (isinstance(nvidia, Mapping) and "PowerLimitPersistency" in nvidia):
             return request
         body = {**request.body, "Oem": {"Nvidia": {"PowerLimitPersistency": True}}}
         return replace(request, body=body)
@@ -88,6 +94,8 @@ class EnvironmentMetricsMechanism(Mechanism):
             return CapRequest("POST", target, {}, if_match=False)
         if current.default_watts is not None:
             return self.set_request(component, round(current.default_watts), current)
+        # NOTE: only where the limit shows a ControlMode; elsewhere the write gate refuses it (a
+        # property the resource does not carry is never written)
         return CapRequest("PATCH", component.limit_uri, {"PowerLimitWatts": {"ControlMode": "Disabled"}})
 
 

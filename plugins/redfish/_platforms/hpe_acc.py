@@ -75,6 +75,11 @@ class HpeAccPowerLimitMechanism(Mechanism):
             etag=doc.etag,
         )
 
+    def offers(self, component: Component, doc: Document) -> str:
+        if acc_action_target(doc.body):
+            return ""
+        return f"{doc.path.rstrip('/')} lists no {ACTION.lstrip('#')} action"
+
     def set_request(self, component: Component, watts: int, current: LimitReading) -> CapRequest:
         body = {"PowerLimits": [{"PowerLimitInWatts": int(watts), "ZoneNumber": ZONE}]}
         return CapRequest("POST", component.name, body, if_match=False)

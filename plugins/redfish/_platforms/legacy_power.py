@@ -99,6 +99,15 @@ class LegacyPowerMechanism(Mechanism):
             etag=doc.etag,
         )
 
+    def offers(self, component: Component, doc: Document) -> str:
+        controls = doc.get("PowerControl")
+        member = None
+        if isinstance(controls, list) and component.member < len(controls):
+            member = controls[component.member]
+        if isinstance(member, Mapping) and isinstance(member.get("PowerLimit"), Mapping):
+            return ""
+        return f"{doc.path.rstrip('/')} shows no PowerControl[{component.member}].PowerLimit"
+
     def set_request(self, component: Component, watts: int, current: LimitReading) -> CapRequest:
         return self._limit(component, int(watts))
 
