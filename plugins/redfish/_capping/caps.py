@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from plugins.base import DeviceControllerError, WriteOutcome, write_log
+from plugins.redfish._capping.bounds import Bounds, range_problem
 from plugins.redfish._capping.outcome import (
     ANSWER_LOST,
     WriteProgress,
@@ -114,7 +115,7 @@ async def set_cap(
         if doc.body and not current.offered:  # the write gate's first rule, before any range
             problem = f"{label}: {mech.offers(component, doc)}; nothing written"
         else:
-            problem = _check(label, watts, current, bounds)
+            problem = range_problem(label, watts, current, bounds)
         if problem:
             _skipped(bmc, component, current, watts, problem)
             return CapChange(component, False, watts, before=before, after=before, message=problem)
@@ -336,58 +337,6 @@ def etag_policy(bmc: OpBmc, mech: Mechanism) -> str:
 
 def _same_setting(a: LimitReading, b: LimitReading) -> bool:
     return a.capped == b.capped and a.mode == b.mode and same_watts(a.watts, b.watts)
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """Limits for a cap when the BMC publishes none: the device spec's, else a safety floor."""
-
-    min_watts: float | None
-    max_watts: float | None
-    source: str
-    floor: float
-
-
-def _check(label: str, watts: float, current: LimitReading, bounds: Bounds | None = None) -> str:
-    if not current.in_watts:
-        return (
-            f"{label}: the BMC's limit is in {current.units!r}, not watts; percent set points are "
-            "unsupported on this platform"
-        )
-    lo, hi = current.min_watts, current.max_watts
-    if bounds is not None and (lo is None or hi is None):
-        # NOTE: a missing bound (or PowerCapacityWatts 0, "not reported") is unknown, not zero: the
-        # device spec's limits stand in; without them a floor keeps a 1 W cap from being sent.
-        if lo is None and bounds.min_watts is not None:
-            problem = _outside(label, watts, bounds.min_watts, None, bounds.source)
-            if problem:
-                return problem
-        elif lo is None and watts < bounds.floor - 1e-9:
-            return (
-                f"{label}: {_w(watts)} is below the safety floor of {_w(bounds.floor)} (neither the BMC "
-                "nor the device spec gives a minimum; option min_cap_watts)"
-            )
-        if hi is None and bounds.max_watts is not None:
-            problem = _outside(label, watts, None, bounds.max_watts, bounds.source)
-            if problem:
-                return problem
-    if lo is not None and hi is not None:
-        span = f"the BMC allows {_w(lo)}..{_w(hi)}"
-    else:
-        span = f"the BMC allows at least {_w(lo)}" if lo is not None else f"the BMC allows up to {_w(hi)}"
-    if lo is not None and watts < lo - 1e-9:
-        return f"{label}: {_w(watts)} is below the BMC's {current.min_name} of {_w(lo)} ({span})"
-    if hi is not None and watts > hi + 1e-9:
-        return f"{label}: {_w(watts)} is above the BMC's {current.max_name} of {_w(hi)} ({span})"
-    return ""
-
-
-def _outside(label: str, watts: float, lo: float | None, hi: float | None, source: str) -> str:
-    if lo is not None and watts < lo - 1e-9:
-        return f"{label}: {_w(watts)} is below the {source} minimum of {_w(lo)} (the BMC publishes none)"
-    if hi is not None and watts > hi + 1e-9:
-        return f"{label}: {_w(watts)} is above the {source} maximum of {_w(hi)} (the BMC publishes none)"
-    return ""
 
 
 def _skipped(bmc: OpBmc, component: Component, current: LimitReading, watts: float | None, why: str) -> None:

@@ -29,7 +29,8 @@ from plugins.base import (
     element_share,
     gpu_targets,
 )
-from plugins.redfish._capping.caps import Bounds, CapChange, restore_cap, set_cap
+from plugins.redfish._capping.bounds import Bounds
+from plugins.redfish._capping.caps import CapChange, restore_cap, set_cap
 from plugins.redfish._capping.priors import corrected, read_back_for
 from plugins.redfish._client.readbacks import priors_from_read_backs
 from plugins.redfish._device.device import Device, invalidate

@@ -56,6 +56,7 @@ from plugins.redfish._discovery.walk import (
     has_node_manager,
     hpe_acc_limit_of,
     legacy_power_of,
+    nvidia_limits,
     processors_of,
     sensor_behind,
     systems_of,
@@ -63,10 +64,11 @@ from plugins.redfish._discovery.walk import (
 )
 from plugins.redfish._platforms.classify import classify_controls
 from plugins.redfish._platforms.controls import discover_controls
-from plugins.redfish._platforms.environment_metrics import discover_generic_em, discover_nvidia_em
+from plugins.redfish._platforms.environment_metrics import discover_generic_em
 from plugins.redfish._platforms.hpe_acc import discover_hpe_acc
 from plugins.redfish._platforms.legacy_power import discover_legacy, legacy_capable
 from plugins.redfish._platforms.node_manager import discover_node_manager
+from plugins.redfish._platforms.nvidia_hgx import discover_nvidia_hgx
 from plugins.redfish._wire.errors import PlatformUnsupportedError
 
 __all__ = [
@@ -174,7 +176,8 @@ async def _choose(
     """
     chassis, every_chassis = chassis_sets
     if hint == ENVIRONMENT_METRICS:
-        return discover_nvidia_em(base, chassis, gpus, cpus)
+        limits = await nvidia_limits(walker, chassis, gpus, cpus, restricted=True)
+        return discover_nvidia_hgx(base, chassis, processors, gpus, cpus, limits)
     if hint == NODE_MANAGER:
         return discover_node_manager(base, chassis, gpus, cpus)
     controls = await controls_of(walker, chassis)
@@ -184,8 +187,19 @@ async def _choose(
         # EnvironmentMetrics PowerLimitWatts) is capped as DPS does for DGX_GB200/GB300 (redfish.md
         # §2.1); its Controls are only recorded (a GPU-total budget is never one GPU's cap)
         walker.evidence.append("NVIDIA HGX tray (Systems/HGX_Baseboard_*): processor EnvironmentMetrics caps")
-        tray = discover_nvidia_em(base, every_chassis, gpus, cpus)
-        return replace(tray, groups=tuple(classified.groups))
+        limits = await nvidia_limits(walker, every_chassis, gpus, cpus, restricted=False)
+        grouped = replace(base, groups=tuple(classified.groups))
+        tray = discover_nvidia_hgx(grouped, every_chassis, processors, gpus, cpus, limits)
+        if not tray.node and classified.node is not None:
+            # a power Control whose evidence makes it the node's own cap (`_platforms.classify`)
+            return replace(tray, node=(classified.node,), note="")
+        if not tray.node and await has_node_manager(walker, root):
+            note = (
+                f"{tray.note}; the BMC's managers offer NVIDIA/AMI Node Manager domains instead, whose "
+                "payload is unpublished (unsupported)"
+            )
+            return replace(tray, note=note)
+        return tray
     if hint == CONTROLS or (hint == AUTO and classified.usable):
         found = discover_controls(base, chassis, classified, gpus, cpus)
         legacy = await legacy_power_of(walker, chassis) if hint == AUTO and not found.node else None
@@ -197,7 +211,9 @@ async def _choose(
     if hint == AUTO:
         em = await walker_em_caps(walker, chassis, gpus, cpus)
         if em is not None:
-            return discover_generic_em(base, chassis, gpus, cpus, em, processor_chassis(processors))
+            return discover_generic_em(
+                base, chassis, gpus, cpus, em, processor_chassis(processors), processors=processors
+            )
     legacy = await legacy_power_of(walker, chassis)
     if (legacy is not None and legacy_capable(legacy[1])) or hint == LEGACY_POWER:
         return replace(discover_legacy(base, chassis, legacy, gpus, cpus), groups=tuple(classified.groups))
@@ -238,7 +254,9 @@ _NVIDIA_PATHS = (
     "/redfish/v1/Systems/HGX_Baseboard_*",
     "/redfish/v1/Systems/HGX_Baseboard_*/Processors",
     "/redfish/v1/Systems/HGX_Baseboard_*/Processors/*",
+    "/redfish/v1/Systems/HGX_Baseboard_*/Processors/*/EnvironmentMetrics",
     "/redfish/v1/Chassis",
+    "/redfish/v1/Chassis/HGX_ProcessorModule_*/EnvironmentMetrics",
 )
 #: GETs discovery may make per platform (`*` = within one path segment); None: follow links freely.
 #: NVIDIA's match what the DPS proxy allows (dps.md §7).

@@ -17,6 +17,7 @@ from plugins.redfish._client.client import BmcClient, Document
 from plugins.redfish._discovery.layout import Component, link_of, members_of
 from plugins.redfish._platforms._base import number
 from plugins.redfish._platforms.hpe_acc import acc_action_target
+from plugins.redfish._platforms.nvidia_hgx import Limits, data_source, limit_of
 from plugins.redfish._wire.errors import PlatformUnsupportedError, RedfishHTTPError, ResourceNotFoundError
 
 
@@ -43,6 +44,11 @@ class Walker:
         self._absent: set[str] = set()
         self._allowed = [_pattern(p) for p in allowed] if allowed is not None else None
         self.evidence: list[str] = []
+
+    def allowed(self, path: str) -> bool:
+        """Whether discovery may read this path on this platform."""
+        clean = path.rstrip("/") or "/"
+        return self._allowed is None or any(p.fullmatch(clean) for p in self._allowed)
 
     async def get(self, path: str) -> Document:
         """A resource that must be readable (errors propagate)."""
@@ -168,6 +174,29 @@ async def walker_em_caps(
     docs = await walker.find_many(paths)
     caps = {d.path: d for d in docs if isinstance(d.get("PowerLimitWatts"), Mapping)}
     return caps or None
+
+
+async def nvidia_limits(
+    walker: Walker, chassis: list[Document], gpus: list[Component], cpus: list[Component], *, restricted: bool
+) -> Limits:
+    """The EnvironmentMetrics of an NVIDIA tray's processors and processor modules, and the Controls
+    their limits name (`DataSourceUri`), each read once; only what this platform may read."""
+    paths = [c.metrics_uri for c in gpus + cpus if c.metrics_uri]
+    for ch in chassis:
+        if restricted and "ProcessorModule" in ch.path.rstrip("/").rsplit("/", 1)[-1]:
+            # NOTE: DPS's allow-list lets the module's EnvironmentMetrics be read, not the chassis
+            # that links it (dps.md §7)
+            paths.append(f"{ch.path.rstrip('/')}/EnvironmentMetrics")
+        elif not restricted and str(ch.get("ChassisType") or "") == "Module":
+            paths += [p for p in (link_of(ch.body, "EnvironmentMetrics"),) if p]
+    docs = await walker.find_many([p for p in paths if walker.allowed(p)])
+    metrics = {d.path.rstrip("/"): d for d in docs}
+    sources: dict[str, Document] = {}
+    if not restricted:
+        named = {data_source(d) for d in docs if limit_of(d) is not None} - {""}
+        found = await walker.find_many(sorted(p for p in named if walker.allowed(p) and ".." not in p))
+        sources = {d.path.rstrip("/"): d for d in found}
+    return Limits(metrics, sources, restricted)
 
 
 async def legacy_power_of(walker: Walker, chassis: list[Document]) -> tuple[Document, Document] | None:

@@ -6,6 +6,9 @@ Three standard shapes exist (redfish.md §1): NVIDIA/DMTF `EnvironmentMetrics.Po
 `AccPowerService` (`hpe_acc`). `classify` decides which component a Control limits.
 Each module here turns a resource into a `LimitReading` and builds the request that changes it;
 `plugins.redfish._capping.caps` runs the requests (ETag, 412, 0x600 and read-back handling are shared).
+`nvidia_hgx` places an NVIDIA HGX tray's EnvironmentMetrics limits on the scope their evidence
+proves (a processor module's limit is a CPU cap, a group budget or, only where proven, a node share).
+`gate` is the one write gate every cap write passes (only a limit the resource's last GET carries).
 `node_manager` explains why Node Manager platforms are not supported yet.
 """
 

@@ -203,6 +203,18 @@ def limit_watts(value: Any) -> float | None:
     return None if watts is None or watts in NO_LIMIT else watts
 
 
+def tightest(
+    lows: list[tuple[float | None, str]], highs: list[tuple[float | None, str]]
+) -> tuple[tuple[float | None, str], tuple[float | None, str]]:
+    """The tightest range of all a BMC publishes for one limit: the highest minimum and the lowest
+    maximum, each with the property it comes from (None where none is published)."""
+    shown_lows = [(v, n) for v, n in lows if v is not None]
+    shown_highs = [(v, n) for v, n in highs if v is not None]
+    low = max(shown_lows, key=lambda b: b[0], default=(None, "AllowableMin"))
+    high = min(shown_highs, key=lambda b: b[0], default=(None, "AllowableMax"))
+    return low, high
+
+
 def set_point_in_force(control: Mapping[str, Any]) -> float | None:
     """The `SetPoint` of a Control (or its excerpt) as a limit in force: None when the control is
     `Disabled` (a stale SetPoint stays in the body) or shows a no-limit sentinel."""

@@ -31,6 +31,7 @@ from plugins.redfish._platforms._base import (
     limit_watts,
     number,
     set_point_in_force,
+    tightest,
 )
 from plugins.redfish._wire.document import Document
 
@@ -79,20 +80,20 @@ class ControlMechanism(Mechanism):
         # "Automatic" is usually the BMC managing its own default and Manual/Override a client's
         # cap; where caps are written in Automatic (quirk, or the only mode allowed) it is a cap too
         client_modes = {*CLIENT_MODES, cap_mode(component, shown), None}
-        # NOTE: HPE Cray EX publishes its bounds as SettingRangeMin/Max (not DMTF AllowableMin/Max)
-        low, high = number(body.get("AllowableMin")), limit_watts(body.get("AllowableMax"))
-        names = ("AllowableMin", "AllowableMax")
-        if low is None and high is None:
-            low, high = number(body.get("SettingRangeMin")), limit_watts(body.get("SettingRangeMax"))
-            names = ("SettingRangeMin", "SettingRangeMax")
+        # NOTE: HPE Cray EX publishes its bounds as SettingRangeMin/Max (not DMTF AllowableMin/Max);
+        # where a Control shows both, the tightest of them stands
+        (low, low_name), (high, high_name) = tightest(
+            [(number(body.get(n)), n) for n in ("AllowableMin", "SettingRangeMin")],
+            [(limit_watts(body.get(n)), n) for n in ("AllowableMax", "SettingRangeMax")],
+        )
         return LimitReading(
             watts=set_point,
             capped=set_point is not None and mode in client_modes and mode != "Disabled",
             modes=modes,
             min_watts=low,
             max_watts=high,
-            min_name=names[0],
-            max_name=names[1],
+            min_name=low_name,
+            max_name=high_name,
             default_watts=number(body.get("DefaultSetPoint")),
             increment=number(body.get("Increment")),
             units=str(body.get("SetPointUnits") or "W"),

@@ -45,6 +45,9 @@ DISCOVERY = {
     "GET /redfish/v1/Systems/HGX_Baseboard_0/Processors": 1,
     "GET /redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}": 6,
     "GET /redfish/v1/Chassis": 1,
+    # which of them carries a limit: the processors' and the processor modules' EnvironmentMetrics
+    "GET /redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}/EnvironmentMetrics": 6,
+    "GET /redfish/v1/Chassis/{id}/EnvironmentMetrics": 2,
 }
 
 
