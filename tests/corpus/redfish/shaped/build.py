@@ -10,7 +10,6 @@ serves, where no public capture of it exists in this repository. The shapes foll
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +34,8 @@ def collection(path: str, kind: str, members: list[str]) -> dict[str, Any]:
 
 
 def write(root: Path, docs: dict[str, dict[str, Any]]) -> None:
-    if root.exists():
-        shutil.rmtree(root)
+    for old in root.rglob("index.json"):  # the folder's SOURCES stays
+        old.unlink()
     for path, body in docs.items():
         target = root / path.removeprefix(R).strip("/") / "index.json"
         target.parent.mkdir(parents=True, exist_ok=True)
