@@ -16,8 +16,6 @@ from collections.abc import Mapping, Sequence
 from plugins.redfish._client.client import BmcClient, Document
 from plugins.redfish._discovery.layout import Component, link_of, members_of
 from plugins.redfish._platforms._base import number
-from plugins.redfish._platforms.hpe_acc import acc_action_target
-from plugins.redfish._platforms.nvidia_hgx import Limits, data_source, limit_of
 from plugins.redfish._wire.errors import PlatformUnsupportedError, RedfishHTTPError, ResourceNotFoundError
 
 
@@ -176,29 +174,6 @@ async def walker_em_caps(
     return caps or None
 
 
-async def nvidia_limits(
-    walker: Walker, chassis: list[Document], gpus: list[Component], cpus: list[Component], *, restricted: bool
-) -> Limits:
-    """The EnvironmentMetrics of an NVIDIA tray's processors and processor modules, and the Controls
-    their limits name (`DataSourceUri`), each read once; only what this platform may read."""
-    paths = [c.metrics_uri for c in gpus + cpus if c.metrics_uri]
-    for ch in chassis:
-        if restricted and "ProcessorModule" in ch.path.rstrip("/").rsplit("/", 1)[-1]:
-            # NOTE: DPS's allow-list lets the module's EnvironmentMetrics be read, not the chassis
-            # that links it (dps.md §7)
-            paths.append(f"{ch.path.rstrip('/')}/EnvironmentMetrics")
-        elif not restricted and str(ch.get("ChassisType") or "") == "Module":
-            paths += [p for p in (link_of(ch.body, "EnvironmentMetrics"),) if p]
-    docs = await walker.find_many([p for p in paths if walker.allowed(p)])
-    metrics = {d.path.rstrip("/"): d for d in docs}
-    sources: dict[str, Document] = {}
-    if not restricted:
-        named = {data_source(d) for d in docs if limit_of(d) is not None} - {""}
-        found = await walker.find_many(sorted(p for p in named if walker.allowed(p) and ".." not in p))
-        sources = {d.path.rstrip("/"): d for d in found}
-    return Limits(metrics, sources, restricted)
-
-
 async def legacy_power_of(walker: Walker, chassis: list[Document]) -> tuple[Document, Document] | None:
     """The first chassis `Power` with a `PowerControl[].PowerLimit` (capable or not)."""
     for ch in chassis:
@@ -208,25 +183,6 @@ async def legacy_power_of(walker: Walker, chassis: list[Document]) -> tuple[Docu
             isinstance(c, Mapping) and isinstance(c.get("PowerLimit"), Mapping) for c in controls
         ):
             return ch, power
-    return None
-
-
-async def hpe_acc_limit_of(
-    walker: Walker, chassis: list[Document]
-) -> tuple[Document, Document, Document | None] | None:
-    """HPE Apollo's `Power/AccPowerService/PowerLimit` (linked from `Power.Oem.Hpe.Links`), with the
-    service's `NodesInfo` (the nodes its zones cover; None when the BMC does not serve it)."""
-    for ch in chassis:
-        power = await walker.linked(ch.body, "Power")
-        oem = power.get("Oem") if power is not None else None
-        hpe = oem.get("Hpe") if isinstance(oem, Mapping) else None
-        links = hpe.get("Links") if isinstance(hpe, Mapping) else None
-        service = await walker.linked(links, "AccPowerService") if isinstance(links, Mapping) else None
-        service_links = service.get("Links") if service is not None else None
-        if isinstance(service_links, Mapping):
-            limit = await walker.linked(service_links, "PowerLimit")
-            if limit is not None and acc_action_target(limit.body):
-                return ch, limit, await walker.linked(service_links, "NodesInfo")
     return None
 
 

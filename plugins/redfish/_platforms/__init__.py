@@ -1,4 +1,7 @@
-"""Cap mechanisms: how one component's power limit is read, set, cleared and restored.
+"""Platforms and cap mechanisms: which platform a BMC is, and how one component's power limit is read,
+set, cleared and restored. A platform is one module declaring a `Platform` (`platform`: the evidence
+it matches, how it writes and restores, its quirks, its probe); `registry` lists them in probing order
+and hands discovery the first that matches, so discovery imports no platform by name.
 
 Three standard shapes exist (redfish.md §1): NVIDIA/DMTF `EnvironmentMetrics.PowerLimitWatts`
 (`environment_metrics`), DMTF `Control` resources (`controls`) and the deprecated

@@ -14,15 +14,17 @@ alone, as HPE's own power service writes them (Cray-HPE/hms-power-control
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from plugins.redfish._discovery.layout import (
+    AUTO,
     CONTROLS,
     MECH_CONTROL,
     Component,
     Discovery,
     generic_node_metrics,
 )
+from plugins.redfish._discovery.walk import legacy_power_of
 from plugins.redfish._platforms._base import (
     CapRequest,
     LimitReading,
@@ -33,6 +35,8 @@ from plugins.redfish._platforms._base import (
     set_point_in_force,
     tightest,
 )
+from plugins.redfish._platforms.legacy_power import discover_legacy, legacy_capable
+from plugins.redfish._platforms.platform import ControlCaps, Platform, Probe
 from plugins.redfish._wire.document import Document
 
 RESET_TO_DEFAULTS = "#Control.ResetToDefaults"
@@ -157,22 +161,6 @@ class ControlMechanism(Mechanism):
 # ---- discovery -----------------------------------------------------------------------------------
 
 
-@dataclass
-class ControlCaps:
-    """What the power Controls carry: the node's cap, each processor's, and the group budgets."""
-
-    node: Component | None = None
-    components: dict[str, Component] = field(default_factory=dict)
-    groups: list[Component] = field(default_factory=list)
-    #: why GPUs / CPUs (by kind) have no cap of their own, when a Control was found but not placed
-    why_not: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def usable(self) -> bool:
-        """Whether any Control carries a cap devicectl may write for one component."""
-        return self.node is not None or bool(self.components)
-
-
 def discover_controls(
     base: Discovery,
     chassis: list[Document],
@@ -208,3 +196,36 @@ def discover_controls(
         node_metrics=generic_node_metrics(chassis, node),
         note="" if node else "no Power Control on this BMC is the node's own cap",
     )
+
+
+async def probe(p: Probe) -> Discovery | None:
+    """The power Controls `classify` placed, when asked for or when any is one component's own cap;
+    where none is the node's, a capable legacy Power limit stands in for the node cap."""
+    if not (p.hint == CONTROLS or (p.hint == AUTO and p.classified.usable)):
+        return None
+    found = discover_controls(p.base, p.chassis, p.classified, p.gpus, p.cpus)
+    legacy = await legacy_power_of(p.walker, p.chassis) if p.hint == AUTO and not found.node else None
+    if legacy is not None and legacy_capable(legacy[1]):
+        # Controls for processors only: the node cap may still be the legacy Power limit
+        node = discover_legacy(p.base, p.chassis, legacy, p.gpus, p.cpus)
+        return replace(found, node=node.node, note="", evidence=node.evidence)
+    return found
+
+
+PLATFORM = Platform(
+    name="dmtf-controls",
+    matches=(
+        "a Chassis/{id}/Controls member with ControlType Power and a SetPoint, related (RelatedItem, "
+        "PhysicalContext) to the node or to exactly one GPU or CPU"
+    ),
+    writes=(
+        'PATCH <Control> {"SetPoint": N, "ControlMode": <the mode it allows>} (SetPoint alone where the '
+        "Control shows no ControlMode)"
+    ),
+    restores="the prior SetPoint and ControlMode exactly; no cap: SetPoint null (+ Disabled where shown)",
+    probe=probe,
+    quirks=(
+        "HPE Cray EX: SettingRangeMin/Max bounds, caps in Automatic, Disabled alone (hms-power-control)",
+        "Lenovo XCC: null SetPoint and Disabled together (redfish.md §1.1)",
+    ),
+)

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from plugins.redfish._discovery.layout import (
+    AUTO,
     ENVIRONMENT_METRICS,
     MECH_EM,
     PART_TYPES,
@@ -22,6 +23,7 @@ from plugins.redfish._discovery.layout import (
     link_of,
     natural_key,
 )
+from plugins.redfish._discovery.walk import walker_em_caps
 from plugins.redfish._platforms._base import (
     CapRequest,
     LimitReading,
@@ -31,6 +33,7 @@ from plugins.redfish._platforms._base import (
     set_point_in_force,
 )
 from plugins.redfish._platforms.nvidia_hgx import module_scope, processor_places
+from plugins.redfish._platforms.platform import Platform, Probe
 from plugins.redfish._wire.document import Document
 
 CLEAR_OOB = "NvidiaEnvironmentMetrics.ClearOOBSetPoint"
@@ -233,3 +236,34 @@ def discover_generic_em(
         note="" if node else module_note or "no chassis-level EnvironmentMetrics power limit on this BMC",
         evidence=(*base.evidence, *evidence),
     )
+
+
+def processor_chassis(processors: list[Document]) -> frozenset[str]:
+    """The chassis the processors live in (`Processor.Links.Chassis`)."""
+    out = set()
+    for doc in processors:
+        links = doc.get("Links")
+        where = link_of(links, "Chassis") if isinstance(links, Mapping) else ""
+        if where:
+            out.add(where)
+    return frozenset(out)
+
+
+async def probe(p: Probe) -> Discovery | None:
+    """Whichever EnvironmentMetrics showed `PowerLimitWatts` when probed (probed only)."""
+    em = await walker_em_caps(p.walker, p.chassis, p.gpus, p.cpus) if p.hint == AUTO else None
+    if em is None:
+        return None
+    chassis_of_processors = processor_chassis(p.processors)
+    return discover_generic_em(
+        p.base, p.chassis, p.gpus, p.cpus, em, chassis_of_processors, processors=p.processors
+    )
+
+
+PLATFORM = Platform(
+    name="environment-metrics",
+    matches="a node chassis', processor's or module's EnvironmentMetrics showing PowerLimitWatts",
+    writes='PATCH <EnvironmentMetrics> {"PowerLimitWatts": {"SetPoint": N}}',
+    restores="the prior SetPoint; no cap: DefaultSetPoint, or ControlMode Disabled where the limit shows one",
+    probe=probe,
+)

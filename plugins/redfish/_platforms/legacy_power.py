@@ -24,12 +24,14 @@ from dataclasses import replace
 from typing import Any
 
 from plugins.redfish._discovery.layout import (
+    AUTO,
     LEGACY_POWER,
     MECH_LEGACY,
     Component,
     Discovery,
     generic_node_metrics,
 )
+from plugins.redfish._discovery.walk import legacy_power_of
 from plugins.redfish._platforms._base import (
     CapRequest,
     LimitReading,
@@ -39,6 +41,7 @@ from plugins.redfish._platforms._base import (
     number,
     tightest,
 )
+from plugins.redfish._platforms.platform import Platform, Probe
 from plugins.redfish._wire.document import Document
 
 LIMIT_EXCEPTION = "limit-exception"
@@ -293,3 +296,43 @@ def discover_legacy(
         note=note,
         evidence=(*base.evidence, evidence) if evidence else base.evidence,
     )
+
+
+async def probe(p: Probe) -> Discovery | None:
+    """A chassis Power whose PowerLimit shows LimitInWatts for the whole node (or when asked for)."""
+    legacy = await legacy_power_of(p.walker, p.chassis)
+    if (legacy is not None and legacy_capable(legacy[1])) or p.hint == LEGACY_POWER:
+        found = discover_legacy(p.base, p.chassis, legacy, p.gpus, p.cpus)
+        return replace(found, groups=tuple(p.classified.groups))
+    return None
+
+
+async def probe_disabled(p: Probe) -> Discovery | None:
+    """A chassis Power with a PowerLimit that cannot be the node's cap: refused with why."""
+    legacy = await legacy_power_of(p.walker, p.chassis) if p.hint == AUTO else None
+    if legacy is None:
+        return None
+    return replace(
+        discover_legacy(p.base, p.chassis, legacy, p.gpus, p.cpus), groups=tuple(p.classified.groups)
+    )
+
+
+PLATFORM = Platform(
+    name="legacy-power",
+    matches="Chassis/{id}/Power PowerControl[n].PowerLimit with LimitInWatts, not related to a part only",
+    writes='PATCH <Power> {"PowerControl": [{}, …, {"PowerLimit": {"LimitInWatts": N}}]} ({}: the others)',
+    restores="the prior LimitInWatts (null: no cap) and LimitException where it was changed",
+    probe=probe,
+    quirks=(
+        "LimitException HardPowerOff: written with NoAction where allowed, else refused",
+        "range: the tightest of PowerCapacityWatts, HPE MinimumSafelyAchievableCap, AMI Oem.Vendor, "
+        "Lenovo Oem.Lenovo.PowerUtilization",
+    ),
+)
+DISABLED = Platform(
+    name="legacy-power-disabled",
+    matches="Chassis/{id}/Power PowerControl[n].PowerLimit without LimitInWatts, or related to parts only",
+    writes="nothing (refused with the reason)",
+    restores="nothing",
+    probe=probe_disabled,
+)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from plugins.redfish._discovery.layout import (
+    AUTO,
     ENVIRONMENT_METRICS,
     MECH_EM,
     Component,
@@ -32,7 +33,9 @@ from plugins.redfish._discovery.layout import (
     natural_key,
     nvidia_node_metrics_uri,
 )
+from plugins.redfish._discovery.walk import Walker, has_node_manager, walker_em_caps
 from plugins.redfish._platforms.classify import CPU_CONTEXTS, GPU_CONTEXTS
+from plugins.redfish._platforms.platform import Platform, Probe
 from plugins.redfish._wire.document import Document
 
 #: DPS models whose node cap DPS itself writes as the processor modules' sum (dps.md §7:
@@ -310,3 +313,75 @@ def _node(
         for i, (ch, uri, s) in enumerate(scopes)
     ]
     return node, ""
+
+
+async def nvidia_limits(
+    walker: Walker, chassis: list[Document], gpus: list[Component], cpus: list[Component], *, restricted: bool
+) -> Limits:
+    """The EnvironmentMetrics of an NVIDIA tray's processors and processor modules, and the Controls
+    their limits name (`DataSourceUri`), each read once; only what this platform may read."""
+    paths = [c.metrics_uri for c in gpus + cpus if c.metrics_uri]
+    for ch in chassis:
+        if restricted and "ProcessorModule" in ch.path.rstrip("/").rsplit("/", 1)[-1]:
+            # NOTE: DPS's allow-list lets the module's EnvironmentMetrics be read, not the chassis
+            # that links it (dps.md §7)
+            paths.append(f"{ch.path.rstrip('/')}/EnvironmentMetrics")
+        elif not restricted and str(ch.get("ChassisType") or "") == "Module":
+            paths += [p for p in (link_of(ch.body, "EnvironmentMetrics"),) if p]
+    docs = await walker.find_many([p for p in paths if walker.allowed(p)])
+    metrics = {d.path.rstrip("/"): d for d in docs}
+    sources: dict[str, Document] = {}
+    if not restricted:
+        named = {data_source(d) for d in docs if limit_of(d) is not None} - {""}
+        found = await walker.find_many(sorted(p for p in named if walker.allowed(p) and ".." not in p))
+        sources = {d.path.rstrip("/"): d for d in found}
+    return Limits(metrics, sources, restricted)
+
+
+def nvidia_tray(processors: list[Document]) -> bool:
+    """Whether the processors are NVIDIA HGX's (`Systems/HGX_Baseboard_*`, redfish.md §2.1)."""
+    return any("/Systems/HGX_Baseboard" in p.path for p in processors)
+
+
+async def probe(p: Probe) -> Discovery | None:
+    """The DPS model's layout (`environment_metrics`), or a probed tray whose processors are
+    `Systems/HGX_Baseboard_*` and whose EnvironmentMetrics show a limit."""
+    if p.hint == ENVIRONMENT_METRICS:
+        limits = await nvidia_limits(p.walker, p.chassis, p.gpus, p.cpus, restricted=True)
+        return discover_nvidia_hgx(p.base, p.chassis, p.processors, p.gpus, p.cpus, limits)
+    if p.hint != AUTO or not nvidia_tray(p.processors):
+        return None
+    if not await walker_em_caps(p.walker, p.chassis, p.gpus, p.cpus):
+        return None
+    # NOTE: a tray's Controls are only recorded here (a GPU-total budget is never one GPU's cap)
+    p.walker.evidence.append("NVIDIA HGX tray (Systems/HGX_Baseboard_*): processor EnvironmentMetrics caps")
+    limits = await nvidia_limits(p.walker, p.every_chassis, p.gpus, p.cpus, restricted=False)
+    grouped = replace(p.base, groups=tuple(p.classified.groups))
+    tray = discover_nvidia_hgx(grouped, p.every_chassis, p.processors, p.gpus, p.cpus, limits)
+    if not tray.node and p.classified.node is not None:
+        # a power Control whose evidence makes it the node's own cap (`classify`)
+        return replace(tray, node=(p.classified.node,), note="")
+    if not tray.node and await has_node_manager(p.walker, p.root):
+        note = (
+            f"{tray.note}; the BMC's managers offer NVIDIA/AMI Node Manager domains instead, whose "
+            "payload is unpublished (unsupported)"
+        )
+        return replace(tray, note=note)
+    return tray
+
+
+PLATFORM = Platform(
+    name="nvidia-hgx",
+    matches=(
+        "processors under Systems/HGX_Baseboard_* (or a DPS model of the EnvironmentMetrics family) "
+        "whose Processor or processor-module EnvironmentMetrics show PowerLimitWatts"
+    ),
+    writes='PATCH <EnvironmentMetrics> {"PowerLimitWatts": {"SetPoint": N}} where it shows the limit',
+    restores="the ClearOOBSetPoint action it lists, else its DefaultSetPoint, else the prior SetPoint",
+    probe=probe,
+    quirks=(
+        "a processor-module limit whose evidence says CPU (GH200 EDPp) is that CPU's cap",
+        "the node cap is the modules' sum only where they contain every processor (GB300)",
+        "Oem.Nvidia.PowerLimitPersistency only where the resource shows it (NVIDIA/bmcweb)",
+    ),
+)
