@@ -5,6 +5,7 @@ the simulator's replay engine, whose write log shows every PATCH and POST that r
   refused with the reason and nothing is written, whether probed (`auto`) or named (`DGX_GB200`);
 - a GH200 whose processor-module limits are the Grace CPUs' EDPp controls: the node cap is refused
   (this board offers none), a CPU cap lands on the module limit and is restored exactly;
+  (`inventory check --login`'s plan and `devices show` give the reason);
 - a limit removed after discovery is refused at write time by the gate, nothing is written;
 - a Lenovo XCC OEM capping range: a cap below its minimum is refused naming it.
 """
@@ -15,6 +16,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from controller.desired.in_force import in_force
 from plugins.base import (
     Empty,
     GpuPoliciesChange,
@@ -69,6 +71,8 @@ async def test_a_gb200_tray_without_limits_refuses_node_gpu_and_cpu_caps_and_wri
                 assert why in gpu.result.results[0].message
                 assert why in plan
                 assert "HGX_ProcessorModule_0/EnvironmentMetrics: no PowerLimitWatts" in plan
+                refused = in_force(gpu.state).refused  # what `devices show` lists under "refused caps"
+                assert why in refused["gpu/0"] and "carries a node power limit" in refused["node"]
             else:
                 assert "no power-limit resource" in node.result.error
                 assert "node: refused" in plan
