@@ -1,9 +1,9 @@
 """Policy request kinds on top of a platform: allocations, topology policy, GPU policies.
 
 Policy semantics (dps.md §5, `plugins.base._policy`): element watts are node totals split evenly
-across the devices of that type (on GB200 the node cap is split across the processor modules),
-per-GPU policies override a GPU's share, percentages resolve against the device maximum, and a
-value outside a component's limits is rejected for that component only.
+across the devices of that type (the node cap across processor modules where discovery proved
+they cover the node), per-GPU policies override a GPU's share, percentages resolve against the
+device maximum, and a value outside a component's limits is rejected for that component only.
 
 "Restore" means what was there before: the first change a scope (`topology`, `rg:<group>`) makes
 to a component records its prior value in the device state; deactivating the scope puts the prior
@@ -112,8 +112,8 @@ def _node_targets(device: Device, policy: Policy | None) -> list[Target]:
     if share.error or share.watts is None:
         return [Target(ElementType.NODE, None, share.watts, share.error or "node: no limit", share.watts)]
     per = share.watts / len(disc.node)
-    # NOTE: on GB200/GB300 the node (compute tray) cap is the sum of the superchip module caps
-    # (DPS ComputerSystemSpec.redfish_environment_metrics_path "Chassis/HGX_ProcessorModule_%d").
+    # NOTE: several node components only where discovery proved that processor modules cover the
+    # node together (`_platforms.nvidia_hgx`: GB300's Links.Contains, the DGX_GB200/GB300 DPS models)
     return [Target(ElementType.NODE, c, per, total=share.watts) for c in disc.node]
 
 
