@@ -154,3 +154,17 @@ async def test_a_cap_below_lenovo_xccs_oem_capping_minimum_is_refused_naming_it(
             ("PATCH", power, {"PowerControl": [{"PowerLimit": {"LimitInWatts": None}}]}),
         ]
         assert state.documents == before
+
+
+async def test_a_probed_dgx_h100_refuses_the_node_cap_with_the_real_reason(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(n=1, model="dgx-h100") as h:
+        bmc = h.fleet.bmcs[0]
+        out = await h.call("set_policy", bmc, cap(node=8000), model={"Model": "auto", "Name": "dgx"})
+        assert not out.result.ok
+        assert "Node Manager" in out.result.error and "processor-module" not in out.result.error
+        writes = [c for c in h.calls(bmc) if c.split()[0] in ("PATCH", "POST") and "/Sessions" not in c]
+        assert writes == []
+        plan = "\n".join(cap_plan(out.state or {}))
+        assert "matched node-manager: a Manager with Oem.*.NodeManager" in plan
