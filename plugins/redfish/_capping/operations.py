@@ -200,7 +200,7 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
         key = change.component.key
         changes[key] = change
         if change.before is not None:
-            state.record_prior(scope, key, change.before.prior())
+            state.record_prior(scope, key, replace(change.before.prior(), uri=change.component.limit_uri))
         _keep_reading(device, change)
         if change.after is not None:
             after = change.after
@@ -243,12 +243,23 @@ async def restore_scope(device: Device, scope: str, keys: Iterable[str] | None =
         priors = {k: v for k, v in priors.items() if k in wanted}
     targets: list[Target] = []
     jobs = []
+    recorded_as: dict[str, str] = {}  # component key -> the key its prior was recorded under
     for key, prior in sorted(priors.items()):
         comp = device.discovery.by_key(key)
+        if comp is None and prior.uri:
+            # NOTE: a later discovery may place the same limit under another key (a processor
+            # module's CPU limit, once taken for a node share, is now that CPU's cap): the prior
+            # goes back to the resource it was read from
+            comp = next(
+                (c for c in device.discovery.components() if c.mechanism and c.limit_uri == prior.uri), None
+            )
+            if comp is not None and (comp.key in priors or comp.key in recorded_as):
+                comp = None
         element = _element_of(key)
         if comp is None:
             device.state.drop_prior(scope, key)  # the BMC no longer has it: nothing to restore
             continue
+        recorded_as[comp.key] = key
         targets.append(Target(element, comp, prior.watts, total=None))
         jobs.append(restore_cap(device.bmc, comp, prior))
     changes: dict[str, CapChange] = {}
@@ -257,7 +268,7 @@ async def restore_scope(device: Device, scope: str, keys: Iterable[str] | None =
         changes[key] = change
         _keep_reading(device, change)
         if change.ok:
-            device.state.drop_prior(scope, key)
+            device.state.drop_prior(scope, recorded_as.get(key, key))
         if change.after is not None:
             after = change.after
             device.state.set_applied(key, after.watts if after.capped else None, None, scope)

@@ -238,11 +238,14 @@ def _component(data: Any, where: str) -> None:
 
 def _prior(data: Any, where: str) -> dict[str, Any]:
     obj = _object(data, where)
-    return {
+    out = {
         "watts": _number(obj.get("watts"), f"{where}.watts"),
         "capped": _bool(obj.get("capped", False), f"{where}.capped"),
         "mode": _mode(obj.get("mode"), f"{where}.mode"),
     }
+    if "uri" in obj:  # kept since discovery version 4
+        out["uri"] = _string(obj["uri"], f"{where}.uri")
+    return out
 
 
 def _applied(data: Any, where: str) -> dict[str, Any]:

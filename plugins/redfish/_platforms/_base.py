@@ -94,10 +94,15 @@ class Prior:
     watts: float | None
     capped: bool
     mode: str | None = None
+    #: the limit resource it was read from ('' in states recorded before it was kept)
+    uri: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """JSON for the device state."""
-        return {"watts": self.watts, "capped": self.capped, "mode": self.mode}
+        out: dict[str, Any] = {"watts": self.watts, "capped": self.capped, "mode": self.mode}
+        if self.uri:
+            out["uri"] = self.uri
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Prior:
@@ -108,6 +113,7 @@ class Prior:
             float(watts) if watts is not None else None,
             bool(data.get("capped")),
             str(mode) if mode is not None else None,
+            str(data.get("uri") or ""),
         )
 
 

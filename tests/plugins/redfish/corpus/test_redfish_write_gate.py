@@ -168,3 +168,22 @@ async def test_a_probed_dgx_h100_refuses_the_node_cap_with_the_real_reason(
         assert writes == []
         plan = "\n".join(cap_plan(out.state or {}))
         assert "matched node-manager: a Manager with Oem.*.NodeManager" in plan
+
+
+async def test_a_prior_recorded_under_a_key_discovery_no_longer_gives_goes_back_to_its_resource(
+    make_harness: Callable[..., Any],
+) -> None:
+    # an earlier discovery took GH200 module 0's CPU limit for a node share and capped it at 350 W
+    model = {"Model": "auto", "Name": "gh200"}
+    async with make_harness(n=1, model=f"mockup:{GH200}") as h:
+        bmc = h.fleet.bmcs[0]
+        state: Any = bmc.state
+        state.documents[MODULE_EM.format(0)]["PowerLimitWatts"]["SetPoint"] = 350
+        prior = {"watts": 420, "capped": False, "mode": "Automatic", "uri": MODULE_EM.format(0)}
+        h.states[bmc.index] = {"priors": {"topology": {"module/0": prior}}}
+        out = await h.call("unset_policy", bmc, UNSET, model=model)
+        assert out.result.ok, out.result.error
+        clear = f"{MODULE_EM.format(0)}/Actions/Oem/NvidiaEnvironmentMetrics.ClearOOBSetPoint"
+        assert [(m, p) for m, p, _ in state.writes] == [("POST", clear)]
+        assert state.documents[MODULE_EM.format(0)]["PowerLimitWatts"]["SetPoint"] == 420
+        assert not (out.state or {}).get("priors", {}).get("topology")
