@@ -130,6 +130,8 @@ def _metrics_doc(bmc: Bmc, path: str, component: str, cap: Cap | None) -> Reply:
     nvidia: JsonDict = {
         "@odata.type": "#NvidiaEnvironmentMetrics.v1_3_0.NvidiaEnvironmentMetrics",
         "PowerMode": "Custom" if cap.oob_active else "MaxP",
+        # shown next to the set point as NVIDIA bmcweb does (a captured GB300 tray's GPU EnvironmentMetrics)
+        "PowerLimitPersistency": cap.persistent,
         "RequestedPersistentPowerLimitWatts": cap.set_point if cap.oob_active and cap.persistent else None,
         "RequestedOneshotPowerLimitWatts": cap.set_point if cap.oob_active and not cap.persistent else None,
     }

@@ -125,6 +125,8 @@ def show_in_force(d: apb.DeviceRecord) -> None:
                 for c in v.components
             ],
         )
+    if v.refused:
+        table("refused caps", ("component", "why"), sorted(v.refused.items()))
     policies = ", ".join(f"{scope}: {name}" for scope, name in sorted(v.policies.items()))
     profiles = ", ".join(f"{key}: {ids}" for key, ids in sorted(v.profiles.items()))
     table(

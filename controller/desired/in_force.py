@@ -34,6 +34,8 @@ class InForce:
     policies: dict[str, str] = field(default_factory=dict)
     #: component -> enabled profile ids
     profiles: dict[str, list[int]] = field(default_factory=dict)
+    #: component -> why the plugin refuses to write its cap (Redfish discovery: no limit, no proven scope)
+    refused: dict[str, str] = field(default_factory=dict)
 
 
 def _number(value: Any) -> float | None:
@@ -43,6 +45,20 @@ def _number(value: Any) -> float | None:
 def _section(state: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     value = state.get(key)
     return value if isinstance(value, Mapping) else {}
+
+
+def _refused(discovery: Mapping[str, Any]) -> dict[str, str]:
+    """Components a Redfish discovery found no writable cap for, with its reason."""
+    out: dict[str, str] = {}
+    if not discovery:
+        return out
+    if not discovery.get("node"):
+        out["node"] = str(discovery.get("note") or "no node power limit on this BMC")
+    for section in ("gpus", "cpus"):
+        for comp in discovery.get(section) or ():
+            if isinstance(comp, Mapping) and not comp.get("mechanism"):
+                out[str(comp.get("key") or "")] = str(comp.get("reason") or discovery.get("note") or "")
+    return out
 
 
 def in_force(state: Mapping[str, Any] | None, desired: Iterable[Any] = ()) -> InForce:
@@ -67,6 +83,7 @@ def in_force(state: Mapping[str, Any] | None, desired: Iterable[Any] = ()) -> In
             r.requested = _number(applied.get("requested"))
             r.enforced = _number(applied.get("watts")) if r.enforced is None else r.enforced
             r.changed_at = str(applied.get("at") or "")
+    out.refused = _refused(_section(state, "discovery"))
     # NVML: limits[uuid][scope].requested_mw
     if state.get("plugin") == "nvml":
         for uuid, scopes in _section(state, "limits").items():

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from plugins.base import DeviceControllerError, WriteOutcome, write_log
+from plugins.redfish._capping.bounds import Bounds, range_problem
 from plugins.redfish._capping.outcome import (
     ANSWER_LOST,
     WriteProgress,
@@ -37,6 +38,7 @@ from plugins.redfish._device.op_bmc import OpBmc
 from plugins.redfish._discovery.layout import Component
 from plugins.redfish._platforms import CapRequest, LimitReading, Mechanism, Prior, mechanism_for
 from plugins.redfish._platforms._base import same_watts
+from plugins.redfish._platforms.gate import refusal
 from plugins.redfish._wire.document import Document
 from plugins.redfish._wire.errors import PlatformUnsupportedError, PreconditionFailedError
 
@@ -98,6 +100,7 @@ async def set_cap(
     try:
         skip_get = (
             stored is not None
+            and stored.offered  # the GET it came from carried the limit (the write gate's proof)
             and etag_policy(bmc, mech) != "strong"
             and not bmc.persistent  # persistency is sent only where the body shows NVIDIA's OEM section
             and not (stored.capped and same_watts(stored.watts, _quantize(watts, stored.increment)))
@@ -107,9 +110,12 @@ async def set_cap(
             doc, current = Document(component.limit_uri, {}), stored
         else:
             doc = await bmc.get(component.limit_uri)
-            current = mech.parse(component, doc)
+            current = mech.read(component, doc)
         before = current
-        problem = _check(label, watts, current, bounds)
+        if doc.body and not current.offered:  # the write gate's first rule, before any range
+            problem = f"{label}: {mech.offers(component, doc)}; nothing written"
+        else:
+            problem = range_problem(label, watts, current, bounds)
         if problem:
             _skipped(bmc, component, current, watts, problem)
             return CapChange(component, False, watts, before=before, after=before, message=problem)
@@ -184,7 +190,7 @@ async def restore_cap(
     current: LimitReading | None = None
     try:
         doc = await bmc.get(component.limit_uri)
-        current = mech.parse(component, doc)
+        current = mech.read(component, doc)
         if mech.matches(current, prior):
             _skipped(bmc, component, current, prior.watts, "already in force")
             return CapChange(component, True, prior.watts, before=current, after=current)
@@ -260,6 +266,13 @@ async def _write(
         request = build(current, doc)
         if bmc.persistent:
             request = mech.persist(request, doc)
+        if doc.body or not current.offered:
+            # NOTE: the one write gate (`_platforms.gate`); a skipped GET stands on the stored
+            # reading, whose own GET carried the limit (`LimitReading.offered`)
+            problem = refusal(mech, component, request, doc)
+            if problem:
+                _skipped(bmc, component, current, target.watts, problem)
+                raise PlatformUnsupportedError(problem)
         etag = current.etag if request.if_match and policy == "strong" else None
         try:
             index = await bmc.send(request, etag, component=component.label, before=current.watts, note=note)
@@ -270,7 +283,7 @@ async def _write(
                 raise
             previous = current
             doc = await bmc.get(component.limit_uri)
-            current = mech.parse(component, doc)
+            current = mech.read(component, doc)
             if satisfied(current):
                 return current
             if conflicts == 2 and _same_setting(previous, current):
@@ -289,7 +302,7 @@ async def _write(
             # read before anything else (redfish.md §2.2, §3).
             try:
                 doc = await bmc.get(component.limit_uri)
-                current = mech.parse(component, doc)
+                current = mech.read(component, doc)
             except DeviceControllerError as read_failed:
                 unread(exc, read_failed)
                 annotate(exc, f"; the read-back failed too ({read_failed}): whether it landed is unknown")
@@ -312,7 +325,7 @@ async def _write(
         if bmc.dry_run:  # nothing was sent: what the write would leave in force
             return replace(current, watts=target.watts, capped=target.capped, etag=None)
         progress.accepted()
-        after = mech.parse(component, await bmc.get(component.limit_uri))
+        after = mech.read(component, await bmc.get(component.limit_uri))
         write_log().read_back(index, after.watts)
         return after
 
@@ -324,58 +337,6 @@ def etag_policy(bmc: OpBmc, mech: Mechanism) -> str:
 
 def _same_setting(a: LimitReading, b: LimitReading) -> bool:
     return a.capped == b.capped and a.mode == b.mode and same_watts(a.watts, b.watts)
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """Limits for a cap when the BMC publishes none: the device spec's, else a safety floor."""
-
-    min_watts: float | None
-    max_watts: float | None
-    source: str
-    floor: float
-
-
-def _check(label: str, watts: float, current: LimitReading, bounds: Bounds | None = None) -> str:
-    if not current.in_watts:
-        return (
-            f"{label}: the BMC's limit is in {current.units!r}, not watts; percent set points are "
-            "unsupported on this platform"
-        )
-    lo, hi = current.min_watts, current.max_watts
-    if bounds is not None and (lo is None or hi is None):
-        # NOTE: a missing bound (or PowerCapacityWatts 0, "not reported") is unknown, not zero: the
-        # device spec's limits stand in; without them a floor keeps a 1 W cap from being sent.
-        if lo is None and bounds.min_watts is not None:
-            problem = _outside(label, watts, bounds.min_watts, None, bounds.source)
-            if problem:
-                return problem
-        elif lo is None and watts < bounds.floor - 1e-9:
-            return (
-                f"{label}: {_w(watts)} is below the safety floor of {_w(bounds.floor)} (neither the BMC "
-                "nor the device spec gives a minimum; option min_cap_watts)"
-            )
-        if hi is None and bounds.max_watts is not None:
-            problem = _outside(label, watts, None, bounds.max_watts, bounds.source)
-            if problem:
-                return problem
-    if lo is not None and hi is not None:
-        span = f"the BMC allows {_w(lo)}..{_w(hi)}"
-    else:
-        span = f"the BMC allows at least {_w(lo)}" if lo is not None else f"the BMC allows up to {_w(hi)}"
-    if lo is not None and watts < lo - 1e-9:
-        return f"{label}: {_w(watts)} is below the BMC's {current.min_name} of {_w(lo)} ({span})"
-    if hi is not None and watts > hi + 1e-9:
-        return f"{label}: {_w(watts)} is above the BMC's {current.max_name} of {_w(hi)} ({span})"
-    return ""
-
-
-def _outside(label: str, watts: float, lo: float | None, hi: float | None, source: str) -> str:
-    if lo is not None and watts < lo - 1e-9:
-        return f"{label}: {_w(watts)} is below the {source} minimum of {_w(lo)} (the BMC publishes none)"
-    if hi is not None and watts > hi + 1e-9:
-        return f"{label}: {_w(watts)} is above the {source} maximum of {_w(hi)} (the BMC publishes none)"
-    return ""
 
 
 def _skipped(bmc: OpBmc, component: Component, current: LimitReading, watts: float | None, why: str) -> None:

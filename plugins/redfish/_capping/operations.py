@@ -1,9 +1,9 @@
 """Policy request kinds on top of a platform: allocations, topology policy, GPU policies.
 
 Policy semantics (dps.md §5, `plugins.base._policy`): element watts are node totals split evenly
-across the devices of that type (on GB200 the node cap is split across the processor modules),
-per-GPU policies override a GPU's share, percentages resolve against the device maximum, and a
-value outside a component's limits is rejected for that component only.
+across the devices of that type (the node cap across processor modules where discovery proved
+they cover the node), per-GPU policies override a GPU's share, percentages resolve against the
+device maximum, and a value outside a component's limits is rejected for that component only.
 
 "Restore" means what was there before: the first change a scope (`topology`, `rg:<group>`) makes
 to a component records its prior value in the device state; deactivating the scope puts the prior
@@ -29,7 +29,8 @@ from plugins.base import (
     element_share,
     gpu_targets,
 )
-from plugins.redfish._capping.caps import Bounds, CapChange, restore_cap, set_cap
+from plugins.redfish._capping.bounds import Bounds
+from plugins.redfish._capping.caps import CapChange, restore_cap, set_cap
 from plugins.redfish._capping.priors import corrected, read_back_for
 from plugins.redfish._client.readbacks import priors_from_read_backs
 from plugins.redfish._device.device import Device, invalidate
@@ -111,8 +112,8 @@ def _node_targets(device: Device, policy: Policy | None) -> list[Target]:
     if share.error or share.watts is None:
         return [Target(ElementType.NODE, None, share.watts, share.error or "node: no limit", share.watts)]
     per = share.watts / len(disc.node)
-    # NOTE: on GB200/GB300 the node (compute tray) cap is the sum of the superchip module caps
-    # (DPS ComputerSystemSpec.redfish_environment_metrics_path "Chassis/HGX_ProcessorModule_%d").
+    # NOTE: several node components only where discovery proved that processor modules cover the
+    # node together (`_platforms.nvidia_hgx`: GB300's Links.Contains, the DGX_GB200/GB300 DPS models)
     return [Target(ElementType.NODE, c, per, total=share.watts) for c in disc.node]
 
 
@@ -199,7 +200,7 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
         key = change.component.key
         changes[key] = change
         if change.before is not None:
-            state.record_prior(scope, key, change.before.prior())
+            state.record_prior(scope, key, replace(change.before.prior(), uri=change.component.limit_uri))
         _keep_reading(device, change)
         if change.after is not None:
             after = change.after
@@ -242,12 +243,23 @@ async def restore_scope(device: Device, scope: str, keys: Iterable[str] | None =
         priors = {k: v for k, v in priors.items() if k in wanted}
     targets: list[Target] = []
     jobs = []
+    recorded_as: dict[str, str] = {}  # component key -> the key its prior was recorded under
     for key, prior in sorted(priors.items()):
         comp = device.discovery.by_key(key)
+        if comp is None and prior.uri:
+            # NOTE: a later discovery may place the same limit under another key (a processor
+            # module's CPU limit, once taken for a node share, is now that CPU's cap): the prior
+            # goes back to the resource it was read from
+            comp = next(
+                (c for c in device.discovery.components() if c.mechanism and c.limit_uri == prior.uri), None
+            )
+            if comp is not None and (comp.key in priors or comp.key in recorded_as):
+                comp = None
         element = _element_of(key)
         if comp is None:
             device.state.drop_prior(scope, key)  # the BMC no longer has it: nothing to restore
             continue
+        recorded_as[comp.key] = key
         targets.append(Target(element, comp, prior.watts, total=None))
         jobs.append(restore_cap(device.bmc, comp, prior))
     changes: dict[str, CapChange] = {}
@@ -256,7 +268,7 @@ async def restore_scope(device: Device, scope: str, keys: Iterable[str] | None =
         changes[key] = change
         _keep_reading(device, change)
         if change.ok:
-            device.state.drop_prior(scope, key)
+            device.state.drop_prior(scope, recorded_as.get(key, key))
         if change.after is not None:
             after = change.after
             device.state.set_applied(key, after.watts if after.capped else None, None, scope)

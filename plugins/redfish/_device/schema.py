@@ -238,11 +238,14 @@ def _component(data: Any, where: str) -> None:
 
 def _prior(data: Any, where: str) -> dict[str, Any]:
     obj = _object(data, where)
-    return {
+    out = {
         "watts": _number(obj.get("watts"), f"{where}.watts"),
         "capped": _bool(obj.get("capped", False), f"{where}.capped"),
         "mode": _mode(obj.get("mode"), f"{where}.mode"),
     }
+    if "uri" in obj:  # kept since discovery version 4
+        out["uri"] = _string(obj["uri"], f"{where}.uri")
+    return out
 
 
 def _applied(data: Any, where: str) -> dict[str, Any]:
@@ -264,6 +267,7 @@ def _reading(data: Any, where: str) -> dict[str, Any]:
     out["mode"] = _mode(obj.get("mode"), f"{where}.mode")
     out["units"] = _string(obj.get("units", "W"), f"{where}.units")
     out["modes"] = [_mode(m, f"{where}.modes") for m in _list(obj.get("modes") or [], f"{where}.modes")]
+    out["offered"] = _bool(obj.get("offered", False), f"{where}.offered")
     return out
 
 

@@ -1,11 +1,11 @@
 """Discovery: which control path a BMC offers, and the URIs of every cap and metric resource.
 
 The platform comes from the device model (NVIDIA DPS model names), from the `platform` option, or,
-when the model says `auto` or is not a known name, from probing in the order of redfish.md §1.6:
-an NVIDIA HGX tray's processor EnvironmentMetrics → `Chassis/{id}/Controls` (a `ControlType:
-Power` member, classified by DMTF semantics in `_platforms.controls`) →
-`EnvironmentMetrics.PowerLimitWatts` → legacy `Chassis/{id}/Power` → HPE Apollo 6500's
-`AccPowerService` → the NVIDIA/AMI Node Manager (not supported yet).
+when the model says `auto` or is not a known name, from probing: the platform registry
+(`plugins.redfish._platforms.registry`) tries each platform module in the order of redfish.md §1.6
+(an NVIDIA HGX tray → DMTF power Controls → EnvironmentMetrics → legacy `Chassis/{id}/Power` → HPE
+Apollo 6500's `AccPowerService` → the NVIDIA/AMI Node Manager); the first whose evidence the BMC
+shows decides, and the result names it (`inventory check --login`).
 
 Only the node's own systems and chassis are read for caps: a BMC serving several nodes (HPE Cray EX)
 needs the inventory option `system`, else its caps are refused with the list of its systems. A link
@@ -46,27 +46,17 @@ from plugins.redfish._discovery.layout import (
     natural_key,
     platform_hint,
     processor_components,
-    readings_only,
 )
 from plugins.redfish._discovery.walk import (
     Walker,
     chassis_of,
-    controls_of,
     firmware_of,
-    has_node_manager,
-    hpe_acc_limit_of,
-    legacy_power_of,
     processors_of,
     sensor_behind,
     systems_of,
-    walker_em_caps,
 )
-from plugins.redfish._platforms.classify import classify_controls
-from plugins.redfish._platforms.controls import discover_controls
-from plugins.redfish._platforms.environment_metrics import discover_generic_em, discover_nvidia_em
-from plugins.redfish._platforms.hpe_acc import discover_hpe_acc
-from plugins.redfish._platforms.legacy_power import discover_legacy, legacy_capable
-from plugins.redfish._platforms.node_manager import discover_node_manager
+from plugins.redfish._platforms.platform import Probe
+from plugins.redfish._platforms.registry import choose
 from plugins.redfish._wire.errors import PlatformUnsupportedError
 
 __all__ = [
@@ -167,57 +157,15 @@ async def _choose(
     gpus: list[Component],
     cpus: list[Component],
 ) -> Discovery:
-    """The platform and each component's cap resource, in the probing order of the module docstring.
+    """The platform and each component's cap resource: the registry's first platform whose evidence
+    the BMC shows (`plugins.redfish._platforms.registry`).
 
     `chassis_sets`: the node's own chassis, and every chassis (an NVIDIA tray is one node whose
     processor modules need not link a system).
     """
     chassis, every_chassis = chassis_sets
-    if hint == ENVIRONMENT_METRICS:
-        return discover_nvidia_em(base, chassis, gpus, cpus)
-    if hint == NODE_MANAGER:
-        return discover_node_manager(base, chassis, gpus, cpus)
-    controls = await controls_of(walker, chassis)
-    classified = classify_controls(chassis, controls, processors, gpus, cpus, walker.evidence)
-    if hint == AUTO and nvidia_tray(processors) and await walker_em_caps(walker, chassis, gpus, cpus):
-        # NOTE: an NVIDIA HGX tray (GPUs and Grace CPUs under Systems/HGX_Baseboard_*, with
-        # EnvironmentMetrics PowerLimitWatts) is capped as DPS does for DGX_GB200/GB300 (redfish.md
-        # §2.1); its Controls are only recorded (a GPU-total budget is never one GPU's cap)
-        walker.evidence.append("NVIDIA HGX tray (Systems/HGX_Baseboard_*): processor EnvironmentMetrics caps")
-        tray = discover_nvidia_em(base, every_chassis, gpus, cpus)
-        return replace(tray, groups=tuple(classified.groups))
-    if hint == CONTROLS or (hint == AUTO and classified.usable):
-        found = discover_controls(base, chassis, classified, gpus, cpus)
-        legacy = await legacy_power_of(walker, chassis) if hint == AUTO and not found.node else None
-        if legacy is not None and legacy_capable(legacy[1]):
-            # Controls for processors only: the node cap may still be the legacy Power limit
-            node = discover_legacy(base, chassis, legacy, gpus, cpus)
-            return replace(found, node=node.node, note="", evidence=node.evidence)
-        return found
-    if hint == AUTO:
-        em = await walker_em_caps(walker, chassis, gpus, cpus)
-        if em is not None:
-            return discover_generic_em(base, chassis, gpus, cpus, em, processor_chassis(processors))
-    legacy = await legacy_power_of(walker, chassis)
-    if (legacy is not None and legacy_capable(legacy[1])) or hint == LEGACY_POWER:
-        return replace(discover_legacy(base, chassis, legacy, gpus, cpus), groups=tuple(classified.groups))
-    acc = await hpe_acc_limit_of(walker, chassis) if hint == AUTO else None
-    if acc is not None:
-        zone = discover_hpe_acc(base, chassis, acc, gpus, cpus)
-        n = len(classified.groups)
-        shared = [replace(g, key=f"group/{n + i}", index=n + i) for i, g in enumerate(zone.groups)]
-        return replace(zone, groups=(*classified.groups, *shared))
-    if legacy is not None:
-        return replace(discover_legacy(base, chassis, legacy, gpus, cpus), groups=tuple(classified.groups))
-    if await has_node_manager(walker, root):
-        return discover_node_manager(base, chassis, gpus, cpus)
-    return replace(
-        readings_only(base, chassis, gpus, cpus),
-        platform=LEGACY_POWER,
-        groups=tuple(classified.groups),
-        note="the BMC offers no power-limit resource (no Power Control, EnvironmentMetrics "
-        "PowerLimitWatts or Chassis Power PowerLimit)",
-    )
+    probe = Probe(walker, root, base, hint, chassis, every_chassis, processors, gpus, cpus)
+    return await choose(probe)
 
 
 def several_systems_note(nodes: Sequence[str]) -> str:
@@ -238,7 +186,9 @@ _NVIDIA_PATHS = (
     "/redfish/v1/Systems/HGX_Baseboard_*",
     "/redfish/v1/Systems/HGX_Baseboard_*/Processors",
     "/redfish/v1/Systems/HGX_Baseboard_*/Processors/*",
+    "/redfish/v1/Systems/HGX_Baseboard_*/Processors/*/EnvironmentMetrics",
     "/redfish/v1/Chassis",
+    "/redfish/v1/Chassis/HGX_ProcessorModule_*/EnvironmentMetrics",
 )
 #: GETs discovery may make per platform (`*` = within one path segment); None: follow links freely.
 #: NVIDIA's match what the DPS proxy allows (dps.md §7).
@@ -261,22 +211,6 @@ def node_systems(systems: list[Document], chassis: list[Document]) -> list[Docum
     linked = {uri for ch in chassis for uri in links_of(ch.body, "ComputerSystems")}
     chosen = [s for s in hosts if s.path.rstrip("/") in linked]
     return chosen or hosts
-
-
-def processor_chassis(processors: list[Document]) -> frozenset[str]:
-    """The chassis the processors live in (`Processor.Links.Chassis`)."""
-    out = set()
-    for doc in processors:
-        links = doc.get("Links")
-        where = link_of(links, "Chassis") if isinstance(links, Mapping) else ""
-        if where:
-            out.add(where)
-    return frozenset(out)
-
-
-def nvidia_tray(processors: list[Document]) -> bool:
-    """Whether the processors are NVIDIA HGX's (`Systems/HGX_Baseboard_*`, redfish.md §2.1)."""
-    return any("/Systems/HGX_Baseboard" in p.path for p in processors)
 
 
 def node_ids(hosts: list[Document]) -> list[str]:

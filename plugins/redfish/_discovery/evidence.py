@@ -23,6 +23,8 @@ def cap_plan(state: Mapping[str, Any]) -> list[str]:
     where = f"platform {found.platform}" + (f", system {found.system}" if found.system else "")
     firmware = f"firmware {found.firmware}" if found.firmware else "firmware not shown"
     lines = [f"{found.vendor or found.product or 'BMC'}, {firmware} ({where})"]
+    if found.extra.get("matched"):
+        lines.append(f"matched {found.extra['matched']}: {found.extra.get('matches', '')}")
     if found.node:
         for comp in found.node:
             lines.append(f"{comp.label}: {comp.limit_uri} ({comp.reason or comp.mechanism})")

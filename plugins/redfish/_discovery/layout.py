@@ -47,7 +47,7 @@ ROOT = "/redfish/v1"
 #: chassis types that are a part of a node (a module, a card, a cable cartridge), never the node itself
 PART_TYPES = frozenset({"Module", "Component", "Card", "Zone", "Cartridge", "Sidecar", "Expansion"})
 #: bump when the shape changes: older cached discoveries are then redone
-DISCOVERY_VERSION = 3
+DISCOVERY_VERSION = 4  # 4: components placed by the BMC's evidence (write gate, scope), platform matched
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from plugins.redfish._client.client import BmcClient, Document
 from plugins.redfish._discovery.layout import Component, link_of, members_of
 from plugins.redfish._platforms._base import number
-from plugins.redfish._platforms.hpe_acc import acc_action_target
 from plugins.redfish._wire.errors import PlatformUnsupportedError, RedfishHTTPError, ResourceNotFoundError
 
 
@@ -43,6 +42,11 @@ class Walker:
         self._absent: set[str] = set()
         self._allowed = [_pattern(p) for p in allowed] if allowed is not None else None
         self.evidence: list[str] = []
+
+    def allowed(self, path: str) -> bool:
+        """Whether discovery may read this path on this platform."""
+        clean = path.rstrip("/") or "/"
+        return self._allowed is None or any(p.fullmatch(clean) for p in self._allowed)
 
     async def get(self, path: str) -> Document:
         """A resource that must be readable (errors propagate)."""
@@ -179,25 +183,6 @@ async def legacy_power_of(walker: Walker, chassis: list[Document]) -> tuple[Docu
             isinstance(c, Mapping) and isinstance(c.get("PowerLimit"), Mapping) for c in controls
         ):
             return ch, power
-    return None
-
-
-async def hpe_acc_limit_of(
-    walker: Walker, chassis: list[Document]
-) -> tuple[Document, Document, Document | None] | None:
-    """HPE Apollo's `Power/AccPowerService/PowerLimit` (linked from `Power.Oem.Hpe.Links`), with the
-    service's `NodesInfo` (the nodes its zones cover; None when the BMC does not serve it)."""
-    for ch in chassis:
-        power = await walker.linked(ch.body, "Power")
-        oem = power.get("Oem") if power is not None else None
-        hpe = oem.get("Hpe") if isinstance(oem, Mapping) else None
-        links = hpe.get("Links") if isinstance(hpe, Mapping) else None
-        service = await walker.linked(links, "AccPowerService") if isinstance(links, Mapping) else None
-        service_links = service.get("Links") if service is not None else None
-        if isinstance(service_links, Mapping):
-            limit = await walker.linked(service_links, "PowerLimit")
-            if limit is not None and acc_action_target(limit.body):
-                return ch, limit, await walker.linked(service_links, "NodesInfo")
     return None
 
 

@@ -1,4 +1,7 @@
-"""Cap mechanisms: how one component's power limit is read, set, cleared and restored.
+"""Platforms and cap mechanisms: which platform a BMC is, and how one component's power limit is read,
+set, cleared and restored. A platform is one module declaring a `Platform` (`platform`: the evidence
+it matches, how it writes and restores, its quirks, its probe); `registry` lists them in probing order
+and hands discovery the first that matches, so discovery imports no platform by name.
 
 Three standard shapes exist (redfish.md §1): NVIDIA/DMTF `EnvironmentMetrics.PowerLimitWatts`
 (`environment_metrics`), DMTF `Control` resources (`controls`) and the deprecated
@@ -6,6 +9,9 @@ Three standard shapes exist (redfish.md §1): NVIDIA/DMTF `EnvironmentMetrics.Po
 `AccPowerService` (`hpe_acc`). `classify` decides which component a Control limits.
 Each module here turns a resource into a `LimitReading` and builds the request that changes it;
 `plugins.redfish._capping.caps` runs the requests (ETag, 412, 0x600 and read-back handling are shared).
+`nvidia_hgx` places an NVIDIA HGX tray's EnvironmentMetrics limits on the scope their evidence
+proves (a processor module's limit is a CPU cap, a group budget or, only where proven, a node share).
+`gate` is the one write gate every cap write passes (only a limit the resource's last GET carries).
 `node_manager` explains why Node Manager platforms are not supported yet.
 """
 

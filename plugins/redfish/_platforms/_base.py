@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from plugins.redfish._discovery.layout import Component
@@ -42,6 +42,9 @@ class LimitReading:
     #: the BMC properties the bounds come from (for messages)
     min_name: str = "AllowableMin"
     max_name: str = "AllowableMax"
+    #: whether the GET this reading came from carries the limit itself (`Mechanism.offers`): a
+    #: stored reading stands in for the pre-write GET only then
+    offered: bool = False
 
     @property
     def in_watts(self) -> bool:
@@ -64,6 +67,7 @@ class LimitReading:
             "mode": self.mode,
             "units": self.units,
             "modes": list(self.modes),
+            "offered": self.offered,
         }
 
     @classmethod
@@ -79,6 +83,7 @@ class LimitReading:
             units=str(data.get("units") or "W"),
             mode=data.get("mode"),
             modes=tuple(data.get("modes") or ()),
+            offered=bool(data.get("offered")),
         )
 
 
@@ -89,10 +94,15 @@ class Prior:
     watts: float | None
     capped: bool
     mode: str | None = None
+    #: the limit resource it was read from ('' in states recorded before it was kept)
+    uri: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """JSON for the device state."""
-        return {"watts": self.watts, "capped": self.capped, "mode": self.mode}
+        out: dict[str, Any] = {"watts": self.watts, "capped": self.capped, "mode": self.mode}
+        if self.uri:
+            out["uri"] = self.uri
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Prior:
@@ -103,6 +113,7 @@ class Prior:
             float(watts) if watts is not None else None,
             bool(data.get("capped")),
             str(mode) if mode is not None else None,
+            str(data.get("uri") or ""),
         )
 
 
@@ -128,6 +139,16 @@ class Mechanism(ABC):
     @abstractmethod
     def parse(self, component: Component, doc: Document) -> LimitReading:
         """The cap shown by the component's limit resource."""
+
+    @abstractmethod
+    def offers(self, component: Component, doc: Document) -> str:
+        """Why this GET of the limit resource does not carry the limit ('' when it does): the
+        write gate (`plugins.redfish._platforms.gate`) writes nothing else."""
+
+    def read(self, component: Component, doc: Document) -> LimitReading:
+        """`parse`, with whether the resource carries the limit (`LimitReading.offered`)."""
+        reading = self.parse(component, doc)
+        return replace(reading, offered=not self.offers(component, doc))
 
     @abstractmethod
     def set_request(self, component: Component, watts: int, current: LimitReading) -> CapRequest:
@@ -186,6 +207,18 @@ def limit_watts(value: Any) -> float | None:
     """A watts limit as float; None for null, anything not a number and a no-limit sentinel."""
     watts = number(value)
     return None if watts is None or watts in NO_LIMIT else watts
+
+
+def tightest(
+    lows: list[tuple[float | None, str]], highs: list[tuple[float | None, str]]
+) -> tuple[tuple[float | None, str], tuple[float | None, str]]:
+    """The tightest range of all a BMC publishes for one limit: the highest minimum and the lowest
+    maximum, each with the property it comes from (None where none is published)."""
+    shown_lows = [(v, n) for v, n in lows if v is not None]
+    shown_highs = [(v, n) for v, n in highs if v is not None]
+    low = max(shown_lows, key=lambda b: b[0], default=(None, "AllowableMin"))
+    high = min(shown_highs, key=lambda b: b[0], default=(None, "AllowableMax"))
+    return low, high
 
 
 def set_point_in_force(control: Mapping[str, Any]) -> float | None:

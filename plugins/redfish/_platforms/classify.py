@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from plugins.redfish._discovery.layout import MECH_CONTROL, PART_TYPES, Component, id_of, link_of
-from plugins.redfish._platforms.controls import ControlCaps, control_quirk
+from plugins.redfish._platforms.controls import control_quirk
+from plugins.redfish._platforms.platform import ControlCaps
 from plugins.redfish._wire.document import Document
 
 GPU_CONTEXTS = frozenset({"GPU", "Accelerator", "GPUSubsystem"})

@@ -14,15 +14,17 @@ alone, as HPE's own power service writes them (Cray-HPE/hms-power-control
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from plugins.redfish._discovery.layout import (
+    AUTO,
     CONTROLS,
     MECH_CONTROL,
     Component,
     Discovery,
     generic_node_metrics,
 )
+from plugins.redfish._discovery.walk import legacy_power_of
 from plugins.redfish._platforms._base import (
     CapRequest,
     LimitReading,
@@ -31,7 +33,10 @@ from plugins.redfish._platforms._base import (
     limit_watts,
     number,
     set_point_in_force,
+    tightest,
 )
+from plugins.redfish._platforms.legacy_power import discover_legacy, legacy_capable
+from plugins.redfish._platforms.platform import ControlCaps, Platform, Probe
 from plugins.redfish._wire.document import Document
 
 RESET_TO_DEFAULTS = "#Control.ResetToDefaults"
@@ -79,20 +84,20 @@ class ControlMechanism(Mechanism):
         # "Automatic" is usually the BMC managing its own default and Manual/Override a client's
         # cap; where caps are written in Automatic (quirk, or the only mode allowed) it is a cap too
         client_modes = {*CLIENT_MODES, cap_mode(component, shown), None}
-        # NOTE: HPE Cray EX publishes its bounds as SettingRangeMin/Max (not DMTF AllowableMin/Max)
-        low, high = number(body.get("AllowableMin")), limit_watts(body.get("AllowableMax"))
-        names = ("AllowableMin", "AllowableMax")
-        if low is None and high is None:
-            low, high = number(body.get("SettingRangeMin")), limit_watts(body.get("SettingRangeMax"))
-            names = ("SettingRangeMin", "SettingRangeMax")
+        # NOTE: HPE Cray EX publishes its bounds as SettingRangeMin/Max (not DMTF AllowableMin/Max);
+        # where a Control shows both, the tightest of them stands
+        (low, low_name), (high, high_name) = tightest(
+            [(number(body.get(n)), n) for n in ("AllowableMin", "SettingRangeMin")],
+            [(limit_watts(body.get(n)), n) for n in ("AllowableMax", "SettingRangeMax")],
+        )
         return LimitReading(
             watts=set_point,
             capped=set_point is not None and mode in client_modes and mode != "Disabled",
             modes=modes,
             min_watts=low,
             max_watts=high,
-            min_name=names[0],
-            max_name=names[1],
+            min_name=low_name,
+            max_name=high_name,
             default_watts=number(body.get("DefaultSetPoint")),
             increment=number(body.get("Increment")),
             units=str(body.get("SetPointUnits") or "W"),
@@ -101,7 +106,18 @@ class ControlMechanism(Mechanism):
             etag=doc.etag,
         )
 
+    def offers(self, component: Component, doc: Document) -> str:
+        where = doc.path.rstrip("/")
+        if doc.get("ControlType") != "Power":
+            return f"{where} is not a power Control (ControlType {doc.get('ControlType')})"
+        if "SetPoint" not in doc.body:
+            return f"{where} shows no SetPoint: the BMC offers no limit there"
+        return ""
+
     def set_request(self, component: Component, watts: int, current: LimitReading) -> CapRequest:
+        if current.mode is None and not component.cap_mode:
+            # NOTE: a Control that shows no ControlMode is written its SetPoint alone
+            return CapRequest("PATCH", component.limit_uri, {"SetPoint": int(watts)})
         mode = cap_mode(component, current)
         return CapRequest("PATCH", component.limit_uri, {"SetPoint": int(watts), "ControlMode": mode})
 
@@ -112,6 +128,13 @@ class ControlMechanism(Mechanism):
         reset = actions.get(RESET_TO_DEFAULTS) if isinstance(actions, dict) else None
         if current.default_watts is not None and isinstance(reset, dict) and reset.get("target"):
             return CapRequest("POST", str(reset["target"]), {}, if_match=False)
+        return self._no_cap(component, doc)
+
+    def _no_cap(self, component: Component, doc: Document) -> CapRequest:
+        """No cap: a null SetPoint with Disabled (Lenovo XCC wants both), the SetPoint alone where
+        the Control shows no ControlMode."""
+        if "ControlMode" not in doc.body:
+            return CapRequest("PATCH", component.limit_uri, {"SetPoint": None})
         return CapRequest("PATCH", component.limit_uri, {"SetPoint": None, "ControlMode": "Disabled"})
 
     def restore_request(
@@ -121,8 +144,9 @@ class ControlMechanism(Mechanism):
             if component.quirk == HPE_CRAY_EX:
                 # NOTE: the firmware takes Disabled alone and sets SetPoint 0 itself (what was read)
                 return CapRequest("PATCH", component.limit_uri, {"ControlMode": "Disabled"})
-            return CapRequest("PATCH", component.limit_uri, {"SetPoint": None, "ControlMode": "Disabled"})
+            return self._no_cap(component, doc)
         body: dict[str, object] = {"SetPoint": round(prior.watts)}
+        # the prior ControlMode, exactly; none where the first GET showed none
         if prior.mode:
             body["ControlMode"] = prior.mode
         return CapRequest("PATCH", component.limit_uri, body)
@@ -135,22 +159,6 @@ class ControlMechanism(Mechanism):
 
 
 # ---- discovery -----------------------------------------------------------------------------------
-
-
-@dataclass
-class ControlCaps:
-    """What the power Controls carry: the node's cap, each processor's, and the group budgets."""
-
-    node: Component | None = None
-    components: dict[str, Component] = field(default_factory=dict)
-    groups: list[Component] = field(default_factory=list)
-    #: why GPUs / CPUs (by kind) have no cap of their own, when a Control was found but not placed
-    why_not: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def usable(self) -> bool:
-        """Whether any Control carries a cap devicectl may write for one component."""
-        return self.node is not None or bool(self.components)
 
 
 def discover_controls(
@@ -188,3 +196,36 @@ def discover_controls(
         node_metrics=generic_node_metrics(chassis, node),
         note="" if node else "no Power Control on this BMC is the node's own cap",
     )
+
+
+async def probe(p: Probe) -> Discovery | None:
+    """The power Controls `classify` placed, when asked for or when any is one component's own cap;
+    where none is the node's, a capable legacy Power limit stands in for the node cap."""
+    if not (p.hint == CONTROLS or (p.hint == AUTO and p.classified.usable)):
+        return None
+    found = discover_controls(p.base, p.chassis, p.classified, p.gpus, p.cpus)
+    legacy = await legacy_power_of(p.walker, p.chassis) if p.hint == AUTO and not found.node else None
+    if legacy is not None and legacy_capable(legacy[1]):
+        # Controls for processors only: the node cap may still be the legacy Power limit
+        node = discover_legacy(p.base, p.chassis, legacy, p.gpus, p.cpus)
+        return replace(found, node=node.node, note="", evidence=node.evidence)
+    return found
+
+
+PLATFORM = Platform(
+    name="dmtf-controls",
+    matches=(
+        "a Chassis/{id}/Controls member with ControlType Power and a SetPoint, related (RelatedItem, "
+        "PhysicalContext) to the node or to exactly one GPU or CPU"
+    ),
+    writes=(
+        'PATCH <Control> {"SetPoint": N, "ControlMode": <the mode it allows>} (SetPoint alone where the '
+        "Control shows no ControlMode)"
+    ),
+    restores="the prior SetPoint and ControlMode exactly; no cap: SetPoint null (+ Disabled where shown)",
+    probe=probe,
+    quirks=(
+        "HPE Cray EX: SettingRangeMin/Max bounds, caps in Automatic, Disabled alone (hms-power-control)",
+        "Lenovo XCC: null SetPoint and Disabled together (redfish.md §1.1)",
+    ),
+)

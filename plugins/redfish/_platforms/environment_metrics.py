@@ -7,11 +7,12 @@ Clear: the `ClearOOBSetPoint` OEM action where advertised, else `SetPoint = Defa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from plugins.redfish._discovery.layout import (
+    AUTO,
     ENVIRONMENT_METRICS,
     MECH_EM,
     PART_TYPES,
@@ -21,8 +22,8 @@ from plugins.redfish._discovery.layout import (
     id_of,
     link_of,
     natural_key,
-    nvidia_node_metrics_uri,
 )
+from plugins.redfish._discovery.walk import walker_em_caps
 from plugins.redfish._platforms._base import (
     CapRequest,
     LimitReading,
@@ -31,6 +32,8 @@ from plugins.redfish._platforms._base import (
     number,
     set_point_in_force,
 )
+from plugins.redfish._platforms.nvidia_hgx import module_scope, processor_places
+from plugins.redfish._platforms.platform import Platform, Probe
 from plugins.redfish._wire.document import Document
 
 CLEAR_OOB = "NvidiaEnvironmentMetrics.ClearOOBSetPoint"
@@ -62,6 +65,11 @@ class EnvironmentMetricsMechanism(Mechanism):
             etag=doc.etag,
         )
 
+    def offers(self, component: Component, doc: Document) -> str:
+        if isinstance(doc.get("PowerLimitWatts"), Mapping):
+            return ""
+        return f"{doc.path.rstrip('/')} carries no PowerLimitWatts: the BMC offers no limit there"
+
     def set_request(self, component: Component, watts: int, current: LimitReading) -> CapRequest:
         # NOTE: NVIDIA bmcweb parses only SetPoint inside PowerLimitWatts (a ControlMode there is
         # rejected as unknown), and only integers (redfish.md §2.2, NVIDIA/bmcweb environment_util.hpp).
@@ -70,12 +78,13 @@ class EnvironmentMetricsMechanism(Mechanism):
     def persist(self, request: CapRequest, doc: Document) -> CapRequest:
         # NOTE: NVIDIA bmcweb takes Oem.Nvidia.PowerLimitPersistency next to the SetPoint (default
         # false: the cap does not survive a BMC or host reset). Sent only where the resource shows
-        # NVIDIA's OEM section.
+        # that property (the write gate writes nothing the GET did not show).
         limit = request.body.get("PowerLimitWatts")
         if request.method != "PATCH" or not isinstance(limit, Mapping) or "SetPoint" not in limit:
             return request
         oem = doc.body.get("Oem")
-        if not (isinstance(oem, Mapping) and isinstance(oem.get("Nvidia"), Mapping)):
+        nvidia = oem.get("Nvidia") if isinstance(oem, Mapping) else None
+        if not (isinstance(nvidia, Mapping) and "PowerLimitPersistency" in nvidia):
             return request
         body = {**request.body, "Oem": {"Nvidia": {"PowerLimitPersistency": True}}}
         return replace(request, body=body)
@@ -88,6 +97,8 @@ class EnvironmentMetricsMechanism(Mechanism):
             return CapRequest("POST", target, {}, if_match=False)
         if current.default_watts is not None:
             return self.set_request(component, round(current.default_watts), current)
+        # NOTE: only where the limit shows a ControlMode; elsewhere the write gate refuses it (a
+        # property the resource does not carry is never written)
         return CapRequest("PATCH", component.limit_uri, {"PowerLimitWatts": {"ControlMode": "Disabled"}})
 
 
@@ -135,50 +146,6 @@ def _reading(body: Mapping[str, Any], name: str) -> float | None:
 # ---- discovery -----------------------------------------------------------------------------------
 
 
-def discover_nvidia_em(
-    base: Discovery, chassis: list[Document], gpus: list[Component], cpus: list[Component]
-) -> Discovery:
-    """GPU/CPU caps on their Processor EnvironmentMetrics, node caps on the processor modules."""
-
-    def capped(c: Component) -> Component:
-        # NOTE: only the EnvironmentMetrics the Processor links (DGX H100's host CPUs link none: a
-        # URI built by convention is a 404 there); without a link the component has no readings here
-        uri = c.metrics_uri
-        if not uri:
-            return replace(c, reason=f"{c.label}: its Processor links no EnvironmentMetrics")
-        why = f"{c.label}'s own Processor EnvironmentMetrics PowerLimitWatts"
-        return replace(c, mechanism=MECH_EM, limit_uri=uri, metrics_uri=uri, reason=why)
-
-    modules = sorted(
-        (ch for ch in chassis if "ProcessorModule" in id_of(ch)),
-        key=lambda ch: natural_key(id_of(ch)),
-    )
-    node = tuple(
-        Component(
-            key=f"module/{i}",
-            kind="module",
-            index=i,
-            name=id_of(ch),
-            mechanism=MECH_EM,
-            limit_uri=f"{ch.path}/EnvironmentMetrics",
-            metrics_uri=f"{ch.path}/EnvironmentMetrics",
-            resource_uri=ch.path,
-            reason=f"node cap share: processor module {id_of(ch)} (the node cap is the modules' sum)",
-        )
-        for i, ch in enumerate(modules)
-    )
-    note = "" if node else "this platform has no processor-module caps (Chassis/*ProcessorModule*)"
-    return replace(
-        base,
-        platform=ENVIRONMENT_METRICS,
-        node=node,
-        gpus=tuple(capped(c) for c in gpus),
-        cpus=tuple(capped(c) for c in cpus),
-        node_metrics=(MECH_EM, nvidia_node_metrics_uri(chassis)),
-        note=note,
-    )
-
-
 def discover_generic_em(
     base: Discovery,
     chassis: list[Document],
@@ -186,12 +153,15 @@ def discover_generic_em(
     cpus: list[Component],
     caps: dict[str, Document],
     proc_chassis: frozenset[str] = frozenset(),
+    *,
+    processors: Sequence[Document] = (),
 ) -> Discovery:
     """Caps on whichever EnvironmentMetrics resources showed `PowerLimitWatts` when probed.
 
-    The node cap is the first node chassis' (not a part: `PART_TYPES`), else the sum of the processor
-    modules' (`ChassisType: Module`, as on NVIDIA GB200/GB300); a chassis a Processor lives in
-    (`proc_chassis`) carries that processor's limit, never the node's.
+    The node cap is the first node chassis' (not a part: `PART_TYPES`), else the sum of the module
+    chassis' (`ChassisType: Module`) only where their evidence proves it (`nvidia_hgx.module_scope`:
+    each covers its whole module, and together they contain every GPU and CPU once); a chassis a
+    Processor lives in (`proc_chassis`) carries that processor's limit, never the node's.
     """
 
     def capped(c: Component) -> Component:
@@ -203,6 +173,7 @@ def discover_generic_em(
 
     evidence: list[str] = []
     node: list[Component] = []
+    module_note = ""
     limited = [ch for ch in chassis if link_of(ch.body, "EnvironmentMetrics") in caps]
     for ch in limited:
         if ch.path.rstrip("/") in proc_chassis:
@@ -228,14 +199,28 @@ def discover_generic_em(
             )
         )
     elif module_like:
-        for i, ch in enumerate(sorted(module_like, key=lambda c: natural_key(id_of(c)))):
-            uri = link_of(ch.body, "EnvironmentMetrics")
-            reason = f"node cap share: processor module {id_of(ch)}"
-            node.append(
-                Component(
-                    f"module/{i}", "module", i, id_of(ch), MECH_EM, uri, resource_uri=ch.path, reason=reason
+        places = processor_places(processors, [*gpus, *cpus])
+        ordered = sorted(module_like, key=lambda c: natural_key(id_of(c)))
+        scopes = [
+            module_scope(ch, caps[link_of(ch.body, "EnvironmentMetrics")], None, places) for ch in ordered
+        ]
+        covered = sorted(k for s in scopes for k in s.keys)
+        everything = sorted(c.key for c in [*gpus, *cpus])
+        if covered and covered == everything and all(s.kind == "module" for s in scopes):
+            for i, (ch, scope) in enumerate(zip(ordered, scopes, strict=True)):
+                uri = link_of(ch.body, "EnvironmentMetrics")
+                reason = (
+                    f"node cap share: module {id_of(ch)} ({scope.evidence}); the modules together contain "
+                    "every GPU and CPU of the node, each once"
                 )
+                share = Component(f"module/{i}", "module", i, id_of(ch), MECH_EM, uri, resource_uri=ch.path)
+                node.append(replace(share, reason=reason))
+        else:
+            module_note = (
+                "the module chassis' limits are not proven to cover the node together (Links.Contains, "
+                "PhysicalContext): a node cap is never split over them"
             )
+            evidence += [f"{link_of(c.body, 'EnvironmentMetrics')}: skipped: {module_note}" for c in ordered]
     for ch in limited:
         if ch not in whole and ch not in module_like:
             kind = ch.get("ChassisType")
@@ -248,6 +233,37 @@ def discover_generic_em(
         gpus=tuple(capped(c) for c in gpus),
         cpus=tuple(capped(c) for c in cpus),
         node_metrics=generic_node_metrics(chassis, node),
-        note="" if node else "no chassis-level EnvironmentMetrics power limit on this BMC",
+        note="" if node else module_note or "no chassis-level EnvironmentMetrics power limit on this BMC",
         evidence=(*base.evidence, *evidence),
     )
+
+
+def processor_chassis(processors: list[Document]) -> frozenset[str]:
+    """The chassis the processors live in (`Processor.Links.Chassis`)."""
+    out = set()
+    for doc in processors:
+        links = doc.get("Links")
+        where = link_of(links, "Chassis") if isinstance(links, Mapping) else ""
+        if where:
+            out.add(where)
+    return frozenset(out)
+
+
+async def probe(p: Probe) -> Discovery | None:
+    """Whichever EnvironmentMetrics showed `PowerLimitWatts` when probed (probed only)."""
+    em = await walker_em_caps(p.walker, p.chassis, p.gpus, p.cpus) if p.hint == AUTO else None
+    if em is None:
+        return None
+    chassis_of_processors = processor_chassis(p.processors)
+    return discover_generic_em(
+        p.base, p.chassis, p.gpus, p.cpus, em, chassis_of_processors, processors=p.processors
+    )
+
+
+PLATFORM = Platform(
+    name="environment-metrics",
+    matches="a node chassis', processor's or module's EnvironmentMetrics showing PowerLimitWatts",
+    writes='PATCH <EnvironmentMetrics> {"PowerLimitWatts": {"SetPoint": N}}',
+    restores="the prior SetPoint; no cap: DefaultSetPoint, or ControlMode Disabled where the limit shows one",
+    probe=probe,
+)

@@ -24,13 +24,16 @@ from dataclasses import replace
 from typing import Any
 
 from plugins.redfish._discovery.layout import (
+    AUTO,
     LEGACY_POWER,
     MECH_HPE_ACC,
     Component,
     Discovery,
     generic_node_metrics,
 )
+from plugins.redfish._discovery.walk import Walker
 from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior, limit_watts, number
+from plugins.redfish._platforms.platform import Platform, Probe
 from plugins.redfish._wire.document import Document
 
 ACTION = "#HpeServerAccPowerLimit.ConfigurePowerLimit"
@@ -74,6 +77,11 @@ class HpeAccPowerLimitMechanism(Mechanism):
             power_watts=actual,
             etag=doc.etag,
         )
+
+    def offers(self, component: Component, doc: Document) -> str:
+        if acc_action_target(doc.body):
+            return ""
+        return f"{doc.path.rstrip('/')} lists no {ACTION.lstrip('#')} action"
 
     def set_request(self, component: Component, watts: int, current: LimitReading) -> CapRequest:
         body = {"PowerLimits": [{"PowerLimitInWatts": int(watts), "ZoneNumber": ZONE}]}
@@ -174,3 +182,47 @@ def discover_hpe_acc(
         note="the node limit is HPE's AccPowerService (OEM); GPUs and CPUs have no limit of their own",
         evidence=(*base.evidence, f"{node.limit_uri}: chosen: {reason}; {shown}"),
     )
+
+
+async def hpe_acc_limit_of(
+    walker: Walker, chassis: list[Document]
+) -> tuple[Document, Document, Document | None] | None:
+    """HPE Apollo's `Power/AccPowerService/PowerLimit` (linked from `Power.Oem.Hpe.Links`), with the
+    service's `NodesInfo` (the nodes its zones cover; None when the BMC does not serve it)."""
+    for ch in chassis:
+        power = await walker.linked(ch.body, "Power")
+        oem = power.get("Oem") if power is not None else None
+        hpe = oem.get("Hpe") if isinstance(oem, Mapping) else None
+        links = hpe.get("Links") if isinstance(hpe, Mapping) else None
+        service = await walker.linked(links, "AccPowerService") if isinstance(links, Mapping) else None
+        service_links = service.get("Links") if service is not None else None
+        if isinstance(service_links, Mapping):
+            limit = await walker.linked(service_links, "PowerLimit")
+            if limit is not None and acc_action_target(limit.body):
+                return ch, limit, await walker.linked(service_links, "NodesInfo")
+    return None
+
+
+async def probe(p: Probe) -> Discovery | None:
+    """The zone-0 limit where a chassis Power links HPE's AccPowerService and its PowerLimit lists the
+    ConfigurePowerLimit action (probed only)."""
+    found = await hpe_acc_limit_of(p.walker, p.chassis) if p.hint == AUTO else None
+    if found is None:
+        return None
+    zone = discover_hpe_acc(p.base, p.chassis, found, p.gpus, p.cpus)
+    n = len(p.classified.groups)
+    shared = [replace(g, key=f"group/{n + i}", index=n + i) for i, g in enumerate(zone.groups)]
+    return replace(zone, groups=(*p.classified.groups, *shared))
+
+
+PLATFORM = Platform(
+    name="hpe-apollo-acc",
+    matches=(
+        "Chassis Power.Oem.Hpe.Links.AccPowerService -> PowerLimit listing "
+        "#HpeServerAccPowerLimit.ConfigurePowerLimit"
+    ),
+    writes='POST <action> {"PowerLimits": [{"PowerLimitInWatts": N, "ZoneNumber": 0}]}',
+    restores="the zone's value before the first change (there is no 'no cap' state)",
+    probe=probe,
+    quirks=("a zone NodesInfo says covers several nodes is a group budget, never a node cap",),
+)

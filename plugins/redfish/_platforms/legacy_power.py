@@ -24,13 +24,24 @@ from dataclasses import replace
 from typing import Any
 
 from plugins.redfish._discovery.layout import (
+    AUTO,
     LEGACY_POWER,
     MECH_LEGACY,
     Component,
     Discovery,
     generic_node_metrics,
 )
-from plugins.redfish._platforms._base import CapRequest, LimitReading, Mechanism, Prior, limit_watts, number
+from plugins.redfish._discovery.walk import legacy_power_of
+from plugins.redfish._platforms._base import (
+    CapRequest,
+    LimitReading,
+    Mechanism,
+    Prior,
+    limit_watts,
+    number,
+    tightest,
+)
+from plugins.redfish._platforms.platform import Platform, Probe
 from plugins.redfish._wire.document import Document
 
 LIMIT_EXCEPTION = "limit-exception"
@@ -73,20 +84,21 @@ class LegacyPowerMechanism(Mechanism):
         watts = limit_watts(limit.get("LimitInWatts"))
         exception = limit.get("LimitException")
         # NOTE: Power has no AllowableMin/Max; PowerCapacityWatts bounds what a cap can mean
-        # (RP Power.v1_7_3.json), and the BMC validates the rest.
+        # (RP Power.v1_7_3.json), vendors publish their capping range in OEM data next to the limit,
+        # and the tightest of them all stands (the BMC validates the rest).
         # NOTE: PowerCapacityWatts 0 means "not reported" (DMTF mockups), not a 0 W ceiling
-        high, high_name = number(control.get("PowerCapacityWatts")) or None, "PowerCapacityWatts"
-        low, low_name = None, "AllowableMin"
-        safe = _hpe_safe_minimum(doc.body)
-        if safe is not None:
-            # NOTE: iLO's own floor (HpePowerMetricsExt: the lowest cap it can hold the node to)
-            low, low_name = safe, "Oem/Hpe/MinimumSafelyAchievableCap"
+        lows: list[tuple[float | None, str]] = []
+        highs: list[tuple[float | None, str]] = [
+            (number(control.get("PowerCapacityWatts")) or None, "PowerCapacityWatts")
+        ]
+        # NOTE: iLO's own floor (HpePowerMetricsExt: the lowest cap it can hold the node to)
+        lows.append((_hpe_safe_minimum(doc.body), "Oem/Hpe/MinimumSafelyAchievableCap"))
+        # NOTE: AMI MegaRAC publishes its cap range in Oem.Vendor.PowerLimit (Min/Max)
         vendor = _ami_limits(control)
-        if vendor and low is None:
-            # NOTE: AMI MegaRAC publishes its cap range in Oem.Vendor.PowerLimit (Min/Max)
-            low, low_name = number(vendor.get("Min")), "Oem/Vendor/PowerLimit/Min"
-            if high is None:
-                high, high_name = number(vendor.get("Max")), "Oem/Vendor/PowerLimit/Max"
+        lows.append((number(vendor.get("Min")), "Oem/Vendor/PowerLimit/Min"))
+        highs.append((number(vendor.get("Max")), "Oem/Vendor/PowerLimit/Max"))
+        more_lows, more_highs = _lenovo_range(control)
+        (low, low_name), (high, high_name) = tightest(lows + more_lows, highs + more_highs)
         return LimitReading(
             watts=watts,
             capped=watts is not None,
@@ -98,6 +110,15 @@ class LegacyPowerMechanism(Mechanism):
             power_watts=consumed_watts(control),
             etag=doc.etag,
         )
+
+    def offers(self, component: Component, doc: Document) -> str:
+        controls = doc.get("PowerControl")
+        member = None
+        if isinstance(controls, list) and component.member < len(controls):
+            member = controls[component.member]
+        if isinstance(member, Mapping) and isinstance(member.get("PowerLimit"), Mapping):
+            return ""
+        return f"{doc.path.rstrip('/')} shows no PowerControl[{component.member}].PowerLimit"
 
     def set_request(self, component: Component, watts: int, current: LimitReading) -> CapRequest:
         return self._limit(component, int(watts))
@@ -147,6 +168,26 @@ def _watts(request: CapRequest) -> int | None:
             value = limit.get("LimitInWatts")
             return int(value) if isinstance(value, int | float) else None
     return None
+
+
+def _lenovo_range(
+    control: Mapping[str, Any],
+) -> tuple[list[tuple[float | None, str]], list[tuple[float | None, str]]]:
+    """Lenovo XCC's capping range in `PowerControl[].Oem.Lenovo.PowerUtilization`: the minimum and
+    maximum cap for the limit's mode (`LimitMode` AC or DC: `CapacityMinAC` / `CapacityMaxAC`, …)
+    and `MinLimitInWatts` / `MaxLimitInWatts` (Lenovo XCC REST API, "GET /redfish/v1/Chassis/1/Power",
+    https://pubs.lenovo.com/xcc-restapi/power_manage_get). 0 is "not reported", never a bound."""
+    oem = control.get("Oem")
+    lenovo = oem.get("Lenovo") if isinstance(oem, Mapping) else None
+    usage = lenovo.get("PowerUtilization") if isinstance(lenovo, Mapping) else None
+    if not isinstance(usage, Mapping):
+        return [], []
+    where = "Oem/Lenovo/PowerUtilization/"
+    mode = str(usage.get("LimitMode") or "AC").upper()
+    mode = mode if mode in ("AC", "DC") else "AC"
+    lows = [(number(usage.get(n)) or None, where + n) for n in (f"CapacityMin{mode}", "MinLimitInWatts")]
+    highs = [(number(usage.get(n)) or None, where + n) for n in (f"CapacityMax{mode}", "MaxLimitInWatts")]
+    return lows, highs
 
 
 def _ami_limits(control: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -255,3 +296,43 @@ def discover_legacy(
         note=note,
         evidence=(*base.evidence, evidence) if evidence else base.evidence,
     )
+
+
+async def probe(p: Probe) -> Discovery | None:
+    """A chassis Power whose PowerLimit shows LimitInWatts for the whole node (or when asked for)."""
+    legacy = await legacy_power_of(p.walker, p.chassis)
+    if (legacy is not None and legacy_capable(legacy[1])) or p.hint == LEGACY_POWER:
+        found = discover_legacy(p.base, p.chassis, legacy, p.gpus, p.cpus)
+        return replace(found, groups=tuple(p.classified.groups))
+    return None
+
+
+async def probe_disabled(p: Probe) -> Discovery | None:
+    """A chassis Power with a PowerLimit that cannot be the node's cap: refused with why."""
+    legacy = await legacy_power_of(p.walker, p.chassis) if p.hint == AUTO else None
+    if legacy is None:
+        return None
+    return replace(
+        discover_legacy(p.base, p.chassis, legacy, p.gpus, p.cpus), groups=tuple(p.classified.groups)
+    )
+
+
+PLATFORM = Platform(
+    name="legacy-power",
+    matches="Chassis/{id}/Power PowerControl[n].PowerLimit with LimitInWatts, not related to a part only",
+    writes='PATCH <Power> {"PowerControl": [{}, …, {"PowerLimit": {"LimitInWatts": N}}]} ({}: the others)',
+    restores="the prior LimitInWatts (null: no cap) and LimitException where it was changed",
+    probe=probe,
+    quirks=(
+        "LimitException HardPowerOff: written with NoAction where allowed, else refused",
+        "range: the tightest of PowerCapacityWatts, HPE MinimumSafelyAchievableCap, AMI Oem.Vendor, "
+        "Lenovo Oem.Lenovo.PowerUtilization",
+    ),
+)
+DISABLED = Platform(
+    name="legacy-power-disabled",
+    matches="Chassis/{id}/Power PowerControl[n].PowerLimit without LimitInWatts, or related to parts only",
+    writes="nothing (refused with the reason)",
+    restores="nothing",
+    probe=probe_disabled,
+)

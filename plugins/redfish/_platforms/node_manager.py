@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from plugins.redfish._discovery.layout import NODE_MANAGER, Component, Discovery, readings_only
+from plugins.redfish._discovery.walk import has_node_manager
+from plugins.redfish._platforms.platform import Platform, Probe
 from plugins.redfish._wire.document import Document
 
 
@@ -32,3 +34,19 @@ def discover_node_manager(
         "(Managers/BMC/NodeManager/Domains), whose payload is unpublished; devicectl does not support "
         "them yet",
     )
+
+
+async def probe(p: Probe) -> Discovery | None:
+    """Asked for, or a manager shows an OEM `NodeManager`: readings only."""
+    if p.hint == NODE_MANAGER or await has_node_manager(p.walker, p.root):
+        return discover_node_manager(p.base, p.chassis, p.gpus, p.cpus)
+    return None
+
+
+PLATFORM = Platform(
+    name="node-manager",
+    matches="a Manager with Oem.*.NodeManager (NVIDIA/AMI DGX H100/H200/B200/B300)",
+    writes="nothing: caps are refused as unsupported (the Domains payload is unpublished)",
+    restores="nothing",
+    probe=probe,
+)

@@ -202,9 +202,14 @@ async def _cap(device: Device, comp: Component) -> HealthCheck:
         why = unsupported_message(device.discovery, f"{comp.label} power limit", comp.reason)
         return HealthCheck(name, WARN, f"refused: {why}", {"resource": "", "reason": comp.reason})
     try:
-        reading = mech.parse(comp, await device.bmc.get(comp.limit_uri))
+        doc = await device.bmc.get(comp.limit_uri)
+        reading = mech.parse(comp, doc)
     except DeviceControllerError as exc:
         return HealthCheck(name, FAIL, f"{comp.limit_uri}: {exc}", {"resource": comp.limit_uri})
+    offered = mech.offers(comp, doc)
+    if offered:  # the write gate's first rule: nothing is written where the resource shows no limit
+        why = f"refused: {offered}; the write gate writes nothing there"
+        return HealthCheck(name, WARN, why, {"resource": comp.limit_uri, "reason": offered})
     evidence = cap_evidence(comp, reading)
     span = f"{_w(reading.min_watts)}..{_w(reading.max_watts)}"
     value = f"{_w(reading.watts)} ({'explicit cap' if reading.capped else 'default'})"

@@ -51,6 +51,9 @@ DISCOVERY = {
     "GET /redfish/v1/Systems/HGX_Baseboard_0/Processors": 1,
     "GET /redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}": 6,
     "GET /redfish/v1/Chassis": 1,
+    # which of them carries a limit: the processors' and the processor modules' EnvironmentMetrics
+    "GET /redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}/EnvironmentMetrics": 6,
+    "GET /redfish/v1/Chassis/{id}/EnvironmentMetrics": 2,
 }
 
 
@@ -128,7 +131,8 @@ async def test_topology_activate_sets_every_component_and_reads_back(gb200: Harn
     }
     priors = out.state["priors"]["topology"]
     assert set(priors) == {"gpu/0", "gpu/1", "gpu/2", "gpu/3", "cpu/0", "cpu/1", "module/0", "module/1"}
-    assert priors["gpu/0"] == {"watts": 1200.0, "capped": False, "mode": "Automatic"}
+    gpu0 = PROC_EM.format(id="GPU_0")
+    assert priors["gpu/0"] == {"watts": 1200.0, "capped": False, "mode": "Automatic", "uri": gpu0}
     assert out.state["applied"]["gpu/2"]["watts"] == 700
 
     # the same policy again: everything is already in force, one GET per component, no write

@@ -8,6 +8,7 @@ import pytest
 
 from plugins.base import Empty, InvalidRequestError, PolicyAction, PolicyChange
 from plugins.redfish import RedfishPlugin
+from plugins.redfish._discovery.layout import DISCOVERY_VERSION
 from tests.plugins.redfish.harness import Harness
 from tests.plugins.redfish.test_redfish_gb200 import node_policy
 
@@ -36,11 +37,11 @@ HOSTILE: list[tuple[Any, str]] = [
     ({"priors": {"topology": {"gpu/0": {"watts": 700, "mode": 3}}}}, "3 is not a ControlMode"),
     ({"applied": {"gpu/0": {"watts": True}}}, "applied.'gpu/0'.watts"),
     ({"profiles": {"gpus": {"gpu/0": {"requested": ["x"]}}}}, "expected a list of integers"),
-    ({"discovery": {"version": 3, "platform": "bogus"}}, "'bogus' is not one of"),
+    ({"discovery": {"version": DISCOVERY_VERSION, "platform": "bogus"}}, "'bogus' is not one of"),
     (
         {
             "discovery": {
-                "version": 3,
+                "version": DISCOVERY_VERSION,
                 "platform": "controls",
                 "gpus": [{"key": "g", "kind": "bogus", "index": 0, "name": "x"}],
             }
@@ -50,7 +51,7 @@ HOSTILE: list[tuple[Any, str]] = [
     (
         {
             "discovery": {
-                "version": 3,
+                "version": DISCOVERY_VERSION,
                 "platform": "controls",
                 "node": [{"key": "n", "kind": "node", "index": "0", "name": "x"}],
             }
@@ -60,7 +61,7 @@ HOSTILE: list[tuple[Any, str]] = [
     (
         {
             "discovery": {
-                "version": 3,
+                "version": DISCOVERY_VERSION,
                 "platform": "controls",
                 "node": [{"key": "n", "kind": "node", "index": 0, "name": "x", "evil": 1}],
             }

@@ -117,6 +117,7 @@ async def test_automatic_mode_caps_work_and_restore_exactly(make_harness: Callab
             "watts": 900.0,
             "capped": True,
             "mode": "Automatic",
+            "uri": "/redfish/v1/Chassis/1/Controls/PowerLimit",
         }
         out = await h.call("unset_policy", bmc, PolicyChange(PolicyAction.UNSET, None))
         assert out.result.ok, out.result.error

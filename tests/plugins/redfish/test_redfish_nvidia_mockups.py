@@ -160,14 +160,9 @@ def test_gh200_module_limits_are_the_grace_cpus_edpp_controls() -> None:
             assert "PowerLimitWatts" not in json.loads(em.read_text())  # no node limit on this board
 
 
-# ---- what the write gate (issue 38 part 1) must make of these mockups -------------------------------
-
-_GATE = pytest.mark.xfail(
-    strict=True, reason="the evidence-only write gate lands separately; remove this marker with it"
-)
+# ---- what the write gate makes of these mockups ------------------------------------------------------
 
 
-@_GATE
 @pytest.mark.parametrize(
     ("name", "watts"), [("gb200-nvl", {"node": 3000}), ("gb200-nvl", {"gpu": 4000}), ("gh200", {"node": 800})]
 )

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from plugins.redfish._platforms.registry import PLATFORMS
 from tests.plugins.redfish.corpus.cases import CORPUS, Survey
 
 HARDWARE_DOC = Path(__file__).resolve().parents[4] / "docs" / "hardware.md"
@@ -71,11 +72,62 @@ chassis on the EX425 and DL325 captures; the simulator's write log stays empty).
   instead of the Control: one GET either way), or a legacy `PowerControl`'s `PowerConsumedWatts`,
   else its `PowerMetrics.AverageConsumedWatts` (AMI MegaRAC builds). `test_redfish_readings.py` serves
   every capture as captured and in both other forms, and node power is reported in each.
-- A cap's floor is the BMC's own minimum first: `AllowableMin`, HPE Cray EX `SettingRangeMin`, iLO's
-  `Oem.Hpe.MinimumSafelyAchievableCap` (when `MinimumSafelyAchievableCapValid`; the captures show
-  null until iLO has measured the node), AMI's `Oem.Vendor.PowerLimit.Min`; then the device spec's;
-  then devicectl's safety floor (`min_cap_watts`, 100 W). A refusal names the one that applied.
+- A cap's range is the tightest the BMC publishes for that limit: the highest of `AllowableMin`, HPE
+  Cray EX `SettingRangeMin`, iLO's `Oem.Hpe.MinimumSafelyAchievableCap` (when
+  `MinimumSafelyAchievableCapValid`; the captures show null until iLO has measured the node), AMI's
+  `Oem.Vendor.PowerLimit.Min`, Lenovo XCC's `Oem.Lenovo.PowerUtilization.CapacityMinAC`/`DC`, and the
+  lowest of their maxima and `PowerCapacityWatts`; then the device spec's; then devicectl's safety
+  floor (`min_cap_watts`, 100 W). A refusal names the one that applied (600 W on an XCC whose
+  `CapacityMinAC` is 675 W: "below the BMC's Oem/Lenovo/PowerUtilization/CapacityMinAC of 675 W").
+
+## One write gate
+
+Every PATCH and POST of a limit passes one gate (`plugins/redfish/_platforms/gate.py`), on every
+platform: it is sent only where the limit resource's own last GET carries the limit (a `Control`
+with `ControlType: Power` and a `SetPoint`, an `EnvironmentMetrics.PowerLimitWatts`, a
+`PowerControl[n].PowerLimit`, or an OEM action the resource lists under `Actions`), a PATCH names
+only properties that GET showed (a restore puts back exactly what was there: an absent `ControlMode`
+stays absent), and a POST goes only to a listed action. Anything else is refused with the reason
+before it is sent. Scope comes from the BMC's evidence (`PhysicalContext`, `RelatedItem`,
+`DataSourceUri`, `Links`): a processor-module limit whose Control says CPU is that CPU's cap, and a
+node cap is split over processor modules only where they contain every GPU and CPU of the node.
+Shaped fixtures for the rules no capture shows (`tests/corpus/redfish/shaped`: a GB200 tray without
+`PowerLimitWatts`, a GH200 whose module limits are the Grace EDPp controls, a Lenovo XCC OEM range)
+are driven by `tests/plugins/redfish/corpus/test_redfish_write_gate.py`.
 """
+
+_ADDING = """
+## Adding a platform
+
+1. **Module.** One module in `plugins/redfish/_platforms/` declares `PLATFORM = Platform(...)`
+   (`plugins/redfish/_platforms/platform.py`): the evidence it matches, how it writes and restores,
+   its quirks (each with its source), and its `probe`, which returns None unless the BMC's own
+   resources show what it needs. Give it its place in `PLATFORMS` (`registry.py`); discovery imports
+   no platform by name. Writes go through the gate above; a mechanism says what its GET must carry
+   (`Mechanism.offers`).
+2. **Fixture.** A capture of the real BMC under `tests/corpus/redfish/<name>` (trimmed with `trim.py`,
+   `SOURCES` naming repository, commit and licence), or, where none is public, a shaped fixture under
+   `tests/corpus/redfish/shaped/<name>` written by `shaped/build.py`, its `SOURCES` naming what each
+   shape follows.
+3. **Corpus test.** A `Case` in `tests/plugins/redfish/corpus/cases.py` for a capture (then regenerate
+   this file), or a test next to `test_redfish_write_gate.py` for a shaped fixture: the outcome of
+   each cap, the write log, and an exact restore.
+"""
+
+
+def platforms_section() -> str:
+    """The registry's platforms, in probing order (`plugins/redfish/_platforms/registry.py`)."""
+    lines = [
+        "",
+        "## Platforms, in probing order",
+        "",
+        "| platform | matches | writes | restores | quirks |",
+        "|----------|---------|--------|----------|--------|",
+    ]
+    for p in PLATFORMS:
+        cells = (f"`{p.name}`", p.matches, f"`{p.writes}`", p.restores, "; ".join(p.quirks) or "-")
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def render(found: list[Survey]) -> str:
@@ -111,7 +163,7 @@ def render(found: list[Survey]) -> str:
             )
             + " |"
         )
-    return "\n".join(lines) + "\n" + _BUDGETS
+    return "\n".join(lines) + "\n" + _BUDGETS + platforms_section() + _ADDING
 
 
 def verified(checks: dict[str, str]) -> str:

@@ -1,0 +1,387 @@
+"""NVIDIA HGX trays (GB200/GB300 NVL, GH200, B200EM/B300EM, HGX H100 boards): caps from the
+EnvironmentMetrics `PowerLimitWatts` each resource shows, on the scope its own evidence proves.
+
+- A GPU's or CPU's cap is its own Processor EnvironmentMetrics' `PowerLimitWatts`, only where that
+  resource (linked from the Processor) showed one when read; else the component is refused with
+  that reason (a GB200 tray's `Processors/GPU_0/EnvironmentMetrics` offers no limit).
+- A limit on a processor-module chassis (`ChassisType: Module`) is scoped by its evidence: the
+  `PhysicalContext` of the excerpt, of the resource, or of the `Control` its `DataSourceUri` names,
+  and that Control's `RelatedItem`. CPU evidence (GH200's Grace `ProcessorModule_n_EDPp` controls,
+  `PhysicalContext: CPU`) makes it the cap of the module's CPU; a limit related to the module
+  itself covers what the module contains (`Links.Contains`, the processors' `Links.Chassis`).
+- The node cap is the modules' sum only where that is proven: every module's limit covers its whole
+  module, and the modules together contain every GPU and CPU of the node, each once (a captured
+  GB300 tray). Where the chassis cannot be read (DPS's allow-list, dps.md §7), only a DPS model that
+  declares its node cap as the processor modules' (`DGX_GB200`, `DGX_GB300`) stands in, and only
+  with no contrary evidence in the limits read. Anything else refuses the node cap with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from plugins.redfish._discovery.layout import (
+    AUTO,
+    ENVIRONMENT_METRICS,
+    MECH_EM,
+    Component,
+    Discovery,
+    id_of,
+    link_of,
+    natural_key,
+    nvidia_node_metrics_uri,
+)
+from plugins.redfish._discovery.walk import Walker, has_node_manager, walker_em_caps
+from plugins.redfish._platforms.classify import CPU_CONTEXTS, GPU_CONTEXTS
+from plugins.redfish._platforms.platform import Platform, Probe
+from plugins.redfish._wire.document import Document
+
+#: DPS models whose node cap DPS itself writes as the processor modules' sum (dps.md §7:
+#: `Chassis/HGX_ProcessorModule_*/EnvironmentMetrics`)
+MODULE_SUM_MODELS = frozenset({"DGX_GB200", "DGX_GB300"})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What discovery read for an NVIDIA tray.
+
+    Attributes:
+        metrics: every EnvironmentMetrics read, by URI (with or without a limit).
+        sources: the Controls that limits' `DataSourceUri` name, where they could be read.
+        restricted: whether the chassis could not be read (DPS's allow-list): no `Links` evidence.
+    """
+
+    metrics: Mapping[str, Document]
+    sources: Mapping[str, Document]
+    restricted: bool = False
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one module limit covers: `cpu` or `gpu` (those components), `group` (several processors
+    together), `module` (what the module holds) or `unknown`."""
+
+    kind: str
+    keys: tuple[str, ...]
+    evidence: str
+
+
+def limit_of(doc: Document | None) -> Mapping[str, Any] | None:
+    """A resource's `PowerLimitWatts` object, when it shows one."""
+    limit = doc.get("PowerLimitWatts") if doc is not None else None
+    return limit if isinstance(limit, Mapping) else None
+
+
+def data_source(doc: Document) -> str:
+    """The `DataSourceUri` of a resource's `PowerLimitWatts` ('' when none)."""
+    limit = limit_of(doc) or {}
+    source = limit.get("DataSourceUri")
+    return source.rstrip("/") if isinstance(source, str) and source.startswith("/redfish/v1/") else ""
+
+
+def _related(doc: Document | None) -> list[str]:
+    items = doc.get("RelatedItem") if doc is not None else None
+    return [
+        str(i["@odata.id"]).rstrip("/")
+        for i in items or ()
+        if isinstance(items, list) and isinstance(i, Mapping) and isinstance(i.get("@odata.id"), str)
+    ]
+
+
+def _links(ch: Document, name: str) -> list[str]:
+    links = ch.get("Links")
+    items = links.get(name) if isinstance(links, Mapping) else None
+    if not isinstance(items, list):
+        return []
+    return [
+        str(i["@odata.id"]).rstrip("/")
+        for i in items
+        if isinstance(i, Mapping) and isinstance(i.get("@odata.id"), str)
+    ]
+
+
+def processor_places(
+    processors: Sequence[Document], comps: Sequence[Component]
+) -> dict[str, tuple[Component, ...]]:
+    """The components at each URI: a Processor's own, and the chassis it lives in (`Links.Chassis`;
+    several processors may share one)."""
+    by_uri = {c.resource_uri.rstrip("/"): c for c in comps}
+    out: dict[str, tuple[Component, ...]] = {uri: (c,) for uri, c in by_uri.items()}
+    for doc in processors:
+        comp = by_uri.get(doc.path.rstrip("/"))
+        links = doc.get("Links")
+        where = link_of(links, "Chassis") if isinstance(links, Mapping) else ""
+        if comp is not None and where:
+            out[where] = (*out.get(where, ()), comp)
+    return out
+
+
+def module_contents(module: Document, places: Mapping[str, tuple[Component, ...]]) -> tuple[str, ...]:
+    """The keys of the processors a module holds: those living in it or in a chassis it contains
+    (`Links.Contains`), and those it lists (`Links.Processors`)."""
+    uris = [module.path.rstrip("/"), *_links(module, "Contains"), *_links(module, "Processors")]
+    keys = {c.key for uri in uris for c in places.get(uri, ())}
+    return tuple(sorted(keys, key=natural_key))
+
+
+def module_scope(
+    module: Document,
+    metrics: Document,
+    source: Document | None,
+    places: Mapping[str, tuple[Component, ...]],
+) -> Scope:
+    """What a module's limit covers, from its evidence only (see the module docstring)."""
+    limit = limit_of(metrics) or {}
+    context = str(
+        limit.get("PhysicalContext")
+        or metrics.get("PhysicalContext")
+        or (source.get("PhysicalContext") if source is not None else "")
+        or ""
+    )
+    here = module.path.rstrip("/")
+    related = [r for r in _related(source) if r != here]
+    shown = [f"DataSourceUri {data_source(metrics) or 'none'}", f"PhysicalContext {context or 'not shown'}"]
+    if source is not None and _related(source):
+        shown.append("RelatedItem " + ", ".join(r.rsplit("/", 1)[-1] for r in _related(source)))
+    evidence = "; ".join(shown)
+    named = [c for r in related for c in places.get(r, ())]
+    inside = module_contents(module, places)
+    cpus_inside = tuple(k for k in inside if k.startswith("cpu/"))
+    if context in CPU_CONTEXTS or (named and all(c.kind == "cpu" for c in named)):
+        keys = tuple(c.key for c in named if c.kind == "cpu") or cpus_inside
+        return Scope("cpu", keys, evidence)
+    if context in GPU_CONTEXTS and named and all(c.kind == "gpu" for c in named):
+        return Scope("gpu", tuple(c.key for c in named), evidence)
+    if any(r not in places for r in related):
+        return Scope("unknown", (), f"{evidence}: related to what is not this module")
+    if named:  # several processors, not the module: a budget they share
+        return Scope("group", tuple(sorted({c.key for c in named}, key=natural_key)), evidence)
+    return Scope("module", inside, evidence)
+
+
+def discover_nvidia_hgx(
+    base: Discovery,
+    chassis: list[Document],
+    processors: list[Document],
+    gpus: list[Component],
+    cpus: list[Component],
+    limits: Limits,
+) -> Discovery:
+    """GPU/CPU caps where their own resource shows a limit; module limits on their proven scope."""
+    evidence: list[str] = []
+    metrics = limits.metrics
+    places = processor_places(processors, gpus + cpus)
+
+    def own(c: Component) -> Component:
+        if not c.metrics_uri:
+            return replace(c, reason=f"Processor {c.name} links no EnvironmentMetrics")
+        doc = metrics.get(c.metrics_uri)
+        if doc is None:
+            return replace(c, reason=f"{c.metrics_uri} could not be read")
+        if limit_of(doc) is None:
+            why = f"{c.metrics_uri} carries no PowerLimitWatts: the BMC offers no {c.label} limit"
+            return replace(c, reason=why)
+        why = f"{c.label}'s own Processor EnvironmentMetrics PowerLimitWatts"
+        return replace(c, mechanism=MECH_EM, limit_uri=c.metrics_uri, reason=why)
+
+    gpu_caps = {c.key: own(c) for c in gpus}
+    cpu_caps = {c.key: own(c) for c in cpus}
+    modules = _modules(chassis, metrics, limits.restricted)
+    scopes: list[tuple[Document, str, Scope]] = []
+    for ch, uri in modules:
+        doc = metrics.get(uri)
+        if limit_of(doc) is None or doc is None:
+            evidence.append(f"{uri}: no PowerLimitWatts (processor module {id_of(ch)} offers no limit)")
+            continue
+        scope = module_scope(ch, doc, limits.sources.get(data_source(doc)), places)
+        scopes.append((ch, uri, scope))
+    groups: list[Component] = []
+    for ch, uri, scope in scopes:
+        if scope.kind == "cpu":
+            for key in scope.keys:
+                comp = cpu_caps[key]
+                if comp.mechanism:
+                    evidence.append(f"{uri}: skipped: {comp.label} limit ({scope.evidence}); it has its own")
+                    continue
+                why = f"{comp.label}'s limit on processor module {id_of(ch)} ({scope.evidence})"
+                cpu_caps[key] = replace(comp, mechanism=MECH_EM, limit_uri=uri, reason=why)
+                evidence.append(f"{uri}: chosen: {why}")
+            if not scope.keys:
+                evidence.append(f"{uri}: skipped: a CPU limit ({scope.evidence}) whose CPU is not stated")
+    node, why_not = _node(base, scopes, gpus, cpus, limits.restricted)
+    for ch, uri, scope in scopes:
+        if scope.kind != "cpu" and not node:
+            covers = ",".join(scope.keys) or id_of(ch)
+            index = len(base.groups) + len(groups)
+            group = Component(
+                key=f"group/{index}",
+                kind="group",
+                index=index,
+                name=id_of(ch),
+                mechanism=MECH_EM,
+                limit_uri=uri,
+                resource_uri=ch.path,
+                covers=covers,
+                reason=f"limits {covers} together ({scope.evidence})",
+            )
+            groups.append(group)
+            evidence.append(f"{uri}: group budget of {covers}: never one component's cap ({scope.evidence})")
+    evidence += [f"{c.limit_uri}: chosen: {c.reason}" for c in node]
+    return replace(
+        base,
+        platform=ENVIRONMENT_METRICS,
+        node=tuple(node),
+        gpus=tuple(gpu_caps[c.key] for c in gpus),
+        cpus=tuple(cpu_caps[c.key] for c in cpus),
+        groups=(*base.groups, *groups),
+        node_metrics=(MECH_EM, nvidia_node_metrics_uri(chassis)),
+        note="" if node else why_not,
+        evidence=(*base.evidence, *evidence),
+    )
+
+
+def _modules(
+    chassis: list[Document], metrics: Mapping[str, Document], restricted: bool
+) -> list[tuple[Document, str]]:
+    """Processor-module chassis and the EnvironmentMetrics each links (by DPS's path where the
+    chassis cannot be read)."""
+    out = []
+    for ch in sorted(chassis, key=lambda c: natural_key(id_of(c))):
+        if restricted:
+            if "ProcessorModule" in id_of(ch):
+                out.append((ch, f"{ch.path.rstrip('/')}/EnvironmentMetrics"))
+        elif str(ch.get("ChassisType") or "") == "Module" and (uri := link_of(ch.body, "EnvironmentMetrics")):
+            if uri in metrics:
+                out.append((ch, uri))
+    return out
+
+
+def _node(
+    base: Discovery,
+    scopes: list[tuple[Document, str, Scope]],
+    gpus: list[Component],
+    cpus: list[Component],
+    restricted: bool,
+) -> tuple[list[Component], str]:
+    """The node cap as the modules' sum where proven, else why not."""
+    if not scopes:
+        return [], (
+            "no resource of this BMC carries a node power limit: no processor module and no chassis "
+            "EnvironmentMetrics, power Control or Power PowerLimit of the node offers one"
+        )
+    cpu_limits = [s for _, _, s in scopes if s.kind == "cpu"]
+    if cpu_limits:
+        return [], (
+            "the processor modules' PowerLimitWatts are CPU limits ("
+            + cpu_limits[0].evidence
+            + "): they cap the CPUs only; this board offers no node limit"
+        )
+    if any(s.kind != "module" for _, _, s in scopes):
+        odd = next(s for _, _, s in scopes if s.kind != "module")
+        return [], f"a processor module's limit covers a part of the module only ({odd.evidence})"
+    everything = {c.key for c in gpus + cpus}
+    covered = [k for _, _, s in scopes for k in s.keys]
+    proven = bool(everything) and sorted(covered) == sorted(everything)
+    if proven:
+        how = "the modules together contain every GPU and CPU of the node, each once (Links.Contains)"
+    elif restricted and base.model.upper() in MODULE_SUM_MODELS and not covered:
+        how = (
+            f"DPS model {base.model.upper()} writes its node cap as the processor modules' sum (dps.md §7); "
+            "the chassis are outside DPS's allow-list, so their Links were not read"
+        )
+    else:
+        missing = sorted(everything - set(covered), key=natural_key)
+        return [], (
+            "the processor modules' limits are not proven to cover the node together"
+            + (f" ({', '.join(missing)} in no module)" if missing else "")
+            + ": a node cap is never split over them"
+        )
+    node = [
+        Component(
+            key=f"module/{i}",
+            kind="module",
+            index=i,
+            name=id_of(ch),
+            mechanism=MECH_EM,
+            limit_uri=uri,
+            metrics_uri=uri,
+            resource_uri=ch.path,
+            reason=f"node cap share: processor module {id_of(ch)} ({s.evidence}); {how}",
+        )
+        for i, (ch, uri, s) in enumerate(scopes)
+    ]
+    return node, ""
+
+
+async def nvidia_limits(
+    walker: Walker, chassis: list[Document], gpus: list[Component], cpus: list[Component], *, restricted: bool
+) -> Limits:
+    """The EnvironmentMetrics of an NVIDIA tray's processors and processor modules, and the Controls
+    their limits name (`DataSourceUri`), each read once; only what this platform may read."""
+    paths = [c.metrics_uri for c in gpus + cpus if c.metrics_uri]
+    for ch in chassis:
+        if restricted and "ProcessorModule" in ch.path.rstrip("/").rsplit("/", 1)[-1]:
+            # NOTE: DPS's allow-list lets the module's EnvironmentMetrics be read, not the chassis
+            # that links it (dps.md §7)
+            paths.append(f"{ch.path.rstrip('/')}/EnvironmentMetrics")
+        elif not restricted and str(ch.get("ChassisType") or "") == "Module":
+            paths += [p for p in (link_of(ch.body, "EnvironmentMetrics"),) if p]
+    docs = await walker.find_many([p for p in paths if walker.allowed(p)])
+    metrics = {d.path.rstrip("/"): d for d in docs}
+    sources: dict[str, Document] = {}
+    if not restricted:
+        named = {data_source(d) for d in docs if limit_of(d) is not None} - {""}
+        found = await walker.find_many(sorted(p for p in named if walker.allowed(p) and ".." not in p))
+        sources = {d.path.rstrip("/"): d for d in found}
+    return Limits(metrics, sources, restricted)
+
+
+def nvidia_tray(processors: list[Document]) -> bool:
+    """Whether the processors are NVIDIA HGX's (`Systems/HGX_Baseboard_*`, redfish.md §2.1)."""
+    return any("/Systems/HGX_Baseboard" in p.path for p in processors)
+
+
+async def probe(p: Probe) -> Discovery | None:
+    """The DPS model's layout (`environment_metrics`), or a probed tray whose processors are
+    `Systems/HGX_Baseboard_*` and whose EnvironmentMetrics show a limit."""
+    if p.hint == ENVIRONMENT_METRICS:
+        limits = await nvidia_limits(p.walker, p.chassis, p.gpus, p.cpus, restricted=True)
+        return discover_nvidia_hgx(p.base, p.chassis, p.processors, p.gpus, p.cpus, limits)
+    if p.hint != AUTO or not nvidia_tray(p.processors):
+        return None
+    if not await walker_em_caps(p.walker, p.chassis, p.gpus, p.cpus):
+        return None
+    # NOTE: a tray's Controls are only recorded here (a GPU-total budget is never one GPU's cap)
+    p.walker.evidence.append("NVIDIA HGX tray (Systems/HGX_Baseboard_*): processor EnvironmentMetrics caps")
+    limits = await nvidia_limits(p.walker, p.every_chassis, p.gpus, p.cpus, restricted=False)
+    grouped = replace(p.base, groups=tuple(p.classified.groups))
+    tray = discover_nvidia_hgx(grouped, p.every_chassis, p.processors, p.gpus, p.cpus, limits)
+    if not tray.node and p.classified.node is not None:
+        # a power Control whose evidence makes it the node's own cap (`classify`)
+        return replace(tray, node=(p.classified.node,), note="")
+    if not tray.node and await has_node_manager(p.walker, p.root):
+        note = (
+            f"{tray.note}; the BMC's managers offer NVIDIA/AMI Node Manager domains instead, whose "
+            "payload is unpublished (unsupported)"
+        )
+        return replace(tray, note=note)
+    return tray
+
+
+PLATFORM = Platform(
+    name="nvidia-hgx",
+    matches=(
+        "processors under Systems/HGX_Baseboard_* (or a DPS model of the EnvironmentMetrics family) "
+        "whose Processor or processor-module EnvironmentMetrics show PowerLimitWatts"
+    ),
+    writes='PATCH <EnvironmentMetrics> {"PowerLimitWatts": {"SetPoint": N}} where it shows the limit',
+    restores="the ClearOOBSetPoint action it lists, else its DefaultSetPoint, else the prior SetPoint",
+    probe=probe,
+    quirks=(
+        "a processor-module limit whose evidence says CPU (GH200 EDPp) is that CPU's cap",
+        "the node cap is the modules' sum only where they contain every processor (GB300)",
+        "Oem.Nvidia.PowerLimitPersistency only where the resource shows it (NVIDIA/bmcweb)",
+    ),
+)

@@ -1,0 +1,189 @@
+"""The write gate and evidence-based scope, on shaped fixtures (tests/corpus/redfish/shaped) served by
+the simulator's replay engine, whose write log shows every PATCH and POST that reached the BMC.
+
+- a GB200 tray whose EnvironmentMetrics carry no `PowerLimitWatts`: node, GPU and CPU caps are
+  refused with the reason and nothing is written, whether probed (`auto`) or named (`DGX_GB200`);
+- a GH200 whose processor-module limits are the Grace CPUs' EDPp controls: the node cap is refused
+  (this board offers none), a CPU cap lands on the module limit and is restored exactly;
+  (`inventory check --login`'s plan and `devices show` give the reason);
+- a limit removed after discovery is refused at write time by the gate, nothing is written;
+- a Lenovo XCC OEM capping range: a cap below its minimum is refused naming it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from controller.desired.in_force import in_force
+from plugins.base import (
+    Empty,
+    GpuPoliciesChange,
+    GpuPolicy,
+    PolicyAction,
+    PolicyChange,
+    PowerLimit,
+)
+from plugins.redfish._discovery.evidence import cap_plan
+from tests.plugins.redfish.corpus.cases import CORPUS, allowed_writes, policy, written_outside
+
+SHAPED = CORPUS / "shaped"
+GB200 = SHAPED / "nvidia-gb200-tray"
+GH200 = SHAPED / "nvidia-gh200"
+LENOVO = SHAPED / "lenovo-xcc-oem-range"
+MODULE_EM = "/redfish/v1/Chassis/HGX_ProcessorModule_{}/EnvironmentMetrics"
+UNSET = PolicyChange(PolicyAction.UNSET, None)
+
+
+def cap(**watts: float) -> PolicyChange:
+    return PolicyChange(PolicyAction.SET, policy(**watts))
+
+
+def gpu_cap(watts: float) -> GpuPoliciesChange:
+    return GpuPoliciesChange("rg", PolicyAction.SET, None, (GpuPolicy(0, PowerLimit(watts=watts)),))
+
+
+async def test_a_gb200_tray_without_limits_refuses_node_gpu_and_cpu_caps_and_writes_nothing(
+    make_harness: Callable[..., Any],
+) -> None:
+    for model in ({"Model": "auto", "Name": "gb200"}, {"Model": "DGX_GB200", "Name": "gb200"}):
+        async with make_harness(n=1, model=f"mockup:{GB200}") as h:
+            bmc = h.fleet.bmcs[0]
+            metrics = await h.call("std_metrics", bmc, Empty(), model=model)
+            assert metrics.result.ok, metrics.result.error
+            node = await h.call(
+                "set_policy", bmc, PolicyChange(PolicyAction.SET, policy(node=2000)), model=model
+            )
+            cpu = await h.call(
+                "set_policy", bmc, PolicyChange(PolicyAction.SET, policy(cpu=300)), model=model
+            )
+            gpu = await h.call("update_gpu_policies", bmc, gpu_cap(1000), model=model)
+            assert bmc.state.writes == [], model
+            assert not node.result.ok and "node power limit: unsupported" in node.result.error
+            assert not cpu.result.ok
+            assert not gpu.result.results[0].ok
+            plan = "\n".join(cap_plan(gpu.state or {}))
+            if model["Model"] == "DGX_GB200":
+                # the resource read says why: no limit there, never a guessed write
+                assert "no resource of this BMC carries a node power limit" in node.result.error
+                why = "Processors/GPU_0/EnvironmentMetrics carries no PowerLimitWatts"
+                assert why in gpu.result.results[0].message
+                assert why in plan
+                assert "HGX_ProcessorModule_0/EnvironmentMetrics: no PowerLimitWatts" in plan
+                refused = in_force(gpu.state).refused  # what `devices show` lists under "refused caps"
+                assert why in refused["gpu/0"] and "carries a node power limit" in refused["node"]
+            else:
+                assert "no power-limit resource" in node.result.error
+                assert "node: refused" in plan
+
+
+async def test_gh200_cpu_limits_on_the_modules_are_cpu_caps_never_a_node_cap(
+    make_harness: Callable[..., Any],
+) -> None:
+    model = {"Model": "auto", "Name": "gh200"}
+    async with make_harness(n=1, model=f"mockup:{GH200}") as h:
+        bmc = h.fleet.bmcs[0]
+        state: Any = bmc.state
+        before = copy.deepcopy(state.documents)
+        node = await h.call("set_policy", bmc, cap(node=700), model=model)
+        assert not node.result.ok and state.writes == []
+        assert "the processor modules' PowerLimitWatts are CPU limits" in node.result.error
+        assert "PhysicalContext CPU" in node.result.error
+        assert "this board offers no node limit" in node.result.error
+        discovery = (node.state or {})["discovery"]
+        assert [c["limit_uri"] for c in discovery["cpus"]] == [MODULE_EM.format(0), MODULE_EM.format(1)]
+        plan = "\n".join(cap_plan(node.state or {}))
+        assert "CPU 0's limit on processor module HGX_ProcessorModule_0" in plan
+        assert "RelatedItem CPU_0" in plan  # module 0's control names its CPU; module 1's is the one it holds
+
+        cpu = await h.call("set_policy", bmc, cap(cpu=600), model=model)
+        assert cpu.result.ok, cpu.result.error
+        assert sorted(state.writes, key=str) == [
+            ("PATCH", MODULE_EM.format(i), {"PowerLimitWatts": {"SetPoint": 300}}) for i in (0, 1)
+        ]
+        await h.call("unset_policy", bmc, UNSET, model=model)
+        assert state.documents == before  # restored exactly: the OEM action put the default back
+        assert written_outside(state.writes, allowed_writes(discovery, {"cpu/0", "cpu/1"})) == []
+
+        mark = len(state.writes)
+        gpu = await h.call("update_gpu_policies", bmc, gpu_cap(500), model=model)
+        assert gpu.result.results[0].ok, gpu.result.results[0].message
+        assert [p for _, p, _ in state.writes[mark:]] == [
+            "/redfish/v1/Systems/HGX_Baseboard_0/Processors/GPU_0/EnvironmentMetrics"
+        ]
+
+
+async def test_a_limit_the_resource_no_longer_carries_is_refused_at_write_time(
+    make_harness: Callable[..., Any],
+) -> None:
+    model = {"Model": "auto", "Name": "gh200"}
+    async with make_harness(n=1, model=f"mockup:{GH200}") as h:
+        bmc = h.fleet.bmcs[0]
+        state: Any = bmc.state
+        assert (await h.call("std_metrics", bmc, Empty(), model=model)).result.ok
+        # after discovery, the firmware stops offering module 0's limit (an update, a reset)
+        del state.documents[MODULE_EM.format(0)]["PowerLimitWatts"]
+        out = await h.call("set_policy", bmc, cap(cpu=600), model=model)
+        assert not out.result.ok
+        assert f"{MODULE_EM.format(0)} carries no PowerLimitWatts" in out.result.error
+        assert "nothing written" in out.result.error
+        assert [p for _, p, _ in state.writes] == [MODULE_EM.format(1)]  # only the CPU that offers one
+
+
+async def test_a_cap_below_lenovo_xccs_oem_capping_minimum_is_refused_naming_it(
+    make_harness: Callable[..., Any],
+) -> None:
+    model = {"Model": "auto", "Name": "xcc"}
+    power = "/redfish/v1/Chassis/1/Power"
+    async with make_harness(n=1, model=f"mockup:{LENOVO}") as h:
+        bmc = h.fleet.bmcs[0]
+        state: Any = bmc.state
+        before = copy.deepcopy(state.documents)
+        low = await h.call("set_policy", bmc, cap(node=600), model=model)
+        assert not low.result.ok and state.writes == []
+        assert "675 W" in low.result.error and "CapacityMinAC" in low.result.error
+        high = await h.call("set_policy", bmc, cap(node=760), model=model)
+        assert not high.result.ok and state.writes == []
+        assert "750 W" in high.result.error  # PowerCapacityWatts and MaxLimitInWatts, tighter than 782
+        ok = await h.call("set_policy", bmc, cap(node=700), model=model)
+        assert ok.result.ok, ok.result.error
+        await h.call("unset_policy", bmc, UNSET, model=model)
+        assert state.writes == [
+            ("PATCH", power, {"PowerControl": [{"PowerLimit": {"LimitInWatts": 700}}]}),
+            ("PATCH", power, {"PowerControl": [{"PowerLimit": {"LimitInWatts": None}}]}),
+        ]
+        assert state.documents == before
+
+
+async def test_a_probed_dgx_h100_refuses_the_node_cap_with_the_real_reason(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(n=1, model="dgx-h100") as h:
+        bmc = h.fleet.bmcs[0]
+        out = await h.call("set_policy", bmc, cap(node=8000), model={"Model": "auto", "Name": "dgx"})
+        assert not out.result.ok
+        assert "Node Manager" in out.result.error and "processor-module" not in out.result.error
+        writes = [c for c in h.calls(bmc) if c.split()[0] in ("PATCH", "POST") and "/Sessions" not in c]
+        assert writes == []
+        plan = "\n".join(cap_plan(out.state or {}))
+        assert "matched node-manager: a Manager with Oem.*.NodeManager" in plan
+
+
+async def test_a_prior_recorded_under_a_key_discovery_no_longer_gives_goes_back_to_its_resource(
+    make_harness: Callable[..., Any],
+) -> None:
+    # an earlier discovery took GH200 module 0's CPU limit for a node share and capped it at 350 W
+    model = {"Model": "auto", "Name": "gh200"}
+    async with make_harness(n=1, model=f"mockup:{GH200}") as h:
+        bmc = h.fleet.bmcs[0]
+        state: Any = bmc.state
+        state.documents[MODULE_EM.format(0)]["PowerLimitWatts"]["SetPoint"] = 350
+        prior = {"watts": 420, "capped": False, "mode": "Automatic", "uri": MODULE_EM.format(0)}
+        h.states[bmc.index] = {"priors": {"topology": {"module/0": prior}}}
+        out = await h.call("unset_policy", bmc, UNSET, model=model)
+        assert out.result.ok, out.result.error
+        clear = f"{MODULE_EM.format(0)}/Actions/Oem/NvidiaEnvironmentMetrics.ClearOOBSetPoint"
+        assert [(m, p) for m, p, _ in state.writes] == [("POST", clear)]
+        assert state.documents[MODULE_EM.format(0)]["PowerLimitWatts"]["SetPoint"] == 420
+        assert not (out.state or {}).get("priors", {}).get("topology")
