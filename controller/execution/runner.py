@@ -24,6 +24,7 @@ from controller.execution import state_text
 from controller.execution.completions import CompletionWriter
 from controller.execution.dispatch import Job
 from controller.execution.resolve import DeviceResolver, Resolved
+from controller.execution.write_cycle import WriteCycles, origin_of_request
 from controller.inventory import DeviceEntry
 from controller.observability import metrics
 from controller.observability.logs import clip, request_context
@@ -36,6 +37,7 @@ from plugins.base import (
     DeviceControllerError,
     DeviceUnreachableError,
     DeviceWrite,
+    HealthQuery,
     Outcome,
     PendingVerification,
     RequestKind,
@@ -74,6 +76,8 @@ class RequestRunner:
         self._completions = CompletionWriter(store, settings, on_complete)
         #: request id -> when its device call began, until the completion or a timer writes it
         self._starts: dict[str, datetime] = {}
+        #: write cycles (a verification's, a `bmc_health` request's) with their journal
+        self.write_cycles = WriteCycles(store, self._resolve_entry, settings.instance_id)
 
     async def run(self, job: Job) -> bool:
         """Run a job to its completion; False when it was not run because its shard is not (or no
@@ -101,6 +105,9 @@ class RequestRunner:
     async def resolve(self, device: str, model_json: bytes, state_json: bytes) -> Resolved:
         """The device's inventory entry, started plugin, merged model and current state."""
         return await self._resolver.resolve(device, model_json, state_json)
+
+    async def _resolve_entry(self, device: str) -> Resolved:
+        return await self._resolver.resolve(device, b"", b"")
 
     async def _run_journaled(self, job: Job) -> None:
         with request_context(job.device, job.request_id, job.trace_id):
@@ -168,7 +175,13 @@ class RequestRunner:
         writes = WriteLog()  # receipts, kept even when the operation fails part-way
         try:
             try:
-                operation = run_operation(resolved.plugin, kind, ctx, request, writes)
+                if isinstance(request, HealthQuery) and not request.skip_writes:
+                    # a write cycle: journaled, restored under its own deadline (write_cycle.py)
+                    operation = self.write_cycles.run(
+                        resolved, ctx, request, origin_of_request(job.request_id), writes
+                    )
+                else:
+                    operation = run_operation(resolved.plugin, kind, ctx, request, writes)
                 outcome = await self._call_under_lease(operation, remaining, job.shard)
             finally:
                 marking.cancel()
