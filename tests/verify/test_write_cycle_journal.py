@@ -1,0 +1,157 @@
+"""A write cycle is a journaled transaction: a real `devicectl serve` killed (SIGKILL) or stopped
+(SIGTERM) while the HTTPS simulator holds the test value ends with every cap back to what it was,
+and the verification's record says which cap was restored to which value, with the receipts."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from bmcsim import SimulatorFleet
+from controller._proto.devicecontroller.v1 import admin_pb2 as apb
+from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
+from tests.serve_process import ROOT, free_port, start_serving
+
+FAST = {"telemetry_interval_ms": 20, "latency_samples": 2, "samples_per_telemetry": 1}
+
+
+def caps(bmc: Any) -> dict[str, Any]:
+    return {name: cap.snapshot() for name, cap in bmc.state.caps.items()}
+
+
+async def until(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+async def record(port: int, check_id: str) -> apb.BmcCheckRecord:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        admin = agrpc.DeviceControllerAdminStub(channel)
+        return (await admin.GetBmcCheck(apb.GetBmcCheckRequest(id=check_id), timeout=30)).checks[0]
+
+
+async def finished(port: int, check_id: str, timeout: float = 90.0) -> apb.BmcCheckRecord:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = await record(port, check_id)
+        if found.status not in ("queued", "running"):
+            return found
+        assert time.monotonic() < deadline, found
+        await asyncio.sleep(0.2)
+
+
+class Serve:
+    """`devicectl serve` on SQLite as its own process, over the simulator fleet's inventory."""
+
+    def __init__(self, tmp: Path, fleet: SimulatorFleet, callback: str) -> None:
+        inventory = tmp / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp / "secrets")
+        self.port = free_port()
+        self.args = [
+            sys.executable, "-m", "controller", "serve",
+            "--listen", f"127.0.0.1:{self.port}",
+            "--database-url", f"sqlite:///{tmp}/devicectl.db",
+            "--callback", callback,
+            "--inventory", str(inventory),
+            "--secrets-dir", str(secrets),
+            "--instance-id", "cycle-journal",
+            "--auto-upgrade",
+        ]  # fmt: skip
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.log = tmp / "serve.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    async def start(self) -> None:
+        self.proc = await start_serving(self.args, self.env, self.log, self.port, tries=300)
+
+    async def signal(self, sig: int) -> None:
+        """Signal the process and wait for its exit (the simulator shares this event loop: it
+        keeps answering the stopping controller meanwhile)."""
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        await asyncio.to_thread(self.proc.wait, 60)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    async def write_cycle(self, device: str) -> str:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{self.port}") as channel:
+            admin = agrpc.DeviceControllerAdminStub(channel)
+            batch = await admin.StartWriteCycle(apb.StartVerifyRequest(devices=[device], **FAST), timeout=30)
+        return str(batch.checks[0].check_id)
+
+
+async def _held_mid_cycle(serve: Serve, bmc: Any) -> tuple[str, dict[str, Any]]:
+    """Start a write cycle whose first cap write lands but is answered only much later."""
+    before = caps(bmc)
+    bmc.faults.set("late-reply", writes_only=True, count=1, hang_seconds=120)
+    check_id = await serve.write_cycle("node001")
+    await until(lambda: caps(bmc) != before, "the test value to land")
+    return check_id, before
+
+
+async def test_a_sigkill_mid_cycle_is_restored_from_the_journal_at_the_restart(
+    tmp_path: Path, sink: Any
+) -> None:
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        bmc = fleet.bmcs[0]
+        serve = Serve(tmp_path, fleet, sink.address)
+        await serve.start()
+        try:
+            check_id, before = await _held_mid_cycle(serve, bmc)
+            await serve.signal(signal.SIGKILL)
+            changed = [name for name, snap in caps(bmc).items() if snap != before[name]]
+            assert len(changed) == 1  # the killed cycle left its test value in force
+
+            await serve.start()  # the restart restores it from the journal before anything else
+            got = await finished(serve.port, check_id)
+            assert caps(bmc) == before
+            assert got.status == "interrupted", got
+            assert "restored from its journal:" in got.error and "NOT restored" not in got.error, got.error
+            assert any(w.method in ("PATCH", "POST") for w in got.writes), (got.error, got.writes)
+
+            # a re-run reads the real value as "before" and leaves it in force
+            again = await finished(serve.port, await serve.write_cycle("node001"))
+            assert again.status == "done" and again.verdict in ("pass", "warn"), again
+            assert caps(bmc) == before
+        finally:
+            serve.stop()
+
+
+async def test_a_sigterm_mid_cycle_restores_and_keeps_both_receipts(tmp_path: Path, sink: Any) -> None:
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        bmc = fleet.bmcs[0]
+        serve = Serve(tmp_path, fleet, sink.address)
+        await serve.start()
+        try:
+            check_id, before = await _held_mid_cycle(serve, bmc)
+            await serve.signal(signal.SIGTERM)
+            assert caps(bmc) == before  # restored by the stopping controller itself
+
+            await serve.start()
+            got = await record(serve.port, check_id)
+            assert got.status == "interrupted", got
+            assert got.error.startswith("stopped by a controller shutdown during its write cycle"), got.error
+            assert "restored" in got.error and "NOT restored" not in got.error, got.error
+            sent = [w for w in got.writes if w.method in ("PATCH", "POST")]
+            assert len(sent) >= 2, [(w.method, w.status, w.note) for w in got.writes]
+            assert sent[0].status.startswith("unknown"), sent[0]  # the test write: no answer came
+            assert sent[-1].status == "200" and "restore" in sent[-1].note, sent[-1]
+        finally:
+            serve.stop()
