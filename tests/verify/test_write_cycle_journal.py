@@ -5,12 +5,14 @@ and the verification's record says which cap was restored to which value, with t
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,11 @@ import grpc
 from bmcsim import SimulatorFleet
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller.execution.write_cycle import plan_of
+from controller.inventory import load_inventory
+from controller.store import WriteCycleRow
+from plugins.base import HealthCheck, HealthResult
 from tests.serve_process import ROOT, free_port, start_serving
 
 FAST = {"telemetry_interval_ms": 20, "latency_samples": 2, "samples_per_telemetry": 1}
@@ -155,3 +162,87 @@ async def test_a_sigterm_mid_cycle_restores_and_keeps_both_receipts(tmp_path: Pa
             assert sent[-1].status == "200" and "restore" in sent[-1].note, sent[-1]
         finally:
             serve.stop()
+
+
+# ---- in one controller process: the request's deadline, and an unfinished journal --------------
+
+R = pb.DeviceControllerRequest
+
+
+async def test_a_slow_test_write_past_the_requests_deadline_is_restored_under_its_own(
+    tmp_path: Path, start_controller: Any, sink: Any
+) -> None:
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
+        bmc = fleet.bmcs[0]
+        before = caps(bmc)
+        # the BMC applies the test write and answers it only after the request's 8 s have passed
+        bmc.faults.set("late-reply", writes_only=True, count=1, hang_seconds=30)
+        health = R.BMCHealthDeviceRequest(write_cycle=True, telemetry_interval_ms=20)
+        await h.stub.SendDeviceRequest(
+            R(device="node001", request_id="slow-1", timeout_seconds=8, bmc_health=health)
+        )
+        await sink.wait_for({"slow-1"}, timeout=60)
+        answer = sink.unique()["slow-1"].bmc_health
+        assert caps(bmc) == before  # the restore was sent, under its own deadline
+        assert "the request's deadline passed" not in answer.error, answer.error
+        record = await h.admin.GetRequest(apb.GetRequestRequest(request_id="slow-1"))
+        sent = [w for w in record.writes if w.method in ("PATCH", "POST")]
+        assert sent[0].status.startswith("unknown"), sent[0]  # landed or not known: never "error"
+        assert not any("DeadlineExceeded" in w.status and w.status.startswith("error") for w in sent)
+        assert any("restore" in w.note and w.status == "200" for w in sent), sent
+        assert await h.controller.store.open_write_cycles() == []  # the journal is closed
+
+
+async def test_a_rerun_restores_an_unfinished_cycle_first_and_never_takes_its_test_value_as_before(
+    tmp_path: Path, start_controller: Any
+) -> None:
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
+        bmc = fleet.bmcs[0]
+        before = caps(bmc)
+        read = await h.admin.StartVerify(apb.StartVerifyRequest(devices=["node001"], **FAST))
+        plain = await _done(h, read.checks[0].check_id)
+        priors = plan_of(HealthResult(tuple(HealthCheck.from_json(c) for c in plain["checks"])))
+        assert priors
+        # a cycle that died after its test write (its journal open, the value one step below)
+        name, cap = next(iter(bmc.state.caps.items()))
+        cap.set_point, cap.control_mode = cap.allow_max - 100, "Manual"
+        assert caps(bmc) != before
+        await h.controller.store.open_write_cycle(
+            WriteCycleRow(
+                cycle_id="leftover",
+                device="node001",
+                origin="verify leftover",
+                priors=priors,
+                status="open",
+                report=None,
+                owner="elsewhere",
+                created_at=datetime.now(UTC),
+                closed_at=None,
+            )
+        )
+        started = await h.admin.StartWriteCycle(apb.StartVerifyRequest(devices=["node001"], **FAST))
+        result = await _done(h, started.checks[0].check_id)
+        names = {c["name"]: c for c in result["checks"]}
+        restores = [c for n, c in names.items() if n.startswith("restore ")]
+        assert restores and all(c["status"] == "pass" for c in restores), restores
+        assert all("unfinished write cycle (verify leftover)" in c["detail"] for c in restores)
+        assert caps(bmc) == before, name  # restored to the journal's value, not the leftover
+        assert await h.controller.store.open_write_cycles() == []
+
+
+async def _done(h: Any, check_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 90
+    while True:
+        got = (await h.admin.GetBmcCheck(apb.GetBmcCheckRequest(id=check_id))).checks[0]
+        if got.status not in ("queued", "running"):
+            assert got.status == "done", got
+            found: dict[str, Any] = json.loads(got.result_json)
+            return found
+        assert time.monotonic() < deadline, got
+        await asyncio.sleep(0.1)
