@@ -18,7 +18,7 @@ from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.cluster.shards import Shards
 from controller.config import Settings
-from controller.desired.limits import desired_from, is_internal
+from controller.desired.limits import desired_from, explain_caps, is_internal
 from controller.desired.receipts import failed_writes_note
 from controller.execution import state_text
 from controller.execution.completions import CompletionWriter
@@ -38,6 +38,7 @@ from plugins.base import (
     DeviceUnreachableError,
     DeviceWrite,
     HealthQuery,
+    HealthResult,
     Outcome,
     PendingVerification,
     RequestKind,
@@ -214,7 +215,19 @@ class RequestRunner:
             await self._fail(job, msg, "failed", error, request=request, touch=True, writes=writes)
             return
         log.debug("%s done in %.3f s", kind.value, time.monotonic() - started)
+        if isinstance(outcome.result, HealthResult):
+            outcome = dataclasses.replace(outcome, result=await self.explained(job.device, outcome.result))
         await self._succeed(job, kind, resolved, outcome, request)
+
+    async def explained(self, device: str, result: HealthResult) -> HealthResult:
+        """A readiness result whose explicit caps are compared with what devicectl last set
+        (`controller.desired.limits.explain_caps`); as it was when the desired limits are unreadable."""
+        try:
+            desired = await self._store.desired_for(device)
+        except Exception as exc:  # never a reason to run the device call again
+            log.warning("cannot compare %s's caps with its desired limits: %s", device, describe(exc))
+            return result
+        return dataclasses.replace(result, checks=tuple(explain_caps(result.checks, desired)))
 
     async def _call_under_lease(self, operation: Awaitable[Any], timeout: float, shard: int) -> Any:
         """Await the device call for at most `timeout` seconds (then TimeoutError), and no longer

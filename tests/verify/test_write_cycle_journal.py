@@ -22,6 +22,7 @@ from bmcsim import SimulatorFleet
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller._proto.devicecontroller.v1 import policy_pb2 as pp
 from controller.execution.write_cycle import plan_of
 from controller.inventory import load_inventory
 from controller.store import WriteCycleRow
@@ -246,3 +247,43 @@ async def _done(h: Any, check_id: str) -> dict[str, Any]:
             return found
         assert time.monotonic() < deadline, got
         await asyncio.sleep(0.1)
+
+
+async def test_read_only_verify_flags_an_explicit_cap_devicectl_did_not_set(
+    tmp_path: Path, start_controller: Any, sink: Any
+) -> None:
+    from bmcsim._gb200_writes import cap_write
+
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
+        bmc = fleet.bmcs[0]
+
+        async def gpu1() -> dict[str, Any]:
+            started = await h.admin.StartVerify(apb.StartVerifyRequest(devices=["node001"], **FAST))
+            found = await _done(h, started.checks[0].check_id)
+            return next(c for c in found["checks"] if c["name"] == "cap gpu/1")
+
+        cap_write(bmc.state.caps["GPU_1"], 1150, None).apply()  # e.g. a leftover test value
+        left = await gpu1()
+        assert left["status"] == "warn" and "1150 W that devicectl did not set" in left["detail"], left
+
+        policies = pp.GPUPolicies(policies=[pp.GPUPolicy(gpu_id=1, power_limit=pp.PowerLimit(watts=700))])
+        await h.stub.SendDeviceRequest(
+            R(
+                device="node001",
+                request_id="set-700",
+                gpu_policies_update=R.GPUPoliciesSetRequest(
+                    resource_group="rg", gpu_policy_action=R.SET_POLICY, gpu_policies=policies
+                ),
+            )
+        )
+        await sink.wait_for({"set-700"}, timeout=60)
+        ours = await gpu1()
+        assert ours["status"] == "pass" and "set by devicectl (request set-700)" in ours["detail"], ours
+
+        cap_write(bmc.state.caps["GPU_1"], 650, None).apply()  # changed behind devicectl's back
+        moved = await gpu1()
+        assert moved["status"] == "warn", moved
+        assert "650 W differs from what devicectl last set (700 W, request set-700)" in moved["detail"]
