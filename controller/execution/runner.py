@@ -18,13 +18,13 @@ from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.cluster.shards import Shards
 from controller.config import Settings
-from controller.desired.limits import desired_from, explain_caps, is_internal
+from controller.desired.limits import desired_from, is_internal
 from controller.desired.receipts import failed_writes_note
 from controller.execution import state_text
 from controller.execution.completions import CompletionWriter
 from controller.execution.dispatch import Job
 from controller.execution.resolve import DeviceResolver, Resolved
-from controller.execution.write_cycle import WriteCycles, origin_of_request
+from controller.execution.write_cycle import WriteCycles
 from controller.inventory import DeviceEntry
 from controller.observability import metrics
 from controller.observability.logs import clip, request_context
@@ -37,13 +37,10 @@ from plugins.base import (
     DeviceControllerError,
     DeviceUnreachableError,
     DeviceWrite,
-    HealthQuery,
-    HealthResult,
     Outcome,
     PendingVerification,
     RequestKind,
     WriteLog,
-    run_operation,
 )
 from plugins.base._codec import encode
 
@@ -78,7 +75,7 @@ class RequestRunner:
         #: request id -> when its device call began, until the completion or a timer writes it
         self._starts: dict[str, datetime] = {}
         #: write cycles (a verification's, a `bmc_health` request's) with their journal
-        self.write_cycles = WriteCycles(store, self._resolve_entry, settings.instance_id)
+        self.write_cycles = WriteCycles(store, lambda d: self.resolve(d, b"", b""), settings.instance_id)
 
     async def run(self, job: Job) -> bool:
         """Run a job to its completion; False when it was not run because its shard is not (or no
@@ -106,9 +103,6 @@ class RequestRunner:
     async def resolve(self, device: str, model_json: bytes, state_json: bytes) -> Resolved:
         """The device's inventory entry, started plugin, merged model and current state."""
         return await self._resolver.resolve(device, model_json, state_json)
-
-    async def _resolve_entry(self, device: str) -> Resolved:
-        return await self._resolver.resolve(device, b"", b"")
 
     async def _run_journaled(self, job: Job) -> None:
         with request_context(job.device, job.request_id, job.trace_id):
@@ -176,13 +170,7 @@ class RequestRunner:
         writes = WriteLog()  # receipts, kept even when the operation fails part-way
         try:
             try:
-                if isinstance(request, HealthQuery) and not request.skip_writes:
-                    # a write cycle: journaled, restored under its own deadline (write_cycle.py)
-                    operation = self.write_cycles.run(
-                        resolved, ctx, request, origin_of_request(job.request_id), writes
-                    )
-                else:
-                    operation = run_operation(resolved.plugin, kind, ctx, request, writes)
+                operation = self.write_cycles.operation(resolved, kind, ctx, request, writes)
                 outcome = await self._call_under_lease(operation, remaining, job.shard)
             finally:
                 marking.cancel()
@@ -215,19 +203,7 @@ class RequestRunner:
             await self._fail(job, msg, "failed", error, request=request, touch=True, writes=writes)
             return
         log.debug("%s done in %.3f s", kind.value, time.monotonic() - started)
-        if isinstance(outcome.result, HealthResult):
-            outcome = dataclasses.replace(outcome, result=await self.explained(job.device, outcome.result))
         await self._succeed(job, kind, resolved, outcome, request)
-
-    async def explained(self, device: str, result: HealthResult) -> HealthResult:
-        """A readiness result whose explicit caps are compared with what devicectl last set
-        (`controller.desired.limits.explain_caps`); as it was when the desired limits are unreadable."""
-        try:
-            desired = await self._store.desired_for(device)
-        except Exception as exc:  # never a reason to run the device call again
-            log.warning("cannot compare %s's caps with its desired limits: %s", device, describe(exc))
-            return result
-        return dataclasses.replace(result, checks=tuple(explain_caps(result.checks, desired)))
 
     async def _call_under_lease(self, operation: Awaitable[Any], timeout: float, shard: int) -> Any:
         """Await the device call for at most `timeout` seconds (then TimeoutError), and no longer

@@ -11,7 +11,8 @@
 
 A cycle left open (a crash, a restore that failed) is restored from its journal at the next start,
 before any request of the node runs (`recover`), and before the node's next cycle; the report names
-each component, its value and whether it was restored, on the verification's record.
+each component, its value and whether it was restored, on the verification's record. A readiness
+result's explicit caps are compared with what devicectl last set (`WriteCycles.explained`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from controller.desired.limits import INTERNAL_PREFIX
+from controller.desired.limits import INTERNAL_PREFIX, explain_caps
 from controller.execution.resolve import Resolved
 from controller.process.supervise import describe
 from controller.store import Store, WriteCycleRow
@@ -163,6 +164,31 @@ class WriteCycles:
         checks += [*done, *closing]
         last = applied if applied is not None else planned
         return replace(last, result=HealthResult(tuple(checks)), writes=self._writes(writes, remote))
+
+    async def operation(
+        self, resolved: Resolved, kind: RequestKind, ctx: DeviceContext, request: Any, writes: WriteLog
+    ) -> Outcome[Any]:
+        """A journaled request's device call: a `bmc_health` write cycle through `run`, any other
+        kind as the plugin serves it; a readiness result `explained`."""
+        if isinstance(request, HealthQuery) and not request.skip_writes:
+            origin = origin_of_request(ctx.request_id)
+            outcome: Outcome[Any] = await self.run(resolved, ctx, request, origin, writes)
+        else:
+            outcome = await run_operation(resolved.plugin, kind, ctx, request, writes)
+        if isinstance(outcome.result, HealthResult):
+            outcome = replace(outcome, result=await self.explained(ctx.device_id, outcome.result))
+        return outcome
+
+    async def explained(self, device: str, result: HealthResult) -> HealthResult:
+        """A readiness result whose explicit caps are compared with what devicectl last set
+        (`controller.desired.limits.explain_caps`): a cap devicectl did not set, or that moved, is
+        flagged, a leftover test value included. As it was when the desired limits are unreadable."""
+        try:
+            desired = await self._store.desired_for(device)
+        except Exception as exc:  # never a reason to run the device call again
+            log.warning("cannot compare %s's caps with its desired limits: %s", device, describe(exc))
+            return result
+        return replace(result, checks=tuple(explain_caps(result.checks, desired)))
 
     async def restore_open(self, device: str, writes: WriteLog) -> list[HealthCheck]:
         """Restore the device's unfinished cycles from their journals (before anything else runs)."""

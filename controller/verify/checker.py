@@ -236,7 +236,7 @@ class BmcChecker:
             call = resolved.plugin.bmc_health(ctx, query)
             with recording(writes):
                 outcome = await asyncio.wait_for(call, limit)
-            return await self._runner.explained(row.device, outcome.result)
+            return await self._runner.write_cycles.explained(row.device, outcome.result)
         shards = self._runner.shards
         shard = shards.shard_for(row.device)
         async with self._dispatcher.exclusive(row.device):  # one writer per device
@@ -253,7 +253,7 @@ class BmcChecker:
                 self._runner.running_shards[shard] -= 1
                 if not self._runner.running_shards[shard]:
                     del self._runner.running_shards[shard]
-        return await self._runner.explained(row.device, outcome.result)
+        return await self._runner.write_cycles.explained(row.device, outcome.result)
 
     async def _inband_limits(self, device: str, limit: float) -> dict[int, float]:
         """The GPU limits the node's in-band device (an inventory entry with `bmc = DEVICE`) enforces,
