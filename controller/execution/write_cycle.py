@@ -220,13 +220,13 @@ class WriteCycles:
         writes: WriteLog,
         remote: list[DeviceWrite],
     ) -> Outcome[HealthResult]:
-        before = len(writes.entries())
         outcome: Outcome[HealthResult] = await run_operation(
             resolved.plugin, RequestKind.BMC_HEALTH, ctx, query, writes
         )
-        # an out-of-process plugin's writes come back on its outcome (in-process ones are in `writes`)
-        local = writes.entries()[before:]
-        remote += [w for w in outcome.writes if w not in local]
+        # an out-of-process plugin's writes come back on its outcome; in-process ones are in
+        # `writes` (run_operation puts the whole log on the outcome too: those are not added again)
+        local = {id(w) for w in writes.entries()}
+        remote += [w for w in outcome.writes if id(w) not in local]
         return outcome
 
     @staticmethod
