@@ -119,9 +119,9 @@ def _interrupt(conn: Connection, args: list[tuple[str, datetime]]) -> list[int]:
                 error=sa.case(
                     (
                         B.c.write_cycle,
-                        "interrupted by a controller restart during its write cycle: a cap may "
-                        "still hold the test value (one step below its previous one); check it with "
-                        "`devicectl verify` (read-only) before capping",
+                        "interrupted by a controller restart during its write cycle; every cap it "
+                        "changed is restored from the cycle's journal by the process that runs the "
+                        "node, which reports here what it restored",
                     ),
                     else_="interrupted by a controller restart; run it again",
                 ),
