@@ -122,6 +122,9 @@ class WriteCycles:
         self._owner = owner
         #: origin -> the last close's one-line report (a stopped verification records it)
         self.reports: dict[str, str] = {}
+        #: devices whose journal a restore here could not close: restored again before their next
+        #: request runs (`operation`)
+        self.pending: set[str] = set()
 
     async def run(
         self, resolved: Resolved, ctx: DeviceContext, query: HealthQuery, origin: str, writes: WriteLog
@@ -169,7 +172,10 @@ class WriteCycles:
         self, resolved: Resolved, kind: RequestKind, ctx: DeviceContext, request: Any, writes: WriteLog
     ) -> Outcome[Any]:
         """A journaled request's device call: a `bmc_health` write cycle through `run`, any other
-        kind as the plugin serves it; a readiness result `explained`."""
+        kind as the plugin serves it; a readiness result `explained`. A device whose unfinished
+        write cycle could not be restored yet is restored first."""
+        if ctx.device_id in self.pending and not ctx.dry_run:
+            await self.restore_open(ctx.device_id, writes)
         if isinstance(request, HealthQuery) and not request.skip_writes:
             origin = origin_of_request(ctx.request_id)
             outcome: Outcome[Any] = await self.run(resolved, ctx, request, origin, writes)
@@ -242,22 +248,35 @@ class WriteCycles:
         *,
         leftover: bool = False,
     ) -> list[HealthCheck]:
-        """Restore what the apply did not prove back, from the journal; close it once all is back."""
+        """Restore what the apply did not prove back, from the journal; close it once all is back.
+        A leftover's component that devicectl set since the cycle began keeps that newer value."""
         needs = {k: v for k, v in row.priors.items() if not _proven_back(applied, k)}
+        superseded = await self._superseded(row, needs) if leftover else {}
+        needs = {k: v for k, v in needs.items() if k not in superseded}
         checks: list[HealthCheck] = []
         if needs:
             checks = await self._restore(row, needs, writes, remote)
-        restored = [k for k in row.priors if k not in needs] + [
+        restored = [k for k in row.priors if k not in needs and k not in superseded] + [
             c.name[8:] for c in checks if c.status == PASS
         ]
         missing = [k for k in needs if f"restore {k}" not in {c.name for c in checks if c.status == PASS}]
+        if missing:
+            self.pending.add(row.device)
+        else:
+            self.pending.discard(row.device)
         report = {
             "by": "the next start" if leftover else "the cycle",
             "restored": {k: row.priors[k] for k in restored},
             "not_restored": {k: row.priors[k] for k in missing},
+            "superseded": superseded,
             "checks": [c.to_json() for c in checks],
         }
-        text = self._report_text(row, needs, checks, missing)
+        text = self._report_text(row, needs, checks, missing) if needs or not superseded else ""
+        if superseded:
+            text = text or "no cap left to restore from its journal"
+            text += "; kept what devicectl set since: " + ", ".join(
+                f"{k} (request {r})" for k, r in superseded.items()
+            )
         self.reports[row.origin] = text
         try:
             await self._store.close_write_cycle(
@@ -280,6 +299,21 @@ class WriteCycles:
                     log.error("cannot record the restore on %s: %s", row.origin, exc)
             checks = [replace(c, detail=f"unfinished write cycle ({row.origin}): {c.detail}") for c in checks]
         return checks
+
+    async def _superseded(self, row: WriteCycleRow, needs: Mapping[str, Any]) -> dict[str, str]:
+        """Components of a leftover journal that a request of devicectl set after the cycle began
+        (its desired limit is newer): component -> that request. Restoring them would undo it."""
+        try:
+            desired = {d.component: d for d in await self._store.desired_for(row.device)}
+        except Exception as exc:
+            log.warning("cannot read %s's desired limits: %s", row.device, describe(exc))
+            return {}
+        out = {}
+        for key in needs:
+            limit = desired.get("cpu" if key.startswith("cpu/") else key)
+            if limit is not None and limit.set_at > row.created_at:
+                out[key] = limit.request_id
+        return out
 
     @staticmethod
     def _report_text(

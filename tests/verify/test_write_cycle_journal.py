@@ -211,8 +211,10 @@ async def test_a_rerun_restores_an_unfinished_cycle_first_and_never_takes_its_te
         priors = plan_of(HealthResult(tuple(HealthCheck.from_json(c) for c in plain["checks"])))
         assert priors
         # a cycle that died after its test write (its journal open, the value one step below)
-        name, cap = next(iter(bmc.state.caps.items()))
-        cap.set_point, cap.control_mode = cap.allow_max - 100, "Manual"
+        from bmcsim._gb200_writes import cap_write
+
+        name = "GPU_0"
+        cap_write(bmc.state.caps[name], 1150, None).apply()  # the test value, as a write leaves it
         assert caps(bmc) != before
         await h.controller.store.open_write_cycle(
             WriteCycleRow(
@@ -287,3 +289,51 @@ async def test_read_only_verify_flags_an_explicit_cap_devicectl_did_not_set(
         moved = await gpu1()
         assert moved["status"] == "warn", moved
         assert "650 W differs from what devicectl last set (700 W, request set-700)" in moved["detail"]
+
+
+async def test_a_leftover_journal_never_undoes_a_cap_devicectl_set_since(
+    tmp_path: Path, start_controller: Any, sink: Any
+) -> None:
+    from bmcsim._gb200_writes import cap_write
+
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
+        bmc = fleet.bmcs[0]
+        before = caps(bmc)
+        read = await h.admin.StartVerify(apb.StartVerifyRequest(devices=["node001"], **FAST))
+        plain = await _done(h, read.checks[0].check_id)
+        priors = plan_of(HealthResult(tuple(HealthCheck.from_json(c) for c in plain["checks"])))
+        await h.controller.store.open_write_cycle(
+            WriteCycleRow(
+                cycle_id="older",
+                device="node001",
+                origin="verify older",
+                priors=priors,
+                status="open",
+                report=None,
+                owner="elsewhere",
+                created_at=datetime.now(UTC),
+                closed_at=None,
+            )
+        )
+        cap_write(bmc.state.caps["GPU_0"], 1150, None).apply()  # its leftover test value, as written
+        policies = pp.GPUPolicies(policies=[pp.GPUPolicy(gpu_id=1, power_limit=pp.PowerLimit(watts=700))])
+        await h.stub.SendDeviceRequest(
+            R(
+                device="node001",
+                request_id="later-700",
+                gpu_policies_update=R.GPUPoliciesSetRequest(
+                    resource_group="rg", gpu_policy_action=R.SET_POLICY, gpu_policies=policies
+                ),
+            )
+        )
+        await sink.wait_for({"later-700"}, timeout=60)
+        started = await h.admin.StartWriteCycle(apb.StartVerifyRequest(devices=["node001"], **FAST))
+        await _done(h, started.checks[0].check_id)
+        assert bmc.state.caps["GPU_1"].set_point == 700  # the newer cap stays
+        after = caps(bmc)
+        assert after["GPU_0"] == before["GPU_0"]  # the leftover is gone
+        cycles = await h.controller.store.write_cycles_of("verify older")
+        assert cycles[0].status == "closed" and cycles[0].report["superseded"] == {"gpu/1": "later-700"}
