@@ -21,10 +21,10 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from controller.desired.limits import INTERNAL_PREFIX, explain_caps
 from controller.execution.resolve import Resolved
@@ -40,12 +40,12 @@ from plugins.base import (
     RequestKind,
     WriteLog,
     run_operation,
+    uncancelled,
 )
 from plugins.base._codec import encode
 from plugins.base._health import FAIL, PASS
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 #: a restore's own deadline (the request's may be what ran out)
 RESTORE_SECONDS = 90.0
@@ -92,25 +92,6 @@ def _proven_back(checks: Sequence[HealthCheck], key: str) -> bool:
     if check is None:
         return False
     return check.evidence.get("restored") is True or check.evidence.get("wrote") is False
-
-
-async def uncancelled(work: Coroutine[Any, Any, T]) -> T:
-    """Run `work` to its end even when the caller is cancelled meanwhile; the cancel is re-raised
-    after it (a restore is never abandoned half way)."""
-    task = asyncio.ensure_future(work)
-    cancelled = False
-    while True:
-        try:
-            result = await asyncio.shield(task)
-            break
-        except asyncio.CancelledError:
-            if task.done():
-                result = task.result()
-                break
-            cancelled = True
-    if cancelled:
-        raise asyncio.CancelledError
-    return result
 
 
 class WriteCycles:

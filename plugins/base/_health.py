@@ -7,9 +7,12 @@ verdict of a verification is its worst check.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 #: worst first: the verdict of several checks is the first of these any of them has
@@ -150,3 +153,22 @@ def worst(statuses: Any) -> str:
     """The verdict of several statuses (`skip` only when nothing else is there)."""
     seen = set(statuses)
     return next((s for s in SEVERITY if s in seen), SKIP)
+
+
+async def uncancelled(work: Coroutine[Any, Any, T]) -> T:
+    """Run `work` to its end even when the caller is cancelled meanwhile; the cancel is re-raised
+    after it. A write cycle's restore is never abandoned half way (a shutdown, a deadline)."""
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+            break
+        except asyncio.CancelledError:
+            if task.done():
+                result = task.result()
+                break
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return result

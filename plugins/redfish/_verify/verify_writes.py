@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine, Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 from plugins.base import DeviceControllerError, WriteOutcome
-from plugins.base._health import FAIL, PASS, WARN, HealthCheck, HealthQuery
+from plugins.base._health import FAIL, PASS, WARN, HealthCheck, HealthQuery, uncancelled
 from plugins.redfish._capping.caps import CapChange, restore_cap, set_cap
 from plugins.redfish._device.device import Device
 from plugins.redfish._device.op_bmc import OpBmc
@@ -31,8 +31,6 @@ from plugins.redfish._platforms import LimitReading, mechanism_for
 from plugins.redfish._platforms._base import Prior, same_watts
 from plugins.redfish._readings import metrics as _metrics
 from plugins.redfish._verify.verify import cap_evidence
-
-T = TypeVar("T")
 
 #: the step below the value in force: this share of the range (at least one Increment, 1 W)
 STEP_SHARE = 0.05
@@ -190,11 +188,11 @@ async def _cycle(
     except asyncio.CancelledError:
         # stopped mid-cycle (a controller shutting down, a deadline): the cap is put back first,
         # under the restore's own deadline, and the cancel waits for it
-        await _uncancelled(_restore(device, comp, prior))
+        await uncancelled(_restore(device, comp, prior))
         raise
     except DeviceControllerError as exc:
         # the set (or a read after it) raised past the deadline or a cut connection: restore anyway
-        restored = await _uncancelled(_restore(device, comp, prior))
+        restored = await uncancelled(_restore(device, comp, prior))
         evidence["wrote"] = True if change is None else evidence["wrote"]
         failed = f"step {'set' if change is None else 'read-back'}: {exc}"
     evidence["restored"] = restored.ok
@@ -274,22 +272,3 @@ async def _restore(device: Device, comp: Component, prior: Prior, *, note: str =
     if not restored.ok:
         restored = await restore_cap(own, comp, prior, note=note)
     return restored
-
-
-async def _uncancelled(work: Coroutine[Any, Any, T]) -> T:
-    """Run `work` to its end even if this task is cancelled meanwhile (the cancel is re-raised
-    after it): a restore is never abandoned half way."""
-    task = asyncio.ensure_future(work)
-    cancelled = False
-    while True:
-        try:
-            result = await asyncio.shield(task)
-            break
-        except asyncio.CancelledError:
-            if task.done():
-                result = task.result()
-                break
-            cancelled = True
-    if cancelled:
-        raise asyncio.CancelledError
-    return result
