@@ -124,6 +124,8 @@ async def test_bmc_health_write_cycle_follows_the_start_write_cycle_rules(
                 gated = {c.name: c for c in mtls_sink.unique()["e-4"].bmc_health.checks}
                 assert gated["write"].status == "fail" and "resource group rg1" in gated["write"].detail
                 assert bmc.stats.writes_applied == writes_before
+                refused = await admin.GetRequest(apb.GetRequestRequest(request_id="e-4"))
+                assert not refused.writes, refused.writes  # nothing sent, nothing to restore
 
                 # the admin (topology + admin) client's write cycle runs, with its receipts
                 await as_dps.SendDeviceRequest(
