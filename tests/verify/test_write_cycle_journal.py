@@ -22,6 +22,7 @@ from bmcsim import SimulatorFleet
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller._proto.devicecontroller.v1 import policy_pb2 as pp
 from controller.execution.write_cycle import plan_of
 from controller.inventory import load_inventory
@@ -161,6 +162,44 @@ async def test_a_sigterm_mid_cycle_restores_and_keeps_both_receipts(tmp_path: Pa
             assert len(sent) >= 2, [(w.method, w.status, w.note) for w in got.writes]
             assert sent[0].status.startswith("unknown"), sent[0]  # the test write: no answer came
             assert sent[-1].status == "200" and "restore" in sent[-1].note, sent[-1]
+        finally:
+            serve.stop()
+
+
+async def test_a_sigkill_mid_bmc_health_cycle_restores_and_the_rerun_reads_the_real_value(
+    tmp_path: Path, sink: Any
+) -> None:
+    """The topology server's door: the journaled request runs again after the restart, once the
+    journal is restored, so its "before" is the node's real value, never the leftover test value."""
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        bmc = fleet.bmcs[0]
+        serve = Serve(tmp_path, fleet, sink.address)
+        await serve.start()
+        try:
+            before = caps(bmc)
+            bmc.faults.set("late-reply", writes_only=True, count=1, hang_seconds=120)
+            health = pb.DeviceControllerRequest.BMCHealthDeviceRequest(
+                write_cycle=True, telemetry_interval_ms=20
+            )
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{serve.port}") as channel:
+                stub = dgrpc.DeviceControllerStub(channel)
+                await stub.SendDeviceRequest(
+                    pb.DeviceControllerRequest(device="node001", request_id="dps-1", bmc_health=health),
+                    timeout=30,
+                )
+            await until(lambda: caps(bmc) != before, "the test value to land")
+            await serve.signal(signal.SIGKILL)
+            assert caps(bmc) != before
+
+            await serve.start()
+            await sink.wait_for({"dps-1"}, timeout=120)
+            answer = sink.unique()["dps-1"].bmc_health
+            assert caps(bmc) == before
+            writes = [c for c in answer.checks if c.name.startswith("write ")]
+            assert len(writes) == 8 and all(c.status == "pass" for c in writes), answer
+            # every "before" is the node's own value (no explicit cap), never the leftover test cap
+            assert not any(json.loads(c.evidence_json)["before"]["capped"] for c in writes), writes
+            assert answer.success and answer.verdict in ("pass", "warn"), answer
         finally:
             serve.stop()
 
