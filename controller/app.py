@@ -46,7 +46,7 @@ from controller.plugin_host.host import PluginHost
 from controller.plugin_host.launch import load_external_plugins
 from controller.process import reports, workers
 from controller.process.retention import prune_forever
-from controller.process.supervise import supervise
+from controller.process.supervise import describe, supervise
 from controller.process.writer import WriterLock
 from controller.security import authz, tls
 from controller.store import DeviceUpsert, Store, newer_schema_message
@@ -340,7 +340,14 @@ class Controller:
         raise OSError(f"cannot listen on {self.settings.listen}: address in use or invalid")
 
     async def recover(self) -> int:
-        """Queue journaled requests that never finished (controller/cluster/claims.py)."""
+        """Restore the write cycles a crash left unfinished (of the devices whose shards this
+        process runs: before any of their requests is queued), then queue journaled requests that
+        never finished (controller/cluster/claims.py)."""
+        shards = self.runner.shards
+        try:
+            await self.runner.write_cycles.recover(lambda d: shards.runs(shards.shard_for(d)))
+        except Exception as exc:  # the journals stay open: each node's next cycle restores it first
+            log.error("unfinished write cycles could not be restored at the start: %s", describe(exc))
         return await self.claims.recover()
 
     def _shard_busy(self, shard: int) -> bool:

@@ -80,8 +80,13 @@ class Claims:
 
     async def gained(self, shards: frozenset[int]) -> None:
         """Shards acquired (or renewed after their lease had lapsed here): another process may
-        have changed their devices, so the runner's copies go; their unfinished requests are ours."""
+        have changed their devices, so the runner's copies go; their unfinished requests are ours,
+        after their devices' unfinished write cycles are restored from the journal."""
         self._runner.forget_devices()
+        try:
+            await self._runner.write_cycles.recover(lambda d: self._shards.shard_for(d) in shards)
+        except Exception as exc:  # the journals stay open: each node's next cycle restores it first
+            log.error("unfinished write cycles of gained shards not restored: %s", exc)
         queued = await self.queue(await self._store.claim_shards(self._me, sorted(shards)))
         if queued:
             log.info("%d unfinished requests of gained shards queued", queued)

@@ -17,6 +17,7 @@ from plugins.base import (
     ComponentResult,
     GpuPoliciesResult,
     GpuResult,
+    HealthCheck,
     StdMetricsResult,
     WriteOutcome,
 )
@@ -155,3 +156,63 @@ def _shown(watts: float | None) -> str:
 
 def _differ(a: float | None, b: float | None) -> bool:
     return (a is None) != (b is None) or (a is not None and b is not None and abs(a - b) > TOLERANCE_WATTS)
+
+
+def explain_caps(checks: Sequence[HealthCheck], desired: Sequence[DesiredLimit]) -> list[HealthCheck]:
+    """A readiness verification's `cap KEY` checks against what devicectl last set (desired limits).
+
+    An explicit cap in force that devicectl did not set, or that differs from what it last set, is a
+    warning naming both values (set out of band, or a test value a write cycle left behind), never an
+    unexplained pass; one devicectl set says which request set it. The CPUs' caps are compared as
+    their total, as devicectl sets them ("cpu")."""
+    wanted = {d.component: d for d in desired}
+    cpu_total = sum(
+        float(c.evidence.get("watts") or 0)
+        for c in checks
+        if c.name.startswith("cap cpu/") and c.evidence.get("capped")
+    )
+    out: list[HealthCheck] = []
+    for check in checks:
+        ev = check.evidence
+        watts = ev.get("watts")
+        if (
+            not check.name.startswith("cap ")
+            or check.status != "pass"
+            or not ev.get("capped")
+            or watts is None
+        ):
+            out.append(check)
+            continue
+        key = check.name[4:]
+        as_cpu = key.startswith("cpu/") and "cpu" in wanted
+        limit = wanted.get("cpu" if as_cpu else key)
+        in_force = cpu_total if as_cpu else float(watts)
+        what = f"{'the CPUs total ' if as_cpu else ''}{in_force:g} W"
+        if limit is None:
+            detail = (
+                f"{check.detail}; explicit cap {what} that devicectl did not set: set out of band, or a "
+                "test value left behind; check it before capping"
+            )
+            out.append(HealthCheck(check.name, "warn", detail, {**ev, "desired": None}))
+        elif limit.watts is None or abs(limit.watts - in_force) > 0.5:
+            last = f"{limit.watts:g} W" if limit.watts is not None else "no cap"
+            detail = (
+                f"{check.detail}; explicit cap {what} differs from what devicectl last set ({last}, "
+                f"request {limit.request_id})"
+            )
+            out.append(
+                HealthCheck(
+                    check.name, "warn", detail, {**ev, "desired": limit.watts, "set_by": limit.request_id}
+                )
+            )
+        else:
+            detail = f"{check.detail}; set by devicectl (request {limit.request_id})"
+            out.append(
+                HealthCheck(
+                    check.name,
+                    check.status,
+                    detail,
+                    {**ev, "desired": limit.watts, "set_by": limit.request_id},
+                )
+            )
+    return out

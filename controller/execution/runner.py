@@ -23,6 +23,7 @@ from controller.execution import shadow, state_text
 from controller.execution.completions import CompletionWriter
 from controller.execution.dispatch import Job
 from controller.execution.resolve import DeviceResolver, Resolved
+from controller.execution.write_cycle import WriteCycles
 from controller.inventory import DeviceEntry, deactivation_choice
 from controller.observability import metrics
 from controller.observability.logs import clip, request_context
@@ -38,7 +39,6 @@ from plugins.base import (
     PendingVerification,
     RequestKind,
     WriteLog,
-    run_operation,
 )
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,8 @@ class RequestRunner:
         self._completions = CompletionWriter(store, settings, on_complete)
         #: request id -> when its device call began, until the completion or a timer writes it
         self._starts: dict[str, datetime] = {}
+        #: write cycles (a verification's, a `bmc_health` request's) with their journal
+        self.write_cycles = WriteCycles(store, lambda d: self.resolve(d, b"", b""), settings.instance_id)
 
     async def run(self, job: Job) -> bool:
         """Run a job to its completion; False when it was not run because its shard is not (or no
@@ -172,7 +174,7 @@ class RequestRunner:
         writes = WriteLog(dry_run=in_shadow)  # receipts, kept even when the operation fails part-way
         try:
             try:
-                operation = run_operation(resolved.plugin, kind, ctx, request, writes)
+                operation = self.write_cycles.operation(resolved, kind, ctx, request, writes)
                 outcome = await self._call_under_lease(operation, remaining, job.shard)
             finally:
                 marking.cancel()

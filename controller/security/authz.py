@@ -1,7 +1,8 @@
 """Roles from client-certificate identities, enforced per RPC by a server interceptor.
 
 A verified client certificate's identities are its subject CN and every subject-alternative name.
-The operator maps identities to roles (`roles` setting): `topology` may call SendDeviceRequest,
+The operator maps identities to roles (`roles` setting): `topology` may call SendDeviceRequest
+(a `bmc_health` request asking for a write cycle needs `admin` too, as StartWriteCycle does),
 `operator` the admin API's reads (Get*, List*, Wait*), read-only readiness verifications
 (StartVerify) and server reflection, `admin` everything an
 operator may plus the admin API's writes. Health is open to every client. Anything else is refused
@@ -86,6 +87,20 @@ def required_role(method: str) -> str | None:
     return ""
 
 
+def required_for_request(method: str, request: Any) -> str | None:
+    """A role the call's content needs beyond its method's: a `bmc_health` request that asks for a
+    write cycle needs `admin`, as StartWriteCycle does (one rule for both doors); None otherwise."""
+    if method != _CONTROLLER + "SendDeviceRequest":
+        return None
+    try:
+        if request.WhichOneof("request") != "bmc_health":
+            return None
+        health = request.bmc_health
+        return "admin" if health.write_cycle and not health.skip_writes else None
+    except (AttributeError, ValueError):
+        return None
+
+
 def allows(roles: frozenset[str], needed: str) -> bool:
     if not needed:
         return False
@@ -115,15 +130,21 @@ class RoleInterceptor(grpc.aio.ServerInterceptor):
             found |= self._roles.get(name, frozenset())
         return found
 
-    def denial(self, method: str, context: grpc.aio.ServicerContext) -> str | None:
+    def denial(self, method: str, context: grpc.aio.ServicerContext, request: Any = None) -> str | None:
         """None when the call may proceed, else the reason (already logged)."""
         needed = required_role(method)
         if needed is None:
             return None
         names = identities(context.auth_context())
-        if allows(self.roles_of(names), needed):
-            return None
+        roles = self.roles_of(names)
         who = ", ".join(names) if names else "no client certificate"
+        if allows(roles, needed):
+            extra = required_for_request(method, request) if request is not None else None
+            if extra is None or allows(roles, extra):
+                return None
+            reason = f"{method}: {who} may not ask for a bmc_health write cycle (needs role {extra})"
+            log.warning("permission denied: %s (peer %s)", reason, context.peer())
+            return reason
         reason = f"{method}: {who} may not call this (needs role {needed or 'none can'})"
         log.warning("permission denied: %s (peer %s)", reason, context.peer())
         return reason
@@ -141,8 +162,8 @@ class RoleInterceptor(grpc.aio.ServerInterceptor):
 
 def _guarded(handler: grpc.RpcMethodHandler, method: str, guard: RoleInterceptor) -> grpc.RpcMethodHandler:
     # The peer's certificate is only visible on the call's context, so the check wraps the behaviour.
-    async def refuse(context: grpc.aio.ServicerContext) -> None:
-        reason = guard.denial(method, context)
+    async def refuse(context: grpc.aio.ServicerContext, request: Any = None) -> None:
+        reason = guard.denial(method, context, request)
         if reason is not None:
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, reason)
 
@@ -150,7 +171,7 @@ def _guarded(handler: grpc.RpcMethodHandler, method: str, guard: RoleInterceptor
         inner_uu = handler.unary_unary
 
         async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            await refuse(context)
+            await refuse(context, request)
             return await inner_uu(request, context)
 
         return grpc.unary_unary_rpc_method_handler(

@@ -36,6 +36,7 @@ from ._types import (
     VerificationRow,
     VerificationStatus,
 )
+from ._write_cycles import WriteCycleRow
 
 __all__ = [
     "Accepted",
@@ -69,6 +70,7 @@ __all__ = [
     "StoreStats",
     "VerificationRow",
     "VerificationStatus",
+    "WriteCycleRow",
     "WriteFailure",
     "is_outage",
     "newer_schema_message",

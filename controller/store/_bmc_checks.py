@@ -57,15 +57,15 @@ def _insert(conn: Connection, args: list[list[BmcCheckRow]]) -> list[None]:
     return [None for _ in args]
 
 
-def _claim(conn: Connection, args: list[tuple[str, int, datetime]]) -> list[list[BmcCheckRow]]:
+def _claim(
+    conn: Connection, args: list[tuple[str, int, datetime, Sequence[str] | None]]
+) -> list[list[BmcCheckRow]]:
     out = []
-    for owner, limit, now in args:
-        ids = conn.execute(
-            sa.select(B.c.check_id)
-            .where(B.c.status == QUEUED)
-            .order_by(B.c.created_at, B.c.check_id)
-            .limit(limit)
-        ).scalars()
+    for owner, limit, now, devices in args:
+        query = sa.select(B.c.check_id).where(B.c.status == QUEUED)
+        if devices is not None:
+            query = query.where(B.c.device.in_(list(devices)))
+        ids = conn.execute(query.order_by(B.c.created_at, B.c.check_id).limit(limit)).scalars()
         claimed = []
         for check_id in list(ids):
             # the status guard makes a claim exclusive between controllers sharing the database
@@ -93,6 +93,20 @@ def _finish(conn: Connection, args: list[tuple[str, str, str, Any, Any, str, dat
     return [None for _ in args]
 
 
+def _note(conn: Connection, args: list[tuple[str, str, Any, datetime]]) -> list[None]:
+    """A write cycle's restore after its verification stopped: the row ends `interrupted` (if it was
+    still `running`) with the restore's report as its error, and the restore's receipts appended."""
+    for check_id, error, writes, at in args:
+        row = conn.execute(sa.select(B.c.status, B.c.writes).where(B.c.check_id == check_id)).first()
+        if row is None:
+            continue
+        values: dict[str, Any] = {"error": error, "writes": [*(row.writes or []), *(writes or [])] or None}
+        if row.status in (QUEUED, RUNNING):
+            values |= {"status": INTERRUPTED, "finished_at": at}
+        conn.execute(sa.update(B).where(B.c.check_id == check_id).values(**values))
+    return [None for _ in args]
+
+
 def _interrupt(conn: Connection, args: list[tuple[str, datetime]]) -> list[int]:
     out = []
     for owner, at in args:
@@ -105,9 +119,9 @@ def _interrupt(conn: Connection, args: list[tuple[str, datetime]]) -> list[int]:
                 error=sa.case(
                     (
                         B.c.write_cycle,
-                        "interrupted by a controller restart during its write cycle: a cap may "
-                        "still hold the test value (one step below its previous one); check it with "
-                        "`devicectl verify` (read-only) before capping",
+                        "interrupted by a controller restart during its write cycle; every cap it "
+                        "changed is restored from the cycle's journal by the process that runs the "
+                        "node, which reports here what it restored",
                     ),
                     else_="interrupted by a controller restart; run it again",
                 ),
@@ -171,11 +185,21 @@ class BmcCheckAccess:
             require_aware("created_at", r.created_at)
         await self._write(_insert, list(rows))
 
-    async def claim_bmc_checks(self, owner: str, limit: int, now: datetime) -> list[BmcCheckRow]:
-        """Take up to `limit` queued verifications, oldest first, for `owner`."""
+    async def claim_bmc_checks(
+        self, owner: str, limit: int, now: datetime, devices: Sequence[str] | None = None
+    ) -> list[BmcCheckRow]:
+        """Take up to `limit` queued verifications, oldest first, for `owner` (of `devices` only:
+        the devices whose shard lease `owner` holds, so one process holds a node cluster-wide)."""
         require_aware("now", now)
-        rows: list[BmcCheckRow] = await self._write(_claim, (owner, limit, now))
+        rows: list[BmcCheckRow] = await self._write(_claim, (owner, limit, now, devices))
         return rows
+
+    async def note_bmc_check(
+        self, check_id: str, error: str, writes: list[dict[str, Any]] | None, at: datetime
+    ) -> None:
+        """Report a write cycle's restore on its verification (see `_note`)."""
+        require_aware("at", at)
+        await self._write(_note, (check_id, error, writes, at))
 
     async def finish_bmc_check(
         self,

@@ -235,6 +235,31 @@ class BmcCheckModel(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
+class WriteCycleModel(Base):
+    """The write cycle's journal: the value and mode of every cap a cycle will touch, durable before
+    its first write; `open` until every cap is proven back, so a crash is restored at the next start."""
+
+    __tablename__ = "write_cycles"
+    __table_args__ = (
+        Index("ix_write_cycles_device_status", "device", "status"),
+        Index("ix_write_cycles_status", "status"),
+    )
+
+    cycle_id: Mapped[str] = mapped_column(String, primary_key=True)
+    device: Mapped[str] = mapped_column(String, nullable=False)
+    #: what ran it: `verify CHECK_ID` or `bmc_health REQUEST_ID`
+    origin: Mapped[str] = mapped_column(String, nullable=False)
+    #: component key -> {"watts", "capped", "mode", "resource"} before the cycle
+    priors: Mapped[Any] = mapped_column(JSONDoc, nullable=False)
+    #: open (a cap may hold a test value) or closed (every cap proven back)
+    status: Mapped[str] = mapped_column(String, nullable=False)
+    #: how it was closed: each component's restore, and by whom
+    report: Mapped[Any] = mapped_column(JSONDoc, nullable=True)
+    owner: Mapped[str] = mapped_column(String, nullable=False, server_default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
 class DesiredLimitModel(Base):
     """Desired state: the limit each component should hold, with the request that set it, and
     what the last drift check found enforced (docs/desired-state.md)."""
@@ -290,6 +315,7 @@ CONTROLLER_LEASES: Table = Base.metadata.tables["controller_leases"]
 DESIRED_LIMITS: Table = Base.metadata.tables["desired_limits"]
 SHARD_LEASES: Table = Base.metadata.tables["shard_leases"]
 BMC_CHECKS: Table = Base.metadata.tables["bmc_checks"]
+WRITE_CYCLES: Table = Base.metadata.tables["write_cycles"]
 
 __all__ = [
     "BMC_CHECKS",
@@ -301,6 +327,7 @@ __all__ = [
     "SHARD_LEASES",
     "STATE_AUDIT",
     "VERIFICATIONS",
+    "WRITE_CYCLES",
     "AuditModel",
     "Base",
     "BmcCheckModel",
@@ -312,4 +339,5 @@ __all__ = [
     "ShardLeaseModel",
     "UTCDateTime",
     "VerificationModel",
+    "WriteCycleModel",
 ]

@@ -41,11 +41,12 @@ from ._types import (
     VerificationRow,
     require_aware,
 )
+from ._write_cycles import WriteCycleAccess
 
 T = TypeVar("T")
 
 
-class Store(OutboxAccess, BmcCheckAccess):
+class Store(OutboxAccess, BmcCheckAccess, WriteCycleAccess):
     """Persistence for devicectl: journal, devices, outbox, audit log, verifications, leases.
 
     Create with :meth:`from_url`, check or apply the schema (:meth:`schema_status`,

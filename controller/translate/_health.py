@@ -12,10 +12,13 @@ _Resp = pb.DeviceControllerResponse
 
 
 def query_from_proto(msg: _Req.BMCHealthDeviceRequest) -> HealthQuery:
-    """The fields as DPS 0.8+ sends them (0 means the default; the window is capped at 60 s)."""
+    """The fields as DPS 0.8+ sends them (0 means the default; the window is capped at 60 s).
+
+    Read-only unless the request asks for a write cycle (`write_cycle`, and not `skip_writes`): a
+    proto3 bool defaults to false, so an empty request never writes."""
     return HealthQuery(
         samples_per_telemetry=msg.samples_per_telemetry,
-        skip_writes=msg.skip_writes,
+        skip_writes=msg.skip_writes or not msg.write_cycle,
         telemetry_interval_ms=msg.telemetry_interval_ms,
         write_resolution_timeout_ms=msg.write_resolution_timeout_ms,
     )
@@ -27,7 +30,13 @@ def query_to_proto(query: HealthQuery) -> _Req.BMCHealthDeviceRequest:
         skip_writes=query.skip_writes,
         telemetry_interval_ms=query.telemetry_interval_ms,
         write_resolution_timeout_ms=query.write_resolution_timeout_ms,
+        write_cycle=not query.skip_writes,
     )
+
+
+def wants_write_cycle(msg: _Req.BMCHealthDeviceRequest) -> bool:
+    """Whether a `bmc_health` request asks for a write cycle (see `query_from_proto`)."""
+    return msg.write_cycle and not msg.skip_writes
 
 
 def result_to_proto(result: HealthResult) -> _Resp.BMCHealthResponse:

@@ -3,8 +3,13 @@ requests: journaled first (`bmc_checks`, status `queued`), claimed, run through 
 (`DevicePlugin.bmc_health`), and recorded with every check and the receipts of a write cycle.
 
 A controller that restarts marks the verifications it was running `interrupted` and claims the
-queued ones again (`recover`), so a fleet's verification is never lost. A write cycle holds the
-device's lane (`Dispatcher.exclusive`): no request of the device runs while its caps are cycled.
+queued ones again (`recover`), so a fleet's verification is never lost. A write cycle is a journaled
+transaction (`controller.execution.write_cycle`): one stopped by a shutdown is restored and recorded
+`interrupted` with the restore's report and every receipt; one cut by a crash is restored from its
+journal at the next start, and its record says which cap was restored to which value. A write cycle
+holds the device's lane (`Dispatcher.exclusive`), in the one process that holds the device's shard
+lease (with `--workers`, a process claims only verifications of devices whose shard it holds): no
+request of the device runs anywhere while its caps are cycled.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from controller.config import Settings
 from controller.desired.limits import INTERNAL_PREFIX, enforced_from, gpu_pairs
 from controller.execution.dispatch import Dispatcher
 from controller.execution.runner import RequestRunner, receipts
+from controller.execution.write_cycle import origin_of_check
 from controller.inventory import DeviceEntry
 from controller.observability import metrics
 from controller.observability.logs import request_context
@@ -133,7 +139,8 @@ class BmcChecker:
         self._running: set[asyncio.Task[None]] = set()
 
     async def recover(self) -> int:
-        """Mark what this controller was running when it stopped `interrupted` (queued ones just run)."""
+        """Mark what this controller was running when it stopped `interrupted` (queued ones just run).
+        Unfinished write cycles were restored before (`WriteCycles.recover`, at the start)."""
         count = await self._store.interrupt_bmc_checks(self._owner, datetime.now(UTC))
         if count:
             log.warning("%d readiness verification(s) were interrupted by a restart (verify list)", count)
@@ -152,8 +159,11 @@ class BmcChecker:
         while True:
             try:
                 free = self._concurrency - len(self._running)
+                devices = self._runnable_devices()
                 rows = (
-                    await self._store.claim_bmc_checks(self._owner, free, datetime.now(UTC)) if free else []
+                    await self._store.claim_bmc_checks(self._owner, free, datetime.now(UTC), devices)
+                    if free and devices != []
+                    else []
                 )
                 outage.ok()
             except Exception as exc:  # a database outage must not end verification for good
@@ -166,6 +176,13 @@ class BmcChecker:
             if not rows:
                 await asyncio.sleep(interval)
 
+    def _runnable_devices(self) -> list[str] | None:
+        """The inventory devices whose shard this process holds (None: it holds every shard)."""
+        shards = self._runner.shards
+        if not shards.leased:
+            return None
+        return [d for d in self._inventory if shards.runs(shards.shard_for(d))]
+
     async def _run(self, row: BmcCheckRow) -> None:
         with request_context(row.device, row.check_id, ""):
             log_ = WriteLog(dry_run=self._settings.shadow)  # shadow mode: no write leaves
@@ -176,7 +193,17 @@ class BmcChecker:
                 status, verdict, result = "done", res.verdict, res.to_json()
                 metrics.record_verification(row.device, res)
             except asyncio.CancelledError:
-                raise  # stopping: the row stays `running` and the next start reports it interrupted
+                if row.write_cycle:  # stopping: the cycle restored what it wrote; say so, with receipts
+                    report = self._runner.write_cycles.reports.get(origin_of_check(row.check_id), "")
+                    await self._store.finish_bmc_check(
+                        row.check_id,
+                        "interrupted",
+                        writes=receipts(log_.entries()),
+                        error="stopped by a controller shutdown during its write cycle; "
+                        + (report or "nothing was written"),
+                        at=datetime.now(UTC),
+                    )
+                raise  # read-only: the row stays `running` and the next start reports it interrupted
             except Exception as exc:
                 error = describe(exc)
                 log.warning("verification %s of %s could not run: %s", row.check_id, row.device, error)
@@ -211,16 +238,28 @@ class BmcChecker:
             deadline=time.monotonic() + limit,
             state=resolved.state,
         )
-        call = resolved.plugin.bmc_health(ctx, query)
         if query.skip_writes:
+            call = resolved.plugin.bmc_health(ctx, query)
             with recording(writes):
                 outcome = await asyncio.wait_for(call, limit)
-        else:
-            async with self._dispatcher.exclusive(row.device):  # one writer per device
-                with recording(writes):
-                    outcome = await asyncio.wait_for(call, limit)
-        result: HealthResult = outcome.result
-        return result
+            return await self._runner.write_cycles.explained(row.device, outcome.result)
+        shards = self._runner.shards
+        shard = shards.shard_for(row.device)
+        async with self._dispatcher.exclusive(row.device):  # one writer per device
+            if not shards.runs(shard):
+                raise VerifyRefused(f"the shard lease of {row.device} is no longer held here; run it again")
+            # counted as running work of the shard: its lease is not handed on while the caps cycle
+            self._runner.running_shards[shard] += 1
+            try:
+                cycle = self._runner.write_cycles.run(
+                    resolved, ctx, query, origin_of_check(row.check_id), writes
+                )
+                outcome = await asyncio.wait_for(cycle, limit)
+            finally:
+                self._runner.running_shards[shard] -= 1
+                if not self._runner.running_shards[shard]:
+                    del self._runner.running_shards[shard]
+        return await self._runner.write_cycles.explained(row.device, outcome.result)
 
     async def _inband_limits(self, device: str, limit: float) -> dict[int, float]:
         """The GPU limits the node's in-band device (an inventory entry with `bmc = DEVICE`) enforces,

@@ -15,7 +15,7 @@ from plugins.base._errors import (
     UnknownDeviceError,
     UnsupportedError,
 )
-from plugins.base._health import HealthCheck, HealthQuery, HealthResult
+from plugins.base._health import HealthCheck, HealthQuery, HealthResult, uncancelled
 from plugins.base._plugin import (
     OPERATIONS,
     Credentials,
@@ -177,6 +177,7 @@ __all__ = [
     "recording",
     "run_operation",
     "serve",
+    "uncancelled",
     "write_log",
 ]
 

@@ -7,9 +7,12 @@ verdict of a verification is its worst check.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 #: worst first: the verdict of several checks is the first of these any of them has
@@ -41,6 +44,19 @@ class HealthQuery:
         inband_gpu_limits: GPU index -> the limit the host enforces in band (NVML), watts; the
             controller fills it where an inventory option links the node's NVML device.
         force_writes: write-cycle even while a resource group is active on the node.
+        apply: the write cycle's second step (the controller journaled the priors first): skip the
+            read-only checks (the first step ran them) and cycle only the components in `priors`.
+        priors: component key -> {"watts", "capped", "mode"}: the value each cap had when the
+            cycle was planned, as journaled. A cap no longer showing it is not written; the
+            restore puts this value back.
+        restore: component key -> a prior as above: only put these values back (an unfinished
+            cycle's journal) and report each one as a `restore KEY` check; nothing else runs.
+
+    A write cycle is a journaled transaction run by the controller in two calls: a read-only one
+    (its `cap KEY` checks' evidence is the plan: value, mode and resource of every cap), then,
+    once the controller has made those priors durable, one with `apply` and `priors`. A plugin
+    keeps no state: whatever a crash interrupts, the controller restores from its journal with
+    `restore`.
     """
 
     samples_per_telemetry: int = 0
@@ -51,6 +67,9 @@ class HealthQuery:
     latency_p95_ms: float = DEFAULT_LATENCY_P95_MS
     inband_gpu_limits: Mapping[int, float] = field(default_factory=dict)
     force_writes: bool = False
+    apply: bool = False
+    priors: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    restore: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def samples(self) -> int:
@@ -134,3 +153,22 @@ def worst(statuses: Any) -> str:
     """The verdict of several statuses (`skip` only when nothing else is there)."""
     seen = set(statuses)
     return next((s for s in SEVERITY if s in seen), SKIP)
+
+
+async def uncancelled(work: Coroutine[Any, Any, T]) -> T:
+    """Run `work` to its end even when the caller is cancelled meanwhile; the cancel is re-raised
+    after it. A write cycle's restore is never abandoned half way (a shutdown, a deadline)."""
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+            break
+        except asyncio.CancelledError:
+            if task.done():
+                result = task.result()
+                break
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return result

@@ -94,7 +94,7 @@ class WriteLog:
             yield index
             status = "ok"
         except BaseException as exc:
-            status = f"error: {getattr(exc, 'status', '') or type(exc).__name__}"
+            status = unanswered_status(exc)
             raise
         finally:
             elapsed = round((time.monotonic() - started) * 1000.0, 3)
@@ -159,6 +159,16 @@ class WriteLog:
         with self._lock:  # an unknown index (None from a wrapped choke point) changes nothing
             if isinstance(index, int) and 0 <= index < len(self._entries):
                 self._entries[index] = _replaced(self._entries[index], changes)
+
+
+def unanswered_status(exc: BaseException) -> str:
+    """The receipt status of a write that raised: `error: <HTTP status>` where the device answered
+    (it refused), else `unknown: <why>`: the write was sent (or about to be) and no answer came back
+    (a deadline, a cancel, a cut connection), so it may have landed."""
+    answered = getattr(exc, "status", "")
+    if answered:
+        return f"error: {answered}"
+    return f"unknown: {type(exc).__name__} (no answer: the write may have landed)"
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(DeviceWrite))

@@ -263,6 +263,14 @@ class RedfishPlugin(DevicePlugin):
         problem = req.check()
         if problem:
             raise InvalidRequestError(problem)
+        if req.restore:  # an interrupted write cycle's journal: put it back, nothing else
+            prepared = await prepare(self.pool, self.settings, ctx)
+            restored = await _verify_writes.restore_priors(prepared, req.restore)
+            return self._outcome(prepared, HealthResult(tuple(restored)))
+        if req.apply and not req.skip_writes:  # the journaled step: the read-only checks ran first
+            prepared = await prepare(self.pool, self.settings, ctx)
+            cycled = await _verify_writes.write_cycle(prepared, req)
+            return self._outcome(prepared, HealthResult(tuple(cycled)))
         checks, device = await _verify.read_only(self.pool, self.settings, ctx, req)
         if device is None:
             return Outcome(HealthResult(tuple(checks)))

@@ -50,7 +50,7 @@ def _newer_release(tmp_path: Path) -> tuple[Path, str]:
         (newer / package).symlink_to(ROOT / package)
     shutil.copytree(ROOT / "migrations", newer / "migrations", ignore=shutil.ignore_patterns("__pycache__"))
     head = revisions()[-1]
-    rev = f"{int(head) + 1:04d}"
+    rev = f"{int(head[:4]) + 1:04d}"  # revision ids start with 4 digits
     (newer / "migrations" / "versions" / f"{rev}_drill.py").write_text(_NEXT.format(rev=rev, down=head))
     return newer, rev
 

@@ -1,6 +1,7 @@
 """`bmc_health` as a request kind of the DeviceController API (DPS 0.8+ `BMCHealthDeviceRequest`):
 journaled, run in the device's lane, answered through the normal response path with every check, and
-with `skip_writes` false a write cycle whose receipts are on the request's record."""
+with `write_cycle` (and not `skip_writes`) a write cycle whose receipts are on the request's record;
+an empty request is read-only."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ async def test_a_topology_server_gates_a_node_on_bmc_health(
         read_only = R.BMCHealthDeviceRequest(skip_writes=True, telemetry_interval_ms=20)
         await h.stub.SendDeviceRequest(R(device="node001", request_id="h-1", bmc_health=read_only))
         cycle = R.BMCHealthDeviceRequest(
-            skip_writes=False, telemetry_interval_ms=20, write_resolution_timeout_ms=90_000
+            write_cycle=True, telemetry_interval_ms=20, write_resolution_timeout_ms=90_000
         )
         await h.stub.SendDeviceRequest(R(device="node001", request_id="h-2", bmc_health=cycle))
         await sink.wait_for({"h-1", "h-2"}, timeout=60)

@@ -7,27 +7,37 @@ reading and how long until it is under the new cap, as evidence), `restore` (the
 mode, read back). Whatever step fails, the cap ends restored (the restore runs whenever a write may
 have landed) and the check names the step. Every write goes through the plugin's write choke point,
 so the request's receipts list them; only the cap's own resource (and its actions) is written.
+
+The restore runs under its own deadline (`RESTORE_SECONDS`), never the request's, and a cancel
+waits for it. Run by the controller, a cycle is a journaled transaction (`HealthQuery.apply`,
+`priors`, `restore`): the previous values come from its journal, never from a read that could be a
+leftover test value, and `restore_priors` puts back an interrupted cycle's journal.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from plugins.base import DeviceControllerError, WriteOutcome
-from plugins.base._health import FAIL, PASS, WARN, HealthCheck, HealthQuery
+from plugins.base._health import FAIL, PASS, WARN, HealthCheck, HealthQuery, uncancelled
 from plugins.redfish._capping.caps import CapChange, restore_cap, set_cap
 from plugins.redfish._device.device import Device
+from plugins.redfish._device.op_bmc import OpBmc
 from plugins.redfish._discovery.layout import MECH_CONTROL, Component
 from plugins.redfish._platforms import LimitReading, mechanism_for
-from plugins.redfish._platforms._base import same_watts
+from plugins.redfish._platforms._base import Prior, same_watts
 from plugins.redfish._readings import metrics as _metrics
 from plugins.redfish._verify.verify import cap_evidence
 
 #: the step below the value in force: this share of the range (at least one Increment, 1 W)
 STEP_SHARE = 0.05
 NOTE = "restore after the verification's write cycle"
+RECOVERY_NOTE = "restore an interrupted write cycle from its journal"
+#: a restore's own deadline (the request's may have passed: that is when a restore matters most)
+RESTORE_SECONDS = 60.0
 
 
 def refusal(device: Device, query: HealthQuery) -> str:
@@ -47,26 +57,78 @@ async def write_cycle(device: Device, query: HealthQuery) -> list[HealthCheck]:
         return [HealthCheck("write", FAIL, f"write cycle refused: {why}")]
     if not comps:
         return [HealthCheck("write", WARN, "write cycle refused: no writable power limit on this node")]
-    # one at a time: a node never has more than one cap away from its value
-    return [await _cycle(device, comp, query.resolution) for comp in comps]
+    if not query.apply:
+        # one at a time: a node never has more than one cap away from its value
+        return [await _cycle(device, comp, query.resolution) for comp in comps]
+    out = []
+    for comp in comps:
+        journaled = query.priors.get(comp.key)
+        if journaled is None:
+            why = "not in the write cycle's journal (its value was not read before the cycle)"
+            out.append(HealthCheck(f"write {comp.key}", WARN, f"refused: {why}", {"refused": why}))
+            continue
+        out.append(await _cycle(device, comp, query.resolution, Prior.from_json(journaled)))
+    return out
+
+
+async def restore_priors(device: Device, restore: Mapping[str, Mapping[str, Any]]) -> list[HealthCheck]:
+    """Put back each journaled prior (an interrupted write cycle): one `restore KEY` check each."""
+    comps = {c.key: c for c in device.discovery.components()}
+    out = []
+    for key, data in restore.items():
+        prior = Prior.from_json(data)
+        wanted = _prior_text(prior)
+        comp = comps.get(key)
+        evidence: dict[str, Any] = {"prior": prior.to_json(), "restored": False}
+        if comp is None or mechanism_for(comp) is None:
+            why = f"restore {key}: no writable power limit {key} on this node now; it was {wanted}"
+            out.append(HealthCheck(f"restore {key}", FAIL, why, evidence))
+            continue
+        evidence["resource"] = comp.limit_uri
+        restored = await _restore(device, comp, prior, note=RECOVERY_NOTE)
+        evidence["restored"] = restored.ok
+        evidence["set_outcome"] = restored.write.value
+        if restored.after is not None:
+            evidence["after"] = cap_evidence(comp, restored.after)
+        if restored.ok:
+            detail = f"{comp.limit_uri}: restored to {wanted}"
+            out.append(HealthCheck(f"restore {key}", PASS, detail, evidence))
+        else:
+            detail = f"{comp.limit_uri}: NOT restored to {wanted}: {restored.message or 'not read back'}"
+            out.append(HealthCheck(f"restore {key}", FAIL, detail, evidence))
+    return out
+
+
+def _prior_text(prior: Prior) -> str:
+    value = f"{prior.watts:g} W" if prior.watts is not None else "no value"
+    if not prior.capped:
+        if prior.watts is None:
+            return "no cap"
+        return f"no explicit cap ({prior.mode or 'default'}, {value})"
+    if prior.mode:
+        value += f" ({prior.mode})"
+    return value
 
 
 def safe_value(reading: LimitReading, floor: float) -> tuple[float | None, str]:
     """The value to cycle to, or None and why there is none.
 
     Inside the BMC's range; where it publishes no minimum, the safety floor (`min_cap_watts`) is the
-    minimum, and where it publishes no maximum, only a value below the cap in force is safe.
+    minimum, and where it publishes no maximum, only a value below the one in force is safe. The
+    value in force is the set point the BMC shows, whatever its mode: an `Automatic` limit showing a
+    value is stepped from that value, never read as "no cap" (stepping from the maximum would raise
+    the limit).
     """
     if not reading.in_watts:
         return None, f"set points in {reading.units!r}, not watts"
-    capped = reading.watts if reading.capped and reading.watts is not None else None
+    in_force = reading.watts
     lo = reading.min_watts if reading.min_watts is not None else floor
-    hi = reading.max_watts if reading.max_watts is not None else capped
+    hi = reading.max_watts if reading.max_watts is not None else in_force
     if hi is None:
         return None, "the BMC publishes no maximum and holds no cap: no value is known to be safe"
     if hi - lo < 1:
         return None, f"the range {lo:g}..{hi:g} W leaves nothing to change"
-    current = min(max(capped if capped is not None else hi, lo), hi)
+    current = min(max(in_force if in_force is not None else hi, lo), hi)
     step = max(reading.increment or 1.0, 1.0, round((hi - lo) * STEP_SHARE))
     if reading.increment:
         step = round(step / reading.increment) * reading.increment or reading.increment
@@ -74,7 +136,9 @@ def safe_value(reading: LimitReading, floor: float) -> tuple[float | None, str]:
     return (value, "") if lo <= value <= hi else (None, f"no step of {step:g} W fits in {lo:g}..{hi:g} W")
 
 
-async def _cycle(device: Device, comp: Component, window: float) -> HealthCheck:
+async def _cycle(
+    device: Device, comp: Component, window: float, journaled: Prior | None = None
+) -> HealthCheck:
     name = f"write {comp.key}"
     mech = mechanism_for(comp)
     assert mech is not None
@@ -83,14 +147,25 @@ async def _cycle(device: Device, comp: Component, window: float) -> HealthCheck:
         before = mech.parse(comp, await bmc.get(comp.limit_uri))
     except DeviceControllerError as exc:
         return HealthCheck(
-            name, FAIL, f"step read: {exc}", {"resource": comp.limit_uri, "failed_step": "read"}
+            name,
+            FAIL,
+            f"step read: {exc}",
+            {"resource": comp.limit_uri, "failed_step": "read", "wrote": False},
         )
-    evidence: dict[str, Any] = {"before": cap_evidence(comp, before)}
+    evidence: dict[str, Any] = {"before": cap_evidence(comp, before), "wrote": False}
+    if journaled is not None and not mech.matches(before, journaled):
+        why = (
+            f"the value in force changed since the cycle was journaled ({_prior_text(journaled)}, "
+            f"now {_prior_text(before.prior())}): nothing written"
+        )
+        return HealthCheck(name, WARN, f"refused: {why}", {**evidence, "refused": why})
+    prior = journaled if journaled is not None else before.prior()
     value, why = safe_value(before, device.settings.min_cap_watts)
     if value is None:
         return HealthCheck(name, WARN, f"refused: {why}", {**evidence, "refused": why})
     evidence["value"] = value
     started = time.monotonic()
+    change: CapChange | None = None
     try:
         change = await set_cap(bmc, comp, value)
         failed = ""
@@ -104,15 +179,22 @@ async def _cycle(device: Device, comp: Component, window: float) -> HealthCheck:
                 evidence["report_ms"] = round((seen - started) * 1000, 1)
                 evidence["power"] = await _power_response(device, comp, value, window)
         evidence["set_outcome"] = change.write.value
+        evidence["wrote"] = change.wrote or change.write is not WriteOutcome.NOT_WRITTEN
         if change.write is WriteOutcome.NOT_WRITTEN and not change.wrote and failed:
             return HealthCheck(
                 name, FAIL, f"{failed}; nothing was written", {**evidence, "failed_step": "set"}
             )
-        restored = await _restore(device, comp, before)
+        restored = await _restore(device, comp, prior)
     except asyncio.CancelledError:
-        # stopped mid-cycle (a controller shutting down, a deadline): the cap is put back first
-        await asyncio.shield(_restore(device, comp, before))
+        # stopped mid-cycle (a controller shutting down, a deadline): the cap is put back first,
+        # under the restore's own deadline, and the cancel waits for it
+        await uncancelled(_restore(device, comp, prior))
         raise
+    except DeviceControllerError as exc:
+        # the set (or a read after it) raised past the deadline or a cut connection: restore anyway
+        restored = await uncancelled(_restore(device, comp, prior))
+        evidence["wrote"] = True if change is None else evidence["wrote"]
+        failed = f"step {'set' if change is None else 'read-back'}: {exc}"
     evidence["restored"] = restored.ok
     if restored.after is not None:
         evidence["after"] = cap_evidence(comp, restored.after)
@@ -128,8 +210,9 @@ async def _cycle(device: Device, comp: Component, window: float) -> HealthCheck:
         return HealthCheck(
             name, FAIL, f"{failed}; restored", {**evidence, "failed_step": failed.split(":")[0][5:]}
         )
-    detail = f"{comp.limit_uri}: set {value:g} W, reported after {evidence['report_ms']:g} ms, restored " + (
-        f"{before.watts:g} W" if before.capped and before.watts is not None else "(no cap)"
+    detail = (
+        f"{comp.limit_uri}: set {value:g} W, reported after {evidence['report_ms']:g} ms, restored "
+        + _prior_text(prior)
     )
     return HealthCheck(name, PASS, detail, evidence)
 
@@ -178,9 +261,14 @@ async def _until_reported(
     return None
 
 
-async def _restore(device: Device, comp: Component, before: LimitReading) -> CapChange:
-    """The exact previous value and mode; tried twice (a restore is never left half done)."""
-    restored = await restore_cap(device.bmc, comp, before.prior(), note=NOTE)
+async def _restore(device: Device, comp: Component, prior: Prior, *, note: str = NOTE) -> CapChange:
+    """The exact previous value and mode; tried twice (a restore is never left half done), under
+    its own deadline: the request's may have passed (a slow BMC answering the test write)."""
+    own = OpBmc(device.bmc.client, time.monotonic() + RESTORE_SECONDS)
+    own.etag_policy = device.bmc.etag_policy
+    own.persistent = device.bmc.persistent
+    own.allow_power_off = device.bmc.allow_power_off
+    restored = await restore_cap(own, comp, prior, note=note)
     if not restored.ok:
-        restored = await restore_cap(device.bmc, comp, before.prior(), note=NOTE)
+        restored = await restore_cap(own, comp, prior, note=note)
     return restored

@@ -193,3 +193,21 @@ async def test_a_write_cycle_cancelled_mid_way_puts_the_cap_back(gb200: Harness)
             break
         await asyncio.sleep(0.05)
     assert _caps(bmc) == before
+
+
+async def test_an_automatic_limit_showing_a_value_is_stepped_below_that_value(gb200: Harness) -> None:
+    """`Automatic` with a set point of 500 W: the test value is one step below 500 W (the value in
+    force), never one step below the maximum (which would raise the limit to 1150 W)."""
+    bmc = gb200.fleet.bmcs[0]
+    cap = bmc.state.caps["GPU_0"]
+    cap.set_point, cap.control_mode = 500, "Automatic"
+    before = _caps(bmc)
+    out = await gb200.call("bmc_health", bmc, HealthQuery(skip_writes=False, **FAST))
+    gpu0 = _check(out, "write gpu/0")
+    assert gpu0.evidence["before"]["watts"] == 500 and gpu0.evidence["before"]["mode"] == "Automatic"
+    assert gpu0.evidence["value"] == 450, gpu0  # 5 % of 200..1200 W below the 500 W in force
+    assert gpu0.status == "pass" and gpu0.evidence["restored"], gpu0
+    after = _caps(bmc)
+    # the restore puts the mode back (Automatic: the BMC chooses its value again); nothing else moved
+    assert after.pop("GPU_0")[1] == "Automatic" and before.pop("GPU_0")[1] == "Automatic"
+    assert after == before

@@ -88,16 +88,18 @@ class DeviceControllerRequest(_message.Message):
         disable_async_verification: bool
         def __init__(self, enable_profile_ids: _Optional[_Iterable[int]] = ..., disable_profile_ids: _Optional[_Iterable[int]] = ..., disable_async_verification: _Optional[bool] = ...) -> None: ...
     class BMCHealthDeviceRequest(_message.Message):
-        __slots__ = ("samples_per_telemetry", "skip_writes", "telemetry_interval_ms", "write_resolution_timeout_ms")
+        __slots__ = ("samples_per_telemetry", "skip_writes", "telemetry_interval_ms", "write_resolution_timeout_ms", "write_cycle")
         SAMPLES_PER_TELEMETRY_FIELD_NUMBER: _ClassVar[int]
         SKIP_WRITES_FIELD_NUMBER: _ClassVar[int]
         TELEMETRY_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
         WRITE_RESOLUTION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+        WRITE_CYCLE_FIELD_NUMBER: _ClassVar[int]
         samples_per_telemetry: int
         skip_writes: bool
         telemetry_interval_ms: int
         write_resolution_timeout_ms: int
-        def __init__(self, samples_per_telemetry: _Optional[int] = ..., skip_writes: _Optional[bool] = ..., telemetry_interval_ms: _Optional[int] = ..., write_resolution_timeout_ms: _Optional[int] = ...) -> None: ...
+        write_cycle: bool
+        def __init__(self, samples_per_telemetry: _Optional[int] = ..., skip_writes: _Optional[bool] = ..., telemetry_interval_ms: _Optional[int] = ..., write_resolution_timeout_ms: _Optional[int] = ..., write_cycle: _Optional[bool] = ...) -> None: ...
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]

@@ -1,0 +1,64 @@
+"""The write cycle's journal in the store (``write_cycles``), on SQLite and PostgreSQL: a cycle is
+open from before its first write until every cap is proven back; a failed restore keeps it open;
+a restore after a restart is reported on its verification, with the restore's receipts appended."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from controller.store import BmcCheckRow, Store, WriteCycleRow
+
+T0 = datetime(2026, 12, 6, 1, 0, tzinfo=UTC)
+PRIORS = {"gpu/0": {"watts": None, "capped": False, "mode": "Automatic", "resource": "/gpu0"}}
+
+
+def cycle(cycle_id: str, device: str, origin: str) -> WriteCycleRow:
+    return WriteCycleRow(cycle_id, device, origin, PRIORS, "open", None, "ctl-a", T0, None)
+
+
+async def test_a_cycle_stays_open_until_every_cap_is_proven_back(store: Store) -> None:
+    await store.open_write_cycle(cycle("c1", "n1", "verify b-1"))
+    await store.open_write_cycle(cycle("c2", "n2", "bmc_health r-2"))
+    assert [r.cycle_id for r in await store.open_write_cycles()] == ["c1", "c2"]
+    assert [r.priors for r in await store.open_write_cycles(["n1"])] == [PRIORS]
+
+    failed = {"not_restored": PRIORS}
+    await store.close_write_cycle("c1", failed, T0 + timedelta(seconds=1), restored=False)
+    still = await store.open_write_cycles(["n1"])
+    assert [(r.status, r.report, r.closed_at) for r in still] == [("open", failed, None)]
+
+    await store.close_write_cycle("c1", {"restored": PRIORS}, T0 + timedelta(seconds=2))
+    assert [r.cycle_id for r in await store.open_write_cycles()] == ["c2"]
+    (done,) = await store.write_cycles_of("verify b-1")
+    assert done.status == "closed" and done.closed_at == T0 + timedelta(seconds=2)
+
+
+async def test_a_restore_after_a_restart_is_reported_on_its_verification(store: Store) -> None:
+    row = BmcCheckRow(
+        "b-1", "b", "n1", True, "queued", "", {"skip_writes": False}, None, None, "", "", T0, None, None
+    )
+    await store.add_bmc_checks([row])
+    await store.claim_bmc_checks("ctl-a", 1, T0)
+    receipt = {"target": "/gpu0", "method": "POST", "status": "200"}
+    await store.note_bmc_check("b-1", "interrupted during its write cycle; restored", [receipt], T0)
+    (noted,) = await store.find_bmc_checks("b-1")
+    assert (noted.status, noted.error, noted.writes) == (
+        "interrupted",
+        "interrupted during its write cycle; restored",
+        [receipt],
+    )
+    # the restart's own sweep leaves it as reported
+    assert await store.interrupt_bmc_checks("ctl-a", T0) == 0
+    (kept,) = await store.find_bmc_checks("b-1")
+    assert kept.error == "interrupted during its write cycle; restored"
+
+
+async def test_a_claim_takes_only_the_devices_named(store: Store) -> None:
+    rows = [
+        BmcCheckRow(f"b-{d}", "b", d, True, "queued", "", {}, None, None, "", "", T0, None, None)
+        for d in ("n1", "n2", "n3")
+    ]
+    await store.add_bmc_checks(rows)
+    got = await store.claim_bmc_checks("ctl-a", 10, T0, ["n2"])
+    assert [r.device for r in got] == ["n2"]
+    assert {r.device for r in await store.claim_bmc_checks("ctl-b", 10, T0)} == {"n1", "n3"}
