@@ -58,6 +58,8 @@ __all__ = ["SESSIONS_PATH", "LeftoverSessions", "Sweep", "marker_parts", "sessio
 MAX_SWEPT = 64
 #: time a sweep after login may take (its own budget, not a request's)
 SWEEP_SECONDS = 30.0
+#: waits before a failed sweep after login is tried again (then it is left to the next login)
+SWEEP_RETRY_WAITS = (1.0, 5.0, 15.0, 60.0, 300.0)
 #: the Basic `Authorization` header of a sweep that runs without a session (its task alone)
 _SWEEP_AUTH: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("sweep", default=None)
 
@@ -228,11 +230,26 @@ class LeftoverSessions(SessionRecord):
         self._sweeping = asyncio.get_running_loop().create_task(self._background_sweep())
 
     async def _background_sweep(self) -> None:
+        # NOTE: a sweep that fails (a busy BMC, a timeout under a wave's load) is tried again:
+        # the login that started it is this process's only one here, and a leftover it did not
+        # delete would stay open until the BMC expires it (one leaked session per crash)
         try:
-            with deadline_scope(time.monotonic() + SWEEP_SECONDS):
-                await self._sweep()
-        except RedfishError as exc:
-            log.warning("%s: could not read the BMC's Redfish sessions: %s", self.origin, clip(str(exc), 300))
+            for wait in (*SWEEP_RETRY_WAITS, None):
+                try:
+                    with deadline_scope(time.monotonic() + SWEEP_SECONDS):
+                        await self._sweep()
+                    return
+                except RedfishError as exc:
+                    again = f"; trying again in {wait:g} s" if wait is not None else ""
+                    log.warning(
+                        "%s: could not read the BMC's Redfish sessions: %s%s",
+                        self.origin,
+                        clip(str(exc), 300),
+                        again,
+                    )
+                if wait is None or self._auth != "session":
+                    return
+                await asyncio.sleep(wait)
         finally:
             self._sweeping = None
 
