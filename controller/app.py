@@ -32,6 +32,7 @@ from controller.desired.dryrun import Planner
 from controller.execution.dispatch import Dispatcher
 from controller.execution.runner import RequestRunner
 from controller.execution.verifier import Verifier
+from controller.execution.warmup import Warmup
 from controller.inventory import (
     DeviceEntry,
     InventoryError,
@@ -312,6 +313,8 @@ class Controller:
                 ),
                 asyncio.create_task(supervise("agent", self.agent.run), name="agent"),
             ]
+        self.warmup = Warmup(self.runner, self.dispatcher, self.settings)
+        self._tasks.append(asyncio.create_task(self.warmup.run(list(self.inventory)), name="warm-up"))
         if self.settings.drift_interval > 0:
             self.drift = DriftChecker(
                 self.store, self.runner, self.dispatcher, self.settings, inventory=self.inventory

@@ -153,6 +153,8 @@ class Settings:
     drift_reapply: str = ""
     #: re-applications per device per hour, beyond which drift is only reported
     drift_max_reapply_per_hour: int = 3
+    #: devices logged in to and discovered at once by the warm-up at start (0: no warm-up)
+    warmup_concurrency: int = 32
 
     def __post_init__(self) -> None:
         for name in _NUMBERS:  # however the settings were made: every number finite and in range

@@ -1,6 +1,7 @@
 """Running what was acknowledged: per-device lanes in journal order under a global limit in `dispatch`,
 one job to exactly one completion in `runner`, the device's entry, plugin, model, state and
 credentials in `resolve`, a new state's JSON text and its change against the stored one in
-`state_text`, completion writes retried in place in the device's lane in `completions`, and the
-follow-up checks plugins ask for in `verifier`.
+`state_text`, completion writes retried in place in the device's lane in `completions`, the
+follow-up checks plugins ask for in `verifier`, and the background read of every device at start
+(login, discovery) in `warmup`.
 """
