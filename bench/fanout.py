@@ -112,6 +112,9 @@ async def _devicectl(n: int, config: FanoutConfig, workdir: Path, sims: Simulato
                 device_call_timeout=600.0,
                 log_level=config.log_level,
                 name=f"controller-{n}",
+                # the first-contact phase measures the cold path: no warm-up ahead of it
+                # (controller/execution/warmup.py; a ref without one ignores the variable)
+                env={"DEVICECTL_WARMUP_CONCURRENCY": "0"},
             )
             try:
                 await controller.start()
