@@ -69,6 +69,9 @@ class RedfishSettings:
     #: connection pool is shared). aiohttp's 15 s default meant a new TLS handshake for nearly
     #: every request to a BMC, ~1.8 ms of CPU each; a BMC that closes sooner is simply reconnected.
     keepalive_timeout: float = 300.0
+    #: a session (and its connection) idle this long is refreshed with a GET of itself, so a wave
+    #: after a quiet hour finds it open (plugin-wide; below `keepalive_timeout`; 0: never)
+    session_refresh_after: float = 240.0
     basic_fallback: bool = False
     exclusive_account: bool = False
     etag_policy: str | None = None
@@ -79,6 +82,7 @@ class RedfishSettings:
     def __post_init__(self) -> None:
         _validate(self)
         check_number(self.keepalive_timeout, "keepalive_timeout", positive=True)
+        check_number(self.session_refresh_after, "session_refresh_after")
 
 
 @dataclass(frozen=True)

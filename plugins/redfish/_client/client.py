@@ -128,6 +128,8 @@ class BmcClient(BmcLogin):
         self.etag_quirks: dict[str, str] = {}
         #: our last read-back of each resource, a prior for the next change while still valid
         self.read_backs = ReadBacks(settings.read_back_max_age)
+        #: when the last request to this BMC was sent (monotonic): the pool refreshes idle sessions
+        self.last_used = time.monotonic()
 
     @property
     def origin(self) -> str:
@@ -185,6 +187,11 @@ class BmcClient(BmcLogin):
             raise ProtocolError(f"{self.origin}: GET {path}: the reply is not a JSON object")
         etag = reply.getheader("ETag") or body.get("@odata.etag")
         return Document(path, body, str(etag) if etag else None)
+
+    async def refresh_session(self, *, deadline: float) -> None:
+        """GET our own session: the BMC restarts its inactivity timeout, the connection stays open."""
+        if self._auth == "session" and self.session_uri:
+            await self.call("GET", self.session_uri, deadline=deadline, attempts=1)
 
     # ---- writing ------------------------------------------------------------------------------
 
@@ -305,7 +312,7 @@ class BmcClient(BmcLogin):
         client = self._redfish
         token = client._session_key
         status = "error"
-        started = time.monotonic()
+        started = self.last_used = time.monotonic()
         try:
             if token is not None and method in _DIRECT:
                 # NOTE: a request logged in with a session needs only the token: sent through the
