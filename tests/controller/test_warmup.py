@@ -95,3 +95,23 @@ async def test_after_a_restart_the_first_wave_on_a_warmed_inventory_runs_at_stea
         assert cold["POST /redfish/v1/SessionService/Sessions"] == BMCS  # each BMC logged in on the way
     finally:
         await stack.close()
+
+
+@pytest.mark.timeout(300)
+async def test_a_wave_during_the_warm_up_is_served_and_the_warm_up_still_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one device at a time over slow BMCs: the warm-up is still at work when the wave comes
+    monkeypatch.setenv("DEVICECTL_WARMUP_CONCURRENCY", "1")
+    stack = Stack(
+        tmp_path, bmcs=BMCS, database_url=f"sqlite:///{tmp_path / 'ctl.db'}", name="warm", latency=0.2
+    )
+    try:
+        await stack.start()
+        calls = await _wave(stack, _phase(1))
+        assert calls["POST /redfish/v1/SessionService/Sessions"] <= BMCS  # one login per BMC at most
+        await _warmed(stack, 1, within=120.0)
+        text = stack.ctl.log_path.read_text(errors="replace")
+        assert f"warm-up: {BMCS} of {BMCS} devices ready" in text and "(0 failed" in text
+    finally:
+        await stack.close()
