@@ -1,5 +1,6 @@
 """The warm-up at start: every device this process runs is read once in the background (a
-`std_metrics` read through its plugin, as the drift check reads), so the first wave after a start
+`std_metrics` read through its plugin, as the drift check reads, for plugins that say it helps:
+`DevicePlugin.warm_up`, the Redfish plugin's), so the first wave after a start
 or a restart finds each BMC logged in, its leftover sessions swept and its Redfish service
 discovered, and runs at steady-state cost.
 
@@ -7,7 +8,7 @@ Bounded (`warmup_concurrency` devices at once, 0: off) and yielding: while any r
 waits in a lane, no new device is started (the ones in flight finish), and a device with work of
 its own is skipped (its request warms it). Nothing is written to a device and nothing is stored:
 the read's outcome is dropped, what stays is the plugin's own connection, session and discovery
-cache. Progress: the `devicectl_warmup_devices{state}` gauge and `progress()` (`devicectl status`).
+cache. Progress: the `devicectl_warmup_devices{state}` gauge and `progress` (`devicectl status`).
 """
 
 from __future__ import annotations
@@ -58,6 +59,17 @@ class Warmup:
         self._dispatcher = dispatcher
         self._settings = settings
         self.progress = WarmupProgress()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, devices: Iterable[str]) -> None:
+        """Run the warm-up in the background (once)."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self.run(devices), name="warm-up")
+
+    def stop(self) -> None:
+        """Cancel a warm-up still at work (at a stop)."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
 
     async def run(self, devices: Iterable[str]) -> None:
         """Warm every device of `devices` this process runs (`progress` says how far it is)."""
@@ -117,7 +129,9 @@ class Warmup:
                 self.progress.skipped += 1
                 return
             ok = await self._read(device)
-            if ok:
+            if ok is None:
+                self.progress.total -= 1  # nothing to warm
+            elif ok:
                 self.progress.done += 1
             else:
                 self.progress.failed += 1
@@ -130,8 +144,11 @@ class Warmup:
             slots.release()
             self._publish()
 
-    async def _read(self, device: str) -> bool:
+    async def _read(self, device: str) -> bool | None:
+        """Read the device once; None when its plugin has nothing to warm (`warm_up`)."""
         resolved = await self._runner.resolve(device, b"", b"")
+        if not getattr(resolved.plugin, "warm_up", False):
+            return None
         timeout = self._settings.device_call_timeout
         ctx = DeviceContext(
             device_id=device,

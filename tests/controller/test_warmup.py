@@ -17,8 +17,11 @@ from pathlib import Path
 
 import grpc
 import pytest
+from google.protobuf import empty_pb2
 
 from bench.fanout_plan import Phase, activation
+from controller._proto.devicecontroller.v1 import admin_pb2 as apb
+from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from drills import stack as drill_stack
 from drills.load import Load, send_until_acked
@@ -62,6 +65,14 @@ async def _wave(stack: Stack, phase: Phase) -> Counter[str]:
     return calls
 
 
+async def _status(stack: Stack) -> apb.ControllerStatus:
+    async with grpc.aio.insecure_channel(stack.ctl.address) as channel:
+        status: apb.ControllerStatus = await agrpc.DeviceControllerAdminStub(channel).GetStatus(
+            empty_pb2.Empty()
+        )
+        return status
+
+
 def _phase(k: int) -> Phase:
     # values all different from each other and from the simulator's defaults: every cap is written
     return Phase(f"wave{k}", f"warm-{k}", node=5000 - 100 * k, gpu=3200 - 100 * k, cpu=600 - 20 * k)
@@ -72,10 +83,15 @@ async def test_after_a_restart_the_first_wave_on_a_warmed_inventory_runs_at_stea
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(drill_stack.REDFISH_OPTIONS, "read_back_max_age", 0.0)
+    # generous timeouts: a call retried because a busy host answered late would be counted too
+    monkeypatch.setitem(drill_stack.REDFISH_OPTIONS, "read_timeout", 60.0)
+    monkeypatch.setitem(drill_stack.REDFISH_OPTIONS, "connect_timeout", 30.0)
     stack = Stack(tmp_path, bmcs=BMCS, database_url=f"sqlite:///{tmp_path / 'ctl.db'}", name="warm")
     try:
         await stack.start()
         await _warmed(stack, 1)
+        warmup = (await _status(stack)).warmup  # `devicectl status` shows it
+        assert warmup.finished and (warmup.total, warmup.done, warmup.failed) == (BMCS, BMCS, 0)
         await _wave(stack, _phase(1))
         steady = await _wave(stack, _phase(2))
         assert steady and not [k for k in steady if "SessionService" in k], steady
@@ -84,7 +100,7 @@ async def test_after_a_restart_the_first_wave_on_a_warmed_inventory_runs_at_stea
         await stack.ctl.start()
         await _warmed(stack, 2)
         after_restart = await _wave(stack, _phase(3))
-        assert after_restart == steady
+        assert after_restart == steady, (after_restart - steady, steady - after_restart)
 
         # without the warm-up the same wave logs in and sweeps on its way: the count can tell
         monkeypatch.setenv("DEVICECTL_WARMUP_CONCURRENCY", "0")
