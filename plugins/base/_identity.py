@@ -170,6 +170,10 @@ class ProcessIdentity:
             return []
         return [u for u in self._created.get(origin, []) if (origin, u) not in self._mine]
 
+    def recorded(self, origin: str) -> list[str]:
+        """Every resource on a device the record holds now (this process's own included)."""
+        return list(self._created.get(origin, ())) if self.held else []
+
     def note_created(self, origin: str, uri: str) -> concurrent.futures.Future[None]:
         """A resource this process created: recorded before it is used (the future is done once
         the record's line is written; wait for it before using the resource)."""

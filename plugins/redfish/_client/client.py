@@ -326,6 +326,7 @@ class BmcClient(BmcLogin):
                     sent.update(headers)
                 reply = await self.transport.send(method, target, sent, body)
                 if reply.status == 401 and method == "GET" and await client._refresh_session(token):
+                    await self._record_login()  # the library opened a new session: ours, recorded
                     sent["X-Auth-Token"] = client._session_key
                     reply = await self.transport.send(method, target, sent, body)
                 status = str(reply.status)
