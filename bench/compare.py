@@ -60,7 +60,8 @@ def _phase(results: dict[str, Any], name: str) -> dict[str, Any] | None:
 def _fanout(name: str, key: str) -> Callable[[dict[str, Any]], float | None]:
     def read(results: dict[str, Any]) -> float | None:
         phase = _phase(results, name)
-        return None if phase is None else float(phase[key])
+        value = None if phase is None else phase.get(key)  # absent from a ref's older benchmark
+        return None if value is None else float(value)
 
     return read
 
@@ -111,6 +112,8 @@ def metrics(backends: Sequence[str]) -> list[Metric]:
         Metric("CPU ms/activation, steady state", _cpu_per_activation("steady state"), 1),
         Metric("calls per activation, first contact", _calls_per_activation("first contact"), 1),
         Metric("calls per activation, steady state", _calls_per_activation("steady state"), 1),
+        Metric("ack p99 ms during the wave, first contact", _fanout("first contact", "ack_p99_ms"), 1),
+        Metric("simulator CPU s, steady state", _fanout("steady state", "simulator_cpu_s"), 2),
         Metric("fan-out peak RSS MB", _fanout_rss, 0),
     ]
     for b in backends:

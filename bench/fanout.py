@@ -56,7 +56,7 @@ from bench.procstats import cpu_seconds
 from bench.profiling import Profiler
 from bench.responses import ResponseTracker
 from bench.simulators import PASSWORD, USERNAME, SimulatorProcesses
-from bench.util import child_env, jsonable, say
+from bench.util import child_env, jsonable, percentile, say
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller.inventory import load_inventory
@@ -112,6 +112,9 @@ async def _devicectl(n: int, config: FanoutConfig, workdir: Path, sims: Simulato
                 device_call_timeout=600.0,
                 log_level=config.log_level,
                 name=f"controller-{n}",
+                # the first-contact phase measures the cold path: no warm-up ahead of it
+                # (controller/execution/warmup.py; a ref without one ignores the variable)
+                env={"DEVICECTL_WARMUP_CONCURRENCY": "0"},
             )
             try:
                 await controller.start()
@@ -151,12 +154,16 @@ async def _phase(
     slots = asyncio.Semaphore(500)
     retries = 0
 
+    ack_ms: list[float] = []
+
     async def send(request: pb.DeviceControllerRequest) -> None:
         nonlocal retries
         async with slots:
             for attempt in range(SEND_ATTEMPTS):
                 try:
+                    sent = time.monotonic()
                     await stub.SendDeviceRequest(request, timeout=120)
+                    ack_ms.append((time.monotonic() - sent) * 1000)  # while the wave runs
                     return
                 except grpc.aio.AioRpcError as exc:
                     # A topology server retries a refusal; the request_id makes a repeat harmless
@@ -198,6 +205,9 @@ async def _phase(
             "failure_examples": sorted(set(tracker.failures.values()))[:3],
             "duplicates": tracker.duplicates,
             "unexpected": tracker.unexpected,
+            # each acknowledgement's wait (send to ack, the accepted attempt), the wave running
+            "ack_p50_ms": percentile(ack_ms, 50),
+            "ack_p99_ms": percentile(ack_ms, 99),
             "controller_cpu_s": cpu,
             "plugin_process_cpu_s": plugin_cpu,
             "cpu_ms_per_call": cpu / summary["calls"] * 1000 if summary["calls"] else 0.0,

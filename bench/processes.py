@@ -69,8 +69,11 @@ class ControllerProcess:
         log_level: str = "INFO",
         name: str = "controller",
         extra_args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ) -> None:
         self.port = free_port()
+        #: environment added to the child's (settings as DEVICECTL_<NAME>)
+        self.env = dict(env or {})
         self.address = f"127.0.0.1:{self.port}"
         self.log_path = workdir / f"{name}.log"
         self.args = [
@@ -112,7 +115,7 @@ class ControllerProcess:
         """Start the process (without waiting for it to serve)."""
         self._log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            self.args, cwd=ROOT, env=child_env(), stdout=self._log, stderr=subprocess.STDOUT
+            self.args, cwd=ROOT, env=child_env(**self.env), stdout=self._log, stderr=subprocess.STDOUT
         )
 
     async def wait_serving(self, timeout: float = 120.0) -> float:

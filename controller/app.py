@@ -32,6 +32,7 @@ from controller.desired.dryrun import Planner
 from controller.execution.dispatch import Dispatcher
 from controller.execution.runner import RequestRunner
 from controller.execution.verifier import Verifier
+from controller.execution.warmup import Warmup
 from controller.inventory import (
     DeviceEntry,
     InventoryError,
@@ -146,6 +147,7 @@ class Controller:
         self.role = workers.process_role(settings)
         self.executes = workers.executes(settings)
         self.executors: workers.ExecutorPool | None = None
+        self.warmup: Warmup | None = None
         self.health = JournalHealth(self.store, settings, self.role)
         self._server: grpc.aio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -252,6 +254,7 @@ class Controller:
                 dry_run=Planner(self.runner, self.settings).plan,
                 executor_reports=self.executor_reports,
                 shadow=self.settings.shadow,
+                warmup=lambda: self.warmup.progress if self.warmup is not None else None,
             ),
             server,
         )
@@ -316,6 +319,8 @@ class Controller:
                 ),
                 asyncio.create_task(supervise("agent", self.agent.run), name="agent"),
             ]
+        self.warmup = Warmup(self.runner, self.dispatcher, self.settings)
+        self.warmup.start(list(self.inventory))  # runs once, apart from the loops above
         if self.settings.drift_interval > 0:
             self.drift = DriftChecker(
                 self.store, self.runner, self.dispatcher, self.settings, inventory=self.inventory
@@ -401,6 +406,8 @@ class Controller:
         if self.agent_delivery is not None:
             await self.agent_delivery.flush(timeout=min(grace, 5.0))
             self.agent_delivery.stop()
+        if self.warmup is not None:
+            self.warmup.stop()
         for task in self._tasks:
             task.cancel()
         # Bounded: a background loop that missed its cancellation must not hang the shutdown.

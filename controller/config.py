@@ -159,6 +159,8 @@ class Settings:
     #: DPS's "retain device limits after topology deactivation": a topology deactivation keeps the
     #: limits in force instead of restoring them (an inventory entry's key of the same name wins)
     retain_limits_on_topology_deactivate: bool = False
+    #: devices logged in to and discovered at once by the warm-up at start (0: no warm-up)
+    warmup_concurrency: int = 32
 
     def __post_init__(self) -> None:
         for name in _NUMBERS:  # however the settings were made: every number finite and in range

@@ -19,6 +19,7 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.delivery.outbox import Delivery
 from controller.desired.receipts import desired_records, write_records
 from controller.execution.dispatch import Dispatcher
+from controller.execution.warmup import WarmupProgress
 from controller.inventory import DeviceEntry
 from controller.process.reports import Report
 from controller.process.supervise import describe
@@ -161,8 +162,10 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
         dry_run: PlanFn | None = None,
         executor_reports: Callable[[], list[Report] | None] | None = None,
         shadow: bool = False,
+        warmup: Callable[[], WarmupProgress | None] | None = None,
     ) -> None:
         self._shadow = shadow  # shadow mode: `status` says so
+        self._warmup = warmup  # the warm-up at start of a process that runs requests
         self._dry_run = dry_run  # controller.desired.dryrun.Planner.plan
         self._executor_reports = executor_reports  # a --workers front end's executors
         self._store = store
@@ -188,6 +191,17 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
                 status.callback_ok = False
                 status.callback_error = destination.reason
                 status.callback_error_since.FromSeconds(int(destination.since or 0))
+        progress = self._warmup() if self._warmup is not None else None
+        if progress is not None:
+            status.warmup.CopyFrom(
+                apb.WarmupStatus(
+                    total=progress.total,
+                    done=progress.done,
+                    failed=progress.failed,
+                    skipped=progress.skipped,
+                    finished=progress.finished,
+                )
+            )
         executors = self._executor_reports() if self._executor_reports is not None else None
         if executors is not None:  # a --workers front end delivers nothing: its executors do
             combine_executors(status, executors)

@@ -27,11 +27,20 @@ def status_show(args: argparse.Namespace, s: apb.ControllerStatus) -> int:
         rows.append((f"  callback at {p.instance_id}", _process(p)))
     delivered = "delivered (its executors)" if s.processes else "delivered (this process)"
     rows += [("undelivered", s.undelivered), ("dead letters", s.dead_letters), (delivered, s.delivered)]
+    if s.HasField("warmup") and s.warmup.total:
+        rows.append(("warm-up", _warmup(s.warmup)))
     table("controller status", ("field", "value"), rows)
     return 0 if healthy else 1
 
 
 _SHADOW = "SHADOW: requests planned, recorded and answered; no device write is sent"
+
+
+def _warmup(w: apb.WarmupStatus) -> str:
+    """Devices logged in and discovered at start (controller/execution/warmup.py)."""
+    extra = ", ".join(f"{n} {what}" for n, what in ((w.failed, "failed"), (w.skipped, "skipped: busy")) if n)
+    where = "done" if w.finished else "in progress"
+    return f"{where}: {w.done} of {w.total} devices ready" + (f" ({extra})" if extra else "")
 
 
 def _callback(s: apb.ControllerStatus) -> str:

@@ -91,6 +91,12 @@ DRIFT_DISAGREE = Counter(
     "Components of a node served both ways whose in-band and out-of-band limits disagree",
     ["component"],
 )
+WARMUP_DEVICES = Gauge(
+    "devicectl_warmup_devices",
+    "Devices of the warm-up at start (login and discovery before the first request), by state: "
+    "pending, done, failed, skipped (busy with a request of its own)",
+    ["state"],
+)
 POWER_REQUESTED = Gauge(
     "devicectl_power_limit_requested_watts",
     "Last requested power limit per device and component (metrics_per_device)",

@@ -147,6 +147,10 @@ class DevicePlugin(ABC):
     #: the controller refuses dry runs for plugins that do not say so (they might write)
     supports_dry_run: ClassVar[bool] = False
 
+    #: a `std_metrics` read at the controller's start leaves the device faster to reach (a session,
+    #: a connection, a discovery cache): the warm-up reads it once in the background
+    warm_up: ClassVar[bool] = False
+
     def config_schema(self) -> Mapping[str, Any]:
         """JSON-schema-like description of the `options` this plugin accepts per device."""
         return {"type": "object", "properties": {}}

@@ -72,6 +72,9 @@ class RedfishSettings:
     #: the largest reply body read (a Redfish document), once any content coding is undone; a
     #: larger one is refused (`ReplyBoundError`) and its connection dropped (plugin-wide, as above)
     max_document_bytes: int = 8 << 20
+    #: a session (and its connection) idle this long is refreshed with a GET of itself, so a wave
+    #: after a quiet hour finds it open (plugin-wide; below `keepalive_timeout`; 0: never)
+    session_refresh_after: float = 240.0
     basic_fallback: bool = False
     exclusive_account: bool = False
     etag_policy: str | None = None
@@ -85,6 +88,7 @@ class RedfishSettings:
         check_number(
             self.max_document_bytes, "max_document_bytes", minimum=64 << 10, maximum=1 << 30, integer=True
         )
+        check_number(self.session_refresh_after, "session_refresh_after")
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,7 @@ class RedfishPlugin(DevicePlugin):
     """
 
     supports_dry_run = True
+    warm_up = True  # a login, its session sweep and discovery: read once at the controller's start
     info = PluginInfo(
         name="redfish",
         version=__version__,

@@ -16,7 +16,7 @@ from tests.serve_process import ROOT
 #: a process that holds an identity, records a session and waits to be killed
 _HOLD = (
     "import sys; from plugins.base._identity import ProcessIdentity as P; i = P(sys.argv[1]).acquire(); "
-    "i.note_created('https://bmc', '/redfish/v1/SessionService/Sessions/9'); "
+    "i.note_created('https://bmc', '/redfish/v1/SessionService/Sessions/9').result(); "
     "print(i.client_id, flush=True); sys.stdin.read()"
 )
 
@@ -77,3 +77,66 @@ def test_a_run_directory_others_can_write_gives_an_identity_no_one_can_take_back
     identity.note_created("https://bmc", "/s/1")
     assert identity.inherited("https://bmc") == []
     assert not (run_dir / "identity").exists()
+
+
+_LOGINS = (
+    "import sys; from plugins.base._identity import ProcessIdentity as P; i = P('ctl').acquire(); "
+    "w = None\n"
+    "for k in range(int(sys.argv[1])):\n"
+    "    origin = f'https://bmc{k % 50}'\n"
+    "    i.note_deleted(origin, f'/s/{k - 50}'); w = i.note_created(origin, f'/s/{k}')\n"
+    "w.result(); print('logged in', flush=True); sys.stdin.read()"
+)
+
+
+def test_the_record_keeps_one_session_per_origin_across_a_kill_and_a_torn_line(run_dir: Path) -> None:
+    """Each login replaces the origin's session: a SIGKILLed holder's record names exactly the last
+    session of every origin (appended lines, compacted on the way), and a torn last line (a power
+    loss mid-write) is skipped."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", _LOGINS, "5000"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert child.stdout is not None
+    try:
+        assert child.stdout.readline().strip() == b"logged in"
+    finally:
+        child.kill()
+        child.wait()
+    (record,) = (run_dir / "identity").glob("ctl.*.jsonl")
+    lines = record.read_bytes().splitlines()
+    assert len(lines) < 2 * 5000  # compacted while it ran (10,000 lines were noted)
+    with record.open("ab") as f:
+        f.write(b'["+","https://bmc0","/s/torn')  # a line cut short
+    after = ProcessIdentity("ctl").acquire()
+    try:
+        for b in range(50):
+            assert after.inherited(f"https://bmc{b}") == [f"/s/{4950 + b}"]
+        after.note_deleted("https://bmc0", "/s/4950")
+        after.flush()
+    finally:
+        after.release()
+    again = ProcessIdentity("ctl").acquire()
+    try:
+        assert again.inherited("https://bmc0") == [] and again.inherited("https://bmc1") == ["/s/4951"]
+        # taken at start, the record holds the live entries alone: one line per origin
+        assert len(record.read_bytes().splitlines()) == 49
+    finally:
+        again.release()
+
+
+def test_a_record_of_the_earlier_whole_file_format_is_folded_in(run_dir: Path) -> None:
+    first = ProcessIdentity("ctl").acquire()
+    (record,) = (run_dir / "identity").glob("ctl.*.jsonl")
+    first.release()
+    legacy = record.with_suffix(".json")
+    legacy.write_text('{"https://bmc": ["/s/1", "/s/2"], "https://other": "not a list"}')
+    second = ProcessIdentity("ctl").acquire()
+    try:
+        assert second.inherited("https://bmc") == ["/s/1", "/s/2"] and second.inherited("https://other") == []
+        assert not legacy.exists() and len(record.read_bytes().splitlines()) == 2
+    finally:
+        second.release()

@@ -128,6 +128,8 @@ class BmcClient(BmcLogin):
         self.etag_quirks: dict[str, str] = {}
         #: our last read-back of each resource, a prior for the next change while still valid
         self.read_backs = ReadBacks(settings.read_back_max_age)
+        #: when the last request to this BMC was sent (monotonic): the pool refreshes idle sessions
+        self.last_used = time.monotonic()
 
     @property
     def origin(self) -> str:
@@ -190,6 +192,11 @@ class BmcClient(BmcLogin):
             raise ProtocolError(f"{self.origin}: GET {path}: the reply is not a JSON object")
         etag = reply.getheader("ETag") or body.get("@odata.etag")
         return Document(path, body, str(etag) if etag else None)
+
+    async def refresh_session(self, *, deadline: float) -> None:
+        """GET our own session: the BMC restarts its inactivity timeout, the connection stays open."""
+        if self._auth == "session" and self.session_uri:
+            await self.call("GET", self.session_uri, deadline=deadline, attempts=1)
 
     # ---- writing (`patch`, `post`: refused in a dry run; logins and stale sessions are housekeeping)
 
@@ -312,7 +319,7 @@ class BmcClient(BmcLogin):
         client = self._redfish
         token = client._session_key
         status = "error"
-        started = time.monotonic()
+        started = self.last_used = time.monotonic()
         try:
             if token is not None and method in _DIRECT:
                 # NOTE: a request logged in with a session needs only the token: sent through the
@@ -326,6 +333,7 @@ class BmcClient(BmcLogin):
                     sent.update(headers)
                 reply = await self.transport.send(method, target, sent, body)
                 if reply.status == 401 and method == "GET" and await client._refresh_session(token):
+                    await self._record_login()  # the library opened a new session: ours, recorded
                     sent["X-Auth-Token"] = client._session_key
                     reply = await self.transport.send(method, target, sent, body)
                 status = str(reply.status)

@@ -95,7 +95,7 @@ class BmcLogin(LeftoverSessions):
                 await self._session_table_full(error)  # raises, or logs in some other way
                 self._swept = True
                 if self._auth == "session":
-                    self._note_login()
+                    await self._record_login()
                 if self._auth == "session" and not self._session_counted:
                     self._session_counted = True
                     SESSIONS_OPEN.inc()
@@ -103,6 +103,10 @@ class BmcLogin(LeftoverSessions):
             raise error from exc
         except dmtf.RedfishError as exc:
             raise self._map_dmtf(exc, "POST", "/redfish/v1/SessionService/Sessions") from exc
+        if mode == "session":
+            # NOTE: in the identity's record before any request may use it (requests take a
+            # session once `_auth` is set)
+            await self._record_login()
         self._auth = mode
         self.read_backs.clear()  # a new login: the BMC may have restarted since the last read-backs
         if mode == "session" and not self._session_counted:
@@ -110,7 +114,6 @@ class BmcLogin(LeftoverSessions):
             SESSIONS_OPEN.inc()
         if mode == "session":
             log.debug("%s: Redfish session opened", self.origin)
-            self._note_login()
             self._after_login()
 
     async def logout(self) -> None:

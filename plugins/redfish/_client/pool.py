@@ -9,11 +9,13 @@ forgotten, when their settings change (a rotated secret, a new CA bundle), and o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
 import socket
 import ssl
+import time
 from collections.abc import Iterable
 
 from plugins.base import Endpoint
@@ -27,6 +29,8 @@ log = logging.getLogger(__name__)
 
 #: endpoints whose merged settings are kept (one a BMC URL: far more than a controller serves)
 _SETTINGS_KEPT = 100_000
+#: sessions refreshed at once by the keep-warm task
+_REFRESHING = 32
 
 
 class BmcPool:
@@ -55,6 +59,7 @@ class BmcPool:
         self._lock = asyncio.Lock()
         #: endpoint URL -> (endpoint, defaults, merged settings) of its last request
         self._settings: dict[str, tuple[Endpoint, RedfishSettings, ConnectionSettings]] = {}
+        self._keeper: asyncio.Task[None] | None = None
 
     @property
     def started(self) -> bool:
@@ -85,6 +90,30 @@ class BmcPool:
             return
         self._take_identity()
         self._http = HttpConnections(self.defaults.keepalive_timeout, self.defaults.max_document_bytes)
+        if self.defaults.session_refresh_after > 0:
+            self._keeper = asyncio.get_running_loop().create_task(self._keep_warm(), name="redfish keep-warm")
+
+    async def _keep_warm(self) -> None:
+        """Refresh every session idle for `session_refresh_after` seconds (a few at a time), so that
+        neither it nor its kept-alive connection has expired when the next wave comes."""
+        after = self.defaults.session_refresh_after
+        slots = asyncio.Semaphore(_REFRESHING)
+
+        async def refresh(client: BmcClient) -> None:
+            async with slots:
+                try:
+                    await client.refresh_session(deadline=time.monotonic() + client.settings.read_timeout)
+                except Exception as exc:  # the next request logs in again if it must
+                    log.debug("%s: session refresh failed: %s", client.origin, exc)
+
+        while True:
+            await asyncio.sleep(after / 4)
+            now = time.monotonic()
+            idle = [
+                c for c in self._clients.values() if now - c.last_used >= after and c.auth_mode == "session"
+            ]
+            if idle:
+                await asyncio.gather(*(refresh(c) for c in idle))
 
     async def client(self, settings: ConnectionSettings, device_id: str = "") -> BmcClient:
         """The client for a BMC, created (or re-created after a settings change) on demand."""
@@ -155,6 +184,11 @@ class BmcPool:
 
     async def close(self) -> None:
         """Delete every Redfish session, then close every connection."""
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
         async with self._lock:
             clients = list(self._clients.values())
             self._clients.clear()

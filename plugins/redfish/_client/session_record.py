@@ -5,6 +5,8 @@ login, before the session is used. Only these prove a session ours (`plugins.red
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 
 from redfish.aio import AsyncRedfishClient
@@ -50,8 +52,10 @@ class SessionRecord:
     def session_uri(self) -> str:
         """The path of our Redfish session ('' without one, or when the BMC's `Location` is not a
         member of its session collection). Never the token."""
-        if self._auth != "session":
-            return ""
+        return self._session_path() if self._auth == "session" else ""
+
+    def _session_path(self) -> str:
+        """`session_uri` of the session the last login opened (before it is put to use)."""
         # NOTE: AsyncRedfishClient keeps the session's Location only in a private attribute; read
         # defensively (an absent attribute just means nothing is recorded)
         location = getattr(self._redfish, "_session_location", None)
@@ -61,11 +65,18 @@ class SessionRecord:
             self._location = (location, session_member(location.rstrip("/"), self.origin) or "")
         return self._location[1]
 
-    def _note_login(self) -> None:
-        """A session was opened: write it into the identity's record before it is used (a process
-        killed from here on leaves a session its successor may delete); the one it replaced (401)
-        is gone."""
-        uri = self.session_uri
+    async def _record_login(self) -> None:
+        """A session was opened: its line is in the identity's record before it is used (a process
+        killed from here on leaves a session its successor may delete). The record is written by
+        its own thread; this only waits for it."""
+        written = self._note_login()
+        if written is not None and not written.done():
+            await asyncio.wrap_future(written)
+
+    def _note_login(self) -> concurrent.futures.Future[None] | None:
+        """Note a new session in the identity's record (the one it replaced, 401, is gone); the
+        future of its line, None when nothing is recorded."""
+        uri = self._session_path()
         location = getattr(self._redfish, "_session_location", None)
         if not uri and isinstance(location, str):
             # NOTE: the library DELETEs the login's Location at logout: one that is not a member of
@@ -78,12 +89,11 @@ class SessionRecord:
                 clip(location, 200),
             )
         if self.identity is None or uri == self._recorded:
-            return
+            return None
         if self._recorded:
             self.identity.note_deleted(self.origin, self._recorded)
-        if uri:
-            self.identity.note_created(self.origin, uri)
         self._recorded = uri
+        return self.identity.note_created(self.origin, uri) if uri else None
 
     def _note_logout(self) -> None:
         """Our session was deleted at logout."""

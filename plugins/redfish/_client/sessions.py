@@ -35,8 +35,6 @@ import contextlib
 import contextvars
 import logging
 import time
-from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 from redfish.aio import exceptions as dmtf
@@ -44,6 +42,7 @@ from redfish.aio.response import AsyncRestResponse
 
 from plugins.base._schema import clip
 from plugins.redfish._client.session_record import SessionRecord, marker_parts, session_marker
+from plugins.redfish._client.session_table import Sweep, full_table
 from plugins.redfish._client.uris import SESSIONS_PATH, session_member
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._wire.errors import RedfishError, RedfishHTTPError, SessionLimitError, error_for_response
@@ -58,30 +57,10 @@ __all__ = ["SESSIONS_PATH", "LeftoverSessions", "Sweep", "marker_parts", "sessio
 MAX_SWEPT = 64
 #: time a sweep after login may take (its own budget, not a request's)
 SWEEP_SECONDS = 30.0
+#: waits before a failed sweep after login is tried again (then it is left to the next login)
+SWEEP_RETRY_WAITS = (1.0, 5.0, 15.0, 60.0, 300.0)
 #: the Basic `Authorization` header of a sweep that runs without a session (its task alone)
 _SWEEP_AUTH: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("sweep", default=None)
-
-
-@dataclass
-class Sweep:
-    """What one look at a BMC's session table found."""
-
-    #: sessions listed in the collection
-    listed: int = 0
-    #: earlier processes' sessions deleted (or already gone)
-    deleted: int = 0
-    #: sessions left alone, by (account, client address, whose Context)
-    others: Counter[tuple[str, str, str]] = field(default_factory=Counter)
-    #: of those, sessions of our account without a Context (ours only if the account is exclusive)
-    unmarked: int = 0
-
-    def holders(self) -> str:
-        """Who holds the sessions left alone, in a few words."""
-        parts = []
-        for (user, address, context), n in self.others.most_common(4):
-            who = f"{n} of account {user!r}" + (f" from {address}" if address else "")
-            parts.append(who + (f" (Context {context!r})" if context else ""))
-        return "; ".join(parts) or ("no one" if not self.listed else "sessions that could not be read")
 
 
 class LeftoverSessions(SessionRecord):
@@ -161,25 +140,7 @@ class LeftoverSessions(SessionRecord):
 
     def _full_table(self, sweep: Sweep | None) -> str:
         """What the BMC's full session table holds, for the error (its count is its limit)."""
-        if sweep is None:
-            return "the BMC's Redfish session table is full (SessionLimitExceeded; its sessions unreadable)"
-        mine = f"this controller's (Context {self.marker.rpartition('/')[0]}/…)"
-        ours = f"none of them {mine}"
-        if sweep.deleted:
-            ours = f"{sweep.deleted} of them earlier processes of {mine} were deleted and the table "
-            ours += "filled up again before the next login"
-        table = (
-            f"the BMC's Redfish session table is full: {sweep.listed} of {sweep.listed} sessions open "
-            f"(its limit: it refused one more with SessionLimitExceeded), {ours}; held by {sweep.holders()}"
-        )
-        if sweep.unmarked:
-            table += (
-                f"; {sweep.unmarked} of account {self.settings.username!r} carry no Context and are not "
-                "in this controller's record of the sessions it opened: they may be another live "
-                "controller's behind the same address, so they are left to expire on the BMC's "
-                "inactivity timeout"
-            )
-        return table
+        return full_table(sweep, self.marker, self.settings.username)
 
     async def _sweep_with_basic_auth(self) -> Sweep | None:
         """The sweep when no session can be opened: Basic auth on its own requests only.
@@ -196,7 +157,7 @@ class LeftoverSessions(SessionRecord):
             with deadline_scope(time.monotonic() + SWEEP_SECONDS):
                 return await self._sweep()
         except RedfishError as exc:
-            log.warning("%s: could not read the BMC's Redfish sessions: %s", self.origin, clip(str(exc), 300))
+            self._unreadable(exc)
             return None
 
     def note_sessions(self, uris: list[str]) -> None:
@@ -228,13 +189,26 @@ class LeftoverSessions(SessionRecord):
         self._sweeping = asyncio.get_running_loop().create_task(self._background_sweep())
 
     async def _background_sweep(self) -> None:
+        # NOTE: a failed sweep (a busy BMC, a timeout under a wave) is tried again: the login that
+        # started it may be this process's only one here, and a leftover would stay open
         try:
-            with deadline_scope(time.monotonic() + SWEEP_SECONDS):
-                await self._sweep()
-        except RedfishError as exc:
-            log.warning("%s: could not read the BMC's Redfish sessions: %s", self.origin, clip(str(exc), 300))
+            for wait in (*SWEEP_RETRY_WAITS, None):
+                try:
+                    with deadline_scope(time.monotonic() + SWEEP_SECONDS):
+                        await self._sweep()
+                    return
+                except RedfishError as exc:
+                    self._unreadable(exc, f"; trying again in {wait:g} s" if wait is not None else "")
+                if wait is None or self._auth != "session":
+                    return
+                await asyncio.sleep(wait)
         finally:
             self._sweeping = None
+
+    def _unreadable(self, exc: RedfishError, then: str = "") -> None:
+        log.warning(
+            "%s: could not read the BMC's Redfish sessions: %s%s", self.origin, clip(str(exc), 300), then
+        )
 
     async def settled(self) -> None:
         """Wait for a sweep in progress to end."""

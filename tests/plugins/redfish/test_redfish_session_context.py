@@ -13,7 +13,7 @@ import pytest
 
 from plugins.base import Empty
 from plugins.redfish import RedfishPlugin
-from plugins.redfish._client.sessions import Sweep
+from plugins.redfish._client.session_table import Sweep
 from plugins.redfish._wire.errors import SessionLimitError
 from tests.plugins.redfish.test_redfish_sessions import SESSIONS, _contexts, _crash
 

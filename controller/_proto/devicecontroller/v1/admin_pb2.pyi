@@ -252,7 +252,7 @@ class ListPluginsResponse(_message.Message):
     def __init__(self, plugins: _Optional[_Iterable[_Union[PluginInfo, _Mapping]]] = ...) -> None: ...
 
 class ControllerStatus(_message.Message):
-    __slots__ = ("journal_ok", "journal_error", "journal_error_since", "callback_ok", "callback_error", "callback_error_since", "undelivered", "dead_letters", "delivered", "dead_lettered", "processes", "shadow")
+    __slots__ = ("journal_ok", "journal_error", "journal_error_since", "callback_ok", "callback_error", "callback_error_since", "undelivered", "dead_letters", "delivered", "dead_lettered", "processes", "shadow", "warmup")
     JOURNAL_OK_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_ERROR_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_ERROR_SINCE_FIELD_NUMBER: _ClassVar[int]
@@ -265,6 +265,7 @@ class ControllerStatus(_message.Message):
     DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
     PROCESSES_FIELD_NUMBER: _ClassVar[int]
     SHADOW_FIELD_NUMBER: _ClassVar[int]
+    WARMUP_FIELD_NUMBER: _ClassVar[int]
     journal_ok: bool
     journal_error: str
     journal_error_since: _timestamp_pb2.Timestamp
@@ -277,7 +278,22 @@ class ControllerStatus(_message.Message):
     dead_lettered: int
     processes: _containers.RepeatedCompositeFieldContainer[ProcessStatus]
     shadow: bool
-    def __init__(self, journal_ok: _Optional[bool] = ..., journal_error: _Optional[str] = ..., journal_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., callback_ok: _Optional[bool] = ..., callback_error: _Optional[str] = ..., callback_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., undelivered: _Optional[int] = ..., dead_letters: _Optional[int] = ..., delivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., processes: _Optional[_Iterable[_Union[ProcessStatus, _Mapping]]] = ..., shadow: _Optional[bool] = ...) -> None: ...
+    warmup: WarmupStatus
+    def __init__(self, journal_ok: _Optional[bool] = ..., journal_error: _Optional[str] = ..., journal_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., callback_ok: _Optional[bool] = ..., callback_error: _Optional[str] = ..., callback_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., undelivered: _Optional[int] = ..., dead_letters: _Optional[int] = ..., delivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., processes: _Optional[_Iterable[_Union[ProcessStatus, _Mapping]]] = ..., shadow: _Optional[bool] = ..., warmup: _Optional[_Union[WarmupStatus, _Mapping]] = ...) -> None: ...
+
+class WarmupStatus(_message.Message):
+    __slots__ = ("total", "done", "failed", "skipped", "finished")
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    total: int
+    done: int
+    failed: int
+    skipped: int
+    finished: bool
+    def __init__(self, total: _Optional[int] = ..., done: _Optional[int] = ..., failed: _Optional[int] = ..., skipped: _Optional[int] = ..., finished: _Optional[bool] = ...) -> None: ...
 
 class ProcessStatus(_message.Message):
     __slots__ = ("instance_id", "callback_ok", "callback_error", "callback_error_since", "delivered", "dead_lettered", "report_age_seconds")

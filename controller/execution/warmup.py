@@ -1,0 +1,175 @@
+"""The warm-up at start: every device this process runs is read once in the background (a
+`std_metrics` read through its plugin, as the drift check reads, for plugins that say it helps:
+`DevicePlugin.warm_up`, the Redfish plugin's), so the first wave after a start
+or a restart finds each BMC logged in, its leftover sessions swept and its Redfish service
+discovered, and runs at steady-state cost.
+
+Bounded (`warmup_concurrency` devices at once, 0: off) and yielding: while any request runs or
+waits in a lane, no new device is started (the ones in flight finish), and a device with work of
+its own is skipped (its request warms it). Nothing is written to a device and nothing is stored:
+the read's outcome is dropped, what stays is the plugin's own connection, session and discovery
+cache. Progress: the `devicectl_warmup_devices{state}` gauge and `progress` (`devicectl status`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from controller.config import Settings
+from controller.execution.dispatch import Dispatcher
+from controller.execution.runner import RequestRunner
+from controller.observability import metrics
+from controller.observability.logs import clip
+from controller.process.supervise import describe
+from plugins.base import DeviceContext, Empty, RequestKind, run_operation
+
+log = logging.getLogger(__name__)
+
+#: request id of the warm-up's reads (never journaled, never answered)
+WARMUP_REQUEST_ID = "internal-warmup"
+#: how often a paused warm-up looks whether the requests it yields to are done
+YIELD_POLL_SECONDS = 0.05
+
+
+@dataclass
+class WarmupProgress:
+    """How far the warm-up is."""
+
+    total: int = 0
+    done: int = 0
+    failed: int = 0
+    #: skipped: the device had work of its own (its request warmed it)
+    skipped: int = 0
+    finished: bool = False
+
+    @property
+    def pending(self) -> int:
+        return self.total - self.done - self.failed - self.skipped
+
+
+class Warmup:
+    """Reads each device once, a bounded number at a time, yielding to requests."""
+
+    def __init__(self, runner: RequestRunner, dispatcher: Dispatcher, settings: Settings) -> None:
+        self._runner = runner
+        self._dispatcher = dispatcher
+        self._settings = settings
+        self.progress = WarmupProgress()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, devices: Iterable[str]) -> None:
+        """Run the warm-up in the background (once)."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self.run(devices), name="warm-up")
+
+    def stop(self) -> None:
+        """Cancel a warm-up still at work (at a stop)."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    async def run(self, devices: Iterable[str]) -> None:
+        """Warm every device of `devices` this process runs (`progress` says how far it is)."""
+        try:
+            await self._run(devices)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the warm-up is an optimisation: it never stops the process
+            log.warning("warm-up stopped: %s", describe(exc))
+            self.progress.finished = True
+
+    async def _run(self, devices: Iterable[str]) -> WarmupProgress:
+        limit = self._settings.warmup_concurrency
+        shards = self._runner.shards
+        mine = [d for d in devices if shards.runs(shards.shard_for_model(d, None))]
+        progress = self.progress = WarmupProgress(total=len(mine) if limit > 0 else 0)
+        self._publish()
+        if not progress.total:
+            progress.finished = True
+            return progress
+        began = time.monotonic()
+        slots = asyncio.Semaphore(limit)
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            for device in mine:
+                await slots.acquire()
+                await self._yield_to_requests()
+                task = asyncio.create_task(self._one(device, slots), name=f"warm-up {device}")
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            if tasks:
+                await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+        progress.finished = True
+        log.info(
+            "warm-up: %d of %d devices ready in %.1f s (%d failed, %d skipped: busy with requests)",
+            progress.done,
+            progress.total,
+            time.monotonic() - began,
+            progress.failed,
+            progress.skipped,
+        )
+        return progress
+
+    async def _yield_to_requests(self) -> None:
+        """Wait while requests run or wait in a lane: a wave goes first."""
+        while True:
+            if not self._dispatcher.active_lanes:
+                return
+            await asyncio.sleep(YIELD_POLL_SECONDS)  # lanes come and go: polled, nothing to await
+
+    async def _one(self, device: str, slots: asyncio.Semaphore) -> None:
+        try:
+            if self._dispatcher.busy(device):
+                self.progress.skipped += 1
+                return
+            ok = await self._read(device)
+            if ok is None:
+                self.progress.total -= 1  # nothing to warm
+            elif ok:
+                self.progress.done += 1
+            else:
+                self.progress.failed += 1
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # one device's failure never stops the others
+            self.progress.failed += 1
+            log.info("warm-up of %s failed: %s", device, describe(exc))
+        finally:
+            slots.release()
+            self._publish()
+
+    async def _read(self, device: str) -> bool | None:
+        """Read the device once; None when its plugin has nothing to warm (`warm_up`)."""
+        resolved = await self._runner.resolve(device, b"", b"")
+        if not getattr(resolved.plugin, "warm_up", False):
+            return None
+        timeout = self._settings.device_call_timeout
+        ctx = DeviceContext(
+            device_id=device,
+            model=resolved.model,
+            endpoint=resolved.endpoint,
+            request_id=WARMUP_REQUEST_ID,
+            deadline=time.monotonic() + timeout,
+            state=resolved.state,
+        )
+        operation = run_operation(resolved.plugin, RequestKind.STD_METRICS, ctx, Empty())
+        outcome = await asyncio.wait_for(operation, timeout)
+        if not outcome.result.ok:
+            log.info("warm-up of %s: %s", device, clip(outcome.result.error))
+        return bool(outcome.result.ok)
+
+    def _publish(self) -> None:
+        p = self.progress
+        for state, value in (
+            ("pending", p.pending),
+            ("done", p.done),
+            ("failed", p.failed),
+            ("skipped", p.skipped),
+        ):
+            metrics.WARMUP_DEVICES.labels(state).set(value)
