@@ -68,7 +68,12 @@ async def test_ten_sigkills_of_serve_leave_at_most_one_session_per_bmc(tmp_path:
         await stack.control("DELETE", "/faults")
         assert load.acked and not load.refused
         open_now = await _settled_sessions(stack, within=60.0)
-        assert max(most) > 1, most  # the kills did leave sessions behind (the test proves something)
+        # the kills did leave sessions behind (the test proves something): every process logged in
+        # anew, so each BMC saw a session per process, all but the last abandoned by a SIGKILL (how
+        # many were still open at the instant of a kill depends on how fast the sweeps ran: `most`)
+        stats = await stack.control("GET", "/stats")
+        created = [int(b.get("sessions_created", 0)) for b in stats["bmcs"]]
+        assert min(created) > 1, (created, most)
         assert max(open_now) <= 1 and sum(open_now) == BMCS, open_now
         assert stack.tracebacks() == 0
     finally:
