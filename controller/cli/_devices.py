@@ -15,6 +15,9 @@ from controller.desired.in_force import Component, InForce, in_force
 
 
 def view(d: apb.DeviceRecord) -> InForce:
+    """What is in force: as the server read it (lists carry no state JSON), else from the state."""
+    if d.HasField("in_force"):
+        return from_record(d.in_force)
     try:
         state = json.loads(d.state_json) if d.state_json else None
     except ValueError:
@@ -22,9 +25,34 @@ def view(d: apb.DeviceRecord) -> InForce:
     return in_force(state, d.desired)
 
 
+def from_record(record: apb.InForceView) -> InForce:
+    def number(c: apb.ComponentInForce, name: str) -> float | None:
+        return getattr(c, name) if c.HasField(name) else None
+
+    return InForce(
+        components=[
+            Component(
+                component=c.component,
+                requested=number(c, "requested_watts"),
+                enforced=number(c, "enforced_watts"),
+                min=number(c, "min_watts"),
+                max=number(c, "max_watts"),
+                drift=c.drift,
+                changed_at=c.changed_at,
+            )
+            for c in record.components
+        ],
+        resource_groups=list(record.resource_groups),
+        policies=dict(record.policies),
+        profiles={k: list(v.ids) for k, v in record.profiles.items()},
+    )
+
+
 def device_dict(d: apb.DeviceRecord) -> dict[str, Any]:
-    """A device as JSON: its fields and what is in force."""
-    return {**as_dict(d), "in_force": dataclasses.asdict(view(d))}
+    """A device as JSON: its fields and what is in force (with why it is unknown, when it is)."""
+    data = as_dict(d)
+    data.pop("in_force", None)
+    return {**data, "in_force": {**dataclasses.asdict(view(d)), "unknown_reason": d.in_force.unknown_reason}}
 
 
 def watts(value: float | None) -> str:
@@ -90,27 +118,38 @@ def devices_table(rows: Sequence[apb.DeviceRecord], *, wide: bool) -> None:
 
 
 def limits_table(rows: Sequence[apb.DeviceRecord]) -> None:
-    """One row per device and component (`-o csv --no-headers` for scripts, as nvidia-smi's)."""
+    """One row per device and component (`-o csv --no-headers` for scripts, as nvidia-smi's); a
+    device with no limit known is one row, `unknown`, with why in the last column."""
+    columns = ("device", "component", "requested", "enforced", "min", "max", "drift", "changed")
     table(
         "limits in force (W)",
-        ("device", "component", "requested", "enforced", "min", "max", "drift", "changed", "resource groups"),
-        (
-            (
-                d.id,
-                c.component,
-                watts(c.requested),
-                watts(c.enforced),
-                watts(c.min),
-                watts(c.max),
-                c.drift,
-                c.changed_at,
-                ",".join(v.resource_groups),
-            )
-            for d in rows
-            for v in (view(d),)
-            for c in v.components
-        ),
+        (*columns, "resource groups", "note"),
+        (row for d in rows for row in _limit_rows(d)),
+        cut_first=("note",),
     )
+
+
+def _limit_rows(d: apb.DeviceRecord) -> list[tuple[str, ...]]:
+    v = view(d)
+    groups = ",".join(v.resource_groups)
+    if not v.components:
+        reason = d.in_force.unknown_reason or "no limit known"
+        return [(d.id, "-", "", "unknown", "", "", "", "", groups, reason)]
+    return [
+        (
+            d.id,
+            c.component,
+            watts(c.requested),
+            watts(c.enforced),
+            watts(c.min),
+            watts(c.max),
+            c.drift,
+            c.changed_at,
+            groups,
+            "",
+        )
+        for c in v.components
+    ]
 
 
 def show_in_force(d: apb.DeviceRecord) -> None:
