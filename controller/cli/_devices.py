@@ -52,6 +52,8 @@ def device_dict(d: apb.DeviceRecord) -> dict[str, Any]:
     """A device as JSON: its fields and what is in force (with why it is unknown, when it is)."""
     data = as_dict(d)
     data.pop("in_force", None)
+    if not d.state_json:  # lists carry none (`devices show` has it): null, not ""
+        data["state_json"] = None
     return {**data, "in_force": {**dataclasses.asdict(view(d)), "unknown_reason": d.in_force.unknown_reason}}
 
 

@@ -58,8 +58,11 @@ def page_rows(limit: int) -> int:
     return min(limit, PAGE_ROWS)
 
 
-def list_options(default_limit: int, *, since: bool = True, selector: bool = True) -> Callable[[Any], Any]:
-    """The flags every list takes (`since=False`: a list with no time order, devices)."""
+def list_options(
+    default_limit: int | None, *, since: bool = True, selector: bool = True
+) -> Callable[[Any], Any]:
+    """The flags every list takes (`since=False`: a list with no time order, devices;
+    `default_limit=None`: every row unless --limit says otherwise)."""
 
     def attach(f: Any) -> Any:
         options = [
@@ -67,8 +70,9 @@ def list_options(default_limit: int, *, since: bool = True, selector: bool = Tru
                 "--limit",
                 type=click.IntRange(min=1),
                 default=default_limit,
-                show_default=True,
-                help="show at most N rows (a line on stderr says when more were left out)",
+                show_default=default_limit is not None,
+                help="show at most N rows (a line on stderr says when more were left out)"
+                + ("" if default_limit is not None else "  [default: every row]"),
             ),
             click.option("--all", "all_rows", is_flag=True, default=False, help="every row, no --limit"),
             click.option(
@@ -114,7 +118,8 @@ def fetch(
 ) -> Page[T]:
     """Ask for one row more than the limit (so a cut is known, not guessed); with `--since`, keep
     the rows whose time `at(row)` is that recent (lists come newest first: an older row ends it)."""
-    limit = ALL if getattr(args, "all_rows", False) else int(args.limit)
+    every = getattr(args, "all_rows", False) or args.limit is None
+    limit = ALL if every else int(args.limit)
     rows = list(get(limit + 1))
     cut = len(rows) > limit
     rows = rows[:limit]

@@ -74,7 +74,7 @@ def register(cli: click.Group) -> None:
         """Inspect devices and their state."""
 
     @devices.command("list")
-    @list_options(1000, since=False)
+    @list_options(None, since=False)
     @click.option("--wide", is_flag=True, default=False, help="full ids and errors (tables shorten them)")
     @output_options
     @client_options
@@ -83,7 +83,7 @@ def register(cli: click.Group) -> None:
         return call(devices_list, limits=False)
 
     @devices.command("limits")
-    @list_options(1000, since=False)
+    @list_options(None, since=False)
     @output_options
     @client_options
     def _limits(**_: Any) -> int:
