@@ -39,6 +39,8 @@ def from_record(record: apb.InForceView) -> InForce:
                 max=number(c, "max_watts"),
                 drift=c.drift,
                 changed_at=c.changed_at,
+                capped=c.capped if c.HasField("capped") else None,
+                removed=c.removed,
             )
             for c in record.components
         ],
@@ -63,6 +65,15 @@ def watts(value: float | None) -> str:
     return f"{value:.0f}" if value == int(value) else f"{value:g}"
 
 
+def requested(c: Component) -> str:
+    return "none" if c.removed else watts(c.requested)
+
+
+def enforced(c: Component) -> str:
+    """The limit in force; "1200 (no cap)" where the device reports none (its default)."""
+    return f"{watts(c.enforced)} (no cap)".lstrip() if c.capped is False else watts(c.enforced)
+
+
 def allowed(c: Component) -> str:
     return f"{watts(c.min)}..{watts(c.max)}" if c.min is not None or c.max is not None else ""
 
@@ -72,7 +83,7 @@ def caps(v: InForce) -> str:
     return " ".join(
         f"{c.component} {watts(c.requested) or '-'}/{watts(c.enforced) or '-'}"
         for c in v.components
-        if c.requested is not None or c.enforced is not None
+        if c.requested is not None or (c.enforced is not None and c.capped is not False)
     )
 
 
@@ -141,8 +152,8 @@ def _limit_rows(d: apb.DeviceRecord) -> list[tuple[str, ...]]:
         (
             d.id,
             c.component,
-            watts(c.requested),
-            watts(c.enforced),
+            requested(c),
+            enforced(c),
             watts(c.min),
             watts(c.max),
             c.drift,
@@ -162,7 +173,7 @@ def show_in_force(d: apb.DeviceRecord) -> None:
             "in force",
             ("component", "requested W", "enforced W", "allowed W", "drift", "changed"),
             [
-                (c.component, watts(c.requested), watts(c.enforced), allowed(c), c.drift, c.changed_at)
+                (c.component, requested(c), enforced(c), allowed(c), c.drift, c.changed_at)
                 for c in v.components
             ],
         )

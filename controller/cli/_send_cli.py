@@ -22,7 +22,10 @@ from plugins.base import RequestKind
 
 #: each kind flag: (declaration, Click keywords); its name is the handler's attribute
 _KIND_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
-    "resource_group": ("--resource-group", {"default": "", "help": "resource group id"}),
+    "resource_group": (
+        "--resource-group",
+        {"default": "", "help": "resource group id (gpu-policies without it: caps outside any group)"},
+    ),
     "node": ("--node", {"type": Watts(), "help": "node policy: node total watts"}),
     "gpu_total": ("--gpu-total", {"type": Watts(), "help": "node policy: watts across all GPUs"}),
     "cpu": ("--cpu", {"type": Watts(), "help": "node policy: watts across all CPUs"}),

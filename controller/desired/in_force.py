@@ -24,6 +24,10 @@ class Component:
     drift: str = ""
     #: when the limit was last set (the desired limit's time, else the plugin's)
     changed_at: str = ""
+    #: False: the device reports no cap in force (`enforced` is then its default); None: not read
+    capped: bool | None = None
+    #: the last change removed the cap: nothing is requested (`requested` is None)
+    removed: bool = False
 
 
 @dataclass
@@ -59,7 +63,8 @@ def in_force(state: Mapping[str, Any] | None, desired: Iterable[Any] = ()) -> In
     for key, reading in _section(state, "readings").items():
         if isinstance(reading, Mapping):
             r = row(str(key))
-            r.enforced = _number(reading.get("watts")) if reading.get("capped", True) else None
+            r.enforced = _number(reading.get("watts"))
+            r.capped = reading.get("capped") if isinstance(reading.get("capped"), bool) else None
             r.min, r.max = _number(reading.get("min")), _number(reading.get("max"))
     for key, applied in _section(state, "applied").items():
         if isinstance(applied, Mapping):
@@ -89,6 +94,9 @@ def in_force(state: Mapping[str, Any] | None, desired: Iterable[Any] = ()) -> In
         )
         set_at = _optional(d, "set_at")
         r.changed_at = _iso(set_at) if set_at is not None else r.changed_at
+        if r.capped is False and d.component not in _section(state, "applied"):
+            # the cap was removed: what the change left is the device's default, not a request
+            r.requested, r.removed = None, True
     out.components = sorted(rows.values(), key=lambda c: _order(c.component))
     _groups_policies_profiles(state, out)
     return out
@@ -97,7 +105,9 @@ def in_force(state: Mapping[str, Any] | None, desired: Iterable[Any] = ()) -> In
 def _groups_policies_profiles(state: Mapping[str, Any], out: InForce) -> None:
     priors = _section(state, "priors")
     policies = _section(state, "policies")
-    groups = {str(s)[3:] for s in (*priors, *policies) if str(s).startswith("rg:")}
+    # `rg:` alone is the scope of GPU caps sent with no resource group (`send gpu-policies` without
+    # --resource-group): caps outside any group, not a group without a name
+    groups = {str(s)[3:] for s in (*priors, *policies) if str(s).startswith("rg:") and len(str(s)) > 3}
     nvml_group = _section(policies, "resource_group").get("name")
     if isinstance(nvml_group, str) and nvml_group:
         groups.add(nvml_group)

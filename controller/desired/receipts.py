@@ -110,7 +110,11 @@ def in_force_record(view: InForce, unknown_reason: str = "") -> apb.InForceView:
         unknown_reason="" if view.components else unknown_reason,
     )
     for c in view.components:
-        row = out.components.add(component=c.component, drift=c.drift, changed_at=c.changed_at)
+        row = out.components.add(
+            component=c.component, drift=c.drift, changed_at=c.changed_at, removed=c.removed
+        )
+        if c.capped is not None:
+            row.capped = c.capped
         for name, value in (
             ("requested_watts", c.requested),
             ("enforced_watts", c.enforced),

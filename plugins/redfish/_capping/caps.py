@@ -95,6 +95,7 @@ async def set_cap(
         return CapChange(component, False, watts, message=f"{label}: no writable power limit")
     progress = WriteProgress()
     before: LimitReading | None = None
+    skip_get = False
     try:
         skip_get = (
             stored is not None
@@ -146,11 +147,14 @@ async def set_cap(
             note=_plan_note(watts, value, current, bounds),
         )
     except DeviceControllerError as exc:
+        # nothing written and the reading only remembered (not read now): what is in force is
+        # unknown, never the remembered value (a BMC that cannot be reached showed "800 W in force")
+        remembered = skip_get and progress.outcome is WriteOutcome.NOT_WRITTEN
         return CapChange(
             component,
             False,
             watts,
-            before=before,
+            before=None if remembered else before,
             after=progress.reading,
             message=f"{label}: {exc}",
             error=exc,

@@ -177,7 +177,7 @@ class DeviceRecord(_message.Message):
     def __init__(self, id: _Optional[str] = ..., plugin: _Optional[str] = ..., model_json: _Optional[bytes] = ..., state_json: _Optional[bytes] = ..., state_version: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_request_id: _Optional[str] = ..., last_kind: _Optional[str] = ..., last_outcome: _Optional[str] = ..., last_error: _Optional[str] = ..., queued: _Optional[int] = ..., in_inventory: _Optional[bool] = ..., desired: _Optional[_Iterable[_Union[DesiredLimit, _Mapping]]] = ..., in_force: _Optional[_Union[InForceView, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ComponentInForce(_message.Message):
-    __slots__ = ("component", "requested_watts", "enforced_watts", "min_watts", "max_watts", "drift", "changed_at")
+    __slots__ = ("component", "requested_watts", "enforced_watts", "min_watts", "max_watts", "drift", "changed_at", "capped", "removed")
     COMPONENT_FIELD_NUMBER: _ClassVar[int]
     REQUESTED_WATTS_FIELD_NUMBER: _ClassVar[int]
     ENFORCED_WATTS_FIELD_NUMBER: _ClassVar[int]
@@ -185,6 +185,8 @@ class ComponentInForce(_message.Message):
     MAX_WATTS_FIELD_NUMBER: _ClassVar[int]
     DRIFT_FIELD_NUMBER: _ClassVar[int]
     CHANGED_AT_FIELD_NUMBER: _ClassVar[int]
+    CAPPED_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
     component: str
     requested_watts: float
     enforced_watts: float
@@ -192,7 +194,9 @@ class ComponentInForce(_message.Message):
     max_watts: float
     drift: str
     changed_at: str
-    def __init__(self, component: _Optional[str] = ..., requested_watts: _Optional[float] = ..., enforced_watts: _Optional[float] = ..., min_watts: _Optional[float] = ..., max_watts: _Optional[float] = ..., drift: _Optional[str] = ..., changed_at: _Optional[str] = ...) -> None: ...
+    capped: bool
+    removed: bool
+    def __init__(self, component: _Optional[str] = ..., requested_watts: _Optional[float] = ..., enforced_watts: _Optional[float] = ..., min_watts: _Optional[float] = ..., max_watts: _Optional[float] = ..., drift: _Optional[str] = ..., changed_at: _Optional[str] = ..., capped: _Optional[bool] = ..., removed: _Optional[bool] = ...) -> None: ...
 
 class ProfileIds(_message.Message):
     __slots__ = ("ids",)
