@@ -145,11 +145,12 @@ def load_inventory(path: str | Path) -> dict[str, DeviceEntry]:
         if entry.id in out:
             problems.append(f"device[{index}]: duplicate id {entry.id!r}")
             continue
-        bmc_url = _bmc_key(entry.url)
+        bmc_url = _bmc_key(entry.url, entry.options.get("system"))
         if bmc_url and bmc_url in urls:
             problems.append(
                 f"device[{index}] ({entry.id}): url {entry.url!r} is already device {urls[bmc_url]!r}'s; "
-                "one BMC is one device (two ids would cap the same node twice)"
+                "one BMC is one device (two ids would cap the same node twice), unless `system` "
+                "names another of its systems"
             )
             continue
         if bmc_url:
@@ -179,13 +180,14 @@ def plugin_typo(raw: Mapping[str, Any], plugin: str, installed: Collection[str])
     )
 
 
-def _bmc_key(url: str) -> str:
-    """A BMC URL compared as one: scheme and host in lower case, no trailing slash."""
+def _bmc_key(url: str, system: Any) -> str:
+    """A BMC URL compared as one (scheme and host in lower case, no trailing slash), with the
+    system it serves when one BMC serves several nodes (`system = "Node0"`)."""
     if not url:
         return ""
     scheme, sep, rest = url.partition("://")
     host, slash, path = rest.partition("/")
-    return f"{scheme.lower()}{sep}{host.lower()}{slash}{path}".rstrip("/")
+    return f"{scheme.lower()}{sep}{host.lower()}{slash}{path}".rstrip("/") + f" {system or ''}"
 
 
 def _merged_labels(defaults: Mapping[str, Any], raw: Mapping[str, Any]) -> Any:

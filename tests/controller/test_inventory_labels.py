@@ -92,6 +92,8 @@ def test_two_device_ids_on_one_bmc_url_are_refused(tmp_path: Path) -> None:
     assert "device[1] (n2): url 'https://BMC-7.example:443' is already device 'n1''s" in message
     assert "one BMC is one device" in message
     assert load(tmp_path, device(1) + device(2)).keys() == {"n1", "n2"}  # distinct BMCs pass
+    shared = device(1, url="https://10.0.0.5") + 'system = "Node0"\n' + device(2, url="https://10.0.0.5")
+    assert load(tmp_path, shared + 'system = "Node1"\n').keys() == {"n1", "n2"}  # one BMC, two nodes
 
 
 def test_a_plugin_typo_beside_its_table_names_the_plugin_as_the_typo(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from plugins.base import DeviceControllerError, WriteOutcome, write_log
+from plugins.base import DeviceControllerError, DeviceUnreachableError, WriteOutcome, write_log
 from plugins.redfish._capping.outcome import (
     ANSWER_LOST,
     WriteProgress,
@@ -147,9 +147,14 @@ async def set_cap(
             note=_plan_note(watts, value, current, bounds),
         )
     except DeviceControllerError as exc:
-        # nothing written and the reading only remembered (not read now): what is in force is
-        # unknown, never the remembered value (a BMC that cannot be reached showed "800 W in force")
-        remembered = skip_get and progress.outcome is WriteOutcome.NOT_WRITTEN
+        # a BMC that cannot be reached, with the reading only remembered (not read now): what is
+        # in force is unknown, never the remembered value (it showed "800 W in force"); a BMC that
+        # answered and refused keeps what it had, the reading from before
+        remembered = (
+            skip_get
+            and progress.outcome is WriteOutcome.NOT_WRITTEN
+            and isinstance(exc, DeviceUnreachableError)
+        )
         return CapChange(
             component,
             False,
