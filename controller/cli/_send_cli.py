@@ -22,10 +22,7 @@ from plugins.base import RequestKind
 
 #: each kind flag: (declaration, Click keywords); its name is the handler's attribute
 _KIND_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
-    "resource_group": (
-        "--resource-group",
-        {"default": "", "help": "resource group id (gpu-policies without it: caps outside any group)"},
-    ),
+    "resource_group": ("--resource-group", {"default": "", "help": "resource group id"}),
     "node": ("--node", {"type": Watts(), "help": "node policy: node total watts"}),
     "gpu_total": ("--gpu-total", {"type": Watts(), "help": "node policy: watts across all GPUs"}),
     "cpu": ("--cpu", {"type": Watts(), "help": "node policy: watts across all CPUs"}),
