@@ -162,6 +162,11 @@ async def test_verify_help_shows_run_and_its_choices_and_refuses_two_choices(sit
     both = await _cli(site, "verify", "--all", "node001")
     assert both.code == 2 and both.err.count("\n") == 1, both.err
     assert "give one of NODE..., --all, --model or -l" in both.err
+    picked = await _cli(site, "verify", "-l", "rack=r1", "--no-wait", "-o", "json")
+    assert picked.code == 0, picked.out + picked.err
+    assert [c["device"] for c in json.loads(picked.out)] == ["node001"]
+    nothing = await _cli(site, "verify", "-l", "rack=r9", "--no-wait")
+    assert nothing.code == 2 and "selects no inventory device" in nothing.err, nothing.err
 
 
 async def test_send_with_a_selector_shows_the_node_count_first_and_plans_each(site: Site) -> None:
