@@ -216,7 +216,10 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no device {request.id!r} has been seen")
         assert view is not None
         desired = await self._store.desired_for(view.id)
-        return device_record(view, self._dispatcher.queued(view.id), self._inventory.get(view.id), desired)
+        verified = (await self._store.last_bmc_checks([view.id])).get(view.id)
+        return device_record(
+            view, self._dispatcher.queued(view.id), self._inventory.get(view.id), desired, verified=verified
+        )
 
     async def ListDevices(
         self, request: apb.ListDevicesRequest, context: grpc.aio.ServicerContext
@@ -232,6 +235,7 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
             chosen = [i for i in chosen if i > after][: size + 1]
         views = await self._store.list_devices(limit=size + 1, after=after, ids=chosen)
         desired = await self._store.desired_for_devices([v.id for v in views[:size]])
+        verified = await self._store.last_bmc_checks([v.id for v in views[:size]])
         records = pages.fill(
             [
                 device_record(
@@ -240,6 +244,7 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
                     self._inventory.get(v.id),
                     desired.get(v.id, []),
                     state=request.include_state,
+                    verified=verified.get(v.id),
                 )
                 for v in views[:size]
             ]

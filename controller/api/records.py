@@ -11,10 +11,10 @@ from google.protobuf import timestamp_pb2
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller.api import selectors
-from controller.desired.in_force import in_force
+from controller.desired.in_force import InForce, from_verification, in_force
 from controller.desired.receipts import desired_records, in_force_record, write_records
 from controller.inventory import DeviceEntry
-from controller.store import DesiredLimit, DeviceView, RequestView, VerificationRow
+from controller.store import BmcCheckRow, DesiredLimit, DeviceView, RequestView, VerificationRow
 
 STATUS = {"queued": apb.QUEUED, "running": apb.RUNNING, "completed": apb.COMPLETED}
 
@@ -59,6 +59,7 @@ def device_record(
     desired: list[DesiredLimit],
     *,
     state: bool = True,
+    verified: BmcCheckRow | None = None,
 ) -> apb.DeviceRecord:
     """A device as the admin API shows it: what is in force and its labels; its state JSON (about
     9 KB on a GB200 node) only with `state`."""
@@ -79,7 +80,13 @@ def device_record(
         labels=entry.all_labels() if entry is not None else {},
     )
     record.desired.extend(desired_records(desired))
-    record.in_force.CopyFrom(in_force_record(in_force(view.state_json, desired), _unknown_reason(view)))
+    shown = in_force(view.state_json, desired)
+    source = ""
+    if not shown.components and verified is not None and verified.finished_at is not None:
+        shown = InForce(components=from_verification(verified.result))
+        at = verified.finished_at.isoformat(timespec="seconds")
+        source = f"read by verify {verified.check_id} at {at}" if shown.components else ""
+    record.in_force.CopyFrom(in_force_record(shown, _unknown_reason(view), source))
     return record
 
 

@@ -56,7 +56,8 @@ def device_dict(d: apb.DeviceRecord) -> dict[str, Any]:
     data.pop("in_force", None)
     if not d.state_json:  # lists carry none (`devices show` has it): null, not ""
         data["state_json"] = None
-    return {**data, "in_force": {**dataclasses.asdict(view(d)), "unknown_reason": d.in_force.unknown_reason}}
+    more = {"unknown_reason": d.in_force.unknown_reason, "source": d.in_force.source}
+    return {**data, "in_force": {**dataclasses.asdict(view(d)), **more}}
 
 
 def watts(value: float | None) -> str:
@@ -159,7 +160,7 @@ def _limit_rows(d: apb.DeviceRecord) -> list[tuple[str, ...]]:
             c.drift,
             c.changed_at,
             groups,
-            "",
+            d.in_force.source,
         )
         for c in v.components
     ]

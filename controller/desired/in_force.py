@@ -102,6 +102,29 @@ def in_force(state: Mapping[str, Any] | None, desired: Iterable[Any] = ()) -> In
     return out
 
 
+def from_verification(result: Any) -> list[Component]:
+    """The caps a finished verification read (its `cap KEY` checks' evidence): what the BMC
+    reported for a node no change has read yet."""
+    checks = result.get("checks") if isinstance(result, Mapping) else None
+    out = []
+    for check in checks if isinstance(checks, list) else []:
+        name = check.get("name") if isinstance(check, Mapping) else None
+        evidence = check.get("evidence") if isinstance(check, Mapping) else None
+        if not isinstance(name, str) or not name.startswith("cap ") or not isinstance(evidence, Mapping):
+            continue
+        capped = evidence.get("capped")
+        out.append(
+            Component(
+                name[4:],
+                enforced=_number(evidence.get("watts")),
+                min=_number(evidence.get("min")),
+                max=_number(evidence.get("max")),
+                capped=capped if isinstance(capped, bool) else None,
+            )
+        )
+    return sorted(out, key=lambda c: _order(c.component))
+
+
 def _groups_policies_profiles(state: Mapping[str, Any], out: InForce) -> None:
     priors = _section(state, "priors")
     policies = _section(state, "policies")

@@ -101,13 +101,14 @@ def failed_writes_note(writes: Iterable[DeviceWrite]) -> str:
     return "writes before the failure: " + "; ".join(parts)
 
 
-def in_force_record(view: InForce, unknown_reason: str = "") -> apb.InForceView:
+def in_force_record(view: InForce, unknown_reason: str = "", source: str = "") -> apb.InForceView:
     """What is in force (`controller.desired.in_force`) as the admin message lists carry instead of
     the whole state JSON; `unknown_reason` says why no component is known."""
     out = apb.InForceView(
         resource_groups=view.resource_groups,
         policies=view.policies,
         unknown_reason="" if view.components else unknown_reason,
+        source=source,
     )
     for c in view.components:
         row = out.components.add(

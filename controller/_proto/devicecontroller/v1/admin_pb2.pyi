@@ -205,7 +205,7 @@ class ProfileIds(_message.Message):
     def __init__(self, ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class InForceView(_message.Message):
-    __slots__ = ("components", "resource_groups", "policies", "profiles", "unknown_reason")
+    __slots__ = ("components", "resource_groups", "policies", "profiles", "unknown_reason", "source")
     class PoliciesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -225,12 +225,14 @@ class InForceView(_message.Message):
     POLICIES_FIELD_NUMBER: _ClassVar[int]
     PROFILES_FIELD_NUMBER: _ClassVar[int]
     UNKNOWN_REASON_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
     components: _containers.RepeatedCompositeFieldContainer[ComponentInForce]
     resource_groups: _containers.RepeatedScalarFieldContainer[str]
     policies: _containers.ScalarMap[str, str]
     profiles: _containers.MessageMap[str, ProfileIds]
     unknown_reason: str
-    def __init__(self, components: _Optional[_Iterable[_Union[ComponentInForce, _Mapping]]] = ..., resource_groups: _Optional[_Iterable[str]] = ..., policies: _Optional[_Mapping[str, str]] = ..., profiles: _Optional[_Mapping[str, ProfileIds]] = ..., unknown_reason: _Optional[str] = ...) -> None: ...
+    source: str
+    def __init__(self, components: _Optional[_Iterable[_Union[ComponentInForce, _Mapping]]] = ..., resource_groups: _Optional[_Iterable[str]] = ..., policies: _Optional[_Mapping[str, str]] = ..., profiles: _Optional[_Mapping[str, ProfileIds]] = ..., unknown_reason: _Optional[str] = ..., source: _Optional[str] = ...) -> None: ...
 
 class DesiredLimit(_message.Message):
     __slots__ = ("component", "desired_watts", "request_id", "set_at", "enforced_watts", "checked_at", "drift_at", "drift_detail")
