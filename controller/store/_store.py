@@ -398,10 +398,11 @@ class Store(OutboxAccess, BmcCheckAccess):
         )
 
     async def list_verifications(
-        self, device: str | None = None, verification_id: str | None = None, limit: int = 100, **more: Any
+        self, device: str | None = None, verification_id: str | None = None, limit: int = 100, **page: Any
     ) -> list[VerificationRow]:
         """Verifications, newest first; `offset=N` skips N (a page), `devices=[...]` keeps theirs."""
-        return await self._read(_verifications.list_verifications, device, verification_id, limit, **more)
+        where = (page.get("offset", 0), page.get("devices"))
+        return await self._read(_verifications.list_verifications, device, verification_id, limit, *where)
 
 
 def _ping(engine: Any) -> None:

@@ -95,7 +95,6 @@ async def set_cap(
         return CapChange(component, False, watts, message=f"{label}: no writable power limit")
     progress = WriteProgress()
     before: LimitReading | None = None
-    skip_get = False
     try:
         skip_get = (
             stored is not None
@@ -147,19 +146,13 @@ async def set_cap(
             note=_plan_note(watts, value, current, bounds),
         )
     except DeviceControllerError as exc:
-        # a BMC that cannot be reached, with the reading only remembered (not read now): what is
-        # in force is unknown, never the remembered value (it showed "800 W in force"); a BMC that
-        # answered and refused keeps what it had, the reading from before
-        remembered = (
-            skip_get
-            and progress.outcome is WriteOutcome.NOT_WRITTEN
-            and isinstance(exc, DeviceUnreachableError)
-        )
+        # an unreachable BMC's remembered reading (not read now) is not what is in force: unknown
+        gone = before is stored and isinstance(exc, DeviceUnreachableError)
         return CapChange(
             component,
             False,
             watts,
-            before=None if remembered else before,
+            before=None if gone and progress.outcome is WriteOutcome.NOT_WRITTEN else before,
             after=progress.reading,
             message=f"{label}: {exc}",
             error=exc,
