@@ -1,5 +1,6 @@
 """The operator-facing DeviceControllerAdmin servicer (status, requests, devices, verifications,
-plugins, dry runs, waiting on a request) and the translation of store rows to admin records."""
+plugins, dry runs, waiting on a request); its lists answer in pages (`controller.api.pages`) and
+take label selectors; store rows become admin records in `controller.api.records`."""
 
 from __future__ import annotations
 
