@@ -12,14 +12,15 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
-import math
 import tomllib
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller.api.selectors import label_problem
 from controller.config import Settings
+from controller.plugin_host.options import option_errors
 from controller.security.secrets import SecretPolicy, SecretStore
 from plugins import registry
 from plugins.base import Endpoint, HostEnvironmentError, PolicyAction, PolicyChange, RequestKind, SystemSpec
@@ -31,7 +32,7 @@ _TOP_LEVEL = ("defaults", "device", "plugin", "secrets")
 #: topology is deactivated, false restores them; absent: the config setting of the same name
 RETAIN_KEY = "retain_limits_on_topology_deactivate"
 #: what a `[[device]]` table holds besides its connection table (keyed by its plugin's name)
-_DEVICE_KEYS = ("id", "plugin", "model", "connection", "bmc", "bmc_gpus", RETAIN_KEY)
+_DEVICE_KEYS = ("id", "plugin", "model", "connection", "bmc", "bmc_gpus", "labels", RETAIN_KEY)
 
 
 def unknown_name(data: Mapping[str, Any], known: Iterable[str], table: str = "") -> str | None:
@@ -74,6 +75,14 @@ class DeviceEntry:
     bmc_gpus: tuple[int, ...] = ()
     #: `retain_limits_on_topology_deactivate` (None: the config setting decides)
     retain_limits_on_topology_deactivate: bool | None = None
+    #: the operator's labels (`rack = "r12"`), selected with `-l rack=r12` (`controller.api.selectors`)
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def all_labels(self) -> dict[str, str]:
+        """The labels a selector matches: the operator's, with `model` and `plugin` unless set."""
+        model = self.model.get("Model")
+        implicit = {"plugin": self.plugin, **({"model": model} if isinstance(model, str) and model else {})}
+        return {**implicit, **self.labels}
 
     def endpoint(self, secrets: SecretStore, default_ca: str = "", url: str | None = None) -> Endpoint:
         """Resolve the secret now, so rotated credentials apply on the next request.
@@ -115,26 +124,93 @@ def load_inventory(path: str | Path) -> dict[str, DeviceEntry]:
     if not isinstance(defaults, Mapping):
         raise InventoryError(f"{where}: `defaults` must be a table ([defaults])")
     plugins = {str(d.get("plugin", defaults.get("plugin", ""))) for d in devices}
+    external = {p.get("name") for p in data.get("plugin", []) if isinstance(p, Mapping)}
+    problems: list[str] = []
     # [defaults] may hold the connection table of any plugin a device uses
     problem = unknown_name(defaults, (*_DEVICE_KEYS[1:], *sorted(plugins)), "defaults")
     if problem:
-        raise InventoryError(f"{where}: {problem}")
+        problems.append(problem)
     out: dict[str, DeviceEntry] = {}
+    urls: dict[str, str] = {}
+    installed = None
     for index, raw in enumerate(devices):
         plugin = str(raw.get("plugin", defaults.get("plugin", "")))
-        problem = unknown_name(raw, (*_DEVICE_KEYS, plugin), "device")
+        name = f" ({raw['id']})" if isinstance(raw.get("id"), str) else ""
+        if installed is None:
+            installed = {s.name for s in registry.available()} | {str(e) for e in external}
+        problem = plugin_typo(raw, plugin, installed) or unknown_name(raw, (*_DEVICE_KEYS, plugin), "device")
         if problem:
-            name = f" ({raw['id']})" if isinstance(raw.get("id"), str) else ""
-            raise InventoryError(f"{where}: device[{index}]{name}: {problem}")
-        entry = _entry({**defaults, **raw}, f"{where}: device[{index}]")
+            problems.append(f"device[{index}]{name}: {problem}")
+            continue
+        try:
+            entry = _entry({**defaults, **raw, "labels": _merged_labels(defaults, raw)}, f"device[{index}]")
+        except InventoryError as exc:
+            problems.append(str(exc))
+            continue
         if entry.id in out:
-            raise InventoryError(f"{where}: device[{index}]: duplicate id {entry.id!r}")
+            problems.append(f"device[{index}]: duplicate id {entry.id!r}")
+            continue
+        bmc_url = _bmc_key(entry.url, entry.options.get("system"))
+        if bmc_url and bmc_url in urls:
+            problems.append(
+                f"device[{index}] ({entry.id}): url {entry.url!r} is already device {urls[bmc_url]!r}'s; "
+                "one BMC is one device (two ids would cap the same node twice), unless `system` "
+                "names another of its systems"
+            )
+            continue
+        if bmc_url:
+            urls[bmc_url] = entry.id
         out[entry.id] = entry
-    problems = pairing_problems(out)
-    if problems:
+    problems.extend(pairing_problems(out))
+    if len(problems) == 1:
         raise InventoryError(f"{where}: {problems[0]}")
-    external = {p.get("name") for p in data.get("plugin", []) if isinstance(p, Mapping)}
+    if problems:
+        listed = "".join(f"\n  {p}" for p in problems)
+        raise InventoryError(f"{where}: {len(problems)} problems:{listed}")
     return {k: dataclasses.replace(e, external=True) if e.plugin in external else e for k, e in out.items()}
+
+
+def plugin_typo(raw: Mapping[str, Any], plugin: str, installed: Collection[str]) -> str | None:
+    """`plugin = "redfsh"` beside a `[device.redfish]` table: the plugin name is the typo, not the
+    table; None when the plugin is installed, a module path, or nothing near it is."""
+    if not plugin or plugin in installed or "." in plugin or ":" in plugin:
+        return None
+    tables = [k for k, v in raw.items() if isinstance(v, Mapping) and k not in _DEVICE_KEYS]
+    near = difflib.get_close_matches(plugin, tables, n=1, cutoff=0.6)
+    if not near:
+        return None  # no table to be confused by: the start-time check names the unknown plugin
+    return (
+        f"unknown plugin {plugin!r}; did you mean {near[0]!r} (its [device.{near[0]}] table is here)? "
+        f"(installed: {', '.join(sorted(installed))})"
+    )
+
+
+def _bmc_key(url: str, system: Any) -> str:
+    """A BMC URL compared as one (scheme and host in lower case, no trailing slash), with the
+    system it serves when one BMC serves several nodes (`system = "Node0"`)."""
+    if not url:
+        return ""
+    scheme, sep, rest = url.partition("://")
+    host, slash, path = rest.partition("/")
+    return f"{scheme.lower()}{sep}{host.lower()}{slash}{path}".rstrip("/") + f" {system or ''}"
+
+
+def _merged_labels(defaults: Mapping[str, Any], raw: Mapping[str, Any]) -> Any:
+    """[defaults] labels under the device's own (a device's `labels` adds to them, key by key)."""
+    base, own = defaults.get("labels", {}), raw.get("labels", {})
+    if isinstance(base, Mapping) and isinstance(own, Mapping):
+        return {**base, **own}
+    return own if "labels" in raw else base
+
+
+def _labels(value: Any, where: str) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise InventoryError(f'{where}: `labels` must be a table (labels = {{ rack = "r12", row = "b" }})')
+    for key, label in value.items():
+        problem = label_problem(key, label)
+        if problem:
+            raise InventoryError(f"{where}: {problem}")
+    return {str(k): str(v) for k, v in value.items()}
 
 
 def _entry(raw: Mapping[str, Any], where: str) -> DeviceEntry:
@@ -172,9 +248,11 @@ def _entry(raw: Mapping[str, Any], where: str) -> DeviceEntry:
     retain = raw.get(RETAIN_KEY)
     if retain is not None and not isinstance(retain, bool):
         raise InventoryError(f"{where}: `{RETAIN_KEY}` must be true or false")
+    labels = _labels(raw.get("labels", {}), where)
     return DeviceEntry(
         id=device_id,
         plugin=plugin,
+        labels=labels,
         model=dict(model),
         url=str(conn.get("url", "")),
         secret=str(conn.get("secret", "")),
@@ -315,7 +393,11 @@ def check_inventory(
     for entry in entries.values():
         if entry.plugin not in plugins:
             known = ", ".join(plugins.names())
-            problems.append(f"device {entry.id!r}: unknown plugin {entry.plugin!r} (installed: {known})")
+            others = [n for n in plugins.names() if n != entry.plugin]
+            near = difflib.get_close_matches(entry.plugin, others, n=1, cutoff=0.6)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            unknown = f"unknown plugin {entry.plugin!r} (installed: {known}){hint}"
+            problems.append(f"device {entry.id!r}: {unknown}")
             continue
         if entry.external:  # its schema lives in the plugin's process, which checks its own options
             continue
@@ -355,47 +437,3 @@ def model_problem(model: Mapping[str, Any], known: Collection[str] | None) -> st
     near = difflib.get_close_matches(name.upper(), list(upper), n=1, cutoff=0.6)
     hint = f"did you mean {upper[near[0]]!r}?" if near else f"known: {', '.join(sorted(set(known)))}"
     return f"unknown model {name!r} ({hint}); a model table may describe any other"
-
-
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "object": (dict,),
-    "array": (list,),
-}
-
-
-def option_errors(schema: Mapping[str, Any], options: Mapping[str, Any]) -> list[str]:
-    """Options checked against a plugin's config_schema(): names, types, enums and bounds."""
-    properties: Mapping[str, Any] = schema.get("properties", {})
-    errors = []
-    if schema.get("additionalProperties", True) is False or properties:
-        unknown = sorted(set(options) - set(properties))
-        if unknown:
-            known = ", ".join(sorted(properties)) or "none"
-            near = [m for u in unknown for m in difflib.get_close_matches(u, list(properties), n=1)]
-            hint = f"; did you mean {near[0]}?" if near else ""
-            errors.append(f"unknown option(s) {', '.join(unknown)} (known: {known}){hint}")
-    for key, value in options.items():
-        rule = properties.get(key)
-        if not isinstance(rule, Mapping):
-            continue
-        types = _JSON_TYPES.get(str(rule.get("type", "")), ())
-        if types and (not isinstance(value, types) or (isinstance(value, bool) and bool not in types)):
-            errors.append(f"option {key} must be of type {rule['type']}, got {value!r}")
-            continue
-        if isinstance(value, float) and not math.isfinite(value):  # passes `minimum`, stalls timers
-            errors.append(f"option {key} must be a finite number, got {value!r}")
-            continue
-        if "enum" in rule and value not in rule["enum"]:
-            errors.append(f"option {key} must be one of {', '.join(map(str, rule['enum']))}, got {value!r}")
-        for bound, ok in (
-            ("minimum", lambda v, b: v >= b),
-            ("maximum", lambda v, b: v <= b),
-            ("exclusiveMinimum", lambda v, b: v > b),
-        ):
-            if bound in rule and isinstance(value, int | float) and not ok(value, rule[bound]):
-                errors.append(f"option {key} = {value!r} is out of range ({bound} {rule[bound]})")
-    return errors

@@ -1,35 +1,40 @@
 """The operator-facing DeviceControllerAdmin servicer (status, requests, devices, verifications,
-plugins, dry runs, waiting on a request) and the translation of store rows to admin records."""
+plugins, dry runs, waiting on a request); its lists answer in pages (`controller.api.pages`) and
+take label selectors; store rows become admin records in `controller.api.records`."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
-from datetime import datetime
 from typing import Any
 
 import grpc
-from google.protobuf import empty_pb2, timestamp_pb2
+from google.protobuf import empty_pb2
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller.api import pages, selectors
+from controller.api.records import (
+    STATUS,
+    device_record,
+    request_record,
+    selected,
+    verification_record,
+)
 from controller.delivery.outbox import Delivery
-from controller.desired.receipts import desired_records, write_records
 from controller.execution.dispatch import Dispatcher
 from controller.execution.warmup import WarmupProgress
 from controller.inventory import DeviceEntry
 from controller.process.reports import Report
 from controller.process.supervise import describe
-from controller.store import DeviceView, RequestView, Store, VerificationRow
+from controller.store import Store
 from controller.verify import checker, render
 from plugins import registry
 from plugins.base import InvalidRequestError
 
-_STATUS = {"queued": apb.QUEUED, "running": apb.RUNNING, "completed": apb.COMPLETED}
-_STATUS_NAME = {v: k for k, v in _STATUS.items()}
+_STATUS_NAME = {v: k for k, v in STATUS.items()}
 
 
 class Watchers:
@@ -57,57 +62,6 @@ class Watchers:
                     del self._events[request_id]
 
 
-def _ts(value: datetime | None) -> timestamp_pb2.Timestamp | None:
-    if value is None:
-        return None
-    ts = timestamp_pb2.Timestamp()
-    ts.FromDatetime(value)
-    return ts
-
-
-def request_record(view: RequestView) -> apb.RequestRecord:
-    record = apb.RequestRecord(
-        request_id=view.request_id,
-        device=view.device,
-        kind=view.kind,
-        trace_id=view.trace_id,
-        status=_STATUS.get(view.status, apb.REQUEST_STATUS_UNSPECIFIED),
-        outcome=view.outcome or "",
-        error=view.error or "",
-        attempts=view.attempts,
-        delivery_attempts=view.delivery_attempts or 0,
-        delivery_error=view.delivery_error or "",
-        accepted_at=_ts(view.accepted_at),
-        started_at=_ts(view.started_at),
-        finished_at=_ts(view.finished_at),
-        deadline_at=_ts(view.deadline_at),
-        delivered_at=_ts(view.delivered_at),
-        dead_lettered_at=_ts(view.dead_lettered_at),
-    )
-    if view.response:
-        record.response.ParseFromString(view.response)
-    record.writes.extend(write_records(view.writes or ()))
-    return record
-
-
-def device_record(view: DeviceView, queued: int, in_inventory: bool) -> apb.DeviceRecord:
-    return apb.DeviceRecord(
-        id=view.id,
-        plugin=view.plugin or "",
-        model_json=json.dumps(view.model_json or {}).encode(),
-        state_json=json.dumps(view.state_json).encode() if view.state_json is not None else b"",
-        state_version=view.state_version,
-        created_at=_ts(view.created_at),
-        updated_at=_ts(view.updated_at),
-        last_request_id=view.last_request_id or "",
-        last_kind=view.last_kind or "",
-        last_outcome=view.last_outcome or "",
-        last_error=view.last_error or "",
-        queued=queued,
-        in_inventory=in_inventory,
-    )
-
-
 def combine_executors(status: apb.ControllerStatus, executors: list[Report]) -> None:
     """The callback as the executors see it: up only when every one reports it up."""
     down = [r for r in executors if not r.callback_ok]
@@ -129,20 +83,6 @@ def combine_executors(status: apb.ControllerStatus, executors: list[Report]) -> 
         )
         if r.since:
             process.callback_error_since.FromSeconds(int(r.since))
-
-
-def verification_record(row: VerificationRow) -> apb.VerificationRecord:
-    return apb.VerificationRecord(
-        verification_id=row.verification_id,
-        device=row.device,
-        request_id=row.request_id,
-        kind=row.kind,
-        status=row.status,
-        detail=row.detail or "",
-        created_at=_ts(row.created_at),
-        due_at=_ts(row.due_at),
-        finished_at=_ts(row.finished_at),
-    )
 
 
 #: plans a request without writing (`controller.desired.dryrun.Planner.plan`)
@@ -239,17 +179,29 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
     async def ListRequests(
         self, request: apb.ListRequestsRequest, context: grpc.aio.ServicerContext
     ) -> apb.ListRequestsResponse:
+        size = pages.page_size(request.page_size or request.limit, 100)
+        try:
+            before = pages.decode("requests", request.page_token, int)
+            chosen = selected(self._inventory, request.selector)
+        except (pages.PageTokenError, selectors.SelectorError) as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise
         views = await self._store.list_requests(
             device=request.device or None,
             status=_STATUS_NAME.get(request.status),
             undelivered_only=request.undelivered_only,
-            limit=request.limit or 100,
+            limit=size + 1,
             dead_letter_only=request.dead_letter_only,
             outcome=request.outcome or None,
             kind=request.kind or None,
             trace_id=request.trace_id or None,
+            before_seq=before,
+            devices=chosen,
         )
-        return apb.ListRequestsResponse(requests=[request_record(v) for v in views])
+        records = pages.fill([request_record(v) for v in views[:size]])
+        more = len(views) > len(records)
+        token = pages.encode("requests", views[len(records) - 1].seq) if more and records else ""
+        return apb.ListRequestsResponse(requests=records, next_page_token=token)
 
     async def WaitRequest(
         self, request: apb.WaitRequestRequest, context: grpc.aio.ServicerContext
@@ -280,31 +232,64 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
         if view is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no device {request.id!r} has been seen")
         assert view is not None
-        record = device_record(view, self._dispatcher.queued(view.id), view.id in self._inventory)
-        record.desired.extend(desired_records(await self._store.desired_for(view.id)))
-        return record
+        desired = await self._store.desired_for(view.id)
+        verified = (await self._store.last_bmc_checks([view.id])).get(view.id)
+        return device_record(
+            view, self._dispatcher.queued(view.id), self._inventory.get(view.id), desired, verified=verified
+        )
 
     async def ListDevices(
         self, request: apb.ListDevicesRequest, context: grpc.aio.ServicerContext
     ) -> apb.ListDevicesResponse:
-        views = await self._store.list_devices(limit=request.limit or 1000)
-        desired = await self._store.desired_for_devices([v.id for v in views])
-        records = []
-        for v in views:
-            record = device_record(v, self._dispatcher.queued(v.id), v.id in self._inventory)
-            record.desired.extend(desired_records(desired.get(v.id, [])))
-            records.append(record)
-        return apb.ListDevicesResponse(devices=records)
+        size = pages.page_size(request.page_size or request.limit, 500)
+        try:
+            after = pages.decode("devices", request.page_token, str) or ""
+            chosen = selected(self._inventory, request.selector)
+        except (pages.PageTokenError, selectors.SelectorError) as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise
+        if chosen is not None:  # the page's ids only: the store is asked for at most size + 1
+            chosen = [i for i in chosen if i > after][: size + 1]
+        views = await self._store.list_devices(limit=size + 1, after=after, ids=chosen)
+        desired = await self._store.desired_for_devices([v.id for v in views[:size]])
+        verified = await self._store.last_bmc_checks([v.id for v in views[:size]])
+        records = pages.fill(
+            [
+                device_record(
+                    v,
+                    self._dispatcher.queued(v.id),
+                    self._inventory.get(v.id),
+                    desired.get(v.id, []),
+                    state=request.include_state,
+                    verified=verified.get(v.id),
+                )
+                for v in views[:size]
+            ]
+        )
+        more = len(views) > len(records)
+        token = pages.encode("devices", records[-1].id) if more and records else ""
+        return apb.ListDevicesResponse(devices=records, next_page_token=token)
 
     async def ListVerifications(
         self, request: apb.ListVerificationsRequest, context: grpc.aio.ServicerContext
     ) -> apb.ListVerificationsResponse:
+        size = pages.page_size(request.page_size or request.limit, 100)
+        try:
+            offset = pages.decode("verifications", request.page_token, int) or 0
+            chosen = selected(self._inventory, request.selector)
+        except (pages.PageTokenError, selectors.SelectorError) as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise
         rows = await self._store.list_verifications(
             device=request.device or None,
             verification_id=request.verification_id or None,
-            limit=request.limit or 100,
+            limit=size + 1,
+            offset=offset,
+            devices=chosen,
         )
-        return apb.ListVerificationsResponse(verifications=[verification_record(r) for r in rows])
+        records = pages.fill([verification_record(r) for r in rows[:size]])
+        token = pages.encode("verifications", offset + len(records)) if len(rows) > len(records) else ""
+        return apb.ListVerificationsResponse(verifications=records, next_page_token=token)
 
     async def StartVerify(
         self, request: apb.StartVerifyRequest, context: grpc.aio.ServicerContext
@@ -320,13 +305,18 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
         self, request: apb.StartVerifyRequest, context: grpc.aio.ServicerContext, *, write_cycle: bool
     ) -> apb.VerifyBatch:
         try:
-            devices = checker.select(
-                self._inventory, list(request.devices), all_devices=request.all, model=request.model
-            )
+            named = list(request.devices)
+            if request.selector.strip():
+                if named or request.all or request.model:
+                    raise checker.VerifyRefused("give devices, all, a model or a selector: one of them")
+                named = selectors.select(self._inventory.values(), request.selector)
+                if not named:
+                    raise checker.VerifyRefused(f"selector {request.selector!r} selects no inventory device")
+            devices = checker.select(self._inventory, named, all_devices=request.all, model=request.model)
             rows = await checker.journal(
                 self._store, devices, render.query_of(request, write_cycle=write_cycle)
             )
-        except checker.VerifyRefused as exc:
+        except (checker.VerifyRefused, selectors.SelectorError) as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             raise
         return render.batch(rows)
@@ -334,10 +324,26 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
     async def ListBmcChecks(
         self, request: apb.ListBmcChecksRequest, context: grpc.aio.ServicerContext
     ) -> apb.VerifyBatch:
+        size = pages.page_size(request.page_size or request.limit, 100)
+        try:
+            offset = pages.decode("bmc_checks", request.page_token, int) or 0
+            chosen = selected(self._inventory, request.selector)
+        except (pages.PageTokenError, selectors.SelectorError) as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise
         rows = await self._store.list_bmc_checks(
-            device=request.device or None, status=request.status or None, limit=request.limit or 100
+            device=request.device or None,
+            status=request.status or None,
+            limit=size + 1,
+            offset=offset,
+            devices=chosen,
         )
-        return render.batch(rows)
+        batch = render.batch(rows[:size])
+        kept = pages.fill(list(batch.checks))
+        del batch.checks[len(kept) :]
+        if len(rows) > len(kept):
+            batch.next_page_token = pages.encode("bmc_checks", offset + len(kept))
+        return batch
 
     async def GetBmcCheck(
         self, request: apb.GetBmcCheckRequest, context: grpc.aio.ServicerContext

@@ -15,6 +15,9 @@ from controller.desired.in_force import Component, InForce, in_force
 
 
 def view(d: apb.DeviceRecord) -> InForce:
+    """What is in force: as the server read it (lists carry no state JSON), else from the state."""
+    if d.HasField("in_force"):
+        return from_record(d.in_force)
     try:
         state = json.loads(d.state_json) if d.state_json else None
     except ValueError:
@@ -22,15 +25,54 @@ def view(d: apb.DeviceRecord) -> InForce:
     return in_force(state, d.desired)
 
 
+def from_record(record: apb.InForceView) -> InForce:
+    def number(c: apb.ComponentInForce, name: str) -> float | None:
+        return getattr(c, name) if c.HasField(name) else None
+
+    return InForce(
+        components=[
+            Component(
+                component=c.component,
+                requested=number(c, "requested_watts"),
+                enforced=number(c, "enforced_watts"),
+                min=number(c, "min_watts"),
+                max=number(c, "max_watts"),
+                drift=c.drift,
+                changed_at=c.changed_at,
+                capped=c.capped if c.HasField("capped") else None,
+                removed=c.removed,
+            )
+            for c in record.components
+        ],
+        resource_groups=list(record.resource_groups),
+        policies=dict(record.policies),
+        profiles={k: list(v.ids) for k, v in record.profiles.items()},
+    )
+
+
 def device_dict(d: apb.DeviceRecord) -> dict[str, Any]:
-    """A device as JSON: its fields and what is in force."""
-    return {**as_dict(d), "in_force": dataclasses.asdict(view(d))}
+    """A device as JSON: its fields and what is in force (with why it is unknown, when it is)."""
+    data = as_dict(d)
+    data.pop("in_force", None)
+    if not d.state_json:  # lists carry none (`devices show` has it): null, not ""
+        data["state_json"] = None
+    more = {"unknown_reason": d.in_force.unknown_reason, "source": d.in_force.source}
+    return {**data, "in_force": {**dataclasses.asdict(view(d)), **more}}
 
 
 def watts(value: float | None) -> str:
     if value is None:
         return ""
     return f"{value:.0f}" if value == int(value) else f"{value:g}"
+
+
+def requested(c: Component) -> str:
+    return "none" if c.removed else watts(c.requested)
+
+
+def enforced(c: Component) -> str:
+    """The limit in force; "1200 (no cap)" where the device reports none (its default)."""
+    return f"{watts(c.enforced)} (no cap)".lstrip() if c.capped is False else watts(c.enforced)
 
 
 def allowed(c: Component) -> str:
@@ -42,7 +84,7 @@ def caps(v: InForce) -> str:
     return " ".join(
         f"{c.component} {watts(c.requested) or '-'}/{watts(c.enforced) or '-'}"
         for c in v.components
-        if c.requested is not None or c.enforced is not None
+        if c.requested is not None or (c.enforced is not None and c.capped is not False)
     )
 
 
@@ -90,27 +132,38 @@ def devices_table(rows: Sequence[apb.DeviceRecord], *, wide: bool) -> None:
 
 
 def limits_table(rows: Sequence[apb.DeviceRecord]) -> None:
-    """One row per device and component (`-o csv --no-headers` for scripts, as nvidia-smi's)."""
+    """One row per device and component (`-o csv --no-headers` for scripts, as nvidia-smi's); a
+    device with no limit known is one row, `unknown`, with why in the last column."""
+    columns = ("device", "component", "requested", "enforced", "min", "max", "drift", "changed")
     table(
         "limits in force (W)",
-        ("device", "component", "requested", "enforced", "min", "max", "drift", "changed", "resource groups"),
-        (
-            (
-                d.id,
-                c.component,
-                watts(c.requested),
-                watts(c.enforced),
-                watts(c.min),
-                watts(c.max),
-                c.drift,
-                c.changed_at,
-                ",".join(v.resource_groups),
-            )
-            for d in rows
-            for v in (view(d),)
-            for c in v.components
-        ),
+        (*columns, "resource groups", "note"),
+        (row for d in rows for row in _limit_rows(d)),
+        cut_first=("note",),
     )
+
+
+def _limit_rows(d: apb.DeviceRecord) -> list[tuple[str, ...]]:
+    v = view(d)
+    groups = ",".join(v.resource_groups)
+    if not v.components:
+        reason = d.in_force.unknown_reason or "no limit known"
+        return [(d.id, "-", "", "unknown", "", "", "", "", groups, reason)]
+    return [
+        (
+            d.id,
+            c.component,
+            requested(c),
+            enforced(c),
+            watts(c.min),
+            watts(c.max),
+            c.drift,
+            c.changed_at,
+            groups,
+            d.in_force.source,
+        )
+        for c in v.components
+    ]
 
 
 def show_in_force(d: apb.DeviceRecord) -> None:
@@ -121,7 +174,7 @@ def show_in_force(d: apb.DeviceRecord) -> None:
             "in force",
             ("component", "requested W", "enforced W", "allowed W", "drift", "changed"),
             [
-                (c.component, watts(c.requested), watts(c.enforced), allowed(c), c.drift, c.changed_at)
+                (c.component, requested(c), enforced(c), allowed(c), c.drift, c.changed_at)
                 for c in v.components
             ],
         )

@@ -1,6 +1,7 @@
 """kubectl habits shared by every list (`requests list`, `devices list`, `verifications`):
 `--limit N` / `--all` with a line on stderr when rows were left out, `--since DURATION`,
-`--watch`, `--no-headers`, and `-o name` (KIND/ID per row). `-o csv` is the table's (`_render`)."""
+`--watch`, `--no-headers`, `-l key=value` (inventory labels), and `-o name` (KIND/ID per row).
+`-o csv` is the table's (`_render`). The admin API answers in pages; `follow` reads them all."""
 
 from __future__ import annotations
 
@@ -20,16 +21,48 @@ from controller.cli._render import as_dict, err_console, print_item, print_json
 
 T = TypeVar("T", bound=Message)
 
-#: `--all`: as many rows as one answer carries (the admin API takes a 32-bit limit)
+#: `--all`: every row (the admin API answers in pages, followed one after the other)
 ALL = 1_000_000
+#: rows asked for per page (the server may answer fewer: it keeps pages far below 4 MiB)
+PAGE_ROWS = 500
 #: seconds between two looks with `--watch`
 WATCH_INTERVAL = 2.0
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def list_options(default_limit: int, *, since: bool = True) -> Callable[[Any], Any]:
-    """The flags every list takes (`since=False`: a list with no time order, devices)."""
+def selector_option(f: Any) -> Any:
+    """`-l rack=r12,model!=GB300`: only the inventory devices whose labels match (kubectl's)."""
+    return click.option(
+        "-l",
+        "--selector",
+        metavar="KEY=VALUE[,...]",
+        default="",
+        help="only inventory devices with these labels (key=value or key!=value, comma-separated)",
+    )(f)
+
+
+def follow(ask: Callable[[str], tuple[Sequence[T], str]], limit: int) -> list[T]:
+    """Rows from page after page (`ask(page_token)` -> rows and the next token) until `limit`
+    rows or the last page."""
+    rows: list[T] = []
+    token = ""
+    while True:
+        got, token = ask(token)
+        rows.extend(got)
+        if not token or len(rows) >= limit:
+            return rows[:limit]
+
+
+def page_rows(limit: int) -> int:
+    return min(limit, PAGE_ROWS)
+
+
+def list_options(
+    default_limit: int | None, *, since: bool = True, selector: bool = True
+) -> Callable[[Any], Any]:
+    """The flags every list takes (`since=False`: a list with no time order, devices;
+    `default_limit=None`: every row unless --limit says otherwise)."""
 
     def attach(f: Any) -> Any:
         options = [
@@ -37,8 +70,9 @@ def list_options(default_limit: int, *, since: bool = True) -> Callable[[Any], A
                 "--limit",
                 type=click.IntRange(min=1),
                 default=default_limit,
-                show_default=True,
-                help="show at most N rows (a line on stderr says when more were left out)",
+                show_default=default_limit is not None,
+                help="show at most N rows (a line on stderr says when more were left out)"
+                + ("" if default_limit is not None else "  [default: every row]"),
             ),
             click.option("--all", "all_rows", is_flag=True, default=False, help="every row, no --limit"),
             click.option(
@@ -46,6 +80,8 @@ def list_options(default_limit: int, *, since: bool = True) -> Callable[[Any], A
             ),
             click.option("--no-headers", is_flag=True, default=False, help="no title and header line"),
         ]
+        if selector:
+            options.append(selector_option)
         if since:
             options.append(
                 click.option("--since", metavar="DURATION", help="only rows newer than this: 30s, 10m, 2h")
@@ -82,7 +118,8 @@ def fetch(
 ) -> Page[T]:
     """Ask for one row more than the limit (so a cut is known, not guessed); with `--since`, keep
     the rows whose time `at(row)` is that recent (lists come newest first: an older row ends it)."""
-    limit = ALL if getattr(args, "all_rows", False) else int(args.limit)
+    every = getattr(args, "all_rows", False) or args.limit is None
+    limit = ALL if every else int(args.limit)
     rows = list(get(limit + 1))
     cut = len(rows) > limit
     rows = rows[:limit]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from typing import Any
 
@@ -16,7 +17,7 @@ from controller.cli._channel import channel
 from controller.cli._click import Group, call, client_options, output_options
 from controller.cli._devices import device_dict, devices_table, limits_table, show_in_force
 from controller.cli._errors import NotFoundError, UsageError
-from controller.cli._lists import fetch, list_options, show
+from controller.cli._lists import fetch, follow, list_options, page_rows, show
 from controller.cli._render import (
     clip_cell,
     console,
@@ -73,21 +74,22 @@ def register(cli: click.Group) -> None:
         """Inspect devices and their state."""
 
     @devices.command("list")
-    @list_options(1000, since=False)
+    @list_options(None, since=False)
     @click.option("--wide", is_flag=True, default=False, help="full ids and errors (tables shorten them)")
     @output_options
     @client_options
     def _devices(**_: Any) -> int:
-        """Known devices (-o wide: caps, resource groups and drift)."""
+        """Known devices (-o wide: caps, resource groups and drift); -l rack=r12 selects by label."""
         return call(devices_list, limits=False)
 
     @devices.command("limits")
-    @list_options(1000, since=False)
+    @list_options(None, since=False)
     @output_options
     @client_options
     def _limits(**_: Any) -> int:
-        """What is in force, one row per device and component: requested, enforced (read back),
-        allowed range, drift; `-o csv --no-headers` for scripts."""
+        """What is in force on every inventory node, one row per device and component: requested,
+        enforced (read back), allowed range, drift; a node with no limit known is one row saying
+        `unknown` and why. `-o csv --no-headers` for scripts."""
         return call(devices_list, limits=True)
 
     @devices.command("show")
@@ -152,22 +154,19 @@ def requests_list(args: argparse.Namespace) -> int:
     def get(limit: int) -> list[apb.RequestRecord]:
         rows: list[apb.RequestRecord] = []
         for device in devices:  # one filter per call: several devices are merged, newest first
-            rows.extend(
-                _call(
-                    args,
-                    "ListRequests",
-                    apb.ListRequestsRequest(
-                        device=device,
-                        status=_STATUS.get(args.status or "", apb.REQUEST_STATUS_UNSPECIFIED),
-                        undelivered_only=args.undelivered,
-                        limit=limit,
-                        dead_letter_only=args.dead_letter,
-                        outcome=args.status if args.status in _OUTCOMES else "",
-                        kind=args.kind or "",
-                        trace_id=args.trace_id or "",
-                    ),
-                ).requests
+            query = apb.ListRequestsRequest(
+                device=device,
+                status=_STATUS.get(args.status or "", apb.REQUEST_STATUS_UNSPECIFIED),
+                undelivered_only=args.undelivered,
+                page_size=page_rows(limit),
+                dead_letter_only=args.dead_letter,
+                outcome=args.status if args.status in _OUTCOMES else "",
+                kind=args.kind or "",
+                trace_id=args.trace_id or "",
+                selector=args.selector or "",
             )
+            ask = functools.partial(_page, args, "ListRequests", query, field="requests")
+            rows.extend(follow(ask, limit))
         rows.sort(key=lambda r: (r.accepted_at.seconds, r.accepted_at.nanos), reverse=True)
         return rows[:limit]
 
@@ -179,6 +178,15 @@ def requests_list(args: argparse.Namespace) -> int:
         render=lambda rows: _requests_table(args, rows),
         what="requests",
     )
+
+
+def _page(
+    args: argparse.Namespace, method: str, query: Any, token: str, *, field: str
+) -> tuple[list[Any], str]:
+    """One page of a list: its rows and the next page's token ("" after the last)."""
+    query.page_token = token
+    answer = _call(args, method, query)
+    return list(getattr(answer, field)), answer.next_page_token
 
 
 def _requests_table(args: argparse.Namespace, rows: list[apb.RequestRecord]) -> None:
@@ -221,7 +229,7 @@ def _by_prefix(args: argparse.Namespace, prefix: str) -> apb.RequestRecord:
             raise
     if len(prefix) < 4:  # too short to look up as a prefix
         raise NotFoundError(f"request {prefix!r}: no such request (a prefix needs 4 characters at least)")
-    recent = _call(args, "ListRequests", apb.ListRequestsRequest(limit=1000)).requests
+    recent = _call(args, "ListRequests", apb.ListRequestsRequest(page_size=1000)).requests
     found = {r.request_id for r in recent if r.request_id.startswith(prefix)}
     if not found:
         raise NotFoundError(f"request {prefix!r}: no such request")
@@ -273,7 +281,8 @@ def _delivery_attempts(r: apb.RequestRecord) -> str:
 
 def devices_list(args: argparse.Namespace) -> int:
     def get(limit: int) -> list[apb.DeviceRecord]:
-        return list(_call(args, "ListDevices", apb.ListDevicesRequest(limit=limit)).devices)
+        query = apb.ListDevicesRequest(page_size=page_rows(limit), selector=args.selector or "")
+        return follow(functools.partial(_page, args, "ListDevices", query, field="devices"), limit)
 
     return show(
         args,
@@ -316,10 +325,14 @@ def devices_show(args: argparse.Namespace) -> int:
 
 def verifications_list(args: argparse.Namespace) -> int:
     def get(limit: int) -> list[apb.VerificationRecord]:
-        request = apb.ListVerificationsRequest(
-            device=args.device or "", verification_id=args.verification_id or "", limit=limit
+        query = apb.ListVerificationsRequest(
+            device=args.device or "",
+            verification_id=args.verification_id or "",
+            page_size=page_rows(limit),
+            selector=args.selector or "",
         )
-        return list(_call(args, "ListVerifications", request).verifications)
+        ask = functools.partial(_page, args, "ListVerifications", query, field="verifications")
+        return follow(ask, limit)
 
     return show(
         args,

@@ -14,8 +14,10 @@ from typing import Any
 import click
 
 from controller.cli._click import Command, Group, call, client_options, output_options
+from controller.cli._lists import selector_option
 from controller.cli._render import err_console
-from controller.cli._send import KIND_FLAGS, KINDS, Watts, run
+from controller.cli._send import KIND_FLAGS, KINDS, Watts
+from controller.cli._send_fleet import send
 from plugins.base import RequestKind
 
 #: each kind flag: (declaration, Click keywords); its name is the handler's attribute
@@ -98,7 +100,11 @@ _ALL_KIND_FLAGS = {decl for decl, _ in _KIND_OPTIONS.values()}
 
 def _common(*, device_required: bool) -> list[click.Option]:
     return [
-        click.Option(["--device"], required=device_required, help="device id in the topology"),
+        click.Option(
+            ["--device"],
+            required=device_required,
+            help="device id in the topology (or -l KEY=VALUE: every inventory node with those labels)",
+        ),
         click.Option(["--request-id"], default="", help="default: a new UUID"),
         click.Option(
             ["--timeout"], type=int, default=0, help="timeout_seconds (0: the controller's default)"
@@ -165,7 +171,7 @@ _DEFAULT_OF = {
 
 
 def _run(**_: Any) -> int:
-    return call(run)
+    return call(send)
 
 
 def _kind_command(name: str, kind: RequestKind) -> click.Command:
@@ -174,7 +180,7 @@ def _kind_command(name: str, kind: RequestKind) -> click.Command:
         decl, options = _KIND_OPTIONS[flag]
         params.append(click.Option([decl], required=flag in _REQUIRED.get(name, ()), **options))
     params += [
-        *_common(device_required=True),
+        *_common(device_required=False),
         click.Option(["--trace-id"], default="", help="trace id carried through to the response"),
         click.Option(["--model-json"], help="file with device_model_json"),
         click.Option(["--state-json"], help="file with device_state_json"),
@@ -186,6 +192,7 @@ def _kind_command(name: str, kind: RequestKind) -> click.Command:
         help=_HELP[kind][0].upper() + _HELP[kind][1:],
         defaults={k: v for k, v in _UNSET.items() if k not in KIND_FLAGS[kind]} | {"kind": name},
     )
+    command = selector_option(command)
     return client_options(output_options(command))  # type: ignore[arg-type]
 
 
@@ -270,6 +277,8 @@ def register(cli: click.Group) -> None:
         """Send a request to a running controller: `devicectl send KIND --device ID [flags]`.
 
         Each kind takes only the flags it uses; `devicectl send KIND --help` lists them.
+        `-l rack=r12` instead of --device sends to every inventory node with those labels
+        (with --dry-run: the node count, then each node's plan).
         """
 
     for name, kind in KINDS.items():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -18,6 +19,7 @@ import click
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller.cli._click import Group, call, client_options, output_options
 from controller.cli._errors import UsageError
+from controller.cli._lists import fetch, follow, list_options, page_rows, selector_option, show
 from controller.cli._query import _call
 from controller.cli._render import clip_cell, err_console, print_json, table, when_short
 from controller.cli._writes import render_writes
@@ -39,12 +41,23 @@ class VerifyGroup(Group):
 def register(cli: click.Group) -> None:
     @cli.group("verify", cls=VerifyGroup)
     def verify() -> None:
-        """Is a node ready for power management? Read-only checks, or a write cycle of every cap."""
+        """Is a node ready for power management? Read-only checks, or a write cycle of every cap.
 
-    @verify.command("run", hidden=True)
+        \b
+        devicectl verify node001 node002      these nodes (the same as `verify run ...`)
+        devicectl verify --all                every inventory node
+        devicectl verify --model GB200        every node of a model
+        devicectl verify -l rack=r12          the nodes with these labels
+        devicectl verify --write-cycle NODE   set, read back and restore every cap (admin)
+        devicectl verify list | show ID       the history, or one verification
+        `devicectl verify run --help` lists every option.
+        """
+
+    @verify.command("run")
     @click.argument("devices", nargs=-1)
     @click.option("--all", "all_devices", is_flag=True, help="every device of the inventory")
     @click.option("--model", default="", help="every device of this model")
+    @selector_option
     @click.option("--write-cycle", is_flag=True, help="set, read back and restore every writable cap (admin)")
     @click.option("--force", is_flag=True, help="write-cycle a node even while a resource group is active")
     @click.option("--latency-samples", type=int, default=0, help="GETs of a limit resource  [default: 20]")
@@ -64,15 +77,14 @@ def register(cli: click.Group) -> None:
     @output_options
     @client_options
     def _run(**_: Any) -> int:
-        """Verify devices: NODE..., --all or --model M."""
+        """Verify devices: NODE..., --all, --model M or -l KEY=VALUE (one of them)."""
         return call(verify_run)
 
     @verify.command("list")
     @click.option("--device", help="only this device's verifications")
     @click.option("--status", help="queued, running, done, failed or interrupted")
-    @click.option(
-        "--limit", type=int, default=50, show_default=True, help="Show at most this many verifications."
-    )
+    @list_options(50)
+    @click.option("--wide", is_flag=True, default=False, help="nothing cut (tables shorten long cells)")
     @output_options
     @client_options
     def _list(**_: Any) -> int:
@@ -91,10 +103,15 @@ def register(cli: click.Group) -> None:
 def verify_run(args: argparse.Namespace) -> int:
     if args.force and not args.write_cycle:
         raise UsageError("--force applies to --write-cycle only")
+    given = [name for name, on in _CHOICES.items() if on(args)]
+    if len(given) != 1:
+        what = " and ".join(given) if given else "none"
+        raise UsageError(f"verify: give one of NODE..., --all, --model or -l (given: {what})")
     request = apb.StartVerifyRequest(
         devices=list(args.devices),
         all=args.all_devices,
         model=args.model,
+        selector=args.selector,
         samples_per_telemetry=args.samples_per_telemetry,
         telemetry_interval_ms=args.telemetry_interval_ms,
         write_resolution_timeout_ms=args.write_resolution_timeout_ms,
@@ -125,17 +142,36 @@ def _wait(args: argparse.Namespace, batch: str, total: int) -> list[apb.BmcCheck
         time.sleep(POLL_SECONDS)
 
 
+#: the ways to say which devices to verify: exactly one is given
+_CHOICES: dict[str, Callable[[argparse.Namespace], bool]] = {
+    "NODE...": lambda a: bool(a.devices),
+    "--all": lambda a: bool(a.all_devices),
+    "--model": lambda a: bool(a.model),
+    "-l": lambda a: bool(a.selector),
+}
+
+
 def verify_list(args: argparse.Namespace) -> int:
-    res = _call(
+    def page(token: str) -> tuple[list[apb.BmcCheckRecord], str]:
+        query = apb.ListBmcChecksRequest(
+            device=args.device or "",
+            status=args.status or "",
+            page_size=page_rows(int(args.limit)),
+            page_token=token,
+            selector=args.selector or "",
+        )
+        answer = _call(args, "ListBmcChecks", query)
+        return list(answer.checks), answer.next_page_token
+
+    return show(
         args,
-        "ListBmcChecks",
-        apb.ListBmcChecksRequest(device=args.device or "", status=args.status or "", limit=args.limit),
+        lambda: fetch(args, lambda limit: follow(page, limit), lambda c: c.created_at),
+        kind="verification",
+        name=lambda c: c.check_id,
+        render=lambda rows: _table(args, rows, "verifications"),
+        what="verifications",
+        record=render.as_json,
     )
-    if args.json:
-        print_json([render.as_json(c) for c in res.checks])
-        return 0
-    _table(args, list(res.checks), "verifications")
-    return 0
 
 
 def verify_show(args: argparse.Namespace) -> int:

@@ -24,6 +24,10 @@ class Component:
     drift: str = ""
     #: when the limit was last set (the desired limit's time, else the plugin's)
     changed_at: str = ""
+    #: False: the device reports no cap in force (`enforced` is then its default); None: not read
+    capped: bool | None = None
+    #: the last change removed the cap: nothing is requested (`requested` is None)
+    removed: bool = False
 
 
 @dataclass
@@ -75,7 +79,8 @@ def in_force(state: Mapping[str, Any] | None, desired: Iterable[Any] = ()) -> In
     for key, reading in _section(state, "readings").items():
         if isinstance(reading, Mapping):
             r = row(str(key))
-            r.enforced = _number(reading.get("watts")) if reading.get("capped", True) else None
+            r.enforced = _number(reading.get("watts"))
+            r.capped = reading.get("capped") if isinstance(reading.get("capped"), bool) else None
             r.min, r.max = _number(reading.get("min")), _number(reading.get("max"))
     for key, applied in _section(state, "applied").items():
         if isinstance(applied, Mapping):
@@ -106,15 +111,43 @@ def in_force(state: Mapping[str, Any] | None, desired: Iterable[Any] = ()) -> In
         )
         set_at = _optional(d, "set_at")
         r.changed_at = _iso(set_at) if set_at is not None else r.changed_at
+        if r.capped is False and d.component not in _section(state, "applied"):
+            # the cap was removed: what the change left is the device's default, not a request
+            r.requested, r.removed = None, True
     out.components = sorted(rows.values(), key=lambda c: _order(c.component))
     _groups_policies_profiles(state, out)
     return out
 
 
+def from_verification(result: Any) -> list[Component]:
+    """The caps a finished verification read (its `cap KEY` checks' evidence): what the BMC
+    reported for a node no change has read yet."""
+    checks = result.get("checks") if isinstance(result, Mapping) else None
+    out = []
+    for check in checks if isinstance(checks, list) else []:
+        name = check.get("name") if isinstance(check, Mapping) else None
+        evidence = check.get("evidence") if isinstance(check, Mapping) else None
+        if not isinstance(name, str) or not name.startswith("cap ") or not isinstance(evidence, Mapping):
+            continue
+        capped = evidence.get("capped")
+        out.append(
+            Component(
+                name[4:],
+                enforced=_number(evidence.get("watts")),
+                min=_number(evidence.get("min")),
+                max=_number(evidence.get("max")),
+                capped=capped if isinstance(capped, bool) else None,
+            )
+        )
+    return sorted(out, key=lambda c: _order(c.component))
+
+
 def _groups_policies_profiles(state: Mapping[str, Any], out: InForce) -> None:
     priors = _section(state, "priors")
     policies = _section(state, "policies")
-    groups = {str(s)[3:] for s in (*priors, *policies) if str(s).startswith("rg:")}
+    # `rg:` alone is the scope of GPU caps sent with no resource group (`send gpu-policies` without
+    # --resource-group): caps outside any group, not a group without a name
+    groups = {str(s)[3:] for s in (*priors, *policies) if str(s).startswith("rg:") and len(str(s)) > 3}
     nvml_group = _section(policies, "resource_group").get("name")
     if isinstance(nvml_group, str) and nvml_group:
         groups.add(nvml_group)

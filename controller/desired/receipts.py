@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
+from controller.desired.in_force import InForce
 from controller.store import DesiredLimit
 from controller.translate import datetime_to_timestamp
 from plugins.base import DeviceWrite, WriteOutcome
@@ -114,3 +115,31 @@ def receipts(writes: Sequence[DeviceWrite]) -> list[dict[str, Any]] | None:
 
 
 _WRITE_FIELDS = tuple(f.name for f in dataclasses.fields(DeviceWrite))
+
+
+def in_force_record(view: InForce, unknown_reason: str = "", source: str = "") -> apb.InForceView:
+    """What is in force (`controller.desired.in_force`) as the admin message lists carry instead of
+    the whole state JSON; `unknown_reason` says why no component is known."""
+    out = apb.InForceView(
+        resource_groups=view.resource_groups,
+        policies=view.policies,
+        unknown_reason="" if view.components else unknown_reason,
+        source=source,
+    )
+    for c in view.components:
+        row = out.components.add(
+            component=c.component, drift=c.drift, changed_at=c.changed_at, removed=c.removed
+        )
+        if c.capped is not None:
+            row.capped = c.capped
+        for name, value in (
+            ("requested_watts", c.requested),
+            ("enforced_watts", c.enforced),
+            ("min_watts", c.min),
+            ("max_watts", c.max),
+        ):
+            if value is not None:
+                setattr(row, name, value)
+    for key, ids in view.profiles.items():
+        out.profiles[key].ids.extend(ids)
+    return out

@@ -132,16 +132,24 @@ def _interrupt(conn: Connection, args: list[tuple[str, datetime]]) -> list[int]:
 
 
 def _list(
-    conn: Connection, device: str | None, batch_id: str | None, status: str | None, limit: int
+    conn: Connection,
+    device: str | None,
+    batch_id: str | None,
+    status: str | None,
+    limit: int,
+    offset: int = 0,
+    devices: Sequence[str] | None = None,
 ) -> list[BmcCheckRow]:
     query = sa.select(B)
+    if devices is not None:
+        query = query.where(B.c.device.in_(list(devices)))
     if device:
         query = query.where(B.c.device == device)
     if batch_id:
         query = query.where(B.c.batch_id == batch_id)
     if status:
         query = query.where(B.c.status == status)
-    query = query.order_by(B.c.created_at.desc(), B.c.check_id).limit(limit)
+    query = query.order_by(B.c.created_at.desc(), B.c.check_id).limit(limit).offset(offset)
     return [_row(r) for r in conn.execute(query)]
 
 
@@ -229,9 +237,11 @@ class BmcCheckAccess:
         batch_id: str | None = None,
         status: str | None = None,
         limit: int = 100,
+        offset: int = 0,
+        devices: Sequence[str] | None = None,
     ) -> list[BmcCheckRow]:
-        """Verifications, newest first."""
-        return await self._read(_list, device, batch_id, status, limit)
+        """Verifications, newest first: from the `offset`th (a page), of `devices` when given."""
+        return await self._read(_list, device, batch_id, status, limit, offset, devices)
 
     async def find_bmc_checks(self, prefix: str) -> list[BmcCheckRow]:
         """The verification with this id (or id prefix), or every one of the run with this batch id."""

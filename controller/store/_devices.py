@@ -137,9 +137,14 @@ def get_device(conn: Connection, device_id: str) -> DeviceView | None:
     return _device_view(row) if row is not None else None
 
 
-def list_devices(conn: Connection, limit: int) -> list[DeviceView]:
-    """Devices ordered by id."""
-    return [_device_view(row) for row in conn.execute(sa.select(D).order_by(D.c.id).limit(limit))]
+def list_devices(
+    conn: Connection, limit: int, after: str = "", ids: Sequence[str] | None = None
+) -> list[DeviceView]:
+    """Devices ordered by id: after `after`, of `ids` when given."""
+    query = sa.select(D).where(D.c.id > after)
+    if ids is not None:
+        query = query.where(D.c.id.in_(list(ids)))
+    return [_device_view(row) for row in conn.execute(query.order_by(D.c.id).limit(limit))]
 
 
 def list_audit(conn: Connection, device: str | None, limit: int) -> list[AuditView]:

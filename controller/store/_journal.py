@@ -347,6 +347,8 @@ def list_requests(
     outcome: str | None = None,
     kind: str | None = None,
     trace_id: str | None = None,
+    before_seq: int | None = None,
+    devices: Sequence[str] | None = None,
 ) -> list[RequestView]:
     """Requests, newest first. ``undelivered_only``: a response is written but not delivered yet
     (nor dead-lettered); ``dead_letter_only``: the receiver refused the response for good;
@@ -362,6 +364,10 @@ def list_requests(
         query = query.where(R.c.kind == kind)
     if trace_id is not None:
         query = query.where(R.c.trace_id == trace_id)
+    if before_seq is not None:
+        query = query.where(R.c.seq < before_seq)
+    if devices is not None:
+        query = query.where(R.c.device.in_(list(devices)))
     if undelivered_only:
         query = query.where(OB.c.id.is_not(None), _outbox.PENDING)
     if dead_letter_only:

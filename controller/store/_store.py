@@ -299,21 +299,15 @@ class Store(OutboxAccess, BmcCheckAccess, WriteCycleAccess):
         outcome: str | None = None,
         kind: str | None = None,
         trace_id: str | None = None,
+        before_seq: int | None = None,
+        devices: Sequence[str] | None = None,
     ) -> list[RequestView]:
         """Requests, newest first; ``undelivered_only`` keeps those with a response not yet delivered,
         ``dead_letter_only`` those whose response the receiver refused for good, ``outcome`` those
-        that finished so ("ok", "failed"), ``kind`` and ``trace_id`` those with that kind or trace."""
-        return await self._read(
-            _journal.list_requests,
-            device,
-            status,
-            undelivered_only,
-            limit,
-            dead_letter_only,
-            outcome,
-            kind,
-            trace_id,
-        )
+        that finished so ("ok", "failed"), ``kind`` and ``trace_id`` those with that kind or trace;
+        ``before_seq`` those journaled before that one (the next page), ``devices`` those devices'."""
+        filters = (dead_letter_only, outcome, kind, trace_id, before_seq, devices)
+        return await self._read(_journal.list_requests, device, status, undelivered_only, limit, *filters)
 
     # --- devices ------------------------------------------------------------------------------------
 
@@ -329,9 +323,11 @@ class Store(OutboxAccess, BmcCheckAccess, WriteCycleAccess):
         """One device, or None."""
         return await self._read(_devices.get_device, device_id)
 
-    async def list_devices(self, limit: int = 1000) -> list[DeviceView]:
-        """Devices ordered by id."""
-        return await self._read(_devices.list_devices, limit)
+    async def list_devices(
+        self, limit: int = 1000, after: str = "", ids: Sequence[str] | None = None
+    ) -> list[DeviceView]:
+        """Devices ordered by id: those after `after` (the next page), of `ids` when given."""
+        return await self._read(_devices.list_devices, limit, after, ids)
 
     async def list_audit(self, device: str | None = None, limit: int = 100) -> list[AuditView]:
         """State changes, newest first."""
@@ -408,10 +404,11 @@ class Store(OutboxAccess, BmcCheckAccess, WriteCycleAccess):
         )
 
     async def list_verifications(
-        self, device: str | None = None, verification_id: str | None = None, limit: int = 100
+        self, device: str | None = None, verification_id: str | None = None, limit: int = 100, **page: Any
     ) -> list[VerificationRow]:
-        """Verifications, newest first."""
-        return await self._read(_verifications.list_verifications, device, verification_id, limit)
+        """Verifications, newest first; `offset=N` skips N (a page), `devices=[...]` keeps theirs."""
+        where = (page.get("offset", 0), page.get("devices"))
+        return await self._read(_verifications.list_verifications, device, verification_id, limit, *where)
 
 
 def _ping(engine: Any) -> None:

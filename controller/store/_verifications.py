@@ -97,13 +97,20 @@ def due_verifications(
 
 
 def list_verifications(
-    conn: Connection, device: str | None, verification_id: str | None, limit: int
+    conn: Connection,
+    device: str | None,
+    verification_id: str | None,
+    limit: int,
+    offset: int = 0,
+    devices: Sequence[str] | None = None,
 ) -> list[VerificationRow]:
-    """Verifications, newest first."""
+    """Verifications, newest first (from the `offset`th; of `devices` when given)."""
     query = sa.select(V)
+    if devices is not None:
+        query = query.where(V.c.device.in_(list(devices)))
     if device is not None:
         query = query.where(V.c.device == device)
     if verification_id is not None:
         query = query.where(V.c.verification_id == verification_id)
-    query = query.order_by(V.c.created_at.desc(), V.c.verification_id).limit(limit)
+    query = query.order_by(V.c.created_at.desc(), V.c.verification_id).limit(limit).offset(offset)
     return [_row(row) for row in conn.execute(query)]

@@ -40,6 +40,7 @@ from plugins.base import (
     RawMetricsResult,
     RequestKind,
     StdMetricsResult,
+    WriteOutcome,
 )
 
 _Resp = pb.DeviceControllerResponse
@@ -56,12 +57,19 @@ _VERDICT_FROM_PROTO = {value: verdict for verdict, value in _VERDICT_TO_PROTO.it
 # ---- domain -> proto -----------------------------------------------------------------------
 
 
+def _failed(result: ComponentResult | GpuResult) -> WriteOutcome | None:
+    """What a failed component's write did (the requested/applied note says "not applied" or "not
+    confirmed" rather than "applied" the limit read before it); None for one that succeeded."""
+    return None if result.ok else result.write
+
+
 def _component_to_proto(result: ComponentResult) -> _Resp.PolicyComponentResult:
     return _Resp.PolicyComponentResult(
         ok=result.ok,
         power_cap_watts=result.applied_watts,
         diag_msg=_diag.with_write(
-            _diag.describe(result.message, result.requested_watts, result.applied_watts), result.write
+            _diag.describe(result.message, result.requested_watts, result.applied_watts, _failed(result)),
+            result.write,
         ),
     )
 
@@ -75,7 +83,8 @@ def _gpu_policies_to_proto(result: GpuPoliciesResult) -> _Resp.GPUPoliciesUpdate
                 ok=item.ok,
                 power_cap_watts=item.applied_watts,
                 diag_msg=_diag.with_write(
-                    _diag.describe(item.message, item.requested_watts, item.applied_watts), item.write
+                    _diag.describe(item.message, item.requested_watts, item.applied_watts, _failed(item)),
+                    item.write,
                 ),
             )
             for item in result.results
@@ -235,7 +244,7 @@ def response_to_proto(
 
 def _component_from_proto(msg: _Resp.PolicyComponentResult) -> ComponentResult:
     rest, write = _diag.split_write(msg.diag_msg)
-    message, requested = _diag.parse(rest, msg.power_cap_watts)
+    message, requested = _diag.parse(rest, msg.power_cap_watts, None if msg.ok else write)
     return ComponentResult(
         ok=msg.ok, applied_watts=msg.power_cap_watts, requested_watts=requested, message=message, write=write
     )
@@ -245,7 +254,7 @@ def _gpu_policies_from_proto(msg: _Resp.GPUPoliciesUpdateResponse) -> GpuPolicie
     results = []
     for item in msg.results:
         rest, write = _diag.split_write(item.diag_msg)
-        message, requested = _diag.parse(rest, item.power_cap_watts)
+        message, requested = _diag.parse(rest, item.power_cap_watts, None if item.ok else write)
         results.append(
             GpuResult(
                 gpu_id=item.gpu_id,

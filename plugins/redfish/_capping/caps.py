@@ -22,7 +22,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from plugins.base import DeviceControllerError, WriteOutcome, write_log
+from plugins.base import DeviceControllerError, DeviceUnreachableError, WriteOutcome, write_log
 from plugins.redfish._capping.bounds import Bounds, range_problem
 from plugins.redfish._capping.outcome import (
     ANSWER_LOST,
@@ -152,11 +152,13 @@ async def set_cap(
             note=_plan_note(watts, value, current, bounds),
         )
     except DeviceControllerError as exc:
+        # an unreachable BMC's remembered reading (not read now) is not what is in force: unknown
+        gone = before is stored and isinstance(exc, DeviceUnreachableError)
         return CapChange(
             component,
             False,
             watts,
-            before=before,
+            before=None if gone and progress.outcome is WriteOutcome.NOT_WRITTEN else before,
             after=progress.reading,
             message=f"{label}: {exc}",
             error=exc,

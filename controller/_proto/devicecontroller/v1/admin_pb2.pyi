@@ -92,7 +92,7 @@ class GetRequestRequest(_message.Message):
     def __init__(self, request_id: _Optional[str] = ...) -> None: ...
 
 class ListRequestsRequest(_message.Message):
-    __slots__ = ("device", "status", "undelivered_only", "limit", "dead_letter_only", "outcome", "kind", "trace_id")
+    __slots__ = ("device", "status", "undelivered_only", "limit", "dead_letter_only", "outcome", "kind", "trace_id", "page_size", "page_token", "selector")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     UNDELIVERED_ONLY_FIELD_NUMBER: _ClassVar[int]
@@ -101,6 +101,9 @@ class ListRequestsRequest(_message.Message):
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
     device: str
     status: RequestStatus
     undelivered_only: bool
@@ -109,13 +112,18 @@ class ListRequestsRequest(_message.Message):
     outcome: str
     kind: str
     trace_id: str
-    def __init__(self, device: _Optional[str] = ..., status: _Optional[_Union[RequestStatus, str]] = ..., undelivered_only: _Optional[bool] = ..., limit: _Optional[int] = ..., dead_letter_only: _Optional[bool] = ..., outcome: _Optional[str] = ..., kind: _Optional[str] = ..., trace_id: _Optional[str] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    selector: str
+    def __init__(self, device: _Optional[str] = ..., status: _Optional[_Union[RequestStatus, str]] = ..., undelivered_only: _Optional[bool] = ..., limit: _Optional[int] = ..., dead_letter_only: _Optional[bool] = ..., outcome: _Optional[str] = ..., kind: _Optional[str] = ..., trace_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., selector: _Optional[str] = ...) -> None: ...
 
 class ListRequestsResponse(_message.Message):
-    __slots__ = ("requests",)
+    __slots__ = ("requests", "next_page_token")
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     requests: _containers.RepeatedCompositeFieldContainer[RequestRecord]
-    def __init__(self, requests: _Optional[_Iterable[_Union[RequestRecord, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, requests: _Optional[_Iterable[_Union[RequestRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class WaitRequestRequest(_message.Message):
     __slots__ = ("request_id", "wait_for_delivery")
@@ -126,7 +134,14 @@ class WaitRequestRequest(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., wait_for_delivery: _Optional[bool] = ...) -> None: ...
 
 class DeviceRecord(_message.Message):
-    __slots__ = ("id", "plugin", "model_json", "state_json", "state_version", "created_at", "updated_at", "last_request_id", "last_kind", "last_outcome", "last_error", "queued", "in_inventory", "desired")
+    __slots__ = ("id", "plugin", "model_json", "state_json", "state_version", "created_at", "updated_at", "last_request_id", "last_kind", "last_outcome", "last_error", "queued", "in_inventory", "desired", "in_force", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ID_FIELD_NUMBER: _ClassVar[int]
     PLUGIN_FIELD_NUMBER: _ClassVar[int]
     MODEL_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -141,6 +156,8 @@ class DeviceRecord(_message.Message):
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     IN_INVENTORY_FIELD_NUMBER: _ClassVar[int]
     DESIRED_FIELD_NUMBER: _ClassVar[int]
+    IN_FORCE_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
     id: str
     plugin: str
     model_json: bytes
@@ -155,7 +172,67 @@ class DeviceRecord(_message.Message):
     queued: int
     in_inventory: bool
     desired: _containers.RepeatedCompositeFieldContainer[DesiredLimit]
-    def __init__(self, id: _Optional[str] = ..., plugin: _Optional[str] = ..., model_json: _Optional[bytes] = ..., state_json: _Optional[bytes] = ..., state_version: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_request_id: _Optional[str] = ..., last_kind: _Optional[str] = ..., last_outcome: _Optional[str] = ..., last_error: _Optional[str] = ..., queued: _Optional[int] = ..., in_inventory: _Optional[bool] = ..., desired: _Optional[_Iterable[_Union[DesiredLimit, _Mapping]]] = ...) -> None: ...
+    in_force: InForceView
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, id: _Optional[str] = ..., plugin: _Optional[str] = ..., model_json: _Optional[bytes] = ..., state_json: _Optional[bytes] = ..., state_version: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_request_id: _Optional[str] = ..., last_kind: _Optional[str] = ..., last_outcome: _Optional[str] = ..., last_error: _Optional[str] = ..., queued: _Optional[int] = ..., in_inventory: _Optional[bool] = ..., desired: _Optional[_Iterable[_Union[DesiredLimit, _Mapping]]] = ..., in_force: _Optional[_Union[InForceView, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ComponentInForce(_message.Message):
+    __slots__ = ("component", "requested_watts", "enforced_watts", "min_watts", "max_watts", "drift", "changed_at", "capped", "removed")
+    COMPONENT_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_WATTS_FIELD_NUMBER: _ClassVar[int]
+    ENFORCED_WATTS_FIELD_NUMBER: _ClassVar[int]
+    MIN_WATTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_WATTS_FIELD_NUMBER: _ClassVar[int]
+    DRIFT_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_AT_FIELD_NUMBER: _ClassVar[int]
+    CAPPED_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    component: str
+    requested_watts: float
+    enforced_watts: float
+    min_watts: float
+    max_watts: float
+    drift: str
+    changed_at: str
+    capped: bool
+    removed: bool
+    def __init__(self, component: _Optional[str] = ..., requested_watts: _Optional[float] = ..., enforced_watts: _Optional[float] = ..., min_watts: _Optional[float] = ..., max_watts: _Optional[float] = ..., drift: _Optional[str] = ..., changed_at: _Optional[str] = ..., capped: _Optional[bool] = ..., removed: _Optional[bool] = ...) -> None: ...
+
+class ProfileIds(_message.Message):
+    __slots__ = ("ids",)
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class InForceView(_message.Message):
+    __slots__ = ("components", "resource_groups", "policies", "profiles", "unknown_reason", "source")
+    class PoliciesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class ProfilesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ProfileIds
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ProfileIds, _Mapping]] = ...) -> None: ...
+    COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    POLICIES_FIELD_NUMBER: _ClassVar[int]
+    PROFILES_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_REASON_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    components: _containers.RepeatedCompositeFieldContainer[ComponentInForce]
+    resource_groups: _containers.RepeatedScalarFieldContainer[str]
+    policies: _containers.ScalarMap[str, str]
+    profiles: _containers.MessageMap[str, ProfileIds]
+    unknown_reason: str
+    source: str
+    def __init__(self, components: _Optional[_Iterable[_Union[ComponentInForce, _Mapping]]] = ..., resource_groups: _Optional[_Iterable[str]] = ..., policies: _Optional[_Mapping[str, str]] = ..., profiles: _Optional[_Mapping[str, ProfileIds]] = ..., unknown_reason: _Optional[str] = ..., source: _Optional[str] = ...) -> None: ...
 
 class DesiredLimit(_message.Message):
     __slots__ = ("component", "desired_watts", "request_id", "set_at", "enforced_watts", "checked_at", "drift_at", "drift_detail")
@@ -184,16 +261,26 @@ class GetDeviceRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class ListDevicesRequest(_message.Message):
-    __slots__ = ("limit",)
+    __slots__ = ("limit", "page_size", "page_token", "selector", "include_state")
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_STATE_FIELD_NUMBER: _ClassVar[int]
     limit: int
-    def __init__(self, limit: _Optional[int] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    selector: str
+    include_state: bool
+    def __init__(self, limit: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., selector: _Optional[str] = ..., include_state: _Optional[bool] = ...) -> None: ...
 
 class ListDevicesResponse(_message.Message):
-    __slots__ = ("devices",)
+    __slots__ = ("devices", "next_page_token")
     DEVICES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     devices: _containers.RepeatedCompositeFieldContainer[DeviceRecord]
-    def __init__(self, devices: _Optional[_Iterable[_Union[DeviceRecord, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, devices: _Optional[_Iterable[_Union[DeviceRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class VerificationRecord(_message.Message):
     __slots__ = ("verification_id", "device", "request_id", "kind", "status", "detail", "created_at", "due_at", "finished_at")
@@ -218,20 +305,28 @@ class VerificationRecord(_message.Message):
     def __init__(self, verification_id: _Optional[str] = ..., device: _Optional[str] = ..., request_id: _Optional[str] = ..., kind: _Optional[str] = ..., status: _Optional[str] = ..., detail: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListVerificationsRequest(_message.Message):
-    __slots__ = ("device", "verification_id", "limit")
+    __slots__ = ("device", "verification_id", "limit", "page_size", "page_token", "selector")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     VERIFICATION_ID_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
     device: str
     verification_id: str
     limit: int
-    def __init__(self, device: _Optional[str] = ..., verification_id: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    selector: str
+    def __init__(self, device: _Optional[str] = ..., verification_id: _Optional[str] = ..., limit: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., selector: _Optional[str] = ...) -> None: ...
 
 class ListVerificationsResponse(_message.Message):
-    __slots__ = ("verifications",)
+    __slots__ = ("verifications", "next_page_token")
     VERIFICATIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     verifications: _containers.RepeatedCompositeFieldContainer[VerificationRecord]
-    def __init__(self, verifications: _Optional[_Iterable[_Union[VerificationRecord, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, verifications: _Optional[_Iterable[_Union[VerificationRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class PluginInfo(_message.Message):
     __slots__ = ("name", "version", "vendor", "source")
@@ -326,7 +421,7 @@ class DryRunResponse(_message.Message):
     def __init__(self, writes: _Optional[_Iterable[_Union[DeviceWrite, _Mapping]]] = ..., response: _Optional[_Union[_devicecontroller_pb2.DeviceControllerResponse, _Mapping]] = ..., ok: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
 
 class StartVerifyRequest(_message.Message):
-    __slots__ = ("devices", "all", "model", "samples_per_telemetry", "telemetry_interval_ms", "write_resolution_timeout_ms", "latency_samples", "latency_p95_ms", "force")
+    __slots__ = ("devices", "all", "model", "samples_per_telemetry", "telemetry_interval_ms", "write_resolution_timeout_ms", "latency_samples", "latency_p95_ms", "force", "selector")
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     ALL_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -336,6 +431,7 @@ class StartVerifyRequest(_message.Message):
     LATENCY_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     LATENCY_P95_MS_FIELD_NUMBER: _ClassVar[int]
     FORCE_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
     devices: _containers.RepeatedScalarFieldContainer[str]
     all: bool
     model: str
@@ -345,7 +441,8 @@ class StartVerifyRequest(_message.Message):
     latency_samples: int
     latency_p95_ms: float
     force: bool
-    def __init__(self, devices: _Optional[_Iterable[str]] = ..., all: _Optional[bool] = ..., model: _Optional[str] = ..., samples_per_telemetry: _Optional[int] = ..., telemetry_interval_ms: _Optional[int] = ..., write_resolution_timeout_ms: _Optional[int] = ..., latency_samples: _Optional[int] = ..., latency_p95_ms: _Optional[float] = ..., force: _Optional[bool] = ...) -> None: ...
+    selector: str
+    def __init__(self, devices: _Optional[_Iterable[str]] = ..., all: _Optional[bool] = ..., model: _Optional[str] = ..., samples_per_telemetry: _Optional[int] = ..., telemetry_interval_ms: _Optional[int] = ..., write_resolution_timeout_ms: _Optional[int] = ..., latency_samples: _Optional[int] = ..., latency_p95_ms: _Optional[float] = ..., force: _Optional[bool] = ..., selector: _Optional[str] = ...) -> None: ...
 
 class BmcCheckRecord(_message.Message):
     __slots__ = ("check_id", "batch_id", "device", "write_cycle", "status", "verdict", "error", "result_json", "writes", "created_at", "started_at", "finished_at")
@@ -376,20 +473,28 @@ class BmcCheckRecord(_message.Message):
     def __init__(self, check_id: _Optional[str] = ..., batch_id: _Optional[str] = ..., device: _Optional[str] = ..., write_cycle: _Optional[bool] = ..., status: _Optional[str] = ..., verdict: _Optional[str] = ..., error: _Optional[str] = ..., result_json: _Optional[str] = ..., writes: _Optional[_Iterable[_Union[DeviceWrite, _Mapping]]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class VerifyBatch(_message.Message):
-    __slots__ = ("checks",)
+    __slots__ = ("checks", "next_page_token")
     CHECKS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     checks: _containers.RepeatedCompositeFieldContainer[BmcCheckRecord]
-    def __init__(self, checks: _Optional[_Iterable[_Union[BmcCheckRecord, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, checks: _Optional[_Iterable[_Union[BmcCheckRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListBmcChecksRequest(_message.Message):
-    __slots__ = ("device", "status", "limit")
+    __slots__ = ("device", "status", "limit", "page_size", "page_token", "selector")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
     device: str
     status: str
     limit: int
-    def __init__(self, device: _Optional[str] = ..., status: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    selector: str
+    def __init__(self, device: _Optional[str] = ..., status: _Optional[str] = ..., limit: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., selector: _Optional[str] = ...) -> None: ...
 
 class GetBmcCheckRequest(_message.Message):
     __slots__ = ("id",)

@@ -28,7 +28,11 @@ if _version_not_supported:
 
 
 class DeviceControllerAdminStub:
-    """Missing associated documentation comment in .proto file."""
+    """Lists page: a request names `page_size` (the server bounds it, and stops a page early when its
+    records would come near gRPC's 4 MiB message limit) and the `page_token` of the previous page;
+    the response's `next_page_token` is empty on the last page. `selector` keeps the inventory devices
+    whose labels match, kubectl style: "rack=r12,model!=GB300" (docs/operations.md "Labels").
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -104,7 +108,11 @@ class DeviceControllerAdminStub:
 
 
 class DeviceControllerAdminServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Lists page: a request names `page_size` (the server bounds it, and stops a page early when its
+    records would come near gRPC's 4 MiB message limit) and the `page_token` of the previous page;
+    the response's `next_page_token` is empty on the last page. `selector` keeps the inventory devices
+    whose labels match, kubectl style: "rack=r12,model!=GB300" (docs/operations.md "Labels").
+    """
 
     def GetRequest(self, request, context):
         """Missing associated documentation comment in .proto file."""
@@ -272,7 +280,11 @@ def add_DeviceControllerAdminServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class DeviceControllerAdmin:
-    """Missing associated documentation comment in .proto file."""
+    """Lists page: a request names `page_size` (the server bounds it, and stops a page early when its
+    records would come near gRPC's 4 MiB message limit) and the `page_token` of the previous page;
+    the response's `next_page_token` is empty on the last page. `selector` keeps the inventory devices
+    whose labels match, kubectl style: "rack=r12,model!=GB300" (docs/operations.md "Labels").
+    """
 
     @staticmethod
     def GetRequest(request,
