@@ -153,6 +153,8 @@ class Settings:
     drift_reapply: str = ""
     #: re-applications per device per hour, beyond which drift is only reported
     drift_max_reapply_per_hour: int = 3
+    #: drift checks running at once in one sweep (each BMC's own plugin limit still applies)
+    drift_concurrency: int = 64
 
     def __post_init__(self) -> None:
         for name in _NUMBERS:  # however the settings were made: every number finite and in range

@@ -1,6 +1,8 @@
 """The periodic drift check: desired limits against what each device enforces, and re-application.
 
-`DriftChecker` walks the devices that have desired limits, spread over `drift_interval`, reads
+`DriftChecker` sweeps the devices that have desired limits once per `drift_interval`: up to
+`drift_concurrency` checks at once (each BMC's plugin still paces its own calls), each under its own
+timeout (`device_call_timeout`), so a hung BMC costs its timeout once and never the sweep. It reads
 what each enforces (a `std_metrics` read through the device's plugin: NVML in-band, Redfish
 out-of-band; for a node the inventory serves both ways, `bmc`, through both plugins) and records
 what it finds (desired_limits row, an audit row of kind `drift`, the `devicectl_drift` and
@@ -19,7 +21,8 @@ import fnmatch
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
@@ -52,6 +55,17 @@ log = logging.getLogger(__name__)
 Reading = dict[str, float | None]
 
 
+@dataclass
+class Sweep:
+    """What one sweep did: devices in the order their checks finished, and each failure's reason."""
+
+    total: int = 0
+    finished: list[str] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
 class DriftChecker:
     """The periodic drift check of every device with desired limits (supervised by the app)."""
 
@@ -70,6 +84,8 @@ class DriftChecker:
         self._settings = settings
         self._clock = clock
         self._inventory = inventory or {}
+        #: the last finished sweep (None before the first)
+        self.last_sweep: Sweep | None = None
 
     def mode(self, device: str) -> str:
         """`reapply` for devices matching `drift_reapply` (globs, comma-separated), else `report`."""
@@ -79,20 +95,35 @@ class DriftChecker:
     async def run(self) -> None:
         interval = max(self._settings.drift_interval, 0.05)
         while True:
+            started = self._clock()
             devices = await self._store.devices_with_desired()
-            if not devices:
-                await asyncio.sleep(interval)
-                continue
-            step = interval / len(devices)  # spread over the interval, never a burst
-            for device in devices:
-                started = self._clock()
+            if devices:
+                self.last_sweep = await self.sweep(devices)
+            await asyncio.sleep(max(interval - (self._clock() - started), 0.0))
+
+    async def sweep(self, devices: Sequence[str]) -> Sweep:
+        """Check every device once, at most `drift_concurrency` at a time, each under its own
+        timeout; one device's failure or hang never stops or delays the others beyond it."""
+        out = Sweep(total=len(devices))
+        limit = asyncio.Semaphore(max(1, self._settings.drift_concurrency))
+        timeout = self._settings.device_call_timeout
+
+        async def one(device: str) -> None:
+            async with limit:
                 try:
-                    await self.check(device)
+                    check = await asyncio.wait_for(self.check(device), timeout)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # one device's failure never stops the others
-                    log.warning("drift check of %s failed: %s", device, describe(exc))
-                await asyncio.sleep(max(step - (self._clock() - started), 0.0))
+                    why = f"no answer in {timeout:g} s" if isinstance(exc, TimeoutError) else describe(exc)
+                    log.warning("drift check of %s failed: %s", device, why)
+                    out.failed[device] = why
+                else:
+                    (out.checked if check is not None else out.skipped).append(device)
+                out.finished.append(device)
+
+        await asyncio.gather(*(one(d) for d in devices))
+        return out
 
     async def check(self, device: str) -> DriftCheck | None:
         """Check one device now; None when it was skipped (busy, another process's shard, or
