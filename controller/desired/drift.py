@@ -35,6 +35,7 @@ from controller.desired.limits import (
     PATH_NAMES,
     REAPPLY_PREFIX,
     Finding,
+    caps_from_state,
     compare_paths,
     enforced_from,
     gpu_pairs,
@@ -226,7 +227,12 @@ class DriftChecker:
         if not outcome.result.ok:
             log.info("drift check of %s: cannot read the device: %s", device, clip(outcome.result.error))
             return path, None
-        return path, enforced_from(outcome.result)
+        enforced = enforced_from(outcome.result)
+        # the node cap and each module's and CPU's, which only the state's readings carry (the
+        # CPUs' total from the metrics stays: both are the same sum where both exist)
+        for component, watts in caps_from_state(outcome.state).items():
+            enforced.setdefault(component, watts)
+        return path, enforced
 
     async def _act(
         self,
