@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.config import Settings
@@ -48,8 +49,8 @@ from controller.inventory import DeviceEntry, node_partner
 from controller.observability import metrics
 from controller.observability.logs import clip
 from controller.process.supervise import describe
-from controller.store import DesiredLimit, DriftCheck, NewRequest, Store
-from plugins.base import DeviceContext, Empty, RequestKind, run_operation
+from controller.store import BmcAccess, DesiredLimit, DriftCheck, NewRequest, Store
+from plugins.base import DeviceContext, Empty, Ping, RequestKind, run_operation
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,8 @@ class DriftChecker:
         self._inventory = inventory or {}
         #: the last finished sweep (None before the first)
         self.last_sweep: Sweep | None = None
+        #: devices whose access the running sweep has recorded
+        self._reached: set[str] = set()
 
     def mode(self, device: str) -> str:
         """`reapply` for devices matching `drift_reapply` (globs, comma-separated), else `report`."""
@@ -97,7 +100,8 @@ class DriftChecker:
         interval = max(self._settings.drift_interval, 0.05)
         while True:
             started = self._clock()
-            devices = await self._store.devices_with_desired()
+            # every device with desired limits, and every inventory device: its reachability
+            devices = sorted({*await self._store.devices_with_desired(), *self._inventory})
             if devices:
                 self.last_sweep = await self.sweep(devices)
             await asyncio.sleep(max(interval - (self._clock() - started), 0.0))
@@ -111,6 +115,7 @@ class DriftChecker:
 
         async def one(device: str) -> None:
             async with limit:
+                self._reached.discard(device)
                 try:
                     check = await asyncio.wait_for(self.check(device), timeout)
                 except asyncio.CancelledError:
@@ -119,10 +124,15 @@ class DriftChecker:
                     why = f"no answer in {timeout:g} s" if isinstance(exc, TimeoutError) else describe(exc)
                     log.warning("drift check of %s failed: %s", device, why)
                     out.failed[device] = why
+                    await self._accessed(device, why)
                 else:
                     (out.checked if check is not None else out.skipped).append(device)
+                if device not in self._reached:  # skipped before any access: only not syncing
+                    await self._store.record_bmc_access([BmcAccess(device, datetime.now(UTC), ended=True)])
                 out.finished.append(device)
 
+        now = datetime.now(UTC)  # every device's check is under way (`sync_in_progress`)
+        await self._store.record_bmc_access([BmcAccess(d, now, syncing=True) for d in devices])
         await asyncio.gather(*(one(d) for d in devices))
         return out
 
@@ -137,6 +147,7 @@ class DriftChecker:
             return None  # a request is queued or running: its result is the news, not drift
         desired = await self._store.desired_for(device)
         if not any(d.watts is not None for d in desired):
+            await self._probe(device)  # nothing to compare: its reachability only
             return None
         own_path, readings = await self._read_paths(device, partner)
         if own_path not in readings:
@@ -210,6 +221,7 @@ class DriftChecker:
                 raise
             except Exception as exc:
                 log.info("drift check: cannot read %s, the node's other path: %s", device, describe(exc))
+                await self._accessed(device, describe(exc))
                 return "", None
         resolved = await self._runner.resolve(device, b"", b"")
         path = path_of(resolved.entry.plugin)
@@ -224,6 +236,7 @@ class DriftChecker:
         )
         operation = run_operation(resolved.plugin, RequestKind.STD_METRICS, ctx, Empty())
         outcome = await asyncio.wait_for(operation, timeout)
+        await self._accessed(device, _reach_error(outcome))
         if not outcome.result.ok:
             log.info("drift check of %s: cannot read the device: %s", device, clip(outcome.result.error))
             return path, None
@@ -233,6 +246,31 @@ class DriftChecker:
         for component, watts in caps_from_state(outcome.state).items():
             enforced.setdefault(component, watts)
         return path, enforced
+
+    async def _probe(self, device: str) -> None:
+        """Whether a device without desired limits answers (a ping through its plugin)."""
+        if device not in self._inventory:
+            return
+        resolved = await self._runner.resolve(device, b"", b"")
+        timeout = self._settings.device_call_timeout
+        ctx = DeviceContext(
+            device_id=device,
+            model=resolved.model,
+            endpoint=resolved.endpoint,
+            request_id=f"{INTERNAL_PREFIX}health-check",
+            deadline=time.monotonic() + timeout,
+            state=resolved.state,
+        )
+        outcome = await asyncio.wait_for(
+            run_operation(resolved.plugin, RequestKind.PING, ctx, Ping()), timeout
+        )
+        await self._accessed(device, _reach_error(outcome))
+
+    async def _accessed(self, device: str, error: str) -> None:
+        """Record one access to the device (its reachability: `devicectl devices health`)."""
+        self._reached.add(device)
+        await self._store.record_bmc_access([BmcAccess(device, datetime.now(UTC), error=clip(error))])
+        metrics.BMC_HEALTH.record(device, error)
 
     async def _act(
         self,
@@ -297,6 +335,16 @@ class DriftChecker:
         if not self._dispatcher.submit(job):
             await self._runner.reject(job, "device queue full; re-application not run")
         return request_id
+
+
+def _reach_error(outcome: Any) -> str:
+    """Why the device could not be reached ('' when it answered): the plugin's own word, else the
+    result's error where the device was never reached."""
+    if outcome.reach_error:
+        return str(outcome.reach_error)
+    if outcome.reached_at is None and not outcome.result.ok:
+        return str(outcome.result.error or "not reached")
+    return ""
 
 
 def _by_component(findings: list[Finding]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
