@@ -22,7 +22,7 @@ from controller.execution.dispatch import Dispatcher
 from controller.inventory import DeviceEntry
 from controller.process.reports import Report
 from controller.process.supervise import describe
-from controller.store import DeviceView, RequestView, Store, VerificationRow
+from controller.store import BmcHealthRow, DeviceView, RequestView, Store, VerificationRow
 from controller.verify import checker, render
 from plugins import registry
 from plugins.base import InvalidRequestError
@@ -104,6 +104,45 @@ def device_record(view: DeviceView, queued: int, in_inventory: bool) -> apb.Devi
         last_error=view.last_error or "",
         queued=queued,
         in_inventory=in_inventory,
+    )
+
+
+def health_record(row: BmcHealthRow, in_inventory: bool) -> apb.BmcHealth:
+    """A device's reachability (`devicectl devices health`)."""
+    return apb.BmcHealth(
+        device=row.device,
+        last_success_at=_ts(row.last_success_at),
+        inaccessible_since=_ts(row.inaccessible_since),
+        last_error=row.last_error,
+        last_error_at=_ts(row.last_error_at),
+        sync_in_progress=row.sync_in_progress,
+        cert_not_after=_ts(row.cert_not_after),
+        in_inventory=in_inventory,
+    )
+
+
+async def fleet_summary(store: Store, inventory: Mapping[str, Any]) -> apb.FleetSummary:
+    """How many inventory nodes drifted, are unreachable, unverified, or were never checked."""
+    devices = sorted(inventory)
+    desired = await store.desired_for_devices(devices)
+    health = {r.device: r for r in await store.bmc_health(devices)}
+    verified = await store.last_bmc_checks(devices)
+
+    def drifted(rows: list[Any]) -> bool:
+        return any(
+            r.drift_at is not None and r.checked_at is not None and r.drift_at >= r.checked_at for r in rows
+        )
+
+    return apb.FleetSummary(
+        nodes=len(devices),
+        drifted=sum(1 for d in devices if drifted(desired.get(d, []))),
+        unreachable=sum(1 for r in health.values() if r.inaccessible_since is not None),
+        unverified=sum(1 for d in devices if d not in verified),
+        never_checked=sum(
+            1
+            for d in devices
+            if d not in health or (health[d].last_success_at is None and not health[d].last_error)
+        ),
     )
 
 
@@ -192,6 +231,7 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
         try:  # counts need the database, which may be what is failing
             status.undelivered = await self._store.undelivered_count()
             status.dead_letters = await self._store.dead_letter_count()
+            status.fleet.CopyFrom(await fleet_summary(self._store, self._inventory))
         except Exception as exc:
             if status.journal_ok:
                 status.journal_error = f"cannot read the outbox: {describe(exc)}"
@@ -266,7 +306,23 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
         assert view is not None
         record = device_record(view, self._dispatcher.queued(view.id), view.id in self._inventory)
         record.desired.extend(desired_records(await self._store.desired_for(view.id)))
+        for row in await self._store.bmc_health([view.id]):
+            record.health.CopyFrom(health_record(row, view.id in self._inventory))
         return record
+
+    async def ListBmcHealth(
+        self, request: apb.ListBmcHealthRequest, context: grpc.aio.ServicerContext
+    ) -> apb.ListBmcHealthResponse:
+        rows = await self._store.bmc_health()
+        # every inventory device, a never-checked one too (an empty row: nothing known yet)
+        known = {r.device for r in rows}
+        missing = [d for d in sorted(self._inventory) if d not in known]
+        records = [health_record(r, r.device in self._inventory) for r in rows]
+        records += [apb.BmcHealth(device=d, in_inventory=True) for d in missing]
+        if request.unreachable:
+            records = [r for r in records if r.HasField("inaccessible_since")]
+        records.sort(key=lambda r: r.device)
+        return apb.ListBmcHealthResponse(devices=records[: request.limit or 1000])
 
     async def ListDevices(
         self, request: apb.ListDevicesRequest, context: grpc.aio.ServicerContext

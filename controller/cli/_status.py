@@ -26,6 +26,8 @@ def status_show(args: argparse.Namespace, s: apb.ControllerStatus) -> int:
         rows.append((f"  callback at {p.instance_id}", _process(p)))
     delivered = "delivered (its executors)" if s.processes else "delivered (this process)"
     rows += [("undelivered", s.undelivered), ("dead letters", s.dead_letters), (delivered, s.delivered)]
+    if s.HasField("fleet"):
+        rows.append(("fleet", _fleet(s.fleet)))
     table("controller status", ("field", "value"), rows)
     return 0 if healthy else 1
 
@@ -43,3 +45,12 @@ def _process(p: apb.ProcessStatus) -> str:
         return f"ok ({p.delivered} delivered)"
     since = f" since {when(p.callback_error_since)}" if p.HasField("callback_error_since") else ""
     return f"DOWN{since}: {p.callback_error}"
+
+
+def _fleet(f: apb.FleetSummary) -> str:
+    """`50 nodes: 2 drifted, 1 unreachable, 48 unverified` (`devices limits`, `devices health`,
+    `verify` say which)."""
+    parts = [f"{f.drifted} drifted", f"{f.unreachable} unreachable", f"{f.unverified} unverified"]
+    if f.never_checked:
+        parts.append(f"{f.never_checked} never checked")
+    return f"{f.nodes} nodes: " + ", ".join(parts)

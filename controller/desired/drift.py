@@ -269,8 +269,9 @@ class DriftChecker:
     async def _accessed(self, device: str, error: str) -> None:
         """Record one access to the device (its reachability: `devicectl devices health`)."""
         self._reached.add(device)
-        await self._store.record_bmc_access([BmcAccess(device, datetime.now(UTC), error=clip(error))])
-        metrics.BMC_HEALTH.record(device, error)
+        at = datetime.now(UTC)
+        await self._store.record_bmc_access([BmcAccess(device, at, error=clip(error))])
+        metrics.BMC_HEALTH.record(device, error, at.timestamp())
 
     async def _act(
         self,

@@ -25,7 +25,7 @@ from controller.inventory import DeviceEntry
 from controller.observability import metrics
 from controller.observability.logs import request_context
 from controller.process.supervise import Outage, describe
-from controller.store import BmcCheckRow, Store
+from controller.store import BmcAccess, BmcCheckRow, Store
 from plugins.base import (
     DeviceContext,
     Empty,
@@ -174,6 +174,7 @@ class BmcChecker:
                     res = await self._check(row, log_)
                 status, verdict, result = "done", res.verdict, res.to_json()
                 metrics.record_verification(row.device, res)
+                await self._record_certificate(row.device, res)
             except asyncio.CancelledError:
                 raise  # stopping: the row stays `running` and the next start reports it interrupted
             except Exception as exc:
@@ -189,6 +190,22 @@ class BmcChecker:
                 error=error,
                 at=datetime.now(UTC),
             )
+
+    async def _record_certificate(self, device: str, res: HealthResult) -> None:
+        """The BMC certificate's expiry its `tls` check saw: the device's health row and gauge."""
+        for check in res.checks:
+            not_after = check.evidence.get("not_after") if check.name == "tls" else None
+            if not isinstance(not_after, str):
+                continue
+            try:
+                at = datetime.fromisoformat(not_after)
+            except ValueError:
+                continue
+            at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+            await self._store.record_bmc_access(
+                [BmcAccess(device, datetime.now(UTC), ended=True, cert_not_after=at)]
+            )
+            metrics.BMC_HEALTH.certificate(device, at.timestamp())
 
     async def _check(self, row: BmcCheckRow, writes: WriteLog) -> HealthResult:
         query = HealthQuery(**{k: v for k, v in row.query.items() if k in HealthQuery.__dataclass_fields__})

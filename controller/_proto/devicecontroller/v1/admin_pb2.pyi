@@ -126,7 +126,7 @@ class WaitRequestRequest(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., wait_for_delivery: _Optional[bool] = ...) -> None: ...
 
 class DeviceRecord(_message.Message):
-    __slots__ = ("id", "plugin", "model_json", "state_json", "state_version", "created_at", "updated_at", "last_request_id", "last_kind", "last_outcome", "last_error", "queued", "in_inventory", "desired")
+    __slots__ = ("id", "plugin", "model_json", "state_json", "state_version", "created_at", "updated_at", "last_request_id", "last_kind", "last_outcome", "last_error", "queued", "in_inventory", "desired", "health")
     ID_FIELD_NUMBER: _ClassVar[int]
     PLUGIN_FIELD_NUMBER: _ClassVar[int]
     MODEL_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -141,6 +141,7 @@ class DeviceRecord(_message.Message):
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     IN_INVENTORY_FIELD_NUMBER: _ClassVar[int]
     DESIRED_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
     id: str
     plugin: str
     model_json: bytes
@@ -155,7 +156,56 @@ class DeviceRecord(_message.Message):
     queued: int
     in_inventory: bool
     desired: _containers.RepeatedCompositeFieldContainer[DesiredLimit]
-    def __init__(self, id: _Optional[str] = ..., plugin: _Optional[str] = ..., model_json: _Optional[bytes] = ..., state_json: _Optional[bytes] = ..., state_version: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_request_id: _Optional[str] = ..., last_kind: _Optional[str] = ..., last_outcome: _Optional[str] = ..., last_error: _Optional[str] = ..., queued: _Optional[int] = ..., in_inventory: _Optional[bool] = ..., desired: _Optional[_Iterable[_Union[DesiredLimit, _Mapping]]] = ...) -> None: ...
+    health: BmcHealth
+    def __init__(self, id: _Optional[str] = ..., plugin: _Optional[str] = ..., model_json: _Optional[bytes] = ..., state_json: _Optional[bytes] = ..., state_version: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_request_id: _Optional[str] = ..., last_kind: _Optional[str] = ..., last_outcome: _Optional[str] = ..., last_error: _Optional[str] = ..., queued: _Optional[int] = ..., in_inventory: _Optional[bool] = ..., desired: _Optional[_Iterable[_Union[DesiredLimit, _Mapping]]] = ..., health: _Optional[_Union[BmcHealth, _Mapping]] = ...) -> None: ...
+
+class BmcHealth(_message.Message):
+    __slots__ = ("device", "last_success_at", "inaccessible_since", "last_error", "last_error_at", "sync_in_progress", "cert_not_after", "in_inventory")
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    LAST_SUCCESS_AT_FIELD_NUMBER: _ClassVar[int]
+    INACCESSIBLE_SINCE_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_AT_FIELD_NUMBER: _ClassVar[int]
+    SYNC_IN_PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    CERT_NOT_AFTER_FIELD_NUMBER: _ClassVar[int]
+    IN_INVENTORY_FIELD_NUMBER: _ClassVar[int]
+    device: str
+    last_success_at: _timestamp_pb2.Timestamp
+    inaccessible_since: _timestamp_pb2.Timestamp
+    last_error: str
+    last_error_at: _timestamp_pb2.Timestamp
+    sync_in_progress: bool
+    cert_not_after: _timestamp_pb2.Timestamp
+    in_inventory: bool
+    def __init__(self, device: _Optional[str] = ..., last_success_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., inaccessible_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., last_error_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sync_in_progress: _Optional[bool] = ..., cert_not_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., in_inventory: _Optional[bool] = ...) -> None: ...
+
+class ListBmcHealthRequest(_message.Message):
+    __slots__ = ("limit", "unreachable")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    UNREACHABLE_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    unreachable: bool
+    def __init__(self, limit: _Optional[int] = ..., unreachable: _Optional[bool] = ...) -> None: ...
+
+class ListBmcHealthResponse(_message.Message):
+    __slots__ = ("devices",)
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    devices: _containers.RepeatedCompositeFieldContainer[BmcHealth]
+    def __init__(self, devices: _Optional[_Iterable[_Union[BmcHealth, _Mapping]]] = ...) -> None: ...
+
+class FleetSummary(_message.Message):
+    __slots__ = ("nodes", "drifted", "unreachable", "unverified", "never_checked")
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    DRIFTED_FIELD_NUMBER: _ClassVar[int]
+    UNREACHABLE_FIELD_NUMBER: _ClassVar[int]
+    UNVERIFIED_FIELD_NUMBER: _ClassVar[int]
+    NEVER_CHECKED_FIELD_NUMBER: _ClassVar[int]
+    nodes: int
+    drifted: int
+    unreachable: int
+    unverified: int
+    never_checked: int
+    def __init__(self, nodes: _Optional[int] = ..., drifted: _Optional[int] = ..., unreachable: _Optional[int] = ..., unverified: _Optional[int] = ..., never_checked: _Optional[int] = ...) -> None: ...
 
 class DesiredLimit(_message.Message):
     __slots__ = ("component", "desired_watts", "request_id", "set_at", "enforced_watts", "checked_at", "drift_at", "drift_detail")
@@ -252,7 +302,7 @@ class ListPluginsResponse(_message.Message):
     def __init__(self, plugins: _Optional[_Iterable[_Union[PluginInfo, _Mapping]]] = ...) -> None: ...
 
 class ControllerStatus(_message.Message):
-    __slots__ = ("journal_ok", "journal_error", "journal_error_since", "callback_ok", "callback_error", "callback_error_since", "undelivered", "dead_letters", "delivered", "dead_lettered", "processes")
+    __slots__ = ("journal_ok", "journal_error", "journal_error_since", "callback_ok", "callback_error", "callback_error_since", "undelivered", "dead_letters", "delivered", "dead_lettered", "processes", "fleet")
     JOURNAL_OK_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_ERROR_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_ERROR_SINCE_FIELD_NUMBER: _ClassVar[int]
@@ -264,6 +314,7 @@ class ControllerStatus(_message.Message):
     DELIVERED_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
     PROCESSES_FIELD_NUMBER: _ClassVar[int]
+    FLEET_FIELD_NUMBER: _ClassVar[int]
     journal_ok: bool
     journal_error: str
     journal_error_since: _timestamp_pb2.Timestamp
@@ -275,7 +326,8 @@ class ControllerStatus(_message.Message):
     delivered: int
     dead_lettered: int
     processes: _containers.RepeatedCompositeFieldContainer[ProcessStatus]
-    def __init__(self, journal_ok: _Optional[bool] = ..., journal_error: _Optional[str] = ..., journal_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., callback_ok: _Optional[bool] = ..., callback_error: _Optional[str] = ..., callback_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., undelivered: _Optional[int] = ..., dead_letters: _Optional[int] = ..., delivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., processes: _Optional[_Iterable[_Union[ProcessStatus, _Mapping]]] = ...) -> None: ...
+    fleet: FleetSummary
+    def __init__(self, journal_ok: _Optional[bool] = ..., journal_error: _Optional[str] = ..., journal_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., callback_ok: _Optional[bool] = ..., callback_error: _Optional[str] = ..., callback_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., undelivered: _Optional[int] = ..., dead_letters: _Optional[int] = ..., delivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., processes: _Optional[_Iterable[_Union[ProcessStatus, _Mapping]]] = ..., fleet: _Optional[_Union[FleetSummary, _Mapping]] = ...) -> None: ...
 
 class ProcessStatus(_message.Message):
     __slots__ = ("instance_id", "callback_ok", "callback_error", "callback_error_since", "delivered", "dead_lettered", "report_age_seconds")
