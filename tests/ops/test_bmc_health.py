@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from bmcsim import SimulatorFleet
 from bmcsim._faults import FaultMode
 from controller.inventory import load_inventory
 from controller.observability import metrics
+from controller.store import BmcCheckRow
 from tests.desired.test_drift import eventually
 from tests.ops._terminal import pipe
 
@@ -90,3 +92,32 @@ async def test_one_dead_bmc_is_visible_in_health_show_status_and_metrics(
         assert gauge("devicectl_bmc_up", dead) == 1
         assert gauge("devicectl_bmc_inaccessible_since_timestamp_seconds", dead) is None
         await h.controller.stop()
+
+
+async def test_a_restarted_controller_counts_every_verified_device_from_the_database(
+    tmp_path: Path, start_controller: Any
+) -> None:
+    """`devicectl_verify_result` after a restart: the devices verified before it, all of them."""
+    h = await start_controller()
+    store = h.controller.store
+    at = datetime.now(UTC)
+    devices = [f"node{i:03d}" for i in range(1, 51)]
+
+    def done(i: int, device: str) -> BmcCheckRow:  # journaled as finished: no checker claims it
+        status = "fail" if i < 2 else "pass"
+        result = {
+            "verdict": status,
+            "checks": [{"name": "tls", "status": status, "detail": "", "evidence": {}}],
+        }
+        return BmcCheckRow(
+            f"b1-{device}", "b1", device, False, "done", status, {}, result, None, "", "", at, at, at
+        )
+
+    await store.add_bmc_checks([done(i, d) for i, d in enumerate(devices)])
+    await h.controller.stop()
+    metrics.VERIFY_RESULT.clear()
+    metrics._VERIFIED.clear()  # a new process: nothing seen yet
+
+    await start_controller()
+    assert REGISTRY.get_sample_value("devicectl_verify_result", {"check": "tls", "result": "pass"}) == 48
+    assert REGISTRY.get_sample_value("devicectl_verify_result", {"check": "tls", "result": "fail"}) == 2

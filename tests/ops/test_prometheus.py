@@ -115,7 +115,7 @@ async def test_promtool_accepts_a_real_scrape(redfish_controller: tuple[int, str
     }
     # the Redfish plugin reports no requested value when the BMC enforces what was asked
     for device, watts in (("node001", 520.0), ("node002", 450.0)):
-        labels = f'component="gpu0",device="{device}"'
+        labels = f'component="gpu/0",device="{device}"'
         assert series[("requested", labels)] == series[("enforced", labels)] == watts, series
 
 
