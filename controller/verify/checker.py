@@ -29,6 +29,7 @@ from controller.store import BmcAccess, BmcCheckRow, Store
 from plugins.base import (
     DeviceContext,
     Empty,
+    HealthCheck,
     HealthQuery,
     HealthResult,
     RequestKind,
@@ -210,7 +211,7 @@ class BmcChecker:
     async def _check(self, row: BmcCheckRow, writes: WriteLog) -> HealthResult:
         query = HealthQuery(**{k: v for k, v in row.query.items() if k in HealthQuery.__dataclass_fields__})
         limit = READ_ONLY_SECONDS if query.skip_writes else WRITE_CYCLE_SECONDS
-        inband = await self._inband_limits(row.device, limit)
+        inband, unread = await self._inband_limits(row.device, limit)
         if inband:
             query = HealthQuery(**{**asdict(query), "inband_gpu_limits": inband})
         resolved = await self._runner.resolve(row.device, b"", b"")
@@ -231,14 +232,24 @@ class BmcChecker:
                 with recording(writes):
                     outcome = await asyncio.wait_for(call, limit)
         result: HealthResult = outcome.result
+        if unread:  # a linked NVML device that could not be read is not "no linked NVML device"
+            checks = tuple(
+                HealthCheck("inband", "warn", unread, {"reason": unread})
+                if c.name == "inband" and c.status == "skip"
+                else c
+                for c in result.checks
+            )
+            result = HealthResult(checks, result.failure)
         return result
 
-    async def _inband_limits(self, device: str, limit: float) -> dict[int, float]:
+    async def _inband_limits(self, device: str, limit: float) -> tuple[dict[int, float], str]:
         """The GPU limits the node's in-band device (an inventory entry with `bmc = DEVICE`) enforces,
-        by the BMC's GPU index; {} when none is linked or it cannot be read (the check says skip)."""
+        by the BMC's GPU index, and why a linked device gave none ('' when none is linked: the
+        check says skip; else it warns with the reason)."""
         linked = next((e for e in self._inventory.values() if e.bmc == device), None)
         if linked is None:
-            return {}
+            return {}, ""
+        why = f"linked NVML device {linked.id} could not be read: "
         try:
             resolved = await self._runner.resolve(linked.id, b"", b"")
             ctx = DeviceContext(
@@ -254,14 +265,16 @@ class BmcChecker:
             )
         except Exception as exc:
             log.info("verification of %s: cannot read %s in band: %s", device, linked.id, describe(exc))
-            return {}
+            return {}, why + describe(exc)
+        if not outcome.result.ok and not getattr(outcome.result, "metrics", None):
+            return {}, why + (outcome.result.error or "no answer")
         enforced = enforced_from(outcome.result)
         out: dict[int, float] = {}
         for inband, bmc in gpu_pairs(enforced, linked.bmc_gpus).items():
             watts = enforced.get(inband)
             if watts is not None:
                 out[int(bmc.split("/")[1])] = float(watts)
-        return out
+        return out, "" if out else why + "it reports no GPU power limits"
 
     async def stop(self) -> None:
         """Cancel running verifications (they are reported interrupted at the next start)."""

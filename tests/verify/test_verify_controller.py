@@ -156,3 +156,17 @@ async def test_in_band_limits_that_differ_from_the_bmcs_are_flagged_with_both_va
     assert "GPU 0: NVML enforces 700 W, the BMC holds 1200 W" in inband["detail"]
     assert inband["evidence"]["gpus"]["0"] == {"nvml_watts": 700.0, "bmc_watts": 1200.0}
     assert done.verdict == "warn"
+
+
+async def test_a_linked_nvml_device_without_a_driver_is_named_not_called_missing(
+    fleet: SimulatorFleet, start_controller: Any, tmp_path: Path, h100x4: FakeNode
+) -> None:
+    h100x4.fake.driver_loaded = False  # nvmlInit fails: the node has no driver loaded
+    link = '\n[[device]]\nid = "node001-gpus"\nplugin = "nvml"\nbmc = "node001"\n'
+    h = await _start(start_controller, fleet, tmp_path, extra=link)
+    started = await h.admin.StartVerify(apb.StartVerifyRequest(devices=["node001"], **FAST))
+    (done,) = await _finished(h, started.checks[0].batch_id)
+    inband = next(c for c in json.loads(done.result_json)["checks"] if c["name"] == "inband")
+    assert inband["status"] == "warn", inband
+    assert "no linked NVML device" not in inband["detail"]
+    assert inband["detail"].startswith("linked NVML device node001-gpus could not be read: "), inband
