@@ -147,8 +147,9 @@ async def fleet_summary(store: Store, inventory: Mapping[str, Any]) -> apb.Fleet
 
 
 def combine_executors(status: apb.ControllerStatus, executors: list[Report]) -> None:
-    """The callback as the executors see it: up only when every one reports it up."""
-    down = [r for r in executors if not r.callback_ok]
+    """The callback as the executors see it: up only when every running one reports it up (an
+    executor whose process ended says nothing about the callback: `not_running` says why)."""
+    down = [r for r in executors if not r.callback_ok and not r.not_running]
     status.callback_ok = not down
     status.callback_error = "; ".join(f"{r.instance_id}: {r.callback_error}" for r in down)
     since = [r.since for r in down if r.since]
@@ -164,6 +165,7 @@ def combine_executors(status: apb.ControllerStatus, executors: list[Report]) -> 
             delivered=r.delivered,
             dead_lettered=r.dead_lettered,
             report_age_seconds=r.age if r.age != float("inf") else -1.0,
+            not_running=r.not_running,
         )
         if r.since:
             process.callback_error_since.FromSeconds(int(r.since))

@@ -330,7 +330,7 @@ class ControllerStatus(_message.Message):
     def __init__(self, journal_ok: _Optional[bool] = ..., journal_error: _Optional[str] = ..., journal_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., callback_ok: _Optional[bool] = ..., callback_error: _Optional[str] = ..., callback_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., undelivered: _Optional[int] = ..., dead_letters: _Optional[int] = ..., delivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., processes: _Optional[_Iterable[_Union[ProcessStatus, _Mapping]]] = ..., fleet: _Optional[_Union[FleetSummary, _Mapping]] = ...) -> None: ...
 
 class ProcessStatus(_message.Message):
-    __slots__ = ("instance_id", "callback_ok", "callback_error", "callback_error_since", "delivered", "dead_lettered", "report_age_seconds")
+    __slots__ = ("instance_id", "callback_ok", "callback_error", "callback_error_since", "delivered", "dead_lettered", "report_age_seconds", "not_running")
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     CALLBACK_OK_FIELD_NUMBER: _ClassVar[int]
     CALLBACK_ERROR_FIELD_NUMBER: _ClassVar[int]
@@ -338,6 +338,7 @@ class ProcessStatus(_message.Message):
     DELIVERED_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
     REPORT_AGE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    NOT_RUNNING_FIELD_NUMBER: _ClassVar[int]
     instance_id: str
     callback_ok: bool
     callback_error: str
@@ -345,7 +346,8 @@ class ProcessStatus(_message.Message):
     delivered: int
     dead_lettered: int
     report_age_seconds: float
-    def __init__(self, instance_id: _Optional[str] = ..., callback_ok: _Optional[bool] = ..., callback_error: _Optional[str] = ..., callback_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., report_age_seconds: _Optional[float] = ...) -> None: ...
+    not_running: str
+    def __init__(self, instance_id: _Optional[str] = ..., callback_ok: _Optional[bool] = ..., callback_error: _Optional[str] = ..., callback_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., report_age_seconds: _Optional[float] = ..., not_running: _Optional[str] = ...) -> None: ...
 
 class DryRunResponse(_message.Message):
     __slots__ = ("writes", "response", "ok", "error")
