@@ -80,6 +80,14 @@ def render_response(response: pb.DeviceControllerResponse) -> None:
                         f"{energy(d.energy_usage, d.energy_usage_unit)}, {d.temperature_celsius:g} °C",
                     )
                 )
+    elif isinstance(member, pb.DeviceControllerResponse.BMCHealthResponse):
+        # every check the answer carries, as `devicectl verify` shows them: "ok" alone says nothing
+        verdict = member.verdict or ("pass" if member.success else "fail")
+        table(
+            f"readiness checks: {verdict}",
+            ("check", "status", "detail"),
+            [(c.name, c.status, c.detail) for c in member.checks],
+        )
     if rows:
         table("", ("component", "result", "power", "detail"), rows)
 
