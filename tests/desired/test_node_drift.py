@@ -14,6 +14,7 @@ from typing import Any
 from bmcsim import SimulatorFleet
 from bmcsim._gb200_writes import clear_write
 from controller.inventory import load_inventory
+from tests.desired.test_drift import eventually
 from tests.ops._terminal import pipe
 
 
@@ -64,4 +65,39 @@ async def test_a_bmc_reset_shows_node_module_cpu_and_gpu_rows_drifted(
         assert rows["node"]["enforced"] not in ("", "4800"), rows  # the reset's node cap, read back
         # a member never shows a value the check proved stale
         assert all(rows[m]["enforced"] == "" for m in (*modules, "cpu/0", "cpu/1")), rows
+        await h.controller.stop()
+
+
+async def test_a_reset_node_cap_is_reapplied_under_reapply(
+    tmp_path: Path, sink: Any, start_controller: Any
+) -> None:
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        secrets = fleet.write_inventory(tmp_path / "inventory.toml", tmp_path / "secrets")
+        h = await start_controller(
+            load_inventory(tmp_path / "inventory.toml"),
+            secrets_dir=str(secrets),
+            drift_interval=3600.0,
+            drift_reapply="node*",
+        )
+        server = ("--server", f"127.0.0.1:{h.controller.port}")
+        done = await asyncio.to_thread(
+            pipe, *server, "send", "rg-activate", "--device", "node001", "--resource-group", "rg1",
+            "--node", "4800", "--wait",
+        )  # fmt: skip
+        assert done.code == 0, done.out + done.err
+        bmc = fleet.bmcs[0]
+        capped = {name: cap.set_point for name, cap in bmc.state.caps.items() if cap.control_mode == "Manual"}
+        assert capped, "the node cap landed on the modules"
+        for cap in bmc.state.caps.values():
+            clear_write(cap).apply()
+        check = await h.controller.drift.check("node001")
+        assert check is not None and "node" in check.drifted and check.action.startswith("reapply: "), check
+        reapplied = check.action.removeprefix("reapply: ").split(", ")
+
+        async def back() -> bool:
+            return all(bmc.state.caps[name].set_point == watts for name, watts in capped.items())
+
+        await eventually(back, "the node cap re-applied", timeout=60)
+        record = await h.controller.store.get_request(reapplied[0])
+        assert record is not None and record.kind == "resource_group_activate"
         await h.controller.stop()
