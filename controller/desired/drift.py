@@ -46,7 +46,7 @@ from controller.desired.limits import (
 from controller.execution.dispatch import Dispatcher, Job
 from controller.execution.runner import RequestRunner
 from controller.inventory import DeviceEntry, node_partner
-from controller.observability import metrics
+from controller.observability import metrics, reachability
 from controller.observability.logs import clip
 from controller.process.supervise import describe
 from controller.store import BmcAccess, DesiredLimit, DriftCheck, NewRequest, Store
@@ -271,7 +271,7 @@ class DriftChecker:
         self._reached.add(device)
         at = datetime.now(UTC)
         await self._store.record_bmc_access([BmcAccess(device, at, error=clip(error))])
-        metrics.BMC_HEALTH.record(device, error, at.timestamp())
+        reachability.BMC_HEALTH.record(device, error, at.timestamp())
 
     async def _act(
         self,

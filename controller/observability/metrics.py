@@ -330,78 +330,6 @@ def record_verification(device: str, result: Any) -> None:
             pass
 
 
-# ---- per-BMC reachability (`devicectl devices health`) -------------------------------------------
-
-BMC_UP = Gauge(
-    "devicectl_bmc_up",
-    "1 when the device's last access (a drift sweep's check) reached it, else 0",
-    ["device"],
-)
-BMC_LAST_SUCCESS = Gauge(
-    "devicectl_bmc_last_success_timestamp_seconds",
-    "When the device was last reached (Unix time)",
-    ["device"],
-)
-BMC_INACCESSIBLE_SINCE = Gauge(
-    "devicectl_bmc_inaccessible_since_timestamp_seconds",
-    "Since when the device has failed every access (Unix time); no series while it is reachable",
-    ["device"],
-)
-BMC_CERT_EXPIRY = Gauge(
-    "devicectl_bmc_certificate_expiry_timestamp_seconds",
-    "When the BMC's TLS certificate expires (notAfter, Unix time), from its last readiness verification",
-    ["device"],
-)
-
-
-class BmcHealthGauges:
-    """The per-device reachability gauges: loaded from the database at start (every device's last
-    known health, not only what this process saw), then kept current by each access."""
-
-    def __init__(self) -> None:
-        self._down_since: dict[str, float] = {}
-
-    def load(self, rows: Iterable[Any]) -> None:
-        """Every row of `Store.bmc_health()`."""
-        for row in rows:
-            if row.last_success_at is not None:
-                BMC_LAST_SUCCESS.labels(row.device).set(row.last_success_at.timestamp())
-            if row.cert_not_after is not None:
-                BMC_CERT_EXPIRY.labels(row.device).set(row.cert_not_after.timestamp())
-            if row.inaccessible_since is not None:
-                self._down(row.device, row.inaccessible_since.timestamp())
-            elif row.last_success_at is not None:
-                self._up(row.device, row.last_success_at.timestamp())
-
-    def record(self, device: str, error: str, at: float | None = None) -> None:
-        """One access: reached (`error` empty) or not."""
-        import time
-
-        now = time.time() if at is None else at
-        if error:
-            self._down(device, self._down_since.get(device, now))
-        else:
-            BMC_LAST_SUCCESS.labels(device).set(now)
-            self._up(device, now)
-
-    def certificate(self, device: str, not_after: float) -> None:
-        BMC_CERT_EXPIRY.labels(device).set(not_after)
-
-    def _down(self, device: str, since: float) -> None:
-        self._down_since[device] = since
-        BMC_UP.labels(device).set(0)
-        BMC_INACCESSIBLE_SINCE.labels(device).set(since)
-
-    def _up(self, device: str, _at: float) -> None:
-        self._down_since.pop(device, None)
-        BMC_UP.labels(device).set(1)
-        with contextlib.suppress(KeyError):
-            BMC_INACCESSIBLE_SINCE.remove(device)
-
-
-BMC_HEALTH = BmcHealthGauges()
-
-
 # ---- rebuilt from the database at start ----------------------------------------------------------
 
 
@@ -410,9 +338,10 @@ async def load_from_database(store: Any, inventory: Iterable[str]) -> None:
     changed: each device's health, its last readiness verification (`devicectl_verify_result`
     counts every verified device after a restart), and with `metrics_per_device` the four limit
     values of `devicectl devices limits` (at most `metrics_max_devices` devices)."""
+    from controller.observability import reachability
     from plugins.base import HealthCheck, HealthResult
 
-    BMC_HEALTH.load(await store.bmc_health())
+    reachability.BMC_HEALTH.load(await store.bmc_health())
     for device, row in (await store.last_bmc_checks()).items():
         checks = (row.result or {}).get("checks") if isinstance(row.result, dict) else None
         try:

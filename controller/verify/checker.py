@@ -22,7 +22,7 @@ from controller.desired.limits import INTERNAL_PREFIX, enforced_from, gpu_pairs
 from controller.execution.dispatch import Dispatcher
 from controller.execution.runner import RequestRunner, receipts
 from controller.inventory import DeviceEntry
-from controller.observability import metrics
+from controller.observability import metrics, reachability
 from controller.observability.logs import request_context
 from controller.process.supervise import Outage, describe
 from controller.store import BmcAccess, BmcCheckRow, Store
@@ -206,7 +206,7 @@ class BmcChecker:
             await self._store.record_bmc_access(
                 [BmcAccess(device, datetime.now(UTC), ended=True, cert_not_after=at)]
             )
-            metrics.BMC_HEALTH.certificate(device, at.timestamp())
+            reachability.BMC_HEALTH.certificate(device, at.timestamp())
 
     async def _check(self, row: BmcCheckRow, writes: WriteLog) -> HealthResult:
         query = HealthQuery(**{k: v for k, v in row.query.items() if k in HealthQuery.__dataclass_fields__})

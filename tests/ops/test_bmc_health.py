@@ -16,7 +16,7 @@ from prometheus_client import REGISTRY
 from bmcsim import SimulatorFleet
 from bmcsim._faults import FaultMode
 from controller.inventory import load_inventory
-from controller.observability import metrics
+from controller.observability import metrics, reachability
 from controller.store import BmcCheckRow
 from tests.desired.test_drift import eventually
 from tests.ops._terminal import pipe
@@ -73,9 +73,9 @@ async def test_one_dead_bmc_is_visible_in_health_show_status_and_metrics(
         # a restarted controller (drift sweeps off: nothing of its own to go by) exports every
         # device's health from the database
         await h.controller.stop()
-        for g in (metrics.BMC_UP, metrics.BMC_LAST_SUCCESS, metrics.BMC_INACCESSIBLE_SINCE):
+        for g in (reachability.BMC_UP, reachability.BMC_LAST_SUCCESS, reachability.BMC_INACCESSIBLE_SINCE):
             g.clear()
-        metrics.BMC_HEALTH = metrics.BmcHealthGauges()
+        reachability.BMC_HEALTH = reachability.BmcHealthGauges()
         h = await start_controller(inventory, **{**settings, "drift_interval": 0.0})
         assert getattr(h.controller, "drift", None) is None
         assert gauge("devicectl_bmc_up", dead) == 0 and gauge("devicectl_bmc_up", devices[3]) == 1
