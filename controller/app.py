@@ -279,6 +279,9 @@ class Controller:
         if self.settings.workers > 0:
             self.executors = workers.ExecutorPool(self.settings)
             await self.executors.start()
+        # per-device gauges from the database: every device's last known health, verification and
+        # limits, not only what this process will change
+        await metrics.load_from_database(self.store, self.inventory)
         log.info(
             "serving on %s (port %d, role %s), database %s, callback %s, %d devices in inventory",
             self.settings.listen,

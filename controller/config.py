@@ -161,6 +161,8 @@ class Settings:
     retain_limits_on_topology_deactivate: bool = False
     #: devices logged in to and discovered at once by the warm-up at start (0: no warm-up)
     warmup_concurrency: int = 32
+    #: drift checks running at once in one sweep (each BMC's own plugin limit still applies)
+    drift_concurrency: int = 64
 
     def __post_init__(self) -> None:
         for name in _NUMBERS:  # however the settings were made: every number finite and in range

@@ -21,6 +21,7 @@ from controller.api.records import (
     device_record,
     request_record,
     selected,
+    ts,
     verification_record,
 )
 from controller.delivery.outbox import Delivery
@@ -29,7 +30,7 @@ from controller.execution.warmup import WarmupProgress
 from controller.inventory import DeviceEntry
 from controller.process.reports import Report
 from controller.process.supervise import describe
-from controller.store import Store
+from controller.store import BmcHealthRow, Store
 from controller.verify import checker, render
 from plugins import registry
 from plugins.base import InvalidRequestError
@@ -62,9 +63,49 @@ class Watchers:
                     del self._events[request_id]
 
 
+def health_record(row: BmcHealthRow, in_inventory: bool) -> apb.BmcHealth:
+    """A device's reachability (`devicectl devices health`)."""
+    return apb.BmcHealth(
+        device=row.device,
+        last_success_at=ts(row.last_success_at),
+        inaccessible_since=ts(row.inaccessible_since),
+        last_error=row.last_error,
+        last_error_at=ts(row.last_error_at),
+        sync_in_progress=row.sync_in_progress,
+        cert_not_after=ts(row.cert_not_after),
+        in_inventory=in_inventory,
+    )
+
+
+async def fleet_summary(store: Store, inventory: Mapping[str, Any]) -> apb.FleetSummary:
+    """How many inventory nodes drifted, are unreachable, unverified, or were never checked."""
+    devices = sorted(inventory)
+    desired = await store.desired_for_devices(devices)
+    health = {r.device: r for r in await store.bmc_health(devices)}
+    verified = await store.last_bmc_checks(devices)
+
+    def drifted(rows: list[Any]) -> bool:
+        return any(
+            r.drift_at is not None and r.checked_at is not None and r.drift_at >= r.checked_at for r in rows
+        )
+
+    return apb.FleetSummary(
+        nodes=len(devices),
+        drifted=sum(1 for d in devices if drifted(desired.get(d, []))),
+        unreachable=sum(1 for r in health.values() if r.inaccessible_since is not None),
+        unverified=sum(1 for d in devices if d not in verified),
+        never_checked=sum(
+            1
+            for d in devices
+            if d not in health or (health[d].last_success_at is None and not health[d].last_error)
+        ),
+    )
+
+
 def combine_executors(status: apb.ControllerStatus, executors: list[Report]) -> None:
-    """The callback as the executors see it: up only when every one reports it up."""
-    down = [r for r in executors if not r.callback_ok]
+    """The callback as the executors see it: up only when every running one reports it up (an
+    executor whose process ended says nothing about the callback: `not_running` says why)."""
+    down = [r for r in executors if not r.callback_ok and not r.not_running]
     status.callback_ok = not down
     status.callback_error = "; ".join(f"{r.instance_id}: {r.callback_error}" for r in down)
     since = [r.since for r in down if r.since]
@@ -80,6 +121,7 @@ def combine_executors(status: apb.ControllerStatus, executors: list[Report]) -> 
             delivered=r.delivered,
             dead_lettered=r.dead_lettered,
             report_age_seconds=r.age if r.age != float("inf") else -1.0,
+            not_running=r.not_running,
         )
         if r.since:
             process.callback_error_since.FromSeconds(int(r.since))
@@ -148,6 +190,7 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
         try:  # counts need the database, which may be what is failing
             status.undelivered = await self._store.undelivered_count()
             status.dead_letters = await self._store.dead_letter_count()
+            status.fleet.CopyFrom(await fleet_summary(self._store, self._inventory))
         except Exception as exc:
             if status.journal_ok:
                 status.journal_error = f"cannot read the outbox: {describe(exc)}"
@@ -234,9 +277,26 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
         assert view is not None
         desired = await self._store.desired_for(view.id)
         verified = (await self._store.last_bmc_checks([view.id])).get(view.id)
-        return device_record(
+        record = device_record(
             view, self._dispatcher.queued(view.id), self._inventory.get(view.id), desired, verified=verified
         )
+        for row in await self._store.bmc_health([view.id]):
+            record.health.CopyFrom(health_record(row, view.id in self._inventory))
+        return record
+
+    async def ListBmcHealth(
+        self, request: apb.ListBmcHealthRequest, context: grpc.aio.ServicerContext
+    ) -> apb.ListBmcHealthResponse:
+        rows = await self._store.bmc_health()
+        # every inventory device, a never-checked one too (an empty row: nothing known yet)
+        known = {r.device for r in rows}
+        missing = [d for d in sorted(self._inventory) if d not in known]
+        records = [health_record(r, r.device in self._inventory) for r in rows]
+        records += [apb.BmcHealth(device=d, in_inventory=True) for d in missing]
+        if request.unreachable:
+            records = [r for r in records if r.HasField("inaccessible_since")]
+        records.sort(key=lambda r: r.device)
+        return apb.ListBmcHealthResponse(devices=records[: request.limit or 1000])
 
     async def ListDevices(
         self, request: apb.ListDevicesRequest, context: grpc.aio.ServicerContext

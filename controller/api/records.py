@@ -19,7 +19,7 @@ from controller.store import BmcCheckRow, DesiredLimit, DeviceView, RequestView,
 STATUS = {"queued": apb.QUEUED, "running": apb.RUNNING, "completed": apb.COMPLETED}
 
 
-def _ts(value: datetime | None) -> timestamp_pb2.Timestamp | None:
+def ts(value: datetime | None) -> timestamp_pb2.Timestamp | None:
     if value is None:
         return None
     ts = timestamp_pb2.Timestamp()
@@ -39,12 +39,12 @@ def request_record(view: RequestView) -> apb.RequestRecord:
         attempts=view.attempts,
         delivery_attempts=view.delivery_attempts or 0,
         delivery_error=view.delivery_error or "",
-        accepted_at=_ts(view.accepted_at),
-        started_at=_ts(view.started_at),
-        finished_at=_ts(view.finished_at),
-        deadline_at=_ts(view.deadline_at),
-        delivered_at=_ts(view.delivered_at),
-        dead_lettered_at=_ts(view.dead_lettered_at),
+        accepted_at=ts(view.accepted_at),
+        started_at=ts(view.started_at),
+        finished_at=ts(view.finished_at),
+        deadline_at=ts(view.deadline_at),
+        delivered_at=ts(view.delivered_at),
+        dead_lettered_at=ts(view.dead_lettered_at),
     )
     if view.response:
         record.response.ParseFromString(view.response)
@@ -69,8 +69,8 @@ def device_record(
         model_json=json.dumps(view.model_json or {}).encode(),
         state_json=json.dumps(view.state_json).encode() if state and view.state_json is not None else b"",
         state_version=view.state_version,
-        created_at=_ts(view.created_at),
-        updated_at=_ts(view.updated_at),
+        created_at=ts(view.created_at),
+        updated_at=ts(view.updated_at),
         last_request_id=view.last_request_id or "",
         last_kind=view.last_kind or "",
         last_outcome=view.last_outcome or "",
@@ -112,7 +112,7 @@ def verification_record(row: VerificationRow) -> apb.VerificationRecord:
         kind=row.kind,
         status=row.status,
         detail=row.detail or "",
-        created_at=_ts(row.created_at),
-        due_at=_ts(row.due_at),
-        finished_at=_ts(row.finished_at),
+        created_at=ts(row.created_at),
+        due_at=ts(row.due_at),
+        finished_at=ts(row.finished_at),
     )

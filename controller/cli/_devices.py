@@ -191,3 +191,30 @@ def show_in_force(d: apb.DeviceRecord) -> None:
             ("profiles", profiles or "none"),
         ],
     )
+
+
+def reachability(h: apb.BmcHealth) -> str:
+    """`ok`, `UNREACHABLE since …`, or `never checked`."""
+    if h.HasField("inaccessible_since"):
+        return f"UNREACHABLE since {when(h.inaccessible_since)}"
+    return "ok" if h.HasField("last_success_at") else "never checked"
+
+
+def health_table(rows: Sequence[apb.BmcHealth], *, wide: bool) -> None:
+    """`devicectl devices health`: DPS's check status per device."""
+    table(
+        "BMC health",
+        ("device", "reachable", "last success", "last error", "error at", "sync", "certificate expires"),
+        [
+            (
+                h.device,
+                reachability(h),
+                when(h.last_success_at) if h.HasField("last_success_at") else "never",
+                h.last_error if wide else clip_cell(h.last_error),
+                when(h.last_error_at) if h.HasField("last_error_at") else "",
+                "in progress" if h.sync_in_progress else "",
+                when(h.cert_not_after) if h.HasField("cert_not_after") else "",
+            )
+            for h in rows
+        ],
+    )

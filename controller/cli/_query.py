@@ -15,9 +15,9 @@ from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller.cli._channel import channel
 from controller.cli._click import Group, call, client_options, output_options
-from controller.cli._devices import device_dict, devices_table, limits_table, show_in_force
+from controller.cli._devices import device_dict, devices_table, health_table, limits_table, show_in_force
 from controller.cli._errors import NotFoundError, UsageError
-from controller.cli._lists import fetch, follow, list_options, page_rows, show
+from controller.cli._lists import ALL, fetch, follow, list_options, page_rows, show
 from controller.cli._render import (
     clip_cell,
     console,
@@ -91,6 +91,18 @@ def register(cli: click.Group) -> None:
         enforced (read back), allowed range, drift; a node with no limit known is one row saying
         `unknown` and why. `-o csv --no-headers` for scripts."""
         return call(devices_list, limits=True)
+
+    @devices.command("health")
+    @click.argument("device", required=False)
+    @click.option("--unreachable", is_flag=True, default=False, help="only devices whose last access failed")
+    @list_options(1000, since=False)
+    @click.option("--wide", is_flag=True, default=False, help="full errors (tables shorten them)")
+    @output_options
+    @client_options
+    def _health(**_: Any) -> int:
+        """Each BMC's reachability, as `dpsctl check status`: last success, inaccessible since, last
+        error, sync in progress, certificate expiry (DEVICE: only that one)."""
+        return call(devices_health)
 
     @devices.command("show")
     @click.argument("device")
@@ -295,6 +307,23 @@ def devices_list(args: argparse.Namespace) -> int:
     )
 
 
+def devices_health(args: argparse.Namespace) -> int:
+    def get(limit: int) -> list[apb.BmcHealth]:
+        limit = ALL if args.device else limit
+        request = apb.ListBmcHealthRequest(limit=limit, unreachable=args.unreachable)
+        rows = list(_call(args, "ListBmcHealth", request).devices)
+        return [r for r in rows if r.device == args.device] if args.device else rows
+
+    return show(
+        args,
+        lambda: fetch(args, get),
+        kind="device",
+        name=lambda r: r.device,
+        render=lambda rows: health_table(rows, wide=args.wide),
+        what="devices",
+    )
+
+
 def devices_show(args: argparse.Namespace) -> int:
     d = _call(args, "GetDevice", apb.GetDeviceRequest(id=args.device))
     if args.json:
@@ -315,6 +344,8 @@ def devices_show(args: argparse.Namespace) -> int:
             ("updated", when(d.updated_at)),
         ],
     )
+    if d.HasField("health"):
+        health_table([d.health], wide=True)
     show_in_force(d)
     if d.desired:
         render_desired(d.desired)

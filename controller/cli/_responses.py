@@ -94,6 +94,14 @@ def render_response(response: pb.DeviceControllerResponse, *, shadow: bool = Fal
                         f"{energy(d.energy_usage, d.energy_usage_unit)}, {d.temperature_celsius:g} °C",
                     )
                 )
+    elif isinstance(member, pb.DeviceControllerResponse.BMCHealthResponse):
+        # every check the answer carries, as `devicectl verify` shows them: "ok" alone says nothing
+        verdict = member.verdict or ("pass" if member.success else "fail")
+        table(
+            f"readiness checks: {verdict}",
+            ("check", "status", "detail"),
+            [(c.name, c.status, c.detail) for c in member.checks],
+        )
     if rows and shadow:  # planned, not written: the power is what a live run would have set
         rows = [
             (c, "shadow" if r == "ok" else r, f"{p} not written" if r == "ok" and p else p, d)

@@ -1,6 +1,8 @@
 """The periodic drift check: desired limits against what each device enforces, and re-application.
 
-`DriftChecker` walks the devices that have desired limits, spread over `drift_interval`, reads
+`DriftChecker` sweeps the devices that have desired limits once per `drift_interval`: up to
+`drift_concurrency` checks at once (each BMC's plugin still paces its own calls), each under its own
+timeout (`device_call_timeout`), so a hung BMC costs its timeout once and never the sweep. It reads
 what each enforces (a `std_metrics` read through the device's plugin: NVML in-band, Redfish
 out-of-band; for a node the inventory serves both ways, `bmc`, through both plugins) and records
 what it finds (desired_limits row, an audit row of kind `drift`, the `devicectl_drift` and
@@ -19,8 +21,10 @@ import fnmatch
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.config import Settings
@@ -32,6 +36,7 @@ from controller.desired.limits import (
     PATH_NAMES,
     REAPPLY_PREFIX,
     Finding,
+    caps_from_state,
     compare_paths,
     enforced_from,
     gpu_pairs,
@@ -41,15 +46,26 @@ from controller.desired.limits import (
 from controller.execution.dispatch import Dispatcher, Job
 from controller.execution.runner import RequestRunner
 from controller.inventory import DeviceEntry, node_partner
-from controller.observability import metrics
+from controller.observability import metrics, reachability
 from controller.observability.logs import clip
 from controller.process.supervise import describe
-from controller.store import DesiredLimit, DriftCheck, NewRequest, Store
-from plugins.base import DeviceContext, Empty, RequestKind, run_operation
+from controller.store import BmcAccess, DesiredLimit, DriftCheck, NewRequest, Store
+from plugins.base import DeviceContext, Empty, Ping, RequestKind, run_operation
 
 log = logging.getLogger(__name__)
 
 Reading = dict[str, float | None]
+
+
+@dataclass
+class Sweep:
+    """What one sweep did: devices in the order their checks finished, and each failure's reason."""
+
+    total: int = 0
+    finished: list[str] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
 
 
 class DriftChecker:
@@ -70,6 +86,10 @@ class DriftChecker:
         self._settings = settings
         self._clock = clock
         self._inventory = inventory or {}
+        #: the last finished sweep (None before the first)
+        self.last_sweep: Sweep | None = None
+        #: devices whose access the running sweep has recorded
+        self._reached: set[str] = set()
 
     def mode(self, device: str) -> str:
         """`reapply` for devices matching `drift_reapply` (globs, comma-separated), else `report`."""
@@ -79,20 +99,42 @@ class DriftChecker:
     async def run(self) -> None:
         interval = max(self._settings.drift_interval, 0.05)
         while True:
-            devices = await self._store.devices_with_desired()
-            if not devices:
-                await asyncio.sleep(interval)
-                continue
-            step = interval / len(devices)  # spread over the interval, never a burst
-            for device in devices:
-                started = self._clock()
+            started = self._clock()
+            # every device with desired limits, and every inventory device: its reachability
+            devices = sorted({*await self._store.devices_with_desired(), *self._inventory})
+            if devices:
+                self.last_sweep = await self.sweep(devices)
+            await asyncio.sleep(max(interval - (self._clock() - started), 0.0))
+
+    async def sweep(self, devices: Sequence[str]) -> Sweep:
+        """Check every device once, at most `drift_concurrency` at a time, each under its own
+        timeout; one device's failure or hang never stops or delays the others beyond it."""
+        out = Sweep(total=len(devices))
+        limit = asyncio.Semaphore(max(1, self._settings.drift_concurrency))
+        timeout = self._settings.device_call_timeout
+
+        async def one(device: str) -> None:
+            async with limit:
+                self._reached.discard(device)
                 try:
-                    await self.check(device)
+                    check = await asyncio.wait_for(self.check(device), timeout)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # one device's failure never stops the others
-                    log.warning("drift check of %s failed: %s", device, describe(exc))
-                await asyncio.sleep(max(step - (self._clock() - started), 0.0))
+                    why = f"no answer in {timeout:g} s" if isinstance(exc, TimeoutError) else describe(exc)
+                    log.warning("drift check of %s failed: %s", device, why)
+                    out.failed[device] = why
+                    await self._accessed(device, why)
+                else:
+                    (out.checked if check is not None else out.skipped).append(device)
+                if device not in self._reached:  # skipped before any access: only not syncing
+                    await self._store.record_bmc_access([BmcAccess(device, datetime.now(UTC), ended=True)])
+                out.finished.append(device)
+
+        now = datetime.now(UTC)  # every device's check is under way (`sync_in_progress`)
+        await self._store.record_bmc_access([BmcAccess(d, now, syncing=True) for d in devices])
+        await asyncio.gather(*(one(d) for d in devices))
+        return out
 
     async def check(self, device: str) -> DriftCheck | None:
         """Check one device now; None when it was skipped (busy, another process's shard, or
@@ -105,6 +147,7 @@ class DriftChecker:
             return None  # a request is queued or running: its result is the news, not drift
         desired = await self._store.desired_for(device)
         if not any(d.watts is not None for d in desired):
+            await self._probe(device)  # nothing to compare: its reachability only
             return None
         own_path, readings = await self._read_paths(device, partner)
         if own_path not in readings:
@@ -178,6 +221,7 @@ class DriftChecker:
                 raise
             except Exception as exc:
                 log.info("drift check: cannot read %s, the node's other path: %s", device, describe(exc))
+                await self._accessed(device, describe(exc))
                 return "", None
         resolved = await self._runner.resolve(device, b"", b"")
         path = path_of(resolved.entry.plugin)
@@ -192,10 +236,42 @@ class DriftChecker:
         )
         operation = run_operation(resolved.plugin, RequestKind.STD_METRICS, ctx, Empty())
         outcome = await asyncio.wait_for(operation, timeout)
+        await self._accessed(device, _reach_error(outcome))
         if not outcome.result.ok:
             log.info("drift check of %s: cannot read the device: %s", device, clip(outcome.result.error))
             return path, None
-        return path, enforced_from(outcome.result)
+        enforced = enforced_from(outcome.result)
+        # the node cap and each module's and CPU's, which only the state's readings carry (the
+        # CPUs' total from the metrics stays: both are the same sum where both exist)
+        for component, watts in caps_from_state(outcome.state).items():
+            enforced.setdefault(component, watts)
+        return path, enforced
+
+    async def _probe(self, device: str) -> None:
+        """Whether a device without desired limits answers (a ping through its plugin)."""
+        if device not in self._inventory:
+            return
+        resolved = await self._runner.resolve(device, b"", b"")
+        timeout = self._settings.device_call_timeout
+        ctx = DeviceContext(
+            device_id=device,
+            model=resolved.model,
+            endpoint=resolved.endpoint,
+            request_id=f"{INTERNAL_PREFIX}health-check",
+            deadline=time.monotonic() + timeout,
+            state=resolved.state,
+        )
+        outcome = await asyncio.wait_for(
+            run_operation(resolved.plugin, RequestKind.PING, ctx, Ping()), timeout
+        )
+        await self._accessed(device, _reach_error(outcome))
+
+    async def _accessed(self, device: str, error: str) -> None:
+        """Record one access to the device (its reachability: `devicectl devices health`)."""
+        self._reached.add(device)
+        at = datetime.now(UTC)
+        await self._store.record_bmc_access([BmcAccess(device, at, error=clip(error))])
+        reachability.BMC_HEALTH.record(device, error, at.timestamp())
 
     async def _act(
         self,
@@ -260,6 +336,16 @@ class DriftChecker:
         if not self._dispatcher.submit(job):
             await self._runner.reject(job, "device queue full; re-application not run")
         return request_id
+
+
+def _reach_error(outcome: Any) -> str:
+    """Why the device could not be reached ('' when it answered): the plugin's own word, else the
+    result's error where the device was never reached."""
+    if outcome.reach_error:
+        return str(outcome.reach_error)
+    if outcome.reached_at is None and not outcome.result.ok:
+        return str(outcome.result.error or "not reached")
+    return ""
 
 
 def _by_component(findings: list[Finding]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:

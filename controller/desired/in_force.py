@@ -114,6 +114,7 @@ def in_force(state: Mapping[str, Any] | None, desired: Iterable[Any] = ()) -> In
         if r.capped is False and d.component not in _section(state, "applied"):
             # the cap was removed: what the change left is the device's default, not a request
             r.requested, r.removed = None, True
+    _members_follow_their_total(rows)
     out.components = sorted(rows.values(), key=lambda c: _order(c.component))
     _groups_policies_profiles(state, out)
     return out
@@ -140,6 +141,25 @@ def from_verification(result: Any) -> list[Component]:
             )
         )
     return sorted(out, key=lambda c: _order(c.component))
+
+
+#: a total's members (a GB200 node cap is the sum of its modules', the `cpu` element its CPUs')
+_MEMBERS = {"module": "node", "cpu": "cpu"}
+
+
+def _members_follow_their_total(rows: Mapping[str, Component]) -> None:
+    """A member row (`module/0`, `cpu/1`) of a total with a desired limit shares its drift: the
+    total's check read the members too. Where that check found the total drifted, a member's value
+    from the plugin's state predates it, so it is not shown as enforced (the total's drift line
+    says what each member read)."""
+    for r in rows.values():
+        kind, _, index = r.component.partition("/")
+        total = rows.get(_MEMBERS.get(kind, "")) if index else None
+        if total is None or not total.drift or r.drift:
+            continue
+        r.drift = total.drift
+        if total.drift == "drifted":
+            r.enforced = None
 
 
 def _groups_policies_profiles(state: Mapping[str, Any], out: InForce) -> None:

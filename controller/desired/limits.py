@@ -100,6 +100,40 @@ def enforced_from(result: StdMetricsResult) -> dict[str, float | None]:
     return out
 
 
+#: a component that is the sum of others: its members' kind (a GB200 node cap is split over its
+#: processor modules; the `cpu` element is the total of the CPUs)
+MEMBERS_OF = {"node": "module", "cpu": "cpu"}
+
+
+def caps_from_state(state: Mapping[str, Any] | None) -> dict[str, float | None]:
+    """The caps a plugin's state records as just read (the Redfish plugin's `readings`, refreshed by
+    every metrics read) that the metrics type cannot carry: the node cap (its own reading, else the
+    sum of its modules'), each module's, and each CPU's. Values that are not numbers are left out."""
+    section = state.get("readings") if isinstance(state, Mapping) else None
+    if not isinstance(section, Mapping):
+        return {}
+    out: dict[str, float | None] = {}
+    for key, reading in section.items():
+        kind, _, index = str(key).partition("/")
+        if not isinstance(reading, Mapping) or not (key == "node" or (index and kind in ("module", "cpu"))):
+            continue
+        watts = reading.get("watts")
+        if watts is None or (isinstance(watts, int | float) and not isinstance(watts, bool)):
+            out[str(key)] = float(watts) if watts is not None else None
+    modules = [v for k, v in out.items() if k.startswith("module/")]
+    if "node" not in out and modules:
+        known = [v for v in modules if v is not None]
+        out["node"] = sum(known) if len(known) == len(modules) else None
+    return out
+
+
+def members_line(component: str, enforced: Mapping[str, float | None]) -> str:
+    """` (module/0 1410 W, module/1 1410 W)`: what each member of a total read, or ''."""
+    kind = MEMBERS_OF.get(component)
+    parts = sorted((k, v) for k, v in enforced.items() if kind and k.startswith(f"{kind}/"))
+    return " (" + ", ".join(f"{k} {_shown(v)}" for k, v in parts) + ")" if parts else ""
+
+
 def gpu_pairs(inband: Mapping[str, Any], bmc_gpus: Sequence[int]) -> dict[str, str]:
     """Each in-band GPU component ("gpu/<NVML index>") -> the BMC's component of the same GPU.
 
@@ -141,6 +175,7 @@ def compare_paths(
         for path, now in seen.items():
             if now is None or abs(now - d.watts) > TOLERANCE_WATTS:
                 line = f"desired {d.watts:g} W (set by {d.request_id}), enforced {_shown(now)}"
+                line += members_line(d.component, readings[path])
                 findings.append(Finding(d.component, path, f"{PATH_NAMES[path]}: {line}" if both else line))
         if len(seen) == 2 and _differ(seen[INBAND], seen[OUTOFBAND]):
             line = (

@@ -139,7 +139,7 @@ def request_done(kind: str, outcome: str) -> None:
 class Change:
     """One component's limit change as a plugin reported it."""
 
-    component: str  # node, cpu, memory, gpu<N>
+    component: str  # node, cpu, memory, gpu/<N> (as the CLI names them)
     requested: float | None
     enforced: float
     ok: bool
@@ -161,7 +161,7 @@ def changes_of(result: Any, request: Any = None) -> list[Change]:
     gpus = getattr(result, "gpu_policies", None) or result
     for gpu in getattr(gpus, "results", ()) or ():
         if hasattr(gpu, "gpu_id"):
-            component = f"gpu{gpu.gpu_id}"
+            component = f"gpu/{gpu.gpu_id}"
             out.append(Change(component, _requested(gpu, asked.get(component)), gpu.applied_watts, gpu.ok))
     return out
 
@@ -186,7 +186,7 @@ def requested_in(request: Any) -> dict[str, float]:
     gpus = getattr(request, "gpu_policies", None) or request
     for gpu in getattr(gpus, "policies", ()) or ():
         if hasattr(gpu, "gpu_id") and gpu.limit is not None and gpu.limit.watts is not None:
-            out[f"gpu{gpu.gpu_id}"] = float(gpu.limit.watts)
+            out[f"gpu/{gpu.gpu_id}"] = float(gpu.limit.watts)
     return out
 
 
@@ -219,7 +219,7 @@ def limit_ranges(state: Any) -> dict[str, tuple[float | None, float | None]]:
     for c in in_force(state if isinstance(state, dict) else None).components:
         kind, _, index = c.component.partition("/")
         if kind == "gpu" and index.isdigit():
-            found[f"gpu{index}"] = (c.min, c.max)
+            found[f"gpu/{index}"] = (c.min, c.max)
         elif kind in ("node", "cpu", "memory") and not index:
             found[kind] = (c.min, c.max)
         elif kind in ("module", "cpu"):
@@ -338,3 +338,45 @@ def record_verification(device: str, result: Any) -> None:
             VERIFY_LATENCY_P95.remove(old)
         except KeyError:
             pass
+
+
+# ---- rebuilt from the database at start ----------------------------------------------------------
+
+
+async def load_from_database(store: Any, inventory: Iterable[str]) -> None:
+    """Every gauge that describes devices, from the database rather than from what this process
+    changed: each device's health, its last readiness verification (`devicectl_verify_result`
+    counts every verified device after a restart), and with `metrics_per_device` the four limit
+    values of `devicectl devices limits` (at most `metrics_max_devices` devices)."""
+    from controller.observability import reachability
+    from plugins.base import HealthCheck, HealthResult
+
+    reachability.BMC_HEALTH.load(await store.bmc_health())
+    for device, row in (await store.last_bmc_checks()).items():
+        checks = (row.result or {}).get("checks") if isinstance(row.result, dict) else None
+        try:
+            parsed = tuple(HealthCheck.from_json(c) for c in checks or () if isinstance(c, dict))
+        except ValueError:
+            continue  # a row this version cannot read: left out, never guessed
+        if parsed:
+            record_verification(device, HealthResult(parsed))
+    if POWER.enabled:
+        await _load_power(store, sorted(inventory))
+
+
+async def _load_power(store: Any, inventory: list[str]) -> None:
+    from controller.desired.in_force import in_force
+
+    views = await store.list_devices(limit=POWER._max)
+    desired = await store.desired_for_devices([v.id for v in views])
+    for v in views:
+        changes = []
+        ranges: dict[str, tuple[float | None, float | None]] = {}
+        for c in in_force(
+            v.state_json if isinstance(v.state_json, dict) else None, desired.get(v.id, [])
+        ).components:
+            if c.enforced is not None:
+                changes.append(Change(c.component, c.requested, c.enforced, True))
+                ranges[c.component] = (c.min, c.max)
+        if changes:
+            POWER.record(v.id, changes, ranges)

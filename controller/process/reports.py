@@ -39,6 +39,8 @@ class Report:
     dead_lettered: int = 0
     #: seconds since the front end last heard from it
     age: float = 0.0
+    #: why the executor's process is not running (it ended and is being started again); '' if it runs
+    not_running: str = ""
 
 
 def snapshot(instance_id: str, delivery: Any) -> dict[str, Any]:
@@ -85,6 +87,12 @@ class Reports:
         self._last: dict[int, tuple[dict[str, Any], float]] = {}
         self._names: dict[int, str] = {}
         self._readers: dict[int, asyncio.Task[None]] = {}
+        #: executor index -> how it last ended, until the process started after it reports
+        self._ended: dict[int, str] = {}
+
+    def ended(self, index: int, how: str) -> None:
+        """Executor `index`'s process ended (`how`: "signal SIGKILL"); it is being started again."""
+        self._ended[index] = how
 
     def pipe(self, index: int, name: str) -> int:
         """A new pipe for executor `index` (called at each start): returns the end to hand it;
@@ -113,6 +121,7 @@ class Reports:
                     continue
                 if isinstance(data, dict):
                     self._last[index] = (data, time.monotonic())
+                    self._ended.pop(index, None)  # the new process runs and reports
         except (ValueError, asyncio.LimitOverrunError):  # an overlong line: stop listening to it
             log.warning("executor %s: unreadable status report", self._names.get(index, index))
         finally:
@@ -134,7 +143,11 @@ class Reports:
                 dead_lettered=int(data.get("dead_lettered") or 0),
                 age=age,
             )
-            if age > STALE_AFTER:
+            if index in self._ended:  # a dead process says nothing about the callback
+                report.not_running = f"ended with {self._ended[index]}; starting it again"
+                report.callback_ok = False
+                report.callback_error = "callback state unknown: the executor is not running"
+            elif age > STALE_AFTER:
                 heard = "never reported" if at is None else f"no report for {age:.0f} s"
                 report.callback_ok = False
                 report.callback_error = f"callback state unknown: {heard}"
@@ -142,8 +155,9 @@ class Reports:
         return out
 
     def all_up(self) -> bool:
-        """Every executor reports its callback up (none: nothing says so)."""
-        reports = self.current()
+        """Every running executor reports its callback up (none: nothing says so); one whose
+        process ended and is being started again is left out: it says nothing about the callback."""
+        reports = [r for r in self.current() if not r.not_running]
         return bool(reports) and all(r.callback_ok for r in reports)
 
     async def close(self) -> None:

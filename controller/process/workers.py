@@ -220,6 +220,7 @@ class ExecutorPool:
             if time.monotonic() - began >= STABLE_AFTER:
                 delay = RESTART_FIRST
             name = f"{self.settings.instance_id}-w{index}"
+            self.reports.ended(index, _describe_exit(code))
             log.warning(
                 "executor %s (pid %d) ended with %s; starting it again in %.1f s",
                 name,

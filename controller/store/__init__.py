@@ -1,5 +1,5 @@
 """Persistence for devicectl: request journal, devices and state, outbox, audit log, verifications
-(of changes, and of readiness: `bmc_checks`).
+(of changes, and of readiness: `bmc_checks`), and each device's reachability (`bmc_health`).
 
 SQLAlchemy 2 on SQLite (WAL, the default) or PostgreSQL (psycopg 3); schema managed by Alembic
 (``migrations/``). Writes are group-committed on one writer thread; reads use a small thread pool;
@@ -8,6 +8,7 @@ both are exposed as coroutines on :class:`Store`.
 
 from ._batch import StoreClosedError, WriteFailure, is_outage
 from ._bmc_checks import BmcCheckRow
+from ._bmc_health import BmcAccess, BmcHealthRow
 from ._database import SchemaNewerError, SchemaOutdatedError, newer_schema_message
 from ._retention import Backlog, PruneResult, RetentionPolicy, outbox_backlog, prune, table_rows
 from ._shards import LeaseRound, LeaseRoundResult
@@ -42,7 +43,9 @@ __all__ = [
     "Accepted",
     "AuditView",
     "Backlog",
+    "BmcAccess",
     "BmcCheckRow",
+    "BmcHealthRow",
     "Completion",
     "DesiredLimit",
     "DeviceUpsert",

@@ -280,6 +280,24 @@ class DesiredLimitModel(Base):
     drift_detail: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
 
 
+class BmcHealthModel(Base):
+    """Each device's reachability as the controller last saw it (DPS's `dpsctl check status`)."""
+
+    __tablename__ = "bmc_health"
+
+    device: Mapped[str] = mapped_column(String, primary_key=True)
+    last_success_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: when the current run of failed accesses began (None: the last access succeeded)
+    inaccessible_since: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    last_error: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
+    last_error_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: a check of the device (a drift sweep's) is running
+    sync_in_progress: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=text("false"))
+    #: the BMC's TLS certificate's notAfter, from its last readiness verification
+    cert_not_after: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+
+
 class LeaseModel(Base):
     """Liveness of controller processes: a journal row whose owner has no fresh lease is up for grabs."""
 
@@ -316,9 +334,11 @@ DESIRED_LIMITS: Table = Base.metadata.tables["desired_limits"]
 SHARD_LEASES: Table = Base.metadata.tables["shard_leases"]
 BMC_CHECKS: Table = Base.metadata.tables["bmc_checks"]
 WRITE_CYCLES: Table = Base.metadata.tables["write_cycles"]
+BMC_HEALTH: Table = Base.metadata.tables["bmc_health"]
 
 __all__ = [
     "BMC_CHECKS",
+    "BMC_HEALTH",
     "CONTROLLER_LEASES",
     "DESIRED_LIMITS",
     "DEVICES",

@@ -22,6 +22,7 @@ from sqlalchemy.engine import URL, Connection
 from . import _claims, _database, _desired, _devices, _journal, _shards, _verifications
 from ._batch import BatchWriter, Handler, WriteFailure
 from ._bmc_checks import BmcCheckAccess
+from ._bmc_health import BmcHealthAccess
 from ._outbox_access import OutboxAccess
 from ._shards import LeaseRound, LeaseRoundResult
 from ._types import (
@@ -46,7 +47,7 @@ from ._write_cycles import WriteCycleAccess
 T = TypeVar("T")
 
 
-class Store(OutboxAccess, BmcCheckAccess, WriteCycleAccess):
+class Store(OutboxAccess, BmcCheckAccess, WriteCycleAccess, BmcHealthAccess):
     """Persistence for devicectl: journal, devices, outbox, audit log, verifications, leases.
 
     Create with :meth:`from_url`, check or apply the schema (:meth:`schema_status`,

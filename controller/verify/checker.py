@@ -28,14 +28,15 @@ from controller.execution.dispatch import Dispatcher
 from controller.execution.runner import RequestRunner, receipts
 from controller.execution.write_cycle import origin_of_check
 from controller.inventory import DeviceEntry
-from controller.observability import metrics
+from controller.observability import metrics, reachability
 from controller.observability.logs import request_context
 from controller.process.supervise import Outage, describe
-from controller.store import BmcCheckRow, Store
+from controller.store import BmcAccess, BmcCheckRow, Store
 from plugins.base import (
     DeviceContext,
     DeviceControllerError,
     Empty,
+    HealthCheck,
     HealthQuery,
     HealthResult,
     RequestKind,
@@ -192,6 +193,7 @@ class BmcChecker:
                     res = await self._check(row, log_)
                 status, verdict, result = "done", res.verdict, res.to_json()
                 metrics.record_verification(row.device, res)
+                await self._record_certificate(row.device, res)
             except asyncio.CancelledError:
                 if row.write_cycle:  # stopping: the cycle restored what it wrote; say so, with receipts
                     report = self._runner.write_cycles.reports.get(origin_of_check(row.check_id), "")
@@ -218,6 +220,22 @@ class BmcChecker:
                 at=datetime.now(UTC),
             )
 
+    async def _record_certificate(self, device: str, res: HealthResult) -> None:
+        """The BMC certificate's expiry its `tls` check saw: the device's health row and gauge."""
+        for check in res.checks:
+            not_after = check.evidence.get("not_after") if check.name == "tls" else None
+            if not isinstance(not_after, str):
+                continue
+            try:
+                at = datetime.fromisoformat(not_after)
+            except ValueError:
+                continue
+            at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+            await self._store.record_bmc_access(
+                [BmcAccess(device, datetime.now(UTC), ended=True, cert_not_after=at)]
+            )
+            reachability.BMC_HEALTH.certificate(device, at.timestamp())
+
     async def _check(self, row: BmcCheckRow, writes: WriteLog) -> HealthResult:
         query = HealthQuery(**{k: v for k, v in row.query.items() if k in HealthQuery.__dataclass_fields__})
         if self._settings.shadow and not query.skip_writes:
@@ -226,7 +244,7 @@ class BmcChecker:
                 "run `devicectl verify` without --write-cycle"
             )
         limit = READ_ONLY_SECONDS if query.skip_writes else WRITE_CYCLE_SECONDS
-        inband = await self._inband_limits(row.device, limit)
+        inband, unread = await self._inband_limits(row.device, limit)
         if inband:
             query = HealthQuery(**{**asdict(query), "inband_gpu_limits": inband})
         resolved = await self._runner.resolve(row.device, b"", b"")
@@ -242,7 +260,7 @@ class BmcChecker:
             call = resolved.plugin.bmc_health(ctx, query)
             with recording(writes):
                 outcome = await asyncio.wait_for(call, limit)
-            return await self._runner.write_cycles.explained(row.device, outcome.result)
+            return _with_unread(await self._runner.write_cycles.explained(row.device, outcome.result), unread)
         shards = self._runner.shards
         shard = shards.shard_for(row.device)
         async with self._dispatcher.exclusive(row.device):  # one writer per device
@@ -259,14 +277,16 @@ class BmcChecker:
                 self._runner.running_shards[shard] -= 1
                 if not self._runner.running_shards[shard]:
                     del self._runner.running_shards[shard]
-        return await self._runner.write_cycles.explained(row.device, outcome.result)
+        return _with_unread(await self._runner.write_cycles.explained(row.device, outcome.result), unread)
 
-    async def _inband_limits(self, device: str, limit: float) -> dict[int, float]:
+    async def _inband_limits(self, device: str, limit: float) -> tuple[dict[int, float], str]:
         """The GPU limits the node's in-band device (an inventory entry with `bmc = DEVICE`) enforces,
-        by the BMC's GPU index; {} when none is linked or it cannot be read (the check says skip)."""
+        by the BMC's GPU index, and why a linked device gave none ('' when none is linked: the
+        check says skip; else it warns with the reason)."""
         linked = next((e for e in self._inventory.values() if e.bmc == device), None)
         if linked is None:
-            return {}
+            return {}, ""
+        why = f"linked NVML device {linked.id} could not be read: "
         try:
             resolved = await self._runner.resolve(linked.id, b"", b"")
             ctx = DeviceContext(
@@ -282,17 +302,33 @@ class BmcChecker:
             )
         except Exception as exc:
             log.info("verification of %s: cannot read %s in band: %s", device, linked.id, describe(exc))
-            return {}
+            return {}, why + describe(exc)
+        if not outcome.result.ok and not getattr(outcome.result, "metrics", None):
+            return {}, why + (outcome.result.error or "no answer")
         enforced = enforced_from(outcome.result)
         out: dict[int, float] = {}
         for inband, bmc in gpu_pairs(enforced, linked.bmc_gpus).items():
             watts = enforced.get(inband)
             if watts is not None:
                 out[int(bmc.split("/")[1])] = float(watts)
-        return out
+        return out, "" if out else why + "it reports no GPU power limits"
 
     async def stop(self) -> None:
         """Cancel running verifications (they are reported interrupted at the next start)."""
         for task in list(self._running):
             task.cancel()
         await asyncio.gather(*self._running, return_exceptions=True)
+
+
+def _with_unread(result: HealthResult, unread: str) -> HealthResult:
+    """A linked NVML device that could not be read is a warning naming why, not "no linked NVML
+    device" (the plugin's skip)."""
+    if not unread:
+        return result
+    checks = tuple(
+        HealthCheck("inband", "warn", unread, {"reason": unread})
+        if c.name == "inband" and c.status == "skip"
+        else c
+        for c in result.checks
+    )
+    return HealthResult(checks, result.failure)

@@ -1,7 +1,7 @@
 """The write cycle's journal: ``write_cycles`` holds, per cycle, the value and mode of every cap it
 will touch, made durable before its first write; a cycle left `open` by a crash is restored from it.
 
-Revision ID: 0007_write_cycle_journal
+Revision ID: 0007
 Revises: 0006
 Create Date: 2026-12-06
 """
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0007_write_cycle_journal"
+revision: str = "0007"
 down_revision: str | Sequence[str] | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None

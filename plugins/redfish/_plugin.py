@@ -331,10 +331,17 @@ class RedfishPlugin(DevicePlugin):
         """Node power, and per-GPU/CPU power, energy, limits and temperature."""
         device = await prepare(self.pool, self.settings, ctx)
         disc = device.discovery
-        uris = _metrics.sources(disc, [*disc.gpus, *disc.cpus], node=True)
+        uris = _metrics.sources(disc, disc.components(), node=True, limits=True)
         readings = await _metrics.read(device.bmc, uris)
         absent: list[str] = []
         metrics = _metrics.node_metrics(device.name, disc, readings, device.spec.memory.count, absent)
+        # every cap read (the node's and its modules' too, which the metrics type cannot carry) is
+        # the component's last reading in the state: what the drift check compares and what
+        # `devicectl devices limits` shows as enforced
+        for key, reading in _metrics.limit_readings(disc.components(), readings).items():
+            stored = device.state.reading(key)  # stored as JSON (no ETag): unchanged, no new version
+            if stored is None or stored.to_json() != reading.to_json():
+                device.state.set_reading(key, reading)
         # NOTE: one resource that answers 404, times out or is malformed leaves only its component's
         # readings out: ok answers with everything else, and `error` names each component absent or
         # unknown with the BMC's answer, and the readings the BMC does not report (the wire type has

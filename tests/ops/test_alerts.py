@@ -46,7 +46,7 @@ def test_promtool_unit_tests_pass_and_cover_every_rule() -> None:
         for check in case["alert_rule_test"]:
             (fired if check["exp_alerts"] else quiet).add(check["alertname"])
     names = {str(rule["alert"]) for rule in rules()}
-    assert len(names) == 7
+    assert len(names) == 9
     assert fired == names, "each rule is seen firing"
     assert quiet == names, "each rule is seen quiet (healthy, or inside its for:)"
     _promtool("test", "rules", str(UNIT_TESTS))

@@ -69,9 +69,9 @@ async def test_a_redfish_change_logs_and_exports_requested_and_enforced_watts(
             assert gpu.ok and gpu.requested_watts is None  # the plugin's own report: equal
             metrics.applied("rf-node", result, change)
         lines = [r.getMessage() for r in caplog.records if r.name == "controller.changes"]
-        assert lines == [f"applied gpu0: unknown -> requested 600 W -> enforced {gpu.applied_watts:g} W"]
+        assert lines == [f"applied gpu/0: unknown -> requested 600 W -> enforced {gpu.applied_watts:g} W"]
         for gauge, expected in (("requested", 600.0), ("enforced", gpu.applied_watts)):
-            labels = {"device": "rf-node", "component": "gpu0"}
+            labels = {"device": "rf-node", "component": "gpu/0"}
             assert REGISTRY.get_sample_value(f"devicectl_power_limit_{gauge}_watts", labels) == expected
     finally:
         metrics.configure(per_device=False, max_devices=1000)

@@ -135,7 +135,7 @@ def test_service_monitor_and_rule_carry_the_labels_a_prometheus_selects_on() -> 
     shipped = yaml.safe_load((CHART / "files" / "alerts.yaml").read_text())
     assert rule["spec"] == shipped
     assert (DEPLOY / "prometheus" / "devicectl-alerts.yaml").resolve() == (CHART / "files" / "alerts.yaml")
-    assert len(shipped["groups"][0]["rules"]) == 7
+    assert len(shipped["groups"][0]["rules"]) == 9
     # only where the operator's CRD is served (or forced)
     assert "PrometheusRule" not in by_kind(render_chart(CHART))
     assert "PrometheusRule" in by_kind(render_chart(CHART, {"prometheusRule": {"enabled": True}}))

@@ -161,7 +161,7 @@ async def test_power_limit_watts_has_requested_enforced_min_and_max(
             assert sent.code == 0, sent.err
 
             def value(kind: str) -> float | None:
-                labels = {"device": "node001", "component": "gpu0", "kind": kind}
+                labels = {"device": "node001", "component": "gpu/0", "kind": kind}
                 return REGISTRY.get_sample_value("devicectl_power_limit_watts", labels)
 
             # the GB200 simulator's GPUs allow 200..1200 W

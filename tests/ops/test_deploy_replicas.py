@@ -9,7 +9,7 @@ import pytest
 
 from controller.config import load_settings
 from controller.process.workers import ProcessModelError, check_process_model, process_role
-from tests.ops._helm import ChartFailure, render_chart
+from tests.ops._helm import ChartFailure, render_chart, render_notes
 from tests.ops.test_deploy import CHART, by_kind, container, env_of
 
 
@@ -54,3 +54,24 @@ def test_sqlite_allows_one_replica_and_no_workers(values: dict[str, Any], refusa
     assert by_kind(render_chart(CHART, sqlite))["Deployment"][0]["spec"]["replicas"] == 1
     with pytest.raises(ChartFailure, match=refusal):
         render_chart(CHART, {**sqlite, **values})
+
+
+def test_the_memory_of_the_controller_container_scales_with_its_processes() -> None:
+    def resources(values: dict[str, Any]) -> Any:
+        return container(by_kind(render_chart(CHART, values))["Deployment"][0])["resources"]
+
+    assert resources({})["limits"]["memory"] == "1Gi" and resources({})["requests"]["memory"] == "256Mi"
+    three = resources({"workers": 3})  # a front end and 3 executors: four processes
+    assert three["limits"]["memory"] == "4Gi" and three["requests"]["memory"] == "1024Mi"
+    assert three["requests"]["cpu"] == "500m"
+    with pytest.raises(ChartFailure, match="give it in Mi or Gi"):
+        resources({"workers": 1, "resources": {"limits": {"memory": "1.5G"}}})
+
+
+def test_sqlite_on_an_emptydir_warns_in_the_notes() -> None:
+    sqlite = {"database": {"engine": "sqlite"}}
+    notes = render_notes(CHART, sqlite)
+    assert "WARNING: SQLite on an emptyDir" in notes and "persistence.existingClaim" in notes
+    claimed = render_notes(CHART, {**sqlite, "persistence": {"existingClaim": "devicectl-data"}})
+    assert "WARNING" not in claimed
+    assert "WARNING" not in render_notes(CHART, {})  # PostgreSQL keeps nothing on the volume

@@ -41,12 +41,12 @@ async def test_json_lines_carry_the_request_ids(start_controller, sink, json_lin
     await h.stub.SendDeviceRequest(gpu_caps("node000", "j-2", {0: 420}))
     await sink.wait_for({"j-2"}, timeout=10)
     lines = parsed(json_lines)
-    applied = [line for line in lines if str(line["message"]).startswith("applied gpu0")]
+    applied = [line for line in lines if str(line["message"]).startswith("applied gpu/0")]
     assert [line["request_id"] for line in applied] == ["j-1", "j-2"]
     assert all(line["device"] == "node000" and line["level"] == "INFO" for line in applied)
     assert applied[0]["trace_id"] == "trace-j-1"
     # before -> requested -> enforced: the second change starts from what the first enforced
-    assert applied[1]["message"] == "applied gpu0: 450 W -> requested 420 W -> enforced 420 W"
+    assert applied[1]["message"] == "applied gpu/0: 450 W -> requested 420 W -> enforced 420 W"
     outside = [line for line in lines if line["logger"] == "controller.app"]
     assert outside and all(line["request_id"] is None for line in outside)
 
@@ -88,9 +88,9 @@ def test_one_change_line_per_request_names_every_component(caplog: pytest.LogCap
     assert lines == [
         (
             "INFO",
-            "applied gpu0: unknown -> requested 420 W -> enforced 420 W; "
-            "gpu1: unknown -> requested 410 W -> enforced 400 W",
+            "applied gpu/0: unknown -> requested 420 W -> enforced 420 W; "
+            "gpu/1: unknown -> requested 410 W -> enforced 400 W",
         ),
-        ("WARNING", "not applied gpu2: requested 1300 W; gpu3: requested unknown"),
-        ("INFO", "applied gpu0: 420 W -> requested 380 W -> enforced 380 W"),
+        ("WARNING", "not applied gpu/2: requested 1300 W; gpu/3: requested unknown"),
+        ("INFO", "applied gpu/0: 420 W -> requested 380 W -> enforced 380 W"),
     ]

@@ -105,8 +105,8 @@ async def test_counters_and_gauges_move_during_a_batch(start_controller, sink) -
     assert value(after, "devicectl_queue_depth") == 0
     assert value(after, "devicectl_outbox_oldest_age_seconds") == 0
     assert value(after, "devicectl_journal_up") == 1 and value(after, "devicectl_database_up") == 1
-    assert value(after, "devicectl_power_limit_enforced_watts", device="node003", component="gpu0") == 611
-    assert value(after, "devicectl_power_limit_requested_watts", device="node003", component="gpu0") == 611
+    assert value(after, "devicectl_power_limit_enforced_watts", device="node003", component="gpu/0") == 611
+    assert value(after, "devicectl_power_limit_requested_watts", device="node003", component="gpu/0") == 611
     assert value(after, "devicectl_table_rows", table="requests") >= 0  # present from the first scrape
     assert ("devicectl_table_rows", (("table", "outbox"),)) in after
     assert (await scrape(port, "/healthz"))[0] == 200

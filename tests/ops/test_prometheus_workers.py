@@ -23,7 +23,7 @@ from sqlalchemy.engine import URL
 
 from bench.responses import ResponseTracker
 from tests.ops.test_alerts import RULES
-from tests.ops.test_prometheus import DASHBOARD, _query
+from tests.ops.test_prometheus import DASHBOARD, VARIABLES, _query
 from tests.scaleout.test_workers import started_fleet
 
 RECEIVER_DOWN = "DevicectlTopologyReceiverDown"
@@ -35,6 +35,8 @@ def dashboard_query(title: str, legend: str) -> str:
     board = json.loads(DASHBOARD.read_text())
     panel = next(p for p in board["panels"] if p["title"] == title)
     expr: str = next(t["expr"] for t in panel["targets"] if t["legendFormat"] == legend)
+    for name, value in VARIABLES.items():  # every namespace and job, as Grafana's "All"
+        expr = expr.replace(name, value)
     return expr
 
 

@@ -21,6 +21,8 @@ from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller.inventory import load_inventory
 from controller.security.authz import required_role
 from controller.store import BmcCheckRow, Store
+from plugins.base import DeviceContext, DeviceControllerError, Ping
+from plugins.nvml import NvmlPlugin
 from plugins.nvml.testing import FakeNode
 
 FAST: dict[str, Any] = {"telemetry_interval_ms": 20, "latency_samples": 5}
@@ -156,3 +158,45 @@ async def test_in_band_limits_that_differ_from_the_bmcs_are_flagged_with_both_va
     assert "GPU 0: NVML enforces 700 W, the BMC holds 1200 W" in inband["detail"]
     assert inband["evidence"]["gpus"]["0"] == {"nvml_watts": 700.0, "bmc_watts": 1200.0}
     assert done.verdict == "warn"
+
+
+async def test_a_linked_nvml_device_without_a_driver_is_named_not_called_missing(
+    fleet: SimulatorFleet, start_controller: Any, tmp_path: Path, h100x4: FakeNode
+) -> None:
+    h100x4.fake.driver_loaded = False  # nvmlInit fails: the node has no driver loaded
+    link = '\n[[device]]\nid = "node001-gpus"\nplugin = "nvml"\nbmc = "node001"\n'
+    h = await _start(start_controller, fleet, tmp_path, extra=link)
+    try:
+        started = await h.admin.StartVerify(apb.StartVerifyRequest(devices=["node001"], **FAST))
+        (done,) = await _finished(h, started.checks[0].batch_id)
+    finally:
+        h100x4.fake.driver_loaded = True
+        await h.controller.stop()
+        await _nvml_initialised_again()
+    inband = next(c for c in json.loads(done.result_json)["checks"] if c["name"] == "inband")
+    assert inband["status"] == "warn", inband
+    assert "no linked NVML device" not in inband["detail"]
+    assert inband["detail"].startswith("linked NVML device node001-gpus could not be read: "), inband
+
+
+async def _nvml_initialised_again() -> None:
+    """The controller's NVML plugin shares the process's library, which now holds the failed
+    initialisation (retried after a back-off): ping through it until the driver is picked up again,
+    so the next test in this process starts with NVML initialised."""
+    plugin = NvmlPlugin()  # the process-wide library, as the controller's plugin uses
+    await plugin.start()
+    try:
+
+        async def answered() -> bool:
+            try:
+                return bool((await plugin.ping(DeviceContext(device_id="gpus"), Ping())).result.ok)
+            except DeviceControllerError:
+                return False
+
+        async with asyncio.timeout(30):
+            while True:  # the library's back-off decides when it tries again
+                if await answered():
+                    return
+                await asyncio.sleep(0.2)
+    finally:
+        await plugin.close()

@@ -22,8 +22,10 @@ from typing import Any
 from plugins.base import ComponentMetrics, DeviceControllerError, NodeMetrics
 from plugins.redfish._device.op_bmc import OpBmc
 from plugins.redfish._discovery.layout import MECH_CONTROL, MECH_LEGACY, SENSOR, Component, Discovery
+from plugins.redfish._platforms import LimitReading, mechanism_for
 from plugins.redfish._platforms._base import limit_watts, number, set_point_in_force
 from plugins.redfish._platforms.legacy_power import consumed_watts
+from plugins.redfish._wire.document import Document
 from plugins.redfish._wire.errors import ResourceNotFoundError
 
 #: how a resource that could not be read leaves its readings: gone (404), or not known (any other failure)
@@ -43,18 +45,40 @@ class Readings:
         """Whether the request has something to answer with: no URI to read, or at least one read."""
         return not uris or any(u in self.documents for u in uris)
 
+    #: the documents with their ETags, for parsing limit readings
+    fetched: dict[str, Document] = field(default_factory=dict)
 
-def sources(discovery: Discovery, components: Sequence[Component], *, node: bool) -> list[str]:
-    """URIs to read for these components (and the node reading)."""
+
+def sources(
+    discovery: Discovery, components: Sequence[Component], *, node: bool, limits: bool = False
+) -> list[str]:
+    """URIs to read for these components (and the node reading); with `limits`, every resource
+    that carries one of their caps too (a node cap's Control or Power resource, a module's)."""
     uris: list[str] = []
     if node and discovery.node_metrics[1]:
         uris.append(discovery.node_metrics[1])
     for comp in components:
         if comp.metrics_uri:
             uris.append(comp.metrics_uri)
-        if comp.mechanism == MECH_CONTROL and comp.limit_uri:
+        if comp.limit_uri and (comp.mechanism == MECH_CONTROL or (limits and mechanism_for(comp))):
             uris.append(comp.limit_uri)
     return list(dict.fromkeys(uris))
+
+
+def limit_readings(components: Sequence[Component], readings: Readings) -> dict[str, LimitReading]:
+    """Each component's cap as the documents read show it, by state key (`node`, `module/0`,
+    `cpu/1`, `gpu/0`); a component whose cap resource was not read, or does not parse, is left out."""
+    out: dict[str, LimitReading] = {}
+    for comp in components:
+        mech = mechanism_for(comp)
+        doc = readings.fetched.get(comp.limit_uri) if comp.limit_uri else None
+        if mech is None or doc is None:
+            continue
+        try:
+            out[comp.key] = mech.parse(comp, doc)
+        except DeviceControllerError:
+            continue  # a resource that is not a cap this time: the last reading stays
+    return out
 
 
 async def read(bmc: OpBmc, uris: Sequence[str]) -> Readings:
@@ -63,17 +87,19 @@ async def read(bmc: OpBmc, uris: Sequence[str]) -> Readings:
 
     async def one(uri: str) -> None:
         try:
-            body = (await bmc.get(uri)).body
+            doc = await bmc.get(uri)
         except DeviceControllerError as exc:
             out.errors.append(str(exc))
             out.failed[uri] = (ABSENT if isinstance(exc, ResourceNotFoundError) else UNKNOWN, str(exc))
             return
+        body = doc.body
         if not isinstance(body, Mapping):
             why = f"{uri}: the BMC answered a {type(body).__name__}, not a Redfish resource"
             out.errors.append(why)
             out.failed[uri] = (UNKNOWN, why)
             return
         out.documents[uri] = body
+        out.fetched[uri] = doc
 
     await asyncio.gather(*(one(u) for u in uris))
     return out

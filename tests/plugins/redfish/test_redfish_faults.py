@@ -215,5 +215,6 @@ async def test_persistent_503_on_reads_fails_only_that_bmcs_metrics(make_harness
         assert outs[0].result.ok
         result = outs[1].result
         assert not result.ok and "HTTP 503" in result.error and "gave up after 3 attempts" in result.error
-        assert h.fleet.bmcs[1].stats.faults_injected["http503"] == 7 * 3  # 7 resources, 3 attempts each
+        # 9 resources (7, and the 2 modules' caps), 3 attempts each
+        assert h.fleet.bmcs[1].stats.faults_injected["http503"] == 9 * 3
         h.fleet.clear_faults()

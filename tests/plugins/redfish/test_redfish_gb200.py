@@ -84,7 +84,8 @@ async def test_first_request_logs_in_and_discovers_once_then_metrics_cost_one_ge
     bmc = gb200.fleet.bmcs[0]
     out = await gb200.call("std_metrics", bmc, Empty())
     assert out.result.ok, out.result.error
-    metrics = {"GET " + CHASSIS_EM: 1, "GET " + PROC_EM: 6}
+    # the node's power, and its two modules' caps (every cap is read: the drift check compares them)
+    metrics = {"GET " + CHASSIS_EM: 3, "GET " + PROC_EM: 6}
     assert gb200.calls(bmc) == merged(LOGIN, DISCOVERY, metrics)
     node = out.result.metrics
     assert len(node.gpus) == 4 and len(node.cpus) == 2
@@ -94,6 +95,9 @@ async def test_first_request_logs_in_and_discovers_once_then_metrics_cost_one_ge
     assert out.state["discovery"]["platform"] == "environment_metrics"
     assert out.state["discovery"]["firmware"] == bmc.firmware_version
     assert out.reached_at is not None and out.reach_error == ""
+    readings = out.state["readings"]  # every cap as read: the modules' (the node cap) too
+    assert {"module/0", "module/1", "cpu/0", "gpu/3"} <= set(readings)
+    assert readings["module/0"]["watts"] is not None and readings["module/0"]["mode"]
 
     gb200.reset()
     out = await gb200.call("std_metrics", bmc, Empty())

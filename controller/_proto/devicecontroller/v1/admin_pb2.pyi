@@ -134,7 +134,7 @@ class WaitRequestRequest(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., wait_for_delivery: _Optional[bool] = ...) -> None: ...
 
 class DeviceRecord(_message.Message):
-    __slots__ = ("id", "plugin", "model_json", "state_json", "state_version", "created_at", "updated_at", "last_request_id", "last_kind", "last_outcome", "last_error", "queued", "in_inventory", "desired", "in_force", "labels")
+    __slots__ = ("id", "plugin", "model_json", "state_json", "state_version", "created_at", "updated_at", "last_request_id", "last_kind", "last_outcome", "last_error", "queued", "in_inventory", "desired", "in_force", "labels", "health")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -158,6 +158,7 @@ class DeviceRecord(_message.Message):
     DESIRED_FIELD_NUMBER: _ClassVar[int]
     IN_FORCE_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
     id: str
     plugin: str
     model_json: bytes
@@ -174,7 +175,8 @@ class DeviceRecord(_message.Message):
     desired: _containers.RepeatedCompositeFieldContainer[DesiredLimit]
     in_force: InForceView
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, id: _Optional[str] = ..., plugin: _Optional[str] = ..., model_json: _Optional[bytes] = ..., state_json: _Optional[bytes] = ..., state_version: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_request_id: _Optional[str] = ..., last_kind: _Optional[str] = ..., last_outcome: _Optional[str] = ..., last_error: _Optional[str] = ..., queued: _Optional[int] = ..., in_inventory: _Optional[bool] = ..., desired: _Optional[_Iterable[_Union[DesiredLimit, _Mapping]]] = ..., in_force: _Optional[_Union[InForceView, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    health: BmcHealth
+    def __init__(self, id: _Optional[str] = ..., plugin: _Optional[str] = ..., model_json: _Optional[bytes] = ..., state_json: _Optional[bytes] = ..., state_version: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_request_id: _Optional[str] = ..., last_kind: _Optional[str] = ..., last_outcome: _Optional[str] = ..., last_error: _Optional[str] = ..., queued: _Optional[int] = ..., in_inventory: _Optional[bool] = ..., desired: _Optional[_Iterable[_Union[DesiredLimit, _Mapping]]] = ..., in_force: _Optional[_Union[InForceView, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., health: _Optional[_Union[BmcHealth, _Mapping]] = ...) -> None: ...
 
 class ComponentInForce(_message.Message):
     __slots__ = ("component", "requested_watts", "enforced_watts", "min_watts", "max_watts", "drift", "changed_at", "capped", "removed")
@@ -233,6 +235,54 @@ class InForceView(_message.Message):
     unknown_reason: str
     source: str
     def __init__(self, components: _Optional[_Iterable[_Union[ComponentInForce, _Mapping]]] = ..., resource_groups: _Optional[_Iterable[str]] = ..., policies: _Optional[_Mapping[str, str]] = ..., profiles: _Optional[_Mapping[str, ProfileIds]] = ..., unknown_reason: _Optional[str] = ..., source: _Optional[str] = ...) -> None: ...
+
+class BmcHealth(_message.Message):
+    __slots__ = ("device", "last_success_at", "inaccessible_since", "last_error", "last_error_at", "sync_in_progress", "cert_not_after", "in_inventory")
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    LAST_SUCCESS_AT_FIELD_NUMBER: _ClassVar[int]
+    INACCESSIBLE_SINCE_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_AT_FIELD_NUMBER: _ClassVar[int]
+    SYNC_IN_PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    CERT_NOT_AFTER_FIELD_NUMBER: _ClassVar[int]
+    IN_INVENTORY_FIELD_NUMBER: _ClassVar[int]
+    device: str
+    last_success_at: _timestamp_pb2.Timestamp
+    inaccessible_since: _timestamp_pb2.Timestamp
+    last_error: str
+    last_error_at: _timestamp_pb2.Timestamp
+    sync_in_progress: bool
+    cert_not_after: _timestamp_pb2.Timestamp
+    in_inventory: bool
+    def __init__(self, device: _Optional[str] = ..., last_success_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., inaccessible_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., last_error_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sync_in_progress: _Optional[bool] = ..., cert_not_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., in_inventory: _Optional[bool] = ...) -> None: ...
+
+class ListBmcHealthRequest(_message.Message):
+    __slots__ = ("limit", "unreachable")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    UNREACHABLE_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    unreachable: bool
+    def __init__(self, limit: _Optional[int] = ..., unreachable: _Optional[bool] = ...) -> None: ...
+
+class ListBmcHealthResponse(_message.Message):
+    __slots__ = ("devices",)
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    devices: _containers.RepeatedCompositeFieldContainer[BmcHealth]
+    def __init__(self, devices: _Optional[_Iterable[_Union[BmcHealth, _Mapping]]] = ...) -> None: ...
+
+class FleetSummary(_message.Message):
+    __slots__ = ("nodes", "drifted", "unreachable", "unverified", "never_checked")
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    DRIFTED_FIELD_NUMBER: _ClassVar[int]
+    UNREACHABLE_FIELD_NUMBER: _ClassVar[int]
+    UNVERIFIED_FIELD_NUMBER: _ClassVar[int]
+    NEVER_CHECKED_FIELD_NUMBER: _ClassVar[int]
+    nodes: int
+    drifted: int
+    unreachable: int
+    unverified: int
+    never_checked: int
+    def __init__(self, nodes: _Optional[int] = ..., drifted: _Optional[int] = ..., unreachable: _Optional[int] = ..., unverified: _Optional[int] = ..., never_checked: _Optional[int] = ...) -> None: ...
 
 class DesiredLimit(_message.Message):
     __slots__ = ("component", "desired_watts", "request_id", "set_at", "enforced_watts", "checked_at", "drift_at", "drift_detail")
@@ -347,7 +397,7 @@ class ListPluginsResponse(_message.Message):
     def __init__(self, plugins: _Optional[_Iterable[_Union[PluginInfo, _Mapping]]] = ...) -> None: ...
 
 class ControllerStatus(_message.Message):
-    __slots__ = ("journal_ok", "journal_error", "journal_error_since", "callback_ok", "callback_error", "callback_error_since", "undelivered", "dead_letters", "delivered", "dead_lettered", "processes", "shadow", "warmup")
+    __slots__ = ("journal_ok", "journal_error", "journal_error_since", "callback_ok", "callback_error", "callback_error_since", "undelivered", "dead_letters", "delivered", "dead_lettered", "processes", "shadow", "warmup", "fleet")
     JOURNAL_OK_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_ERROR_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_ERROR_SINCE_FIELD_NUMBER: _ClassVar[int]
@@ -361,6 +411,7 @@ class ControllerStatus(_message.Message):
     PROCESSES_FIELD_NUMBER: _ClassVar[int]
     SHADOW_FIELD_NUMBER: _ClassVar[int]
     WARMUP_FIELD_NUMBER: _ClassVar[int]
+    FLEET_FIELD_NUMBER: _ClassVar[int]
     journal_ok: bool
     journal_error: str
     journal_error_since: _timestamp_pb2.Timestamp
@@ -374,7 +425,8 @@ class ControllerStatus(_message.Message):
     processes: _containers.RepeatedCompositeFieldContainer[ProcessStatus]
     shadow: bool
     warmup: WarmupStatus
-    def __init__(self, journal_ok: _Optional[bool] = ..., journal_error: _Optional[str] = ..., journal_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., callback_ok: _Optional[bool] = ..., callback_error: _Optional[str] = ..., callback_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., undelivered: _Optional[int] = ..., dead_letters: _Optional[int] = ..., delivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., processes: _Optional[_Iterable[_Union[ProcessStatus, _Mapping]]] = ..., shadow: _Optional[bool] = ..., warmup: _Optional[_Union[WarmupStatus, _Mapping]] = ...) -> None: ...
+    fleet: FleetSummary
+    def __init__(self, journal_ok: _Optional[bool] = ..., journal_error: _Optional[str] = ..., journal_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., callback_ok: _Optional[bool] = ..., callback_error: _Optional[str] = ..., callback_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., undelivered: _Optional[int] = ..., dead_letters: _Optional[int] = ..., delivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., processes: _Optional[_Iterable[_Union[ProcessStatus, _Mapping]]] = ..., shadow: _Optional[bool] = ..., warmup: _Optional[_Union[WarmupStatus, _Mapping]] = ..., fleet: _Optional[_Union[FleetSummary, _Mapping]] = ...) -> None: ...
 
 class WarmupStatus(_message.Message):
     __slots__ = ("total", "done", "failed", "skipped", "finished")
@@ -391,7 +443,7 @@ class WarmupStatus(_message.Message):
     def __init__(self, total: _Optional[int] = ..., done: _Optional[int] = ..., failed: _Optional[int] = ..., skipped: _Optional[int] = ..., finished: _Optional[bool] = ...) -> None: ...
 
 class ProcessStatus(_message.Message):
-    __slots__ = ("instance_id", "callback_ok", "callback_error", "callback_error_since", "delivered", "dead_lettered", "report_age_seconds")
+    __slots__ = ("instance_id", "callback_ok", "callback_error", "callback_error_since", "delivered", "dead_lettered", "report_age_seconds", "not_running")
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     CALLBACK_OK_FIELD_NUMBER: _ClassVar[int]
     CALLBACK_ERROR_FIELD_NUMBER: _ClassVar[int]
@@ -399,6 +451,7 @@ class ProcessStatus(_message.Message):
     DELIVERED_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
     REPORT_AGE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    NOT_RUNNING_FIELD_NUMBER: _ClassVar[int]
     instance_id: str
     callback_ok: bool
     callback_error: str
@@ -406,7 +459,8 @@ class ProcessStatus(_message.Message):
     delivered: int
     dead_lettered: int
     report_age_seconds: float
-    def __init__(self, instance_id: _Optional[str] = ..., callback_ok: _Optional[bool] = ..., callback_error: _Optional[str] = ..., callback_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., report_age_seconds: _Optional[float] = ...) -> None: ...
+    not_running: str
+    def __init__(self, instance_id: _Optional[str] = ..., callback_ok: _Optional[bool] = ..., callback_error: _Optional[str] = ..., callback_error_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., report_age_seconds: _Optional[float] = ..., not_running: _Optional[str] = ...) -> None: ...
 
 class DryRunResponse(_message.Message):
     __slots__ = ("writes", "response", "ok", "error")

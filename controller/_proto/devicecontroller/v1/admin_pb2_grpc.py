@@ -65,6 +65,11 @@ class DeviceControllerAdminStub:
                 request_serializer=devicecontroller_dot_v1_dot_admin__pb2.ListDevicesRequest.SerializeToString,
                 response_deserializer=devicecontroller_dot_v1_dot_admin__pb2.ListDevicesResponse.FromString,
                 _registered_method=True)
+        self.ListBmcHealth = channel.unary_unary(
+                '/devicecontroller.v1.DeviceControllerAdmin/ListBmcHealth',
+                request_serializer=devicecontroller_dot_v1_dot_admin__pb2.ListBmcHealthRequest.SerializeToString,
+                response_deserializer=devicecontroller_dot_v1_dot_admin__pb2.ListBmcHealthResponse.FromString,
+                _registered_method=True)
         self.ListVerifications = channel.unary_unary(
                 '/devicecontroller.v1.DeviceControllerAdmin/ListVerifications',
                 request_serializer=devicecontroller_dot_v1_dot_admin__pb2.ListVerificationsRequest.SerializeToString,
@@ -142,6 +147,13 @@ class DeviceControllerAdminServicer:
 
     def ListDevices(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListBmcHealth(self, request, context):
+        """Each device's reachability (DPS's `dpsctl check status`), by device id.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -230,6 +242,11 @@ def add_DeviceControllerAdminServicer_to_server(servicer, server):
                     servicer.ListDevices,
                     request_deserializer=devicecontroller_dot_v1_dot_admin__pb2.ListDevicesRequest.FromString,
                     response_serializer=devicecontroller_dot_v1_dot_admin__pb2.ListDevicesResponse.SerializeToString,
+            ),
+            'ListBmcHealth': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListBmcHealth,
+                    request_deserializer=devicecontroller_dot_v1_dot_admin__pb2.ListBmcHealthRequest.FromString,
+                    response_serializer=devicecontroller_dot_v1_dot_admin__pb2.ListBmcHealthResponse.SerializeToString,
             ),
             'ListVerifications': grpc.unary_unary_rpc_method_handler(
                     servicer.ListVerifications,
@@ -411,6 +428,33 @@ class DeviceControllerAdmin:
             '/devicecontroller.v1.DeviceControllerAdmin/ListDevices',
             devicecontroller_dot_v1_dot_admin__pb2.ListDevicesRequest.SerializeToString,
             devicecontroller_dot_v1_dot_admin__pb2.ListDevicesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListBmcHealth(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/devicecontroller.v1.DeviceControllerAdmin/ListBmcHealth',
+            devicecontroller_dot_v1_dot_admin__pb2.ListBmcHealthRequest.SerializeToString,
+            devicecontroller_dot_v1_dot_admin__pb2.ListBmcHealthResponse.FromString,
             options,
             channel_credentials,
             insecure,

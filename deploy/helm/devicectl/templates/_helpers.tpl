@@ -149,3 +149,30 @@ plaintext, a client CA only with roles (devicectl itself refuses both at start).
 {{- fail "tls.source certManager needs tls.certManager.issuerRef.name" }}
 {{- end }}
 {{- end }}
+{{/*
+The controller container's resources: `resources` is one process's, so with `workers` > 0 (a
+front end and N executors in the pod) its memory request and limit are multiplied by 1 + workers.
+Memory must then be given in Mi or Gi.
+*/}}
+{{- define "devicectl.controllerResources" -}}
+{{- $r := deepCopy .Values.resources -}}
+{{- $n := add1 (int .Values.workers) -}}
+{{- if gt $n 1 -}}
+{{- range $kind := list "requests" "limits" -}}
+{{- $part := get $r $kind -}}
+{{- if and $part (hasKey $part "memory") -}}
+{{- $q := toString (get $part "memory") -}}
+{{- $scaled := "" -}}
+{{- if regexMatch "^[0-9]+Gi$" $q -}}
+{{- $scaled = printf "%dGi" (mul (int (trimSuffix "Gi" $q)) $n) -}}
+{{- else if regexMatch "^[0-9]+Mi$" $q -}}
+{{- $scaled = printf "%dMi" (mul (int (trimSuffix "Mi" $q)) $n) -}}
+{{- else -}}
+{{- fail (printf "resources.%s.memory %q: give it in Mi or Gi (whole numbers), so the chart can multiply it by 1 + workers" $kind $q) -}}
+{{- end -}}
+{{- $_ := set $part "memory" $scaled -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $r -}}
+{{- end -}}
