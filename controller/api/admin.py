@@ -287,16 +287,27 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
     async def ListBmcHealth(
         self, request: apb.ListBmcHealthRequest, context: grpc.aio.ServicerContext
     ) -> apb.ListBmcHealthResponse:
-        rows = await self._store.bmc_health()
+        size = pages.page_size(request.page_size or request.limit, 500)
+        try:
+            after = pages.decode("health", request.page_token, str) or ""
+            chosen = selected(self._inventory, request.selector)
+        except (pages.PageTokenError, selectors.SelectorError) as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise
+        rows = await self._store.bmc_health(chosen)
         # every inventory device, a never-checked one too (an empty row: nothing known yet)
         known = {r.device for r in rows}
-        missing = [d for d in sorted(self._inventory) if d not in known]
+        wanted = self._inventory if chosen is None else chosen
+        missing = [d for d in sorted(wanted) if d not in known and d in self._inventory]
         records = [health_record(r, r.device in self._inventory) for r in rows]
         records += [apb.BmcHealth(device=d, in_inventory=True) for d in missing]
         if request.unreachable:
             records = [r for r in records if r.HasField("inaccessible_since")]
-        records.sort(key=lambda r: r.device)
-        return apb.ListBmcHealthResponse(devices=records[: request.limit or 1000])
+        records = sorted((r for r in records if r.device > after), key=lambda r: r.device)
+        page = pages.fill(records[:size])
+        more = len(records) > len(page)
+        token = pages.encode("health", page[-1].device) if more and page else ""
+        return apb.ListBmcHealthResponse(devices=page, next_page_token=token)
 
     async def ListDevices(
         self, request: apb.ListDevicesRequest, context: grpc.aio.ServicerContext

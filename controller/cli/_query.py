@@ -309,10 +309,14 @@ def devices_list(args: argparse.Namespace) -> int:
 
 def devices_health(args: argparse.Namespace) -> int:
     def get(limit: int) -> list[apb.BmcHealth]:
-        limit = ALL if args.device else limit
-        request = apb.ListBmcHealthRequest(limit=limit, unreachable=args.unreachable)
-        rows = list(_call(args, "ListBmcHealth", request).devices)
-        return [r for r in rows if r.device == args.device] if args.device else rows
+        if args.device:  # one device: its row, wherever it falls in the pages
+            query = apb.ListBmcHealthRequest(page_size=page_rows(ALL), unreachable=args.unreachable)
+            rows = follow(functools.partial(_page, args, "ListBmcHealth", query, field="devices"), ALL)
+            return [r for r in rows if r.device == args.device]
+        query = apb.ListBmcHealthRequest(
+            page_size=page_rows(limit), unreachable=args.unreachable, selector=args.selector or ""
+        )
+        return follow(functools.partial(_page, args, "ListBmcHealth", query, field="devices"), limit)
 
     return show(
         args,

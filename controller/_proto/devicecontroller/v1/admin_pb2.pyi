@@ -257,18 +257,26 @@ class BmcHealth(_message.Message):
     def __init__(self, device: _Optional[str] = ..., last_success_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., inaccessible_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., last_error_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sync_in_progress: _Optional[bool] = ..., cert_not_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., in_inventory: _Optional[bool] = ...) -> None: ...
 
 class ListBmcHealthRequest(_message.Message):
-    __slots__ = ("limit", "unreachable")
+    __slots__ = ("limit", "unreachable", "page_size", "page_token", "selector")
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     UNREACHABLE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
     limit: int
     unreachable: bool
-    def __init__(self, limit: _Optional[int] = ..., unreachable: _Optional[bool] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    selector: str
+    def __init__(self, limit: _Optional[int] = ..., unreachable: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., selector: _Optional[str] = ...) -> None: ...
 
 class ListBmcHealthResponse(_message.Message):
-    __slots__ = ("devices",)
+    __slots__ = ("devices", "next_page_token")
     DEVICES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     devices: _containers.RepeatedCompositeFieldContainer[BmcHealth]
-    def __init__(self, devices: _Optional[_Iterable[_Union[BmcHealth, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, devices: _Optional[_Iterable[_Union[BmcHealth, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class FleetSummary(_message.Message):
     __slots__ = ("nodes", "drifted", "unreachable", "unverified", "never_checked")
