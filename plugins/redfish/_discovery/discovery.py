@@ -20,10 +20,9 @@ cached URI drops the cache and the next request discovers again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 
 from plugins.redfish._client.client import BmcClient, Document
 from plugins.redfish._discovery.layout import (
@@ -43,6 +42,7 @@ from plugins.redfish._discovery.layout import (
     Discovery,
     id_of,
     link_of,
+    links_of,
     natural_key,
     platform_hint,
     processor_components,
@@ -300,16 +300,3 @@ def node_chassis(
     if shared and not linked:
         return []
     return linked or chassis
-
-
-def links_of(body: Mapping[str, Any], name: str) -> list[str]:
-    """`@odata.id`s of a `Links` array property."""
-    links = body.get("Links")
-    items = links.get(name) if isinstance(links, Mapping) else None
-    if not isinstance(items, list):
-        return []
-    return [
-        str(i["@odata.id"]).rstrip("/")
-        for i in items
-        if isinstance(i, Mapping) and isinstance(i.get("@odata.id"), str)
-    ]

@@ -270,6 +270,19 @@ def members_of(doc: Document) -> list[str]:
     return out
 
 
+def links_of(body: Mapping[str, Any], name: str) -> list[str]:
+    """`@odata.id`s of a `Links` array property."""
+    links = body.get("Links")
+    items = links.get(name) if isinstance(links, Mapping) else None
+    if not isinstance(items, list):
+        return []
+    return [
+        str(i["@odata.id"]).rstrip("/")
+        for i in items
+        if isinstance(i, Mapping) and isinstance(i.get("@odata.id"), str)
+    ]
+
+
 def link_of(body: Mapping[str, Any], name: str) -> str:
     """The `@odata.id` of a navigation property (without a trailing slash), or ''."""
     value = body.get(name)

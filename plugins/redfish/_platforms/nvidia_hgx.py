@@ -30,6 +30,7 @@ from plugins.redfish._discovery.layout import (
     Discovery,
     id_of,
     link_of,
+    links_of,
     natural_key,
     nvidia_node_metrics_uri,
 )
@@ -90,18 +91,6 @@ def _related(doc: Document | None) -> list[str]:
     ]
 
 
-def _links(ch: Document, name: str) -> list[str]:
-    links = ch.get("Links")
-    items = links.get(name) if isinstance(links, Mapping) else None
-    if not isinstance(items, list):
-        return []
-    return [
-        str(i["@odata.id"]).rstrip("/")
-        for i in items
-        if isinstance(i, Mapping) and isinstance(i.get("@odata.id"), str)
-    ]
-
-
 def processor_places(
     processors: Sequence[Document], comps: Sequence[Component]
 ) -> dict[str, tuple[Component, ...]]:
@@ -121,7 +110,7 @@ def processor_places(
 def module_contents(module: Document, places: Mapping[str, tuple[Component, ...]]) -> tuple[str, ...]:
     """The keys of the processors a module holds: those living in it or in a chassis it contains
     (`Links.Contains`), and those it lists (`Links.Processors`)."""
-    uris = [module.path.rstrip("/"), *_links(module, "Contains"), *_links(module, "Processors")]
+    uris = [module.path.rstrip("/"), *links_of(module.body, "Contains"), *links_of(module.body, "Processors")]
     keys = {c.key for uri in uris for c in places.get(uri, ())}
     return tuple(sorted(keys, key=natural_key))
 
