@@ -58,7 +58,8 @@ def _discover(client: Any) -> dict[str, tuple[str, ...]]:
     """Walk the service like the plugin's first-contact discovery; returns the cap resources.
 
     The plugin reads the service root (again), the BMC's manager (firmware version), every
-    system and its processors, and the chassis collection; so does this.
+    system and its processors, the chassis collection, and each limit resource (the evidence
+    that it carries a limit); so does this.
     """
     root = client.get("/redfish/v1").dict
     managers = _members(client, root["Managers"]["@odata.id"])
@@ -82,11 +83,17 @@ def _discover(client: Any) -> dict[str, tuple[str, ...]]:
             if str(p.get("ProcessorType", "")).upper() == kind and "EnvironmentMetrics" in p
         )
 
-    return {
+    found = {
         "module": tuple(f"{c}/EnvironmentMetrics" for c in chassis if "ProcessorModule" in c),
         "gpu": metrics("GPU"),
         "cpu": metrics("CPU"),
     }
+    # evidence before any write, as the plugin's write gate wants it: each limit resource is read
+    # once at discovery to see that it carries the limit (and what scope its evidence proves)
+    for uris in found.values():
+        for uri in uris:
+            client.get(uri)
+    return found
 
 
 def _set_cap(client: Any, uri: str, watts: int) -> bool:
