@@ -101,8 +101,6 @@ async def test_gpu_caps_sent_without_a_resource_group_show_no_empty_group(site: 
 
 
 async def test_devices_limits_lists_every_inventory_node_with_unknown_and_why(site: Site) -> None:
-    read = await _cli(site, "send", "std-metrics", "--device", "node001", "--wait")  # read, never capped
-    assert read.code == 0, read.out + read.err
     limits = await _cli(site, "devices", "limits", "-o", "csv", "--no-headers")
     assert limits.code == 0, limits.err
     rows = list(csv.reader(io.StringIO(limits.out)))
@@ -111,7 +109,7 @@ async def test_devices_limits_lists_every_inventory_node_with_unknown_and_why(si
     assert "never read" in never[0][-1], never
     (unread,) = [r for r in rows if r[0] == "node001"]
     assert unread[1:4] == ["-", "", "unknown"] and "holds no power limit yet" in unread[-1], unread
-    # a verification reads every cap: a node never capped then shows what its BMC reported
+    # a verification reads every cap: a node never read nor capped then shows what its BMC reported
     verified = await _cli(site, "verify", "node001")
     assert verified.code == 0, verified.out + verified.err
     after = await _cli(site, "devices", "limits", "-o", "csv")
@@ -121,6 +119,12 @@ async def test_devices_limits_lists_every_inventory_node_with_unknown_and_why(si
     gpu0 = by_component["gpu/0"]
     assert gpu0["requested"] == "" and gpu0["enforced"] and gpu0["min"] and gpu0["max"], gpu0
     assert gpu0["note"].startswith("read by verify "), gpu0
+    # a metrics read keeps every cap it read (what the drift check compares): nothing requested
+    read = await _cli(site, "send", "std-metrics", "--device", "node001", "--wait")
+    assert read.code == 0, read.out + read.err
+    again = await _cli(site, "devices", "limits", "-o", "csv")
+    mine = [r for r in csv.DictReader(io.StringIO(again.out)) if r["device"] == "node001"]
+    assert len(mine) > 1 and all(r["requested"] == "" and r["enforced"] for r in mine), mine
     picked = await _cli(site, "devices", "limits", "-l", "rack=r2", "-o", "name")
     assert picked.out.splitlines() == [f"device/{NEVER}"]
 
