@@ -108,7 +108,7 @@ async def test_devices_limits_lists_every_inventory_node_with_unknown_and_why(si
     assert len(never) == 1 and never[0][1:4] == ["-", "", "unknown"], never
     assert "never read" in never[0][-1], never
     (unread,) = [r for r in rows if r[0] == "node001"]
-    assert unread[1:4] == ["-", "", "unknown"] and "holds no power limit yet" in unread[-1], unread
+    assert unread[1:4] == ["-", "", "unknown"] and "never read" in unread[-1], unread
     # a verification reads every cap: a node never read nor capped then shows what its BMC reported
     verified = await _cli(site, "verify", "node001")
     assert verified.code == 0, verified.out + verified.err
