@@ -330,7 +330,7 @@ def private_reaches(root: Path, folders: tuple[str, ...]) -> list[str]:
             continue
         if imp.module != owner and not imp.module.startswith(owner + "."):
             found.append(f"{imp.module}:{imp.line} imports {imp.target}, private to {owner}")
-    return found
+    return list(dict.fromkeys(found))  # `from m import a, b`: one line
 
 
 #: bench/ measures a package's insides as its tests do (tests/ is not scanned): both may import it
@@ -359,9 +359,11 @@ def test_the_privacy_check_sees_a_reach_into_another_package(tmp_path: Path) -> 
             "plugins/nvml/_state.py": "def f():\n    from plugins.base import _types\n",
             "plugins/nvml/_room/__init__.py": "",
             "plugins/nvml/_room/a.py": "from plugins.nvml import _state\nimport plugins.base._types\n",
+            "plugins/nvml/_room/b.py": "from plugins.base._types import T, U\n",
         },
     )
     assert private_reaches(root, ("plugins",)) == [
         "plugins.nvml._room.a:2 imports plugins.base._types, private to plugins.base",
+        "plugins.nvml._room.b:1 imports plugins.base._types, private to plugins.base",
         "plugins.nvml._state:2 imports plugins.base._types, private to plugins.base",
     ]
