@@ -1,9 +1,9 @@
-"""Per-login cost of the identity's record of Redfish sessions (`plugins.base._identity`), with
+"""Per-login cost of the identity's record of Redfish sessions (`plugins.base.identity`), with
 500 / 2,000 / 10,000 BMC origins in it: what the caller's thread (the event loop) spends, and the
 whole process's CPU (the record's writer thread included).
 
     python -m bench.session_record                      # this tree
-    python -m bench.session_record --against 2bbb083    # and a ref's `_identity.py`, alternating
+    python -m bench.session_record --against 2bbb083    # and a ref's `identity.py`, alternating
 
 A login notes its new session (and the one it replaced) and waits until the line is written. The
 figures are CPU time (`time.thread_time`, `time.process_time`), not wall time: they hold on a
@@ -31,21 +31,24 @@ LOGINS = 400
 
 
 def _module(ref: str | None) -> ModuleType:
-    """`plugins.base._identity` of this tree, or of git `ref` (loaded under another name)."""
+    """`plugins.base.identity` of this tree, or of git `ref` (loaded under another name)."""
     if ref is None:
-        from plugins.base import _identity
+        from plugins.base import identity
 
-        return _identity
-    source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{ref}:plugins/base/_identity.py"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+        return identity
+    for path in ("plugins/base/identity.py", "plugins/base/_identity.py"):  # its name before 2026-12
+        shown = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{ref}:{path}"], capture_output=True, text=True, check=False
+        )
+        if shown.returncode == 0:
+            source = shown.stdout
+            break
+    else:
+        raise SystemExit(f"{ref}: no plugins/base/identity.py")
     spec = importlib.util.spec_from_loader(f"_identity_{ref}", loader=None)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
-    exec(compile(source, f"{ref}:plugins/base/_identity.py", "exec"), module.__dict__)
+    exec(compile(source, f"{ref}:{path}", "exec"), module.__dict__)
     return module
 
 

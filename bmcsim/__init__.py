@@ -24,7 +24,8 @@ and take layout variants (``BmcConfig(layout=...)``, see ``LAYOUTS``).
 
 Modules. The serving: one BMC's socket, request pipeline and knobs (`_bmc`), its HTTP side (`_http`),
 many BMCs in one loop (`_fleet`), the per-BMC settings (`_config`), the private CA and certificates
-(`_tls`), the command line (`cli`, `__main__`), the plain-HTTP control port for other processes
+(`tls`, public: the controller's `certs` command makes certificates with it), the command line (`cli`,
+`__main__`), the plain-HTTP control port for other processes
 (`_control`), counters (`_stats`), runtime fault injection (`_faults`), and the inventory and secrets
 files of a fleet (`_inventory`). The Redfish service every model shares: resource routing (`_routing`),
 `$metadata`, standard headers and request checks (`_protocol`), service root, sessions, tasks and
@@ -61,8 +62,8 @@ from bmcsim._inventory import (
 from bmcsim._platforms import MODELS, REAL_LAYOUTS, get_platform
 from bmcsim._state import Cap
 from bmcsim._stats import UNMATCHED, BmcStats
-from bmcsim._tls import TlsFiles, ensure_tls_files
 from bmcsim._wpps import SUPPORTED_MASK, ProfileState, format_mask
+from bmcsim.tls import TlsFiles, ensure_tls_files
 
 __all__ = [
     "DEFAULT_PASSWORD",

@@ -32,7 +32,7 @@ from bmcsim._routing import Reply, Route, SimRequest, Write, normalize_path
 from bmcsim._sessions import SessionStore
 from bmcsim._stats import UNMATCHED, BmcStats
 from bmcsim._tasks import Task, TaskStore
-from bmcsim._tls import compact_tls_factory
+from bmcsim.tls import compact_tls_factory
 
 _BODY_METHODS = frozenset({"PATCH", "POST", "PUT", "DELETE"})
 

@@ -22,7 +22,7 @@ from bmcsim._control import start_control_server
 from bmcsim._inventory import InventoryEntry, device_id, write_inventory
 from bmcsim._platforms import get_platform
 from bmcsim._stats import merge_stats
-from bmcsim._tls import TlsFiles, ensure_tls_files
+from bmcsim.tls import TlsFiles, ensure_tls_files
 
 log = logging.getLogger(__name__)
 

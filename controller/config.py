@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from plugins.base._numbers import MAX_COUNT, check_number
+from plugins.base.bounds import MAX_COUNT, check_number
 
 ENV_PREFIX = "DEVICECTL_"
 
@@ -257,7 +257,7 @@ def _coerce(name: str, value: Any, source: str) -> Any:
 
 
 def check_setting(name: str, value: Any) -> Any:
-    """A numeric setting's value when it is finite and in range (`plugins.base._numbers`): at least 0
+    """A numeric setting's value when it is finite and in range (`plugins.base.bounds`): at least 0
     and at most a year of seconds (floats) or `MAX_COUNT` (integers). A NaN interval would pass
     every `<= 0` check and stall the event loop's timers; an infinite count overflows `int()`."""
     if _TYPES[name] == "int":

@@ -122,7 +122,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 @pytest.fixture(autouse=True, scope="session")
 def _identity_run_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Identity leases of this test run's processes (plugins.base._identity) in a directory of its
+    """Identity leases of this test run's processes (plugins.base.identity) in a directory of its
     own, inherited by child processes: another run on the same host holds none of them."""
     saved = os.environ.get("DEVICECTL_RUN_DIR")
     path = tmp_path_factory.mktemp("run")

@@ -2,8 +2,9 @@
 (bench/, drills/), read with `ast` from the source: no import circles, type-only and function-local
 imports included; plugins never import the controller nor the BMC simulator, the simulator imports
 neither of them, and the controller loads the simulator only inside the commands that need it; the
-Redfish plugin's rooms import only the rooms below them. Module size follows the concept: there is
-no line cap.
+Redfish plugin's rooms import only the rooms below them; no module imports another package's private
+(`_`-prefixed) module (tests/ and bench/ excepted: they look inside what they check). Module size
+follows the concept: there is no line cap.
 
 An edge is "module A imports module B", B resolved to the file that the import loads: for
 `from a.b import c` that is `a/b/c.py` when it exists, else `a/b/__init__.py`. The parent packages'
@@ -301,4 +302,68 @@ def test_the_room_order_check_sees_an_import_upwards(tmp_path: Path) -> None:
     ]
     assert upward_imports(root, ("_low", "_top", "_new"), {("_low", "_top")}) == [
         "plugins.redfish._low.b:1 imports plugins.redfish._new, a room above it"
+    ]
+
+
+#: generated protobuf stubs (proto/generate.py places them): the wire contract of whoever speaks the
+#: protocol, outside the privacy rule (docs/architecture.md, "Imports")
+GENERATED = ("controller._proto", "plugins._proto")
+
+
+def owner_of(target: str) -> str | None:
+    """The package a module is private to: the one holding its first `_`-prefixed name part (None:
+    a public module). `plugins.base._types` is private to `plugins.base`; `plugins.redfish._wire.errors`
+    to `plugins.redfish`."""
+    parts = target.split(".")
+    for at, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:at])
+    return None
+
+
+def private_reaches(root: Path, folders: tuple[str, ...]) -> list[str]:
+    """Imports of a private module from outside the package it is private to."""
+    found = []
+    for imp in imports(root, folders):
+        owner = owner_of(imp.target)
+        if owner is None or imp.target.startswith(GENERATED):
+            continue
+        if imp.module != owner and not imp.module.startswith(owner + "."):
+            found.append(f"{imp.module}:{imp.line} imports {imp.target}, private to {owner}")
+    return list(dict.fromkeys(found))  # `from m import a, b`: one line
+
+
+#: bench/ measures a package's insides as its tests do (tests/ is not scanned): both may import it
+PUBLIC_ONLY = ("controller", "plugins", "bmcsim", "drills")
+
+
+def test_no_module_imports_another_packages_private_module() -> None:
+    """A module whose name starts with `_` is private to its package: only that package's modules
+    import it; what another package needs is exported by the package's `__init__` or lives in a
+    public module."""
+    assert any(imp.target == "plugins.base.codec" for imp in imports(ROOT, PUBLIC_ONLY))  # it scans
+    found = private_reaches(ROOT, PUBLIC_ONLY)
+    assert not found, "import the package's public names instead:\n" + "\n".join(found)
+
+
+def test_the_privacy_check_sees_a_reach_into_another_package(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "plugins/__init__.py": "",
+            "plugins/_proto/__init__.py": "",
+            "plugins/base/__init__.py": "from plugins.base._types import T\n",
+            "plugins/base/_types.py": "T = 1\n",
+            "plugins/base/codec.py": "from . import _types\n",
+            "plugins/nvml/__init__.py": "from plugins.base import codec, T\nfrom plugins import _proto\n",
+            "plugins/nvml/_state.py": "def f():\n    from plugins.base import _types\n",
+            "plugins/nvml/_room/__init__.py": "",
+            "plugins/nvml/_room/a.py": "from plugins.nvml import _state\nimport plugins.base._types\n",
+            "plugins/nvml/_room/b.py": "from plugins.base._types import T, U\n",
+        },
+    )
+    assert private_reaches(root, ("plugins",)) == [
+        "plugins.nvml._room.a:2 imports plugins.base._types, private to plugins.base",
+        "plugins.nvml._room.b:1 imports plugins.base._types, private to plugins.base",
+        "plugins.nvml._state:2 imports plugins.base._types, private to plugins.base",
     ]

@@ -28,8 +28,8 @@ from controller._proto.devicecontroller.v1 import policy_pb2
 from controller.api.json_fields import DEFAULT_MAX_JSON_BYTES, DEFAULT_MAX_JSON_DEPTH, parse_json_object
 from controller.desired.limits import INTERNAL_PREFIX
 from plugins.base import InvalidRequestError, RequestKind
-from plugins.base._health import MAX_TELEMETRY_SAMPLES, MAX_WRITE_RESOLUTION_MS
-from plugins.base._numbers import MAX_WATTS, shown
+from plugins.base.bounds import MAX_WATTS, shown
+from plugins.base.health import MAX_TELEMETRY_SAMPLES, MAX_WRITE_RESOLUTION_MS
 
 __all__ = [
     "DEFAULT_MAX_TIMEOUT_SECONDS",

@@ -79,7 +79,7 @@ def _confirmed_base(args: argparse.Namespace, where: str) -> bool:
 
 def _previous(current: str | None) -> str:
     """`db downgrade` without a revision: one step back (from the first revision: empty)."""
-    from controller.store._database import revisions
+    from controller.store import revisions
 
     known = revisions()
     if current is None:

@@ -222,9 +222,9 @@ def _emit(value: Mapping[str, Any]) -> None:
 async def _act(plugin: Any, args: argparse.Namespace) -> int:
     from controller.plugin_host.remote import RemotePlugin
     from plugins._proto.nomad.plugins.base import base_pb2
-    from plugins.base import _nomad
-    from plugins.base._codec import decode, encode
-    from plugins.base._wire import BY_METHOD
+    from plugins.base import nomad
+    from plugins.base.codec import decode, encode
+    from plugins.base.wire import BY_METHOD
 
     assert isinstance(plugin, RemotePlugin)
     conn = plugin.connection
@@ -244,7 +244,7 @@ async def _act(plugin: Any, args: argparse.Namespace) -> int:
         return 0
     if args.what == "schema":
         reply = await conn.base.ConfigSchema(base_pb2.ConfigSchemaRequest(), timeout=args.timeout)
-        rows = _nomad.hcl_to_rows(reply.spec)
+        rows = nomad.hcl_to_rows(reply.spec)
         if args.json:
             _emit({"attributes": rows})
         else:
@@ -324,7 +324,7 @@ async def _act(plugin: Any, args: argparse.Namespace) -> int:
 
 
 def _show_fingerprint(args: argparse.Namespace, update: FingerprintResponse) -> None:
-    from plugins.base._codec import encode
+    from plugins.base.codec import encode
 
     if args.json:
         _emit(encode(update))
@@ -345,7 +345,7 @@ def _show_fingerprint(args: argparse.Namespace, update: FingerprintResponse) -> 
 
 
 def _show_stats(args: argparse.Namespace, stats: StatsResponse) -> None:
-    from plugins.base._codec import encode
+    from plugins.base.codec import encode
 
     if args.json:
         _emit(encode(stats))

@@ -13,7 +13,7 @@ from controller.desired.in_force import InForce
 from controller.store import DesiredLimit
 from controller.translate import datetime_to_timestamp
 from plugins.base import DeviceWrite, WriteOutcome
-from plugins.base._codec import encode
+from plugins.base.codec import encode
 
 
 def write_records(writes: Iterable[Mapping[str, Any]]) -> list[apb.DeviceWrite]:

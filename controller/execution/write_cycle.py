@@ -42,8 +42,8 @@ from plugins.base import (
     run_operation,
     uncancelled,
 )
-from plugins.base._codec import encode
-from plugins.base._health import FAIL, PASS
+from plugins.base.codec import encode
+from plugins.base.health import FAIL, PASS
 
 log = logging.getLogger(__name__)
 

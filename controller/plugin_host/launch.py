@@ -35,9 +35,9 @@ from plugins._proto.goplugin import (
 from plugins._proto.nomad.plugins.base import base_pb2, base_pb2_grpc
 from plugins._proto.nomad.plugins.device import device_pb2_grpc
 from plugins.base import HostEnvironmentError, InvalidRequestError
-from plugins.base._config import ConfigSpec, decode_config, encode_config
-from plugins.base._numbers import check_number
-from plugins.base._serve import (
+from plugins.base.bounds import check_number
+from plugins.base.plugin_config import ConfigSpec, decode_config, encode_config
+from plugins.base.serving import (
     API_VERSIONS,
     APP_PROTOCOL_VERSION,
     CORE_PROTOCOL_VERSION,

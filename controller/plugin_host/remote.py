@@ -45,9 +45,9 @@ from plugins.base import (
     UnsupportedError,
     VerificationResult,
 )
-from plugins.base import _nomad as n
-from plugins.base import _wire as w
-from plugins.base._codec import encode
+from plugins.base import nomad as n
+from plugins.base import wire as w
+from plugins.base.codec import encode
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
-from controller.store._database import is_sqlite_memory, normalise_url
-from plugins.base._identity import read_holder, try_lock, write_holder
+from controller.store import is_sqlite_memory, normalise_url
+from plugins.base.identity import read_holder, try_lock, write_holder
 
 log = logging.getLogger(__name__)
 

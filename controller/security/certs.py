@@ -35,7 +35,7 @@ class CertSet:
 def init(directory: str | os.PathLike[str], clients: tuple[str, ...] = DEFAULT_CLIENTS) -> CertSet:
     """Create (or reuse) the CA and server certificate in `directory`, and a client cert per name."""
     # the simulator's certificate maker, loaded only by the commands that make certificates
-    from bmcsim._tls import CA_KEY_FILE, ensure_tls_files, key_pem, write_file
+    from bmcsim.tls import CA_KEY_FILE, ensure_tls_files, key_pem, write_file
 
     files = ensure_tls_files(directory)
     ca_cert = x509.load_pem_x509_certificate(files.ca.read_bytes())

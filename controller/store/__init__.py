@@ -9,7 +9,14 @@ both are exposed as coroutines on :class:`Store`.
 from ._batch import StoreClosedError, WriteFailure, is_outage
 from ._bmc_checks import BmcCheckRow
 from ._bmc_health import BmcAccess, BmcHealthRow
-from ._database import SchemaNewerError, SchemaOutdatedError, newer_schema_message
+from ._database import (
+    SchemaNewerError,
+    SchemaOutdatedError,
+    is_sqlite_memory,
+    newer_schema_message,
+    normalise_url,
+    revisions,
+)
 from ._retention import Backlog, PruneResult, RetentionPolicy, outbox_backlog, prune, table_rows
 from ._shards import LeaseRound, LeaseRoundResult
 from ._state_changes import state_digest
@@ -76,9 +83,12 @@ __all__ = [
     "WriteCycleRow",
     "WriteFailure",
     "is_outage",
+    "is_sqlite_memory",
     "newer_schema_message",
+    "normalise_url",
     "outbox_backlog",
     "prune",
+    "revisions",
     "state_digest",
     "table_rows",
 ]

@@ -1,6 +1,9 @@
 """The plugin contract: domain types, errors, Nomad-shaped streams and the `DevicePlugin` base.
 
-Plugins import from here only; they never see protobuf.
+Plugins import from here only; they never see protobuf. The protocol-level modules that the
+controller's plugin host shares with the plugins are public modules of this package: `codec`, `wire`,
+`nomad`, `serving`, `plugin_config`, `identity`, `bounds`, `health`, `schema`, `entity`, `receipts`;
+the `_`-prefixed modules are private to it (docs/architecture.md, "Imports").
 """
 
 from plugins.base._errors import (
@@ -15,7 +18,6 @@ from plugins.base._errors import (
     UnknownDeviceError,
     UnsupportedError,
 )
-from plugins.base._health import HealthCheck, HealthQuery, HealthResult, uncancelled
 from plugins.base._plugin import (
     OPERATIONS,
     Credentials,
@@ -31,8 +33,6 @@ from plugins.base._plugin import (
 )
 from plugins.base._policy import CapTarget, check_range, element_share, gpu_target, gpu_targets
 from plugins.base._profiles import ProfileChecks
-from plugins.base._receipts import DeviceWrite, WriteLog, WriteRefusedError, recording, write_log
-from plugins.base._schema import check_shape, json_type
 from plugins.base._spec import CATALOGUE, ComponentSpec, SystemSpec, policy_from_element_map
 from plugins.base._streams import (
     DEVICE_TYPE_GPU,
@@ -86,6 +86,9 @@ from plugins.base._types import (
     StdMetricsResult,
     WriteOutcome,
 )
+from plugins.base.health import HealthCheck, HealthQuery, HealthResult, uncancelled
+from plugins.base.receipts import DeviceWrite, WriteLog, WriteRefusedError, recording, write_log
+from plugins.base.schema import check_shape, json_type
 
 __all__ = [
     "CATALOGUE",
@@ -188,6 +191,6 @@ def serve(plugin: DevicePlugin, *, address: str | None = None, manual: bool = Fa
     `address`: "unix:PATH" or "HOST:PORT" (None: a fresh Unix socket); `manual`: run without
     the magic cookie a host sets. Returns the process exit status.
     """
-    from plugins.base._serve import serve as _serve  # gRPC and protobuf load only when serving
+    from plugins.base.serving import serve as _serve  # gRPC and protobuf load only when serving
 
     return _serve(plugin, address=address, manual=manual)

@@ -17,9 +17,9 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from plugins.base import _types as t
 from plugins.base._errors import UnsupportedError
-from plugins.base._health import HealthQuery, HealthResult
-from plugins.base._receipts import DeviceWrite, WriteLog, recording
 from plugins.base._streams import ContainerReservation, FingerprintResponse, StatsResponse
+from plugins.base.health import HealthQuery, HealthResult
+from plugins.base.receipts import DeviceWrite, WriteLog, recording
 
 R = TypeVar("R")
 

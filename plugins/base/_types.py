@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from plugins.base._health import HealthQuery, HealthResult
+from plugins.base.health import HealthQuery, HealthResult
 
 
 class RequestKind(enum.Enum):

@@ -42,7 +42,7 @@ from plugins.base import (
     StatValue,
     UnknownDeviceError,
 )
-from plugins.base._numbers import check_number
+from plugins.base.bounds import check_number
 
 #: how much of a file the stats read (a digest of a huge file would stall the stream)
 _READ_LIMIT = 1 << 20

@@ -1,4 +1,4 @@
-"""Two-phase entity modification on an NVML node (decision table: `plugins.base._entity`).
+"""Two-phase entity modification on an NVML node (decision table: `plugins.base.entity`).
 
 In-band there is no endpoint to re-discover: an address, credential or platform change is
 accepted with phase 1, which only re-reads the GPUs. A new default policy while a resource group
@@ -17,7 +17,7 @@ from plugins.base import (
     PolicyAction,
     PolicyChange,
 )
-from plugins.base._entity import EntityFacts, decide, endpoint_changes, policy_changes
+from plugins.base.entity import EntityFacts, decide, endpoint_changes, policy_changes
 from plugins.nvml._state import NvmlState
 
 if TYPE_CHECKING:

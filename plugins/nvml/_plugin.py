@@ -178,7 +178,7 @@ class NvmlPlugin(DevicePlugin):
     async def modify_entity(
         self, ctx: DeviceContext, req: EntityModification
     ) -> Outcome[EntityModificationResult]:
-        """Two-phase entity modification (the decision table: `plugins.base._entity`)."""
+        """Two-phase entity modification (the decision table: `plugins.base.entity`)."""
         return await _entity.modify_entity(self, ctx, req)
 
     async def set_policy(self, ctx: DeviceContext, req: PolicyChange) -> Outcome[AllocationResult]:

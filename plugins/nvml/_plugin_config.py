@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from plugins.base import DeviceGroup, DeviceGroupStats, InvalidRequestError
-from plugins.base._config import parse_duration
-from plugins.base._numbers import check_number
+from plugins.base.bounds import check_number
+from plugins.base.plugin_config import parse_duration
 
 SCHEMA: Mapping[str, Any] = {
     "type": "object",

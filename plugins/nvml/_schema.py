@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from plugins.base import ElementType, InvalidRequestError
-from plugins.base._schema import check_model_basics, check_shape, clip, is_int, json_type, quote
+from plugins.base.schema import check_model_basics, check_shape, clip, is_int, json_type, quote
 
 STATE_VERSION = 1
 #: nesting deeper than this is refused before anything walks the document recursively; above the

@@ -38,7 +38,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from plugins.base import Endpoint, HostEnvironmentError, InvalidRequestError
-from plugins.base._numbers import MAX_COUNT, MAX_SECONDS, MAX_WATTS, check_number
+from plugins.base.bounds import MAX_COUNT, MAX_SECONDS, MAX_WATTS, check_number
 
 log = logging.getLogger(__name__)
 

@@ -159,7 +159,7 @@ class RedfishPlugin(DevicePlugin):
     async def modify_entity(
         self, ctx: DeviceContext, req: EntityModification
     ) -> Outcome[EntityModificationResult]:
-        """Two-phase entity modification (the decision table: `plugins.base._entity`)."""
+        """Two-phase entity modification (the decision table: `plugins.base.entity`)."""
         return await _entity.modify_entity(self, ctx, req)
 
     # ---- allocations and policies ---------------------------------------------------------------

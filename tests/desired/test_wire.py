@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from plugins.base import AllocationResult, DeviceContext, DeviceWrite, Outcome
-from plugins.base._wire import BY_METHOD, context_from_pb, outcome_from_pb, outcome_to_pb, request_to_pb
+from plugins.base.wire import BY_METHOD, context_from_pb, outcome_from_pb, outcome_to_pb, request_to_pb
 from tests.desired.test_receipts import gpu_policy
 
 

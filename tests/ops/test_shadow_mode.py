@@ -213,7 +213,7 @@ def test_a_plugin_that_cannot_plan_is_not_called_for_writes() -> None:
 
 
 def test_the_redfish_client_refuses_writes_in_a_dry_run() -> None:
-    from plugins.base._receipts import refuse_in_dry_run
+    from plugins.base.receipts import refuse_in_dry_run
 
     with recording(WriteLog(dry_run=True)), pytest.raises(WriteRefusedError):
         refuse_in_dry_run("PATCH", "/redfish/v1/Chassis/1/Controls/Cap")

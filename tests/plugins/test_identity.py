@@ -1,4 +1,4 @@
-"""Identity leases (plugins.base._identity): unique among live processes, taken back after a death,
+"""Identity leases (plugins.base.identity): unique among live processes, taken back after a death,
 with the record of what the holders created."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from plugins.base._identity import RUN_DIR_ENV, ProcessIdentity
+from plugins.base.identity import RUN_DIR_ENV, ProcessIdentity
 from tests.serve_process import ROOT
 
 #: a process that holds an identity, records a session and waits to be killed
 _HOLD = (
-    "import sys; from plugins.base._identity import ProcessIdentity as P; i = P(sys.argv[1]).acquire(); "
+    "import sys; from plugins.base.identity import ProcessIdentity as P; i = P(sys.argv[1]).acquire(); "
     "i.note_created('https://bmc', '/redfish/v1/SessionService/Sessions/9').result(); "
     "print(i.client_id, flush=True); sys.stdin.read()"
 )
@@ -80,7 +80,7 @@ def test_a_run_directory_others_can_write_gives_an_identity_no_one_can_take_back
 
 
 _LOGINS = (
-    "import sys; from plugins.base._identity import ProcessIdentity as P; i = P('ctl').acquire(); "
+    "import sys; from plugins.base.identity import ProcessIdentity as P; i = P('ctl').acquire(); "
     "w = None\n"
     "for k in range(int(sys.argv[1])):\n"
     "    origin = f'https://bmc{k % 50}'\n"

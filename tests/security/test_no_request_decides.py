@@ -22,7 +22,7 @@ import grpc
 import pytest
 from aiohttp import web
 
-from bmcsim._tls import ensure_tls_files
+from bmcsim.tls import ensure_tls_files
 from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc
 from controller.app import Controller

@@ -15,7 +15,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from bmcsim._tls import write_file
+from bmcsim.tls import write_file
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc, devicecontroller_pb2_grpc
 from controller.app import Controller

@@ -39,8 +39,8 @@ from redfish.aio import AsyncRedfishClient
 from redfish.aio import exceptions as dmtf
 from redfish.aio.response import AsyncRestResponse
 
-from plugins.base._identity import ProcessIdentity
-from plugins.base._receipts import refuse_in_dry_run
+from plugins.base.identity import ProcessIdentity
+from plugins.base.receipts import refuse_in_dry_run
 from plugins.redfish._client.login import BmcLogin
 from plugins.redfish._client.readbacks import (
     ReadBacks,

@@ -13,7 +13,7 @@ import time
 from redfish.aio import exceptions as dmtf
 
 from plugins.base import HostEnvironmentError
-from plugins.base._schema import clip
+from plugins.base.schema import clip
 from plugins.redfish._client.readbacks import ReadBacks
 from plugins.redfish._client.sessions import LeftoverSessions
 from plugins.redfish._wire.errors import AccessError, RedfishError, RedfishHTTPError

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable
 
 from plugins.base import Endpoint
-from plugins.base._identity import ProcessIdentity
+from plugins.base.identity import ProcessIdentity
 from plugins.redfish._client.client import BmcClient
 from plugins.redfish._client.sessions import session_marker
 from plugins.redfish._config import ConnectionSettings, RedfishSettings, check_ca_bundle
@@ -41,7 +41,7 @@ class BmcPool:
         client_id: who this process acts for (the controller's instance id): stable across its
             restarts, distinct between controllers that run at once. Default: the environment's
             `DEVICECTL_INSTANCE_ID`, else the host name. The identity our sessions carry is the
-            lease `plugins.base._identity` grants for it at `start()` (this id while no other live
+            lease `plugins.base.identity` grants for it at `start()` (this id while no other live
             process holds it).
     """
 

@@ -1,5 +1,5 @@
 """Whose a Redfish session is: the `Session.Context` marker our logins send, and the record of
-the sessions this process's identity opened (`plugins.base._identity`), written right after each
+the sessions this process's identity opened (`plugins.base.identity`), written right after each
 login, before the session is used. Only these prove a session ours (`plugins.redfish._client.sessions`).
 """
 
@@ -11,8 +11,8 @@ import logging
 
 from redfish.aio import AsyncRedfishClient
 
-from plugins.base._identity import ProcessIdentity
-from plugins.base._schema import clip
+from plugins.base.identity import ProcessIdentity
+from plugins.base.schema import clip
 from plugins.redfish._client.uris import session_member
 
 log = logging.getLogger("plugins.redfish._client.client")

@@ -40,7 +40,7 @@ from typing import Any
 from redfish.aio import exceptions as dmtf
 from redfish.aio.response import AsyncRestResponse
 
-from plugins.base._schema import clip
+from plugins.base.schema import clip
 from plugins.redfish._client.session_record import SessionRecord, marker_parts, session_marker
 from plugins.redfish._client.session_table import Sweep, full_table
 from plugins.redfish._client.uris import SESSIONS_PATH, session_member

@@ -1,4 +1,4 @@
-"""Two-phase entity modification on a Redfish BMC (decision table: `plugins.base._entity`).
+"""Two-phase entity modification on a Redfish BMC (decision table: `plugins.base.entity`).
 
 Phase 1 after a BMC address, credential or platform change drops what is cached for the old
 endpoint (its pooled client and Redfish session, the discovery and readings in the state) and
@@ -20,7 +20,7 @@ from plugins.base import (
     PolicyAction,
     PolicyChange,
 )
-from plugins.base._entity import EntityFacts, decide, endpoint_changes, policy_changes
+from plugins.base.entity import EntityFacts, decide, endpoint_changes, policy_changes
 from plugins.redfish._device.device import prepare
 from plugins.redfish._device.state import DeviceState
 

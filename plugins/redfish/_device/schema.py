@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from plugins.base import InvalidRequestError
-from plugins.base._schema import check_model_basics, check_shape, is_int, json_type, quote
+from plugins.base.schema import check_model_basics, check_shape, is_int, json_type, quote
 from plugins.redfish._client.uris import redfish_path, session_member
 from plugins.redfish._discovery.layout import DISCOVERY_VERSION, PLATFORMS, Component
 

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from plugins.base import DeviceContext, DeviceControllerError
-from plugins.base._health import FAIL, PASS, SKIP, WARN, HealthCheck, HealthQuery
+from plugins.base.health import FAIL, PASS, SKIP, WARN, HealthCheck, HealthQuery
 from plugins.redfish._client.pool import BmcPool
 from plugins.redfish._config import RedfishSettings
 from plugins.redfish._device.device import Device, connect, prepare

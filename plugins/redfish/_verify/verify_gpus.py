@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from plugins.base import DeviceControllerError
-from plugins.base._health import FAIL, PASS, SKIP, WARN, HealthCheck
+from plugins.base.health import FAIL, PASS, SKIP, WARN, HealthCheck
 from plugins.redfish._capping.profiles import parse_mask, to_ids
 from plugins.redfish._device.device import Device
 from plugins.redfish._platforms import mechanism_for

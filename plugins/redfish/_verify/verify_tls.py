@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from cryptography import x509
 
-from plugins.base._health import FAIL, PASS, WARN, HealthCheck
+from plugins.base.health import FAIL, PASS, WARN, HealthCheck
 from plugins.redfish._config import ConnectionSettings
 
 #: a certificate expiring sooner than this is a warning

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from plugins.base import DeviceControllerError, WriteOutcome
-from plugins.base._health import FAIL, PASS, WARN, HealthCheck, HealthQuery, uncancelled
+from plugins.base.health import FAIL, PASS, WARN, HealthCheck, HealthQuery, uncancelled
 from plugins.redfish._capping.caps import CapChange, restore_cap, set_cap
 from plugins.redfish._device.device import Device
 from plugins.redfish._device.op_bmc import OpBmc

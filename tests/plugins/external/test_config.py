@@ -14,9 +14,9 @@ import pytest
 
 from plugins._proto.nomad.plugins.shared.hclspec import hcl_spec_pb2 as hpb
 from plugins.base import InvalidRequestError
-from plugins.base import _nomad as n
-from plugins.base._config import ConfigSpec, decode_config, encode_config, settings, unpack_config
-from plugins.base._serve import config_spec
+from plugins.base import nomad as n
+from plugins.base.plugin_config import ConfigSpec, decode_config, encode_config, settings, unpack_config
+from plugins.base.serving import config_spec
 from plugins.filedevices import FileDevicesPlugin
 
 SCHEMA = {

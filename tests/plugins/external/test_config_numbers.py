@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plugins.base import Endpoint, InvalidRequestError
-from plugins.base import _nomad as n
-from plugins.base._config import ConfigField, ConfigSpec, decode_config, unpack_config
-from plugins.base._serve import config_spec
+from plugins.base import nomad as n
+from plugins.base.plugin_config import ConfigField, ConfigSpec, decode_config, unpack_config
+from plugins.base.serving import config_spec
 from plugins.filedevices import FileDevicesPlugin
 from plugins.nvml._plugin_config import SCHEMA as NVML_SCHEMA
 from plugins.nvml._plugin_config import PluginConfig

@@ -14,7 +14,7 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.delivery.sink import TopologySink
 from controller.plugin_host.launch import connect, parse_handshake
 from plugins.base import HostEnvironmentError
-from plugins.base._serve import MAGIC_COOKIE_KEY
+from plugins.base.serving import MAGIC_COOKIE_KEY
 from tests.plugins.external.conftest import ROOT, device_table, plugin_table, serve_command, spec
 
 R = pb.DeviceControllerRequest

@@ -6,7 +6,7 @@ import pytest
 
 from plugins.base import Attribute, Device, DeviceControllerError, DeviceGroup
 from plugins.base._nomad_rules import UNITS, attribute_problem, fingerprint_problems
-from plugins.base._serve import checked_groups_to_pb
+from plugins.base.serving import checked_groups_to_pb
 
 
 def group(**kw: object) -> DeviceGroup:

@@ -9,8 +9,8 @@ import msgpack
 import pytest
 
 from plugins.base import Device, DeviceGroup, InvalidRequestError
-from plugins.base._config import parse_duration, settings, unpack_config
-from plugins.base._serve import apply_config, config_spec, plugin_config_schema
+from plugins.base.plugin_config import parse_duration, settings, unpack_config
+from plugins.base.serving import apply_config, config_spec, plugin_config_schema
 from plugins.nvml import NvmlPlugin
 from plugins.nvml._plugin_config import PluginConfig
 from plugins.redfish import RedfishPlugin

@@ -43,9 +43,9 @@ from plugins.base import (
     StatValue,
     StdMetricsResult,
 )
-from plugins.base import _nomad as n
-from plugins.base._codec import decode, encode, error_from
-from plugins.base._wire import POWER_RPCS
+from plugins.base import nomad as n
+from plugins.base.codec import decode, encode, error_from
+from plugins.base.wire import POWER_RPCS
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, 600000, tzinfo=UTC)
 POLICY = Policy(

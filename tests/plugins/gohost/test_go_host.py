@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from bmcsim import SimulatorFleet
-from plugins.base._config import decode_config, encode_config
-from plugins.base._serve import config_spec
+from plugins.base.plugin_config import decode_config, encode_config
+from plugins.base.serving import config_spec
 from plugins.filedevices import FileDevicesPlugin
 from plugins.nvml import NvmlPlugin
 from plugins.nvml.testing import FakeNvml

@@ -26,8 +26,8 @@ import msgpack
 
 from plugins._proto.nomad.plugins.shared.hclspec import hcl_spec_pb2 as hpb
 from plugins.base._errors import InvalidRequestError
-from plugins.base._numbers import finite, shown
-from plugins.base._schema import clip, json_type
+from plugins.base.bounds import finite, shown
+from plugins.base.schema import clip, json_type
 
 _PRIMITIVES = ("string", "number", "bool", "any")
 _COLLECTION = re.compile(r"^(list|set|map)\((.*)\)$")

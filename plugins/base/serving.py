@@ -5,7 +5,7 @@ One gRPC server carries Nomad's `DevicePlugin` and `BasePlugin` services, go-plu
 `PowerOperations` extension. The process refuses to start without Nomad's magic cookie (unless
 run by hand), then prints the one handshake line on stdout and serves until the host calls
 `Shutdown` or sends SIGTERM; like go-plugin's server it ignores SIGINT when a host started it.
-SetConfig is decoded with the plugin's own spec (`plugins.base._config`), and a fingerprint is
+SetConfig is decoded with the plugin's own spec (`plugins.base.plugin_config`), and a fingerprint is
 checked against Nomad's validation rules before it is sent (`plugins.base._nomad_rules`). Logs go
 to stderr: stdout belongs to the handshake.
 """
@@ -41,13 +41,13 @@ from plugins._proto.nomad.plugins.base import base_pb2_grpc as bgrpc
 from plugins._proto.nomad.plugins.device import device_pb2 as dpb
 from plugins._proto.nomad.plugins.device import device_pb2_grpc as dgrpc
 from plugins.base import _errors as e
-from plugins.base import _nomad as n
-from plugins.base import _wire as w
-from plugins.base._codec import decode
-from plugins.base._config import ConfigSpec, settings, unpack_config
+from plugins.base import nomad as n
+from plugins.base import wire as w
 from plugins.base._nomad_rules import fingerprint_problems
 from plugins.base._plugin import DeviceContext, DevicePlugin, DeviceTarget, PendingVerification
-from plugins.base._receipts import WriteLog, recording
+from plugins.base.codec import decode
+from plugins.base.plugin_config import ConfigSpec, settings, unpack_config
+from plugins.base.receipts import WriteLog, recording
 
 log = logging.getLogger(__name__)
 
@@ -331,7 +331,7 @@ async def serve_async(
     """
     state = _State(plugin)
     # its own identity towards devices, apart from the controller on the same host (whose instance
-    # id is the default): `plugins.base._identity` makes it unique among live processes
+    # id is the default): `plugins.base.identity` makes it unique among live processes
     plugin.set_client_id(f"{os.environ.get('DEVICECTL_INSTANCE_ID') or socket.gethostname()}-plugin")
     await plugin.start()
     # gRPC cancels a call its server has not picked up within 30 s by default; a plugin busy with a

@@ -19,8 +19,8 @@ from plugins._proto.devicectl.plugin.v1 import power_pb2 as ppb
 from plugins.base import _errors as e
 from plugins.base import _plugin as p
 from plugins.base import _types as t
-from plugins.base._codec import decode, encode, error_from
-from plugins.base._receipts import DeviceWrite
+from plugins.base.codec import decode, encode, error_from
+from plugins.base.receipts import DeviceWrite
 
 SERVICE = "devicectl.plugin.v1.PowerOperations"
 
@@ -122,7 +122,7 @@ def _no_constant(name: str) -> Any:
 
 def _loads(text: str, where: str) -> Any:
     """JSON from the other side, refusing NaN and Infinity (Python's json takes them; no option,
-    limit or request field may hold one: `plugins.base._numbers`)."""
+    limit or request field may hold one: `plugins.base.bounds`)."""
     try:
         return json.loads(text, parse_constant=_no_constant)
     except ValueError as exc:
