@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from controller.cli import _agent, _inspect, _local, _plugin, _preflight, _query, _send_cli, _support, _verify
+from controller.cli import _agent, _inspect, _local, _plugin, _preflight, _query, _send, _support, _verify
 from controller.cli._click import Group, call, client_options, namespace, output_options, pending_args
 from controller.cli._render import print_error, print_json, set_output
 from controller.cli._serve import cmd_serve
@@ -295,7 +295,7 @@ def _completion(shell: str) -> int:
     return 0
 
 
-_send_cli.register(cli)
+_send.register(cli)
 _query.register(cli)
 _inspect.register(cli)
 _plugin.register(cli)

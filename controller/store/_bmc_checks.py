@@ -8,19 +8,16 @@ or why it could not run (`failed`). A controller that restarts marks its own `ru
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ._batch import Handler
 from ._models import BMC_CHECKS
-from ._types import require_aware
 
-T = TypeVar("T")
 B = BMC_CHECKS
 QUEUED, RUNNING, DONE, FAILED, INTERRUPTED = "queued", "running", "done", "failed", "interrupted"
 FINISHED = (DONE, FAILED, INTERRUPTED)
@@ -50,14 +47,14 @@ def _row(row: Any) -> BmcCheckRow:
     return BmcCheckRow(**dict(row._mapping))
 
 
-def _insert(conn: Connection, args: list[list[BmcCheckRow]]) -> list[None]:
+def insert_many(conn: Connection, args: list[list[BmcCheckRow]]) -> list[None]:
     rows = [r for batch in args for r in batch]
     if rows:
         conn.execute(sa.insert(B), [{f: getattr(r, f) for f in BmcCheckRow.__slots__} for r in rows])
     return [None for _ in args]
 
 
-def _claim(
+def claim_many(
     conn: Connection, args: list[tuple[str, int, datetime, Sequence[str] | None]]
 ) -> list[list[BmcCheckRow]]:
     out = []
@@ -83,7 +80,7 @@ def _claim(
     return out
 
 
-def _finish(conn: Connection, args: list[tuple[str, str, str, Any, Any, str, datetime]]) -> list[None]:
+def finish_many(conn: Connection, args: list[tuple[str, str, str, Any, Any, str, datetime]]) -> list[None]:
     for check_id, status, verdict, result, writes, error, at in args:
         conn.execute(
             sa.update(B)
@@ -93,7 +90,7 @@ def _finish(conn: Connection, args: list[tuple[str, str, str, Any, Any, str, dat
     return [None for _ in args]
 
 
-def _note(conn: Connection, args: list[tuple[str, str, Any, datetime]]) -> list[None]:
+def note_many(conn: Connection, args: list[tuple[str, str, Any, datetime]]) -> list[None]:
     """A write cycle's restore after its verification stopped: the row ends `interrupted` (if it was
     still `running`) with the restore's report as its error, and the restore's receipts appended."""
     for check_id, error, writes, at in args:
@@ -107,7 +104,7 @@ def _note(conn: Connection, args: list[tuple[str, str, Any, datetime]]) -> list[
     return [None for _ in args]
 
 
-def _interrupt(conn: Connection, args: list[tuple[str, datetime]]) -> list[int]:
+def interrupt_many(conn: Connection, args: list[tuple[str, datetime]]) -> list[int]:
     out = []
     for owner, at in args:
         done = conn.execute(
@@ -131,7 +128,7 @@ def _interrupt(conn: Connection, args: list[tuple[str, datetime]]) -> list[int]:
     return out
 
 
-def _list(
+def list_checks(
     conn: Connection,
     device: str | None,
     batch_id: str | None,
@@ -153,7 +150,7 @@ def _list(
     return [_row(r) for r in conn.execute(query)]
 
 
-def _get(conn: Connection, prefix: str) -> list[BmcCheckRow]:
+def find_checks(conn: Connection, prefix: str) -> list[BmcCheckRow]:
     """Rows whose id or batch id is `prefix` or starts with it (at most 2 batches' worth: ambiguity)."""
     like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     query = sa.select(B).where(
@@ -162,7 +159,7 @@ def _get(conn: Connection, prefix: str) -> list[BmcCheckRow]:
     return [_row(r) for r in conn.execute(query.order_by(B.c.created_at, B.c.check_id).limit(5000))]
 
 
-def _last_per_device(conn: Connection, devices: Sequence[str] | None) -> dict[str, BmcCheckRow]:
+def last_per_device(conn: Connection, devices: Sequence[str] | None) -> dict[str, BmcCheckRow]:
     newest = (
         sa.select(B.c.device, sa.func.max(B.c.created_at).label("at"))
         .where(B.c.status.in_(FINISHED))
@@ -176,77 +173,3 @@ def _last_per_device(conn: Connection, devices: Sequence[str] | None) -> dict[st
     for row in conn.execute(query.order_by(B.c.check_id)):
         out.setdefault(row.device, _row(row))
     return out
-
-
-class BmcCheckAccess:
-    """`Store`'s readiness-verification methods; `Store` provides the reads and writes they run on."""
-
-    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
-        raise NotImplementedError
-
-    async def _write(self, handler: Handler, arg: Any) -> Any:
-        raise NotImplementedError
-
-    async def add_bmc_checks(self, rows: Sequence[BmcCheckRow]) -> None:
-        """Journal new verifications (status `queued`) in one transaction."""
-        for r in rows:
-            require_aware("created_at", r.created_at)
-        await self._write(_insert, list(rows))
-
-    async def claim_bmc_checks(
-        self, owner: str, limit: int, now: datetime, devices: Sequence[str] | None = None
-    ) -> list[BmcCheckRow]:
-        """Take up to `limit` queued verifications, oldest first, for `owner` (of `devices` only:
-        the devices whose shard lease `owner` holds, so one process holds a node cluster-wide)."""
-        require_aware("now", now)
-        rows: list[BmcCheckRow] = await self._write(_claim, (owner, limit, now, devices))
-        return rows
-
-    async def note_bmc_check(
-        self, check_id: str, error: str, writes: list[dict[str, Any]] | None, at: datetime
-    ) -> None:
-        """Report a write cycle's restore on its verification (see `_note`)."""
-        require_aware("at", at)
-        await self._write(_note, (check_id, error, writes, at))
-
-    async def finish_bmc_check(
-        self,
-        check_id: str,
-        status: str,
-        *,
-        verdict: str = "",
-        result: dict[str, Any] | None = None,
-        writes: list[dict[str, Any]] | None = None,
-        error: str = "",
-        at: datetime,
-    ) -> None:
-        """Record how a running verification ended (`done` or `failed`)."""
-        require_aware("at", at)
-        await self._write(_finish, (check_id, status, verdict, result, writes, error, at))
-
-    async def interrupt_bmc_checks(self, owner: str, at: datetime) -> int:
-        """Mark the verifications `owner` was running `interrupted` (it restarted); how many."""
-        require_aware("at", at)
-        count: int = await self._write(_interrupt, (owner, at))
-        return count
-
-    async def list_bmc_checks(
-        self,
-        *,
-        device: str | None = None,
-        batch_id: str | None = None,
-        status: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-        devices: Sequence[str] | None = None,
-    ) -> list[BmcCheckRow]:
-        """Verifications, newest first: from the `offset`th (a page), of `devices` when given."""
-        return await self._read(_list, device, batch_id, status, limit, offset, devices)
-
-    async def find_bmc_checks(self, prefix: str) -> list[BmcCheckRow]:
-        """The verification with this id (or id prefix), or every one of the run with this batch id."""
-        return await self._read(_get, prefix) if prefix else []
-
-    async def last_bmc_checks(self, devices: Sequence[str] | None = None) -> dict[str, BmcCheckRow]:
-        """Each device's last finished verification (all devices, or those named), by device."""
-        return await self._read(_last_per_device, devices)

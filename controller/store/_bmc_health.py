@@ -7,20 +7,17 @@ show`, `status` and the per-device metrics.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ._batch import Handler
 from ._database import chunks
 from ._models import BMC_HEALTH
-from ._types import require_aware
 
-T = TypeVar("T")
 H = BMC_HEALTH
 
 
@@ -56,7 +53,7 @@ def _row(row: Any) -> BmcHealthRow:
     return BmcHealthRow(**dict(row._mapping))
 
 
-def _record(conn: Connection, args: list[list[BmcAccess]]) -> list[None]:
+def record_many(conn: Connection, args: list[list[BmcAccess]]) -> list[None]:
     accesses = [a for batch in args for a in batch]
     devices = list(dict.fromkeys(a.device for a in accesses))
     since: dict[str, datetime | None] = {}
@@ -85,32 +82,8 @@ def _record(conn: Connection, args: list[list[BmcAccess]]) -> list[None]:
     return [None for _ in args]
 
 
-def _list(conn: Connection, devices: Sequence[str] | None, limit: int) -> list[BmcHealthRow]:
+def list_health(conn: Connection, devices: Sequence[str] | None, limit: int) -> list[BmcHealthRow]:
     query = sa.select(H)
     if devices is not None:
         query = query.where(H.c.device.in_(list(devices)))
     return [_row(r) for r in conn.execute(query.order_by(H.c.device).limit(limit))]
-
-
-class BmcHealthAccess:
-    """`Store`'s reachability methods; `Store` provides the reads and writes they run on."""
-
-    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
-        raise NotImplementedError
-
-    async def _write(self, handler: Handler, arg: Any) -> Any:
-        raise NotImplementedError
-
-    async def record_bmc_access(self, accesses: Sequence[BmcAccess]) -> None:
-        """Record accesses (in order) in one transaction."""
-        for a in accesses:
-            require_aware("at", a.at)
-            require_aware("cert_not_after", a.cert_not_after)
-        if accesses:
-            await self._write(_record, list(accesses))
-
-    async def bmc_health(
-        self, devices: Sequence[str] | None = None, limit: int = 1_000_000
-    ) -> list[BmcHealthRow]:
-        """Every device's health row (or those named), by device id."""
-        return await self._read(_list, devices, limit)

@@ -1,4 +1,8 @@
-"""``Store``: the asyncio facade over the synchronous SQLAlchemy code.
+"""``Store``: the asyncio facade over the synchronous SQLAlchemy code, one class for every table.
+
+Each table's queries are functions in its own module (``_journal``, ``_devices``, ``_outbox``,
+``_bmc_checks``, ``_write_cycles``, ``_bmc_health``, ...); a ``Store`` method checks its arguments
+and runs one of them on the writer or a reader.
 
 Writes go through the group-commit writer (one thread, see ``_batch``); reads run on a small
 thread pool with their own connections. The event loop never waits on the database directly.
@@ -12,18 +16,29 @@ the whole database) they go ahead of everything queued in the one writer.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy.engine import URL, Connection
 
-from . import _claims, _database, _desired, _devices, _journal, _shards, _verifications
+from . import (
+    _bmc_checks,
+    _bmc_health,
+    _claims,
+    _database,
+    _desired,
+    _devices,
+    _journal,
+    _outbox,
+    _shards,
+    _verifications,
+    _write_cycles,
+)
 from ._batch import BatchWriter, Handler, WriteFailure
-from ._bmc_checks import BmcCheckAccess
-from ._bmc_health import BmcHealthAccess
-from ._outbox_access import OutboxAccess
+from ._bmc_checks import BmcCheckRow
+from ._bmc_health import BmcAccess, BmcHealthRow
 from ._shards import LeaseRound, LeaseRoundResult
 from ._types import (
     Accepted,
@@ -33,8 +48,10 @@ from ._types import (
     DeviceUpsert,
     DeviceView,
     DriftCheck,
+    DueHead,
     JournalRow,
     NewRequest,
+    OutboxItem,
     RequestView,
     SchemaStatus,
     ShardLease,
@@ -42,12 +59,12 @@ from ._types import (
     VerificationRow,
     require_aware,
 )
-from ._write_cycles import WriteCycleAccess
+from ._write_cycles import WriteCycleRow
 
 T = TypeVar("T")
 
 
-class Store(OutboxAccess, BmcCheckAccess, WriteCycleAccess, BmcHealthAccess):
+class Store:
     """Persistence for devicectl: journal, devices, outbox, audit log, verifications, leases.
 
     Create with :meth:`from_url`, check or apply the schema (:meth:`schema_status`,
@@ -410,6 +427,165 @@ class Store(OutboxAccess, BmcCheckAccess, WriteCycleAccess, BmcHealthAccess):
         """Verifications, newest first; `offset=N` skips N (a page), `devices=[...]` keeps theirs."""
         where = (page.get("offset", 0), page.get("devices"))
         return await self._read(_verifications.list_verifications, device, verification_id, limit, *where)
+
+    # --- outbox: what the delivery worker sends (outcomes are written ahead of the rest) ---------------
+
+    async def due_outbox(
+        self, now: datetime, limit: int = 500, shards: Sequence[int] | None = None
+    ) -> list[OutboxItem]:
+        """For each device, its oldest undelivered response if that one is due (per-device order);
+        only responses of ``shards`` when given."""
+        require_aware("now", now)
+        return await self._read(_outbox.due_outbox, now, limit, shards)
+
+    async def due_heads(
+        self,
+        now: datetime,
+        limit: int = 500,
+        shards: Sequence[int] | None = None,
+        devices: Collection[str] | None = None,
+    ) -> list[DueHead]:
+        """The rows ``due_outbox`` would return (of ``devices`` only, when given), without their
+        contents, each with its device's count of undelivered rows."""
+        require_aware("now", now)
+        return await self._read(_outbox.due_heads, now, limit, shards, devices)
+
+    async def outbox_items(self, ids: Sequence[int]) -> list[OutboxItem]:
+        """The outbox rows ``ids`` still waiting for delivery, by id (a delivered one: nothing)."""
+        return await self._read(_outbox.outbox_items, list(ids)) if ids else []
+
+    async def next_outbox(self, device: str, after_id: int, limit: int) -> list[OutboxItem]:
+        """The device's next ``limit`` undelivered responses after ``after_id``, by id."""
+        return await self._read(_outbox.next_outbox, device, after_id, limit)
+
+    async def mark_delivered(self, outbox_id: int, at: datetime) -> None:
+        """Record a successful delivery."""
+        require_aware("at", at)
+        await self._write_outcome(_outbox.mark_delivered_many, (outbox_id, at))
+
+    async def delivery_failed(self, outbox_id: int, error: str, next_attempt_at: datetime) -> None:
+        """Record a failed delivery attempt and when to try again."""
+        require_aware("next_attempt_at", next_attempt_at)
+        await self._write_outcome(_outbox.delivery_failed_many, (outbox_id, error, next_attempt_at))
+
+    async def dead_letter(self, outbox_id: int, error: str, at: datetime) -> None:
+        """Give up on a response the receiver refused for good (never sent again)."""
+        require_aware("at", at)
+        await self._write_outcome(_outbox.dead_letter_many, (outbox_id, error, at))
+
+    async def dead_letter_count(self) -> int:
+        """How many responses were given up on."""
+        return await self._read(_outbox.dead_letter_count)
+
+    async def undelivered_count(self) -> int:
+        """How many responses await delivery."""
+        return await self._read(_outbox.undelivered_count)
+
+    # --- readiness verifications (`devicectl verify`, `_bmc_checks`) -------------------------------
+
+    async def add_bmc_checks(self, rows: Sequence[BmcCheckRow]) -> None:
+        """Journal new verifications (status `queued`) in one transaction."""
+        for r in rows:
+            require_aware("created_at", r.created_at)
+        await self._write(_bmc_checks.insert_many, list(rows))
+
+    async def claim_bmc_checks(
+        self, owner: str, limit: int, now: datetime, devices: Sequence[str] | None = None
+    ) -> list[BmcCheckRow]:
+        """Take up to `limit` queued verifications, oldest first, for `owner` (of `devices` only:
+        the devices whose shard lease `owner` holds, so one process holds a node cluster-wide)."""
+        require_aware("now", now)
+        rows: list[BmcCheckRow] = await self._write(_bmc_checks.claim_many, (owner, limit, now, devices))
+        return rows
+
+    async def note_bmc_check(
+        self, check_id: str, error: str, writes: list[dict[str, Any]] | None, at: datetime
+    ) -> None:
+        """Report a write cycle's restore on its verification (see `_bmc_checks.note_many`)."""
+        require_aware("at", at)
+        await self._write(_bmc_checks.note_many, (check_id, error, writes, at))
+
+    async def finish_bmc_check(
+        self,
+        check_id: str,
+        status: str,
+        *,
+        verdict: str = "",
+        result: dict[str, Any] | None = None,
+        writes: list[dict[str, Any]] | None = None,
+        error: str = "",
+        at: datetime,
+    ) -> None:
+        """Record how a running verification ended (`done` or `failed`)."""
+        require_aware("at", at)
+        await self._write(_bmc_checks.finish_many, (check_id, status, verdict, result, writes, error, at))
+
+    async def interrupt_bmc_checks(self, owner: str, at: datetime) -> int:
+        """Mark the verifications `owner` was running `interrupted` (it restarted); how many."""
+        require_aware("at", at)
+        count: int = await self._write(_bmc_checks.interrupt_many, (owner, at))
+        return count
+
+    async def list_bmc_checks(
+        self,
+        *,
+        device: str | None = None,
+        batch_id: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        devices: Sequence[str] | None = None,
+    ) -> list[BmcCheckRow]:
+        """Verifications, newest first: from the `offset`th (a page), of `devices` when given."""
+        return await self._read(_bmc_checks.list_checks, device, batch_id, status, limit, offset, devices)
+
+    async def find_bmc_checks(self, prefix: str) -> list[BmcCheckRow]:
+        """The verification with this id (or id prefix), or every one of the run with this batch id."""
+        return await self._read(_bmc_checks.find_checks, prefix) if prefix else []
+
+    async def last_bmc_checks(self, devices: Sequence[str] | None = None) -> dict[str, BmcCheckRow]:
+        """Each device's last finished verification (all devices, or those named), by device."""
+        return await self._read(_bmc_checks.last_per_device, devices)
+
+    # --- write cycles: priors made durable before a write, closed once restored (`_write_cycles`) ----
+
+    async def open_write_cycle(self, row: WriteCycleRow) -> None:
+        """Make a cycle's priors durable (committed when this returns: before its first write)."""
+        require_aware("created_at", row.created_at)
+        await self._write(_write_cycles.insert_many, row)
+
+    async def close_write_cycle(
+        self, cycle_id: str, report: dict[str, Any], at: datetime, *, restored: bool = True
+    ) -> None:
+        """Record how the cycle ended: `closed` once every cap is proven back, else it stays `open`
+        (with the last attempt's report) for the next restore."""
+        require_aware("at", at)
+        status = _write_cycles.CLOSED if restored else _write_cycles.OPEN
+        await self._write(_write_cycles.close_many, (cycle_id, status, report, at if restored else None))
+
+    async def open_write_cycles(self, devices: Sequence[str] | None = None) -> list[WriteCycleRow]:
+        """Cycles not proven restored (all devices, or those named), oldest first."""
+        return await self._read(_write_cycles.open_cycles, devices)
+
+    async def write_cycles_of(self, origin: str) -> list[WriteCycleRow]:
+        """The cycles a verification or request ran (`verify ID`, `bmc_health ID`)."""
+        return await self._read(_write_cycles.cycles_of, origin)
+
+    # --- each device's reachability (`_bmc_health`) -----------------------------------------------
+
+    async def record_bmc_access(self, accesses: Sequence[BmcAccess]) -> None:
+        """Record accesses (in order) in one transaction."""
+        for a in accesses:
+            require_aware("at", a.at)
+            require_aware("cert_not_after", a.cert_not_after)
+        if accesses:
+            await self._write(_bmc_health.record_many, list(accesses))
+
+    async def bmc_health(
+        self, devices: Sequence[str] | None = None, limit: int = 1_000_000
+    ) -> list[BmcHealthRow]:
+        """Every device's health row (or those named), by device id."""
+        return await self._read(_bmc_health.list_health, devices, limit)
 
 
 def _ping(engine: Any) -> None:

@@ -119,7 +119,7 @@ class RedfishPlugin(DevicePlugin):
     state_version = _schema.STATE_VERSION
 
     def set_client_id(self, client_id: str) -> None:
-        """The controller's instance id: our Redfish sessions carry it (`_client.sessions`)."""
+        """The controller's instance id: our Redfish sessions carry it (`_client.client`)."""
         if client_id:
             self.pool.set_client_id(client_id)
 

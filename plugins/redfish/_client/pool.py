@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from plugins.base import Endpoint
 from plugins.base.identity import ProcessIdentity
 from plugins.redfish._client.client import BmcClient
-from plugins.redfish._client.sessions import session_marker
+from plugins.redfish._client.session_table import session_marker
 from plugins.redfish._config import ConnectionSettings, RedfishSettings, check_ca_bundle
 from plugins.redfish._wire.http import HttpConnections
 

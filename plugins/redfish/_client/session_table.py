@@ -1,10 +1,27 @@
-"""What one look at a BMC's Redfish session table found (`Sweep`), and how a full table is
-explained in the error of a refused login (`full_table`)."""
+"""A BMC's Redfish session table as `BmcClient` sees it: whose a session is (`session_marker`, the
+`Session.Context` our logins send, and `marker_parts`, which reads one back), what one look at the
+table found (`Sweep`), and how a full table is explained in the error of a refused login
+(`full_table`)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+
+MARKER_PREFIX = "devicectl/"
+
+
+def session_marker(client_id: str, boot: str) -> str:
+    """The `Session.Context` of this process's sessions."""
+    return f"{MARKER_PREFIX}{client_id}/{boot}"
+
+
+def marker_parts(context: object) -> tuple[str, str] | None:
+    """(client id, boot) of a devicectl marker, None for any other Context."""
+    if not isinstance(context, str) or not context.startswith(MARKER_PREFIX):
+        return None
+    client_id, sep, boot = context[len(MARKER_PREFIX) :].rpartition("/")
+    return (client_id, boot) if sep and client_id and boot else None
 
 
 @dataclass
