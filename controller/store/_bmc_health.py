@@ -1,8 +1,9 @@
 """Each device's reachability (``bmc_health``), as DPS's `dpsctl check status` gives it per node:
 last successful access, since when it has been inaccessible, the last access error, whether a check
-is running, and the BMC certificate's expiry. Written by the drift sweep (every check is an access)
-and by readiness verifications (the certificate); read by `devicectl devices health`, `devices
-show`, `status` and the per-device metrics.
+is running, and the BMC certificate's expiry. Written by every completed request that reached its
+device or failed to, by the drift sweep (every check is an access) and by readiness verifications
+(the certificate); read by `devicectl devices health`, `devices show`, `status` and the per-device
+metrics.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ class BmcHealthRow:
 class BmcAccess:
     """One access to a device: `error` empty when it answered. `cert_not_after` (when known) is
     recorded whatever the outcome; `syncing` marks a check as started and `ended` one that ended
-    without reaching the device (skipped: busy, or another process's), changing nothing else."""
+    without reaching the device (skipped: busy, or another process's), changing nothing else.
+    `by_request`: an ordinary request's access, not a check's: `sync_in_progress` stays as it is."""
 
     device: str
     at: datetime
@@ -50,6 +52,7 @@ class BmcAccess:
     syncing: bool = False
     ended: bool = False
     cert_not_after: datetime | None = None
+    by_request: bool = False
 
 
 def _row(row: Any) -> BmcHealthRow:
@@ -64,7 +67,9 @@ def _record(conn: Connection, args: list[list[BmcAccess]]) -> list[None]:
         query = sa.select(H.c.device, H.c.inaccessible_since).where(H.c.device.in_(list(part)))
         since.update({r.device: r.inaccessible_since for r in conn.execute(query)})
     for a in accesses:
-        values: dict[str, Any] = {"updated_at": a.at, "sync_in_progress": a.syncing}
+        values: dict[str, Any] = {"updated_at": a.at}
+        if not a.by_request:
+            values["sync_in_progress"] = a.syncing
         if a.cert_not_after is not None:
             values["cert_not_after"] = a.cert_not_after
         if not (a.syncing or a.ended):
