@@ -12,7 +12,7 @@ from typing import Any
 from prometheus_client import REGISTRY
 
 from controller.inventory import DeviceEntry
-from controller.store import BmcAccess
+from controller.store import BmcAccess, Store
 from tests.controller.conftest import MEMORY
 from tests.controller.test_service import ping
 from tests.desired.test_drift import eventually
@@ -82,11 +82,10 @@ async def test_a_failed_health_write_never_fails_the_request(
     assert gauge("devicectl_bmc_up", "hq010") == 1  # the gauge does not depend on the row
 
 
-async def test_a_request_leaves_a_running_check_marked_as_running(start_controller: Any) -> None:
+async def test_a_request_leaves_a_running_check_marked_as_running(store: Store) -> None:
     """A drift check marks its device as syncing until its own access ends it; a request's access
-    in between records its outcome and leaves the mark."""
-    h = await start_controller(inventory(hq020=""), drift_interval=0.0)
-    store = h.controller.store
+    in between records its outcome and leaves the mark. Accesses recorded together (several per
+    device, new devices among them) leave each row as if recorded one by one."""
     now = datetime.now(UTC)
     await store.record_bmc_access([BmcAccess("hq020", now, syncing=True)])
     await store.record_bmc_access([BmcAccess("hq020", now, error="refused", by_request=True)])
@@ -95,3 +94,24 @@ async def test_a_request_leaves_a_running_check_marked_as_running(start_controll
     await store.record_bmc_access([BmcAccess("hq020", now + timedelta(seconds=1))])  # the check's own
     (row,) = await store.bmc_health(["hq020"])
     assert not row.sync_in_progress and row.inaccessible_since is None
+
+    at = [now + timedelta(seconds=i) for i in range(2, 8)]
+    await store.record_bmc_access(
+        [
+            BmcAccess("hq020", at[0], error="e1", by_request=True),
+            BmcAccess("hq021", at[0], error="e2", by_request=True),  # new, failing
+            BmcAccess("hq020", at[1], error="e3", by_request=True),  # the run began at at[0]
+            BmcAccess("hq022", at[1], by_request=True),  # new, reached
+            BmcAccess("hq021", at[2], by_request=True),
+            BmcAccess("hq021", at[3], error="e4", by_request=True),  # a new run
+        ]
+    )
+    rows = {r.device: r for r in await store.bmc_health(["hq020", "hq021", "hq022"])}
+    assert (rows["hq020"].inaccessible_since, rows["hq020"].last_error) == (at[0], "e3")
+    assert rows["hq020"].last_error_at == at[1] and rows["hq020"].last_success_at == now + timedelta(
+        seconds=1
+    )
+    assert (rows["hq021"].inaccessible_since, rows["hq021"].last_error) == (at[3], "e4")
+    assert rows["hq021"].last_success_at == at[2] and rows["hq021"].updated_at == at[3]
+    assert rows["hq022"].last_success_at == at[1] and rows["hq022"].inaccessible_since is None
+    assert not any(r.sync_in_progress for r in rows.values())
