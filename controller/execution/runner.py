@@ -419,10 +419,11 @@ def access_of(device: str, outcome: Outcome[Any]) -> BmcAccess | None:
 
 
 def access_after(device: str, exc: DeviceControllerError) -> BmcAccess | None:
-    """The access to the device a plugin's error shows: not reached (unreachable, TLS, timed out),
-    reached (the device answered and refused), or None where the error does not say (the plugin's
-    own, a request refused before any call, a transient failure of the device or of the plugin)."""
-    if isinstance(exc, DeviceUnreachableError | DeviceTimeoutError) or exc.code == "TLS_ERROR":
+    """The access to the device a plugin's error shows: not reached (unreachable, a TLS failure
+    among them, or timed out), reached (the device answered and refused), or None where the error
+    does not say (the plugin's own, a request refused before any call, a transient failure of the
+    device or of the plugin)."""
+    if isinstance(exc, DeviceUnreachableError | DeviceTimeoutError):
         return BmcAccess(device, utcnow(), error=clip(exc), by_request=True)
     if isinstance(exc, DeviceRejectedError):
         return BmcAccess(device, utcnow(), by_request=True)

@@ -11,8 +11,20 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
+from controller.execution.runner import access_after, access_of
 from controller.inventory import DeviceEntry
 from controller.store import BmcAccess, Store
+from plugins.base import (
+    DeviceRejectedError,
+    DeviceTimeoutError,
+    DeviceUnreachableError,
+    InvalidRequestError,
+    Outcome,
+    PingResult,
+    TransientError,
+    UnsupportedError,
+)
+from plugins.redfish import TlsError
 from tests.controller.conftest import MEMORY
 from tests.controller.test_service import ping
 from tests.desired.test_drift import eventually
@@ -115,3 +127,27 @@ async def test_a_request_leaves_a_running_check_marked_as_running(store: Store) 
     assert rows["hq021"].last_success_at == at[2] and rows["hq021"].updated_at == at[3]
     assert rows["hq022"].last_success_at == at[1] and rows["hq022"].inaccessible_since is None
     assert not any(r.sync_in_progress for r in rows.values())
+
+
+def test_what_a_plugins_answer_says_of_its_device() -> None:
+    """Reached: any answer (`reached_at`), a refusal included; not reached: the plugin's
+    `reach_error`, an unreachable device (a TLS failure among them) or a timeout; else nothing."""
+    now = datetime.now(UTC)
+    tls = TlsError("https://bmc:443: certificate verify failed")
+    for exc in (DeviceUnreachableError("refused"), DeviceTimeoutError("no answer in 5 s"), tls):
+        access = access_after("d", exc)
+        assert access is not None and access.error == str(exc) and access.by_request
+    refused = access_after("d", DeviceRejectedError("400 PropertyValueNotInList"))
+    assert refused is not None and not refused.error
+    for unknown in (
+        TransientError("plugin memory is not reachable"),
+        InvalidRequestError("bad"),
+        UnsupportedError("no"),
+    ):
+        assert access_after("d", unknown) is None
+
+    down = access_of("d", Outcome(PingResult(False, "x"), reached_at=now, reach_error="connect refused"))
+    assert down is not None and down.error == "connect refused"
+    up = access_of("d", Outcome(PingResult(False, "404"), reached_at=now))
+    assert up is not None and not up.error and up.at == now
+    assert access_of("d", Outcome(PingResult(True))) is None  # answered without calling the device
