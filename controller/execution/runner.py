@@ -30,10 +30,12 @@ from controller.observability.logs import clip, request_context
 from controller.plugin_host.host import PluginHost
 from controller.process.supervise import Outage, describe
 from controller.security.secrets import SecretStore
-from controller.store import Completion, NewVerification, Store, StoreClosedError, is_outage
+from controller.store import BmcAccess, Completion, NewVerification, Store, StoreClosedError, is_outage
 from plugins.base import (
     DeviceContext,
     DeviceControllerError,
+    DeviceRejectedError,
+    DeviceTimeoutError,
     DeviceUnreachableError,
     Outcome,
     PendingVerification,
@@ -182,24 +184,19 @@ class RequestRunner:
         except _LeftForOwner:
             self._starts.pop(job.request_id, None)
             raise
-        except TimeoutError:
+        except TimeoutError:  # the device did not answer in time: not reached
+            error = f"timed out after {remaining:.1f} s (request deadline)"
             await self._fail(
-                job,
-                msg,
-                "timeout",
-                f"timed out after {remaining:.1f} s (request deadline)",
-                request=request,
-                touch=True,
-                writes=writes,
-            )
-            return
-        except DeviceUnreachableError as exc:
-            await self._fail(
-                job, msg, "failed", str(exc), request=request, touch=True, ping_error=str(exc), writes=writes
-            )
+                job, msg, "timeout", error, request=request, touch=True, writes=writes,
+                access=BmcAccess(job.device, utcnow(), error=error, by_request=True),
+            )  # fmt: skip
             return
         except DeviceControllerError as exc:
-            await self._fail(job, msg, "failed", str(exc), request=request, touch=True, writes=writes)
+            unreachable = str(exc) if isinstance(exc, DeviceUnreachableError) else ""
+            await self._fail(
+                job, msg, "failed", str(exc), request=request, touch=True, ping_error=unreachable,
+                writes=writes, access=access_after(job.device, exc),
+            )  # fmt: skip
             return
         except Exception as exc:
             log.exception("plugin %s raised an unexpected error", resolved.entry.plugin)
@@ -210,7 +207,8 @@ class RequestRunner:
         if in_shadow:  # answered; the device's state and desired limits stay as they were
             fence, started_at = self.shards.fence(job.shard), self._starts.pop(job.request_id, None)
             await self._complete(
-                shadow.answer(job, resolved.entry.plugin, outcome, request, fence, started_at)
+                shadow.answer(job, resolved.entry.plugin, outcome, request, fence, started_at),
+                access_of(job.device, outcome),
             )
             return
         await self._succeed(job, kind, resolved, outcome, request)
@@ -302,7 +300,8 @@ class RequestRunner:
                 # serialised once, for the response and the store (with its change, where it can)
                 state_text=text.text if text is not None else None,
                 state_change=state_text.change(self._resolver.stored_text(job.device), text),
-            )
+            ),
+            access_of(job.device, outcome),
         )
         if done:
             metrics.applied(job.device, outcome.result, request, new_state)
@@ -321,6 +320,7 @@ class RequestRunner:
         touch: bool = False,
         ping_error: str = "",
         writes: WriteLog | None = None,
+        access: BmcAccess | None = None,
     ) -> None:
         entries = writes.entries() if writes is not None else None
         if entries is not None and self._settings.shadow:
@@ -354,7 +354,8 @@ class RequestRunner:
                 internal=is_internal(job.request_id),
                 fence=self.shards.fence(job.shard),
                 started_at=self._starts.pop(job.request_id, None),  # a start no timer recorded
-            )
+            ),
+            access,
         )
 
     async def reject(self, job: Job, error: str) -> None:
@@ -371,10 +372,11 @@ class RequestRunner:
             f"started, and running this older one (seq {job.seq}) now would undo it",
         )
 
-    async def _complete(self, completion: Completion) -> bool:
+    async def _complete(self, completion: Completion, access: BmcAccess | None = None) -> bool:
         """Write the completion (controller/execution/completions.py: retried in place, in the device's
-        lane); False when it did not commit as given, and then this copy of the device goes."""
-        written = await self._completions.write(completion)
+        lane) and the device access it made, if any; False when it did not commit as given, and
+        then this copy of the device goes."""
+        written = await self._completions.write(completion, access)
         if not written.as_is:
             self._resolver.forget(completion.device)
         return written.done and written.as_is
@@ -403,6 +405,29 @@ def _start_recorded(written: asyncio.Future[None]) -> None:
         # bookkeeping only: the completion is what must be written
         exc = written.exception()
         log.warning("could not record the start (%s); running anyway", describe(exc))  # type: ignore[arg-type]
+
+
+def access_of(device: str, outcome: Outcome[Any]) -> BmcAccess | None:
+    """The access to the device a plugin's outcome shows: not reached (its `reach_error`, the
+    last failure to reach it), reached (`reached_at`: any answer, a refusal included), or None when
+    the plugin says neither (it answered without calling the device)."""
+    if outcome.reach_error:
+        return BmcAccess(device, utcnow(), error=clip(outcome.reach_error), by_request=True)
+    if outcome.reached_at is not None:  # a plugin's clock ahead of ours: never a success to come
+        return BmcAccess(device, min(outcome.reached_at, utcnow()), by_request=True)
+    return None
+
+
+def access_after(device: str, exc: DeviceControllerError) -> BmcAccess | None:
+    """The access to the device a plugin's error shows: not reached (unreachable, a TLS failure
+    among them, or timed out), reached (the device answered and refused), or None where the error
+    does not say (the plugin's own, a request refused before any call, a transient failure of the
+    device or of the plugin)."""
+    if isinstance(exc, DeviceUnreachableError | DeviceTimeoutError):
+        return BmcAccess(device, utcnow(), error=clip(exc), by_request=True)
+    if isinstance(exc, DeviceRejectedError):
+        return BmcAccess(device, utcnow(), by_request=True)
+    return None
 
 
 def _new_verification(job: Job, kind: RequestKind, pending: PendingVerification) -> NewVerification:

@@ -1,8 +1,8 @@
 """Per-BMC reachability gauges (`devicectl devices health`): whether each device's last access
 reached it, when it last did, since when it has failed, and its certificate's expiry. Loaded from
-the database at start (`metrics.load_from_database`), then kept current by the drift sweep and
-readiness verifications; the alerts `DevicectlBMCUnreachable` and `DevicectlBMCCertificateExpiring`
-read them."""
+the database at start (`metrics.load_from_database`), then kept current by every completed request
+(controller/execution/completions.py), the drift sweep and readiness verifications; the alerts
+`DevicectlBMCUnreachable` and `DevicectlBMCCertificateExpiring` read them."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from prometheus_client import Gauge
 
 BMC_UP = Gauge(
     "devicectl_bmc_up",
-    "1 when the device's last access (a drift sweep's check) reached it, else 0",
+    "1 when the device's last access (a request or a drift sweep's check) reached it, else 0",
     ["device"],
 )
 BMC_LAST_SUCCESS = Gauge(

@@ -1,8 +1,9 @@
 """Each device's reachability (``bmc_health``), as DPS's `dpsctl check status` gives it per node:
 last successful access, since when it has been inaccessible, the last access error, whether a check
-is running, and the BMC certificate's expiry. Written by the drift sweep (every check is an access)
-and by readiness verifications (the certificate); read by `devicectl devices health`, `devices
-show`, `status` and the per-device metrics.
+is running, and the BMC certificate's expiry. Written by every completed request that reached its
+device or failed to, by the drift sweep (every check is an access) and by readiness verifications
+(the certificate); read by `devicectl devices health`, `devices show`, `status` and the per-device
+metrics.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ class BmcHealthRow:
 class BmcAccess:
     """One access to a device: `error` empty when it answered. `cert_not_after` (when known) is
     recorded whatever the outcome; `syncing` marks a check as started and `ended` one that ended
-    without reaching the device (skipped: busy, or another process's), changing nothing else."""
+    without reaching the device (skipped: busy, or another process's), changing nothing else.
+    `by_request`: an ordinary request's access, not a check's: `sync_in_progress` stays as it is."""
 
     device: str
     at: datetime
@@ -47,21 +49,50 @@ class BmcAccess:
     syncing: bool = False
     ended: bool = False
     cert_not_after: datetime | None = None
+    by_request: bool = False
 
 
 def _row(row: Any) -> BmcHealthRow:
     return BmcHealthRow(**dict(row._mapping))
 
 
+#: statements built once (building one per access cost more than running it)
+_SINCE = sa.select(H.c.device, H.c.inaccessible_since).where(
+    H.c.device.in_(sa.bindparam("b_devices", expanding=True))
+)
+_INSERT = sa.insert(H)
+_UPDATES: dict[tuple[str, ...], Any] = {}
+
+
+def _update(columns: tuple[str, ...]) -> Any:
+    """The UPDATE of these columns of one device's row (bound as `b_device`, `b_COLUMN`)."""
+    statement = _UPDATES.get(columns)
+    if statement is None:
+        statement = (
+            sa.update(H)
+            .where(H.c.device == sa.bindparam("b_device"))
+            .values({c: sa.bindparam(f"b_{c}") for c in columns})
+        )
+        _UPDATES[columns] = statement
+    return statement
+
+
 def record_many(conn: Connection, args: list[list[BmcAccess]]) -> list[None]:
+    """The accesses in order; each device's row is written once, with what they left it (an
+    INSERT or UPDATE per set of columns, executemany)."""
     accesses = [a for batch in args for a in batch]
     devices = list(dict.fromkeys(a.device for a in accesses))
     since: dict[str, datetime | None] = {}
     for part in chunks(devices):
-        query = sa.select(H.c.device, H.c.inaccessible_since).where(H.c.device.in_(list(part)))
-        since.update({r.device: r.inaccessible_since for r in conn.execute(query)})
+        since.update(
+            {r.device: r.inaccessible_since for r in conn.execute(_SINCE, {"b_devices": list(part)})}
+        )
+    stored = set(since)
+    rows: dict[str, dict[str, Any]] = {}
     for a in accesses:
-        values: dict[str, Any] = {"updated_at": a.at, "sync_in_progress": a.syncing}
+        values: dict[str, Any] = {"updated_at": a.at}
+        if not a.by_request:
+            values["sync_in_progress"] = a.syncing
         if a.cert_not_after is not None:
             values["cert_not_after"] = a.cert_not_after
         if not (a.syncing or a.ended):
@@ -71,14 +102,23 @@ def record_many(conn: Connection, args: list[list[BmcAccess]]) -> list[None]:
             else:
                 began = None
                 values.update(last_success_at=a.at, inaccessible_since=None)
-        if a.device in since:
-            conn.execute(sa.update(H).where(H.c.device == a.device).values(**values))
-        else:
-            conn.execute(sa.insert(H).values(device=a.device, **values))
-        if not (a.syncing or a.ended):
             since[a.device] = began
         else:
             since.setdefault(a.device, None)
+        rows.setdefault(a.device, {}).update(values)  # a later access's columns win
+    inserts: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    updates: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for device, values in rows.items():
+        columns = tuple(sorted(values))
+        if device in stored:
+            bound = {"b_device": device, **{f"b_{c}": v for c, v in values.items()}}
+            updates.setdefault(columns, []).append(bound)
+        else:
+            inserts.setdefault(columns, []).append({"device": device, **values})
+    for columns, group in updates.items():
+        conn.execute(_update(columns), group)
+    for group in inserts.values():
+        conn.execute(_INSERT, group)
     return [None for _ in args]
 
 

@@ -155,3 +155,81 @@ async def test_the_health_list_pages_and_selects_like_every_list(
     )
     assert done.code == 0, done.out + done.err
     assert done.out.splitlines() == [f"device/{d}" for d in sorted(inventory) if int(d[4:]) % 3 == 2]
+
+
+async def test_every_request_records_its_device_access_with_drift_sweeps_off(
+    tmp_path: Path, sink: Any, start_controller: Any
+) -> None:
+    """Without drift sweeps, ordinary requests keep each BMC's health as DPS's check status does
+    after each access: a ping to a hung BMC shows it UNREACHABLE with the error (gauge 0), a later
+    answered ping clears it, and a cap the BMC refuses (it answered) clears it as well."""
+    async with SimulatorFleet(n=2, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        secrets = fleet.write_inventory(tmp_path / "inventory.toml", tmp_path / "secrets")
+        inventory = load_inventory(tmp_path / "inventory.toml")
+        h = await start_controller(
+            inventory, secrets_dir=str(secrets), drift_interval=0.0, device_call_timeout=5.0
+        )
+        assert getattr(h.controller, "drift", None) is None
+        device = sorted(inventory)[1]
+        bmc = fleet.bmcs[1]
+
+        async def cli(*args: str) -> Any:
+            return await asyncio.to_thread(pipe, "--server", f"127.0.0.1:{h.controller.port}", *args)
+
+        async def health() -> dict[str, Any]:
+            done = await cli("devices", "health", device, "-o", "json")
+            assert done.code == 0, done.out + done.err
+            rows = json.loads(done.out)
+            assert len(rows) == 1
+            return dict(rows[0])
+
+        async def unreachable() -> dict[str, Any] | None:
+            row = await health()
+            return row if row.get("inaccessible_since") else None
+
+        async def reached(after: str) -> dict[str, Any] | None:
+            row = await health()
+            done = row.get("last_success_at") and row["last_success_at"] > after
+            return row if done and not row.get("inaccessible_since") else None
+
+        assert not (await health()).get("last_success_at")  # no request yet: never checked
+
+        bmc.faults.set(FaultMode.HANG)
+        sent = await cli("send", "ping", "--device", device, "--timeout", "3", "--wait")
+        assert sent.code != 0 or "false" in sent.out.lower(), sent.out + sent.err
+        row = await eventually(unreachable, "the hung BMC's failed access recorded")
+        assert row["last_error"] and not row.get("last_success_at"), row
+        table = (await cli("devices", "health")).out
+        line = next(x for x in table.splitlines() if x.startswith(device))
+        assert "UNREACHABLE since" in line, table
+        assert gauge("devicectl_bmc_up", device) == 0
+        assert gauge("devicectl_bmc_inaccessible_since_timestamp_seconds", device) is not None
+        other = next(x for x in table.splitlines() if x.startswith(sorted(inventory)[0]))
+        assert "never checked" in other, table  # no request for it yet
+        assert "1 unreachable" in (await cli("status")).out
+
+        # the BMC answers again: the next request's success clears it
+        bmc.faults.set(FaultMode.NONE)
+        sent = await cli("send", "ping", "--device", device, "--wait")
+        assert sent.code == 0, sent.out + sent.err
+        row = await eventually(lambda: reached(""), "the answered ping recorded")
+        assert row["last_error"], row  # the last error stays on record, with its time
+        assert gauge("devicectl_bmc_up", device) == 1
+        assert gauge("devicectl_bmc_inaccessible_since_timestamp_seconds", device) is None
+
+        # unreachable again, then a cap the BMC refuses (500 to every write): it answered
+        bmc.faults.set(FaultMode.HANG)
+        await cli("send", "ping", "--device", device, "--timeout", "3", "--wait")
+        row = await eventually(unreachable, "the second failed access recorded")
+        before = row["last_success_at"]
+        bmc.faults.set(FaultMode.HTTP_500, writes_only=True)
+        sent = await cli(
+            "send", "rg-activate", "--device", device, "--resource-group", "rg1", "--gpu", "0=900",
+            "--request-id", "refused-1", "--wait",
+        )  # fmt: skip
+        assert sent.code != 0, sent.out + sent.err
+        assert bmc.stats.writes_applied == 0
+        shown = await cli("requests", "show", "refused-1", "-o", "json")
+        assert json.loads(shown.out)["outcome"] != "ok", shown.out
+        await eventually(lambda: reached(before), "the refused cap recorded as an access")
+        assert gauge("devicectl_bmc_up", device) == 1

@@ -34,7 +34,7 @@ redfish_sessions.hpp).
 The first login of a process to a BMC is followed by a sweep: the session collection is listed
 and each member read; a session whose Context names this client id and another boot was opened by
 an earlier holder of the lease we hold now, so by a dead process, and is deleted. The identity's
-record (`plugins.base._identity`, written right after each login, before the session is used) lists
+record (`plugins.base.identity`, written right after each login, before the session is used) lists
 the sessions its holders opened and did not delete: those are ours too, unless the session now shows
 someone else's Context or account (iDRAC reuses session ids). Nothing else is ever deleted: not a URI
 a device state names (a request's state is a caller's word, not proof: it only asks for a sweep),
