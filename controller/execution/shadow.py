@@ -8,8 +8,9 @@ plugin's write choke point records each write it would make and sends nothing, a
 client's `patch`/`post`; an out-of-process plugin built on `plugins.base` gets the same log in its
 own process). The controller then checks the receipts an operation returns: one that says a
 write was sent fails the request as a shadow-mode violation. A plugin that cannot plan without
-writing (`supports_dry_run` false: every out-of-process plugin, whose code the controller cannot
-vouch for) is not called for a request that may write. The plugin state and the desired limits
+writing (`supports_dry_run` false; an out-of-process plugin is true only when its `Capabilities`
+RPC vouches for it, as every plugin served by `plugins.base.serving` does for a plugin that plans)
+is not called for a request that may write. The plugin state and the desired limits
 are not stored (nothing changed on the device), and every receipt's status is `shadow`.
 """
 

@@ -25,7 +25,7 @@ from google.protobuf import empty_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from controller.inventory import InventoryError, unknown_name
-from plugins._proto.devicectl.plugin.v1 import power_pb2_grpc
+from plugins._proto.devicectl.plugin.v1 import power_pb2, power_pb2_grpc
 from plugins._proto.goplugin import (
     grpc_controller_pb2,
     grpc_controller_pb2_grpc,
@@ -136,6 +136,8 @@ class Connection:
     _drains: list[asyncio.Task[None]] = field(default_factory=list)
     #: the name the output drains print (shared with them, so a rename reaches them)
     label: list[str] = field(default_factory=list)
+    #: the plugin honours a dry run at its write choke point (its Capabilities say so)
+    dry_run: bool = False
 
     def __post_init__(self) -> None:
         self.device = device_pb2_grpc.DevicePluginStub(self.channel)
@@ -322,6 +324,18 @@ async def connect(spec: ExternalPlugin, *, config: Mapping[str, Any] | None = No
     return conn
 
 
+async def _can_plan(conn: Connection, timeout: float) -> bool:
+    """Whether the plugin vouches that it honours a dry run (a plugin built without the
+    Capabilities RPC, such as one in another language, does not: UNIMPLEMENTED)."""
+    try:
+        answer = await conn.power.Capabilities(power_pb2.CapabilitiesRequest(), timeout=timeout)
+    except grpc.aio.AioRpcError as err:
+        if err.code() is grpc.StatusCode.UNIMPLEMENTED:
+            return False
+        raise
+    return bool(answer.dry_run)
+
+
 async def _negotiate(conn: Connection, spec: ExternalPlugin, config: Mapping[str, Any]) -> None:
     timeout = spec.handshake_timeout
     try:
@@ -358,5 +372,6 @@ async def _negotiate(conn: Connection, spec: ExternalPlugin, config: Mapping[str
             base_pb2.SetConfigRequest(msgpack_config=encode_config(decoded), plugin_api_version=common[0]),
             timeout=timeout,
         )
+        conn.dry_run = await _can_plan(conn, timeout)
     except grpc.aio.AioRpcError as err:
         raise HostEnvironmentError(f"plugin {conn.name}: negotiation failed: {err.details()}") from None

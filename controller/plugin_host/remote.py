@@ -106,6 +106,9 @@ class RemotePlugin(DevicePlugin):
             version=conn.info.plugin_version,
             description=f"out of process: {conn.info.name} (device API {conn.api_version})",
         )
+        # shadow mode and dry runs call it with a request that may write only when it vouches that
+        # a dry run sends nothing (its Capabilities; asked again after each restart)
+        vars(self)["supports_dry_run"] = conn.dry_run
         self._ready.set()
         log.info("plugin %s up: %s %s at %s", self.spec.name, conn.info.name, self.info.version, conn.target)
 

@@ -294,6 +294,11 @@ def _power_handler(state: _State) -> grpc.GenericRpcHandler:
         await state.plugin.forget(request.device_id)
         return ppb.ForgetResponse()
 
+    async def capabilities(request: ppb.CapabilitiesRequest, context: Any) -> ppb.CapabilitiesResponse:
+        # every operation runs under a WriteLog in the request's dry-run mode (above), whose write
+        # refuses to open a write in a dry run: a plugin that writes through it can plan
+        return ppb.CapabilitiesResponse(dry_run=bool(state.plugin.supports_dry_run))
+
     def h(fn: Any, req: Any, resp: Any, stream: bool = False) -> grpc.RpcMethodHandler:
         make = grpc.unary_stream_rpc_method_handler if stream else grpc.unary_unary_rpc_method_handler
         return make(fn, request_deserializer=req.FromString, response_serializer=resp.SerializeToString)
@@ -303,6 +308,7 @@ def _power_handler(state: _State) -> grpc.GenericRpcHandler:
     handlers["FingerprintTargets"] = h(fingerprint, ppb.TargetsRequest, dpb.FingerprintResponse, True)
     handlers["StatsTargets"] = h(stats, ppb.StatsTargetsRequest, dpb.StatsResponse, True)
     handlers["Forget"] = h(forget, ppb.ForgetRequest, ppb.ForgetResponse)
+    handlers["Capabilities"] = h(capabilities, ppb.CapabilitiesRequest, ppb.CapabilitiesResponse)
     return grpc.method_handlers_generic_handler(w.SERVICE, handlers)
 
 

@@ -16,6 +16,7 @@ from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2 as pp
 from controller.delivery.sink import TopologySink
+from controller.execution import shadow
 from plugins.base import Credentials, DeviceContext, Endpoint, RequestKind, run_operation
 from tests.desired.test_receipts import node_policy
 from tests.plugins.external.conftest import plugin_table, serve_command, spec
@@ -61,9 +62,11 @@ async def test_an_out_of_process_plugin_plans_a_dry_run_and_sends_nothing(
         assert plan.writes and all(w.status == "planned" for w in plan.writes), plan.writes
 
 
-async def test_shadow_mode_does_not_call_an_out_of_process_plugin_to_write(
+async def test_shadow_mode_plans_through_an_out_of_process_plugin_that_vouches_for_dry_runs(
     controller: Any, sink: TopologySink, tmp_path: Path
 ) -> None:
+    """The Redfish plugin served out of process answers `Capabilities` with dry_run: a controller in
+    shadow mode sends it the cap as a dry run, which plans and sends nothing; reads stay live."""
     async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
         inventory = tmp_path / "inventory.toml"
         secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
@@ -84,7 +87,25 @@ async def test_shadow_mode_does_not_call_an_out_of_process_plugin_to_write(
         await sink.wait_for({"s-cap", "s-std"}, timeout=60)
         got = sink.unique()
         ok, error = translate.success_of(got["s-cap"])
-        assert not ok and "shadow mode" in error and "nothing was written" in error, error
+        assert ok, error  # acknowledged without changing hardware limits
+        record = await h.controller.store.get_request("s-cap")
+        assert record is not None and shadow.ACKNOWLEDGED in (record.error or ""), record
+        statuses = {w["status"] for w in record.writes or ()}
+        assert "shadow" in statuses and statuses <= {"shadow", "skipped"}, record.writes
         assert translate.success_of(got["s-std"]) == (True, "")  # reads stay live
         assert fleet.bmcs[0].stats.total_calls > 0
         assert fleet.bmcs[0].stats.writes_applied == 0 and _writes(fleet) == 0
+
+
+async def test_a_plugin_that_does_not_vouch_for_dry_runs_is_not_called_to_write(
+    remote: Any, tmp_path: Path
+) -> None:
+    """A plugin without the Capabilities RPC (one built on another SDK) answers UNIMPLEMENTED: the
+    host takes it as unable to plan, and shadow mode refuses its writing requests (execution/shadow)."""
+    plugin = await remote(spec("redfish", serve_command("redfish")))
+    assert plugin.supports_dry_run  # plugins.base.serve vouches for a plugin that plans
+    conn = plugin.connection
+    assert conn is not None and conn.dry_run
+    vars(plugin)["supports_dry_run"] = False  # what an UNIMPLEMENTED answer leaves
+    why = shadow.refusal(RequestKind.GPU_POLICIES_UPDATE, object(), plugin, "other-sdk")
+    assert "cannot plan without writing" in why and "nothing was written" in why

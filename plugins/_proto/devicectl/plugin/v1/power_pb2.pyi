@@ -130,3 +130,13 @@ class ForgetRequest(_message.Message):
 class ForgetResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class CapabilitiesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CapabilitiesResponse(_message.Message):
+    __slots__ = ("dry_run",)
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    dry_run: bool
+    def __init__(self, dry_run: _Optional[bool] = ...) -> None: ...

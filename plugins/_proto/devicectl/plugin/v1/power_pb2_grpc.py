@@ -130,6 +130,11 @@ class PowerOperationsStub:
                 request_serializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.ForgetRequest.SerializeToString,
                 response_deserializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.ForgetResponse.FromString,
                 _registered_method=True)
+        self.Capabilities = channel.unary_unary(
+                '/devicectl.plugin.v1.PowerOperations/Capabilities',
+                request_serializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.CapabilitiesRequest.SerializeToString,
+                response_deserializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.CapabilitiesResponse.FromString,
+                _registered_method=True)
 
 
 class PowerOperationsServicer:
@@ -251,6 +256,14 @@ class PowerOperationsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Capabilities(self, request, context):
+        """What the plugin vouches for (asked once after negotiation; a plugin without this RPC answers
+        UNIMPLEMENTED, read as "nothing": the host then treats it as unable to plan without writing).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PowerOperationsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -348,6 +361,11 @@ def add_PowerOperationsServicer_to_server(servicer, server):
                     servicer.Forget,
                     request_deserializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.ForgetRequest.FromString,
                     response_serializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.ForgetResponse.SerializeToString,
+            ),
+            'Capabilities': grpc.unary_unary_rpc_method_handler(
+                    servicer.Capabilities,
+                    request_deserializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.CapabilitiesRequest.FromString,
+                    response_serializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.CapabilitiesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -863,6 +881,33 @@ class PowerOperations:
             '/devicectl.plugin.v1.PowerOperations/Forget',
             devicectl_dot_plugin_dot_v1_dot_power__pb2.ForgetRequest.SerializeToString,
             devicectl_dot_plugin_dot_v1_dot_power__pb2.ForgetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Capabilities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/devicectl.plugin.v1.PowerOperations/Capabilities',
+            devicectl_dot_plugin_dot_v1_dot_power__pb2.CapabilitiesRequest.SerializeToString,
+            devicectl_dot_plugin_dot_v1_dot_power__pb2.CapabilitiesResponse.FromString,
             options,
             channel_credentials,
             insecure,
