@@ -67,6 +67,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import tenacity
 from redfish.aio import AsyncRedfishClient
 from redfish.aio import exceptions as dmtf
 from redfish.aio.response import AsyncRestResponse
@@ -328,26 +329,89 @@ class BmcClient:
         if method not in READS:
             self.read_backs.writing(path)
         limit = attempts if attempts is not None else self.settings.max_attempts
-        attempt = 0
-        # NOTE: a plain loop, not tenacity: an `AsyncRetrying` per call leaves ~37 objects in
-        # reference cycles, and at fleet scale collecting them cost more CPU than the HTTPS calls.
-        while True:
-            attempt += 1
-            try:
-                reply = await self._attempt(method, path, body, headers, deadline, authenticated)
-                if not (allow_404 and reply.status == 404):
-                    raise_for_response(self.origin, method, path, reply)
-                return reply
-            except BaseException as exc:
-                self.read_backs.clear()  # the BMC may have rebooted, or the write may have landed
-                if isinstance(exc, PreconditionFailedError):
-                    note_refused(path)
-                if not isinstance(exc, RedfishError) or not retryable(exc, method):
-                    raise
-                wait = self._wait(exc, attempt)
-                if attempt >= limit or time.monotonic() + wait >= deadline:
-                    raise gave_up(exc, attempt, deadline)  # noqa: B904 (the same exception, annotated)
-            await asyncio.sleep(wait)
+        try:
+            return await self._once(method, path, body, headers, deadline, authenticated, allow_404)
+        except RedfishError as exc:
+            if not retryable(exc, method):
+                raise
+            first = exc
+        return await self._retry(
+            first, limit, method, path, body, headers, deadline, authenticated, allow_404
+        )
+
+    async def _once(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        headers: Mapping[str, str] | None,
+        deadline: float,
+        authenticated: bool,
+        allow_404: bool,
+    ) -> AsyncRestResponse:
+        """One attempt: the reply, or its typed error (a failed attempt forgets the read-backs)."""
+        try:
+            reply = await self._attempt(method, path, body, headers, deadline, authenticated)
+            if not (allow_404 and reply.status == 404):
+                raise_for_response(self.origin, method, path, reply)
+            return reply
+        except BaseException as exc:
+            self.read_backs.clear()  # the BMC may have rebooted, or the write may have landed
+            if isinstance(exc, PreconditionFailedError):
+                note_refused(path)
+            raise
+
+    async def _retry(
+        self,
+        first: RedfishError,
+        limit: int,
+        method: str,
+        path: str,
+        body: Any,
+        headers: Mapping[str, str] | None,
+        deadline: float,
+        authenticated: bool,
+        allow_404: bool,
+    ) -> AsyncRestResponse:
+        """The retries after a first attempt failed with `first`, a transient error, under one
+        tenacity policy: again while the error is retryable for this method (`retryable`), after
+        the wait `_wait` gives (a busy BMC's back-off, the BMC's Retry-After, else exponential with
+        jitter), at most `limit` attempts in all and never a wait that ends past the deadline; the
+        error that ends it says why (`gave_up`).
+
+        NOTE: built only on this path, never per call: an `AsyncRetrying` leaves ~37 objects in
+        reference cycles, and at fleet scale collecting them cost more CPU than the HTTPS calls."""
+        wait = self._wait(first, 1)
+        if limit <= 1 or time.monotonic() + wait >= deadline:
+            raise gave_up(first, 1, deadline)
+        await asyncio.sleep(wait)
+        stopped, tried = False, 1
+
+        def next_wait(state: tenacity.RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            return self._wait(exc, state.attempt_number + 1) if isinstance(exc, RedfishError) else 0.0
+
+        def stop(state: tenacity.RetryCallState) -> bool:
+            nonlocal stopped, tried
+            tried = state.attempt_number + 1  # the first attempt came before the policy
+            stopped = tried >= limit or (time.monotonic() + (state.upcoming_sleep or 0.0) >= deadline)
+            return stopped
+
+        policy = tenacity.AsyncRetrying(
+            retry=tenacity.retry_if_exception(lambda e: isinstance(e, RedfishError) and retryable(e, method)),
+            wait=next_wait,
+            stop=stop,
+            reraise=True,
+        )
+        try:
+            async for attempt in policy:
+                with attempt:
+                    return await self._once(method, path, body, headers, deadline, authenticated, allow_404)
+        except RedfishError as exc:
+            if stopped:
+                raise gave_up(exc, tried, deadline)  # noqa: B904 (the same exception, annotated)
+            raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _attempt(
         self,
