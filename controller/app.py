@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import grpc
+import tenacity
 from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -331,20 +332,25 @@ class Controller:
             self._tasks.append(asyncio.create_task(supervise("drift", self.drift.run), name="drift"))
 
     async def _bind(self, server: grpc.aio.Server) -> int:
-        # NOTE: right after a crash the old process's port can linger for a moment; retry briefly.
-        for attempt in range(20):
-            try:
-                return tls.add_port(
-                    server,
-                    self.settings.listen,
-                    tls.server_tls(self.settings),
-                    insecure=self.settings.insecure,
-                    what="listen address",
-                )
-            except RuntimeError:
-                if attempt == 19:
-                    break
-                await asyncio.sleep(0.25)
+        # NOTE: right after a crash the old process's port can linger for a moment: grpc refuses
+        # the address (RuntimeError); the policy tries again every 0.25 s, 20 tries in all (5 s)
+        try:
+            async for attempt in tenacity.AsyncRetrying(
+                retry=tenacity.retry_if_exception_type(RuntimeError),
+                wait=tenacity.wait_fixed(0.25),
+                stop=tenacity.stop_after_attempt(20),
+                reraise=True,
+            ):
+                with attempt:
+                    return tls.add_port(
+                        server,
+                        self.settings.listen,
+                        tls.server_tls(self.settings),
+                        insecure=self.settings.insecure,
+                        what="listen address",
+                    )
+        except RuntimeError:
+            pass
         raise OSError(f"cannot listen on {self.settings.listen}: address in use or invalid")
 
     async def recover(self) -> int:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -41,3 +43,21 @@ def test_tune_process_sets_gc_thresholds_tls_buffer_and_freezes_startup_objects(
 def test_an_operators_malloc_arena_max_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
     assert runtime.limit_malloc_arenas(2) is None
+
+
+async def test_a_listen_address_taken_by_another_process_is_one_clear_error(
+    start_controller: Any, tmp_path: Any
+) -> None:
+    """grpc refuses a port another process holds; the bind policy tries again for a few seconds (a
+    crashed predecessor's port lingers) and then says which address, not a grpc RuntimeError."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    try:
+        with pytest.raises(
+            OSError, match=rf"cannot listen on 127\.0\.0\.1:{port}: address in use or invalid"
+        ):
+            await start_controller(listen=f"127.0.0.1:{port}")
+    finally:
+        holder.close()
