@@ -234,6 +234,9 @@ class NvmlLibrary:
                 self.binding_version or "?",
             )
             return
+        # NOTE: not a retry loop (so not tenacity): nothing here waits. Each later call fails fast
+        # with this error until `_next_attempt`, then one call tries again; the gap doubles from
+        # retry_initial to retry_max, as dcgm-exporter's LIBRARY_NOT_FOUND retries do
         self._init_error = error
         self._next_attempt = now + self._backoff
         self._backoff = min(self._backoff * 2, self._retry_max)
