@@ -50,8 +50,18 @@ def label_problem(key: Any, value: Any) -> str | None:
     return None
 
 
+#: a selector is a few labels, never a payload: longer ones are refused before any work
+MAX_SELECTOR_CHARS = 1024
+MAX_REQUIREMENTS = 32
+
+
 def parse(text: str) -> list[Requirement]:
     """`rack=r12,row!=b` as requirements (all must hold); [] for an empty selector."""
+    if len(text) > MAX_SELECTOR_CHARS or text.count(",") >= MAX_REQUIREMENTS:
+        raise SelectorError(
+            f"selector of {len(text)} characters and {text.count(',') + 1} requirements: at most "
+            f"{MAX_SELECTOR_CHARS} characters and {MAX_REQUIREMENTS} requirements"
+        )
     requirements = []
     for part in text.split(",") if text.strip() else []:
         match = _REQUIREMENT.match(part)
@@ -67,4 +77,9 @@ def parse(text: str) -> list[Requirement]:
 def select(entries: Iterable[Labelled], text: str) -> list[str]:
     """The ids of the entries whose labels meet every requirement of `text`, sorted."""
     requirements = parse(text)
-    return sorted(e.id for e in entries if all(r.matches(e.all_labels()) for r in requirements))
+    out = []
+    for e in entries:
+        labels = e.all_labels()  # once per entry, not per requirement
+        if all(r.matches(labels) for r in requirements):
+            out.append(e.id)
+    return sorted(out)

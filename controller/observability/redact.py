@@ -39,13 +39,13 @@ _PEM = re.compile(
     r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.DOTALL
 )
 _HEADER = re.compile(
-    r"(?i)\b(authorization|x-auth-token|proxy-authorization|cookie|set-cookie)(\"?\s*[:=]\s*\"?)"
-    r"[^\s\",}]+(?: [^\s\",}]+)?"
+    r"(?i)\b(authorization|x-auth-token|proxy-authorization|cookie|set-cookie)([\"']?\s*[:=]\s*[\"']?)"
+    r"[^\s\"',}]+(?: [^\s\"',}]+)?"
 )
 _BEARER = re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}")
 _PAIR = re.compile(
     r"(?i)\b([A-Za-z0-9_-]*(?:password|passwd|secret_value|token|api_key|private_key|client_secret))"
-    r"(\"?\s*[:=]\s*\"?)([^\s\",}&]+)"
+    r"([\"']?\s*[:=]\s*[\"']?)([^\s\"',}&]+)"
 )
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+:)([^\s@/]+)(@)")
 

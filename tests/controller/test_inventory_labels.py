@@ -131,3 +131,27 @@ def test_a_failed_write_never_reads_as_applied() -> None:
         790,
     )
     assert _diag.describe("", 701, 700, None) == "requested 701 W, applied 700 W"  # rounded, applied
+
+
+def test_a_selector_past_its_bounds_is_refused_before_any_work() -> None:
+    from controller.api import selectors
+
+    with pytest.raises(selectors.SelectorError, match="at most 1024 characters and 32 requirements"):
+        selectors.parse(",".join(["model!=x"] * 2000))
+    with pytest.raises(selectors.SelectorError, match="at most"):
+        selectors.parse("rack=" + "r" * 2000)
+    assert len(selectors.parse(",".join([f"k{i}=v" for i in range(32)]))) == 32
+
+
+def test_a_crafted_page_token_position_is_refused() -> None:
+    import base64
+    import json
+
+    from controller.api import pages
+
+    for after in (10**30, -1):
+        raw = json.dumps({"list": "requests", "after": after}).encode()
+        token = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        with pytest.raises(pages.PageTokenError):
+            pages.decode("requests", token, int)
+    assert pages.decode("requests", pages.encode("requests", 41), int) == 41

@@ -230,6 +230,8 @@ def test_plaintext_and_grpc_probes_are_refused_unless_named_insecure() -> None:
         render_chart(CHART, {"probes": {"type": "grpc"}})
     with pytest.raises(ChartFailure, match=r"tls.clientCA needs roles"):
         render_chart(CHART, {"roles": None})  # null removes a default map in Helm
+    with pytest.raises(ChartFailure, match=r"invalid propertyName"):  # identities name Secrets too
+        render_chart(CHART, {"roles": {"Bad Name!": ["admin"]}})
     with pytest.raises(ChartFailure, match=r"issuerRef.name"):
         render_chart(CHART, {"tls": {"source": "certManager"}})
     env = env_of(pod_spec(render_chart(CHART, PLAINTEXT))["containers"][0])

@@ -168,3 +168,18 @@ def test_redaction_by_structure_value_and_pattern() -> None:
     text = scrub.text('x s3cr3t-value y {"api_key": "abcd1234"} Bearer eyJhbGciOiJI.abc.def')
     assert "s3cr3t-value" not in text and "abcd1234" not in text and "eyJhbGciOiJI" not in text
     assert scrub.text("ok: nothing secret here") == "ok: nothing secret here"
+
+
+def test_single_quoted_headers_and_passwords_are_masked_too() -> None:
+    """A Python `repr` of a header or credential dict in a log line (single quotes) is masked like
+    its JSON form: a Redfish session token is never among the known secret values."""
+    scrub = Scrubber([])
+    for line in (
+        "{'X-Auth-Token': 'a1b2c3d4e5f6a7b8'}",
+        "{'Password': 'hunter22x', 'UserName': 'root'}",
+        '{"X-Auth-Token": "a1b2c3d4e5f6a7b8"}',
+        "Authorization: Basic cm9vdDpodW50ZXIyMng=",
+    ):
+        out = scrub.text(line)
+        assert "a1b2c3d4e5f6a7b8" not in out and "hunter22x" not in out and "cm9vdDpod" not in out, out
+    assert "'UserName': 'root'" in scrub.text("{'Password': 'hunter22x', 'UserName': 'root'}")

@@ -246,12 +246,19 @@ async def restore_scope(device: Device, scope: str, keys: Iterable[str] | None =
     recorded_as: dict[str, str] = {}  # component key -> the key its prior was recorded under
     for key, prior in sorted(priors.items()):
         comp = device.discovery.by_key(key)
+        if comp is not None and prior.uri and comp.limit_uri.rstrip("/") != prior.uri.rstrip("/"):
+            comp = None  # the key now names another resource: never restore a value onto it
         if comp is None and prior.uri:
             # NOTE: a later discovery may place the same limit under another key (a processor
             # module's CPU limit, once taken for a node share, is now that CPU's cap): the prior
             # goes back to the resource it was read from
             comp = next(
-                (c for c in device.discovery.components() if c.mechanism and c.limit_uri == prior.uri), None
+                (
+                    c
+                    for c in device.discovery.components()
+                    if c.mechanism and c.limit_uri.rstrip("/") == prior.uri.rstrip("/")
+                ),
+                None,
             )
             if comp is not None and (comp.key in priors or comp.key in recorded_as):
                 comp = None

@@ -140,6 +140,8 @@ def module_scope(
     cpus_inside = tuple(k for k in inside if k.startswith("cpu/"))
     if context in CPU_CONTEXTS or (named and all(c.kind == "cpu" for c in named)):
         keys = tuple(c.key for c in named if c.kind == "cpu") or cpus_inside
+        if len(keys) != 1:  # one limit over several CPUs is a budget they share, no one CPU's cap
+            return Scope("group", tuple(sorted(keys, key=natural_key)), evidence)
         return Scope("cpu", keys, evidence)
     if context in GPU_CONTEXTS and named and all(c.kind == "gpu" for c in named):
         return Scope("gpu", tuple(c.key for c in named), evidence)
