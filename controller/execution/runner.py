@@ -74,7 +74,9 @@ class RequestRunner:
         #: request id -> when its device call began, until the completion or a timer writes it
         self._starts: dict[str, datetime] = {}
         #: write cycles (a verification's, a `bmc_health` request's) with their journal
-        self.write_cycles = WriteCycles(store, lambda d: self.resolve(d, b"", b""), settings.instance_id)
+        self.write_cycles = WriteCycles(
+            store, lambda d: self.resolve(d, b"", b""), settings.instance_id, shadow=settings.shadow
+        )
 
     async def run(self, job: Job) -> bool:
         """Run a job to its completion; False when it was not run because its shard is not (or no

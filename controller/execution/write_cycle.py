@@ -83,7 +83,8 @@ def prior_text(prior: Mapping[str, Any]) -> str:
     watts, mode = prior.get("watts"), prior.get("mode")
     if not prior.get("capped"):
         return "no cap" if watts is None else f"no explicit cap ({mode or 'default'}, {watts:g} W)"
-    return f"{watts:g} W" + (f" ({mode})" if mode else "")
+    shown = "a cap of no value shown" if watts is None else f"{watts:g} W"
+    return shown + (f" ({mode})" if mode else "")
 
 
 def _proven_back(checks: Sequence[HealthCheck], key: str) -> bool:
@@ -100,7 +101,11 @@ def _proven_back(checks: Sequence[HealthCheck], key: str) -> bool:
 class WriteCycles:
     """Runs write cycles through a device's plugin with their journal (see the module docstring)."""
 
-    def __init__(self, store: Store, resolve: Callable[[str], Awaitable[Resolved]], owner: str) -> None:
+    def __init__(
+        self, store: Store, resolve: Callable[[str], Awaitable[Resolved]], owner: str, *, shadow: bool = False
+    ) -> None:
+        #: shadow mode: no write is sent, a restore from a journal neither (the journal stays open)
+        self.shadow = shadow
         self._store = store
         self._resolve = resolve
         self._owner = owner
@@ -138,8 +143,8 @@ class WriteCycles:
             created_at=datetime.now(UTC),
             closed_at=None,
         )
-        if priors:
-            await self._store.open_write_cycle(row)  # durable before the first write
+        if priors:  # durable before the first write; a cancel cannot cut the insert off half done
+            await uncancelled(self._store.open_write_cycle(row))
         applied: Outcome[HealthResult] | None = None
         try:
             applied = await self._call(
@@ -183,6 +188,8 @@ class WriteCycles:
     async def restore_open(self, device: str, writes: WriteLog) -> list[HealthCheck]:
         """Restore the device's unfinished cycles from their journals (before anything else runs)."""
         out: list[HealthCheck] = []
+        if self.shadow:
+            return out  # nothing is written in shadow mode: the journal waits for a live process
         for row in await self._store.open_write_cycles([device]):
             out += await uncancelled(self._close(row, [], writes, [], leftover=True))
         return out
@@ -191,6 +198,14 @@ class WriteCycles:
         """At a start: restore every open journal of a device this process runs; how many."""
         rows = [r for r in await self._store.open_write_cycles() if runs(r.device)]
         if not rows:
+            return 0
+        if self.shadow:
+            log.error(
+                "%d write cycle(s) were left unfinished and are NOT restored: shadow mode sends no write; "
+                "run devicectl without --shadow to restore them from their journal (devices: %s)",
+                len(rows),
+                ", ".join(sorted({r.device for r in rows})),
+            )
             return 0
         log.warning("%d write cycle(s) were left unfinished: restoring them from their journal", len(rows))
         slots = asyncio.Semaphore(RECOVERY_CONCURRENCY)

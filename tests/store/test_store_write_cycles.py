@@ -5,6 +5,7 @@ a restore after a restart is reported on its verification, with the restore's re
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from controller.store import BmcCheckRow, Store, WriteCycleRow
 
@@ -62,3 +63,30 @@ async def test_a_claim_takes_only_the_devices_named(store: Store) -> None:
     got = await store.claim_bmc_checks("ctl-a", 10, T0, ["n2"])
     assert [r.device for r in got] == ["n2"]
     assert {r.device for r in await store.claim_bmc_checks("ctl-b", 10, T0)} == {"n1", "n3"}
+
+
+async def test_shadow_mode_sends_no_restore_and_leaves_the_journal_open(store: Store) -> None:
+    """A controller started in shadow mode finds an unfinished write cycle: it writes nothing (the
+    resolver, which any restore needs first, is never called) and the journal waits for a live one."""
+    from controller.execution.write_cycle import WriteCycles
+
+    await store.open_write_cycle(cycle("c1", "n1", "verify b-1"))
+
+    async def resolve(device: str) -> Any:
+        raise AssertionError(f"shadow mode resolved {device} to restore it")
+
+    cycles = WriteCycles(store, resolve, "ctl-b", shadow=True)
+    assert await cycles.recover(lambda device: True) == 0
+    from plugins.base import WriteLog
+
+    assert await cycles.restore_open("n1", WriteLog()) == []
+    assert [r.cycle_id for r in await store.open_write_cycles()] == ["c1"]
+
+
+def test_a_prior_capped_without_a_value_is_still_reported() -> None:
+    """A journal's prior may say capped with no value shown (LimitReading.capped is its own fact):
+    the report text never raises, which would leave the journal unclosed and hide the real error."""
+    from controller.execution.write_cycle import prior_text
+
+    assert prior_text({"capped": True, "watts": None, "mode": "Manual"}) == "a cap of no value shown (Manual)"
+    assert prior_text({"capped": True, "watts": 900.0, "mode": None}) == "900 W"
