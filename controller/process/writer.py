@@ -192,8 +192,13 @@ def sqlite_file(url: URL) -> Path | None:
     """The real file behind a SQLite URL (symlinks and relative paths resolved), or None for a
     private in-memory database."""
     database = url.database
-    if is_sqlite_memory(url) or not database or database.startswith("file:"):
+    if is_sqlite_memory(url) or not database:
         return None
+    if database.startswith("file:"):  # a URI filename (`?uri=true`): the path before its query
+        path, _, query = database[len("file:") :].partition("?")
+        if not path or path == ":memory:" or "mode=memory" in query or "mode=memory" in str(url.query):
+            return None
+        return Path(path).resolve()
     return Path(database).resolve()
 
 

@@ -234,3 +234,18 @@ async def test_db_upgrade_and_downgrade_refuse_while_serve_holds_a_postgresql_da
     await _schema_changes_are_refused_under_a_live_serve(
         pg_database.render_as_string(hide_password=False), tmp_path, "devicectl pid={pid} host="
     )
+
+
+def test_a_sqlite_uri_filename_is_locked_like_its_path(tmp_path: Path) -> None:
+    """`sqlite:///file:PATH?uri=true` opens the same file: it takes (and meets) the same lock."""
+    db = tmp_path / "devicectl.db"
+    first = WriterLock(f"sqlite:///{db}", "ctl-a")
+    first.acquire(grace=0)
+    try:
+        with pytest.raises(WriterConflictError, match="is in use by another live devicectl"):
+            WriterLock(f"sqlite:///file:{db}?uri=true", "ctl-b").acquire(grace=0)
+    finally:
+        first.release()
+    memory = WriterLock("sqlite:///file:scratch?mode=memory&uri=true", "ctl-c")
+    memory.acquire(grace=0)  # a private in-memory database: nothing to lock
+    memory.release()
