@@ -196,7 +196,7 @@ def sqlite_file(url: URL) -> Path | None:
         return None
     if database.startswith("file:"):  # a URI filename (`?uri=true`): the path before its query
         path, _, query = database[len("file:") :].partition("?")
-        if not path or path == ":memory:" or "mode=memory" in query or "mode=memory" in str(url.query):
+        if not path or path == ":memory:" or "mode=memory" in query or url.query.get("mode") == "memory":
             return None
         return Path(path).resolve()
     return Path(database).resolve()

@@ -246,6 +246,7 @@ def test_a_sqlite_uri_filename_is_locked_like_its_path(tmp_path: Path) -> None:
             WriterLock(f"sqlite:///file:{db}?uri=true", "ctl-b").acquire(grace=0)
     finally:
         first.release()
-    memory = WriterLock("sqlite:///file:scratch?mode=memory&uri=true", "ctl-c")
-    memory.acquire(grace=0)  # a private in-memory database: nothing to lock
+    memory = WriterLock(f"sqlite:///file:{tmp_path / 'scratch'}?mode=memory&uri=true", "ctl-c")
+    memory.acquire(grace=0)  # a private in-memory database: nothing to lock, no file made
     memory.release()
+    assert not (tmp_path / "scratch").exists() and not (tmp_path / "scratch.lock").exists()
