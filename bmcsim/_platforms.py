@@ -17,6 +17,8 @@ MOCKUPS: dict[str, str] = {
     "gh200": "nvidia-gh200",
     "dgx-h100": "nvidia-dgx-h100",
     "dgx-h100-gpu-caps": "nvidia-dgx-h100-gpu-caps",
+    "hgx-h100": "nvidia-hgx-h100",
+    "hgx-b200": "nvidia-hgx-b200",
 }
 MOCKUP_DIR = Path(__file__).resolve().parent / "mockups"
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dgx_h100 import DGX_HEADER, dgx_h100  # type: ignore[import-not-found]  # run as a script
+from hgx import HGX_GPUS, HGX_HEADER, hgx_board  # type: ignore[import-not-found]
 
 HERE = Path(__file__).resolve().parent
 GB300 = HERE.parents[1] / "tests" / "corpus" / "redfish" / "nvidia-gb300-nvl"
@@ -354,6 +355,14 @@ def main() -> None:
             else " and no limit",
         )
         write(HERE / f"nvidia-dgx-h100{suffix}", docs, meta, header, dict.fromkeys(docs, built))
+    for board in ("H100", "B200"):
+        docs, captured = hgx_board(load(GB300), board, note)
+        origin = {p: gb300[c] for p, c in captured.items()}
+        header = HGX_HEADER.format(
+            name=board.lower(), board=board, options=f"{BMCWEB} meson.options", gpus=HGX_GPUS[board]
+        )
+        meta = {"topology_model": "auto"}
+        write(HERE / f"nvidia-hgx-{board.lower()}", docs, meta, header, origin)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ missing resource on every capture of tests/corpus/redfish.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from typing import Any
@@ -17,9 +18,19 @@ import pytest
 
 from bmcsim import FaultMode
 from bmcsim._platforms import MOCKUP_DIR, MOCKUPS
-from plugins.base import Empty, GpuMetricsQuery, HealthQuery, PolicyAction, PolicyChange
+from plugins.base import (
+    Empty,
+    GpuMetricsQuery,
+    GpuPoliciesChange,
+    GpuPolicy,
+    HealthQuery,
+    PolicyAction,
+    PolicyChange,
+    PowerLimit,
+)
 from plugins.redfish import RedfishSettings
-from tests.plugins.redfish.corpus.cases import CASES, CORPUS, policy
+from plugins.redfish._discovery.evidence import cap_plan
+from tests.plugins.redfish.corpus.cases import CASES, CORPUS, allowed_writes, policy, written_outside
 
 #: the DPS model each mockup is inventoried as ("auto" where DPS has none)
 TOPOLOGY = {
@@ -28,6 +39,9 @@ TOPOLOGY = {
     "gb200-nvl-gpu-caps": "DGX_GB200",
     "gh200": "auto",
     "dgx-h100": "DGX_H100",
+    # an HGX board's own BMC: no DPS model is the board alone
+    "hgx-h100": "auto",
+    "hgx-b200": "auto",
 }
 SERVED = (
     [(c.id, f"mockup:{CORPUS / c.name}", "auto", c.system) for c in CASES]
@@ -102,6 +116,8 @@ COMPONENTS = {
     # the host's Intel CPUs are under Systems/DGX, which an NVIDIA layout never reads (dps.md §7)
     "dgx-h100": ([f"GPU_SXM_{n}" for n in range(1, 9)], []),
     "dgx-h100-gpu-caps": ([f"GPU_SXM_{n}" for n in range(1, 9)], []),
+    "hgx-h100": ([f"GPU_SXM_{n}" for n in range(1, 9)], []),
+    "hgx-b200": ([f"GPU_SXM_{n}" for n in range(1, 9)], []),
 }
 #: which read documents carry an `EnvironmentMetrics.PowerLimitWatts` (the limits the firmware offers)
 LIMITS = {
@@ -112,6 +128,10 @@ LIMITS = {
     "gh200": [f"/redfish/v1/Chassis/HGX_ProcessorModule_{n}/EnvironmentMetrics" for n in range(2)],
     "dgx-h100": [],
     "dgx-h100-gpu-caps": [
+        f"/redfish/v1/Systems/HGX_Baseboard_0/Processors/GPU_SXM_{n}/EnvironmentMetrics" for n in range(1, 9)
+    ],
+    "hgx-h100": [],
+    "hgx-b200": [
         f"/redfish/v1/Systems/HGX_Baseboard_0/Processors/GPU_SXM_{n}/EnvironmentMetrics" for n in range(1, 9)
     ],
 }
@@ -167,7 +187,15 @@ def test_gh200_module_limits_are_the_grace_cpus_edpp_controls() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "watts"), [("gb200-nvl", {"node": 3000}), ("gb200-nvl", {"gpu": 4000}), ("gh200", {"node": 800})]
+    ("name", "watts"),
+    [
+        ("gb200-nvl", {"node": 3000}),
+        ("gb200-nvl", {"gpu": 4000}),
+        ("gh200", {"node": 800}),
+        ("hgx-h100", {"node": 5000}),
+        ("hgx-h100", {"gpu": 4000}),
+        ("hgx-b200", {"node": 5000}),
+    ],
 )
 async def test_a_cap_the_firmware_does_not_offer_is_refused_and_nothing_written(
     make_harness: Callable[..., Any], name: str, watts: dict[str, int]
@@ -244,3 +272,72 @@ async def test_verify_names_the_component_whose_resource_is_gone(make_harness: C
         assert "GPU 4 absent: " in telemetry.detail and "404" in telemetry.detail, telemetry.detail
         # the other checks still ran and answered
         assert {c.name for c in out.result.checks} > {"telemetry"}
+
+
+# ---- HGX baseboards as their own BMC serves them (bmcsim/mockups/nvidia-hgx-*) ----------------------
+
+GPU_EM = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/GPU_SXM_{}/EnvironmentMetrics"
+AUTO = {"Model": "auto", "Name": "hgx"}
+
+
+def _writes(h: Any, bmc: Any) -> list[str]:
+    return [k for k in h.calls(bmc) if k.startswith(("PATCH", "POST")) and "SessionService" not in k]
+
+
+async def test_hgx_b200_gpu_caps_land_on_each_gpus_own_limit_and_are_restored_exactly(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(n=1, model="hgx-b200") as h:
+        bmc = h.fleet.bmcs[0]
+        state: Any = bmc.state
+        before = copy.deepcopy(state.documents)
+        reads = await h.call("gpu_metrics", bmc, GpuMetricsQuery())
+        assert reads.result.ok and [round(u.watts, 3) for u in reads.result.metrics] == [64.388] * 8
+        # the board offers no node limit (no public source shows one): refused, nothing written
+        node = await h.call("set_policy", bmc, PolicyChange(PolicyAction.SET, policy(node=5000)), model=AUTO)
+        assert not node.result.ok and state.writes == []
+        assert "no resource of this BMC carries a node power limit" in node.result.error
+        # each GPU's own limit, within the 200..1000 W the DGX B200 user guide shows
+        out = await h.call("set_policy", bmc, PolicyChange(PolicyAction.SET, policy(gpu=4000)), model=AUTO)
+        assert out.result.ok, out.result.error
+        assert state.writes == [
+            ("PATCH", GPU_EM.format(n), {"PowerLimitWatts": {"SetPoint": 500}}) for n in range(1, 9)
+        ]
+        assert state.documents[GPU_EM.format(3)]["PowerLimitWatts"]["SetPoint"] == 500
+        discovery = (out.state or {})["discovery"]
+        assert written_outside(state.writes, allowed_writes(discovery, {f"gpu/{n}" for n in range(8)})) == []
+        assert "matched nvidia-hgx" in "\n".join(cap_plan(out.state or {}))
+        await h.call("unset_policy", bmc, PolicyChange(PolicyAction.UNSET, None), model=AUTO)
+        assert state.documents == before  # every GPU back at its prior 700 W, nothing else touched
+
+
+async def test_hgx_b200_gpu_caps_outside_the_published_range_are_refused_naming_it(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(n=1, model="hgx-b200") as h:
+        bmc = h.fleet.bmcs[0]
+        for watts, bound in ((150, "200 W"), (1100, "1000 W")):
+            change = GpuPoliciesChange("rg", PolicyAction.SET, None, (GpuPolicy(0, PowerLimit(watts=watts)),))
+            out = await h.call("update_gpu_policies", bmc, change, model=AUTO)
+            assert not out.result.results[0].ok
+            assert bound in out.result.results[0].message, out.result.results[0].message
+        assert bmc.state.writes == [] and _writes(h, bmc) == []
+
+
+async def test_hgx_h100_refuses_every_cap_naming_the_board_and_why(make_harness: Callable[..., Any]) -> None:
+    async with make_harness(n=1, model="hgx-h100") as h:
+        bmc = h.fleet.bmcs[0]
+        reads = await h.call("gpu_metrics", bmc, GpuMetricsQuery())
+        assert reads.result.ok and len(reads.result.metrics) == 8
+        assert all(u.watts > 0 for u in reads.result.metrics)
+        node = await h.call("set_policy", bmc, PolicyChange(PolicyAction.SET, policy(node=5000)), model=AUTO)
+        gpus = await h.call("set_policy", bmc, PolicyChange(PolicyAction.SET, policy(gpu=4000)), model=AUTO)
+        one = GpuPoliciesChange("rg", PolicyAction.SET, None, (GpuPolicy(0, PowerLimit(watts=500)),))
+        gpu = await h.call("update_gpu_policies", bmc, one, model=AUTO)
+        assert bmc.state.writes == [] and _writes(h, bmc) == []
+        for error in (node.result.error, gpus.result.error, gpu.result.results[0].message):
+            assert "NVIDIA HGX board's own BMC (matched by its evidence" in error, error
+            assert "GPUs' EnvironmentMetrics carry no PowerLimitWatts" in error
+        assert not node.result.ok and not gpus.result.ok and not gpu.result.results[0].ok
+        plan = "\n".join(cap_plan(gpu.state or {}))
+        assert "matched nvidia-hgx-no-limit" in plan and "GPU 0-7: refused" in plan
