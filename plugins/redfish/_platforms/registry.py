@@ -26,6 +26,7 @@ from plugins.redfish._platforms import (
     legacy_power,
     node_manager,
     nvidia_hgx,
+    nvidia_no_limit,
 )
 from plugins.redfish._platforms.classify import classify_controls
 from plugins.redfish._platforms.platform import Platform, Probe, matched
@@ -39,6 +40,7 @@ PLATFORMS: tuple[Platform, ...] = (
     hpe_acc.PLATFORM,
     legacy_power.DISABLED,
     node_manager.PLATFORM,
+    nvidia_no_limit.PLATFORM,
 )
 
 NO_LIMIT = (

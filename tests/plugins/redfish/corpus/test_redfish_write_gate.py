@@ -164,13 +164,32 @@ async def test_a_probed_dgx_h100_refuses_the_node_cap_with_the_real_reason(
         out = await h.call("set_policy", bmc, cap(node=8000), model={"Model": "auto", "Name": "dgx"})
         assert not out.result.ok
         # the DGX H100 mockup (bmcsim/mockups, from NVIDIA's sources) offers no power-limit resource
-        # at all: that is the reason given, never the old "no processor-module caps"
+        # at all: that is the reason given, never the old "no processor-module caps", and the platform
+        # is named by its evidence (AMI host BMC next to the HGX board, H100 GPUs)
         assert "processor-module" not in out.result.error
+        assert "DGX H100 host BMC (matched by its evidence: service root Vendor AMI" in out.result.error
         assert "the BMC offers no power-limit resource" in out.result.error, out.result.error
+        assert "GPUs NVIDIA H100 80GB HBM3" in out.result.error
         writes = [c for c in h.calls(bmc) if c.split()[0] in ("PATCH", "POST") and "/Sessions" not in c]
         assert writes == []
         plan = "\n".join(cap_plan(out.state or {}))
-        assert "(platform legacy_power)" in plan, plan  # inventory check --login names the platform
+        assert "matched nvidia-hgx-no-limit" in plan, plan  # inventory check --login names the platform
+        assert "GPU 0-7: refused (DGX H100 host BMC" in plan
+        gpu = await h.call("update_gpu_policies", bmc, gpu_cap(500), model={"Model": "auto", "Name": "dgx"})
+        assert not gpu.result.results[0].ok and "DGX H100 host BMC" in gpu.result.results[0].message
+        assert bmc.state.writes == []
+
+
+async def test_a_dgx_h100_whose_gpus_offer_a_limit_is_capped_there_not_refused(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(n=1, model="dgx-h100-gpu-caps") as h:
+        bmc = h.fleet.bmcs[0]
+        out = await h.call("update_gpu_policies", bmc, gpu_cap(500), model={"Model": "auto", "Name": "dgx"})
+        assert out.result.results[0].ok, out.result.results[0].message
+        gpu = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/GPU_SXM_1/EnvironmentMetrics"
+        assert bmc.state.writes == [("PATCH", gpu, {"PowerLimitWatts": {"SetPoint": 500}})]
+        assert "matched nvidia-hgx:" in "\n".join(cap_plan(out.state or {}))
 
 
 async def test_a_prior_recorded_under_a_key_discovery_no_longer_gives_goes_back_to_its_resource(
