@@ -1,9 +1,15 @@
 """`devicectl demo`: the whole system on one machine.
 
-Starts a simulated fleet of GB200-like BMCs (HTTPS, sessions, ETags), the controller on SQLite and
-a topology sink, all in this process; reads each node's limits, activates a resource group (node
-policy, per-GPU caps, a workload profile) on every node, shows requested vs applied per
-component, then deactivates and shows that the previous values came back.
+Starts a simulated fleet of GB200 NVL compute-tray BMCs (HTTPS, sessions, ETags) serving the sourced
+mockup `gb200-nvl-gpu-caps` (bmcsim/mockups/nvidia-gb200-nvl-gpu-caps, each resource's source in its
+SOURCES.md), the controller on SQLite and a topology sink, all in this process; reads each node's
+limits, activates a resource group (a node policy and per-GPU caps) on every node, shows requested
+vs applied per component, then deactivates and shows that the previous values came back.
+
+The requests are what that firmware offers: its GPUs' EnvironmentMetrics carry a limit (200..1200 W),
+so the GPU caps are set and restored; it offers no node limit (its processor modules carry none), so
+the node cap is refused with the BMC's reason and nothing is written, which the demo shows as a
+refusal. It requests no CPU cap and no workload profile: the mockup offers neither.
 """
 
 from __future__ import annotations
@@ -39,19 +45,14 @@ from plugins.base import (
     PolicyChange,
     PolicyLimit,
     PowerLimit,
-    ProfileChange,
     RequestKind,
 )
 
 GPU_CAPS = {0: 900.0, 1: 850.0, 2: 800.0, 3: 750.0}
-POLICY = Policy(
-    "demo-high",
-    (
-        PolicyLimit(ElementType.NODE, PowerLimit(watts=5000)),
-        PolicyLimit(ElementType.CPU, PowerLimit(watts=600)),
-    ),
-)
-PROFILE = 4  # out-of-band id (nvidia-smi profile 1)
+NODE_CAP = 5000.0
+POLICY = Policy("demo-high", (PolicyLimit(ElementType.NODE, PowerLimit(watts=NODE_CAP)),))
+#: a sourced mockup whose firmware offers GPU limits (bmcsim.MOCKUPS)
+DEMO_MODEL = "gb200-nvl-gpu-caps"
 
 
 def run_demo(
@@ -63,6 +64,9 @@ def run_demo(
     agent: bool = False,
 ) -> int:
     logging.basicConfig(level=logging.WARNING)
+    # NOTE: a cap the BMC offers no limit for is refused by design here; the table shows each
+    # refusal with the BMC's reason, so the controller's "not applied" warning would only repeat it
+    logging.getLogger("controller.changes").setLevel(logging.ERROR)
     path = Path(workdir)
     path.mkdir(parents=True, exist_ok=True)
     for suffix in ("", "-wal", "-shm"):  # every demo starts from an empty database
@@ -76,6 +80,7 @@ def run_demo(
     finally:
         console.quiet = False
     columns = ("node", "component", "before", "requested", "applied", "after_deactivate")
+    # a refused component is "refused: <the BMC's reason>" in "applied", never an error
     print_json({"ok": code == 0, "components": [dict(zip(columns, row, strict=True)) for row in rows]})
     return code
 
@@ -153,10 +158,13 @@ async def _demo(
         console.rule("devicectl demo")
     else:
         console.print("devicectl demo")
-    async with SimulatorFleet(n=nodes, model="gb200", cert_dir=workdir / "tls", latency=0.02) as fleet:
+    async with SimulatorFleet(n=nodes, model=DEMO_MODEL, cert_dir=workdir / "tls", latency=0.02) as fleet:
         fleet.write_inventory(workdir / "inventory.toml", workdir / "secrets")
         ports = port_text([int(bmc.url.rsplit(":", 1)[1]) for bmc in fleet.bmcs], workdir / "inventory.toml")
-        console.print(f"{nodes} simulated GB200 BMCs on https://127.0.0.1 {ports}")
+        console.print(
+            f"{nodes} simulated GB200 NVL compute-tray BMCs (mockup {DEMO_MODEL}, from NVIDIA's sources) "
+            f"on https://127.0.0.1 {ports}"
+        )
         security, sink_tls, client = _mtls(workdir) if mtls else ({}, ServerTls(), ClientTls())
         sink = TopologySink("127.0.0.1:0", tls=sink_tls)
         await sink.start()
@@ -211,7 +219,6 @@ async def _demo(
                         POLICY,
                         tuple(GpuPolicy(g, PowerLimit(watts=w)) for g, w in GPU_CAPS.items()),
                     ),
-                    profiles=ProfileChange(enable=(PROFILE,)),
                 )
                 active = await _send_all(
                     stub,
@@ -225,7 +232,6 @@ async def _demo(
                     "demo-rg",
                     policy=PolicyChange(PolicyAction.UNSET),
                     gpu_policies=GpuPoliciesChange("demo-rg", PolicyAction.UNSET),
-                    profiles=ProfileChange(disable=(PROFILE,)),
                 )
                 restored = await _send_all(
                     stub, sink, ids, RequestKind.RESOURCE_GROUP_DEACTIVATE, deactivation, "deactivating"
@@ -248,22 +254,49 @@ async def _demo(
         if mtls:
             who = ", ".join(f"{name} ({count})" for name, count in sink.peers.items()) or "nobody"
             console.print(f"responses delivered over mutual TLS by certificate: {who}")
+        writes = [w for bmc in fleet.bmcs for w in getattr(bmc.state, "writes", ())]
+        elsewhere = [f"{method} {path}" for method, path, *_ in writes if "/Processors/GPU_" not in path]
+        console.print(
+            f"BMC write log: {len(writes)} writes, {len(writes) - len(elsewhere)} to the GPUs' "
+            f"EnvironmentMetrics, {len(elsewhere)} elsewhere"
+            + (f" ({', '.join(elsewhere)})" if elsewhere else "")
+        )
         leaked = sum(bmc.stats.open_sessions for bmc in fleet.bmcs)
         console.print(f"Redfish sessions left open on the BMCs after shutdown: {leaked}")
-    failed = [
-        d for d in ids if not translate.success_of(active[d])[0] or not translate.success_of(restored[d])[0]
-    ]
+    failed = [d for d in ids if not _as_offered(rows, d, restored[d])]
+    refused = sorted({row[1] for row in rows if row[4].startswith(REFUSED)})
     console.print(
         "[green]all nodes activated and restored[/green]"
+        + (
+            f"; refused where the BMCs offer no limit, nothing written: {', '.join(refused)}"
+            if refused
+            else ""
+        )
         if not failed
         else f"[red]failed on {', '.join(failed)}[/red]"
     )
     return 1 if failed else 0
 
 
+REFUSED = "refused: "
+
+
+def _as_offered(rows: list[Row], device: str, restored: pb.DeviceControllerResponse) -> bool:
+    """Whether every component of the node did what its BMC offers: set as requested and restored,
+    or refused (nothing written) where the BMC showed no limit before; and the deactivation succeeded."""
+    for _, _, before, requested, applied, after in (r for r in rows if r[0] == device):
+        if applied.startswith(REFUSED):
+            if before != NO_LIMIT:  # the BMC showed a limit: a refusal there is a failure
+                return False
+        elif applied != requested or after != before:
+            return False
+    return translate.success_of(restored)[0]
+
+
 def _node_limit(response: pb.DeviceControllerResponse) -> float | None:
     """The node's limit before any change: the chassis-level power limits the BMC reports (on a
-    GB200 tray, its processor modules), summed; None when it reports none."""
+    GB300 tray, its processor modules), summed; None when it reports none (a GB200 tray's modules
+    carry no limit)."""
     raw = struct_pb2.Struct()
     if not response.HasField("raw_metrics") or not response.raw_metrics.raw_metrics.Unpack(raw):
         return None
@@ -308,45 +341,35 @@ def _rows(
                     _w(gpu_restored.get(gpu)),
                 )
             )
-        cpu = act.allocated_cpu_policy
-        rows.append(
-            (
-                device,
-                "CPUs (total)",
-                _w(sum(c.set_limit for c in start.cpus) if start.cpus else None),
-                _w(600.0),
-                _w(cpu.power_cap_watts) if cpu.ok else f"failed: {cpu.diag_msg}",
-                _w(end.allocated_cpu_policy.power_cap_watts),
-            )
-        )
         node = act.allocated_node_policy
+        was = node_before.get(device)
         rows.append(
             (
                 device,
                 "node",
-                _w(node_before.get(device)),
-                _w(5000.0),
-                _w(node.power_cap_watts) if node.ok else f"failed: {node.diag_msg}",
-                _w(end.allocated_node_policy.power_cap_watts),
-            )
-        )
-        enforced = {tuple(s.enforced_workload_profile_ids) for s in act.workload_profile_result.gpu_statuses}
-        rows.append(
-            (
-                device,
-                "profiles",
-                "none",
-                str(PROFILE),
-                ",".join(str(i) for e in enforced for i in e) or "-",
-                ",".join(
-                    str(i)
-                    for s in end.workload_profile_result.gpu_statuses
-                    for i in s.enforced_workload_profile_ids
-                )
-                or "none",
+                NO_LIMIT if was is None else _w(was),
+                _w(NODE_CAP),
+                _w(node.power_cap_watts) if node.ok else _refusal(node.diag_msg, was),
+                (NO_LIMIT if was is None else _w(end.allocated_node_policy.power_cap_watts)),
             )
         )
     return rows
+
+
+#: a component whose BMC showed no limit before anything was asked
+NO_LIMIT = "no limit offered"
+
+
+def _refusal(diag: str, before: float | None) -> str:
+    """A component that was not applied: a refusal (with the BMC's reason) when the BMC offered no
+    limit before and the plugin says nothing was written ("not written; ..."), else a failure."""
+    if before is None and diag.startswith("not written; "):
+        reason = diag.removeprefix("not written; ")
+        head, sep, rest = reason.partition("): ")
+        if sep and "unsupported on this platform" in head:
+            reason = rest
+        return REFUSED + reason.split(" (requested ")[0]
+    return f"failed: {diag}"
 
 
 def _summary(ids: list[str], rows: list[Row]) -> None:
@@ -360,20 +383,14 @@ def _summary(ids: list[str], rows: list[Row]) -> None:
         cells = {"GPUs": " -> ".join(_joined(r[i] for r in gpus) for i in (2, 4, 5))}
         for _, component, was, _want, got, after in items:
             if not component.startswith("GPU "):
-                cells[component.replace(" (total)", "")] = f"{was} -> {got} -> {after}"
-        out.append(
-            (
-                device,
-                cells.get("GPUs", ""),
-                cells.get("CPUs", ""),
-                cells.get("node", ""),
-                cells.get("profiles", ""),
-            )
-        )
+                # a refusal's reason is in --verbose; here only that it was refused
+                shown = "refused" if got.startswith(REFUSED) else got
+                cells[component] = f"{was} -> {shown} -> {after}"
+        out.append((device, cells.get("GPUs", ""), cells.get("node", "")))
     table(
         "requested vs applied, and what deactivation restored: before -> applied -> after (--verbose: "
-        "each component)",
-        ("node", "GPUs", "CPUs", "node limit", "profiles"),
+        "each component, with the reason of each refusal)",
+        ("node", "GPUs", "node limit"),
         out,
     )
 
