@@ -11,6 +11,8 @@ Each module here turns a resource into a `LimitReading` and builds the request t
 `plugins.redfish._capping.caps` runs the requests (ETag, 412, 0x600 and read-back handling are shared).
 `nvidia_hgx` places an NVIDIA HGX tray's EnvironmentMetrics limits on the scope their evidence
 proves (a processor module's limit is a CPU cap, a group budget or, only where proven, a node share).
+`nvidia_no_limit` names an NVIDIA HGX board that offers no limit (a DGX H100 host BMC, an HGX
+board's own BMC) by its evidence and refuses every cap there with why.
 `gate` is the one write gate every cap write passes (only a limit the resource's last GET carries).
 `node_manager` explains why Node Manager platforms are not supported yet.
 """

@@ -228,4 +228,10 @@ PLATFORM = Platform(
         "HPE Cray EX: SettingRangeMin/Max bounds, caps in Automatic, Disabled alone (hms-power-control)",
         "Lenovo XCC: null SetPoint and Disabled together (redfish.md §1.1)",
     ),
+    refuses=(
+        "a GPU or CPU cap no Control relates to (RelatedItem, PhysicalContext), or whose Control names no "
+        "RelatedItem while the node has several of that kind",
+        "a Control related to several components or with a non-node context: a group budget, never a cap",
+        "a SetPoint outside AllowableMin/Max (HPE Cray EX: SettingRangeMin/Max)",
+    ),
 )

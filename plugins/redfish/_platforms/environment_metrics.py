@@ -266,4 +266,9 @@ PLATFORM = Platform(
     writes='PATCH <EnvironmentMetrics> {"PowerLimitWatts": {"SetPoint": N}}',
     restores="the prior SetPoint; no cap: DefaultSetPoint, or ControlMode Disabled where the limit shows one",
     probe=probe,
+    refuses=(
+        "a node cap split over module chassis unless they contain every GPU and CPU once",
+        "a processor's own chassis limit as the node's",
+        "a component whose EnvironmentMetrics shows no PowerLimitWatts",
+    ),
 )

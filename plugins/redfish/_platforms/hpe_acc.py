@@ -225,4 +225,8 @@ PLATFORM = Platform(
     restores="the zone's value before the first change (there is no 'no cap' state)",
     probe=probe,
     quirks=("a zone NodesInfo says covers several nodes is a group budget, never a node cap",),
+    refuses=(
+        "GPU and CPU caps: the node limit is HPE's AccPowerService (OEM)",
+        "a node cap when AccPowerService/NodesInfo lists several nodes in the zone (a shared budget)",
+    ),
 )

@@ -328,6 +328,11 @@ PLATFORM = Platform(
         "range: the tightest of PowerCapacityWatts, HPE MinimumSafelyAchievableCap, AMI Oem.Vendor, "
         "Lenovo Oem.Lenovo.PowerUtilization",
     ),
+    refuses=(
+        "GPU and CPU caps: the legacy Chassis Power resource caps the whole node only",
+        "a cap outside the tightest published range (PowerCapacityWatts, vendor OEM ranges)",
+        "a chassis whose Links.ComputerSystems names another node too (a shared chassis)",
+    ),
 )
 DISABLED = Platform(
     name="legacy-power-disabled",
@@ -335,4 +340,8 @@ DISABLED = Platform(
     writes="nothing (refused with the reason)",
     restores="nothing",
     probe=probe_disabled,
+    refuses=(
+        "every cap: capping is disabled in the firmware (no LimitInWatts; bmcweb answers a write with "
+        "ActionNotSupported), or the PowerLimit relates to parts only",
+    ),
 )

@@ -49,4 +49,5 @@ PLATFORM = Platform(
     writes="nothing: caps are refused as unsupported (the Domains payload is unpublished)",
     restores="nothing",
     probe=probe,
+    refuses=("every cap: Node Manager domains' payload is unpublished (unsupported)",),
 )

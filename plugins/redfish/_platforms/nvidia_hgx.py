@@ -375,4 +375,11 @@ PLATFORM = Platform(
         "the node cap is the modules' sum only where they contain every processor (GB300)",
         "Oem.Nvidia.PowerLimitPersistency only where the resource shows it (NVIDIA/bmcweb)",
     ),
+    refuses=(
+        "a GPU or CPU cap whose own Processor EnvironmentMetrics carries no PowerLimitWatts (GB200 "
+        "firmware without GPU limits)",
+        "a node cap unless the processor-module limits are proven to cover every GPU and CPU of the node "
+        "once (a GH200's module limits are CPU EDPp limits: no node limit)",
+        "a limit covering several processors (a GPU-total budget) as any one component's cap",
+    ),
 )

@@ -93,6 +93,11 @@ PLATFORM = Platform(
     probe=probe,
     quirks=(
         "the host's CPUs (Systems/DGX) link no EnvironmentMetrics: none is read by convention",
-        "a DGX whose HGX firmware offers GPU limits is nvidia-hgx (probed first)",
+        "a board whose firmware offers GPU limits is nvidia-hgx (probed first)",
+    ),
+    refuses=(
+        "every cap: no resource offers a limit (the GPUs' EnvironmentMetrics carry no PowerLimitWatts, no "
+        "chassis a Power limit or power Control, no manager Node Manager); the refusal names the DGX "
+        "(DGX H100 host BMC) or the HGX board's own BMC and the evidence matched",
     ),
 )

@@ -63,6 +63,7 @@ class Platform:
         matches: the evidence it needs to match, in words.
         writes: how it sets a cap; `restores`: how it puts the first GET's value back.
         quirks: vendor behaviour it handles, each with its source.
+        refuses: what it refuses, each with the evidence that makes it refuse (docs/hardware.md).
         probe: the result when this platform matches what was read, else None (the next one tries).
     """
 
@@ -72,6 +73,7 @@ class Platform:
     restores: str
     probe: Callable[[Probe], Awaitable[Discovery | None]]
     quirks: tuple[str, ...] = ()
+    refuses: tuple[str, ...] = ()
 
 
 def matched(found: Discovery, platform: Platform) -> Discovery:

@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from plugins.redfish._platforms.registry import PLATFORMS
+from bmcsim._platforms import MOCKUP_DIR, MOCKUPS
+from plugins.redfish._platforms.registry import NO_LIMIT, PLATFORMS
 from tests.plugins.redfish.corpus.cases import CORPUS, Survey
 
 HARDWARE_DOC = Path(__file__).resolve().parents[4] / "docs" / "hardware.md"
@@ -108,18 +109,26 @@ _ADDING = """
 2. **Fixture.** A capture of the real BMC under `tests/corpus/redfish/<name>` (trimmed with `trim.py`,
    `SOURCES` naming repository, commit and licence), or, where none is public, a shaped fixture under
    `tests/corpus/redfish/shaped/<name>` written by `shaped/build.py`, its `SOURCES` naming what each
-   shape follows.
+   shape follows. For a simulated NVIDIA model, a mockup folder under `bmcsim/mockups/<name>` built
+   by `bmcsim/mockups/build.py` (its `SOURCES.md` naming repository, commit and file for every
+   resource), registered in `MOCKUPS` (`bmcsim/_platforms.py`).
 3. **Corpus test.** A `Case` in `tests/plugins/redfish/corpus/cases.py` for a capture (then regenerate
-   this file), or a test next to `test_redfish_write_gate.py` for a shaped fixture: the outcome of
-   each cap, the write log, and an exact restore.
+   this file), a test next to `test_redfish_write_gate.py` for a shaped fixture, or next to
+   `test_redfish_nvidia_mockups.py` for a mockup: the outcome of each cap, the write log, and an
+   exact restore.
 """
 
 
 def platforms_section() -> str:
-    """The registry's platforms, in probing order (`plugins/redfish/_platforms/registry.py`)."""
+    """The registry's platforms, in probing order (`plugins/redfish/_platforms/registry.py`): the
+    table, then each platform's evidence: what it matches on, what it writes, what it refuses."""
     lines = [
         "",
         "## Platforms, in probing order",
+        "",
+        "Generated from the registry (`plugins/redfish/_platforms/registry.py`): each platform module",
+        "declares what it matches on, how it writes and restores, what it refuses and its quirks.",
+        "`devicectl inventory check --login` names the platform a BMC matched and the evidence.",
         "",
         "| platform | matches | writes | restores | quirks |",
         "|----------|---------|--------|----------|--------|",
@@ -127,7 +136,55 @@ def platforms_section() -> str:
     for p in PLATFORMS:
         cells = (f"`{p.name}`", p.matches, f"`{p.writes}`", p.restores, "; ".join(p.quirks) or "-")
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    for p in PLATFORMS:
+        module = p.probe.__module__.replace(".", "/") + ".py"
+        lines += ["", f"### `{p.name}` (`{module}`)", "", f"- matches on: {p.matches}"]
+        lines.append(f"- writes: `{p.writes}`; restores: {p.restores}")
+        lines += [f"- refuses: {r}" for r in p.refuses] or ["- refuses: nothing beyond the write gate"]
+        lines += [f"- quirk: {q}" for q in p.quirks]
+    lines += [
+        "",
+        "### none matched",
+        "",
+        f"- refuses every cap: {NO_LIMIT}; readings are still reported.",
+    ]
     return "\n".join(lines) + "\n"
+
+
+def mockups_section() -> str:
+    """The simulator's NVIDIA models (`bmcsim/_platforms.py` MOCKUPS): mockup data built from public
+    sources, each folder's SOURCES.md naming the source of every resource."""
+    lines = [
+        "",
+        "## NVIDIA platforms as mockups",
+        "",
+        "No public capture exists for these, so `bmc-sim --model NAME` serves mockup data built from",
+        "public sources (NVIDIA's bmcweb fork, its documentation, the GB300 capture of the same firmware",
+        "family), each resource's source in the folder's `SOURCES.md`; a value no source gives is left",
+        "out. `tests/plugins/redfish/test_redfish_nvidia_mockups.py` drives each.",
+        "",
+        "| model | folder | what it is |",
+        "|-------|--------|------------|",
+    ]
+    for name, folder in MOCKUPS.items():
+        title = (MOCKUP_DIR / folder / "SOURCES.md").read_text().splitlines()[0]
+        what = title.split(": ", 1)[1] if ": " in title else title
+        lines.append(f"| `{name}` | `bmcsim/mockups/{folder}` | {_cell(what)} |")
+    return "\n".join(lines) + "\n" + _DGX
+
+
+_DGX = """
+The DGX H100 host BMC (`dgx-h100`: AMI MegaRAC in front of the HGX H100 board) offers no limit
+devicectl may write: its GPUs' EnvironmentMetrics carry no `PowerLimitWatts`, its chassis no `Power`
+limit or power `Control`, and its managers show no Node Manager (through which DPS caps DGX
+H100/H200). It matches `nvidia-hgx-no-limit` by that evidence, and every cap is refused naming it:
+"DGX H100 host BMC (matched by its evidence: service root Vendor AMI; host system DGX ... next to the
+HGX board's HGX_Baseboard_0; GPUs NVIDIA H100 80GB HBM3): the BMC offers no power-limit resource ...".
+Where its HGX firmware offers GPU limits (`dgx-h100-gpu-caps`) it matches `nvidia-hgx` and the GPU
+caps are written there. An HGX H100 board's own BMC (`hgx-h100`) is refused the same way; an HGX
+B200 board (`hgx-b200`) takes GPU caps within the 200..1000 W its GPUs publish, and refuses the node
+cap (no node limit is published for it).
+"""
 
 
 def render(found: list[Survey]) -> str:
@@ -163,7 +220,7 @@ def render(found: list[Survey]) -> str:
             )
             + " |"
         )
-    return "\n".join(lines) + "\n" + _BUDGETS + platforms_section() + _ADDING
+    return "\n".join(lines) + "\n" + _BUDGETS + platforms_section() + mockups_section() + _ADDING
 
 
 def verified(checks: dict[str, str]) -> str:
