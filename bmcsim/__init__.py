@@ -15,7 +15,9 @@ One process serves many BMCs (one TLS listening socket each, all in one asyncio 
   ``gb200-nvl-gpu-caps`` (the same tray, firmware whose GPUs offer ``PowerLimitWatts``), ``gh200``
   (module limits that are the Grace CPUs' EDPp controls, no node limit) and ``dgx-h100`` (AMI host
   BMC + HGX H100 board: GPU readings, no limits, host CPUs without EnvironmentMetrics; and
-  ``dgx-h100-gpu-caps``, HGX firmware whose GPUs offer ``PowerLimitWatts``)
+  ``dgx-h100-gpu-caps``, HGX firmware whose GPUs offer ``PowerLimitWatts``), ``hgx-h100`` and
+  ``hgx-b200`` (an HGX baseboard as its own BMC serves it: the H100 board's GPUs offer no limit, the
+  B200 board's 200..1000 W)
 
 Each BMC can also behave like OpenBMC bmcweb (``profile="bmcweb"``: body-hash ETags over drifting
 readings, task monitors with ``Retry-After: 30``), sit behind NVIDIA's DPS proxy (``allow_list=

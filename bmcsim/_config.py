@@ -15,7 +15,8 @@ class BmcConfig:
 
     Attributes:
         model: platform model: "gb200" (synthetic writable tray), "dmtf", "dmtf-legacy", an NVIDIA
-            mockup ("gb200-nvl", "gb200-nvl-gpu-caps", "gh200", "dgx-h100", "dgx-h100-gpu-caps"), a real
+            mockup ("gb200-nvl", "gb200-nvl-gpu-caps", "gh200", "dgx-h100", "dgx-h100-gpu-caps",
+            "hgx-h100", "hgx-b200"), a real
             layout, or
             "capture:DIR" / "mockup:DIR".
         username: the BMC account.
