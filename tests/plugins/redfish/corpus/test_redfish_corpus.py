@@ -389,3 +389,16 @@ async def test_processor_controls_and_a_legacy_node_limit_each_cap_their_own_com
             ]
             == 500
         )
+
+
+def test_hardware_doc_shows_each_platforms_evidence_from_the_registry() -> None:
+    from plugins.redfish._platforms.registry import PLATFORMS
+
+    text = HARDWARE_DOC.read_text()
+    for platform in PLATFORMS:
+        # every module says what it refuses, and the doc shows it under the platform's own heading
+        assert platform.refuses, f"{platform.name}: declare what it refuses"
+        section = text.split(f"### `{platform.name}` (`", 1)[1].split("\n### ", 1)[0]
+        assert f"- matches on: {platform.matches}" in section
+        assert all(f"- refuses: {r}" in section for r in platform.refuses), platform.name
+    assert "DGX H100 host BMC (matched by its evidence" in text
