@@ -367,3 +367,45 @@ def test_the_privacy_check_sees_a_reach_into_another_package(tmp_path: Path) -> 
         "plugins.nvml._room.b:1 imports plugins.base._types, private to plugins.base",
         "plugins.nvml._state:2 imports plugins.base._types, private to plugins.base",
     ]
+
+
+def imports_of(root: Path, folder: str, name: str) -> list[str]:
+    """Where a module under `folder` imports the module `name` (or one of its submodules), in any
+    form: `import name`, `import name as x`, `from name import y`, at module level or in a function."""
+    found = []
+    for path in sorted((root / folder).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                targets = [node.module or ""]
+            else:
+                continue
+            if any(t == name or t.startswith(name + ".") for t in targets):
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_the_command_line_is_click_only() -> None:
+    """`devicectl` parses with Click alone: handlers take Click's parameters (`controller.cli._options`),
+    not an argparse namespace, and no command keeps a parser of its own."""
+    assert imports_of(ROOT, "controller/cli", "click")  # the scan sees the command line's imports
+    found = imports_of(ROOT, "controller/cli", "argparse")
+    assert not found, "controller/cli uses Click only; argparse imported at:\n" + "\n".join(found)
+
+
+def test_the_click_only_check_sees_every_form_of_import(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "controller/cli/a.py": "import argparse\n",
+            "controller/cli/b.py": "import os, argparse as ap\n",
+            "controller/cli/c.py": "def f():\n    from argparse import Namespace\n",
+            "controller/cli/d.py": "import argparse_extras\nfrom . import argparse\n# import argparse\n",
+        },
+    )
+    assert imports_of(root, "controller/cli", "argparse") == [
+        "controller/cli/a.py:1",
+        "controller/cli/b.py:1",
+        "controller/cli/c.py:2",
+    ]

@@ -7,7 +7,6 @@ input error, each error one line on stderr (`--debug`: the traceback). Shell com
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -15,8 +14,28 @@ from typing import Any
 
 import click
 
-from controller.cli import _agent, _inspect, _local, _plugin, _preflight, _query, _send, _support, _verify
-from controller.cli._click import Group, call, client_options, namespace, output_options, pending_args
+from controller.cli import (
+    _agent,
+    _capture,
+    _inspect,
+    _local,
+    _plugin,
+    _preflight,
+    _query,
+    _send,
+    _support,
+    _verify,
+)
+from controller.cli._click import (
+    Group,
+    PassThrough,
+    call,
+    client_options,
+    options_from,
+    output_options,
+    pending_args,
+)
+from controller.cli._options import Options
 from controller.cli._render import print_error, print_json, set_output
 from controller.cli._serve import cmd_serve
 from controller.cli._serve import settings_from as settings_from  # the deploy tests load it here
@@ -243,40 +262,35 @@ def _demo(**_: Any) -> int:
     return call(_local.cmd_demo)
 
 
-#: the simulators parse their own flags (devicectl bmc-sim --help shows theirs)
+#: the simulator parses its own flags (devicectl bmc-sim --help shows them)
 _PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
 
 
-def _own_flags(entry: Callable[[list[str]], int], args: argparse.Namespace) -> int:
-    try:
-        return int(entry(list(args.passed)))
-    except SystemExit as exc:  # their argparse exits on --help and on bad flags
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-
-
-@cli.command("bmc-sim", cls=click.Command, context_settings=_PASS_THROUGH)
+@cli.command("bmc-sim", cls=PassThrough, context_settings=_PASS_THROUGH)
 @click.argument("passed", nargs=-1, type=click.UNPROCESSED)
 @output_options
 def _bmc_sim(**_: Any) -> int:
     """Run simulated Redfish BMCs over HTTPS (devicectl bmc-sim --help)."""
     from bmcsim.cli import main as sim_main
 
-    def run(args: argparse.Namespace) -> int:
+    def run(args: Options) -> int:
+        passed = list(args.passed)
         if args.json:  # -o json: the simulator prints JSON lines instead of its text summary
-            args.passed = ["--json", *args.passed]
-        return _own_flags(sim_main, args)
+            passed = ["--json", *passed]
+        try:
+            return int(sim_main(passed))
+        except SystemExit as exc:  # its parser exits on --help and on bad flags
+            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
 
     return call(run)
 
 
-@cli.command("bmc-capture", cls=click.Command, context_settings=_PASS_THROUGH)
-@click.argument("passed", nargs=-1, type=click.UNPROCESSED)
+@cli.command("bmc-capture")
+@_capture.capture_options
 @output_options
 def _bmc_capture(**_: Any) -> int:
-    """Capture a BMC read-only for bmc-sim replay (devicectl bmc-capture --help)."""
-    from controller.cli._capture import main as capture_main
-
-    return call(lambda args: _own_flags(capture_main, args))
+    """Capture a BMC's Redfish tree read-only and scrubbed, for `devicectl bmc-sim --model capture:DIR`."""
+    return call(_capture.cmd_capture)
 
 
 @cli.command("completion")
@@ -309,7 +323,7 @@ class _Parsed:
     """`_parser().parse_args(argv)`: a command line as its handler sees it, without running it
     (the deploy tests check the container's and the systemd unit's command lines with it)."""
 
-    def parse_args(self, argv: Sequence[str]) -> argparse.Namespace:
+    def parse_args(self, argv: Sequence[str]) -> Options:
         return parse(argv)
 
 
@@ -317,8 +331,8 @@ def _parser() -> _Parsed:
     return _Parsed()
 
 
-def parse(argv: Sequence[str]) -> argparse.Namespace:
-    """A command line parsed into its handler's namespace (Click's errors propagate)."""
+def parse(argv: Sequence[str]) -> Options:
+    """A command line parsed into its handler's options (Click's errors propagate)."""
     ctx = cli.make_context("devicectl", list(argv))
     while isinstance(ctx.command, click.Group):
         rest = pending_args(ctx)
@@ -327,7 +341,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         name, command, remaining = ctx.command.resolve_command(ctx, rest)
         assert name is not None and command is not None
         ctx = command.make_context(name, remaining, parent=ctx)
-    return namespace(ctx)
+    return options_from(ctx)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

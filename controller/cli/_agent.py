@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Callable
 from typing import Any
@@ -12,6 +11,7 @@ import click
 
 from controller.cli._click import Group, call, client_options, output_options
 from controller.cli._errors import UsageError
+from controller.cli._options import Options
 from controller.cli._render import console, print_error, print_json
 from controller.cli._serve import cmd_serve, settings_from
 
@@ -57,7 +57,7 @@ SETTINGS_OPTIONS = (
 )
 
 
-def cmd_agent(args: argparse.Namespace) -> int:
+def cmd_agent(args: Options) -> int:
     if args.callback is None:
         args.callback = ""  # agent mode: responses go back on the stream, not to a callback
     if not settings_from(args).agent_server:
@@ -65,7 +65,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     return cmd_serve(args)
 
 
-def cmd_sink_agents(args: argparse.Namespace) -> int:
+def cmd_sink_agents(args: Options) -> int:
     import grpc
 
     from controller._proto.devicecontroller.v1 import agent_pb2 as apb

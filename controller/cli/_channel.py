@@ -7,16 +7,16 @@ _KEY, _SERVER_NAME, _SERVER) give the defaults (controller.cli._click.client_opt
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import replace
 
 import grpc
 
 from controller.cli._errors import UsageError
+from controller.cli._options import Options
 from controller.security.tls import ClientTls, sync_channel
 
 
-def client_tls(args: argparse.Namespace) -> ClientTls:
+def client_tls(args: Options) -> ClientTls:
     return ClientTls(
         ca_cert=getattr(args, "ca_cert", None) or "",
         cert=getattr(args, "cert", None) or "",
@@ -55,7 +55,7 @@ def server_address(server: str) -> tuple[str, bool]:
     return text, tls
 
 
-def channel(args: argparse.Namespace) -> grpc.Channel:
+def channel(args: Options) -> grpc.Channel:
     """A blocking channel to `--server` per the TLS flags (ValueError for bad combinations)."""
     target, tls = server_address(args.server)
     settings = client_tls(args)

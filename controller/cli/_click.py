@@ -1,14 +1,13 @@
 """Click plumbing every devicectl command shares: output and debug flags accepted anywhere, client
 TLS flags before or after the command, and the bridge from Click's contexts to the handlers.
 
-Handlers take one `argparse.Namespace` (the shape they had before Click): `call` builds it from the
-chain of contexts, root first, so a flag given after the command overrides the same flag given
-before it, and a flag not given keeps the root's value (its environment default, say).
+Handlers take one `Options` (controller.cli._options): `call` builds it from the chain of contexts,
+root first, so a flag given after the command overrides the same flag given before it, and a flag
+not given keeps the root's value (its environment default, say).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import sys
 import traceback
@@ -19,6 +18,7 @@ import click
 from click.core import ParameterSource
 
 from controller.cli._errors import OUTPUTS, TABULAR, explain
+from controller.cli._options import Options
 from controller.cli._render import err_console, print_error, set_output
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -31,19 +31,29 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT, ParameterSou
 
 
 class Command(click.Command):
-    """A command that still takes the abbreviated long flags argparse took (`--dev` for `--device`),
-    with a deprecation warning."""
+    """A command that takes a unique prefix of one of its long flags (`--dev` for `--device`), with
+    a deprecation warning (`LongFlagPrefixes`), and refuses a one-value flag given twice."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        args = unabbreviate(self, ctx, args, group=False)
-        refuse_repeats(self, ctx, args)
+        prefixes = LongFlagPrefixes(self, ctx, args)
+        ctx.token_normalize_func = prefixes
+        refuse_repeats(self, ctx, args, prefixes)
+        return super().parse_args(ctx, args)
+
+
+class PassThrough(click.Command):
+    """A command whose words go to a tool that parses its own flags (`bmc-sim`): no prefix of the
+    groups' flags is expanded in them."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.token_normalize_func = None  # not the group's, which a context inherits
         return super().parse_args(ctx, args)
 
 
 class Group(click.Group):
     """A group that answers a missing subcommand with a usage error (exit 2) on every Click 8
     release (8.1 printed the help and exited 0), lists its commands in definition order, and
-    takes abbreviated long flags before its subcommand, like Command."""
+    takes a unique prefix of its long flags before its subcommand, like Command."""
 
     command_class = Command
     group_class = type  # subgroups are Groups too
@@ -53,7 +63,8 @@ class Group(click.Group):
         super().__init__(*args, **kwargs)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, unabbreviate(self, ctx, args, group=True))
+        ctx.token_normalize_func = LongFlagPrefixes(self, ctx, args)
+        return super().parse_args(ctx, args)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(self.commands)
@@ -64,44 +75,47 @@ class Group(click.Group):
         return super().invoke(ctx)
 
 
-def unabbreviate(command: click.Command, ctx: click.Context, args: list[str], *, group: bool) -> list[str]:
-    """Expand a unique prefix of one of the command's long flags, as argparse did, with a warning
-    (a group: only the flags before its subcommand)."""
-    options = [p for p in command.get_params(ctx) if isinstance(p, click.Option)]
-    flags = {opt for p in options for opt in (*p.opts, *p.secondary_opts) if opt.startswith("--")}
-    valued = {opt for p in options if not p.is_flag and not p.count for opt in p.opts}
-    out: list[str] = []
-    i = 0
-    while i < len(args):
-        token = args[i]
-        if token == "--" or (group and not token.startswith("-")):
-            return out + args[i:]
-        name, eq, value = token.partition("=")
-        if token.startswith("--") and name not in flags:
-            matches = [flag for flag in flags if flag.startswith(name)]
-            if len(matches) == 1:
-                if not ctx.resilient_parsing:  # not while completing
-                    err_console.print(
-                        f"warning: {name} is deprecated (an abbreviation): write {matches[0]}",
-                        markup=False,
-                        highlight=False,
-                        soft_wrap=True,
-                    )
-                name = matches[0]
-                token = name + eq + value
-        out.append(token)
-        if name in valued and not eq and i + 1 < len(args):
-            out.append(args[i + 1])
-            i += 1
-        i += 1
-    return out
+class LongFlagPrefixes:
+    """A command's `Context.token_normalize_func`: Click's parser hands it each option name it
+    reads (without its dashes), and it answers the command's long flag that a unique prefix the
+    user wrote stands for (`undel` for `--undelivered`), with a deprecation warning: scripts
+    written for the earlier command line use such prefixes. Anything else comes back as it was:
+    an exact name, an ambiguous prefix (`--d`: Click's "No such option"), a short flag, and the
+    choices and command names Click also normalizes with it, unless the user wrote them as `--NAME`."""
+
+    def __init__(self, command: click.Command, ctx: click.Context, args: list[str]) -> None:
+        options = [p for p in command.get_params(ctx) if isinstance(p, click.Option)]
+        names = [opt for p in options for opt in (*p.opts, *p.secondary_opts)]
+        self.long = [name[2:] for name in names if name.startswith("--")]
+        self.written = {arg.partition("=")[0][2:] for arg in args if arg.startswith("--")}
+        self.ctx = ctx
+
+    def resolve(self, name: str) -> str:
+        """The long flag (without dashes) that `name` is a unique prefix of, else `name`."""
+        if name in self.long or name not in self.written:
+            return name
+        matches = [flag for flag in self.long if flag.startswith(name)]
+        return matches[0] if len(matches) == 1 else name
+
+    def __call__(self, name: str) -> str:
+        resolved = self.resolve(name)
+        if resolved != name and not self.ctx.resilient_parsing:  # not while completing
+            err_console.print(
+                f"warning: --{name} is deprecated (an abbreviation): write --{resolved}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+        return resolved
 
 
 #: flags where the last one given wins, by design (documented: `--json -o yaml`)
 _LAST_WINS = {"--output", "-o"}
 
 
-def refuse_repeats(command: click.Command, ctx: click.Context, args: list[str]) -> None:
+def refuse_repeats(
+    command: click.Command, ctx: click.Context, args: list[str], prefixes: LongFlagPrefixes
+) -> None:
     """A flag that takes one value, given twice with different values (`--device a --device b`),
     is refused: Click would keep only the last one, and a request would go to one device silently."""
     valued = {
@@ -118,6 +132,8 @@ def refuse_repeats(command: click.Command, ctx: click.Context, args: list[str]) 
         if token == "--":
             return
         name, eq, value = token.partition("=")
+        if name.startswith("--"):
+            name = "--" + prefixes.resolve(name[2:])
         if name in valued:
             if not eq:
                 value = args[i + 1] if i + 1 < len(args) else ""
@@ -243,7 +259,7 @@ def client_options(f: F | None = None, *, env: bool = False) -> Any:
     )
 
 
-def namespace(ctx: click.Context, **extra: Any) -> argparse.Namespace:
+def options_from(ctx: click.Context, **extra: Any) -> Options:
     """The handler's view of one command line: every context's values, deepest given value wins."""
     chain: list[click.Context] = []
     node: click.Context | None = ctx
@@ -265,14 +281,14 @@ def namespace(ctx: click.Context, **extra: Any) -> argparse.Namespace:
         debug=bool(ctx.meta.get(_DEBUG)),
         **extra,
     )
-    return argparse.Namespace(**values)
+    return Options(**values)
 
 
-def call(handler: Callable[[argparse.Namespace], int], **extra: Any) -> int:
+def call(handler: Callable[[Options], int], **extra: Any) -> int:
     """Run a handler on the current command line; errors a user can act on become one line on
     stderr and an exit code (2: usage or input, 1: failure), a traceback only with `--debug`."""
     ctx = click.get_current_context()
-    args = namespace(ctx, **extra)
+    args = options_from(ctx, **extra)
     set_output(args.output, wide=args.wide, no_headers=bool(getattr(args, "no_headers", False)))
     try:
         return int(handler(args))

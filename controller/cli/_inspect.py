@@ -6,7 +6,6 @@ They load the inventory, start each plugin the inventory names, and print the fi
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 from collections import defaultdict
@@ -15,6 +14,7 @@ from typing import Any
 import click
 
 from controller.cli._click import call, output_options
+from controller.cli._options import Options
 from controller.cli._render import err_console, print_json, table
 from controller.config import Settings, load_settings
 from controller.inventory import DeviceEntry, inventory_secrets, load_inventory
@@ -53,7 +53,7 @@ def register(cli: click.Group) -> None:
         return call(run_stats)
 
 
-def _settings(args: argparse.Namespace) -> Settings:
+def _settings(args: Options) -> Settings:
     settings = load_settings(
         args.config, overrides={"inventory": args.inventory, "secrets_dir": args.secrets_dir}
     )
@@ -91,7 +91,7 @@ async def _first(stream: Any, count: int, timeout: float) -> list[Any]:
     return out
 
 
-async def _collect(args: argparse.Namespace, kind: str) -> tuple[list[tuple[str, Any]], int]:
+async def _collect(args: Options, kind: str) -> tuple[list[tuple[str, Any]], int]:
     """Each plugin's first responses, and how many plugins failed."""
     settings = _settings(args)
     # the inventory's [[plugin]] tables: their plugins run as serve runs them, with their config
@@ -141,7 +141,7 @@ def _flatten(obj: StatObject, prefix: str = "") -> list[tuple[str, str]]:
     return rows
 
 
-def run_fingerprint(args: argparse.Namespace) -> int:
+def run_fingerprint(args: Options) -> int:
     results, failures = asyncio.run(_collect(args, "fingerprint"))
     if args.json:
         print_json([{"plugin": p, **dataclasses.asdict(r)} for p, r in results])
@@ -162,7 +162,7 @@ def run_fingerprint(args: argparse.Namespace) -> int:
     return _exit_code(results, failures)
 
 
-def run_stats(args: argparse.Namespace) -> int:
+def run_stats(args: Options) -> int:
     results, failures = asyncio.run(_collect(args, "stats"))
     if args.json:
         print_json([{"plugin": p, **dataclasses.asdict(r)} for p, r in results])

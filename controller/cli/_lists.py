@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import argparse
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -17,6 +16,7 @@ import click
 from google.protobuf.message import Message
 
 from controller.cli._errors import UsageError
+from controller.cli._options import Options
 from controller.cli._render import as_dict, err_console, print_item, print_json
 
 T = TypeVar("T", bound=Message)
@@ -112,7 +112,7 @@ class Page(Generic[T]):
 
 
 def fetch(
-    args: argparse.Namespace,
+    args: Options,
     get: Callable[[int], Sequence[T]],
     at: Callable[[T], Any] | None = None,
 ) -> Page[T]:
@@ -143,7 +143,7 @@ def note_cut(page: Page[Any], what: str) -> None:
 
 
 def show(
-    args: argparse.Namespace,
+    args: Options,
     look: Callable[[], Page[T]],
     *,
     kind: str,
@@ -168,7 +168,7 @@ def show(
 
 
 def _print(
-    args: argparse.Namespace,
+    args: Options,
     rows: list[T],
     *,
     kind: str,
@@ -186,7 +186,7 @@ def _print(
 
 
 def _watch(
-    args: argparse.Namespace,
+    args: Options,
     look: Callable[[], Page[T]],
     page: Page[T],
     *,

@@ -3,7 +3,6 @@ certificates (`certs`) and the demo."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import signal
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import click
 
 from controller.cli._errors import UsageError, check_sqlite_directory
+from controller.cli._options import Options
 from controller.cli._render import console, print_error, print_json
 from controller.config import load_settings
 
@@ -21,7 +21,7 @@ def newer_schema_message(status: Any) -> str:
     return str(message(status))
 
 
-def _store(args: argparse.Namespace) -> Any:
+def _store(args: Options) -> Any:
     from controller.store import Store
 
     settings = load_settings(args.config, overrides={"database_url": args.database_url})
@@ -29,7 +29,7 @@ def _store(args: argparse.Namespace) -> Any:
     return Store.from_url(settings.database_url)
 
 
-def cmd_db_upgrade(args: argparse.Namespace) -> int:
+def cmd_db_upgrade(args: Options) -> int:
     store = _store(args)
     before = store.schema_status()
     if before.newer:  # alembic would say "Can't locate revision": say whose schema it is
@@ -66,7 +66,7 @@ def _live_writer(store: Any) -> str | None:
     return live_writer(store.url)
 
 
-def _confirmed_base(args: argparse.Namespace, where: str) -> bool:
+def _confirmed_base(args: Options, where: str) -> bool:
     """`downgrade base` wipes the database: ask on a terminal, refuse without one (unless --yes)."""
     if args.yes:
         return True
@@ -88,7 +88,7 @@ def _previous(current: str | None) -> str:
     return known[at - 1] if at > 0 else "base"
 
 
-def cmd_db_status(args: argparse.Namespace) -> int:
+def cmd_db_status(args: Options) -> int:
     status = _store(args).schema_status()
     if args.json:
         print_json(
@@ -107,7 +107,7 @@ def cmd_db_status(args: argparse.Namespace) -> int:
     return 0 if status.up_to_date else 1
 
 
-def cmd_db_prune(args: argparse.Namespace) -> int:
+def cmd_db_prune(args: Options) -> int:
     from datetime import UTC, datetime
 
     from controller.process.retention import retention_policy
@@ -138,7 +138,7 @@ def cmd_db_prune(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_sink(args: argparse.Namespace) -> int:
+def cmd_sink(args: Options) -> int:
     from controller import translate
     from controller.delivery.agent_server import load_routes
     from controller.delivery.sink import TopologySink
@@ -172,7 +172,7 @@ def cmd_sink(args: argparse.Namespace) -> int:
     return asyncio.run(main())
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
+def cmd_demo(args: Options) -> int:
     from controller.cli._demo import run_demo
 
     return run_demo(
@@ -185,7 +185,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
 
 
-def cmd_certs(args: argparse.Namespace) -> int:
+def cmd_certs(args: Options) -> int:
     from controller.security import certs
 
     if args.dir and args.directory and args.dir != args.directory:

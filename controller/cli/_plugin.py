@@ -8,7 +8,6 @@ as it arrives: a table per update by default, one JSON object per line with `--j
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
@@ -23,6 +22,7 @@ from typing import Any
 import click
 
 from controller.cli._click import Command, Group, call, output_options
+from controller.cli._options import Options
 from controller.cli._render import console, print_item, table
 from plugins.base import (
     OPERATIONS,
@@ -123,7 +123,7 @@ class _Launch(Group):
         return super().invoke(ctx)
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
+def cmd_serve(args: Options) -> int:
     from controller.process import runtime
     from plugins import registry
     from plugins.base import serve
@@ -150,7 +150,7 @@ def _json_arg(text: str, what: str) -> dict[str, Any]:
     return value
 
 
-def cmd_launch(args: argparse.Namespace) -> int:
+def cmd_launch(args: Options) -> int:
     from controller.plugin_host.launch import ExternalPlugin
     from controller.plugin_host.remote import RemotePlugin
 
@@ -219,7 +219,7 @@ def _emit(value: Mapping[str, Any]) -> None:
     print_item(value)
 
 
-async def _act(plugin: Any, args: argparse.Namespace) -> int:
+async def _act(plugin: Any, args: Options) -> int:
     from controller.plugin_host.remote import RemotePlugin
     from plugins._proto.nomad.plugins.base import base_pb2
     from plugins.base import nomad
@@ -323,7 +323,7 @@ async def _act(plugin: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_fingerprint(args: argparse.Namespace, update: FingerprintResponse) -> None:
+def _show_fingerprint(args: Options, update: FingerprintResponse) -> None:
     from plugins.base.codec import encode
 
     if args.json:
@@ -344,7 +344,7 @@ def _show_fingerprint(args: argparse.Namespace, update: FingerprintResponse) -> 
     table("fingerprint", ["group", "device", "health"], rows)
 
 
-def _show_stats(args: argparse.Namespace, stats: StatsResponse) -> None:
+def _show_stats(args: Options, stats: StatsResponse) -> None:
     from plugins.base.codec import encode
 
     if args.json:

@@ -4,7 +4,6 @@ read-only), so wrong credentials or an unreachable BMC show up before traffic do
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import time
@@ -14,6 +13,7 @@ from typing import Any
 import click
 
 from controller.cli._click import Group, call, output_options
+from controller.cli._options import Options
 from controller.cli._render import print_json, table
 from controller.config import Settings, load_settings
 from controller.inventory import (
@@ -50,7 +50,7 @@ def register(cli: click.Group) -> None:
         return call(run_check)
 
 
-def run_check(args: argparse.Namespace) -> int:
+def run_check(args: Options) -> int:
     settings = load_settings(
         args.config, overrides={"inventory": args.inventory, "secrets_dir": args.secrets_dir}
     )

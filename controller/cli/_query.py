@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 from typing import Any
@@ -18,6 +17,7 @@ from controller.cli._click import Group, call, client_options, output_options
 from controller.cli._devices import device_dict, devices_table, health_table, limits_table, show_in_force
 from controller.cli._errors import NotFoundError, UsageError
 from controller.cli._lists import ALL, fetch, follow, list_options, page_rows, show
+from controller.cli._options import Options
 from controller.cli._render import (
     clip_cell,
     console,
@@ -139,12 +139,12 @@ def register(cli: click.Group) -> None:
         return call(plugins_list)
 
 
-def _admin(args: argparse.Namespace) -> tuple[grpc.Channel, agrpc.DeviceControllerAdminStub]:
+def _admin(args: Options) -> tuple[grpc.Channel, agrpc.DeviceControllerAdminStub]:
     chan = channel(args)
     return chan, agrpc.DeviceControllerAdminStub(chan)
 
 
-def _call(args: argparse.Namespace, method: str, request: Any) -> Any:
+def _call(args: Options, method: str, request: Any) -> Any:
     """One admin call; a gRPC error goes to the CLI's one-line error handler (exit 1)."""
     channel, stub = _admin(args)
     with channel:
@@ -160,7 +160,7 @@ def _status(record: apb.RequestRecord) -> str:
     return apb.RequestStatus.Name(record.status).lower()
 
 
-def requests_list(args: argparse.Namespace) -> int:
+def requests_list(args: Options) -> int:
     devices = list(args.device or [""])
 
     def get(limit: int) -> list[apb.RequestRecord]:
@@ -192,16 +192,14 @@ def requests_list(args: argparse.Namespace) -> int:
     )
 
 
-def _page(
-    args: argparse.Namespace, method: str, query: Any, token: str, *, field: str
-) -> tuple[list[Any], str]:
+def _page(args: Options, method: str, query: Any, token: str, *, field: str) -> tuple[list[Any], str]:
     """One page of a list: its rows and the next page's token ("" after the last)."""
     query.page_token = token
     answer = _call(args, method, query)
     return list(getattr(answer, field)), answer.next_page_token
 
 
-def _requests_table(args: argparse.Namespace, rows: list[apb.RequestRecord]) -> None:
+def _requests_table(args: Options, rows: list[apb.RequestRecord]) -> None:
     wide = args.wide
     at = when if wide else when_short
     # waiting or refused responses: why is what an operator looks for
@@ -232,7 +230,7 @@ def _requests_table(args: argparse.Namespace, rows: list[apb.RequestRecord]) -> 
     )
 
 
-def _by_prefix(args: argparse.Namespace, prefix: str) -> apb.RequestRecord:
+def _by_prefix(args: Options, prefix: str) -> apb.RequestRecord:
     """The request `prefix` names: exactly, or as the unique prefix of a recent request's id."""
     try:
         return _call(args, "GetRequest", apb.GetRequestRequest(request_id=prefix))
@@ -250,7 +248,7 @@ def _by_prefix(args: argparse.Namespace, prefix: str) -> apb.RequestRecord:
     return _call(args, "GetRequest", apb.GetRequestRequest(request_id=found.pop()))
 
 
-def requests_show(args: argparse.Namespace) -> int:
+def requests_show(args: Options) -> int:
     r = _by_prefix(args, args.request_id)
     if args.json:
         print_json(r)
@@ -291,7 +289,7 @@ def _delivery_attempts(r: apb.RequestRecord) -> str:
     return f"{failed} failed" if failed else "none yet"
 
 
-def devices_list(args: argparse.Namespace) -> int:
+def devices_list(args: Options) -> int:
     def get(limit: int) -> list[apb.DeviceRecord]:
         query = apb.ListDevicesRequest(page_size=page_rows(limit), selector=args.selector or "")
         return follow(functools.partial(_page, args, "ListDevices", query, field="devices"), limit)
@@ -307,7 +305,7 @@ def devices_list(args: argparse.Namespace) -> int:
     )
 
 
-def devices_health(args: argparse.Namespace) -> int:
+def devices_health(args: Options) -> int:
     def get(limit: int) -> list[apb.BmcHealth]:
         if args.device:  # one device: its row, wherever it falls in the pages
             query = apb.ListBmcHealthRequest(page_size=page_rows(ALL), unreachable=args.unreachable)
@@ -328,7 +326,7 @@ def devices_health(args: argparse.Namespace) -> int:
     )
 
 
-def devices_show(args: argparse.Namespace) -> int:
+def devices_show(args: Options) -> int:
     d = _call(args, "GetDevice", apb.GetDeviceRequest(id=args.device))
     if args.json:
         print_json(device_dict(d))
@@ -358,7 +356,7 @@ def devices_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def verifications_list(args: argparse.Namespace) -> int:
+def verifications_list(args: Options) -> int:
     def get(limit: int) -> list[apb.VerificationRecord]:
         query = apb.ListVerificationsRequest(
             device=args.device or "",
@@ -379,7 +377,7 @@ def verifications_list(args: argparse.Namespace) -> int:
     )
 
 
-def _verifications_table(args: argparse.Namespace, rows: list[apb.VerificationRecord]) -> None:
+def _verifications_table(args: Options, rows: list[apb.VerificationRecord]) -> None:
     at = when if args.wide else when_short
     table(
         "verifications",
@@ -401,7 +399,7 @@ def _verifications_table(args: argparse.Namespace, rows: list[apb.VerificationRe
     )
 
 
-def plugins_list(args: argparse.Namespace) -> int:
+def plugins_list(args: Options) -> int:
     """Installed plugins, read locally from the entry-point group (no server needed)."""
     rows = []
     for source in registry.available():

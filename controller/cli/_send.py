@@ -16,7 +16,6 @@ it ended.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
 import json
@@ -40,6 +39,7 @@ from controller.cli._channel import channel as client_channel
 from controller.cli._click import Command, Group, call, client_options, output_options
 from controller.cli._errors import UsageError
 from controller.cli._lists import ALL, follow, selector_option
+from controller.cli._options import Options
 from controller.cli._render import as_dict, console, err_console, print_json, table
 from controller.cli._responses import is_shadow, render_response
 from controller.cli._writes import render_plan
@@ -113,7 +113,7 @@ def _limit(text: str) -> PowerLimit | None:
     return PowerLimit(watts=whole_watts(text.removesuffix("w")))
 
 
-def _policy(args: argparse.Namespace) -> Policy | None:
+def _policy(args: Options) -> Policy | None:
     limits = [
         PolicyLimit(element, PowerLimit(watts=value))
         for element, value in (
@@ -127,7 +127,7 @@ def _policy(args: argparse.Namespace) -> Policy | None:
     return Policy(args.policy_name, tuple(limits)) if limits else None
 
 
-def _gpu_policies(args: argparse.Namespace) -> tuple[GpuPolicy, ...]:
+def _gpu_policies(args: Options) -> tuple[GpuPolicy, ...]:
     out = []
     for item in args.gpu:
         gpu, sep, value = item.partition("=")
@@ -171,7 +171,7 @@ KIND_FLAGS: dict[RequestKind, set[str]] = {
 _DEFAULTS = {"policy_name": "cli", "resource_group": "", "retry_count": 0, "phase": 0}
 
 
-def check_kind_flags(name: str, kind: RequestKind, args: argparse.Namespace) -> None:
+def check_kind_flags(name: str, kind: RequestKind, args: Options) -> None:
     """Refuse flags the kind ignores and insist on the ones it needs (exit 2)."""
     given = {
         flag
@@ -190,7 +190,7 @@ def check_kind_flags(name: str, kind: RequestKind, args: argparse.Namespace) -> 
         raise UsageError(f"send {name}: give --enable ID and/or --disable ID")
 
 
-def build_request(args: argparse.Namespace) -> pb.DeviceControllerRequest:
+def build_request(args: Options) -> pb.DeviceControllerRequest:
     if args.file:
         try:
             msg = json_format.Parse(Path(args.file).read_text(), pb.DeviceControllerRequest())
@@ -261,7 +261,7 @@ def build_request(args: argparse.Namespace) -> pb.DeviceControllerRequest:
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: Options) -> int:
     msg = build_request(args)
     if args.dry_run:
         return _dry_run(args, msg)
@@ -357,7 +357,7 @@ def _interrupted(request_id: str) -> int:
     return 130
 
 
-def _cannot_wait(args: argparse.Namespace, request_id: str, reason: str) -> int:
+def _cannot_wait(args: Options, request_id: str, reason: str) -> int:
     """The request was accepted but cannot be waited on from here (a topology-only certificate
     may send, not read the journal; a sink keeps no journal): say so with the id, so nobody sends
     it again."""
@@ -410,7 +410,7 @@ def _is_sink(channel: grpc.Channel) -> bool:
     return True
 
 
-def _dry_run(args: argparse.Namespace, msg: pb.DeviceControllerRequest) -> int:
+def _dry_run(args: Options, msg: pb.DeviceControllerRequest) -> int:
     with client_channel(args) as channel:
         try:
             plan = agrpc.DeviceControllerAdminStub(channel).DryRun(msg, timeout=max(args.timeout, 60) + 30)
@@ -473,7 +473,7 @@ class _null:
 WAIT_SECONDS = 600
 
 
-def send(args: argparse.Namespace) -> int:
+def send(args: Options) -> int:
     """`send` with `--device` (one node, `run`) or `-l/--selector` (every node it picks)."""
     selector = getattr(args, "selector", "") or ""
     if not selector:
@@ -502,14 +502,14 @@ def _selected(channel: grpc.Channel, selector: str) -> list[str]:
     return follow(page, ALL)
 
 
-def _for(args: argparse.Namespace, device: str) -> argparse.Namespace:
+def _for(args: Options, device: str) -> Options:
     one = copy.copy(args)
     one.device = device
     one.request_id = f"{args.request_id}-{device}" if args.request_id else str(uuid.uuid4())
     return one
 
 
-def _plan_each(args: argparse.Namespace, channel: grpc.Channel, messages: list[Any], head: str) -> int:
+def _plan_each(args: Options, channel: grpc.Channel, messages: list[Any], head: str) -> int:
     """Each node's plan, after the count; never a line that reads like an applied change."""
     if not args.json:
         console.print(f"DRY RUN: nothing was written. {head}:", highlight=False, markup=False)
@@ -528,7 +528,7 @@ def _plan_each(args: argparse.Namespace, channel: grpc.Channel, messages: list[A
     return 1 if failing else 0
 
 
-def _send_each(args: argparse.Namespace, channel: grpc.Channel, messages: list[Any], head: str) -> int:
+def _send_each(args: Options, channel: grpc.Channel, messages: list[Any], head: str) -> int:
     if not args.json:
         err_console.print(f"sending to {head}", highlight=False, markup=False, soft_wrap=True)
     stub = dgrpc.DeviceControllerStub(channel)

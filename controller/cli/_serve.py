@@ -3,23 +3,23 @@ controller's run loop. Its own module because `agent` runs it too."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import signal
 
 from controller.cli._errors import check_sqlite_directory
+from controller.cli._options import Options
 from controller.cli._render import print_error, print_json
 from controller.config import Settings, load_settings
 from controller.observability import logs
 
 
-def settings_from(args: argparse.Namespace) -> Settings:
+def settings_from(args: Options) -> Settings:
     names = set(Settings.__dataclass_fields__)
     overrides = {k: v for k, v in vars(args).items() if k in names and v is not None}
     return load_settings(getattr(args, "config", None), overrides=overrides)
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
+def cmd_serve(args: Options) -> int:
     settings = settings_from(args)
     check_sqlite_directory(settings.database_url)
     if args.print_config:

@@ -4,13 +4,12 @@ once), with exit 1 when anything is down."""
 
 from __future__ import annotations
 
-import argparse
-
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
+from controller.cli._options import Options
 from controller.cli._render import as_dict, print_json, table, when
 
 
-def status_show(args: argparse.Namespace, s: apb.ControllerStatus) -> int:
+def status_show(args: Options, s: apb.ControllerStatus) -> int:
     # exit 1 when anything is down, for scripts and monitoring: the journal, the callback, or an
     # executor process
     healthy = s.journal_ok and s.callback_ok and not any(p.not_running for p in s.processes)

@@ -8,7 +8,6 @@ environment and raw config files never go in (only the effective settings and a 
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
@@ -28,6 +27,7 @@ import click
 from controller.cli._channel import channel
 from controller.cli._click import Group, call, client_options
 from controller.cli._errors import UsageError
+from controller.cli._options import Options
 from controller.cli._render import as_dict, console, print_json
 from controller.config import load_settings
 from controller.observability.redact import (
@@ -107,7 +107,7 @@ def register(cli: Group) -> None:
         return call(support_bundle)
 
 
-def support_bundle(args: argparse.Namespace) -> int:
+def support_bundle(args: Options) -> int:
     overrides = {
         k: getattr(args, k) for k in ("inventory", "secrets_dir", "database_url") if getattr(args, k)
     }
@@ -202,7 +202,7 @@ def _logs(bundle: Bundle, files: tuple[str, ...]) -> str | None:
     return None
 
 
-def _status(bundle: Bundle, args: argparse.Namespace) -> None:
+def _status(bundle: Bundle, args: Options) -> None:
     from google.protobuf import empty_pb2
 
     from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
@@ -245,7 +245,7 @@ def _schema(bundle: Bundle, url: str) -> None:
     )
 
 
-def _requests(bundle: Bundle, args: argparse.Namespace) -> None:
+def _requests(bundle: Bundle, args: Options) -> None:
     from controller._proto.devicecontroller.v1 import admin_pb2 as apb
     from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 

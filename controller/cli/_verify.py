@@ -9,7 +9,6 @@ finish; warnings alone exit 0.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +19,7 @@ from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller.cli._click import Group, call, client_options, output_options
 from controller.cli._errors import UsageError
 from controller.cli._lists import fetch, follow, list_options, page_rows, selector_option, show
+from controller.cli._options import Options
 from controller.cli._query import _call
 from controller.cli._render import clip_cell, err_console, print_json, table, when_short
 from controller.cli._writes import render_writes
@@ -100,7 +100,7 @@ def register(cli: click.Group) -> None:
         return call(verify_show)
 
 
-def verify_run(args: argparse.Namespace) -> int:
+def verify_run(args: Options) -> int:
     if args.force and not args.write_cycle:
         raise UsageError("--force applies to --write-cycle only")
     given = [name for name, on in _CHOICES.items() if on(args)]
@@ -127,7 +127,7 @@ def verify_run(args: argparse.Namespace) -> int:
     return _show(args, checks, f"verification {batch}")
 
 
-def _wait(args: argparse.Namespace, batch: str, total: int) -> list[apb.BmcCheckRecord]:
+def _wait(args: Options, batch: str, total: int) -> list[apb.BmcCheckRecord]:
     until = time.monotonic() + args.wait_timeout
     checks: list[apb.BmcCheckRecord] = []
     shown = ""
@@ -143,7 +143,7 @@ def _wait(args: argparse.Namespace, batch: str, total: int) -> list[apb.BmcCheck
 
 
 #: the ways to say which devices to verify: exactly one is given
-_CHOICES: dict[str, Callable[[argparse.Namespace], bool]] = {
+_CHOICES: dict[str, Callable[[Options], bool]] = {
     "NODE...": lambda a: bool(a.devices),
     "--all": lambda a: bool(a.all_devices),
     "--model": lambda a: bool(a.model),
@@ -151,7 +151,7 @@ _CHOICES: dict[str, Callable[[argparse.Namespace], bool]] = {
 }
 
 
-def verify_list(args: argparse.Namespace) -> int:
+def verify_list(args: Options) -> int:
     def page(token: str) -> tuple[list[apb.BmcCheckRecord], str]:
         query = apb.ListBmcChecksRequest(
             device=args.device or "",
@@ -174,12 +174,12 @@ def verify_list(args: argparse.Namespace) -> int:
     )
 
 
-def verify_show(args: argparse.Namespace) -> int:
+def verify_show(args: Options) -> int:
     res = _call(args, "GetBmcCheck", apb.GetBmcCheckRequest(id=args.check_id))
     return _show(args, list(res.checks), "")
 
 
-def _show(args: argparse.Namespace, checks: list[apb.BmcCheckRecord], title: str) -> int:
+def _show(args: Options, checks: list[apb.BmcCheckRecord], title: str) -> int:
     if args.json:
         print_json([render.as_json(c) for c in checks])
     else:
@@ -192,7 +192,7 @@ def _show(args: argparse.Namespace, checks: list[apb.BmcCheckRecord], title: str
     return 1 if bad else 0
 
 
-def _table(args: argparse.Namespace, checks: list[apb.BmcCheckRecord], title: str) -> None:
+def _table(args: Options, checks: list[apb.BmcCheckRecord], title: str) -> None:
     rows = render.summary_rows(checks)
     table(
         title,
@@ -205,7 +205,7 @@ def _table(args: argparse.Namespace, checks: list[apb.BmcCheckRecord], title: st
     )
 
 
-def _detail_rows(args: argparse.Namespace, check: apb.BmcCheckRecord) -> list[list[str]]:
+def _detail_rows(args: Options, check: apb.BmcCheckRecord) -> list[list[str]]:
     return [
         [name, status, clip_cell(detail, args.wide, 160)] for name, status, detail in render.check_rows(check)
     ]

@@ -514,7 +514,7 @@ def test_main_returns_instead_of_exiting(capsys: pytest.CaptureFixture[str]) -> 
     for argv in (["--help"], ["send", "--help"], ["bmc-capture", "--help"], ["--version"]):
         assert main(argv) == 0, argv
     assert main(["no-such-command"]) == 2
-    assert main(["bmc-capture"]) == 2  # its own argparse's usage error, returned
+    assert main(["bmc-capture"]) == 2  # a usage error (its required flags), returned
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
@@ -568,3 +568,25 @@ def test_abbreviated_flags_still_work_with_a_warning(capsys: pytest.CaptureFixtu
     assert _request("send ping --dev d --retry 4") == {"ping": {"retryCount": 4}}
     code, _, err = run(capsys, "send ping --d x")  # --device, --debug, --dry-run: ambiguous, refused
     assert code == 2 and one_line(err).startswith("error: send ping: No such option") and "--d" in err
+
+
+def test_a_prefix_is_expanded_only_where_it_is_a_flag_of_that_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Click expands a prefix per command: the simulator's words reach it as written (the root's
+    `--debug` does not swallow `--de`), a short flag stays short, a choice stays a choice, and only
+    what was abbreviated warns."""
+    assert _parser().parse_args(["bmc-sim", "--de", "--ser", "x"]).passed == ["--de", "--ser", "x"]
+    parsed = _parser().parse_args(["serve", "--log-format", "json", "--role", "all", "-ojson"])
+    assert (parsed.log_format, parsed.role, parsed.output) == ("json", "all", "json")
+    assert "warning" not in capsys.readouterr().err
+    parsed = _parser().parse_args(["--out", "yaml", "status"])
+    assert parsed.output == "yaml" and "write --output" in capsys.readouterr().err
+
+
+def test_bmc_capture_takes_only_its_own_insecure() -> None:
+    """`devicectl --insecure` (plaintext to the controller) does not turn off the BMC's certificate
+    check in `bmc-capture`; its own `--insecure` does."""
+    needed = ["--url", "https://bmc", "--secret", "s", "--out", "o"]
+    assert _parser().parse_args(["--insecure", "bmc-capture", *needed]).skip_tls_verify is False
+    assert _parser().parse_args(["bmc-capture", *needed, "--insecure"]).skip_tls_verify is True

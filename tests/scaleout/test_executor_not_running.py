@@ -4,7 +4,6 @@ as `devicectl status` gets them (`GetStatus`) and printed by its renderer."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -12,6 +11,7 @@ import os
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller.api.admin import combine_executors
 from controller.cli import _render
+from controller.cli._options import Options
 from controller.cli._status import status_show
 from controller.process.reports import Reports
 
@@ -44,7 +44,7 @@ async def test_a_killed_executor_is_not_running_not_callback_down(capsys: object
         assert dead.instance_id == "wk-w2" and "SIGKILL" in dead.not_running
 
         _render.set_output("table", wide=True, no_headers=False)
-        code = status_show(argparse.Namespace(json=False, output="table"), status)
+        code = status_show(Options(json=False, output="table"), status)
         out = " ".join(capsys.readouterr().out.split())  # type: ignore[attr-defined]
         assert code == 1  # an executor is not running: not healthy
         assert "DOWN" not in out, out
