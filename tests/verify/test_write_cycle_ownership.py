@@ -1,0 +1,169 @@
+"""Who may restore a write cycle's journal, and what it keeps: a real controller (real gRPC, SQLite)
+over the HTTPS simulator, with a second journal holder on the same store.
+
+- a journal is taken over by a compare-and-set of its epoch: the holder it was taken from (still
+  restoring) neither closes it over the newer holder's record nor writes the node again;
+- a device with two open journals stays pending until both are restored (per device, not per row);
+- an out-of-process plugin's cycle that times out keeps an `unknown` receipt for the test write it
+  never answered (its own receipts never came back), never none."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bmcsim import SimulatorFleet
+from bmcsim._gb200_writes import cap_write
+from controller._proto.devicecontroller.v1 import admin_pb2 as apb
+from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller.execution.write_cycle import WriteCycles, plan_of
+from controller.inventory import load_inventory
+from controller.store import WriteCycleRow
+from plugins.base import HealthCheck, HealthResult, WriteLog
+from tests.plugins.external.conftest import (
+    controller,  # noqa: F401 (fixture)
+    plugin_table,
+    serve_command,
+)
+from tests.verify.test_write_cycle_journal import FAST, _done, caps
+
+R = pb.DeviceControllerRequest
+
+
+async def until(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+async def priors_of(h: Any) -> dict[str, Any]:
+    """The node's caps as a read-only verification sees them (what a cycle would journal)."""
+    read = await h.admin.StartVerify(apb.StartVerifyRequest(devices=["node001"], **FAST))
+    plain = await _done(h, read.checks[0].check_id)
+    priors = plan_of(HealthResult(tuple(HealthCheck.from_json(c) for c in plain["checks"])))
+    assert priors
+    return priors
+
+
+def journal(cycle_id: str, priors: dict[str, Any], owner: str, age: float = 0.0) -> WriteCycleRow:
+    return WriteCycleRow(
+        cycle_id=cycle_id,
+        device="node001",
+        origin=f"verify {cycle_id}",
+        priors=priors,
+        status="open",
+        report=None,
+        owner=owner,
+        created_at=datetime.now(UTC) - timedelta(seconds=age),
+        closed_at=None,
+    )
+
+
+async def test_a_journal_taken_over_mid_restore_is_neither_closed_nor_written_by_its_old_holder(
+    tmp_path: Path, start_controller: Any
+) -> None:
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
+        store, bmc = h.controller.store, fleet.bmcs[0]
+        before = caps(bmc)
+        priors = await priors_of(h)
+
+        def resolve(device: str) -> Any:
+            return h.controller.runner.resolve(device, b"", b"")
+
+        old = WriteCycles(store, resolve, "ctl-old")
+        new = WriteCycles(store, resolve, "ctl-new")
+        # two unfinished cycles left their test values: A on GPU 0, B (newer) on GPU 1
+        await store.open_write_cycle(journal("a", {"gpu/0": priors["gpu/0"]}, "ctl-crashed", age=2))
+        await store.open_write_cycle(journal("b", {"gpu/1": priors["gpu/1"]}, "ctl-crashed", age=1))
+        cap_write(bmc.state.caps["GPU_0"], 1150, None).apply()
+        cap_write(bmc.state.caps["GPU_1"], 1150, None).apply()
+
+        # the old holder restores A: its write lands, its reply is held (a slow BMC)
+        bmc.faults.set("late-reply", writes_only=True, count=1, hang_seconds=8)
+        old_writes = WriteLog()
+        restoring = asyncio.create_task(old.restore_open("node001", old_writes))
+        await until(lambda: bmc.stats.faults_injected["late-reply"] >= 1, "the old holder's restore write")
+
+        # meanwhile the node's new holder takes both journals over and restores them
+        assert [c.status for c in await new.restore_open("node001", WriteLog())] == ["pass", "pass"]
+        assert caps(bmc) == before and await store.open_write_cycles() == []
+        # then the node is capped out of band: nothing may put the journal's value back now
+        cap_write(bmc.state.caps["GPU_1"], 1000, None).apply()
+
+        checks = await restoring  # the old holder's reply comes back
+        assert caps(bmc)["GPU_1"] != before["GPU_1"]  # the old holder never restored B
+        assert bmc.state.caps["GPU_1"].set_point == 1000
+        assert not any("GPU_1" in w.target for w in old_writes.entries()), old_writes.entries()
+        assert [c.name for c in checks] == ["restore gpu/0"], checks  # B: closed by then, left alone
+        for cycle_id in ("a", "b"):  # each record is the new holder's, never overwritten by the old
+            (row,) = await store.write_cycles_of(f"verify {cycle_id}")
+            assert (row.status, row.owner, row.report["owner"]) == ("closed", "ctl-new", "ctl-new"), row
+        assert not old.unsettled("node001") and not new.unsettled("node001")
+
+
+async def test_a_device_with_two_open_journals_stays_pending_until_both_are_restored(
+    tmp_path: Path, start_controller: Any
+) -> None:
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
+        store, bmc = h.controller.store, fleet.bmcs[0]
+        before = caps(bmc)
+        priors = await priors_of(h)
+        cycles = h.controller.runner.write_cycles
+        await store.open_write_cycle(journal("older", {"gpu/0": priors["gpu/0"]}, "ctl-crashed", age=2))
+        await store.open_write_cycle(journal("newer", {"gpu/1": priors["gpu/1"]}, "ctl-crashed", age=1))
+        cap_write(bmc.state.caps["GPU_0"], 1150, None).apply()
+
+        # the older journal's restore is refused by the BMC; the newer one's goes through
+        bmc.faults.set("http500", writes_only=True, path_contains="GPU_0", count=10)
+        checks = await cycles.restore_open("node001", WriteLog())
+        assert {c.name: c.status for c in checks} == {"restore gpu/0": "fail", "restore gpu/1": "pass"}
+        assert [r.cycle_id for r in await store.open_write_cycles()] == ["older"]
+        assert cycles.unsettled("node001")  # the newer row's success does not release the node
+
+        bmc.faults.set("none")
+        await cycles.settle("node001", WriteLog())  # what the node's next request does first
+        assert caps(bmc) == before and await store.open_write_cycles() == []
+        assert not cycles.unsettled("node001")
+
+
+async def test_an_out_of_process_plugins_receipts_are_kept_when_its_cycle_times_out(
+    controller: Any,  # noqa: F811 (the fixture imported above)
+    sink: Any,
+    tmp_path: Path,
+) -> None:
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        with inventory.open("a") as fh:
+            fh.write("\n" + plugin_table("redfish", serve_command("redfish")))
+        h = await controller(inventory, secrets_dir=str(secrets))
+        bmc = fleet.bmcs[0]
+        before = caps(bmc)
+        # the test write lands; the BMC answers it only after the request's 8 s have passed
+        bmc.faults.set("late-reply", writes_only=True, count=1, hang_seconds=30)
+        health = R.BMCHealthDeviceRequest(write_cycle=True, telemetry_interval_ms=20)
+        await h.stub.SendDeviceRequest(
+            R(device="node001", request_id="ext-1", timeout_seconds=8, bmc_health=health)
+        )
+        await sink.wait_for({"ext-1"}, timeout=90)
+        assert caps(bmc) == before  # restored through the plugin process, under its own deadline
+        admin = agrpc.DeviceControllerAdminStub(h.channel)
+        record = await admin.GetRequest(apb.GetRequestRequest(request_id="ext-1"))
+        statuses = [(w.method, w.status, w.note) for w in record.writes]
+        # the test write the plugin never answered for: unknown, never "not written"
+        unanswered = [s for s in statuses if s[0] == "bmc_health"]
+        assert len(unanswered) == 1 and unanswered[0][1].startswith("unknown"), statuses
+        assert all(s.startswith("unknown") or s == "200" for _, s, _ in statuses), statuses
+        assert await h.controller.store.open_write_cycles() == []
