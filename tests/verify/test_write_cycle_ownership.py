@@ -16,15 +16,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bmcsim import SimulatorFleet
 from bmcsim._gb200_writes import cap_write
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller._proto.devicecontroller.v1 import policy_pb2 as pp
 from controller.execution.write_cycle import WriteCycles, plan_of
 from controller.inventory import load_inventory
 from controller.store import WriteCycleRow
-from plugins.base import HealthCheck, HealthResult, WriteLog
+from plugins.base import DeviceContext, HealthCheck, HealthQuery, HealthResult, WriteLog
 from tests.plugins.external.conftest import (
     controller,  # noqa: F401 (fixture)
     plugin_table,
@@ -167,3 +170,86 @@ async def test_an_out_of_process_plugins_receipts_are_kept_when_its_cycle_times_
         assert len(unanswered) == 1 and unanswered[0][1].startswith("unknown"), statuses
         assert all(s.startswith("unknown") or s == "200" for _, s, _ in statuses), statuses
         assert await h.controller.store.open_write_cycles() == []
+
+
+async def test_a_cycles_own_restore_never_undoes_a_cap_devicectl_set_while_it_ran(
+    tmp_path: Path, start_controller: Any, sink: Any
+) -> None:
+    """A cycle stopped mid-way (a shutdown) restores from its journal what it did not prove back,
+    except a cap that devicectl set after the cycle began (here by a request of another holder of
+    the node, while the BMC held the cycle's first test write): that newer cap stays."""
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
+        store, bmc = h.controller.store, fleet.bmcs[0]
+        before = caps(bmc)
+        resolved = await h.controller.runner.resolve("node001", b"", b"")
+        ctx = DeviceContext(
+            device_id="node001",
+            model=resolved.model,
+            endpoint=resolved.endpoint,
+            request_id="internal-own-cycle",
+            deadline=time.monotonic() + 120,
+            state=resolved.state,
+        )
+        cycles = WriteCycles(store, lambda d: h.controller.runner.resolve(d, b"", b""), "ctl-cycle")
+        bmc.faults.set("hang", writes_only=True, count=1, hang_seconds=20)
+        query = HealthQuery(skip_writes=False, **FAST)
+        running = asyncio.create_task(cycles.run(resolved, ctx, query, "verify own", WriteLog()))
+        await until(lambda: bmc.stats.faults_injected["hang"] >= 1, "the cycle's first test write")
+
+        policies = pp.GPUPolicies(policies=[pp.GPUPolicy(gpu_id=0, power_limit=pp.PowerLimit(watts=700))])
+        await h.stub.SendDeviceRequest(
+            R(
+                device="node001",
+                request_id="cap-700",
+                gpu_policies_update=R.GPUPoliciesSetRequest(
+                    resource_group="rg", gpu_policy_action=R.SET_POLICY, gpu_policies=policies
+                ),
+            )
+        )
+        await sink.wait_for({"cap-700"}, timeout=60)
+        assert sink.unique()["cap-700"].gpu_policies_update.results[0].ok
+        running.cancel()  # a shutdown: the cycle restores from its journal before it ends
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        assert bmc.state.caps["GPU_0"].set_point == 700  # the newer cap stays
+        after = caps(bmc)
+        assert {k: v for k, v in after.items() if k != "GPU_0"} == {
+            k: v for k, v in before.items() if k != "GPU_0"
+        }
+        (row,) = await store.write_cycles_of("verify own")
+        assert row.status == "closed" and row.report["superseded"] == {"gpu/0": "cap-700"}, row
+
+
+async def test_close_reports_are_dropped_once_delivered_and_a_result_without_caps_reads_nothing(
+    tmp_path: Path, start_controller: Any, sink: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
+        cycles = h.controller.runner.write_cycles
+        started = await h.admin.StartWriteCycle(apb.StartVerifyRequest(devices=["node001"], **FAST))
+        await _done(h, started.checks[0].check_id)
+        health = R.BMCHealthDeviceRequest(write_cycle=True, telemetry_interval_ms=20)
+        await h.stub.SendDeviceRequest(R(device="node001", request_id="wc-1", bmc_health=health))
+        await sink.wait_for({"wc-1"}, timeout=90)
+        assert len(await h.controller.store.write_cycles_of("bmc_health wc-1")) == 1  # it did cycle
+        assert cycles._reports == {}  # nothing is kept per request once it ended
+
+        reads: list[str] = []
+        store = h.controller.store
+        desired_for = store.desired_for
+
+        async def counted(device: str) -> Any:
+            reads.append(device)
+            return await desired_for(device)
+
+        monkeypatch.setattr(store, "desired_for", counted)
+        uncapped = HealthResult((HealthCheck("cap gpu/0", "pass", "", {"capped": False, "watts": 1200.0}),))
+        assert await cycles.explained("node001", uncapped) is uncapped and reads == []
+        capped = HealthResult((HealthCheck("cap gpu/0", "pass", "", {"capped": True, "watts": 900.0}),))
+        (flagged,) = (await cycles.explained("node001", capped)).checks
+        assert reads == ["node001"] and flagged.status == "warn", flagged  # devicectl did not set it
