@@ -37,6 +37,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.desired.limits import INTERNAL_PREFIX, caps_to_explain, explain_caps
+from controller.execution.dispatch import READ_ONLY_KINDS
 from controller.execution.resolve import Resolved
 from controller.process.supervise import describe
 from controller.store import Store, WriteCycleRow
@@ -143,6 +144,24 @@ def _unanswered(plugin: DevicePlugin, query: HealthQuery, exc: BaseException) ->
     )
 
 
+def _unanswered_request(
+    plugin: DevicePlugin, kind: RequestKind, ctx: DeviceContext, exc: BaseException
+) -> DeviceWrite | None:
+    """The same for a state-changing request (a cap, a profile, a deactivation) an out-of-process
+    plugin never answered: a write it was asked for may have landed."""
+    if plugin.writes_in_process or ctx.dry_run or kind in READ_ONLY_KINDS:
+        return None
+    if getattr(exc, "receipts", None) is not None:
+        return None
+    return DeviceWrite(
+        f"plugin {plugin.info.name}",
+        kind.value,
+        status=unanswered_status(exc),
+        note="the out-of-process plugin gave no answer, so its own receipts never came back: "
+        "a write it was asked for may have landed",
+    )
+
+
 class WriteCycles:
     """Runs write cycles through a device's plugin with their journal (see the module docstring)."""
 
@@ -242,7 +261,13 @@ class WriteCycles:
             origin = origin_of_request(ctx.request_id)
             outcome: Outcome[Any] = await self.run(resolved, ctx, request, origin, writes)
         else:
-            outcome = await run_operation(resolved.plugin, kind, ctx, request, writes)
+            try:
+                outcome = await run_operation(resolved.plugin, kind, ctx, request, writes)
+            except BaseException as exc:
+                unanswered = _unanswered_request(resolved.plugin, kind, ctx, exc)
+                if unanswered is not None:
+                    writes.record([unanswered])
+                raise
         if isinstance(outcome.result, HealthResult):
             outcome = replace(outcome, result=await self.explained(ctx.device_id, outcome.result))
         return outcome
@@ -408,6 +433,11 @@ class WriteCycles:
         except _Lost as lost:
             self._settled(row.device, row.cycle_id)
             log.warning("write cycle %s of %s: not restored here: %s", row.cycle_id, row.device, lost)
+            if not leftover and row.origin.startswith("verify "):
+                self._reports[row.origin] = (
+                    f"NOT restored here (a cap may still hold the test value): {lost}: "
+                    + ", ".join(f"{k} to {prior_text(p)}" for k, p in needs.items())
+                )
             return [HealthCheck(f"restore {k}", FAIL, f"not restored here: {lost}") for k in needs]
         restored = [k for k in row.priors if k not in needs and k not in superseded] + [
             c.name[8:] for c in checks if c.status == PASS
@@ -431,8 +461,8 @@ class WriteCycles:
             )
         if not leftover and row.origin.startswith("verify "):
             self._reports[row.origin] = text
-        try:
-            closed = await self._store.close_write_cycle(
+        try:  # only while this process still holds the journal (owner and epoch)
+            held = await self._store.close_write_cycle(
                 row.cycle_id,
                 encode(report),
                 datetime.now(UTC),
@@ -442,8 +472,8 @@ class WriteCycles:
             )
         except Exception as exc:  # the journal stays open: the next start restores (a no-op) again
             log.error("write cycle %s of %s: cannot close its journal: %s", row.cycle_id, row.device, exc)
-            closed = True  # as far as this process knows, it still holds it
-        if not closed:  # taken over meanwhile: the newer holder's record stands
+            held = True  # as far as this process knows
+        if not held:  # taken over meanwhile: the newer holder's record stands
             self._settled(row.device, row.cycle_id)
             log.warning(
                 "write cycle %s of %s was taken over by another controller during its restore: %s",
@@ -455,7 +485,7 @@ class WriteCycles:
             self._mark(row.device, row.cycle_id)
         else:
             self._settled(row.device, row.cycle_id)
-        if leftover and closed:
+        if leftover and held:
             level = logging.WARNING if not missing else logging.ERROR
             log.log(level, "unfinished write cycle of %s (%s): %s", row.device, row.origin, text)
             if row.origin.startswith("verify "):

@@ -4,8 +4,8 @@ over the HTTPS simulator, with a second journal holder on the same store.
 - a journal is taken over by a compare-and-set of its epoch: the holder it was taken from (still
   restoring) neither closes it over the newer holder's record nor writes the node again;
 - a device with two open journals stays pending until both are restored (per device, not per row);
-- an out-of-process plugin's cycle that times out keeps an `unknown` receipt for the test write it
-  never answered (its own receipts never came back), never none."""
+- an out-of-process plugin's cycle (or cap) that times out keeps an `unknown` receipt for the writes
+  it never answered for (its own receipts never came back), never none."""
 
 from __future__ import annotations
 
@@ -170,6 +170,19 @@ async def test_an_out_of_process_plugins_receipts_are_kept_when_its_cycle_times_
         assert len(unanswered) == 1 and unanswered[0][1].startswith("unknown"), statuses
         assert all(s.startswith("unknown") or s == "200" for _, s, _ in statuses), statuses
         assert await h.controller.store.open_write_cycles() == []
+
+        # a cap the plugin process never answered in time: its receipt says unknown too
+        bmc.faults.set("late-reply", writes_only=True, count=1, hang_seconds=30)
+        policies = pp.GPUPolicies(policies=[pp.GPUPolicy(gpu_id=0, power_limit=pp.PowerLimit(watts=700))])
+        cap = R.GPUPoliciesSetRequest(
+            resource_group="rg", gpu_policy_action=R.SET_POLICY, gpu_policies=policies
+        )
+        await h.stub.SendDeviceRequest(
+            R(device="node001", request_id="ext-cap", timeout_seconds=5, gpu_policies_update=cap)
+        )
+        await sink.wait_for({"ext-cap"}, timeout=90)
+        record = await admin.GetRequest(apb.GetRequestRequest(request_id="ext-cap"))
+        assert [(w.method, w.status[:8]) for w in record.writes] == [("gpu_policies_update", "unknown:")]
 
 
 async def test_a_cycles_own_restore_never_undoes_a_cap_devicectl_set_while_it_ran(
