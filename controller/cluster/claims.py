@@ -15,7 +15,9 @@ task of their own, each holding its device's lane, so a slow BMC never holds the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 
 from controller.cluster.shards import ShardLeases, Shards
 from controller.config import Settings
@@ -94,14 +96,26 @@ class Claims:
         cycles = self._runner.write_cycles
         devices = await cycles.hold(lambda d: self._shards.shard_for(d) in shards)
         if devices:
-            task = asyncio.create_task(
-                cycles.restore_held(devices, self._dispatcher.exclusive), name="restore"
-            )
+            task = asyncio.create_task(cycles.restore_held(devices, self._restoring), name="restore")
             self._restores.add(task)
             task.add_done_callback(self._restores.discard)
         queued = await self.queue(await self._store.claim_shards(self._me, sorted(shards)))
         if queued:
             log.info("%d unfinished requests of gained shards queued", queued)
+
+    @contextlib.asynccontextmanager
+    async def _restoring(self, device: str) -> AsyncIterator[None]:
+        """Held while a gained journal of `device` is restored: the device's lane (nothing else
+        writes the node meanwhile), and its shard counted busy (its lease is not handed on)."""
+        shard = self._shards.shard_for(device)
+        async with self._dispatcher.exclusive(device):
+            self._runner.running_shards[shard] += 1
+            try:
+                yield
+            finally:
+                self._runner.running_shards[shard] -= 1
+                if not self._runner.running_shards[shard]:
+                    del self._runner.running_shards[shard]
 
     def stop_restores(self) -> list[asyncio.Task[None]]:
         """At a stop: cancel the restores of gained shards' journals (a journal not restored stays

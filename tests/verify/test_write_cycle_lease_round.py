@@ -29,7 +29,7 @@ R = pb.DeviceControllerRequest
 LEASES = {"lease_ttl": 1.5, "shard_count": 4, "claim_interval": 0.05, "sweep_interval": 0.5}
 #: how long the BMC holds the restore's write (shorter than the client's 30 s read timeout: the
 #: restore waits for it all along)
-HANG_SECONDS = 12
+HANG_SECONDS = 20
 
 
 @pytest.fixture
