@@ -358,8 +358,9 @@ class Controller:
         process runs: before any of their requests is queued), then queue journaled requests that
         never finished (controller/cluster/claims.py)."""
         shards = self.runner.shards
-        try:
-            await self.runner.write_cycles.recover(lambda d: shards.runs(shards.shard_for(d)))
+        try:  # with shard leases, the first round's gained shards did (claims.py: apart from it)
+            if not shards.leased:
+                await self.runner.write_cycles.recover(lambda d: shards.runs(shards.shard_for(d)))
         except Exception as exc:  # the journals stay open: each node's next cycle restores it first
             log.error("unfinished write cycles could not be restored at the start: %s", describe(exc))
         return await self.claims.recover()
@@ -419,8 +420,9 @@ class Controller:
             self.warmup.stop()
         for task in self._tasks:
             task.cancel()
+        restores = self.claims.stop_restores()  # a restore under way ends its step first (uncancelled)
         # Bounded: a background loop that missed its cancellation must not hang the shutdown.
-        _, stuck = await asyncio.wait(self._tasks, timeout=5.0)
+        _, stuck = await asyncio.wait([*self._tasks, *restores], timeout=5.0)
         for task in stuck:
             log.error("shutdown: background task %s did not stop", task.get_name())
         await self._release_shards(min(grace, 5.0))

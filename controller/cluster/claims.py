@@ -6,12 +6,18 @@ and at each sweep. On PostgreSQL an executor claims the unfinished requests of t
 (controller/cluster/shards.py): at start and at each sweep (its own rows that are in no lane), at each
 acquisition (every unfinished row of the gained shards), and every `claim_interval` (rows other
 controllers journaled in its shards). Claimed rows go into their device's lane by `seq`.
+
+A gained shard's unfinished write cycles are only marked in the lease round (one database read:
+their devices are pending, so no request of theirs runs before its restore); the restores run in a
+task of their own, each holding its device's lane, so a slow BMC never holds the lease renewal up.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 
 from controller.cluster.shards import ShardLeases, Shards
 from controller.config import Settings
@@ -42,6 +48,8 @@ class Claims:
         self._shards = shards
         self._role = role
         self._me = settings.instance_id
+        #: restores of gained shards' unfinished write cycles (apart from the lease rounds)
+        self._restores: set[asyncio.Task[None]] = set()
 
     async def recover(self) -> int:
         """Queue journaled requests that never finished: on PostgreSQL those of the shards we
@@ -80,16 +88,42 @@ class Claims:
 
     async def gained(self, shards: frozenset[int]) -> None:
         """Shards acquired (or renewed after their lease had lapsed here): another process may
-        have changed their devices, so the runner's copies go; their unfinished requests are ours,
-        after their devices' unfinished write cycles are restored from the journal."""
+        have changed their devices, so the runner's copies go; their unfinished requests are ours.
+        Their devices' unfinished write cycles are marked pending first (no request of such a
+        device runs before its restore) and restored in a task of their own, never in this round
+        (a read failure raises: the round claims these shards again next time)."""
         self._runner.forget_devices()
-        try:
-            await self._runner.write_cycles.recover(lambda d: self._shards.shard_for(d) in shards)
-        except Exception as exc:  # the journals stay open: each node's next cycle restores it first
-            log.error("unfinished write cycles of gained shards not restored: %s", exc)
+        cycles = self._runner.write_cycles
+        devices = await cycles.hold(lambda d: self._shards.shard_for(d) in shards)
+        if devices:
+            task = asyncio.create_task(cycles.restore_held(devices, self._restoring), name="restore")
+            self._restores.add(task)
+            task.add_done_callback(self._restores.discard)
         queued = await self.queue(await self._store.claim_shards(self._me, sorted(shards)))
         if queued:
             log.info("%d unfinished requests of gained shards queued", queued)
+
+    @contextlib.asynccontextmanager
+    async def _restoring(self, device: str) -> AsyncIterator[None]:
+        """Held while a gained journal of `device` is restored: the device's lane (nothing else
+        writes the node meanwhile), and its shard counted busy (its lease is not handed on)."""
+        shard = self._shards.shard_for(device)
+        async with self._dispatcher.exclusive(device):
+            self._runner.running_shards[shard] += 1
+            try:
+                yield
+            finally:
+                self._runner.running_shards[shard] -= 1
+                if not self._runner.running_shards[shard]:
+                    del self._runner.running_shards[shard]
+
+    def stop_restores(self) -> list[asyncio.Task[None]]:
+        """At a stop: cancel the restores of gained shards' journals (a journal not restored stays
+        open, for the next holder); the tasks, to wait for."""
+        tasks = list(self._restores)
+        for task in tasks:
+            task.cancel()
+        return tasks
 
     async def poll(self) -> None:
         """Queue the requests other controllers journaled in our shards, every claim_interval."""

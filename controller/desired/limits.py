@@ -193,6 +193,22 @@ def _differ(a: float | None, b: float | None) -> bool:
     return (a is None) != (b is None) or (a is not None and b is not None and abs(a - b) > TOLERANCE_WATTS)
 
 
+def _explicit(check: HealthCheck) -> bool:
+    """A passing `cap KEY` check showing an explicit cap with its value (what `explain_caps` explains)."""
+    ev = check.evidence
+    return (
+        check.name.startswith("cap ")
+        and check.status == "pass"
+        and bool(ev.get("capped"))
+        and ev.get("watts") is not None
+    )
+
+
+def caps_to_explain(checks: Sequence[HealthCheck]) -> bool:
+    """Whether `explain_caps` has anything to explain (else the desired limits need no read)."""
+    return any(_explicit(c) for c in checks)
+
+
 def explain_caps(checks: Sequence[HealthCheck], desired: Sequence[DesiredLimit]) -> list[HealthCheck]:
     """A readiness verification's `cap KEY` checks against what devicectl last set (desired limits).
 
@@ -210,12 +226,7 @@ def explain_caps(checks: Sequence[HealthCheck], desired: Sequence[DesiredLimit])
     for check in checks:
         ev = check.evidence
         watts = ev.get("watts")
-        if (
-            not check.name.startswith("cap ")
-            or check.status != "pass"
-            or not ev.get("capped")
-            or watts is None
-        ):
+        if not _explicit(check) or watts is None:
             out.append(check)
             continue
         key = check.name[4:]

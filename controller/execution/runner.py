@@ -75,7 +75,11 @@ class RequestRunner:
         self._starts: dict[str, datetime] = {}
         #: write cycles (a verification's, a `bmc_health` request's) with their journal
         self.write_cycles = WriteCycles(
-            store, lambda d: self.resolve(d, b"", b""), settings.instance_id, shadow=settings.shadow
+            store,
+            lambda d: self.resolve(d, b"", b""),
+            settings.instance_id,
+            shadow=settings.shadow,
+            holds=lambda d: self.shards.valid_for(self.shards.shard_for(d)) > 0,
         )
 
     async def run(self, job: Job) -> bool:

@@ -13,6 +13,15 @@ A cycle left open (a crash, a restore that failed) is restored from its journal 
 before any request of the node runs (`recover`), and before the node's next cycle; the report names
 each component, its value and whether it was restored, on the verification's record. A readiness
 result's explicit caps are compared with what devicectl last set (`WriteCycles.explained`).
+
+Ownership: a restore of a journal the process did not open takes it over first (a compare-and-set
+of its epoch in SQL); a holder checks that it still holds the journal (and the node's shard lease)
+before each restore call, and its close is conditional on it, so a holder that lost the journal to
+a newer one never writes the node or overwrites the newer record. A restore never undoes a cap that
+devicectl set after the cycle began (its desired limit is newer), on every path. Shards gained in a
+lease round only mark their journals' devices pending there (`hold`: one database read, never a BMC
+call); the restores run apart (`restore_held`), each holding the device's lane, and a request of a
+pending device restores first (`settle`).
 """
 
 from __future__ import annotations
@@ -22,16 +31,19 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import replace
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.desired.limits import INTERNAL_PREFIX, explain_caps
+from controller.desired.limits import INTERNAL_PREFIX, caps_to_explain, explain_caps
+from controller.execution.dispatch import READ_ONLY_KINDS
 from controller.execution.resolve import Resolved
 from controller.process.supervise import describe
 from controller.store import Store, WriteCycleRow
 from plugins.base import (
     DeviceContext,
+    DevicePlugin,
     DeviceWrite,
     HealthCheck,
     HealthQuery,
@@ -44,6 +56,7 @@ from plugins.base import (
 )
 from plugins.base.codec import encode
 from plugins.base.health import FAIL, PASS
+from plugins.base.receipts import unanswered_status
 
 log = logging.getLogger(__name__)
 
@@ -98,39 +111,118 @@ def _proven_back(checks: Sequence[HealthCheck], key: str) -> bool:
     return check.evidence.get("restored") is True or check.evidence.get("wrote") is False
 
 
+class _Lost(Exception):
+    """This process no longer holds the journal (taken over) or the node (its shard lease): it
+    neither writes the node nor closes the journal; the holder restores it."""
+
+
+@dataclass(eq=False)
+class _Reading:
+    """The open journals of gained shards being read (`hold`): a request of a device `runs`
+    names waits for it."""
+
+    runs: Callable[[str], bool]
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    failed: bool = False
+
+
+def _unanswered(plugin: DevicePlugin, query: HealthQuery, exc: BaseException) -> DeviceWrite | None:
+    """The receipt of a writing call to an out-of-process plugin that ended without its receipts (a
+    deadline, a cancel, a plugin gone): each cap it was asked to write may have been written."""
+    keys = list(query.restore) or (list(query.priors) if query.apply and not query.skip_writes else [])
+    if plugin.writes_in_process or not keys or getattr(exc, "receipts", None) is not None:
+        return None
+    return DeviceWrite(
+        f"plugin {plugin.info.name}",
+        "bmc_health",
+        {"restore" if query.restore else "apply": keys},
+        component=", ".join(keys),
+        status=unanswered_status(exc),
+        note="the out-of-process plugin gave no answer, so its own receipts never came back: "
+        + ("a restore" if query.restore else "a test write")
+        + " of these caps may have landed",
+    )
+
+
+def _unanswered_request(
+    plugin: DevicePlugin, kind: RequestKind, ctx: DeviceContext, exc: BaseException
+) -> DeviceWrite | None:
+    """The same for a state-changing request (a cap, a profile, a deactivation) an out-of-process
+    plugin never answered: a write it was asked for may have landed."""
+    if plugin.writes_in_process or ctx.dry_run or kind in READ_ONLY_KINDS:
+        return None
+    if getattr(exc, "receipts", None) is not None:
+        return None
+    return DeviceWrite(
+        f"plugin {plugin.info.name}",
+        kind.value,
+        status=unanswered_status(exc),
+        note="the out-of-process plugin gave no answer, so its own receipts never came back: "
+        "a write it was asked for may have landed",
+    )
+
+
 class WriteCycles:
     """Runs write cycles through a device's plugin with their journal (see the module docstring)."""
 
     def __init__(
-        self, store: Store, resolve: Callable[[str], Awaitable[Resolved]], owner: str, *, shadow: bool = False
+        self,
+        store: Store,
+        resolve: Callable[[str], Awaitable[Resolved]],
+        owner: str,
+        *,
+        shadow: bool = False,
+        holds: Callable[[str], bool] | None = None,
     ) -> None:
         #: shadow mode: no write is sent, a restore from a journal neither (the journal stays open)
         self.shadow = shadow
         self._store = store
         self._resolve = resolve
         self._owner = owner
-        #: origin -> the last close's one-line report (a stopped verification records it)
-        self.reports: dict[str, str] = {}
-        #: devices whose journal a restore here could not close: restored again before their next
-        #: request runs (`operation`)
-        self.pending: set[str] = set()
+        #: whether this process still holds the device's shard lease (a restore writes only then)
+        self._holds = holds or (lambda device: True)
+        #: a running verification's close report, by origin, until the verification takes it
+        self._reports: dict[str, str] = {}
+        #: device -> its open journals (cycle ids) not restored yet: restored before the device's
+        #: next request runs (`settle`); a device stays pending while any of its journals does
+        self._pending: dict[str, set[str]] = {}
+        #: journals of gained shards being read (`hold`)
+        self._reading: list[_Reading] = []
+
+    def unsettled(self, device: str) -> bool:
+        """Whether the device may have an unfinished write cycle to restore before other work."""
+        return device in self._pending or any(r.runs(device) for r in self._reading)
+
+    def report_of(self, origin: str) -> str:
+        """A verification's close report (taken: it is kept only until its verification ends)."""
+        return self._reports.pop(origin, "")
+
+    def _mark(self, device: str, cycle_id: str) -> None:
+        self._pending.setdefault(device, set()).add(cycle_id)
+
+    def _settled(self, device: str, cycle_id: str) -> None:
+        left = self._pending.get(device)
+        if left is not None:
+            left.discard(cycle_id)
+            if not left:
+                del self._pending[device]
 
     async def run(
         self, resolved: Resolved, ctx: DeviceContext, query: HealthQuery, origin: str, writes: WriteLog
     ) -> Outcome[HealthResult]:
-        """Plan, journal, apply, close; the result has the read-only checks, then the write checks."""
+        """Plan, journal, apply, close; the result has the read-only checks, then the write checks.
+        Every receipt (an out-of-process plugin's too) is in `writes`, whatever the outcome."""
         device = ctx.device_id
-        remote: list[DeviceWrite] = []
         leftover = await self.restore_open(device, writes)
         if any(c.status == FAIL for c in leftover):
             why = "an unfinished write cycle of this node could not be restored (see its restore checks)"
             refused = HealthCheck("write", FAIL, f"write cycle refused: {why}")
-            return Outcome(HealthResult((*leftover, refused)), writes=tuple(writes.entries()))
+            return Outcome(HealthResult((*leftover, refused)), writes=writes.entries())
         plan_query = replace(query, skip_writes=True, apply=False, priors={}, restore={})
-        planned = await self._call(resolved, ctx, plan_query, writes, remote)
+        planned = await self._call(resolved, ctx, plan_query, writes)
         checks: list[HealthCheck] = [*leftover, *planned.result.checks]
         if not any(c.name == "login" and c.status == PASS for c in planned.result.checks):
-            return replace(planned, result=HealthResult(tuple(checks)), writes=self._writes(writes, remote))
+            return replace(planned, result=HealthResult(tuple(checks)), writes=writes.entries())
         priors = plan_of(planned.result)
         row = WriteCycleRow(
             cycle_id=uuid.uuid4().hex[:16],
@@ -148,36 +240,57 @@ class WriteCycles:
         applied: Outcome[HealthResult] | None = None
         try:
             applied = await self._call(
-                resolved, ctx, replace(query, apply=True, priors=priors, restore={}), writes, remote
+                resolved, ctx, replace(query, apply=True, priors=priors, restore={}), writes
             )
         finally:  # a failure, a deadline, a cancel: whatever the apply did not prove back is restored
             done = list(applied.result.checks) if applied is not None else []
-            closing = await uncancelled(self._close(row, done, writes, remote)) if priors else []
+            closing = await uncancelled(self._close(row, done, writes)) if priors else []
         checks += [*done, *closing]
         last = applied if applied is not None else planned
-        return replace(last, result=HealthResult(tuple(checks)), writes=self._writes(writes, remote))
+        return replace(last, result=HealthResult(tuple(checks)), writes=writes.entries())
 
     async def operation(
         self, resolved: Resolved, kind: RequestKind, ctx: DeviceContext, request: Any, writes: WriteLog
     ) -> Outcome[Any]:
         """A journaled request's device call: a `bmc_health` write cycle through `run`, any other
-        kind as the plugin serves it; a readiness result `explained`. A device whose unfinished
-        write cycle could not be restored yet is restored first."""
-        if ctx.device_id in self.pending and not ctx.dry_run:
-            await self.restore_open(ctx.device_id, writes)
+        kind as the plugin serves it; a readiness result `explained`. A device with an unfinished
+        write cycle is restored first (`settle`; its lane is held by the caller)."""
+        if not ctx.dry_run:
+            await self.settle(ctx.device_id, writes)
         if isinstance(request, HealthQuery) and not request.skip_writes:
             origin = origin_of_request(ctx.request_id)
             outcome: Outcome[Any] = await self.run(resolved, ctx, request, origin, writes)
         else:
-            outcome = await run_operation(resolved.plugin, kind, ctx, request, writes)
+            try:
+                outcome = await run_operation(resolved.plugin, kind, ctx, request, writes)
+            except BaseException as exc:
+                unanswered = _unanswered_request(resolved.plugin, kind, ctx, exc)
+                if unanswered is not None:
+                    writes.record([unanswered])
+                raise
         if isinstance(outcome.result, HealthResult):
             outcome = replace(outcome, result=await self.explained(ctx.device_id, outcome.result))
         return outcome
 
+    async def settle(self, device: str, writes: WriteLog) -> list[HealthCheck]:
+        """Before other work on the device (its lane held): wait for a read of its gained shard's
+        journals, then restore its unfinished cycles if it has any."""
+        unread = False
+        for reading in list(self._reading):
+            if reading.runs(device):
+                await reading.done.wait()
+                unread = unread or reading.failed
+        if device in self._pending or unread:
+            return await self.restore_open(device, writes)
+        return []
+
     async def explained(self, device: str, result: HealthResult) -> HealthResult:
         """A readiness result whose explicit caps are compared with what devicectl last set
         (`controller.desired.limits.explain_caps`): a cap devicectl did not set, or that moved, is
-        flagged, a leftover test value included. As it was when the desired limits are unreadable."""
+        flagged, a leftover test value included. As it was when the desired limits are unreadable,
+        and without a read when no explicit cap is shown."""
+        if not caps_to_explain(result.checks):
+            return result
         try:
             desired = await self._store.desired_for(device)
         except Exception as exc:  # never a reason to run the device call again
@@ -190,9 +303,58 @@ class WriteCycles:
         out: list[HealthCheck] = []
         if self.shadow:
             return out  # nothing is written in shadow mode: the journal waits for a live process
-        for row in await self._store.open_write_cycles([device]):
-            out += await uncancelled(self._close(row, [], writes, [], leftover=True))
+        rows = await self._store.open_write_cycles([device])
+        open_ids = {r.cycle_id for r in rows}
+        for cycle_id in list(self._pending.get(device, ())):
+            if cycle_id not in open_ids:  # closed meanwhile (by its own cycle, or another holder)
+                self._settled(device, cycle_id)
+        for row in rows:
+            out += await uncancelled(self._close(row, [], writes, leftover=True))
         return out
+
+    async def hold(self, runs: Callable[[str], bool]) -> list[str]:
+        """In a lease round, for gained shards (`runs`: their devices): mark each device with an open
+        journal pending, so no other work on it starts before its restore; one database read, no
+        BMC call (the restores run apart: `restore_held`). The devices, sorted."""
+        if self.shadow:
+            return []  # nothing is restored in shadow mode (`recover` says so at the start)
+        reading = _Reading(runs)
+        self._reading.append(reading)
+        try:
+            rows = [r for r in await self._store.open_write_cycles() if runs(r.device)]
+            for row in rows:
+                self._mark(row.device, row.cycle_id)
+        except BaseException:
+            reading.failed = True  # a request waiting on it reads its device's journals itself
+            raise
+        finally:
+            self._reading.remove(reading)
+            reading.done.set()
+        if rows:
+            log.warning(
+                "%d write cycle(s) of gained shards were left unfinished: restoring them from their journal",
+                len(rows),
+            )
+        return sorted({r.device for r in rows})
+
+    async def restore_held(
+        self, devices: Sequence[str], lane: Callable[[str], AbstractAsyncContextManager[Any]]
+    ) -> None:
+        """Restore `hold`'s devices, apart from the lease round: each while holding its lane (`lane`),
+        so nothing else writes the node until it is restored; a device whose restore fails stays
+        pending (its next request restores it first)."""
+        slots = asyncio.Semaphore(RECOVERY_CONCURRENCY)
+
+        async def one(device: str) -> None:
+            async with slots, lane(device):
+                if device not in self._pending:
+                    return  # restored meanwhile (a request of the device got the lane first)
+                try:
+                    await self.restore_open(device, WriteLog())
+                except Exception as exc:
+                    log.error("unfinished write cycles of %s not restored yet: %s", device, describe(exc))
+
+        await asyncio.gather(*(one(d) for d in devices))
 
     async def recover(self, runs: Callable[[str], bool]) -> int:
         """At a start: restore every open journal of a device this process runs; how many."""
@@ -208,82 +370,122 @@ class WriteCycles:
             )
             return 0
         log.warning("%d write cycle(s) were left unfinished: restoring them from their journal", len(rows))
+        for row in rows:
+            self._mark(row.device, row.cycle_id)
         slots = asyncio.Semaphore(RECOVERY_CONCURRENCY)
 
         async def one(row: WriteCycleRow) -> None:
             async with slots:
-                await self._close(row, [], WriteLog(), [], leftover=True)
+                await self._close(row, [], WriteLog(), leftover=True)
 
         await asyncio.gather(*(one(r) for r in rows))
         return len(rows)
 
     async def _call(
-        self,
-        resolved: Resolved,
-        ctx: DeviceContext,
-        query: HealthQuery,
-        writes: WriteLog,
-        remote: list[DeviceWrite],
+        self, resolved: Resolved, ctx: DeviceContext, query: HealthQuery, writes: WriteLog
     ) -> Outcome[HealthResult]:
-        outcome: Outcome[HealthResult] = await run_operation(
-            resolved.plugin, RequestKind.BMC_HEALTH, ctx, query, writes
-        )
-        # an out-of-process plugin's writes come back on its outcome; in-process ones are in
-        # `writes` (run_operation puts the whole log on the outcome too: those are not added again)
+        """One plugin call; an out-of-process plugin's receipts go into `writes` at once (kept
+        whatever happens next), and a writing call it never answered leaves an `unknown` one."""
+        try:
+            outcome: Outcome[HealthResult] = await run_operation(
+                resolved.plugin, RequestKind.BMC_HEALTH, ctx, query, writes
+            )
+        except BaseException as exc:
+            unanswered = _unanswered(resolved.plugin, query, exc)
+            if unanswered is not None:
+                writes.record([unanswered])
+            raise
+        # run_operation puts the whole log on the outcome too: those are not added again
         local = {id(w) for w in writes.entries()}
-        remote += [w for w in outcome.writes if id(w) not in local]
+        writes.record([w for w in outcome.writes if id(w) not in local])
         return outcome
-
-    @staticmethod
-    def _writes(writes: WriteLog, remote: Sequence[DeviceWrite]) -> tuple[DeviceWrite, ...]:
-        return (*remote, *writes.entries())
 
     async def _close(
         self,
         row: WriteCycleRow,
         applied: Sequence[HealthCheck],
         writes: WriteLog,
-        remote: list[DeviceWrite],
         *,
         leftover: bool = False,
     ) -> list[HealthCheck]:
         """Restore what the apply did not prove back, from the journal; close it once all is back.
-        A leftover's component that devicectl set since the cycle began keeps that newer value."""
+        A leftover journal is taken over first. A component that devicectl set since the cycle
+        began keeps that newer value."""
+        if leftover:
+            taken = await self._taken(row)
+            if isinstance(taken, list):
+                return taken
+            row = taken
         needs = {k: v for k, v in row.priors.items() if not _proven_back(applied, k)}
-        superseded = await self._superseded(row, needs) if leftover else {}
-        needs = {k: v for k, v in needs.items() if k not in superseded}
+        superseded: dict[str, str] = {}
         checks: list[HealthCheck] = []
-        if needs:
-            checks = await self._restore(row, needs, writes, remote)
+        first = len(writes.entries())
+        try:
+            if needs:
+                try:
+                    superseded = await self._superseded(row, needs)
+                except Exception as exc:  # unknown: restoring could undo a newer cap
+                    why = f"cannot tell whether devicectl set it since the cycle began ({describe(exc)})"
+                    checks = [HealthCheck(f"restore {k}", FAIL, f"not restored yet: {why}") for k in needs]
+                needs = {k: v for k, v in needs.items() if k not in superseded}
+                if needs and not checks:
+                    checks = await self._restore(row, needs, writes)
+        except _Lost as lost:
+            self._settled(row.device, row.cycle_id)
+            log.warning("write cycle %s of %s: not restored here: %s", row.cycle_id, row.device, lost)
+            if not leftover and row.origin.startswith("verify "):
+                self._reports[row.origin] = (
+                    f"NOT restored here (a cap may still hold the test value): {lost}: "
+                    + ", ".join(f"{k} to {prior_text(p)}" for k, p in needs.items())
+                )
+            return [HealthCheck(f"restore {k}", FAIL, f"not restored here: {lost}") for k in needs]
         restored = [k for k in row.priors if k not in needs and k not in superseded] + [
             c.name[8:] for c in checks if c.status == PASS
         ]
         missing = [k for k in needs if f"restore {k}" not in {c.name for c in checks if c.status == PASS}]
-        if missing:
-            self.pending.add(row.device)
-        else:
-            self.pending.discard(row.device)
-        report = {
+        report: dict[str, Any] = {
             "by": "the next start" if leftover else "the cycle",
+            "owner": row.owner,
             "restored": {k: row.priors[k] for k in restored},
             "not_restored": {k: row.priors[k] for k in missing},
             "superseded": superseded,
             "checks": [c.to_json() for c in checks],
         }
+        if leftover:  # the restore's receipts (a leftover's own request may be long answered)
+            report["writes"] = [encode(w) for w in writes.entries()[first:]]
         text = self._report_text(row, needs, checks, missing) if needs or not superseded else ""
         if superseded:
             text = text or "no cap left to restore from its journal"
             text += "; kept what devicectl set since: " + ", ".join(
                 f"{k} (request {r})" for k, r in superseded.items()
             )
-        self.reports[row.origin] = text
-        try:
-            await self._store.close_write_cycle(
-                row.cycle_id, encode(report), datetime.now(UTC), restored=not missing
+        if not leftover and row.origin.startswith("verify "):
+            self._reports[row.origin] = text
+        try:  # only while this process still holds the journal (owner and epoch)
+            held = await self._store.close_write_cycle(
+                row.cycle_id,
+                encode(report),
+                datetime.now(UTC),
+                owner=row.owner,
+                epoch=row.epoch,
+                restored=not missing,
             )
         except Exception as exc:  # the journal stays open: the next start restores (a no-op) again
             log.error("write cycle %s of %s: cannot close its journal: %s", row.cycle_id, row.device, exc)
-        if leftover:
+            held = True  # as far as this process knows
+        if not held:  # taken over meanwhile: the newer holder's record stands
+            self._settled(row.device, row.cycle_id)
+            log.warning(
+                "write cycle %s of %s was taken over by another controller during its restore: %s",
+                row.cycle_id,
+                row.device,
+                text,
+            )
+        elif missing:
+            self._mark(row.device, row.cycle_id)
+        else:
+            self._settled(row.device, row.cycle_id)
+        if leftover and held:
             level = logging.WARNING if not missing else logging.ERROR
             log.log(level, "unfinished write cycle of %s (%s): %s", row.device, row.origin, text)
             if row.origin.startswith("verify "):
@@ -296,17 +498,36 @@ class WriteCycles:
                     )
                 except Exception as exc:
                     log.error("cannot record the restore on %s: %s", row.origin, exc)
+        if leftover:
             checks = [replace(c, detail=f"unfinished write cycle ({row.origin}): {c.detail}") for c in checks]
         return checks
 
+    async def _taken(self, row: WriteCycleRow) -> WriteCycleRow | list[HealthCheck]:
+        """Take a leftover journal over (compare-and-set of its epoch): the row as held here, or the
+        checks to report when it moved on (none: closed meanwhile; failed: another holds it)."""
+        taken = await self._store.take_write_cycle(row, self._owner)
+        if taken is not None:
+            return taken
+        now = next(
+            (r for r in await self._store.open_write_cycles([row.device]) if r.cycle_id == row.cycle_id), None
+        )
+        self._settled(row.device, row.cycle_id)
+        if now is None:
+            return []  # closed meanwhile: nothing left to restore
+        why = f"controller {now.owner or '?'} took its journal over (epoch {now.epoch}) and restores it"
+        log.warning("write cycle %s of %s: %s", row.cycle_id, row.device, why)
+        return [
+            HealthCheck(
+                f"restore {k}", FAIL, f"unfinished write cycle ({row.origin}): not restored here: {why}"
+            )
+            for k in row.priors
+        ]
+
     async def _superseded(self, row: WriteCycleRow, needs: Mapping[str, Any]) -> dict[str, str]:
-        """Components of a leftover journal that a request of devicectl set after the cycle began
-        (its desired limit is newer): component -> that request. Restoring them would undo it."""
-        try:
-            desired = {d.component: d for d in await self._store.desired_for(row.device)}
-        except Exception as exc:
-            log.warning("cannot read %s's desired limits: %s", row.device, describe(exc))
-            return {}
+        """Components of a journal that a request of devicectl set after the cycle began (its
+        desired limit is newer): component -> that request. Restoring them would undo it. Raises
+        when the desired limits cannot be read (nothing is restored then)."""
+        desired = {d.component: d for d in await self._store.desired_for(row.device)}
         out = {}
         for key in needs:
             limit = desired.get("cpu" if key.startswith("cpu/") else key)
@@ -338,13 +559,19 @@ class WriteCycles:
         return "; ".join(parts)
 
     async def _restore(
-        self,
-        row: WriteCycleRow,
-        needs: Mapping[str, Mapping[str, Any]],
-        writes: WriteLog,
-        remote: list[DeviceWrite],
+        self, row: WriteCycleRow, needs: Mapping[str, Mapping[str, Any]], writes: WriteLog
     ) -> list[HealthCheck]:
-        """One plugin call that puts the journaled priors back, under its own deadline."""
+        """One plugin call that puts the journaled priors back, under its own deadline; only while
+        this process holds the node's shard lease and the journal (else `_Lost`)."""
+        if not self._holds(row.device):
+            raise _Lost("this controller no longer holds the node's shard lease; its next holder restores it")
+        try:
+            held = await self._store.holds_write_cycle(row)
+        except Exception as exc:  # unknown: another holder may be restoring it now
+            why = f"cannot tell whether this controller still holds its journal ({describe(exc)})"
+            return [HealthCheck(f"restore {k}", FAIL, f"not restored yet: {why}") for k in needs]
+        if not held:
+            raise _Lost("another controller took its journal over and restores it")
         try:
             resolved = await self._resolve(row.device)
             ctx = DeviceContext(
@@ -356,9 +583,7 @@ class WriteCycles:
                 state=resolved.state,
             )
             query = HealthQuery(restore={k: dict(v) for k, v in needs.items()})
-            outcome = await asyncio.wait_for(
-                self._call(resolved, ctx, query, writes, remote), RESTORE_SECONDS + 5
-            )
+            outcome = await asyncio.wait_for(self._call(resolved, ctx, query, writes), RESTORE_SECONDS + 5)
             checks = list(outcome.result.checks)
             if outcome.result.failure:
                 checks.append(HealthCheck("restore", FAIL, outcome.result.failure))

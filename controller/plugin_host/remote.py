@@ -59,6 +59,7 @@ _STABLE_AFTER = 30.0
 
 class RemotePlugin(DevicePlugin):
     info = PluginInfo(name="external", version="")
+    writes_in_process = False  # its receipts come back with its reply or its error
 
     def __init__(
         self,

@@ -255,9 +255,13 @@ class WriteCycleModel(Base):
     status: Mapped[str] = mapped_column(String, nullable=False)
     #: how it was closed: each component's restore, and by whom
     report: Mapped[Any] = mapped_column(JSONDoc, nullable=True)
+    #: the controller instance holding the journal (running the cycle, or restoring it)
     owner: Mapped[str] = mapped_column(String, nullable=False, server_default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
     closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: takeovers so far (0: the cycle's own process): a holder writes and closes only while its
+    #: epoch is current (a takeover is a compare-and-set of it)
+    epoch: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
 
 
 class DesiredLimitModel(Base):

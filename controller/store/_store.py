@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -555,13 +556,32 @@ class Store:
         await self._write(_write_cycles.insert_many, row)
 
     async def close_write_cycle(
-        self, cycle_id: str, report: dict[str, Any], at: datetime, *, restored: bool = True
-    ) -> None:
+        self,
+        cycle_id: str,
+        report: dict[str, Any],
+        at: datetime,
+        *,
+        owner: str,
+        epoch: int,
+        restored: bool = True,
+    ) -> bool:
         """Record how the cycle ended: `closed` once every cap is proven back, else it stays `open`
-        (with the last attempt's report) for the next restore."""
+        (with the last attempt's report) for the next restore. Written only while `owner` at
+        `epoch` holds it open; False (nothing written) once another took it over, or it closed."""
         require_aware("at", at)
         status = _write_cycles.CLOSED if restored else _write_cycles.OPEN
-        await self._write(_write_cycles.close_many, (cycle_id, status, report, at if restored else None))
+        args = (cycle_id, owner, epoch, status, report, at if restored else None)
+        return bool(await self._write(_write_cycles.close_many, args))
+
+    async def take_write_cycle(self, row: WriteCycleRow, owner: str) -> WriteCycleRow | None:
+        """Take an open cycle over from the epoch `row` shows (a compare-and-set): the row as now
+        held (`owner`, epoch + 1), or None when it moved on meanwhile (closed, or taken by another)."""
+        taken = await self._write(_write_cycles.take_many, (row.cycle_id, row.epoch, owner))
+        return replace(row, owner=owner, epoch=row.epoch + 1) if taken else None
+
+    async def holds_write_cycle(self, row: WriteCycleRow) -> bool:
+        """Whether `row.owner` at `row.epoch` still holds the cycle open (read before each restore)."""
+        return await self._read(_write_cycles.held_by, row.cycle_id, row.owner, row.epoch)
 
     async def open_write_cycles(self, devices: Sequence[str] | None = None) -> list[WriteCycleRow]:
         """Cycles not proven restored (all devices, or those named), oldest first."""

@@ -2,6 +2,9 @@
 every cap it will touch; `open` until each is proven back (`closed`, with the restore's report).
 
 An `open` row found at a start, or before another cycle of the device, is restored from its priors.
+Whoever restores a journal it did not open first takes it over (`take`: a compare-and-set of its
+`epoch`); a holder writes and closes a journal only while its owner and epoch are current (`close_many`
+is conditional), so a holder that lost it to a newer one never closes or overwrites its record.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ class WriteCycleRow:
     owner: str
     created_at: datetime
     closed_at: datetime | None
+    #: takeovers so far (0: the cycle's own process)
+    epoch: int = 0
 
 
 def _row(row: Any) -> WriteCycleRow:
@@ -44,14 +49,40 @@ def insert_many(conn: Connection, args: list[WriteCycleRow]) -> list[None]:
     return [None for _ in args]
 
 
-def close_many(conn: Connection, args: list[tuple[str, str, Any, datetime | None]]) -> list[int]:
+def _held(cycle_id: str, owner: str, epoch: int) -> Any:
+    return sa.and_(W.c.cycle_id == cycle_id, W.c.owner == owner, W.c.epoch == epoch, W.c.status == OPEN)
+
+
+def close_many(conn: Connection, args: list[tuple[str, str, int, str, Any, datetime | None]]) -> list[int]:
+    """Record each cycle's end, only where `owner` and `epoch` still hold it open (1: written)."""
     out = []
-    for cycle_id, status, report, at in args:
+    for cycle_id, owner, epoch, status, report, at in args:
         done = conn.execute(
-            sa.update(W).where(W.c.cycle_id == cycle_id).values(status=status, report=report, closed_at=at)
+            sa.update(W)
+            .where(_held(cycle_id, owner, epoch))
+            .values(status=status, report=report, closed_at=at)
         )
         out.append(int(done.rowcount or 0))
     return out
+
+
+def take_many(conn: Connection, args: list[tuple[str, int, str]]) -> list[int]:
+    """Take each open cycle over from the epoch seen: `owner`, epoch + 1 (1: taken; 0: it moved on,
+    closed or taken by another meanwhile)."""
+    out = []
+    for cycle_id, seen, owner in args:
+        done = conn.execute(
+            sa.update(W)
+            .where(W.c.cycle_id == cycle_id, W.c.epoch == seen, W.c.status == OPEN)
+            .values(owner=owner, epoch=seen + 1)
+        )
+        out.append(int(done.rowcount or 0))
+    return out
+
+
+def held_by(conn: Connection, cycle_id: str, owner: str, epoch: int) -> bool:
+    """Whether `owner` at `epoch` still holds the cycle open."""
+    return conn.execute(sa.select(W.c.cycle_id).where(_held(cycle_id, owner, epoch))).first() is not None
 
 
 def open_cycles(conn: Connection, devices: Sequence[str] | None) -> list[WriteCycleRow]:

@@ -196,7 +196,7 @@ class BmcChecker:
                 await self._record_certificate(row.device, res)
             except asyncio.CancelledError:
                 if row.write_cycle:  # stopping: the cycle restored what it wrote; say so, with receipts
-                    report = self._runner.write_cycles.reports.get(origin_of_check(row.check_id), "")
+                    report = self._runner.write_cycles.report_of(origin_of_check(row.check_id))
                     await self._store.finish_bmc_check(
                         row.check_id,
                         "interrupted",
@@ -209,6 +209,8 @@ class BmcChecker:
             except Exception as exc:
                 error = describe(exc)
                 log.warning("verification %s of %s could not run: %s", row.check_id, row.device, error)
+            finally:  # kept only until its verification ends
+                self._runner.write_cycles.report_of(origin_of_check(row.check_id))
             writes = receipts(log_.entries())
             await self._store.finish_bmc_check(
                 row.check_id,
@@ -256,6 +258,10 @@ class BmcChecker:
             deadline=time.monotonic() + limit,
             state=resolved.state,
         )
+        cycles = self._runner.write_cycles
+        if cycles.unsettled(row.device) and not self._settings.shadow:  # a leftover test value first
+            async with self._dispatcher.exclusive(row.device):
+                await cycles.settle(row.device, writes)
         if query.skip_writes:
             call = resolved.plugin.bmc_health(ctx, query)
             with recording(writes):

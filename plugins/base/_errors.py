@@ -7,6 +7,8 @@ and, at the RPC edge, to one gRPC status. Messages must never contain secrets.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class DeviceControllerError(Exception):
     """Root of every devicectl error.
@@ -19,6 +21,9 @@ class DeviceControllerError(Exception):
     retryable: bool = False
     #: short machine-readable code, e.g. for `ErrorInfo.reason` and logs
     code: str = "ERROR"
+    #: an out-of-process plugin's receipts (`DeviceWrite`s) that came back with this error; None when
+    #: none could (an in-process plugin's are in its write log already)
+    receipts: tuple[Any, ...] | None = None
 
     def __init__(self, message: str, *, retryable: bool | None = None) -> None:
         super().__init__(message)

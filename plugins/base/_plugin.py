@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar
 
 from plugins.base import _types as t
-from plugins.base._errors import UnsupportedError
+from plugins.base._errors import DeviceControllerError, UnsupportedError
 from plugins.base._streams import ContainerReservation, FingerprintResponse, StatsResponse
 from plugins.base.health import HealthQuery, HealthResult
 from plugins.base.receipts import DeviceWrite, WriteLog, recording
@@ -146,6 +146,10 @@ class DevicePlugin(ABC):
     #: every device write goes through `write_log()` (receipts) and honours `DeviceContext.dry_run`;
     #: the controller refuses dry runs for plugins that do not say so (they might write)
     supports_dry_run: ClassVar[bool] = False
+
+    #: its writes are recorded in the caller's write log as they are made (in process); False: an
+    #: out-of-process plugin, whose receipts come back only with its reply (or its error)
+    writes_in_process: ClassVar[bool] = True
 
     #: a `std_metrics` read at the controller's start leaves the device faster to reach (a session,
     #: a connection, a discovery cache): the warm-up reads it once in the background
@@ -302,8 +306,13 @@ async def run_operation(
     """
     method = getattr(plugin, OPERATIONS[kind])
     log = log if log is not None else WriteLog(dry_run=ctx.dry_run)
-    with recording(log):
-        outcome: Outcome[Any] = await method(ctx, request)
+    try:
+        with recording(log):
+            outcome: Outcome[Any] = await method(ctx, request)
+    except DeviceControllerError as exc:  # an out-of-process plugin's receipts came back with it
+        if exc.receipts:
+            log.record(exc.receipts)
+        raise
     # an out-of-process plugin's writes come back on its outcome; in-process ones are in the log
     writes = (*outcome.writes, *log.entries())
     return dataclasses.replace(outcome, writes=writes) if writes != outcome.writes else outcome

@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,6 +128,12 @@ class WriteLog:
         return self._add(
             DeviceWrite(target, "-", dict(body or {}), component, before, before, "skipped", 0.0, note)
         )
+
+    def record(self, entries: Iterable[DeviceWrite]) -> None:
+        """Add receipts made elsewhere (an out-of-process plugin's, from its reply or its error),
+        or one the caller writes for a call that never answered (`unknown`)."""
+        with self._lock:
+            self._entries.extend(entries)
 
     def set_status(self, index: int, status: str) -> None:
         """A more precise status than `ok` (e.g. the HTTP status)."""

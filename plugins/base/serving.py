@@ -45,7 +45,7 @@ from plugins.base import nomad as n
 from plugins.base import wire as w
 from plugins.base._nomad_rules import fingerprint_problems
 from plugins.base._plugin import DeviceContext, DevicePlugin, DeviceTarget, PendingVerification
-from plugins.base.codec import decode
+from plugins.base.codec import decode, encode
 from plugins.base.plugin_config import ConfigSpec, settings, unpack_config
 from plugins.base.receipts import WriteLog, recording
 
@@ -236,15 +236,22 @@ def checked_context(plugin: DevicePlugin, request: ppb.OperationRequest) -> Devi
     return dataclasses.replace(ctx, state=loaded)
 
 
+def _receipts(writes: WriteLog) -> str:
+    """The receipts an error carries back (JSON; "[]": none was made, so none may have landed)."""
+    return json.dumps(encode(writes.entries()))
+
+
 def _power_handler(state: _State) -> grpc.GenericRpcHandler:
     """PowerOperations: every RPC decodes a context and request, runs the coroutine, encodes the outcome."""
 
     def unary(rpc: w.PowerRpc) -> Callable[[ppb.OperationRequest, Any], Awaitable[ppb.OperationResponse]]:
         async def call(request: ppb.OperationRequest, context: Any) -> ppb.OperationResponse:
+            writes = WriteLog()  # replaced below by one in the request's dry-run mode
             try:
                 ctx = checked_context(state.plugin, request)
                 # the write log honours the host's dry run (a plan, or a controller in shadow
                 # mode) at the plugin's write choke point, and its receipts go back with the outcome
+                # or with the error (every write's receipt, "[]" when none was made)
                 writes = WriteLog(dry_run=ctx.dry_run)
                 with recording(writes):
                     outcome = await getattr(state.plugin, rpc.method)(ctx, w.request_from_pb(rpc, request))
@@ -252,11 +259,11 @@ def _power_handler(state: _State) -> grpc.GenericRpcHandler:
                     outcome = dataclasses.replace(outcome, writes=(*outcome.writes, *writes.entries()))
                 return w.outcome_to_pb(outcome)
             except e.DeviceControllerError as exc:
-                return ppb.OperationResponse(error=w.error_to_pb(exc))
+                return ppb.OperationResponse(error=w.error_to_pb(exc), writes_json=_receipts(writes))
             except Exception as exc:  # reported as data: the host answers the request with it
                 log.exception("%s raised an unexpected error", rpc.method)
                 error = e.DeviceControllerError(f"internal error in plugin: {type(exc).__name__}: {exc}")
-                return ppb.OperationResponse(error=w.error_to_pb(error))
+                return ppb.OperationResponse(error=w.error_to_pb(error), writes_json=_receipts(writes))
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 if task is None or task.cancelling():
@@ -264,7 +271,7 @@ def _power_handler(state: _State) -> grpc.GenericRpcHandler:
                 # a cancellation that escaped the plugin's own code: an error of this request only
                 log.exception("%s: a cancellation escaped the plugin", rpc.method)
                 error = e.TransientError("plugin: the operation was cancelled inside the plugin")
-                return ppb.OperationResponse(error=w.error_to_pb(error))
+                return ppb.OperationResponse(error=w.error_to_pb(error), writes_json=_receipts(writes))
 
         return call
 

@@ -203,7 +203,14 @@ def outcome_to_pb(outcome: p.Outcome[Any]) -> ppb.OperationResponse:
 def outcome_from_pb(rpc: PowerRpc, msg: ppb.OperationResponse) -> p.Outcome[Any]:
     """The plugin's outcome, or its error raised."""
     if msg.HasField("error"):
-        raise error_from(msg.error.code, msg.error.message, msg.error.retryable)
+        error = error_from(msg.error.code, msg.error.message, msg.error.retryable)
+        # the writes it made before failing (a plugin older than this field sends none: unknown)
+        error.receipts = (
+            decode(tuple[DeviceWrite, ...], json.loads(msg.writes_json), "writes")
+            if msg.writes_json
+            else None
+        )
+        raise error
     return p.Outcome(
         result=decode(rpc.result, json.loads(msg.result_json), "result"),
         state=_json_object(msg.state_json, "state_json") if msg.has_state else None,

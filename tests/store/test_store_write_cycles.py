@@ -24,14 +24,44 @@ async def test_a_cycle_stays_open_until_every_cap_is_proven_back(store: Store) -
     assert [r.priors for r in await store.open_write_cycles(["n1"])] == [PRIORS]
 
     failed = {"not_restored": PRIORS}
-    await store.close_write_cycle("c1", failed, T0 + timedelta(seconds=1), restored=False)
+    held = {"owner": "ctl-a", "epoch": 0}
+    assert await store.close_write_cycle("c1", failed, T0 + timedelta(seconds=1), restored=False, **held)
     still = await store.open_write_cycles(["n1"])
     assert [(r.status, r.report, r.closed_at) for r in still] == [("open", failed, None)]
 
-    await store.close_write_cycle("c1", {"restored": PRIORS}, T0 + timedelta(seconds=2))
+    assert await store.close_write_cycle("c1", {"restored": PRIORS}, T0 + timedelta(seconds=2), **held)
     assert [r.cycle_id for r in await store.open_write_cycles()] == ["c2"]
     (done,) = await store.write_cycles_of("verify b-1")
     assert done.status == "closed" and done.closed_at == T0 + timedelta(seconds=2)
+
+
+async def test_a_journal_is_taken_over_by_compare_and_set_and_the_old_holder_closes_nothing(
+    store: Store,
+) -> None:
+    """A process that gains a node takes its journal over (epoch + 1); the holder it was taken from
+    (still restoring) no longer holds it: its close writes nothing, and a second taker that read
+    the same epoch loses."""
+    first = cycle("c1", "n1", "verify b-1")
+    await store.open_write_cycle(first)
+    assert await store.holds_write_cycle(first)
+    (seen,) = await store.open_write_cycles(["n1"])
+    assert seen.epoch == 0
+    taken = await store.take_write_cycle(seen, "ctl-b")
+    assert taken is not None and (taken.owner, taken.epoch) == ("ctl-b", 1)
+    assert await store.take_write_cycle(seen, "ctl-c") is None  # the same epoch: taken already
+    assert not await store.holds_write_cycle(first) and await store.holds_write_cycle(taken)
+
+    late = {"restored": PRIORS, "by": "ctl-a"}
+    assert not await store.close_write_cycle("c1", late, T0, owner="ctl-a", epoch=0)
+    (still,) = await store.open_write_cycles(["n1"])
+    assert (still.status, still.report, still.owner, still.epoch) == ("open", None, "ctl-b", 1)
+
+    assert await store.close_write_cycle("c1", {"by": "ctl-b"}, T0, owner="ctl-b", epoch=1)
+    assert await store.open_write_cycles() == []
+    assert await store.take_write_cycle(taken, "ctl-c") is None  # closed: nothing to take
+    assert not await store.close_write_cycle("c1", late, T0, owner="ctl-b", epoch=1)  # closed once
+    (done,) = await store.write_cycles_of("verify b-1")
+    assert done.report == {"by": "ctl-b"}
 
 
 async def test_a_restore_after_a_restart_is_reported_on_its_verification(store: Store) -> None:

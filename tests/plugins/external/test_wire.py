@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -156,3 +158,42 @@ def test_a_json_schema_becomes_nomads_hcl_object_spec() -> None:
         {"name": "dir", "type": "string", "required": True, "default": ""},
         {"name": "ids", "type": "list(number)", "required": False, "default": ""},
     ]
+
+
+async def test_an_error_brings_the_plugins_receipts_back_and_the_write_log_keeps_them() -> None:
+    """A plugin process that wrote and then failed answers its error with every write's receipt
+    ("[]": none was made); an error without them (an older plugin, a transport failure) has None,
+    so the controller records the writes asked for as unknown."""
+    from plugins._proto.devicectl.plugin.v1 import power_pb2 as ppb
+    from plugins.base import DeviceContext, DevicePlugin, PluginInfo, RequestKind, WriteLog, run_operation
+    from plugins.base.receipts import DeviceWrite
+    from plugins.base.wire import BY_METHOD, error_to_pb, outcome_from_pb
+
+    rpc = BY_METHOD["bmc_health"]
+    sent = DeviceWrite("/redfish/v1/gpu0", "PATCH", {"SetPoint": 900}, "gpu/0", 1200.0, None, "unknown: x")
+    answered = ppb.OperationResponse(
+        error=error_to_pb(DeviceRejectedError("BMC said no")), writes_json=json.dumps(encode([sent]))
+    )
+    with pytest.raises(DeviceRejectedError) as raised:
+        outcome_from_pb(rpc, answered)
+    assert raised.value.receipts == (sent,)
+    none_made = ppb.OperationResponse(error=error_to_pb(DeviceRejectedError("no")), writes_json="[]")
+    with pytest.raises(DeviceRejectedError) as raised:
+        outcome_from_pb(rpc, none_made)
+    assert raised.value.receipts == ()
+    with pytest.raises(DeviceRejectedError) as raised:
+        outcome_from_pb(rpc, ppb.OperationResponse(error=error_to_pb(DeviceRejectedError("no"))))
+    assert raised.value.receipts is None
+
+    class Failing(DevicePlugin):
+        info = PluginInfo(name="failing", version="")
+        writes_in_process = False
+
+        async def bmc_health(self, ctx: DeviceContext, req: HealthQuery) -> Any:
+            outcome_from_pb(rpc, answered)
+
+    log = WriteLog()
+    ctx = DeviceContext(device_id="n1")
+    with pytest.raises(DeviceRejectedError):
+        await run_operation(Failing(), RequestKind.BMC_HEALTH, ctx, HealthQuery(), log)
+    assert log.entries() == (sent,)
