@@ -89,6 +89,7 @@ from plugins.redfish._client.session_table import Sweep, full_table, marker_part
 from plugins.redfish._client.tasks import wait_task
 from plugins.redfish._client.uris import SESSIONS_PATH, session_member
 from plugins.redfish._config import ConnectionSettings
+from plugins.redfish._wire import off_loop
 from plugins.redfish._wire.document import Document, loads
 from plugins.redfish._wire.errors import (
     AccessError,
@@ -238,7 +239,7 @@ class BmcClient:
                 return kept
         ticket = read_backs.ticket(path)
         reply = await self.call("GET", path, deadline=deadline)
-        doc = self.document(path, reply)
+        doc = await self.read_document(path, reply)
         read_backs.read(path, ticket, doc, reply.read)
         note_read(path, doc)
         return doc
@@ -248,18 +249,26 @@ class BmcClient:
         reply = await self.call(
             "GET", SERVICE_ROOT, deadline=deadline, attempts=attempts, authenticated=False
         )
-        return self.document(SERVICE_ROOT, reply)
+        return await self.read_document(SERVICE_ROOT, reply)
 
-    def document(self, path: str, reply: AsyncRestResponse) -> Document:
+    async def read_document(self, path: str, reply: AsyncRestResponse) -> Document:
+        """`document`, in a worker thread for a body over `off_loop.OFF_LOOP_BYTES` (a multi-MiB
+        collection parses for hundreds of milliseconds: never on the event loop)."""
+        if len(reply.read) <= off_loop.OFF_LOOP_BYTES:
+            return self.document(path, reply)
+        return await off_loop.run(lambda: self.document(path, reply, yielding=True))
+
+    def document(self, path: str, reply: AsyncRestResponse, *, yielding: bool = False) -> Document:
         """Parse a reply body into a `Document`; invalid JSON, or none, is a precise `ProtocolError`
-        (a reply nested past the bound was refused as it came: `ReplyBoundError`)."""
+        (a reply nested past the bound was refused as it came: `ReplyBoundError`). `yielding`: as
+        `loads` (off the event loop)."""
         text = reply.text
         if not text.strip():
             raise ProtocolError(
                 f"{self.origin}: GET {path}: the reply has no body (a JSON document was expected)"
             )
         try:
-            body = loads(text)
+            body = loads(text, yielding=yielding)
         except ValueError:
             raise ProtocolError(
                 f"{self.origin}: GET {path}: the reply is not valid JSON ({len(reply.read)} bytes, "
