@@ -481,7 +481,7 @@ class BmcClient:
                 if headers:
                     sent.update(headers)
                 reply = await self.transport.send(method, target, sent, body)
-                if reply.status == 401 and method == "GET" and await client._refresh_session(token):
+                if reply.status == 401 and method == "GET" and await self._renewed(token):
                     await self._record_login()  # the library opened a new session: ours, recorded
                     sent["X-Auth-Token"] = client._session_key
                     reply = await self.transport.send(method, target, sent, body)
@@ -512,6 +512,16 @@ class BmcClient:
             raise self._map_dmtf(exc, method, path) from exc
         finally:
             self._count(method, status, time.monotonic() - started)
+
+    async def _renewed(self, token: str) -> bool:
+        """The library's own login after a 401 (single flight, by token); one whose answer was
+        lost may have left a session with our Context, as `_open` counts it."""
+        try:
+            return bool(await self._redfish._refresh_session(token))
+        except BaseException as exc:
+            if _answer_lost(exc):
+                self._lost_logins += 1
+            raise
 
     def _count(self, method: str, status: str, seconds: float) -> None:
         """`devicectl_bmc_requests` + 1 and the call's duration; labelled children are looked up
