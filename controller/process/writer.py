@@ -48,6 +48,10 @@ class WriterConflictError(RuntimeError):
     """Another live process holds the database (SQLite) or this instance id (any database)."""
 
 
+class SchemaChangeError(WriterConflictError):
+    """A schema change (`db upgrade`, `db downgrade`) holds the database (PostgreSQL)."""
+
+
 #: how often the PostgreSQL lock's connection is checked (a lost connection lost the lock)
 CHECK_SECONDS = 5.0
 #: how long a start waits for a holder that is going away (the server notices a dead
@@ -117,6 +121,8 @@ class WriterLock:
         self._drop_postgres()
         try:
             self._lock_postgres()
+        except SchemaChangeError as exc:
+            log.error("%s; this process's lock on the database was lost meanwhile", exc)
         except WriterConflictError as exc:
             log.error("%s: two live processes use it now; stop one of them", exc)
         except sa.exc.SQLAlchemyError as exc:
@@ -197,7 +203,7 @@ class WriterLock:
             who = _pg_schema_holders(conn)
             conn.close()  # its instance id lock goes with the connection
             self._drop_postgres()
-            raise WriterConflictError(
+            raise SchemaChangeError(
                 f"the database schema is being changed ({who or 'holder unknown'}); "
                 "start again when that is done"
             )

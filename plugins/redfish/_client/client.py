@@ -191,8 +191,8 @@ class BmcClient:
         self._unproven_warned = False
         self.sessions_reaped = 0
         self._login_lock = asyncio.Lock()
-        #: a login POST is out and unanswered (its session, if the BMC made it, is not ours yet)
-        self._login_pending = False
+        #: login POSTs out and unanswered (a session one made is not ours yet)
+        self._login_pending = 0
         #: logins whose answer never came (a deadline, a dropped connection): each may have left a
         #: session with our own Context on the BMC, deleted by the next sweep
         self._lost_logins = 0
@@ -516,12 +516,15 @@ class BmcClient:
     async def _renewed(self, token: str) -> bool:
         """The library's own login after a 401 (single flight, by token); one whose answer was
         lost may have left a session with our Context, as `_open` counts it."""
+        self._login_pending += 1
         try:
             return bool(await self._redfish._refresh_session(token))
         except BaseException as exc:
             if _answer_lost(exc):
                 self._lost_logins += 1
             raise
+        finally:
+            self._login_pending -= 1
 
     def _count(self, method: str, status: str, seconds: float) -> None:
         """`devicectl_bmc_requests` + 1 and the call's duration; labelled children are looked up
@@ -592,7 +595,7 @@ class BmcClient:
     async def _open(self, mode: str) -> None:
         s = self.settings
         try:
-            self._login_pending = True
+            self._login_pending += 1
             try:
                 await self._redfish.login(auth=mode)
             except BaseException as exc:
@@ -604,7 +607,7 @@ class BmcClient:
                     self._lost_logins += 1
                 raise
             finally:
-                self._login_pending = False
+                self._login_pending -= 1
         except dmtf.RedfishPasswordChangeRequiredError as exc:
             raise AccessError(
                 f"{self.origin}: login refused: the BMC requires a password change for {s.username!r}",
