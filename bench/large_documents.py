@@ -13,7 +13,7 @@ import argparse
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from plugins.redfish._wire import off_loop
@@ -64,11 +64,12 @@ async def _main(mib: float) -> None:
         print(f"{name:>13}: decode {took * 1000:6.0f} ms, longest event-loop gap {gap * 1000:6.0f} ms")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--mib", type=float, default=8.0, help="document size in MiB (default 8)")
-    asyncio.run(_main(parser.parse_args().mib))
+    asyncio.run(_main(parser.parse_args(argv).mib))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
