@@ -35,21 +35,28 @@ def cmd_db_upgrade(args: Options) -> int:
     if before.newer:  # alembic would say "Can't locate revision": say whose schema it is
         print_error(newer_schema_message(before))
         return 1
-    holder = None if args.force else _live_writer(store)
-    if holder is not None:
+    from controller.process.writer import WriterConflictError, schema_change_lock
+
+    try:
+        # held for the whole change: a `serve` starting meanwhile is refused, not served a
+        # schema being changed under it
+        with schema_change_lock(store.url, f"db {args.action}", force=args.force):
+            if args.action == "downgrade":
+                target = _previous(before.current) if args.revision is None else args.revision
+                if target == "base" and not _confirmed_base(args, store.url_for_display):
+                    print_error(
+                        "not downgraded: `base` drops every table and every row (confirm, or pass --yes)"
+                    )
+                    return 1
+                store.downgrade(target)
+            else:
+                store.upgrade()
+    except WriterConflictError as exc:
         print_error(
-            f"a live devicectl serves this database ({holder}); stop it before changing the schema "
+            f"a live devicectl serves this database ({exc}); stop it before changing the schema "
             f"(`db {args.action} --force` does it anyway, and that controller will fail under you)"
         )
         return 1
-    if args.action == "downgrade":
-        target = _previous(before.current) if args.revision is None else args.revision
-        if target == "base" and not _confirmed_base(args, store.url_for_display):
-            print_error("not downgraded: `base` drops every table and every row (confirm, or pass --yes)")
-            return 1
-        store.downgrade(target)
-    else:
-        store.upgrade()
     after = store.schema_status()
     if args.json:
         print_json({"database": store.url_for_display, "before": before.current, "after": after.current})
@@ -58,12 +65,6 @@ def cmd_db_upgrade(args: Options) -> int:
             f"{store.url_for_display}: schema {before.current or 'empty'} -> {after.current or 'empty'}"
         )
     return 0
-
-
-def _live_writer(store: Any) -> str | None:
-    from controller.process.writer import live_writer
-
-    return live_writer(store.url)
 
 
 def _confirmed_base(args: Options, where: str) -> bool:

@@ -89,6 +89,8 @@ def plan_of(result: HealthResult) -> dict[str, dict[str, Any]]:
             "mode": ev.get("mode"),
             "resource": ev.get("resource", ""),
         }
+        if ev.get("persistency"):  # whether the cap survives resets, where the BMC shows it
+            out[check.name[4:]]["persistency"] = ev["persistency"]
     return out
 
 

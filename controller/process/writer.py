@@ -13,6 +13,11 @@ same BMCs (docs/reliability.md, "One writer per BMC").
   by the instance id, held on a connection of its own for the process's life (the server drops it
   when that connection ends). The refusal names the holder's connection (its `application_name`
   says pid and host, with its address and start time).
+- A schema change (`db upgrade`, `db downgrade`) holds the database for its whole run
+  (`schema_change_lock`): on SQLite the same file locks `serve` takes, on PostgreSQL an exclusive
+  advisory lock on the database's schema key, which every live `serve` holds shared for its life.
+  So a migration never starts under a live controller, and a `serve` started while one runs is
+  refused (after the same grace as for another writer) instead of serving a schema being changed.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,6 +46,10 @@ log = logging.getLogger(__name__)
 
 class WriterConflictError(RuntimeError):
     """Another live process holds the database (SQLite) or this instance id (any database)."""
+
+
+class SchemaChangeError(WriterConflictError):
+    """A schema change (`db upgrade`, `db downgrade`) holds the database (PostgreSQL)."""
 
 
 #: how often the PostgreSQL lock's connection is checked (a lost connection lost the lock)
@@ -111,6 +121,8 @@ class WriterLock:
         self._drop_postgres()
         try:
             self._lock_postgres()
+        except SchemaChangeError as exc:
+            log.error("%s; this process's lock on the database was lost meanwhile", exc)
         except WriterConflictError as exc:
             log.error("%s: two live processes use it now; stop one of them", exc)
         except sa.exc.SQLAlchemyError as exc:
@@ -185,6 +197,17 @@ class WriterLock:
                 f"instance id {self._instance_id!r} is held by another live devicectl on this database "
                 f"({who}); each process needs its own --instance-id"
             )
+        if not conn.execute(
+            sa.text("SELECT pg_try_advisory_lock_shared(:k)"), {"k": SCHEMA_KEY}
+        ).scalar_one():
+            who = _pg_schema_holders(conn)
+            conn.close()  # its instance id lock goes with the connection
+            self._drop_postgres()
+            raise SchemaChangeError(
+                f"the database schema is being changed ({who or 'holder unknown'}); "
+                "start again when that is done"
+            )
+        conn.commit()
         self._pg, self._keeping = conn, True
 
 
@@ -240,39 +263,102 @@ def _flock_holder_pid(dev: int, ino: int) -> int | None:
     return None
 
 
-def live_writer(database_url: str | URL) -> str | None:
-    """Who serves this database right now, in a few words, or None when no live `serve` holds it:
-    the check `db upgrade` and `db downgrade` make before changing a schema under a running
-    controller. SQLite: the database file's lock. PostgreSQL: a connection holding a devicectl
-    instance's advisory lock on this database."""
+#: the advisory lock key every live `serve` holds shared on its database, and a schema change
+#: exclusively (one key per database: advisory locks are per database)
+SCHEMA_KEY = int.from_bytes(hashlib.sha256(b"devicectl schema").digest()[:8], "big", signed=True)
+
+
+@contextlib.contextmanager
+def schema_change_lock(database_url: str | URL, command: str, *, force: bool = False) -> Iterator[None]:
+    """Hold the database against every `serve` while `command` changes its schema; raise
+    `WriterConflictError` naming the live holder when one serves it. With `force` a held database
+    is changed anyway (the lock is still taken when free, so no `serve` starts meanwhile)."""
     url = normalise_url(database_url)
     backend = url.get_backend_name()
     if backend == "sqlite":
-        path = sqlite_file(url)
-        if path is None or not path.exists():
-            return None
-        fd = try_lock(path)
-        if fd is None:
-            return f"{path}: {_sqlite_holder(path)}"
-        os.close(fd)
-        return None
-    if backend == "postgresql":
-        engine = sa.create_engine(url, poolclass=NullPool)
-        try:
-            with engine.connect() as conn:
-                row = conn.execute(
-                    sa.text(
-                        "SELECT a.application_name, a.client_addr, a.backend_start FROM pg_locks l "
-                        "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' "
-                        "AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE "
-                        "datname = current_database()) AND a.application_name LIKE 'devicectl pid=%' "
-                        "AND a.pid <> pg_backend_pid() LIMIT 1"
-                    )
-                ).first()
-        finally:
-            engine.dispose()
-        return None if row is None else _pg_holder(row)
-    return None
+        with _sqlite_schema_lock(url, command, force=force):
+            yield
+    elif backend == "postgresql":
+        with _postgres_schema_lock(url, command, force=force):
+            yield
+    else:
+        yield
+
+
+@contextlib.contextmanager
+def _sqlite_schema_lock(url: URL, command: str, *, force: bool) -> Iterator[None]:
+    path = sqlite_file(url)
+    if path is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fds: list[int] = []
+    try:
+        file_fd = try_lock(path)
+        if file_fd is not None:
+            fds.append(file_fd)
+            fd = try_lock(path.with_name(path.name + ".lock"))
+            if fd is not None:
+                fds.append(fd)
+                write_holder(fd, command=command, started=time.time())
+        if len(fds) < 2 and not force:
+            raise WriterConflictError(f"{path}: {_sqlite_holder(path)}")
+        yield
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def _postgres_schema_lock(url: URL, command: str, *, force: bool) -> Iterator[None]:
+    name = f"devicectl {command} pid={os.getpid()} host={socket.gethostname()}"[:63]
+    engine = sa.create_engine(url, poolclass=NullPool, connect_args={"application_name": name})
+    try:
+        with engine.connect() as conn:
+            taken = conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": SCHEMA_KEY}).scalar_one()
+            if not taken:
+                who = _pg_schema_holders(conn) or _pg_instance_holder(conn)
+                conn.commit()
+                if not force:
+                    raise WriterConflictError(who or "a holder of the schema lock")
+            else:
+                conn.commit()
+            yield  # the connection stays open (and the lock held) until the change is done
+    finally:
+        engine.dispose()
+
+
+def _pg_schema_holders(conn: sa.Connection) -> str:
+    """Who else holds the schema key: live `serve`s (shared) or a schema change (exclusive)."""
+    rows = conn.execute(
+        sa.text(
+            "SELECT a.application_name, a.client_addr, a.backend_start FROM pg_locks l "
+            "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND l.classid::bigint = :hi AND l.objid::bigint = :lo AND l.objsubid = 1 "
+            "AND a.pid <> pg_backend_pid() ORDER BY a.backend_start"
+        ),
+        {
+            "hi": (SCHEMA_KEY >> 32) & 0xFFFFFFFF,
+            "lo": SCHEMA_KEY & 0xFFFFFFFF,
+        },
+    ).all()
+    return "; ".join(_pg_holder(row) for row in rows)
+
+
+def _pg_instance_holder(conn: sa.Connection) -> str:
+    """A devicectl connection holding any advisory lock on this database (a `serve` of a release
+    that did not take the schema key), in a few words, or ''."""
+    row = conn.execute(
+        sa.text(
+            "SELECT a.application_name, a.client_addr, a.backend_start FROM pg_locks l "
+            "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' "
+            "AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE "
+            "datname = current_database()) AND a.application_name LIKE 'devicectl pid=%' "
+            "AND a.pid <> pg_backend_pid() LIMIT 1"
+        )
+    ).first()
+    return "" if row is None else _pg_holder(row)
 
 
 def _advisory_key(instance_id: str) -> int:
@@ -285,6 +371,11 @@ def _holder(data: dict[str, Any]) -> str:
     """What a SQLite lock's holder wrote about itself, in a few words."""
     if not data:
         return "holder unknown"
+    if data.get("command"):  # a schema change holds it, not a serve
+        return (
+            f"`devicectl {data['command']}` running as pid {data.get('pid', '?')} on host "
+            f"{data.get('host', '?')}"
+        )
     started = data.get("started")
     when = (
         datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds")

@@ -4,6 +4,7 @@ a dead holder never blocks a restart (real processes)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -19,7 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
-from controller.process.writer import WriterConflictError, WriterLock
+from controller.process.writer import WriterConflictError, WriterLock, schema_change_lock
 from tests.serve_process import ROOT, free_port, start_serving
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -250,3 +251,82 @@ def test_a_sqlite_uri_filename_is_locked_like_its_path(tmp_path: Path) -> None:
     memory.acquire(grace=0)  # a private in-memory database: nothing to lock, no file made
     memory.release()
     assert not (tmp_path / "scratch").exists() and not (tmp_path / "scratch.lock").exists()
+
+
+async def test_a_serve_started_during_a_sqlite_schema_change_is_refused(tmp_path: Path) -> None:
+    """The schema change's lock (the one `db upgrade`/`db downgrade` hold for their whole run) is
+    the serve's own file lock: a real `serve` started meanwhile is refused naming the change, and
+    starts once the change is done."""
+    db_url = f"sqlite:///{tmp_path / 'devicectl.db'}"
+    assert _devicectl("db", "upgrade", "--database-url", db_url).returncode == 0
+    with schema_change_lock(db_url, "db upgrade"):
+        err = _refused(db_url, "ctl-a")
+        assert "is in use by another live devicectl" in err, err
+        assert f"(`devicectl db upgrade` running as pid {os.getpid()} on host" in err, err
+        other = _devicectl("db", "downgrade", "0003", "--database-url", db_url)  # a second change too
+        assert other.returncode == 1 and "`devicectl db upgrade` running as pid" in other.stderr
+    port = free_port()
+    after = await start_serving(_args(db_url, port, "ctl-a"), ENV, tmp_path / "a.log", port, tries=300)
+    try:
+        with pytest.raises(WriterConflictError, match="pid"):
+            with schema_change_lock(db_url, "db upgrade"):
+                raise AssertionError("a schema change went on under a live serve")
+    finally:
+        _stop(after)
+
+
+@pytest.mark.postgres
+async def test_a_serve_started_during_a_postgresql_migration_waits_out_and_is_refused(
+    tmp_path: Path, pg_database: URL
+) -> None:
+    """A real `db downgrade` blocked half-way (a table it drops is locked by this test) holds the
+    schema lock the whole time: a `serve` started meanwhile is refused naming it; once the
+    migration ends it exits 0 and a `serve` starts."""
+    db_url = pg_database.render_as_string(hide_password=False)
+    assert _devicectl("db", "upgrade", "--database-url", db_url).returncode == 0
+    engine = sa.create_engine(pg_database, poolclass=NullPool)
+    blocker = engine.connect()
+    migration: subprocess.Popen[str] | None = None
+    try:
+        blocker.execute(sa.text("LOCK TABLE bmc_checks IN ACCESS EXCLUSIVE MODE"))  # held until rollback
+        migration = subprocess.Popen(
+            [sys.executable, "-m", "controller", "db", "downgrade", "0003", "--database-url", db_url],
+            cwd=ROOT,
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        with engine.connect() as look:
+            for _ in range(600):  # until the migration holds the schema lock (and waits on the table)
+                holding = look.execute(
+                    sa.text(
+                        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                        "WHERE l.locktype = 'advisory' AND l.granted AND l.mode = 'ExclusiveLock' "
+                        "AND a.application_name LIKE 'devicectl db downgrade pid=%'"
+                    )
+                ).scalar_one()
+                look.commit()
+                if holding:
+                    break
+                assert migration.poll() is None, migration.communicate()
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError("the migration never took the schema lock")
+        err = _refused(db_url, "ctl-a")
+        assert "the database schema is being changed (devicectl db downgrade pid=" in err, err
+        assert migration.poll() is None  # still blocked: the serve came and went meanwhile
+        blocker.rollback()
+        out, errors = migration.communicate(timeout=120)
+        assert migration.returncode == 0, (out, errors)
+        assert "-> 0003" in out, out
+    finally:
+        blocker.close()
+        engine.dispose()
+        if migration is not None and migration.poll() is None:
+            migration.kill()
+            migration.wait()
+    port = free_port()
+    after = await start_serving(_args(db_url, port, "ctl-a"), ENV, tmp_path / "a.log", port, tries=300)
+    _stop(after)
+    assert after.returncode == 0

@@ -37,7 +37,7 @@ from plugins.redfish._capping.outcome import (
 from plugins.redfish._device.op_bmc import OpBmc
 from plugins.redfish._discovery.layout import Component
 from plugins.redfish._platforms import CapRequest, LimitReading, Mechanism, Prior, mechanism_for
-from plugins.redfish._platforms._base import same_watts
+from plugins.redfish._platforms._base import PERSISTENCY_ABSENT, PERSISTENCY_OFF, PERSISTENCY_ON, same_watts
 from plugins.redfish._platforms.gate import refusal
 from plugins.redfish._wire.document import Document
 from plugins.redfish._wire.errors import PlatformUnsupportedError, PreconditionFailedError
@@ -234,6 +234,19 @@ async def restore_cap(
     )
 
 
+def _persistency_to_send(bmc: OpBmc, target: Prior) -> bool | None:
+    """The persistency a write asks for, or None for none: a restore puts the prior's back exactly
+    (true, false, or none where it showed none); a cap, or a prior read before persistency was
+    recorded, asks for it where `persistent_caps` is set."""
+    if target.persistency == PERSISTENCY_ON:
+        return True
+    if target.persistency == PERSISTENCY_OFF:
+        return False
+    if target.persistency == PERSISTENCY_ABSENT:
+        return None
+    return True if bmc.persistent else None
+
+
 async def _write(
     bmc: OpBmc,
     mech: Mechanism,
@@ -266,8 +279,9 @@ async def _write(
     lost = conflicts = 0
     while True:
         request = build(current, doc)
-        if bmc.persistent:
-            request = mech.persist(request, doc)
+        persistent = _persistency_to_send(bmc, target)
+        if persistent is not None:
+            request = mech.persist(request, doc, persistent)
         if doc.body or not current.offered:
             # NOTE: the one write gate (`_platforms.gate`); a skipped GET stands on the stored
             # reading, whose own GET carried the limit (`LimitReading.offered`)

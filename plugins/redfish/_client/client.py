@@ -64,6 +64,7 @@ import random
 import re
 import ssl
 import time
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -88,16 +89,19 @@ from plugins.redfish._client.session_table import Sweep, full_table, marker_part
 from plugins.redfish._client.tasks import wait_task
 from plugins.redfish._client.uris import SESSIONS_PATH, session_member
 from plugins.redfish._config import ConnectionSettings
+from plugins.redfish._wire import off_loop
 from plugins.redfish._wire.document import Document, loads
 from plugins.redfish._wire.errors import (
     AccessError,
     BmcBusyError,
     ConnectionFailedError,
     DeadlineExceededError,
+    GatewayError,
     PreconditionFailedError,
     ProtocolError,
     RedfishError,
     RedfishHTTPError,
+    RequestTimeoutError,
     SessionLimitError,
     TaskFailedError,
     TaskLostError,
@@ -120,6 +124,8 @@ log = logging.getLogger(__name__)
 SERVICE_ROOT = "/redfish/v1/"
 #: request headers when the caller adds none (the library copies them, never changes them)
 _ACCEPT_JSON = {"Accept": "application/json"}
+#: every client of this process (the sessions they use are never a lost login's leftover)
+_CLIENTS: weakref.WeakSet[BmcClient] = weakref.WeakSet()
 #: sent straight through the transport once logged in with a session (see `_send`)
 _DIRECT = frozenset(("GET", "PATCH", "POST"))
 #: a path the library's URL join sends as it is: absolute, one leading slash, only characters a
@@ -185,6 +191,11 @@ class BmcClient:
         self._unproven_warned = False
         self.sessions_reaped = 0
         self._login_lock = asyncio.Lock()
+        #: login POSTs out and unanswered (a session one made is not ours yet)
+        self._login_pending = 0
+        #: logins whose answer never came (a deadline, a dropped connection): each may have left a
+        #: session with our own Context on the BMC, deleted by the next sweep
+        self._lost_logins = 0
         self._closed = False
         #: in-process cache of this BMC's discovery (the device state holds the durable copy)
         self.discovery: Any = None
@@ -196,6 +207,7 @@ class BmcClient:
         self.read_backs = ReadBacks(settings.read_back_max_age)
         #: when the last request to this BMC was sent (monotonic): the pool refreshes idle sessions
         self.last_used = time.monotonic()
+        _CLIENTS.add(self)
 
     @property
     def origin(self) -> str:
@@ -227,7 +239,7 @@ class BmcClient:
                 return kept
         ticket = read_backs.ticket(path)
         reply = await self.call("GET", path, deadline=deadline)
-        doc = self.document(path, reply)
+        doc = await self.read_document(path, reply)
         read_backs.read(path, ticket, doc, reply.read)
         note_read(path, doc)
         return doc
@@ -237,18 +249,26 @@ class BmcClient:
         reply = await self.call(
             "GET", SERVICE_ROOT, deadline=deadline, attempts=attempts, authenticated=False
         )
-        return self.document(SERVICE_ROOT, reply)
+        return await self.read_document(SERVICE_ROOT, reply)
 
-    def document(self, path: str, reply: AsyncRestResponse) -> Document:
+    async def read_document(self, path: str, reply: AsyncRestResponse) -> Document:
+        """`document`, in a worker thread for a body over `off_loop.OFF_LOOP_BYTES` (a multi-MiB
+        collection parses for hundreds of milliseconds: never on the event loop)."""
+        if len(reply.read) <= off_loop.OFF_LOOP_BYTES:
+            return self.document(path, reply)
+        return await off_loop.run(lambda: self.document(path, reply, yielding=True))
+
+    def document(self, path: str, reply: AsyncRestResponse, *, yielding: bool = False) -> Document:
         """Parse a reply body into a `Document`; invalid JSON, or none, is a precise `ProtocolError`
-        (a reply nested past the bound was refused as it came: `ReplyBoundError`)."""
+        (a reply nested past the bound was refused as it came: `ReplyBoundError`). `yielding`: as
+        `loads` (off the event loop)."""
         text = reply.text
         if not text.strip():
             raise ProtocolError(
                 f"{self.origin}: GET {path}: the reply has no body (a JSON document was expected)"
             )
         try:
-            body = loads(text)
+            body = loads(text, yielding=yielding)
         except ValueError:
             raise ProtocolError(
                 f"{self.origin}: GET {path}: the reply is not valid JSON ({len(reply.read)} bytes, "
@@ -461,7 +481,7 @@ class BmcClient:
                 if headers:
                     sent.update(headers)
                 reply = await self.transport.send(method, target, sent, body)
-                if reply.status == 401 and method == "GET" and await client._refresh_session(token):
+                if reply.status == 401 and method == "GET" and await self._renewed(token):
                     await self._record_login()  # the library opened a new session: ours, recorded
                     sent["X-Auth-Token"] = client._session_key
                     reply = await self.transport.send(method, target, sent, body)
@@ -492,6 +512,19 @@ class BmcClient:
             raise self._map_dmtf(exc, method, path) from exc
         finally:
             self._count(method, status, time.monotonic() - started)
+
+    async def _renewed(self, token: str) -> bool:
+        """The library's own login after a 401 (single flight, by token); one whose answer was
+        lost may have left a session with our Context, as `_open` counts it."""
+        self._login_pending += 1
+        try:
+            return bool(await self._redfish._refresh_session(token))
+        except BaseException as exc:
+            if _answer_lost(exc):
+                self._lost_logins += 1
+            raise
+        finally:
+            self._login_pending -= 1
 
     def _count(self, method: str, status: str, seconds: float) -> None:
         """`devicectl_bmc_requests` + 1 and the call's duration; labelled children are looked up
@@ -562,7 +595,19 @@ class BmcClient:
     async def _open(self, mode: str) -> None:
         s = self.settings
         try:
-            await self._redfish.login(auth=mode)
+            self._login_pending += 1
+            try:
+                await self._redfish.login(auth=mode)
+            except BaseException as exc:
+                if mode == "session" and _answer_lost(exc):
+                    # NOTE: the BMC may have made the session and its answer never reached us:
+                    # a session with this process's own Context that is not the one in use (a
+                    # SIGKILL later or not, it would stay open beside ours); the next sweep
+                    # deletes it
+                    self._lost_logins += 1
+                raise
+            finally:
+                self._login_pending -= 1
         except dmtf.RedfishPasswordChangeRequiredError as exc:
             raise AccessError(
                 f"{self.origin}: login refused: the BMC requires a password change for {s.username!r}",
@@ -798,7 +843,7 @@ class BmcClient:
         sweep cut short by each of them would let the table fill up (the request goes on meanwhile;
         the BMC's concurrency limit paces both).
         """
-        if (self._swept and not self._stale) or self._sweeping is not None:
+        if (self._swept and not self._stale and not self._lost_logins) or self._sweeping is not None:
             return
         self._sweeping = asyncio.get_running_loop().create_task(self._background_sweep())
 
@@ -808,9 +853,14 @@ class BmcClient:
         try:
             for wait in (*SWEEP_RETRY_WAITS, None):
                 try:
+                    lost = self._lost_logins
                     with deadline_scope(time.monotonic() + SWEEP_SECONDS):
                         await self._sweep()
-                    return
+                    # the table was read after those logins were sent: what they left is gone
+                    self._lost_logins = max(0, self._lost_logins - lost)
+                    if not self._lost_logins or self._auth != "session":
+                        return
+                    continue  # a login was lost while this sweep ran: look once more
                 except RedfishError as exc:
                     self._unreadable(exc, f"; trying again in {wait:g} s" if wait is not None else "")
                 if wait is None or self._auth != "session":
@@ -935,7 +985,9 @@ class BmcClient:
         theirs = marker_parts(context)
         if theirs is not None and mine is not None:
             # our identity is a lease this process holds: another boot under it has died
-            return theirs[0] == mine[0] and theirs[1] != mine[1]
+            if theirs[0] != mine[0]:
+                return False
+            return theirs[1] != mine[1] or self._lost_login_session(uri)
         if context:
             return False  # someone else's marker
         user = doc.get("UserName")
@@ -944,6 +996,14 @@ class BmcClient:
         # NOTE: no Context is anyone's: behind NAT another live controller's session shows our
         # account and address too. Only our identity's own record makes it ours.
         return uri in proven
+
+    def _lost_login_session(self, uri: str) -> bool:
+        """Whether a session with this very process's Context is one a lost login of this client
+        left: a login's answer was lost, none is out now, and no client of this process uses it."""
+        if not self._lost_logins or self._login_pending:
+            return False
+        in_use = {c.session_uri for c in _CLIENTS if c.marker == self.marker}
+        return uri not in in_use and uri != self._session_path()
 
     def _unproven(self, sweep: Sweep, address: object) -> None:
         """Say once that sessions of our account without a Context were left alone, and why."""
@@ -1022,6 +1082,14 @@ def _is_login(exc: dmtf.RedfishError) -> bool:
         and request.method == "POST"
         and request.path.rstrip("/").endswith("/SessionService/Sessions")
     )
+
+
+def _answer_lost(exc: BaseException) -> bool:
+    """Whether a login that raised `exc` may have made a session on the BMC (its answer lost)."""
+    if isinstance(exc, ConnectionFailedError | RequestTimeoutError | DeadlineExceededError | GatewayError):
+        return bool(getattr(exc, "sent", True))  # sent, and no answer of the BMC's came back
+    # a cancel or a raw failure mid-request: whether the BMC got it is not known
+    return isinstance(exc, asyncio.CancelledError | TimeoutError | OSError)
 
 
 def _refuses_context(error: RedfishHTTPError) -> bool:

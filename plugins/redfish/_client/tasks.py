@@ -47,7 +47,7 @@ class TaskClient(Protocol):
         self, method: str, path: str, body: Any = None, *, deadline: float, allow_404: bool = False
     ) -> AsyncRestResponse: ...
 
-    def document(self, path: str, reply: AsyncRestResponse) -> Document: ...
+    async def read_document(self, path: str, reply: AsyncRestResponse) -> Document: ...
 
 
 TASKS_PREFIX = "/redfish/v1/TaskService/Tasks/"
@@ -101,7 +101,7 @@ async def wait_task(
                 return  # the task is gone: the read-back after the write is the proof
         if reply.status == 202:
             continue
-        task = client.document(target, reply).body
+        task = (await client.read_document(target, reply)).body
         state = str(task.get("TaskState") or "")
         status = str(task.get("TaskStatus") or "OK")
         if state in _FAILED or status in _FAILED_STATUS:

@@ -26,6 +26,7 @@ from plugins.base import InvalidRequestError
 from plugins.base.schema import check_model_basics, check_shape, is_int, json_type, quote
 from plugins.redfish._client.uris import redfish_path, session_member
 from plugins.redfish._discovery.layout import DISCOVERY_VERSION, PLATFORMS, Component
+from plugins.redfish._platforms._base import PERSISTENCIES
 
 STATE_VERSION = 2
 #: nesting deeper than this is refused before anything walks it recursively
@@ -245,7 +246,16 @@ def _prior(data: Any, where: str) -> dict[str, Any]:
     }
     if "uri" in obj:  # kept since discovery version 4
         out["uri"] = _string(obj["uri"], f"{where}.uri")
+    if "persistency" in obj:
+        out["persistency"] = _persistency(obj["persistency"], f"{where}.persistency")
     return out
+
+
+def _persistency(value: Any, where: str) -> str:
+    if value not in PERSISTENCIES:
+        known = ", ".join(PERSISTENCIES)
+        raise InvalidRequestError(f"device state: {where}: {quote(value)} is not one of {known}")
+    return str(value)
 
 
 def _applied(data: Any, where: str) -> dict[str, Any]:
@@ -268,6 +278,8 @@ def _reading(data: Any, where: str) -> dict[str, Any]:
     out["units"] = _string(obj.get("units", "W"), f"{where}.units")
     out["modes"] = [_mode(m, f"{where}.modes") for m in _list(obj.get("modes") or [], f"{where}.modes")]
     out["offered"] = _bool(obj.get("offered", False), f"{where}.offered")
+    if "persistency" in obj:
+        out["persistency"] = _persistency(obj["persistency"], f"{where}.persistency")
     return out
 
 

@@ -45,6 +45,9 @@ class LimitReading:
     #: whether the GET this reading came from carries the limit itself (`Mechanism.offers`): a
     #: stored reading stands in for the pre-write GET only then
     offered: bool = False
+    #: whether the cap survives BMC/host resets, as the resource shows it (`PERSISTENCY_*`; '':
+    #: the mechanism has no such property)
+    persistency: str = ""
 
     @property
     def in_watts(self) -> bool:
@@ -53,7 +56,7 @@ class LimitReading:
 
     def prior(self) -> Prior:
         """The value to put back later ("restore means what was there before")."""
-        return Prior(self.watts, self.capped, self.mode)
+        return Prior(self.watts, self.capped, self.mode, persistency=self.persistency)
 
     def to_json(self) -> dict[str, Any]:
         """The state's `readings` entry (no ETag: it is stale by the next request anyway)."""
@@ -68,6 +71,7 @@ class LimitReading:
             "units": self.units,
             "modes": list(self.modes),
             "offered": self.offered,
+            **({"persistency": self.persistency} if self.persistency else {}),
         }
 
     @classmethod
@@ -84,7 +88,16 @@ class LimitReading:
             mode=data.get("mode"),
             modes=tuple(data.get("modes") or ()),
             offered=bool(data.get("offered")),
+            persistency=str(data.get("persistency") or ""),
         )
+
+
+#: a cap's persistency as its resource shows it (NVIDIA `Oem.Nvidia.PowerLimitPersistency`):
+#: true, false, or not shown (absent or null)
+PERSISTENCY_ON = "on"
+PERSISTENCY_OFF = "off"
+PERSISTENCY_ABSENT = "absent"
+PERSISTENCIES = (PERSISTENCY_ON, PERSISTENCY_OFF, PERSISTENCY_ABSENT)
 
 
 @dataclass(frozen=True)
@@ -96,12 +109,17 @@ class Prior:
     mode: str | None = None
     #: the limit resource it was read from ('' in states recorded before it was kept)
     uri: str = ""
+    #: the persistency shown with it (`PERSISTENCY_*`; '' where none was read: a mechanism
+    #: without one, or a record from before it was kept)
+    persistency: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """JSON for the device state."""
         out: dict[str, Any] = {"watts": self.watts, "capped": self.capped, "mode": self.mode}
         if self.uri:
             out["uri"] = self.uri
+        if self.persistency:
+            out["persistency"] = self.persistency
         return out
 
     @classmethod
@@ -114,6 +132,7 @@ class Prior:
             bool(data.get("capped")),
             str(mode) if mode is not None else None,
             str(data.get("uri") or ""),
+            str(data.get("persistency") or ""),
         )
 
 
@@ -164,8 +183,9 @@ class Mechanism(ABC):
         """The cap request made safe for what the BMC does above the limit, or why it is refused."""
         return request
 
-    def persist(self, request: CapRequest, doc: Document) -> CapRequest:
-        """The request asking the cap to survive BMC/host resets, where the BMC supports it."""
+    def persist(self, request: CapRequest, doc: Document, persistent: bool = True) -> CapRequest:
+        """The request asking the cap to survive BMC/host resets (or, `persistent` false, not to),
+        where the BMC supports it."""
         return request
 
     def restore_request(
@@ -180,6 +200,12 @@ class Mechanism(ABC):
         """Whether a reading shows the prior value in force (restore is then a no-op)."""
         if not prior.capped:
             return not reading.capped
+        if (
+            prior.persistency in (PERSISTENCY_ON, PERSISTENCY_OFF)
+            and reading.persistency
+            and reading.persistency != prior.persistency
+        ):
+            return False  # the value, but not surviving resets as it did (or surviving them now)
         return reading.capped and same_watts(reading.watts, prior.watts)
 
 

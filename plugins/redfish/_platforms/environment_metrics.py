@@ -25,6 +25,9 @@ from plugins.redfish._discovery.layout import (
 )
 from plugins.redfish._discovery.walk import walker_em_caps
 from plugins.redfish._platforms._base import (
+    PERSISTENCY_ABSENT,
+    PERSISTENCY_OFF,
+    PERSISTENCY_ON,
     CapRequest,
     LimitReading,
     Mechanism,
@@ -63,6 +66,7 @@ class EnvironmentMetricsMechanism(Mechanism):
             mode=str(mode) if mode is not None else None,
             power_watts=number(limit.get("Reading")) or _reading(doc.body, "PowerWatts"),
             etag=doc.etag,
+            persistency=_persistency(doc.body),
         )
 
     def offers(self, component: Component, doc: Document) -> str:
@@ -75,10 +79,11 @@ class EnvironmentMetricsMechanism(Mechanism):
         # rejected as unknown), and only integers (redfish.md §2.2, NVIDIA/bmcweb environment_util.hpp).
         return CapRequest("PATCH", component.limit_uri, {"PowerLimitWatts": {"SetPoint": int(watts)}})
 
-    def persist(self, request: CapRequest, doc: Document) -> CapRequest:
+    def persist(self, request: CapRequest, doc: Document, persistent: bool = True) -> CapRequest:
         # NOTE: NVIDIA bmcweb takes Oem.Nvidia.PowerLimitPersistency next to the SetPoint (default
         # false: the cap does not survive a BMC or host reset). Sent only where the resource shows
-        # that property (the write gate writes nothing the GET did not show).
+        # that property (the write gate writes nothing the GET did not show); a restore sends the
+        # prior's own value (false included).
         limit = request.body.get("PowerLimitWatts")
         if request.method != "PATCH" or not isinstance(limit, Mapping) or "SetPoint" not in limit:
             return request
@@ -86,7 +91,7 @@ class EnvironmentMetricsMechanism(Mechanism):
         nvidia = oem.get("Nvidia") if isinstance(oem, Mapping) else None
         if not (isinstance(nvidia, Mapping) and "PowerLimitPersistency" in nvidia):
             return request
-        body = {**request.body, "Oem": {"Nvidia": {"PowerLimitPersistency": True}}}
+        body = {**request.body, "Oem": {"Nvidia": {"PowerLimitPersistency": persistent}}}
         return replace(request, body=body)
 
     def clear_request(self, component: Component, current: LimitReading, doc: Document) -> CapRequest:
@@ -126,6 +131,16 @@ def _oob_active(body: Mapping[str, Any], set_point: float | None, default: float
         # TDP Control in Automatic): the set point in force is what restore must put back
         return True
     return abs(set_point - default) > 0.5
+
+
+def _persistency(body: Mapping[str, Any]) -> str:
+    """NVIDIA's `Oem.Nvidia.PowerLimitPersistency` as shown (absent or null: not shown)."""
+    oem = body.get("Oem")
+    nvidia = oem.get("Nvidia") if isinstance(oem, Mapping) else None
+    value = nvidia.get("PowerLimitPersistency") if isinstance(nvidia, Mapping) else None
+    if isinstance(value, bool):
+        return PERSISTENCY_ON if value else PERSISTENCY_OFF
+    return PERSISTENCY_ABSENT
 
 
 def _clear_target(body: Mapping[str, Any]) -> str:

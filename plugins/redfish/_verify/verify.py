@@ -245,6 +245,9 @@ def cap_evidence(comp: Component, reading: LimitReading) -> dict[str, Any]:
         "units": reading.units,
         "quirk": comp.quirk,
         "reason": comp.reason,
+        # NVIDIA's PowerLimitPersistency as shown ('' where the mechanism has none): journaled with
+        # the prior of a write cycle, which puts it back exactly
+        **({"persistency": reading.persistency} if reading.persistency else {}),
     }
 
 

@@ -73,16 +73,23 @@ def too_deep(body: bytes, limit: int = MAX_NESTING) -> bool:
     return b"()" in brackets or brackets.count(b"(") > limit
 
 
-def loads(body: bytes | str) -> Any:
+def loads(body: bytes | str, *, yielding: bool = False) -> Any:
     """`json.loads` within the bounds: `JsonOverBound` past one, `ValueError` for invalid JSON;
-    never `RecursionError`."""
+    never `RecursionError`. `yielding`: with a Python frame per object (`_object`), where the
+    interpreter may hand the GIL to another thread (for a large body parsed off the event loop)."""
     over = past_bound(body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body)
     if over is not None:
         raise over
     try:
-        return json.loads(body)
+        return json.loads(body, object_pairs_hook=_object) if yielding else json.loads(body)
     except RecursionError:  # deep nesting the bracket count missed (it cannot; kept as a guard)
         raise JsonOverBound("nesting depth", MAX_NESTING, "JSON nested too deep") from None
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object of a large body's JSON, built in Python: the C parser alone never lets another
+    thread (the event loop's) run until it is done."""
+    return dict(pairs)
 
 
 def whole_json(body: bytes) -> bool:

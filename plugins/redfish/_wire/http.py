@@ -136,6 +136,8 @@ class Origin:
                 self._sweep = loop.call_later(self.keepalive_timeout, self._close_expired)
         else:
             conn.close()
+        if reply.pending is not None:  # a large compressed body: inflated off the event loop
+            await reply.finish_off_loop()
         return reply
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ import zlib
 import httptools
 from multidict import CIMultiDict
 
+from plugins.redfish._wire import off_loop
 from plugins.redfish._wire.document import whole_json
 from plugins.redfish._wire.http_failures import (
     Disconnected,
@@ -43,13 +44,24 @@ class Reply:
     """A reply read whole: `status`, `headers` (case-insensitive), `body` (bytes, decoded from any
     content coding)."""
 
-    __slots__ = ("_charset", "body", "headers", "status")
+    __slots__ = ("_charset", "body", "headers", "pending", "status")
 
-    def __init__(self, status: int, headers: CIMultiDict[str], body: bytes) -> None:
+    def __init__(
+        self, status: int, headers: CIMultiDict[str], body: bytes, pending: DeferredInflate | None = None
+    ) -> None:
         self.status = status
         self.headers = headers
         self.body = body
+        #: a compressed body still to inflate (off the event loop: `finish_off_loop`)
+        self.pending = pending
         self._charset: str | bool | None = False  # False: not read yet (the transport and the text ask)
+
+    async def finish_off_loop(self) -> None:
+        """Inflate the rest of a large compressed body in a worker thread (`off_loop`); raises
+        `ReplyOverBound` or `MalformedReply` as inflating it inline would have."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            self.body = await off_loop.run(pending.inflate)
 
     @property
     def charset(self) -> str | None:
@@ -58,6 +70,40 @@ class Reply:
         if charset is False:
             charset = self._charset = _charset(self.headers.get("Content-Type"))
         return charset  # type: ignore[return-value]
+
+
+class DeferredInflate:
+    """A compressed body whose output passed `off_loop.OFF_LOOP_BYTES`: what was inflated inline,
+    the rest still compressed, and the inflater (its bounds hold as they do inline)."""
+
+    __slots__ = ("coding", "cut", "inflated", "inflater", "rest")
+
+    def __init__(
+        self, inflater: Inflater, inflated: list[bytes], rest: list[bytes], coding: str, cut: bool
+    ) -> None:
+        self.inflater = inflater
+        self.inflated = inflated
+        self.rest = rest
+        self.coding = coding
+        self.cut = cut
+
+    def inflate(self) -> bytes:
+        out = self.inflated
+        try:
+            for piece in self.rest:
+                out.extend(self.inflater.feed(piece))
+            out.extend(self.inflater.drain())
+        except InflateOverBound as exc:
+            raise ReplyOverBound(exc.bound, exc.limit, exc.what) from None
+        except zlib.error as exc:
+            raise MalformedReply(f"undecodable {self.coding} body ({exc})") from None
+        try:
+            self.inflater.finish()
+        except zlib.error as exc:
+            if not self.cut:
+                raise MalformedReply(f"undecodable {self.coding} body ({exc})") from None
+            return b""  # an error status's body cut short: dropped, as inline
+        return b"".join(out)
 
 
 class Connection(asyncio.Protocol):
@@ -92,6 +138,8 @@ class Connection(asyncio.Protocol):
         self._trailers = 0
         self._trailer_bytes = 0
         self._inflater: Inflater | None = None
+        #: a compressed body's bytes left once its output passed `off_loop.OFF_LOOP_BYTES`
+        self._deferred: list[bytes] | None = None
         self._coding = ""  # the content coding, lower case ("" for none or identity)
         self._until_close = False  # the body is framed by the connection's end
         self._keep = True
@@ -211,6 +259,7 @@ class Connection(asyncio.Protocol):
         self._waiter = None
         self._body = []
         self._inflater = None
+        self._deferred = None
         self.abort()
         if waiter is not None and not waiter.done():
             waiter.set_exception(exc)
@@ -231,6 +280,16 @@ class Connection(asyncio.Protocol):
         headers = self._headers
         assert headers is not None
         inflater = self._inflater
+        deferred, self._deferred = self._deferred, None
+        if inflater is not None and deferred is not None:
+            self._inflater = None
+            pending = DeferredInflate(inflater, self._body, deferred, self._coding, cut)
+            self._body = []
+            waiter = self._waiter
+            self._waiter = None
+            if waiter is not None and not waiter.done():
+                waiter.set_result(Reply(self._status, headers, b"", pending))
+            return
         if inflater is not None:
             self._inflater = None
             try:
@@ -304,6 +363,7 @@ class Connection(asyncio.Protocol):
         self._head_end = self._received
         self._chunks = self._trailers = self._trailer_bytes = 0
         self._inflater = None
+        self._deferred = None
         self._until_close = False
         self._keep = parser.should_keep_alive()
         coding = fields.get("Transfer-Encoding")
@@ -343,13 +403,23 @@ class Connection(asyncio.Protocol):
                 raise ReplyOverBound(
                     "max_document_bytes", self._max_body, f"reply over {self._max_body} bytes"
                 )
+            if self._deferred is not None:
+                self._deferred.append(body)
+                return
+            # NOTE: inflated inline up to `off_loop.OFF_LOOP_BYTES` of output (its member and
+            # size bounds refuse a bomb as it arrives); what is left may inflate to megabytes, so
+            # it is inflated in a worker thread once the reply is whole. A body framed by the
+            # close is inflated as it comes (its stream's end proves its end).
+            budget = None if self._until_close else max(1, off_loop.OFF_LOOP_BYTES - inflater.out)
             try:
-                pieces = inflater.feed(body)
+                pieces = inflater.feed(body, budget)
             except InflateOverBound as exc:
                 raise ReplyOverBound(exc.bound, exc.limit, exc.what) from None
             except zlib.error as exc:
                 raise MalformedReply(f"undecodable {self._coding} body ({exc})") from None
             self._body.extend(pieces)
+            if inflater.paused is not None:
+                self._deferred = [inflater.paused]
             return
         if self._coding:
             raise MalformedReply(f"unsupported content coding {self._coding[:40]!r}")

@@ -25,7 +25,7 @@ class Inflater:
     new stream), and a stream cut short, or bytes after its end that are not another gzip member,
     are errors (`zlib.error`, `InflateOverBound`)."""
 
-    __slots__ = ("_fed", "_held", "_limit", "_members", "_out", "_probe", "_stream")
+    __slots__ = ("_fed", "_held", "_limit", "_members", "_out", "_probe", "_stream", "paused")
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
@@ -37,15 +37,26 @@ class Inflater:
         self._probe: bytearray | None = bytearray()
         self._held = b""  # bytes after a stream's end, too few to tell whether a member follows
         self._fed = False
+        #: the compressed bytes a `feed` with a budget left unread once its output reached the
+        #: budget (None: it read all it was given); fed again later (off the event loop)
+        self.paused: bytes | None = None
+
+    @property
+    def out(self) -> int:
+        """The bytes inflated so far."""
+        return self._out
 
     @property
     def complete(self) -> bool:
         """Whether the body so far ends exactly at the end of its last stream."""
         return self._stream.eof and not self._held
 
-    def feed(self, data: bytes) -> list[bytes]:
-        """The decoded bytes of `data` (the body's next bytes on the wire)."""
+    def feed(self, data: bytes, budget: int | None = None) -> list[bytes]:
+        """The decoded bytes of `data` (the body's next bytes on the wire). With a `budget`, at
+        most about that many: the compressed bytes not read then are left in `paused`."""
         out: list[bytes] = []
+        produced = 0
+        self.paused = None
         self._fed = self._fed or bool(data)
         if self._held:
             data, self._held = self._held + data, b""
@@ -63,8 +74,11 @@ class Inflater:
                         "gzip members", MAX_GZIP_MEMBERS, f"over {MAX_GZIP_MEMBERS} gzip members in one body"
                     )
                 stream = self._stream = zlib.decompressobj(31)
+            cap = self._limit + 1 - self._out
+            if budget is not None:
+                cap = min(cap, max(1, budget - produced))
             try:
-                piece = stream.decompress(data, self._limit + 1 - self._out)
+                piece = stream.decompress(data, cap)
             except zlib.error:
                 probe = self._probe
                 if probe is None:
@@ -87,9 +101,26 @@ class Inflater:
                     self._probe += data
             if piece:
                 out.append(piece)
+            produced += len(piece)
+            if budget is not None and produced >= budget and not stream.eof:
+                self.paused = stream.unconsumed_tail  # the rest of `data`, not read yet
+                break
             # below the limit, the stream took all of `data`: what is left is past its end
             data = stream.unused_data if stream.eof else b""
         return out
+
+    def drain(self) -> list[bytes]:
+        """Output a stream still holds after a `feed` that stopped at its budget."""
+        stream = self._stream
+        if stream.eof or self._held:
+            return []
+        piece = stream.decompress(b"", self._limit + 1 - self._out)
+        self._out += len(piece)
+        if self._out > self._limit:
+            raise InflateOverBound(
+                "max_document_bytes", self._limit, f"decoded body over {self._limit} bytes"
+            )
+        return [piece] if piece else []
 
     def finish(self) -> None:
         """The body ended: raise `zlib.error` unless it ended exactly at its last stream's end."""

@@ -29,6 +29,7 @@ from redfish.aio.exceptions import RedfishProtocolError
 from yarl import URL
 
 from plugins.redfish._config import ConnectionSettings
+from plugins.redfish._wire import off_loop
 from plugins.redfish._wire.document import loads, past_bound
 from plugins.redfish._wire.errors import (
     ConnectionFailedError,
@@ -194,7 +195,11 @@ class BmcTransport:
         if charset is not None and not _is_text_encoding(charset):
             where = f"{self.origin}: {method} {path}"
             raise ProtocolError(f"{where}: the reply's charset {charset[:40]!r} is no known text encoding")
-        over = past_bound(reply.body) if reply.body else None
+        body = reply.body
+        if len(body) > off_loop.OFF_LOOP_BYTES:  # a large body's scans run off the event loop
+            over = await off_loop.run(lambda: past_bound(body))
+        else:
+            over = past_bound(body) if body else None
         if over is not None:
             # every reader after this one (the DMTF client's own included) parses it safely
             raise ReplyBoundError(

@@ -136,7 +136,13 @@ async def test_topology_activate_sets_every_component_and_reads_back(gb200: Harn
     priors = out.state["priors"]["topology"]
     assert set(priors) == {"gpu/0", "gpu/1", "gpu/2", "gpu/3", "cpu/0", "cpu/1", "module/0", "module/1"}
     gpu0 = PROC_EM.format(id="GPU_0")
-    assert priors["gpu/0"] == {"watts": 1200.0, "capped": False, "mode": "Automatic", "uri": gpu0}
+    assert priors["gpu/0"] == {
+        "watts": 1200.0,
+        "capped": False,
+        "mode": "Automatic",
+        "uri": gpu0,
+        "persistency": "absent",
+    }
     assert out.state["applied"]["gpu/2"]["watts"] == 700
 
     # the same policy again: everything is already in force, one GET per component, no write

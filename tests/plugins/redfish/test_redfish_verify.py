@@ -211,3 +211,68 @@ async def test_an_automatic_limit_showing_a_value_is_stepped_below_that_value(gb
     # the restore puts the mode back (Automatic: the BMC chooses its value again); nothing else moved
     assert after.pop("GPU_0")[1] == "Automatic" and before.pop("GPU_0")[1] == "Automatic"
     assert after == before
+
+
+PERSISTENT: dict[str, Any] = {"persistent_caps": True}
+
+
+def _persistent_operator_cap(bmc: Any, name: str, watts: int, persistent: bool) -> None:
+    from bmcsim._gb200_writes import cap_write
+
+    cap_write(bmc.state.caps[name], watts, persistent).apply()
+
+
+async def test_a_write_cycle_with_persistent_caps_puts_each_caps_persistency_back_exactly(
+    gb200: Harness,
+) -> None:
+    """`persistent_caps` sends `PowerLimitPersistency: true` with each test value; the restore puts
+    back the prior's own persistency (false stays false, true stays true, none stays none)."""
+    bmc = gb200.fleet.bmcs[0]
+    _persistent_operator_cap(bmc, "GPU_1", 700, persistent=False)  # a one-shot cap
+    _persistent_operator_cap(bmc, "GPU_2", 800, persistent=True)
+    before = _caps(bmc)
+    assert before["GPU_0"][3] is None and before["GPU_1"][3] is False and before["GPU_2"][3] is True
+    out = await gb200.call("bmc_health", bmc, HealthQuery(skip_writes=False, **FAST), options=PERSISTENT)
+    writes = {c.name: c for c in out.result.checks if c.name.startswith("write ")}
+    assert {c.status for c in writes.values()} == {"pass"}, writes
+    assert writes["write gpu/1"].evidence["before"]["persistency"] == "off"
+    assert _caps(bmc) == before  # set points, modes and persistency all as they were
+
+
+async def test_a_journaled_prior_restores_its_persistency_and_an_old_journal_keeps_the_option(
+    gb200: Harness,
+) -> None:
+    """An interrupted cycle's journal (the controller's `plan_of` over a read-only run) records the
+    persistency; its restore puts it back even though `persistent_caps` asks for persistence."""
+    from controller.execution.write_cycle import plan_of
+
+    bmc = gb200.fleet.bmcs[0]
+    _persistent_operator_cap(bmc, "GPU_1", 700, persistent=False)
+    planned = await gb200.call("bmc_health", bmc, HealthQuery(**FAST), options=PERSISTENT)
+    priors = plan_of(planned.result)
+    assert priors["gpu/1"]["persistency"] == "off" and priors["gpu/0"]["persistency"] == "absent"
+    _persistent_operator_cap(bmc, "GPU_1", 650, persistent=True)  # the test value left by a crash
+    restore = {"gpu/1": priors["gpu/1"]}
+    out = await gb200.call("bmc_health", bmc, HealthQuery(restore=restore, **FAST), options=PERSISTENT)
+    assert _check(out, "restore gpu/1").status == "pass", out.result.checks
+    assert bmc.state.caps["GPU_1"].snapshot() == (700, "Manual", True, False)
+    # a journal written before persistency was recorded: the option decides, as it did
+    _persistent_operator_cap(bmc, "GPU_1", 650, persistent=False)
+    old = {"gpu/1": {k: v for k, v in priors["gpu/1"].items() if k != "persistency"}}
+    out = await gb200.call("bmc_health", bmc, HealthQuery(restore=old, **FAST), options=PERSISTENT)
+    assert _check(out, "restore gpu/1").status == "pass", out.result.checks
+    assert bmc.state.caps["GPU_1"].snapshot() == (700, "Manual", True, True)
+
+
+async def test_a_topology_restore_with_persistent_caps_puts_a_one_shot_cap_back_one_shot(
+    gb200: Harness,
+) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    _persistent_operator_cap(bmc, "GPU_1", 700, persistent=False)
+    out = await gb200.call("update_gpu_policies", bmc, _gpu_cap(1, 600, "rg"), options=PERSISTENT)
+    assert out.result.results[0].ok and bmc.state.caps["GPU_1"].snapshot() == (600, "Manual", True, True)
+    out = await gb200.call(
+        "update_gpu_policies", bmc, GpuPoliciesChange("rg", PolicyAction.UNSET), options=PERSISTENT
+    )
+    assert all(r.ok for r in out.result.results), out.result
+    assert bmc.state.caps["GPU_1"].snapshot() == (700, "Manual", True, False)

@@ -79,6 +79,7 @@ async def test_an_hgx_gpu_without_a_limit_reads_as_no_limit_and_is_restored_by_c
             "capped": False,
             "mode": "Automatic",
             "uri": "/redfish/v1/Systems/HGX_Baseboard_0/Processors/GPU_0/EnvironmentMetrics",
+            "persistency": "off",  # as the captured GB300 shows it
         }
         unset = GpuPoliciesChange("rg", PolicyAction.UNSET)
         out = await h.call("update_gpu_policies", bmc, unset, model=model)
