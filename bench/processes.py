@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,18 +22,12 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 from bench import procstats
+from bench.ports import free_port
 from bench.util import ROOT, child_env
 
 #: PostgreSQL admin connection used to create and drop one throw-away database per run
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 NOOP_PLUGIN = "bench.noop_plugin:NoopPlugin"
-
-
-def free_port() -> int:
-    """A TCP port that was free a moment ago on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def write_noop_inventory(path: Path, devices: Sequence[str], **model: Any) -> None:

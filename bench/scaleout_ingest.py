@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import sys
 import urllib.request
 from collections.abc import Sequence
@@ -29,10 +28,10 @@ from sqlalchemy.pool import NullPool
 from bench import procstats
 from bench.ingest import IngestConfig, _scenario
 from bench.loadgen import device_ids
+from bench.ports import free_port_run
 from bench.processes import (
     ControllerProcess,
     database,
-    free_port,
     postgres_problem,
     write_noop_inventory,
 )
@@ -92,25 +91,6 @@ class ProcessTree(ControllerProcess):
                     await asyncio.sleep(0.2)
         finally:
             engine.dispose()
-
-
-def free_port_run(count: int) -> int:
-    """The first of `count` consecutive ports that were free a moment ago (a front end's metrics
-    port and its executors' above it)."""
-    for _ in range(50):
-        base = free_port()
-        if base + count < 65536 and all(_port_free(base + i) for i in range(1, count)):
-            return base
-    raise RuntimeError("no run of free ports")
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def ack_histogram(metrics_port: int) -> dict[float, float]:

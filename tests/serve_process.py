@@ -4,7 +4,6 @@ start that waits for gRPC health to say SERVING."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -12,13 +11,11 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from bench.ports import free_port
+
+__all__ = ["ROOT", "free_port", "start_serving"]
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def start_serving(

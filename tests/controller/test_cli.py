@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
 
@@ -32,12 +34,6 @@ def devicectl(*args: str, check: bool = True, timeout: float = 60) -> subprocess
             f"devicectl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
         )
     return result
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_port(port: int, proc: subprocess.Popen[str], timeout: float = 60) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import uuid
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import grpc
 import pytest
 import sqlalchemy as sa
 
+from bench.ports import free_port as _closed_port  # nothing listens there
 from bmcsim import BmcConfig, SimulatorFleet
 from bmcsim._faults import FaultMode
 from controller import translate
@@ -25,12 +25,6 @@ from tests.controller.test_service import gpu_caps, ping
 from tests.hostile.conftest import LogCapture
 
 R = pb.DeviceControllerRequest
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _database_text(url: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 from google.protobuf import json_format
 
+from bench.ports import free_port as _closed_port  # nothing listens there
 from controller.cli import _parser, main
 from controller.cli._send import build_request
 
@@ -27,12 +27,6 @@ ROOT = Path(__file__).resolve().parents[2]
 MEMORY_INVENTORY = (
     '[[device]]\nid = "node001"\nplugin = "tests.memory_plugin:MemoryPlugin"\nmodel = "DGX_GB200"\n'
 )
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 CLOSED = f"127.0.0.1:{_closed_port()}"

@@ -113,12 +113,6 @@ async def test_counters_and_gauges_move_during_a_batch(start_controller, sink) -
     assert (await scrape(port, "/readyz"))[0] == 200
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_the_grafana_dashboard_uses_only_exported_metrics(start_controller) -> None:
     import json
     import re

@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import socket
 from asyncio.subprocess import PIPE, STDOUT
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ import aiohttp
 import pytest
 import yaml
 
+from bench.ports import free_port as _free_port
 from bmcsim import SimulatorFleet
 from controller.inventory import load_inventory
 from tests.ops.test_metrics import gpu_caps, scrape
@@ -117,12 +117,6 @@ async def test_promtool_accepts_a_real_scrape(redfish_controller: tuple[int, str
     for device, watts in (("node001", 520.0), ("node002", 450.0)):
         labels = f'component="gpu/0",device="{device}"'
         assert series[("requested", labels)] == series[("enforced", labels)] == watts, series
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

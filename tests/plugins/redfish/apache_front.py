@@ -24,6 +24,7 @@ from types import TracebackType
 
 import pytest
 
+from bench.ports import free_port as _free_port
 from bmcsim import TlsFiles
 
 _APACHE = "/usr/sbin/apache2"
@@ -36,12 +37,6 @@ def apache_or_skip() -> str:
     if binary is None or not (_MODULES / "mod_ssl.so").exists():
         pytest.skip("Apache httpd not installed (Debian: apt-get install apache2)")
     return binary
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class ApacheFront:

@@ -19,6 +19,7 @@ from types import TracebackType
 
 import pytest
 
+from bench.ports import free_port as _free_port
 from bmcsim import TlsFiles
 
 _NGINX = "/usr/sbin/nginx"
@@ -30,12 +31,6 @@ def nginx_or_skip() -> str:
     if binary is None:
         pytest.skip("nginx not installed (Debian: apt-get install nginx-light)")
     return binary
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class NginxFront:

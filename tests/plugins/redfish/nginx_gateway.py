@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.ports import free_port as _free_port
 from bmcsim import TlsFiles
 
 #: nginx-light's binary (Debian puts it in /usr/sbin, often not on a test runner's PATH)
@@ -151,9 +151,3 @@ async def _listening(gateway: NginxGateway) -> None:
         await writer.wait_closed()
         return
     raise RuntimeError(f"nginx did not listen on 127.0.0.1:{gateway.port} within 10 s")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])

@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from bench.ports import free_port as _free_port
 from bmcsim import TlsFiles, ensure_tls_files
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._wire.errors import ConnectionFailedError, ProtocolError, RequestTimeoutError
@@ -743,12 +744,6 @@ async def test_a_reply_over_the_size_bound_is_refused_and_its_connection_dropped
 
 
 # ---- a server that is not Python: OpenSSL's own ---------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _cert_args(tls: TlsFiles) -> list[str]:
