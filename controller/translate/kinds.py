@@ -1,7 +1,8 @@
 """The request kinds on the controller's API: each row of `plugins.base.kinds.KINDS` (name, domain
 request and result types, plugin coroutine, whether it only reads) with what the controller adds:
 how its oneof member is checked (`controller.api.checks`) and translated both ways, how its
-response member says it failed, and how success is read back out of it.
+response member says it failed, how success is read back out of it, and any role a request of the
+kind needs beyond `topology` (`controller.security.authz`).
 
 Validation (`controller.api.validate`), translation (`controller.translate`), the dispatcher's
 supersede rule and the plugin call (`plugins.base.run_operation`) all look a kind up here, so a new
@@ -50,6 +51,9 @@ class KindTranslation:
     failure: Callable[[str, Any], Message]
     #: `success(member)`: whether the response member reports success, and its error text
     success: Callable[[Any], tuple[bool, str]]
+    #: `role(member)`: a role the request needs beyond `SendDeviceRequest`'s `topology`, or None
+    #: (`controller.security.authz`)
+    role: Callable[[Any], str | None] = lambda member: None
 
     @property
     def name(self) -> str:
@@ -115,8 +119,9 @@ def _built_in(
     result: tuple[Callable[[Any], Message], Callable[[Any, str], Any]],
     failure: Callable[[str, Any], Message],
     success: Callable[[Any], tuple[bool, str]] = fail.error_success,
+    role: Callable[[Any], str | None] = lambda member: None,
 ) -> None:
-    register(KindTranslation(KINDS[name], check, *request, *result, failure, success))
+    register(KindTranslation(KINDS[name], check, *request, *result, failure, success, role))
 
 
 K = RequestKind
@@ -185,4 +190,6 @@ _built_in(
     (req.health_query_from_proto, health.query_to_proto),
     (health.result_to_proto, health.result_from_proto),
     fail.error_failure(_Resp.BMCHealthResponse),
+    # a write cycle needs `admin`, as StartWriteCycle does (one rule for both doors)
+    role=lambda member: "admin" if health.wants_write_cycle(member) else None,
 )
