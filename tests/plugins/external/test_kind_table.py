@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from controller import translate
 from controller.api.checks import Checker
 from controller.api.validate import member_problems
-from controller.execution.dispatch import supersedable
+from controller.execution.dispatch import Dispatcher, Job, supersedable
 from controller.plugin_host.remote import RemotePlugin
 from controller.translate.kinds import KindTranslation, registered, translation_of
 from plugins.base import (
@@ -142,6 +143,32 @@ async def test_a_new_kind_runs_through_the_table_to_a_plugin_process_and_back(
     assert translate.member_success("identify_led", failed) == (False, "identify_led failed")
     with pytest.raises(TypeError, match="identify_led answers with IdentifyLedResult"):
         translate.result_member_to_proto("identify_led", IdentifyLed(3))
+
+
+async def test_the_dispatcher_does_not_run_an_overtaken_request_of_the_new_kind(
+    identify_led: KindTranslation,
+) -> None:
+    """The kind writes (its row says so): an older request of it that a newer one of its device
+    overtook is handed back, not run; an older read-only request still runs."""
+    ran: list[int] = []
+    overtaken: list[tuple[int, int]] = []
+
+    async def execute(job: Job) -> None:
+        ran.append(job.seq)
+
+    async def on_superseded(job: Job, newer: int) -> None:
+        overtaken.append((job.seq, newer))
+
+    dispatcher = Dispatcher(execute, max_concurrency=1, queue_limit=10, on_superseded=on_superseded)
+
+    def job(seq: int, kind: str) -> Job:
+        return Job(seq, f"r{seq}", "n1", kind, b"", "", datetime.now(UTC))  # type: ignore[arg-type]
+
+    assert dispatcher.submit(job(5, "identify_led"))
+    assert await dispatcher.drain(10)
+    assert dispatcher.submit(job(3, "identify_led")) and dispatcher.submit(job(4, RequestKind.PING))
+    assert await dispatcher.drain(10)
+    assert ran == [5, 4] and overtaken == [(3, 5)]
 
 
 async def test_a_plugin_without_the_kind_answers_unsupported(identify_led: KindTranslation, remote) -> None:
