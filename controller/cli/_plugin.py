@@ -25,15 +25,14 @@ from controller.cli._click import Command, Group, call, output_options
 from controller.cli._options import Options
 from controller.cli._render import console, print_item, table
 from plugins.base import (
-    OPERATIONS,
     DeviceContext,
     DeviceControllerError,
     DeviceTarget,
     Endpoint,
     FingerprintResponse,
-    RequestKind,
     StatsResponse,
 )
+from plugins.base.kinds import KINDS, kind_of
 
 
 class _Action(Command):
@@ -104,7 +103,7 @@ def register(cli: click.Group) -> None:
     action(
         "op",
         "run one power operation: KIND on --device",
-        click.Argument(["kind"], type=click.Choice([k.value for k in RequestKind])),
+        click.Argument(["kind"], type=click.Choice(list(KINDS.names()))),
         click.Option(["--device"], required=True, help="the device to run it on"),
         click.Option(["--request"], default="{}", help="the kind's request: JSON object, or @FILE"),
         click.Option(["--model"], default="{}", help="device model JSON object, or @FILE"),
@@ -224,7 +223,6 @@ async def _act(plugin: Any, args: Options) -> int:
     from plugins._proto.nomad.plugins.base import base_pb2
     from plugins.base import nomad
     from plugins.base.codec import decode, encode
-    from plugins.base.wire import BY_METHOD
 
     assert isinstance(plugin, RemotePlugin)
     conn = plugin.connection
@@ -292,9 +290,8 @@ async def _act(plugin: Any, args: Options) -> int:
             )
         return 0
     # a power operation
-    kind = RequestKind(args.kind)
-    rpc = BY_METHOD[OPERATIONS[kind]]
-    request = decode(rpc.request, _json_arg(args.request, "--request"), "--request")
+    kind = kind_of(args.kind)
+    request = decode(kind.request, _json_arg(args.request, "--request"), "--request")
     target = DeviceTarget(
         device_id=args.device,
         model=_json_arg(args.model, "--model"),
@@ -308,7 +305,7 @@ async def _act(plugin: Any, args: Options) -> int:
         deadline=time.monotonic() + args.timeout,
         state=_json_arg(args.state, "--state"),
     )
-    outcome = await getattr(plugin, rpc.method)(ctx, request)
+    outcome = await plugin.operate(kind, ctx, request)
     out = {
         "result": encode(outcome.result),
         "state": encode(outcome.state),
@@ -318,7 +315,7 @@ async def _act(plugin: Any, args: Options) -> int:
         _emit(out)
     else:
         table(
-            f"{kind.value} on {args.device}", ["field", "value"], [(k, json.dumps(v)) for k, v in out.items()]
+            f"{kind.name} on {args.device}", ["field", "value"], [(k, json.dumps(v)) for k, v in out.items()]
         )
     return 0
 

@@ -21,20 +21,17 @@ from datetime import datetime
 from controller.observability import metrics
 from controller.store import JournalRow
 from plugins.base import RequestKind
+from plugins.base.kinds import kind_of
 
 log = logging.getLogger(__name__)
 
-#: kinds that only read: running one late changes nothing, so it is never superseded
-#: (a readiness check's write cycle restores every cap it changes: it never undoes a newer request)
-READ_ONLY_KINDS = frozenset(
-    {
-        RequestKind.PING,
-        RequestKind.GPU_METRICS,
-        RequestKind.RAW_METRICS,
-        RequestKind.STD_METRICS,
-        RequestKind.BMC_HEALTH,
-    }
-)
+
+def supersedable(kind: str) -> bool:
+    """Whether a request of `kind` that a newer one of its device overtook must not run (it would
+    undo the newer one): every kind but those that only read (`plugins.base.kinds.Kind.reads_only`;
+    running one late changes nothing, and a readiness check's write cycle restores every cap it
+    changes, so it never undoes a newer request)."""
+    return not kind_of(kind).reads_only
 
 
 @dataclass(frozen=True)
@@ -147,7 +144,7 @@ class Dispatcher:
                 job = lane.popleft()
                 try:
                     newer = self._started.get(device, -1)
-                    if job.seq < newer and job.kind not in READ_ONLY_KINDS and self._on_superseded:
+                    if job.seq < newer and supersedable(job.kind) and self._on_superseded:
                         await self._on_superseded(job, newer)
                         continue
                     async with self._slots, self.exclusive(device):
@@ -162,7 +159,7 @@ class Dispatcher:
                             started = await self._execute(job) is not False
                         finally:
                             self.running -= 1
-                            if started and job.kind not in READ_ONLY_KINDS:
+                            if started and supersedable(job.kind):
                                 self._started[device] = max(self._started.get(device, -1), job.seq)
                 except asyncio.CancelledError:
                     task = asyncio.current_task()

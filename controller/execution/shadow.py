@@ -25,9 +25,10 @@ from typing import Any
 from controller import translate
 from controller.desired.limits import is_internal
 from controller.desired.receipts import receipts, write_outcome
-from controller.execution.dispatch import READ_ONLY_KINDS, Job
+from controller.execution.dispatch import Job
 from controller.store import Completion, LeaseFence
 from plugins.base import DevicePlugin, DeviceWrite, Outcome, RequestKind
+from plugins.base.kinds import kind_of
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def refusal(kind: RequestKind, request: Any, plugin: DevicePlugin, plugin_name: 
             "shadow mode: the readiness check's write cycle was not run (no write is sent in shadow "
             "mode); ask for the read-only checks (skip writes)"
         )
-    if kind in READ_ONLY_KINDS or plugin.supports_dry_run:
+    if kind_of(kind).reads_only or plugin.supports_dry_run:
         return ""
     return (
         f"shadow mode: plugin {plugin_name} cannot plan without writing (it does not support dry runs), "

@@ -37,7 +37,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.desired.limits import INTERNAL_PREFIX, caps_to_explain, explain_caps
-from controller.execution.dispatch import READ_ONLY_KINDS
 from controller.execution.resolve import Resolved
 from controller.process.supervise import describe
 from controller.store import Store, WriteCycleRow
@@ -56,6 +55,7 @@ from plugins.base import (
 )
 from plugins.base.codec import encode
 from plugins.base.health import FAIL, PASS
+from plugins.base.kinds import kind_of
 from plugins.base.receipts import unanswered_status
 
 log = logging.getLogger(__name__)
@@ -151,7 +151,7 @@ def _unanswered_request(
 ) -> DeviceWrite | None:
     """The same for a state-changing request (a cap, a profile, a deactivation) an out-of-process
     plugin never answered: a write it was asked for may have landed."""
-    if plugin.writes_in_process or ctx.dry_run or kind in READ_ONLY_KINDS:
+    if plugin.writes_in_process or ctx.dry_run or kind_of(kind).reads_only:
         return None
     if getattr(exc, "receipts", None) is not None:
         return None

@@ -48,6 +48,7 @@ from plugins.base import (
 from plugins.base import nomad as n
 from plugins.base import wire as w
 from plugins.base.codec import encode
+from plugins.base.kinds import KINDS, Kind
 
 log = logging.getLogger(__name__)
 
@@ -252,32 +253,32 @@ class RemotePlugin(DevicePlugin):
 
     # ---- power operations ---------------------------------------------------------------------
 
-    async def _operate(self, method: str, ctx: DeviceContext, request: Any) -> Outcome[Any]:
-        rpc = w.BY_METHOD[method]
+    async def operate(self, kind: Kind, ctx: DeviceContext, request: Any) -> Outcome[Any]:
+        """Send one request of `kind` to the plugin process through `PowerOperations.Operate`."""
         conn = await self._available(ctx.remaining())
         if conn is self._gone:  # an earlier call found it dead; the supervisor has not yet noticed
             conn = await self._replaced(conn, ctx.remaining())
-        what = f"{rpc.method} (devicectl power operations)"
+        what = f"{kind.method} (devicectl power operations)"
         try:
-            reply = await self._call(what, self._power_call(conn, rpc, ctx, request), unsent=True)
+            reply = await self._call(what, self._power_call(conn, kind, ctx, request), unsent=True)
         except _Unsent:
             # the plugin was gone before this call: it never reached it, so it runs once the
             # supervisor has restarted the plugin (within the request's deadline), as a request
             # arriving during a restart does
             self._gone = conn
             conn = await self._replaced(conn, ctx.remaining())
-            reply = await self._call(what, self._power_call(conn, rpc, ctx, request))
+            reply = await self._call(what, self._power_call(conn, kind, ctx, request))
         except _WentAway as exc:
             if self._conn is conn:
                 self._gone = conn  # it went away under this call: the next ones wait for it
             raise exc.error from None
         self._last_reply = time.monotonic()
-        return w.outcome_from_pb(rpc, reply)
+        return w.outcome_from_pb(kind, reply)
 
     @staticmethod
-    def _power_call(conn: Connection, rpc: Any, ctx: DeviceContext, request: Any) -> Awaitable[Any]:
-        call = getattr(conn.power, rpc.name)
-        return call(w.request_to_pb(ctx, request), timeout=max(ctx.remaining(), 0.001))  # type: ignore[no-any-return]
+    def _power_call(conn: Connection, kind: Kind, ctx: DeviceContext, request: Any) -> Awaitable[Any]:
+        message = w.request_to_pb(ctx, request, kind.name)
+        return conn.power.Operate(message, timeout=max(ctx.remaining(), 0.001))  # type: ignore[no-any-return]
 
     async def _replaced(self, old: Connection, wait: float) -> Connection:
         """The connection that replaced `old` (the supervisor restarted the plugin), or `old`
@@ -405,13 +406,15 @@ def _never_sent(err: grpc.aio.AioRpcError) -> bool:
     return err.code() == grpc.StatusCode.UNAVAILABLE and "failed to connect" in (err.details() or "")
 
 
-def _forward(method: str) -> Any:
+def _forward(kind: Kind) -> Any:
     async def operation(self: RemotePlugin, ctx: DeviceContext, request: Any) -> Outcome[Any]:
-        return await self._operate(method, ctx, request)
+        return await self.operate(kind, ctx, request)
 
-    operation.__name__ = operation.__qualname__ = method
+    operation.__name__ = operation.__qualname__ = kind.method
     return operation
 
 
-for _rpc in w.POWER_RPCS:
-    setattr(RemotePlugin, _rpc.method, _forward(_rpc.method))
+# the named coroutines of the built-in kinds (`proxy.ping(ctx, Ping())`), as the plugin has them;
+# `operate` serves every kind, those registered later included
+for _kind in KINDS:
+    setattr(RemotePlugin, _kind.method, _forward(_kind))

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from controller.security.tls import is_loopback
+from controller.translate.kinds import translation_of
 
 if TYPE_CHECKING:
     from controller.config import Settings
@@ -88,16 +89,15 @@ def required_role(method: str) -> str | None:
 
 
 def required_for_request(method: str, request: Any) -> str | None:
-    """A role the call's content needs beyond its method's: a `bmc_health` request that asks for a
-    write cycle needs `admin`, as StartWriteCycle does (one rule for both doors); None otherwise."""
+    """A role the call's content needs beyond its method's: its kind's row says (a `bmc_health`
+    request that asks for a write cycle needs `admin`, as StartWriteCycle does: one rule for both
+    doors); None otherwise."""
     if method != _CONTROLLER + "SendDeviceRequest":
         return None
     try:
-        if request.WhichOneof("request") != "bmc_health":
-            return None
-        health = request.bmc_health
-        return "admin" if health.write_cycle and not health.skip_writes else None
-    except (AttributeError, ValueError):
+        member = request.WhichOneof("request")
+        return translation_of(member).role(getattr(request, member)) if member else None
+    except (AttributeError, ValueError, KeyError):
         return None
 
 

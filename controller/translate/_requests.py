@@ -1,21 +1,18 @@
-"""`DeviceControllerRequest` <-> (RequestKind, domain request)."""
+"""Each request member of `DeviceControllerRequest` <-> its domain request, both directions.
+
+Every `*_from_proto(msg, field)` names problems by `field`, the member's proto path; the rows of
+`controller.translate.kinds` pick the pair of each kind.
+"""
 
 from __future__ import annotations
 
-from google.protobuf.message import Message
+from google.protobuf import empty_pb2
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2
 from controller.api.json_fields import parse_json_object
-from controller.translate._health import query_from_proto, query_to_proto
-from controller.translate._json import Untranslatable, encode_json_object
-from controller.translate._kinds import (
-    ALLOCATION_KINDS,
-    POLICY_SET_KINDS,
-    PROFILE_KINDS,
-    REQUEST_TYPES,
-    request_kind,
-)
+from controller.translate._health import query_from_proto
+from controller.translate._json import encode_json_object
 from controller.translate._policy import (
     action_from_proto,
     action_to_proto,
@@ -27,18 +24,15 @@ from controller.translate._policy import (
 from controller.translate._wire import set_message
 from plugins.base import (
     Allocation,
-    DeviceRequest,
     Empty,
     EntityModification,
     GpuMetricsQuery,
     GpuPoliciesChange,
     HealthQuery,
-    InvalidRequestError,
     Ping,
     PolicyAction,
     PolicyChange,
     ProfileChange,
-    RequestKind,
 )
 
 _Req = pb.DeviceControllerRequest
@@ -47,14 +41,14 @@ _Req = pb.DeviceControllerRequest
 # ---- proto -> domain -----------------------------------------------------------------------
 
 
-def _policy_change_from_proto(msg: _Req.PolicySetRequest, field: str) -> PolicyChange:
+def policy_change_from_proto(msg: _Req.PolicySetRequest, field: str) -> PolicyChange:
     return PolicyChange(
         action=action_from_proto(msg.policy_action, f"{field}.policy_action"),
         policy=policy_from_proto(msg.policy, f"{field}.policy") if msg.HasField("policy") else None,
     )
 
 
-def _gpu_policies_from_proto(msg: _Req.GPUPoliciesSetRequest, field: str) -> GpuPoliciesChange:
+def gpu_policies_from_proto(msg: _Req.GPUPoliciesSetRequest, field: str) -> GpuPoliciesChange:
     action = action_from_proto(msg.gpu_policy_action, f"{field}.gpu_policy_action")
     current = (
         policy_from_proto(msg.current_policy, f"{field}.current_policy")
@@ -75,7 +69,7 @@ def _gpu_policies_from_proto(msg: _Req.GPUPoliciesSetRequest, field: str) -> Gpu
     )
 
 
-def _profiles_from_proto(msg: _Req.PowerProfileRequest) -> ProfileChange:
+def profiles_from_proto(msg: _Req.PowerProfileRequest, field: str = "") -> ProfileChange:
     return ProfileChange(
         enable=tuple(msg.enable_profile_ids),
         disable=tuple(msg.disable_profile_ids),
@@ -83,21 +77,23 @@ def _profiles_from_proto(msg: _Req.PowerProfileRequest) -> ProfileChange:
     )
 
 
-def _allocation_from_proto(msg: _Req.AllocationRequest, field: str) -> Allocation:
+def allocation_from_proto(msg: _Req.AllocationRequest, field: str) -> Allocation:
     # each optional part is "no change" when absent, hence HasField rather than the default
     return Allocation(
         resource_group=msg.resource_group,
-        policy=_policy_change_from_proto(msg.policy, f"{field}.policy") if msg.HasField("policy") else None,
+        policy=policy_change_from_proto(msg.policy, f"{field}.policy") if msg.HasField("policy") else None,
         gpu_policies=(
-            _gpu_policies_from_proto(msg.gpu_policies, f"{field}.gpu_policies")
+            gpu_policies_from_proto(msg.gpu_policies, f"{field}.gpu_policies")
             if msg.HasField("gpu_policies")
             else None
         ),
-        profiles=_profiles_from_proto(msg.workload_profiles) if msg.HasField("workload_profiles") else None,
+        profiles=profiles_from_proto(msg.workload_profiles, f"{field}.workload_profiles")
+        if msg.HasField("workload_profiles")
+        else None,
     )
 
 
-def _entity_from_proto(msg: _Req.EntityModificationRequest, field: str) -> EntityModification:
+def entity_from_proto(msg: _Req.EntityModificationRequest, field: str) -> EntityModification:
     return EntityModification(
         phase=msg.phase,
         old_model=parse_json_object(msg.old_device_model, f"{field}.old_device_model"),
@@ -116,56 +112,34 @@ def _entity_from_proto(msg: _Req.EntityModificationRequest, field: str) -> Entit
     )
 
 
-def request_from_proto(msg: pb.DeviceControllerRequest) -> tuple[RequestKind, DeviceRequest]:
-    """The request kind and its domain request.
+def ping_from_proto(msg: _Req.PingRequest, field: str = "") -> Ping:
+    return Ping(retry_count=msg.retry_count)
 
-    Absent optional parts become None; a GPU policy without `power_limit` becomes
-    `GpuPolicy(limit=None)`; the GPU policies of a reset (UNSET_POLICY) are dropped, as the
-    contract says they are ignored; entity device models are parsed (empty bytes -> {}).
-    The envelope (device, request_id, timeouts, model and state JSON) is not part of the result.
 
-    Raises:
-        InvalidRequestError: naming the field, for a message with no domain equivalent (no kind,
-            an UNSPECIFIED enum, a limit with neither watts nor percentage, a negative or NaN
-            limit, a device model that is not a JSON object). `validate_request` catches all of
-            these first.
-    """
-    kind = request_kind(msg)
-    field = kind.value
-    try:
-        if kind in ALLOCATION_KINDS:
-            return kind, _allocation_from_proto(getattr(msg, field), field)
-        if kind in POLICY_SET_KINDS:
-            return kind, _policy_change_from_proto(getattr(msg, field), field)
-        if kind is RequestKind.GPU_POLICIES_UPDATE:
-            return kind, _gpu_policies_from_proto(msg.gpu_policies_update, field)
-        if kind in PROFILE_KINDS:
-            return kind, _profiles_from_proto(getattr(msg, field))
-        if kind is RequestKind.PING:
-            return kind, Ping(retry_count=msg.ping.retry_count)
-        if kind is RequestKind.GPU_METRICS:
-            return kind, GpuMetricsQuery(gpu_ids=tuple(msg.gpu_metrics.gpu_ids))
-        if kind is RequestKind.MODIFY_ENTITY_MODEL:
-            return kind, _entity_from_proto(msg.modify_entity_model, field)
-        if kind is RequestKind.BMC_HEALTH:
-            return kind, query_from_proto(msg.bmc_health)
-    except Untranslatable as exc:
-        raise InvalidRequestError(str(exc)) from None
-    # raw_metrics and std_metrics carry google.protobuf.Empty
-    return kind, Empty()
+def gpu_metrics_from_proto(msg: _Req.GPUMetricsRequest, field: str = "") -> GpuMetricsQuery:
+    return GpuMetricsQuery(gpu_ids=tuple(msg.gpu_ids))
+
+
+def empty_from_proto(msg: empty_pb2.Empty, field: str = "") -> Empty:
+    """`raw_metrics` and `std_metrics` carry `google.protobuf.Empty`."""
+    return Empty()
+
+
+def health_query_from_proto(msg: _Req.BMCHealthDeviceRequest, field: str = "") -> HealthQuery:
+    return query_from_proto(msg)
 
 
 # ---- domain -> proto -----------------------------------------------------------------------
 
 
-def _policy_change_to_proto(change: PolicyChange) -> _Req.PolicySetRequest:
+def policy_change_to_proto(change: PolicyChange) -> _Req.PolicySetRequest:
     msg = _Req.PolicySetRequest(policy_action=action_to_proto(change.action))
     if change.policy is not None:
         set_message(msg.policy, policy_to_proto(change.policy))
     return msg
 
 
-def _gpu_policies_to_proto(change: GpuPoliciesChange) -> _Req.GPUPoliciesSetRequest:
+def gpu_policies_to_proto(change: GpuPoliciesChange) -> _Req.GPUPoliciesSetRequest:
     msg = _Req.GPUPoliciesSetRequest(
         resource_group=change.resource_group, gpu_policy_action=action_to_proto(change.action)
     )
@@ -180,7 +154,7 @@ def _gpu_policies_to_proto(change: GpuPoliciesChange) -> _Req.GPUPoliciesSetRequ
     return msg
 
 
-def _profiles_to_proto(change: ProfileChange) -> _Req.PowerProfileRequest:
+def profiles_to_proto(change: ProfileChange) -> _Req.PowerProfileRequest:
     return _Req.PowerProfileRequest(
         enable_profile_ids=change.enable,
         disable_profile_ids=change.disable,
@@ -188,18 +162,18 @@ def _profiles_to_proto(change: ProfileChange) -> _Req.PowerProfileRequest:
     )
 
 
-def _allocation_to_proto(allocation: Allocation) -> _Req.AllocationRequest:
+def allocation_to_proto(allocation: Allocation) -> _Req.AllocationRequest:
     msg = _Req.AllocationRequest(resource_group=allocation.resource_group)
     if allocation.policy is not None:
-        set_message(msg.policy, _policy_change_to_proto(allocation.policy))
+        set_message(msg.policy, policy_change_to_proto(allocation.policy))
     if allocation.gpu_policies is not None:
-        set_message(msg.gpu_policies, _gpu_policies_to_proto(allocation.gpu_policies))
+        set_message(msg.gpu_policies, gpu_policies_to_proto(allocation.gpu_policies))
     if allocation.profiles is not None:
-        set_message(msg.workload_profiles, _profiles_to_proto(allocation.profiles))
+        set_message(msg.workload_profiles, profiles_to_proto(allocation.profiles))
     return msg
 
 
-def _entity_to_proto(change: EntityModification) -> _Req.EntityModificationRequest:
+def entity_to_proto(change: EntityModification) -> _Req.EntityModificationRequest:
     msg = _Req.EntityModificationRequest(
         phase=change.phase,
         old_device_model=encode_json_object(change.old_model, "old_model"),
@@ -213,58 +187,13 @@ def _entity_to_proto(change: EntityModification) -> _Req.EntityModificationReque
     return msg
 
 
-def _member_to_proto(kind: RequestKind, request: DeviceRequest) -> Message:
-    if isinstance(request, Allocation):
-        return _allocation_to_proto(request)
-    if isinstance(request, PolicyChange):
-        return _policy_change_to_proto(request)
-    if isinstance(request, GpuPoliciesChange):
-        return _gpu_policies_to_proto(request)
-    if isinstance(request, ProfileChange):
-        return _profiles_to_proto(request)
-    if isinstance(request, Ping):
-        return _Req.PingRequest(retry_count=request.retry_count)
-    if isinstance(request, GpuMetricsQuery):
-        return _Req.GPUMetricsRequest(gpu_ids=request.gpu_ids)
-    if isinstance(request, EntityModification):
-        return _entity_to_proto(request)
-    if isinstance(request, HealthQuery):
-        return query_to_proto(request)
-    return getattr(_Req(), kind.value)  # google.protobuf.Empty
+def ping_to_proto(request: Ping) -> _Req.PingRequest:
+    return _Req.PingRequest(retry_count=request.retry_count)
 
 
-def request_to_proto(
-    kind: RequestKind,
-    request: DeviceRequest,
-    *,
-    device: str,
-    request_id: str,
-    timeout_seconds: int = 0,
-    trace_id: str = "",
-    device_model_json: bytes = b"",
-    device_state_json: bytes = b"",
-) -> pb.DeviceControllerRequest:
-    """A `DeviceControllerRequest` carrying `request` as its `kind` member.
+def gpu_metrics_to_proto(request: GpuMetricsQuery) -> _Req.GPUMetricsRequest:
+    return _Req.GPUMetricsRequest(gpu_ids=request.gpu_ids)
 
-    The inverse of `request_from_proto`: `request_from_proto(request_to_proto(k, r, ...))`
-    gives back `(k, r)`, with two normalisations that carry no meaning: the policies of a GPU
-    policy reset are not sent (they would be ignored), and entity device models are sent as
-    compact JSON.
 
-    Raises:
-        TypeError: when `request` is not the domain type of `kind`.
-        ValueError: when a value cannot go on the wire (e.g. a device model that is not JSON).
-    """
-    expected = REQUEST_TYPES[kind]
-    if not isinstance(request, expected):
-        raise TypeError(f"{kind.value} carries {expected.__name__}, got {type(request).__name__}")
-    msg = pb.DeviceControllerRequest(
-        device=device,
-        request_id=request_id,
-        timeout_seconds=timeout_seconds,
-        trace_id=trace_id,
-        device_model_json=device_model_json,
-        device_state_json=device_state_json,
-    )
-    set_message(getattr(msg, kind.value), _member_to_proto(kind, request))
-    return msg
+def empty_to_proto(request: Empty) -> empty_pb2.Empty:
+    return empty_pb2.Empty()

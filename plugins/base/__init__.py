@@ -1,7 +1,8 @@
 """The plugin contract: domain types, errors, Nomad-shaped streams and the `DevicePlugin` base.
 
 Plugins import from here only; they never see protobuf. The protocol-level modules that the
-controller's plugin host shares with the plugins are public modules of this package: `codec`, `wire`,
+controller's plugin host shares with the plugins are public modules of this package: `kinds` (the
+table of request kinds), `codec`, `wire`,
 `nomad`, `serving`, `plugin_config`, `identity`, `bounds`, `health`, `schema`, `entity`, `receipts`;
 the `_`-prefixed modules are private to it (docs/architecture.md, "Imports").
 """
@@ -19,7 +20,6 @@ from plugins.base._errors import (
     UnsupportedError,
 )
 from plugins.base._plugin import (
-    OPERATIONS,
     Credentials,
     DeviceContext,
     DevicePlugin,
@@ -94,7 +94,6 @@ __all__ = [
     "CATALOGUE",
     "DEVICE_TYPE_GPU",
     "DEVICE_TYPE_NODE",
-    "OPERATIONS",
     "Allocation",
     "AllocationResult",
     "Attribute",

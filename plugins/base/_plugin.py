@@ -19,6 +19,7 @@ from plugins.base import _types as t
 from plugins.base._errors import DeviceControllerError, UnsupportedError
 from plugins.base._streams import ContainerReservation, FingerprintResponse, StatsResponse
 from plugins.base.health import HealthQuery, HealthResult
+from plugins.base.kinds import Kind, kind_of
 from plugins.base.receipts import DeviceWrite, WriteLog, recording
 
 R = TypeVar("R")
@@ -210,7 +211,7 @@ class DevicePlugin(ABC):
         """Environment, mounts and device nodes a task needs to use these devices."""
         raise UnsupportedError(f"{self.info.name}: reserve is not supported")
 
-    # ---- power operations (one per request kind) --------------------------------------------
+    # ---- power operations (the coroutine of each built-in row of `plugins.base.kinds.KINDS`) --
 
     async def activate_allocation(self, ctx: DeviceContext, req: t.Allocation) -> Outcome[t.AllocationResult]:
         raise UnsupportedError(f"{self.info.name}: resource group activation is not supported")
@@ -268,47 +269,38 @@ class DevicePlugin(ABC):
         writable cap (set, read back, restore exactly) unless `req.skip_writes`."""
         raise UnsupportedError(f"{self.info.name}: health verification is not supported")
 
+    async def operate(self, kind: Kind, ctx: DeviceContext, request: Any) -> Outcome[Any]:
+        """Serve one request of `kind`: the coroutine its row names (`Kind.method`); a plugin
+        without it does not support the kind. The plugin proxy overrides this to send the kind
+        over the plugin protocol's one operation RPC."""
+        method = getattr(self, kind.method, None)
+        if method is None:
+            raise UnsupportedError(f"{self.info.name}: {kind.name} is not supported")
+        outcome: Outcome[Any] = await method(ctx, request)
+        return outcome
+
     async def verify(self, ctx: DeviceContext, pending: PendingVerification) -> VerificationResult:
         """Run a follow-up check that an earlier operation asked for."""
         raise UnsupportedError(f"{self.info.name}: verification is not supported")
 
 
-#: the plugin coroutine serving each request kind
-OPERATIONS: Mapping[t.RequestKind, str] = {
-    t.RequestKind.RESOURCE_GROUP_ACTIVATE: "activate_allocation",
-    t.RequestKind.RESOURCE_GROUP_UPDATE: "update_allocation",
-    t.RequestKind.RESOURCE_GROUP_DEACTIVATE: "deactivate_allocation",
-    t.RequestKind.TOPOLOGY_ACTIVATE: "set_policy",
-    t.RequestKind.TOPOLOGY_DEACTIVATE: "unset_policy",
-    t.RequestKind.GPU_POLICIES_UPDATE: "update_gpu_policies",
-    t.RequestKind.ENABLE_WORKLOAD_PROFILE: "enable_profiles",
-    t.RequestKind.DISABLE_WORKLOAD_PROFILE: "disable_profiles",
-    t.RequestKind.UPDATE_WORKLOAD_PROFILE: "update_profiles",
-    t.RequestKind.PING: "ping",
-    t.RequestKind.GPU_METRICS: "gpu_metrics",
-    t.RequestKind.RAW_METRICS: "raw_metrics",
-    t.RequestKind.STD_METRICS: "std_metrics",
-    t.RequestKind.MODIFY_ENTITY_MODEL: "modify_entity",
-    t.RequestKind.BMC_HEALTH: "bmc_health",
-}
-
-
 async def run_operation(
     plugin: DevicePlugin,
-    kind: t.RequestKind,
+    kind: str,
     ctx: DeviceContext,
     request: Any,
     log: WriteLog | None = None,
 ) -> Outcome[Any]:
-    """Call the plugin coroutine that serves `kind`, recording its device writes.
+    """Run the request kind named `kind` (a `RequestKind`, or a kind registered in `KINDS`) on
+    `plugin` (`DevicePlugin.operate`), recording its device writes.
 
     Pass `log` to see the writes of an operation that raises (they are on the outcome otherwise).
     """
-    method = getattr(plugin, OPERATIONS[kind])
+    row = kind_of(kind)
     log = log if log is not None else WriteLog(dry_run=ctx.dry_run)
     try:
         with recording(log):
-            outcome: Outcome[Any] = await method(ctx, request)
+            outcome: Outcome[Any] = await plugin.operate(row, ctx, request)
     except DeviceControllerError as exc:  # an out-of-process plugin's receipts came back with it
         if exc.receipts:
             log.record(exc.receipts)

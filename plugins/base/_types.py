@@ -16,8 +16,10 @@ from typing import Any
 from plugins.base.health import HealthQuery, HealthResult
 
 
-class RequestKind(enum.Enum):
-    """The request kinds; values are the oneof member names on the wire."""
+class RequestKind(enum.StrEnum):
+    """Names of the built-in request kinds, for code that refers to one; each is its oneof member
+    name on the wire. The kinds themselves, with their types and plugin coroutines, are the rows of
+    `plugins.base.kinds.KINDS` (a kind registered at run time has a row and no name here)."""
 
     RESOURCE_GROUP_ACTIVATE = "resource_group_activate"
     RESOURCE_GROUP_DEACTIVATE = "resource_group_deactivate"

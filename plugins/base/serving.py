@@ -23,7 +23,7 @@ import signal
 import socket
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -242,38 +242,38 @@ def _receipts(writes: WriteLog) -> str:
 
 
 def _power_handler(state: _State) -> grpc.GenericRpcHandler:
-    """PowerOperations: every RPC decodes a context and request, runs the coroutine, encodes the outcome."""
+    """PowerOperations: `Operate` decodes a kind, context and request, runs the plugin's coroutine of
+    that kind (`DevicePlugin.operate`) and encodes the outcome."""
 
-    def unary(rpc: w.PowerRpc) -> Callable[[ppb.OperationRequest, Any], Awaitable[ppb.OperationResponse]]:
-        async def call(request: ppb.OperationRequest, context: Any) -> ppb.OperationResponse:
-            writes = WriteLog()  # replaced below by one in the request's dry-run mode
-            try:
-                ctx = checked_context(state.plugin, request)
-                # the write log honours the host's dry run (a plan, or a controller in shadow
-                # mode) at the plugin's write choke point, and its receipts go back with the outcome
-                # or with the error (every write's receipt, "[]" when none was made)
-                writes = WriteLog(dry_run=ctx.dry_run)
-                with recording(writes):
-                    outcome = await getattr(state.plugin, rpc.method)(ctx, w.request_from_pb(rpc, request))
-                if writes.entries():
-                    outcome = dataclasses.replace(outcome, writes=(*outcome.writes, *writes.entries()))
-                return w.outcome_to_pb(outcome)
-            except e.DeviceControllerError as exc:
-                return ppb.OperationResponse(error=w.error_to_pb(exc), writes_json=_receipts(writes))
-            except Exception as exc:  # reported as data: the host answers the request with it
-                log.exception("%s raised an unexpected error", rpc.method)
-                error = e.DeviceControllerError(f"internal error in plugin: {type(exc).__name__}: {exc}")
-                return ppb.OperationResponse(error=w.error_to_pb(error), writes_json=_receipts(writes))
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if task is None or task.cancelling():
-                    raise  # this call really is being cancelled (the host gave up, or shutdown)
-                # a cancellation that escaped the plugin's own code: an error of this request only
-                log.exception("%s: a cancellation escaped the plugin", rpc.method)
-                error = e.TransientError("plugin: the operation was cancelled inside the plugin")
-                return ppb.OperationResponse(error=w.error_to_pb(error), writes_json=_receipts(writes))
-
-        return call
+    async def operate(request: ppb.OperationRequest, context: Any) -> ppb.OperationResponse:
+        what = request.kind or "an operation without a kind"
+        writes = WriteLog()  # replaced below by one in the request's dry-run mode
+        try:
+            kind = w.kind_from_pb(request)
+            ctx = checked_context(state.plugin, request)
+            # the write log honours the host's dry run (a plan, or a controller in shadow
+            # mode) at the plugin's write choke point, and its receipts go back with the outcome
+            # or with the error (every write's receipt, "[]" when none was made)
+            writes = WriteLog(dry_run=ctx.dry_run)
+            with recording(writes):
+                outcome = await state.plugin.operate(kind, ctx, w.request_from_pb(kind, request))
+            if writes.entries():
+                outcome = dataclasses.replace(outcome, writes=(*outcome.writes, *writes.entries()))
+            return w.outcome_to_pb(outcome)
+        except e.DeviceControllerError as exc:
+            return ppb.OperationResponse(error=w.error_to_pb(exc), writes_json=_receipts(writes))
+        except Exception as exc:  # reported as data: the host answers the request with it
+            log.exception("%s raised an unexpected error", what)
+            error = e.DeviceControllerError(f"internal error in plugin: {type(exc).__name__}: {exc}")
+            return ppb.OperationResponse(error=w.error_to_pb(error), writes_json=_receipts(writes))
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # this call really is being cancelled (the host gave up, or shutdown)
+            # a cancellation that escaped the plugin's own code: an error of this request only
+            log.exception("%s: a cancellation escaped the plugin", what)
+            error = e.TransientError("plugin: the operation was cancelled inside the plugin")
+            return ppb.OperationResponse(error=w.error_to_pb(error), writes_json=_receipts(writes))
 
     async def verify(request: ppb.VerifyRequest, context: Any) -> ppb.VerifyResponse:
         try:
@@ -310,7 +310,7 @@ def _power_handler(state: _State) -> grpc.GenericRpcHandler:
         make = grpc.unary_stream_rpc_method_handler if stream else grpc.unary_unary_rpc_method_handler
         return make(fn, request_deserializer=req.FromString, response_serializer=resp.SerializeToString)
 
-    handlers = {r.name: h(unary(r), ppb.OperationRequest, ppb.OperationResponse) for r in w.POWER_RPCS}
+    handlers = {"Operate": h(operate, ppb.OperationRequest, ppb.OperationResponse)}
     handlers["Verify"] = h(verify, ppb.VerifyRequest, ppb.VerifyResponse)
     handlers["FingerprintTargets"] = h(fingerprint, ppb.TargetsRequest, dpb.FingerprintResponse, True)
     handlers["StatsTargets"] = h(stats, ppb.StatsTargetsRequest, dpb.StatsResponse, True)

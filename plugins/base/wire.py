@@ -1,14 +1,13 @@
 """The power-operation extension's messages ⇄ `plugins.base` types, shared by server and client.
 
-`POWER_RPCS` is the one table of RPC name → plugin coroutine, request type and result type.
+Every request kind travels through the one `Operate` RPC: `OperationRequest.kind` names its row in
+`plugins.base.kinds.KINDS`, whose request and result types decode the JSON on each side.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
@@ -18,39 +17,12 @@ from google.protobuf.duration_pb2 import Duration
 from plugins._proto.devicectl.plugin.v1 import power_pb2 as ppb
 from plugins.base import _errors as e
 from plugins.base import _plugin as p
-from plugins.base import _types as t
 from plugins.base.codec import decode, encode, error_from
+from plugins.base.kinds import Kind, kind_of
 from plugins.base.receipts import DeviceWrite
 
 SERVICE = "devicectl.plugin.v1.PowerOperations"
 
-
-@dataclass(frozen=True)
-class PowerRpc:
-    name: str  # RPC name in PowerOperations
-    method: str  # DevicePlugin coroutine
-    request: type
-    result: type
-
-
-POWER_RPCS: tuple[PowerRpc, ...] = (
-    PowerRpc("ActivateAllocation", "activate_allocation", t.Allocation, t.AllocationResult),
-    PowerRpc("UpdateAllocation", "update_allocation", t.Allocation, t.AllocationResult),
-    PowerRpc("DeactivateAllocation", "deactivate_allocation", t.Allocation, t.AllocationResult),
-    PowerRpc("SetPolicy", "set_policy", t.PolicyChange, t.AllocationResult),
-    PowerRpc("UnsetPolicy", "unset_policy", t.PolicyChange, t.AllocationResult),
-    PowerRpc("UpdateGpuPolicies", "update_gpu_policies", t.GpuPoliciesChange, t.GpuPoliciesResult),
-    PowerRpc("EnableProfiles", "enable_profiles", t.ProfileChange, t.ProfileResult),
-    PowerRpc("DisableProfiles", "disable_profiles", t.ProfileChange, t.ProfileResult),
-    PowerRpc("UpdateProfiles", "update_profiles", t.ProfileChange, t.ProfileResult),
-    PowerRpc("Ping", "ping", t.Ping, t.PingResult),
-    PowerRpc("GpuMetrics", "gpu_metrics", t.GpuMetricsQuery, t.GpuMetricsResult),
-    PowerRpc("RawMetrics", "raw_metrics", t.Empty, t.RawMetricsResult),
-    PowerRpc("StdMetrics", "std_metrics", t.Empty, t.StdMetricsResult),
-    PowerRpc("ModifyEntity", "modify_entity", t.EntityModification, t.EntityModificationResult),
-    PowerRpc("BmcHealth", "bmc_health", t.HealthQuery, t.HealthResult),
-)
-BY_METHOD: Mapping[str, PowerRpc] = {r.method: r for r in POWER_RPCS}
 
 #: gRPC status for each error class when a stream has to end with one
 _STATUS = {
@@ -154,7 +126,8 @@ def target_from_pb(msg: ppb.DeviceTarget) -> dict[str, Any]:
     }
 
 
-def request_to_pb(ctx: p.DeviceContext, request: Any) -> ppb.OperationRequest:
+def request_to_pb(ctx: p.DeviceContext, request: Any, kind: str = "") -> ppb.OperationRequest:
+    """An `Operate` request for `kind` (a `Verify` call's context has no kind)."""
     remaining = Duration()
     remaining.FromNanoseconds(int(ctx.remaining() * 1e9))
     return ppb.OperationRequest(
@@ -165,6 +138,7 @@ def request_to_pb(ctx: p.DeviceContext, request: Any) -> ppb.OperationRequest:
         state_json=json.dumps(encode(ctx.state)),
         request_json=json.dumps(encode(request)),
         dry_run=ctx.dry_run,
+        kind=kind,
     )
 
 
@@ -179,8 +153,17 @@ def context_from_pb(msg: ppb.OperationRequest) -> p.DeviceContext:
     )
 
 
-def request_from_pb(rpc: PowerRpc, msg: ppb.OperationRequest) -> Any:
-    return decode(rpc.request, _loads(msg.request_json or "{}", "request_json"), "request")
+def kind_from_pb(msg: ppb.OperationRequest) -> Kind:
+    """The row of the request's kind. Raises UnsupportedError for a kind this side has no row for
+    (a plugin process older than its host)."""
+    try:
+        return kind_of(msg.kind)
+    except KeyError as exc:
+        raise e.UnsupportedError(f"plugin protocol: {exc.args[0]}") from None
+
+
+def request_from_pb(kind: Kind, msg: ppb.OperationRequest) -> Any:
+    return decode(kind.request, _loads(msg.request_json or "{}", "request_json"), "request")
 
 
 # ---- outcomes ---------------------------------------------------------------------------------
@@ -200,7 +183,7 @@ def outcome_to_pb(outcome: p.Outcome[Any]) -> ppb.OperationResponse:
     return out
 
 
-def outcome_from_pb(rpc: PowerRpc, msg: ppb.OperationResponse) -> p.Outcome[Any]:
+def outcome_from_pb(kind: Kind, msg: ppb.OperationResponse) -> p.Outcome[Any]:
     """The plugin's outcome, or its error raised."""
     if msg.HasField("error"):
         error = error_from(msg.error.code, msg.error.message, msg.error.retryable)
@@ -212,7 +195,7 @@ def outcome_from_pb(rpc: PowerRpc, msg: ppb.OperationResponse) -> p.Outcome[Any]
         )
         raise error
     return p.Outcome(
-        result=decode(rpc.result, json.loads(msg.result_json), "result"),
+        result=decode(kind.result, json.loads(msg.result_json), "result"),
         state=_json_object(msg.state_json, "state_json") if msg.has_state else None,
         reached_at=msg.reached_at.ToDatetime(tzinfo=UTC) if msg.HasField("reached_at") else None,
         reach_error=msg.reach_error,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from plugins.base import AllocationResult, DeviceContext, DeviceWrite, Outcome
-from plugins.base.wire import BY_METHOD, context_from_pb, outcome_from_pb, outcome_to_pb, request_to_pb
+from plugins.base import AllocationResult, DeviceContext, DeviceWrite, Outcome, RequestKind
+from plugins.base.kinds import KINDS
+from plugins.base.wire import context_from_pb, outcome_from_pb, outcome_to_pb, request_to_pb
 from tests.desired.test_receipts import gpu_policy
 
 
@@ -18,7 +19,7 @@ def test_dry_run_and_receipts_cross_the_plugin_protocol() -> None:
         DeviceWrite("nvmlDeviceSetPowerManagementLimit(GPU 1)", "nvmlDeviceSetPowerManagementLimit",
                     {"scope": "gpu", "limit_mw": 400000}, "GPU 1", 700.0, None, "planned"),
     )  # fmt: skip
-    rpc = next(r for r in BY_METHOD.values() if r.result is AllocationResult)
-    back = outcome_from_pb(rpc, outcome_to_pb(Outcome(AllocationResult(ok=True), writes=writes)))
+    kind = KINDS[RequestKind.GPU_POLICIES_UPDATE]
+    back = outcome_from_pb(kind, outcome_to_pb(Outcome(AllocationResult(ok=True), writes=writes)))
     assert back.writes == writes
-    assert outcome_from_pb(rpc, outcome_to_pb(Outcome(AllocationResult(ok=True)))).writes == ()
+    assert outcome_from_pb(kind, outcome_to_pb(Outcome(AllocationResult(ok=True)))).writes == ()

@@ -7,7 +7,8 @@ import pytest
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2
 from controller.api.validate import validate_request
-from controller.translate import REQUEST_TYPES, request_from_proto, request_kind, request_to_proto
+from controller.translate import request_from_proto, request_kind, request_to_proto
+from controller.translate.kinds import translation_of, translations
 from plugins.base import (
     Allocation,
     DeviceRequest,
@@ -109,7 +110,8 @@ CASES: list[tuple[RequestKind, DeviceRequest]] = [
 
 def test_every_kind_is_covered() -> None:
     assert {kind for kind, _ in CASES} == set(RequestKind)
-    assert set(REQUEST_TYPES) == set(RequestKind)
+    assert {t.name for t in translations()} == set(RequestKind)
+    assert all(isinstance(request, translation_of(kind).kind.request) for kind, request in CASES)
 
 
 @pytest.mark.parametrize(

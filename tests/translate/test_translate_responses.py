@@ -12,12 +12,12 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import metrics_pb2
 from controller.translate import (
     ENERGY_UNIT,
-    RESULT_TYPES,
     response_from_proto,
     response_kind,
     response_to_proto,
     success_of,
 )
+from controller.translate.kinds import translation_of, translations
 from plugins.base import (
     AllocationResult,
     ComponentMetrics,
@@ -152,7 +152,8 @@ def _send(kind: RequestKind, result: Any, **kwargs: Any) -> pb.DeviceControllerR
 
 def test_every_kind_is_covered() -> None:
     assert {kind for kind, _ in CASES} == set(RequestKind)
-    assert set(RESULT_TYPES) == set(RequestKind)
+    assert {t.name for t in translations()} == set(RequestKind)
+    assert all(isinstance(result, translation_of(kind).kind.result) for kind, result in CASES)
 
 
 @pytest.mark.parametrize(("kind", "result"), CASES, ids=[f"{k.value}-{i}" for i, (k, _) in enumerate(CASES)])

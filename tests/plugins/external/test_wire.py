@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from plugins.base import (
-    OPERATIONS,
     Allocation,
     AllocationResult,
     Attribute,
@@ -21,6 +20,7 @@ from plugins.base import (
     DeviceGroupStats,
     DeviceLocality,
     DeviceNode,
+    DevicePlugin,
     DeviceRejectedError,
     DeviceStats,
     ElementType,
@@ -40,6 +40,7 @@ from plugins.base import (
     PolicyLimit,
     PowerLimit,
     ProfileChange,
+    RequestKind,
     StatObject,
     StatsResponse,
     StatValue,
@@ -47,7 +48,7 @@ from plugins.base import (
 )
 from plugins.base import nomad as n
 from plugins.base.codec import decode, encode, error_from
-from plugins.base.wire import POWER_RPCS
+from plugins.base.kinds import KINDS
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, 600000, tzinfo=UTC)
 POLICY = Policy(
@@ -86,9 +87,10 @@ def test_domain_values_round_trip(value: object) -> None:
     assert decode(type(value), encode(value)) == value
 
 
-def test_every_request_kind_has_one_power_rpc() -> None:
-    assert sorted(r.method for r in POWER_RPCS) == sorted(OPERATIONS.values())
-    assert len({r.name for r in POWER_RPCS}) == len(POWER_RPCS)
+def test_every_named_request_kind_has_one_row_and_coroutine() -> None:
+    assert list(KINDS.names()) == list(RequestKind)  # the built-in rows, in the enum's order
+    assert len({k.method for k in KINDS}) == len(KINDS)
+    assert all(callable(getattr(DevicePlugin, k.method, None)) for k in KINDS)
 
 
 def test_bad_shapes_name_the_field() -> None:

@@ -7,7 +7,6 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from plugins.base import (
-    OPERATIONS,
     Allocation,
     ElementType,
     Empty,
@@ -29,6 +28,7 @@ from plugins.base import (
     UnsupportedError,
     run_operation,
 )
+from plugins.base.kinds import KINDS
 from plugins.nvml.testing import FakeNode
 
 MakeNode = Callable[..., Awaitable[FakeNode]]
@@ -153,7 +153,7 @@ async def test_every_request_kind_is_served(b200x2: FakeNode) -> None:
         RequestKind.MODIFY_ENTITY_MODEL: EntityModification(0, {}, {}),
     }
     # a readiness check is the BMC's (out of band): in band it is answered "unsupported"
-    assert set(requests) | {RequestKind.BMC_HEALTH} == set(OPERATIONS)
+    assert set(requests) | {RequestKind.BMC_HEALTH} == set(KINDS.names())
     with pytest.raises(UnsupportedError, match="health verification is not supported"):
         await run_operation(b200x2.plugin, RequestKind.BMC_HEALTH, b200x2.ctx(), HealthQuery())
     for kind, request in requests.items():

@@ -27,7 +27,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from plugins._proto.nomad.plugins.device import device_pb2 as nomad_dot_plugins_dot_device_dot_device__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x64\x65vicectl/plugin/v1/power.proto\x12\x13\x64\x65vicectl.plugin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1egoogle/protobuf/duration.proto\x1a!nomad/plugins/device/device.proto\"\x91\x01\n\x08\x45ndpoint\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x17\n\x0fhas_credentials\x18\x02 \x01(\x08\x12\x10\n\x08username\x18\x03 \x01(\t\x12\x10\n\x08password\x18\x04 \x01(\t\x12\x12\n\nverify_tls\x18\x05 \x01(\x08\x12\x11\n\tca_bundle\x18\x06 \x01(\t\x12\x14\n\x0coptions_json\x18\x07 \x01(\t\"f\n\x0c\x44\x65viceTarget\x12\x11\n\tdevice_id\x18\x01 \x01(\t\x12\x12\n\nmodel_json\x18\x02 \x01(\t\x12/\n\x08\x65ndpoint\x18\x03 \x01(\x0b\x32\x1d.devicectl.plugin.v1.Endpoint\"\xd4\x01\n\x10OperationRequest\x12\x31\n\x06target\x18\x01 \x01(\x0b\x32!.devicectl.plugin.v1.DeviceTarget\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x10\n\x08trace_id\x18\x03 \x01(\t\x12,\n\tremaining\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x12\n\nstate_json\x18\x05 \x01(\t\x12\x14\n\x0crequest_json\x18\x06 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x07 \x01(\x08\"B\n\x0eOperationError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x11\n\tretryable\x18\x03 \x01(\x08\"\xf8\x01\n\x11OperationResponse\x12\x13\n\x0bresult_json\x18\x01 \x01(\t\x12\x11\n\thas_state\x18\x02 \x01(\x08\x12\x12\n\nstate_json\x18\x03 \x01(\t\x12.\n\nreached_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0breach_error\x18\x05 \x01(\t\x12\x19\n\x11verification_json\x18\x06 \x01(\t\x12\x32\n\x05\x65rror\x18\x07 \x01(\x0b\x32#.devicectl.plugin.v1.OperationError\x12\x13\n\x0bwrites_json\x18\x08 \x01(\t\"]\n\rVerifyRequest\x12\x36\n\x07\x63ontext\x18\x01 \x01(\x0b\x32%.devicectl.plugin.v1.OperationRequest\x12\x14\n\x0cpending_json\x18\x02 \x01(\t\"r\n\x0eVerifyResponse\x12\x0c\n\x04\x64one\x18\x01 \x01(\x08\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\x12\x32\n\x05\x65rror\x18\x04 \x01(\x0b\x32#.devicectl.plugin.v1.OperationError\"D\n\x0eTargetsRequest\x12\x32\n\x07targets\x18\x01 \x03(\x0b\x32!.devicectl.plugin.v1.DeviceTarget\"\x81\x01\n\x13StatsTargetsRequest\x12\x32\n\x07targets\x18\x01 \x03(\x0b\x32!.devicectl.plugin.v1.DeviceTarget\x12\x36\n\x13\x63ollection_interval\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"\"\n\rForgetRequest\x12\x11\n\tdevice_id\x18\x01 \x01(\t\"\x10\n\x0e\x46orgetResponse\"\x15\n\x13\x43\x61pabilitiesRequest\"\'\n\x14\x43\x61pabilitiesResponse\x12\x0f\n\x07\x64ry_run\x18\x01 \x01(\x08\x32\x93\x0f\n\x0fPowerOperations\x12\x63\n\x12\x41\x63tivateAllocation\x12%.devicectl.plugin.v1.OperationRequest\x1a&.devicectl.plugin.v1.OperationResponse\x12\x61\n\x10UpdateAllocation\x12%.devicectl.plugin.v1.OperationRequest\x1a&.devicectl.plugin.v1.OperationResponse\x12\x65\n\x14\x44\x65\x61\x63tivateAllocation\x12%.devicectl.plugin.v1.OperationRequest\x1a&.devicectl.plugin.v1.OperationResponse\x12Z\n\tSetPolicy\x12%.devicectl.plugin.v1.OperationRequest\x1a&.devicectl.plugin.v1.OperationResponse\x12\\\n\x0bUnsetPolicy\x12%.devicectl.plugin.v1.OperationRequest\x1a&.devicectl.plugin.v1.OperationResponse\x12\x62\n\x11UpdateGpuPolicies\x12%.devicectl.plugin.v1.OperationRequest\x1a&.devicectl.plugin.v1.OperationResponse\x12_\n\x0e\x45nableProfiles\x12%.devicectl.plugin.v1.OperationRequest\x1a&.devicectl.plugin.v1.OperationResponse\x12`\n\x0f\x44isableProfiles\x12%.devicectl.plugin.v1.OperationRequest\x1a&.devicectl.plugin.v1.OperationResponse\x12_\n\x0eUpdateProfiles\x12%.devicectl.plugin.v1.OperationRequest\x1a&.devicectl.plugin.v1.OperationResponse\x12U\n\x04Ping\x12%.devicectl.plugin.v1.OperationRequest\x1a&.devicectl.plugin.v1.OperationResponse\x12[\n\nGpuMetrics\x12%.devicectl.plugin.v1.OperationRequest\x1a&.devicectl.plugin.v1.OperationResponse\x12[\n\nRawMetrics\x12%.devicectl.plugin.v1.OperationRequest\x1a&.devicectl.plugin.v1.OperationResponse\x12[\n\nStdMetrics\x12%.devicectl.plugin.v1.OperationRequest\x1a&.devicectl.plugin.v1.OperationResponse\x12]\n\x0cModifyEntity\x12%.devicectl.plugin.v1.OperationRequest\x1a&.devicectl.plugin.v1.OperationResponse\x12Z\n\tBmcHealth\x12%.devicectl.plugin.v1.OperationRequest\x1a&.devicectl.plugin.v1.OperationResponse\x12Q\n\x06Verify\x12\".devicectl.plugin.v1.VerifyRequest\x1a#.devicectl.plugin.v1.VerifyResponse\x12p\n\x12\x46ingerprintTargets\x12#.devicectl.plugin.v1.TargetsRequest\x1a\x33.hashicorp.nomad.plugins.device.FingerprintResponse0\x01\x12i\n\x0cStatsTargets\x12(.devicectl.plugin.v1.StatsTargetsRequest\x1a-.hashicorp.nomad.plugins.device.StatsResponse0\x01\x12Q\n\x06\x46orget\x12\".devicectl.plugin.v1.ForgetRequest\x1a#.devicectl.plugin.v1.ForgetResponse\x12\x63\n\x0c\x43\x61pabilities\x12(.devicectl.plugin.v1.CapabilitiesRequest\x1a).devicectl.plugin.v1.CapabilitiesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x64\x65vicectl/plugin/v1/power.proto\x12\x13\x64\x65vicectl.plugin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1egoogle/protobuf/duration.proto\x1a!nomad/plugins/device/device.proto\"\x91\x01\n\x08\x45ndpoint\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x17\n\x0fhas_credentials\x18\x02 \x01(\x08\x12\x10\n\x08username\x18\x03 \x01(\t\x12\x10\n\x08password\x18\x04 \x01(\t\x12\x12\n\nverify_tls\x18\x05 \x01(\x08\x12\x11\n\tca_bundle\x18\x06 \x01(\t\x12\x14\n\x0coptions_json\x18\x07 \x01(\t\"f\n\x0c\x44\x65viceTarget\x12\x11\n\tdevice_id\x18\x01 \x01(\t\x12\x12\n\nmodel_json\x18\x02 \x01(\t\x12/\n\x08\x65ndpoint\x18\x03 \x01(\x0b\x32\x1d.devicectl.plugin.v1.Endpoint\"\xe2\x01\n\x10OperationRequest\x12\x31\n\x06target\x18\x01 \x01(\x0b\x32!.devicectl.plugin.v1.DeviceTarget\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x10\n\x08trace_id\x18\x03 \x01(\t\x12,\n\tremaining\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x12\n\nstate_json\x18\x05 \x01(\t\x12\x14\n\x0crequest_json\x18\x06 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x07 \x01(\x08\x12\x0c\n\x04kind\x18\x08 \x01(\t\"B\n\x0eOperationError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x11\n\tretryable\x18\x03 \x01(\x08\"\xf8\x01\n\x11OperationResponse\x12\x13\n\x0bresult_json\x18\x01 \x01(\t\x12\x11\n\thas_state\x18\x02 \x01(\x08\x12\x12\n\nstate_json\x18\x03 \x01(\t\x12.\n\nreached_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0breach_error\x18\x05 \x01(\t\x12\x19\n\x11verification_json\x18\x06 \x01(\t\x12\x32\n\x05\x65rror\x18\x07 \x01(\x0b\x32#.devicectl.plugin.v1.OperationError\x12\x13\n\x0bwrites_json\x18\x08 \x01(\t\"]\n\rVerifyRequest\x12\x36\n\x07\x63ontext\x18\x01 \x01(\x0b\x32%.devicectl.plugin.v1.OperationRequest\x12\x14\n\x0cpending_json\x18\x02 \x01(\t\"r\n\x0eVerifyResponse\x12\x0c\n\x04\x64one\x18\x01 \x01(\x08\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\x12\x32\n\x05\x65rror\x18\x04 \x01(\x0b\x32#.devicectl.plugin.v1.OperationError\"D\n\x0eTargetsRequest\x12\x32\n\x07targets\x18\x01 \x03(\x0b\x32!.devicectl.plugin.v1.DeviceTarget\"\x81\x01\n\x13StatsTargetsRequest\x12\x32\n\x07targets\x18\x01 \x03(\x0b\x32!.devicectl.plugin.v1.DeviceTarget\x12\x36\n\x13\x63ollection_interval\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"\"\n\rForgetRequest\x12\x11\n\tdevice_id\x18\x01 \x01(\t\"\x10\n\x0e\x46orgetResponse\"\x15\n\x13\x43\x61pabilitiesRequest\"\'\n\x14\x43\x61pabilitiesResponse\x12\x0f\n\x07\x64ry_run\x18\x01 \x01(\x08\x32\xd3\x04\n\x0fPowerOperations\x12X\n\x07Operate\x12%.devicectl.plugin.v1.OperationRequest\x1a&.devicectl.plugin.v1.OperationResponse\x12Q\n\x06Verify\x12\".devicectl.plugin.v1.VerifyRequest\x1a#.devicectl.plugin.v1.VerifyResponse\x12p\n\x12\x46ingerprintTargets\x12#.devicectl.plugin.v1.TargetsRequest\x1a\x33.hashicorp.nomad.plugins.device.FingerprintResponse0\x01\x12i\n\x0cStatsTargets\x12(.devicectl.plugin.v1.StatsTargetsRequest\x1a-.hashicorp.nomad.plugins.device.StatsResponse0\x01\x12Q\n\x06\x46orget\x12\".devicectl.plugin.v1.ForgetRequest\x1a#.devicectl.plugin.v1.ForgetResponse\x12\x63\n\x0c\x43\x61pabilities\x12(.devicectl.plugin.v1.CapabilitiesRequest\x1a).devicectl.plugin.v1.CapabilitiesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,27 +39,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DEVICETARGET']._serialized_start=304
   _globals['_DEVICETARGET']._serialized_end=406
   _globals['_OPERATIONREQUEST']._serialized_start=409
-  _globals['_OPERATIONREQUEST']._serialized_end=621
-  _globals['_OPERATIONERROR']._serialized_start=623
-  _globals['_OPERATIONERROR']._serialized_end=689
-  _globals['_OPERATIONRESPONSE']._serialized_start=692
-  _globals['_OPERATIONRESPONSE']._serialized_end=940
-  _globals['_VERIFYREQUEST']._serialized_start=942
-  _globals['_VERIFYREQUEST']._serialized_end=1035
-  _globals['_VERIFYRESPONSE']._serialized_start=1037
-  _globals['_VERIFYRESPONSE']._serialized_end=1151
-  _globals['_TARGETSREQUEST']._serialized_start=1153
-  _globals['_TARGETSREQUEST']._serialized_end=1221
-  _globals['_STATSTARGETSREQUEST']._serialized_start=1224
-  _globals['_STATSTARGETSREQUEST']._serialized_end=1353
-  _globals['_FORGETREQUEST']._serialized_start=1355
-  _globals['_FORGETREQUEST']._serialized_end=1389
-  _globals['_FORGETRESPONSE']._serialized_start=1391
-  _globals['_FORGETRESPONSE']._serialized_end=1407
-  _globals['_CAPABILITIESREQUEST']._serialized_start=1409
-  _globals['_CAPABILITIESREQUEST']._serialized_end=1430
-  _globals['_CAPABILITIESRESPONSE']._serialized_start=1432
-  _globals['_CAPABILITIESRESPONSE']._serialized_end=1471
-  _globals['_POWEROPERATIONS']._serialized_start=1474
-  _globals['_POWEROPERATIONS']._serialized_end=3413
+  _globals['_OPERATIONREQUEST']._serialized_end=635
+  _globals['_OPERATIONERROR']._serialized_start=637
+  _globals['_OPERATIONERROR']._serialized_end=703
+  _globals['_OPERATIONRESPONSE']._serialized_start=706
+  _globals['_OPERATIONRESPONSE']._serialized_end=954
+  _globals['_VERIFYREQUEST']._serialized_start=956
+  _globals['_VERIFYREQUEST']._serialized_end=1049
+  _globals['_VERIFYRESPONSE']._serialized_start=1051
+  _globals['_VERIFYRESPONSE']._serialized_end=1165
+  _globals['_TARGETSREQUEST']._serialized_start=1167
+  _globals['_TARGETSREQUEST']._serialized_end=1235
+  _globals['_STATSTARGETSREQUEST']._serialized_start=1238
+  _globals['_STATSTARGETSREQUEST']._serialized_end=1367
+  _globals['_FORGETREQUEST']._serialized_start=1369
+  _globals['_FORGETREQUEST']._serialized_end=1403
+  _globals['_FORGETRESPONSE']._serialized_start=1405
+  _globals['_FORGETRESPONSE']._serialized_end=1421
+  _globals['_CAPABILITIESREQUEST']._serialized_start=1423
+  _globals['_CAPABILITIESREQUEST']._serialized_end=1444
+  _globals['_CAPABILITIESRESPONSE']._serialized_start=1446
+  _globals['_CAPABILITIESRESPONSE']._serialized_end=1485
+  _globals['_POWEROPERATIONS']._serialized_start=1488
+  _globals['_POWEROPERATIONS']._serialized_end=2083
 # @@protoc_insertion_point(module_scope)

@@ -40,7 +40,7 @@ class DeviceTarget(_message.Message):
     def __init__(self, device_id: _Optional[str] = ..., model_json: _Optional[str] = ..., endpoint: _Optional[_Union[Endpoint, _Mapping]] = ...) -> None: ...
 
 class OperationRequest(_message.Message):
-    __slots__ = ("target", "request_id", "trace_id", "remaining", "state_json", "request_json", "dry_run")
+    __slots__ = ("target", "request_id", "trace_id", "remaining", "state_json", "request_json", "dry_run", "kind")
     TARGET_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -48,6 +48,7 @@ class OperationRequest(_message.Message):
     STATE_JSON_FIELD_NUMBER: _ClassVar[int]
     REQUEST_JSON_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
     target: DeviceTarget
     request_id: str
     trace_id: str
@@ -55,7 +56,8 @@ class OperationRequest(_message.Message):
     state_json: str
     request_json: str
     dry_run: bool
-    def __init__(self, target: _Optional[_Union[DeviceTarget, _Mapping]] = ..., request_id: _Optional[str] = ..., trace_id: _Optional[str] = ..., remaining: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., state_json: _Optional[str] = ..., request_json: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+    kind: str
+    def __init__(self, target: _Optional[_Union[DeviceTarget, _Mapping]] = ..., request_id: _Optional[str] = ..., trace_id: _Optional[str] = ..., remaining: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., state_json: _Optional[str] = ..., request_json: _Optional[str] = ..., dry_run: _Optional[bool] = ..., kind: _Optional[str] = ...) -> None: ...
 
 class OperationError(_message.Message):
     __slots__ = ("code", "message", "retryable")
