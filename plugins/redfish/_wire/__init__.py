@@ -8,7 +8,8 @@ one kept-alive connection (a request's bytes out, its reply parsed, RFC 9112, wi
 rest in arrival order). What a reply means: `errors` holds the typed errors and the one mapping
 from an HTTP reply to them, `error_body` reads a BMC's error body and `Retry-After`, `retry` says
 when a request is tried again and what its error says when it gives up, and `document` is a
-resource as read (and JSON read within a nesting bound). `telemetry` registers the
+resource as read (and JSON read within a nesting bound), `off_loop` decodes a large reply in
+worker threads so it never stalls the event loop. `telemetry` registers the
 `devicectl_bmc_*` Prometheus metrics of these calls and sessions; `dmtf` loads `redfish.aio`
 without the DMTF package's synchronous client (imported first by `plugins.redfish`).
 """

@@ -168,10 +168,11 @@ async def test_an_error_brings_the_plugins_receipts_back_and_the_write_log_keeps
     so the controller records the writes asked for as unknown."""
     from plugins._proto.devicectl.plugin.v1 import power_pb2 as ppb
     from plugins.base import DeviceContext, DevicePlugin, PluginInfo, RequestKind, WriteLog, run_operation
+    from plugins.base.kinds import kind_of
     from plugins.base.receipts import DeviceWrite
-    from plugins.base.wire import BY_METHOD, error_to_pb, outcome_from_pb
+    from plugins.base.wire import error_to_pb, outcome_from_pb
 
-    rpc = BY_METHOD["bmc_health"]
+    rpc = kind_of("bmc_health")
     sent = DeviceWrite("/redfish/v1/gpu0", "PATCH", {"SetPoint": 900}, "gpu/0", 1200.0, None, "unknown: x")
     answered = ppb.OperationResponse(
         error=error_to_pb(DeviceRejectedError("BMC said no")), writes_json=json.dumps(encode([sent]))
