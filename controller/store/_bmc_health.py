@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ._database import chunks
+from ._database import by_code_point, chunks
 from ._models import BMC_HEALTH
 
 H = BMC_HEALTH
@@ -122,8 +122,20 @@ def record_many(conn: Connection, args: list[list[BmcAccess]]) -> list[None]:
     return [None for _ in args]
 
 
-def list_health(conn: Connection, devices: Sequence[str] | None, limit: int) -> list[BmcHealthRow]:
+def list_health(
+    conn: Connection, devices: Sequence[str] | None, limit: int, after: str = "", unreachable: bool = False
+) -> list[BmcHealthRow]:
+    """Rows by device id (code point order): after `after` (a page), of `devices` when given, only
+    those whose last access failed when `unreachable`; at most `limit`."""
+    key = by_code_point(conn, H.c.device)
     query = sa.select(H)
-    if devices is not None:
-        query = query.where(H.c.device.in_(list(devices)))
-    return [_row(r) for r in conn.execute(query.order_by(H.c.device).limit(limit))]
+    if after:
+        query = query.where(key > after)
+    if unreachable:
+        query = query.where(H.c.inaccessible_since.is_not(None))
+    if devices is None:
+        return [_row(r) for r in conn.execute(query.order_by(key).limit(limit))]
+    out: list[BmcHealthRow] = []
+    for part in chunks(list(devices)):  # IN lists under the backends' bound-parameter limits
+        out += [_row(r) for r in conn.execute(query.where(H.c.device.in_(list(part))).order_by(key))]
+    return sorted(out, key=lambda r: r.device)[:limit]
