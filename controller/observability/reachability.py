@@ -54,10 +54,13 @@ class BmcHealthGauges:
             elif row.last_success_at is not None:
                 self._up(row.device, row.last_success_at.timestamp())
 
-    def record(self, device: str, error: str, at: float | None = None) -> None:
-        """One access: reached (`error` empty) or not."""
+    def record(self, device: str, error: str, at: float | None = None, *, answered: bool = False) -> None:
+        """One access: reached (`error` empty, or `answered`: the device answered with an error,
+        a 503) or not."""
         now = time.time() if at is None else at
-        if error:
+        if answered and error:
+            self._up(device, now)
+        elif error:
             self._down(device, self._down_since.get(device, now))
         else:
             BMC_LAST_SUCCESS.labels(device).set(now)

@@ -288,7 +288,9 @@ class RedfishPlugin(DevicePlugin):
         try:
             await bmc.ping(attempts=max(1, req.retry_count + 1))
         except DeviceControllerError as exc:
-            return Outcome(PingResult(False, str(exc)), reached_at=bmc.reached_at, reach_error=str(exc))
+            # an HTTP answer (a 503) reached the BMC: only a transport failure is a reach error
+            unreached = bmc.reach_error or ("" if bmc.reached_at is not None else str(exc))
+            return Outcome(PingResult(False, str(exc)), reached_at=bmc.reached_at, reach_error=unreached)
         return Outcome(PingResult(True), reached_at=bmc.reached_at)
 
     async def gpu_metrics(self, ctx: DeviceContext, req: GpuMetricsQuery) -> Outcome[GpuMetricsResult]:
