@@ -54,7 +54,7 @@ from plugins.redfish._device import entity as _entity
 from plugins.redfish._device import schema as _schema
 from plugins.redfish._device.device import Device, connect, prepare, record_session
 from plugins.redfish._device.op_bmc import OpBmc
-from plugins.redfish._device.state import TOPOLOGY, rg_scope
+from plugins.redfish._device.state import TOPOLOGY, gpu_scope, rg_scope
 from plugins.redfish._discovery.evidence import cap_plan
 from plugins.redfish._discovery.layout import AUTO, GENERIC_MODELS, MECH_CONTROL, MODEL_PLATFORMS
 from plugins.redfish._readings import metrics as _metrics
@@ -227,7 +227,7 @@ class RedfishPlugin(DevicePlugin):
     ) -> Outcome[GpuPoliciesResult]:
         """GPU-specific caps (or their reset), each GPU answered with the cap the BMC reports."""
         device = await prepare(self.pool, self.settings, ctx)
-        applied, _ = await apply_policy_change(device, rg_scope(req.resource_group), None, req)
+        applied, _ = await apply_policy_change(device, gpu_scope(req.resource_group), None, req)
         gpu_targets = [t for t in applied.targets if t.element is ElementType.GPU]
         results = _results.gpu_results(gpu_targets, applied.changes)
         errors = [t.error for t in gpu_targets if t.component is None]
