@@ -51,8 +51,8 @@ class BmcHealthGauges:
                 BMC_CERT_EXPIRY.labels(row.device).set(row.cert_not_after.timestamp())
             if row.inaccessible_since is not None:
                 self._down(row.device, row.inaccessible_since.timestamp())
-            elif row.last_success_at is not None:
-                self._up(row.device, row.last_success_at.timestamp())
+            elif row.last_success_at is not None or row.last_error_at is not None:  # reached
+                self._up(row.device, (row.last_success_at or row.last_error_at).timestamp())
 
     def record(self, device: str, error: str, at: float | None = None, *, answered: bool = False) -> None:
         """One access: reached (`error` empty, or `answered`: the device answered with an error,

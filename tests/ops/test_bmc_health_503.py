@@ -46,6 +46,10 @@ async def test_a_bmc_answering_503_is_reached_with_the_503_as_its_last_error(
         assert rows[dead].get("inaccessible_since") and rows[dead]["last_error"], rows[dead]
         assert rows[devices[0]].get("last_success_at") and not rows[devices[0]].get("last_error")
 
+        table = (await cli("devices", "health", "-o", "wide")).out
+        lines = {line.split()[0]: line for line in table.splitlines() if line.startswith("node")}
+        assert "reached, answered an error" in lines[busy] and "503" in lines[busy], table
+        assert "UNREACHABLE" in lines[dead] and "UNREACHABLE" not in lines[busy], table
         unreachable = await cli("devices", "health", "--unreachable", "-o", "name")
         assert unreachable.out.splitlines() == [f"device/{dead}"]
         status = await cli("status")
