@@ -127,7 +127,7 @@ def test_valid_request_of_every_kind_passes_and_translates(kind: RequestKind) ->
 
 
 def _minimal_allocation() -> Req:
-    return Req(device="d", request_id="r", resource_group_update=Req.AllocationRequest())
+    return Req(device="d", request_id="r", resource_group_update=Req.AllocationRequest(resource_group="rg"))
 
 
 @pytest.mark.parametrize(
@@ -503,6 +503,29 @@ RULES: list[tuple[str, RequestKind, Mutation, str, str]] = [
         lambda m: setattr(m.modify_entity_model.old_default_policy.limits[0], "element_type", 0),
         "modify_entity_model.old_default_policy.limits[0].element_type:",
         "COMP_UNSPECIFIED",
+    ),
+    # a nameless resource group is never made: an allocation names its group, and a name is more
+    # than blanks (a GPU-policies update without a group is the topology's: `gpu_scope`)
+    (
+        "allocation-resource-group-empty",
+        RequestKind.RESOURCE_GROUP_ACTIVATE,
+        _set("resource_group_activate.resource_group", ""),
+        "resource_group_activate.resource_group:",
+        "required: the resource group to activate, update or deactivate",
+    ),
+    (
+        "deactivate-resource-group-empty",
+        RequestKind.RESOURCE_GROUP_DEACTIVATE,
+        _set("resource_group_deactivate.resource_group", ""),
+        "resource_group_deactivate.resource_group:",
+        "required",
+    ),
+    (
+        "gpu-policies-resource-group-blank",
+        RequestKind.GPU_POLICIES_UPDATE,
+        _set("gpu_policies_update.resource_group", "  "),
+        "gpu_policies_update.resource_group:",
+        "must be a name, got only blanks",
     ),
     (
         "entity-resource-group-long",

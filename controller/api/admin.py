@@ -30,12 +30,14 @@ from controller.execution.warmup import WarmupProgress
 from controller.inventory import DeviceEntry
 from controller.process.reports import Report
 from controller.process.supervise import describe
-from controller.store import BmcHealthRow, Store
+from controller.store import BmcCheckRow, BmcHealthRow, Store
 from controller.verify import checker, render
 from plugins import registry
 from plugins.base import InvalidRequestError
 
 _STATUS_NAME = {v: k for k, v in STATUS.items()}
+#: a run's verifications per page (StartVerify's answer, GetBmcCheck of a run)
+CHECK_PAGE_ROWS = 500
 
 
 class Watchers:
@@ -294,20 +296,32 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
         except (pages.PageTokenError, selectors.SelectorError) as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             raise
-        rows = await self._store.bmc_health(chosen)
-        # every inventory device, a never-checked one too (an empty row: nothing known yet)
-        known = {r.device for r in rows}
-        wanted = self._inventory if chosen is None else chosen
-        missing = [d for d in sorted(wanted) if d not in known and d in self._inventory]
-        records = [health_record(r, r.device in self._inventory) for r in rows]
-        records += [apb.BmcHealth(device=d, in_inventory=True) for d in missing]
-        if request.unreachable:
-            records = [r for r in records if r.HasField("inaccessible_since")]
-        records = sorted((r for r in records if r.device > after), key=lambda r: r.device)
+        if request.unreachable:  # only a device with a row can have failed: the store pages them
+            rows = await self._store.bmc_health(chosen, size + 1, after=after, unreachable=True)
+            records = [health_record(r, r.device in self._inventory) for r in rows]
+        else:
+            records = await self._health_page(chosen, after, size + 1)
         page = pages.fill(records[:size])
         more = len(records) > len(page)
         token = pages.encode("health", page[-1].device) if more and page else ""
         return apb.ListBmcHealthResponse(devices=page, next_page_token=token)
+
+    async def _health_page(self, chosen: list[str] | None, after: str, rows: int) -> list[apb.BmcHealth]:
+        """The first `rows` devices after `after` (code point order, as the store orders them):
+        every inventory device (of `chosen`), a never-checked one too (an empty row: nothing known
+        yet), and, without a selector, a device with a row that left the inventory. Only this page's
+        rows are read: an id among the first `rows` of the union is among the first `rows` of
+        each side."""
+        wanted = sorted(self._inventory) if chosen is None else chosen
+        ids = [d for d in wanted if d > after][:rows]
+        found = await self._store.bmc_health(ids if chosen is not None else None, rows, after=after)
+        by_device = {r.device: r for r in found}
+        return [
+            health_record(by_device[d], d in self._inventory)
+            if d in by_device
+            else apb.BmcHealth(device=d, in_inventory=True)
+            for d in sorted(set(ids) | set(by_device))[:rows]
+        ]
 
     async def ListDevices(
         self, request: apb.ListDevicesRequest, context: grpc.aio.ServicerContext
@@ -390,7 +404,23 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
         except (checker.VerifyRefused, selectors.SelectorError) as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             raise
-        return render.batch(rows)
+        if not rows:  # pragma: no cover - every way to choose refuses an empty choice
+            return apb.VerifyBatch()
+        # the first page and how the whole run stands; GetBmcCheck pages on (a reply under 4 MiB)
+        answer = self._run_page(rows[0].batch_id, rows, CHECK_PAGE_ROWS)
+        answer.progress.CopyFrom(render.progress_of({("queued", ""): len(rows)}))
+        return answer
+
+    @staticmethod
+    def _run_page(batch_id: str, rows: list[BmcCheckRow], size: int) -> apb.VerifyBatch:
+        """`rows` (a run's next size + 1, in check id order) as one page with its next token."""
+        answer = render.batch(rows[:size])
+        kept = pages.fill(list(answer.checks))
+        del answer.checks[len(kept) :]
+        answer.batch_id = batch_id
+        if len(rows) > len(kept) and kept:
+            answer.next_page_token = pages.encode(f"run:{answer.batch_id}", kept[-1].check_id)
+        return answer
 
     async def ListBmcChecks(
         self, request: apb.ListBmcChecksRequest, context: grpc.aio.ServicerContext
@@ -419,17 +449,24 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
     async def GetBmcCheck(
         self, request: apb.GetBmcCheckRequest, context: grpc.aio.ServicerContext
     ) -> apb.VerifyBatch:
-        rows = await self._store.find_bmc_checks(request.id)
-        batches = {r.batch_id for r in rows}
-        exact = [r for r in rows if r.check_id == request.id]
-        if exact:
-            rows = exact
-        elif len(batches) == 1 and any(r.batch_id == request.id for r in rows):
-            pass  # a whole run
-        elif len({r.check_id for r in rows}) != 1:
-            why = "no verification" if not rows else "more than one verification"
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"{why} matches {request.id!r}")
-        return render.batch(rows)
+        kind, found = await self._store.resolve_bmc_check(request.id) if request.id else ("", "")
+        if kind == "check":
+            one = await self._store.bmc_check(found)
+            return render.batch([one] if one is not None else [])
+        if kind != "batch":
+            await context.abort(grpc.StatusCode.NOT_FOUND, found or "give a verification id or batch id")
+        size = pages.page_size(request.page_size, CHECK_PAGE_ROWS)
+        try:
+            after = pages.decode(f"run:{found}", request.page_token, str) or ""
+        except pages.PageTokenError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise
+        progress = render.progress_of(await self._store.bmc_check_progress(found))
+        if request.progress_only:
+            return apb.VerifyBatch(batch_id=found, progress=progress)
+        answer = self._run_page(found, await self._store.bmc_check_batch(found, after, size + 1), size)
+        answer.progress.CopyFrom(progress)
+        return answer
 
     async def ListPlugins(
         self, request: empty_pb2.Empty, context: grpc.aio.ServicerContext

@@ -66,8 +66,17 @@ class Checker:
                     break
 
     def name(self, path: str, value: str) -> None:
-        """A resource group or policy name: optional, bounded."""
+        """A resource group or policy name: optional, bounded; given, it is more than blanks."""
         self.text(path, value, required=False, max_chars=MAX_NAME_CHARS, plain=False)
+        if value and not value.strip():
+            self.add(path, "must be a name, got only blanks")
+
+    def group(self, path: str, value: str) -> None:
+        """The resource group an allocation activates, updates or deactivates: required (an
+        empty name would make a nameless group that nothing names to restore)."""
+        if not value:
+            self.add(path, "required: the resource group to activate, update or deactivate")
+        self.name(path, value)
 
     def json_object(self, path: str, data: bytes) -> None:
         try:
@@ -216,7 +225,7 @@ class Checker:
                 )
 
     def allocation(self, path: str, req: pb.DeviceControllerRequest.AllocationRequest) -> None:
-        self.name(f"{path}.resource_group", req.resource_group)
+        self.group(f"{path}.resource_group", req.resource_group)
         if req.HasField("policy"):
             self.policy_set(f"{path}.policy", req.policy)
         if req.HasField("gpu_policies"):

@@ -194,9 +194,16 @@ def show_in_force(d: apb.DeviceRecord) -> None:
 
 
 def reachability(h: apb.BmcHealth) -> str:
-    """`ok`, `UNREACHABLE since …`, or `never checked`."""
+    """`ok`, `UNREACHABLE since …`, `reached, answered an error` (its last access was answered
+    with an error of the BMC's own, a 503: see `last error`), or `never checked`."""
     if h.HasField("inaccessible_since"):
         return f"UNREACHABLE since {when(h.inaccessible_since)}"
+    if h.last_error and h.HasField("last_error_at"):
+        if (
+            not h.HasField("last_success_at")
+            or h.last_error_at.ToNanoseconds() > h.last_success_at.ToNanoseconds()
+        ):
+            return "reached, answered an error"
     return "ok" if h.HasField("last_success_at") else "never checked"
 
 

@@ -182,8 +182,10 @@ def check_kind_flags(name: str, kind: RequestKind, args: Options) -> None:
     if extra:
         flags = ", ".join("--" + f.replace("_", "-") for f in extra)
         raise UsageError(f"send {name}: {flags} not used by this kind")
-    if name.startswith("rg-") and not args.resource_group:
+    if name.startswith("rg-") and not (args.resource_group or "").strip():
         raise UsageError(f"send {name}: --resource-group is required")
+    if args.resource_group and not args.resource_group.strip():
+        raise UsageError(f"send {name}: --resource-group must be a name, got only blanks")
     if kind is RequestKind.GPU_POLICIES_UPDATE and not args.gpu and not args.unset:
         raise UsageError(f"send {name}: give --gpu ID=WATTS (repeatable), or --unset")
     if name.startswith("profiles-") and not (args.enable or args.disable):

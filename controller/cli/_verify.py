@@ -18,7 +18,7 @@ import click
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller.cli._click import Group, call, client_options, output_options
 from controller.cli._errors import UsageError
-from controller.cli._lists import fetch, follow, list_options, page_rows, selector_option, show
+from controller.cli._lists import ALL, fetch, follow, list_options, page_rows, selector_option, show
 from controller.cli._options import Options
 from controller.cli._query import _call
 from controller.cli._render import clip_cell, err_console, print_json, table, when_short
@@ -120,26 +120,40 @@ def verify_run(args: Options) -> int:
         force=args.force,
     )
     started = _call(args, "StartWriteCycle" if args.write_cycle else "StartVerify", request)
-    batch = started.checks[0].batch_id if started.checks else ""
+    batch = started.batch_id or (started.checks[0].batch_id if started.checks else "")
     if args.no_wait:
-        return _show(args, list(started.checks), f"verification {batch} queued")
-    checks = _wait(args, batch, len(started.checks))
-    return _show(args, checks, f"verification {batch}")
+        return _show(args, _whole_run(args, batch, started), f"verification {batch} queued")
+    _wait(args, batch)
+    return _show(args, _whole_run(args, batch), f"verification {batch}")
 
 
-def _wait(args: Options, batch: str, total: int) -> list[apb.BmcCheckRecord]:
+def _wait(args: Options, batch: str) -> None:
+    """Until no verification of the run is queued or running (counted by the server over the whole
+    run, however many pages it holds), or --wait-timeout."""
     until = time.monotonic() + args.wait_timeout
-    checks: list[apb.BmcCheckRecord] = []
     shown = ""
     while True:
-        checks = list(_call(args, "GetBmcCheck", apb.GetBmcCheckRequest(id=batch)).checks)
-        line = render.progress(checks)
+        got = _call(args, "GetBmcCheck", apb.GetBmcCheckRequest(id=batch, progress_only=True))
+        progress = got.progress if got.HasField("progress") else render.counted(got.checks)
+        line = render.progress(progress)
         if line != shown and not args.json:
             err_console.print(f"{batch}: {line}", highlight=False)
             shown = line
-        if all(c.status not in ("queued", "running") for c in checks) or time.monotonic() > until:
-            return checks
+        if not render.unfinished(progress) or time.monotonic() > until:
+            return
         time.sleep(POLL_SECONDS)
+
+
+def _whole_run(args: Options, batch: str, first: apb.VerifyBatch | None = None) -> list[apb.BmcCheckRecord]:
+    """Every verification of the run, page after page (`first`: a page already in hand)."""
+
+    def page(token: str) -> tuple[list[apb.BmcCheckRecord], str]:
+        if first is not None and not token:
+            return list(first.checks), first.next_page_token
+        answer = _call(args, "GetBmcCheck", apb.GetBmcCheckRequest(id=batch, page_token=token))
+        return list(answer.checks), answer.next_page_token
+
+    return follow(page, ALL)
 
 
 #: the ways to say which devices to verify: exactly one is given
@@ -175,8 +189,10 @@ def verify_list(args: Options) -> int:
 
 
 def verify_show(args: Options) -> int:
-    res = _call(args, "GetBmcCheck", apb.GetBmcCheckRequest(id=args.check_id))
-    return _show(args, list(res.checks), "")
+    first = _call(args, "GetBmcCheck", apb.GetBmcCheckRequest(id=args.check_id))
+    if not first.batch_id:  # one verification
+        return _show(args, list(first.checks), "")
+    return _show(args, _whole_run(args, first.batch_id, first), "")
 
 
 def _show(args: Options, checks: list[apb.BmcCheckRecord], title: str) -> int:

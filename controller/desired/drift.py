@@ -236,7 +236,7 @@ class DriftChecker:
         )
         operation = run_operation(resolved.plugin, RequestKind.STD_METRICS, ctx, Empty())
         outcome = await asyncio.wait_for(operation, timeout)
-        await self._accessed(device, _reach_error(outcome))
+        await self._accessed(device, *_access_error(outcome))
         if not outcome.result.ok:
             log.info("drift check of %s: cannot read the device: %s", device, clip(outcome.result.error))
             return path, None
@@ -264,14 +264,15 @@ class DriftChecker:
         outcome = await asyncio.wait_for(
             run_operation(resolved.plugin, RequestKind.PING, ctx, Ping()), timeout
         )
-        await self._accessed(device, _reach_error(outcome))
+        await self._accessed(device, *_access_error(outcome))
 
-    async def _accessed(self, device: str, error: str) -> None:
-        """Record one access to the device (its reachability: `devicectl devices health`)."""
+    async def _accessed(self, device: str, error: str, answered: bool = False) -> None:
+        """Record one access to the device (its reachability: `devicectl devices health`);
+        `answered`: it answered, with `error` (a 503): reached, and that is its last error."""
         self._reached.add(device)
         at = datetime.now(UTC)
-        await self._store.record_bmc_access([BmcAccess(device, at, error=clip(error))])
-        reachability.BMC_HEALTH.record(device, error, at.timestamp())
+        await self._store.record_bmc_access([BmcAccess(device, at, error=clip(error), answered=answered)])
+        reachability.BMC_HEALTH.record(device, error, at.timestamp(), answered=answered)
 
     async def _act(
         self,
@@ -338,14 +339,18 @@ class DriftChecker:
         return request_id
 
 
-def _reach_error(outcome: Any) -> str:
-    """Why the device could not be reached ('' when it answered): the plugin's own word, else the
-    result's error where the device was never reached."""
+def _access_error(outcome: Any) -> tuple[str, bool]:
+    """The access's error ('' when it succeeded) and whether the device answered: not reached
+    (the plugin's own word, else the result's error where the device was never reached), or
+    reached with a failed result (a 503 from its BMC: reached, and that is its last error)."""
     if outcome.reach_error:
-        return str(outcome.reach_error)
-    if outcome.reached_at is None and not outcome.result.ok:
-        return str(outcome.result.error or "not reached")
-    return ""
+        return str(outcome.reach_error), False
+    if not outcome.result.ok:
+        error = str(getattr(outcome.result, "error", "") or "")
+        if outcome.reached_at is None:
+            return error or "not reached", False
+        return error or "the device answered with a failure", True
+    return "", False
 
 
 def _by_component(findings: list[Finding]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:

@@ -51,13 +51,16 @@ class BmcHealthGauges:
                 BMC_CERT_EXPIRY.labels(row.device).set(row.cert_not_after.timestamp())
             if row.inaccessible_since is not None:
                 self._down(row.device, row.inaccessible_since.timestamp())
-            elif row.last_success_at is not None:
-                self._up(row.device, row.last_success_at.timestamp())
+            elif row.last_success_at is not None or row.last_error_at is not None:  # reached
+                self._up(row.device, (row.last_success_at or row.last_error_at).timestamp())
 
-    def record(self, device: str, error: str, at: float | None = None) -> None:
-        """One access: reached (`error` empty) or not."""
+    def record(self, device: str, error: str, at: float | None = None, *, answered: bool = False) -> None:
+        """One access: reached (`error` empty, or `answered`: the device answered with an error,
+        a 503) or not."""
         now = time.time() if at is None else at
-        if error:
+        if answered and error:
+            self._up(device, now)
+        elif error:
             self._down(device, self._down_since.get(device, now))
         else:
             BMC_LAST_SUCCESS.labels(device).set(now)

@@ -16,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ._database import by_code_point
 from ._models import BMC_CHECKS
 
 B = BMC_CHECKS
@@ -150,13 +151,55 @@ def list_checks(
     return [_row(r) for r in conn.execute(query)]
 
 
+def _like(prefix: str) -> str:
+    """A LIKE pattern matching `prefix` literally at the start (escape `\\`)."""
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
 def find_checks(conn: Connection, prefix: str) -> list[BmcCheckRow]:
-    """Rows whose id or batch id is `prefix` or starts with it (at most 2 batches' worth: ambiguity)."""
-    like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    """Every row whose id or batch id is `prefix` or starts with it (each one: nothing is cut)."""
+    like = _like(prefix)
     query = sa.select(B).where(
         sa.or_(B.c.check_id.like(like, escape="\\"), B.c.batch_id.like(like, escape="\\"))
     )
-    return [_row(r) for r in conn.execute(query.order_by(B.c.created_at, B.c.check_id).limit(5000))]
+    return [_row(r) for r in conn.execute(query.order_by(B.c.created_at, B.c.check_id))]
+
+
+def get_check(conn: Connection, check_id: str) -> BmcCheckRow | None:
+    row = conn.execute(sa.select(B).where(B.c.check_id == check_id)).first()
+    return _row(row) if row is not None else None
+
+
+def resolve(conn: Connection, name: str) -> tuple[str, str]:
+    """What `name` names: ("check", id) for a verification (its id, or a prefix of exactly one),
+    ("batch", id) for a run (its batch id); ("", why) for none or more than one. Two ids at most are
+    read, however many rows match."""
+    if conn.execute(sa.select(B.c.check_id).where(B.c.check_id == name)).first() is not None:
+        return "check", name
+    if conn.execute(sa.select(B.c.check_id).where(B.c.batch_id == name).limit(1)).first() is not None:
+        return "batch", name
+    query = sa.select(B.c.check_id).where(B.c.check_id.like(_like(name), escape="\\")).limit(2)
+    ids = list(conn.execute(query).scalars())
+    if len(ids) == 1:
+        return "check", ids[0]
+    return "", f"{'no verification' if not ids else 'more than one verification'} matches {name!r}"
+
+
+def batch_page(conn: Connection, batch_id: str, after: str, limit: int) -> list[BmcCheckRow]:
+    """A run's verifications by check id (code point order): the `limit` after `after`."""
+    key = by_code_point(conn, B.c.check_id)
+    query = sa.select(B).where(B.c.batch_id == batch_id, key > after)
+    return [_row(r) for r in conn.execute(query.order_by(key).limit(limit))]
+
+
+def batch_progress(conn: Connection, batch_id: str) -> dict[tuple[str, str], int]:
+    """How many verifications of a run are in each (status, verdict), counted by the database."""
+    query = (
+        sa.select(B.c.status, B.c.verdict, sa.func.count())
+        .where(B.c.batch_id == batch_id)
+        .group_by(B.c.status, B.c.verdict)
+    )
+    return {(status, verdict or ""): int(n) for status, verdict, n in conn.execute(query)}
 
 
 def last_per_device(conn: Connection, devices: Sequence[str] | None) -> dict[str, BmcCheckRow]:

@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ._database import chunks
+from ._database import by_code_point, chunks
 from ._models import BMC_HEALTH
 
 H = BMC_HEALTH
@@ -41,7 +41,9 @@ class BmcAccess:
     """One access to a device: `error` empty when it answered. `cert_not_after` (when known) is
     recorded whatever the outcome; `syncing` marks a check as started and `ended` one that ended
     without reaching the device (skipped: busy, or another process's), changing nothing else.
-    `by_request`: an ordinary request's access, not a check's: `sync_in_progress` stays as it is."""
+    `by_request`: an ordinary request's access, not a check's: `sync_in_progress` stays as it is.
+    `answered`: the device answered at the HTTP level, with the failure in `error` (a 503): it was
+    reached (not inaccessible), and `error` is its last error."""
 
     device: str
     at: datetime
@@ -50,6 +52,7 @@ class BmcAccess:
     ended: bool = False
     cert_not_after: datetime | None = None
     by_request: bool = False
+    answered: bool = False
 
 
 def _row(row: Any) -> BmcHealthRow:
@@ -96,7 +99,10 @@ def record_many(conn: Connection, args: list[list[BmcAccess]]) -> list[None]:
         if a.cert_not_after is not None:
             values["cert_not_after"] = a.cert_not_after
         if not (a.syncing or a.ended):
-            if a.error:  # the first failure of a run starts it; later ones keep its start
+            if a.error and a.answered:  # reached, with an error: never inaccessible
+                began = None
+                values.update(inaccessible_since=None, last_error=a.error[:2000], last_error_at=a.at)
+            elif a.error:  # the first failure of a run starts it; later ones keep its start
                 began = since.get(a.device) or a.at
                 values.update(inaccessible_since=began, last_error=a.error[:2000], last_error_at=a.at)
             else:
@@ -122,8 +128,20 @@ def record_many(conn: Connection, args: list[list[BmcAccess]]) -> list[None]:
     return [None for _ in args]
 
 
-def list_health(conn: Connection, devices: Sequence[str] | None, limit: int) -> list[BmcHealthRow]:
+def list_health(
+    conn: Connection, devices: Sequence[str] | None, limit: int, after: str = "", unreachable: bool = False
+) -> list[BmcHealthRow]:
+    """Rows by device id (code point order): after `after` (a page), of `devices` when given, only
+    those whose last access failed when `unreachable`; at most `limit`."""
+    key = by_code_point(conn, H.c.device)
     query = sa.select(H)
-    if devices is not None:
-        query = query.where(H.c.device.in_(list(devices)))
-    return [_row(r) for r in conn.execute(query.order_by(H.c.device).limit(limit))]
+    if after:
+        query = query.where(key > after)
+    if unreachable:
+        query = query.where(H.c.inaccessible_since.is_not(None))
+    if devices is None:
+        return [_row(r) for r in conn.execute(query.order_by(key).limit(limit))]
+    out: list[BmcHealthRow] = []
+    for part in chunks(list(devices)):  # IN lists under the backends' bound-parameter limits
+        out += [_row(r) for r in conn.execute(query.where(H.c.device.in_(list(part))).order_by(key))]
+    return sorted(out, key=lambda r: r.device)[:limit]

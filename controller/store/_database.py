@@ -250,6 +250,14 @@ def is_postgres(conn: Connection) -> bool:
     return conn.dialect.name == "postgresql"
 
 
+def by_code_point(conn: Connection, column: Any) -> Any:
+    """`column` compared and ordered by code point, whatever the database's collation, as Python
+    orders strings and as page tokens compare them: under PostgreSQL's en_US collation `node_B` sorts
+    before `node-a`, so a page after `node-a` would skip or repeat rows. COLLATE "C" on PostgreSQL
+    (UTF-8 bytes, code point order); SQLite's default BINARY collation already is that order."""
+    return column.collate("C") if is_postgres(conn) else column
+
+
 def dialect_insert(conn: Connection, table: sa.Table) -> Any:
     """An INSERT that supports ``ON CONFLICT`` on the connection's backend."""
     return insert_for(conn.dialect.name, table)

@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ._database import dialect_insert
+from ._database import by_code_point, dialect_insert
 from ._models import DEVICES, STATE_AUDIT, UTCDateTime
 from ._types import AuditView, DeviceUpsert, DeviceView
 
@@ -140,11 +140,12 @@ def get_device(conn: Connection, device_id: str) -> DeviceView | None:
 def list_devices(
     conn: Connection, limit: int, after: str = "", ids: Sequence[str] | None = None
 ) -> list[DeviceView]:
-    """Devices ordered by id: after `after`, of `ids` when given."""
-    query = sa.select(D).where(D.c.id > after)
+    """Devices ordered by id (code point order): after `after`, of `ids` when given."""
+    key = by_code_point(conn, D.c.id)  # the order of Python's sorted ids and of the page token
+    query = sa.select(D).where(key > after)
     if ids is not None:
         query = query.where(D.c.id.in_(list(ids)))
-    return [_device_view(row) for row in conn.execute(query.order_by(D.c.id).limit(limit))]
+    return [_device_view(row) for row in conn.execute(query.order_by(key).limit(limit))]
 
 
 def list_audit(conn: Connection, device: str | None, limit: int) -> list[AuditView]:

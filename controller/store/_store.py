@@ -544,6 +544,23 @@ class Store:
         """The verification with this id (or id prefix), or every one of the run with this batch id."""
         return await self._read(_bmc_checks.find_checks, prefix) if prefix else []
 
+    async def bmc_check(self, check_id: str) -> BmcCheckRow | None:
+        """One verification by its id, or None."""
+        return await self._read(_bmc_checks.get_check, check_id)
+
+    async def resolve_bmc_check(self, name: str) -> tuple[str, str]:
+        """("check", id), ("batch", id), or ("", why): what a verification id, batch id or unique
+        prefix names (`_bmc_checks.resolve`)."""
+        return await self._read(_bmc_checks.resolve, name)
+
+    async def bmc_check_batch(self, batch_id: str, after: str = "", limit: int = 500) -> list[BmcCheckRow]:
+        """A page of a run's verifications by check id: the `limit` after `after`."""
+        return await self._read(_bmc_checks.batch_page, batch_id, after, limit)
+
+    async def bmc_check_progress(self, batch_id: str) -> dict[tuple[str, str], int]:
+        """How many of a run's verifications are in each (status, verdict), counted in SQL."""
+        return await self._read(_bmc_checks.batch_progress, batch_id)
+
     async def last_bmc_checks(self, devices: Sequence[str] | None = None) -> dict[str, BmcCheckRow]:
         """Each device's last finished verification (all devices, or those named), by device."""
         return await self._read(_bmc_checks.last_per_device, devices)
@@ -602,10 +619,16 @@ class Store:
             await self._write(_bmc_health.record_many, list(accesses))
 
     async def bmc_health(
-        self, devices: Sequence[str] | None = None, limit: int = 1_000_000
+        self,
+        devices: Sequence[str] | None = None,
+        limit: int = 1_000_000,
+        *,
+        after: str = "",
+        unreachable: bool = False,
     ) -> list[BmcHealthRow]:
-        """Every device's health row (or those named), by device id."""
-        return await self._read(_bmc_health.list_health, devices, limit)
+        """Every device's health row (or those named), by device id: the `limit` after `after` (a
+        page), only those whose last access failed when `unreachable`."""
+        return await self._read(_bmc_health.list_health, devices, limit, after, unreachable)
 
 
 def _ping(engine: Any) -> None:

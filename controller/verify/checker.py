@@ -89,11 +89,12 @@ async def journal(store: Store, devices: Sequence[str], query: HealthQuery) -> l
     if problem:
         raise VerifyRefused(problem)
     batch = uuid.uuid4().hex[:12]
+    width = max(4, len(str(len(devices) - 1)))  # ids sort as the devices were given, 20,000 too
     now = datetime.now(UTC)
     data = {k: v for k, v in asdict(query).items() if k != "inband_gpu_limits"}
     rows = [
         BmcCheckRow(
-            check_id=f"{batch}-{i:04d}",
+            check_id=f"{batch}-{i:0{width}d}",
             batch_id=batch,
             device=d,
             write_cycle=not query.skip_writes,

@@ -61,16 +61,45 @@ def as_json(msg: apb.BmcCheckRecord) -> dict[str, Any]:
     return data
 
 
-def progress(checks: Sequence[apb.BmcCheckRecord]) -> str:
-    """`12/500 done (10 pass, 1 warn, 1 fail), 3 running, 485 queued, 0 interrupted`."""
-    count: dict[str, int] = {}
+def progress_of(counts: Mapping[tuple[str, str], int]) -> apb.VerifyProgress:
+    """A run's progress from its count per (status, verdict)."""
+    out = apb.VerifyProgress(total=sum(counts.values()))
+    verdicts = {"pass": "passed", "warn": "warned", "fail": "failed_checks"}
+    for (status, verdict), n in counts.items():
+        if status in ("queued", "running", "done", "failed", "interrupted"):
+            setattr(out, status, getattr(out, status) + n)
+        if status == "done" and verdict in verdicts:
+            setattr(out, verdicts[verdict], getattr(out, verdicts[verdict]) + n)
+    return out
+
+
+def counted(checks: Iterable[apb.BmcCheckRecord]) -> apb.VerifyProgress:
+    """The progress of these verifications (a server that sent no `progress`)."""
+    counts: dict[tuple[str, str], int] = {}
     for c in checks:
-        key = c.verdict if c.status == "done" else c.status
-        count[key] = count.get(key, 0) + 1
-    done = sum(count.get(k, 0) for k in ("pass", "warn", "fail"))
-    verdicts = ", ".join(f"{count[k]} {k}" for k in ("pass", "warn", "fail") if count.get(k))
-    rest = ", ".join(f"{count.get(k, 0)} {k}" for k in ("running", "queued", "failed", "interrupted"))
-    return f"{done}/{len(checks)} done" + (f" ({verdicts})" if verdicts else "") + f", {rest}"
+        counts[(c.status, c.verdict)] = counts.get((c.status, c.verdict), 0) + 1
+    return progress_of(counts)
+
+
+def unfinished(p: apb.VerifyProgress) -> int:
+    """How many verifications of the run are still queued or running."""
+    return p.queued + p.running
+
+
+def progress(p: apb.VerifyProgress) -> str:
+    """`12/500 done (10 pass, 1 warn, 1 fail), 3 running, 485 queued, 0 failed, 0 interrupted`."""
+    shown = {"pass": p.passed, "warn": p.warned, "fail": p.failed_checks}
+    verdicts = ", ".join(f"{n} {k}" for k, n in shown.items() if n)
+    rest = ", ".join(
+        f"{n} {k}"
+        for k, n in (
+            ("running", p.running),
+            ("queued", p.queued),
+            ("failed", p.failed),
+            ("interrupted", p.interrupted),
+        )
+    )
+    return f"{p.done}/{p.total} done" + (f" ({verdicts})" if verdicts else "") + f", {rest}"
 
 
 def summary_rows(checks: Sequence[apb.BmcCheckRecord]) -> list[list[str]]:

@@ -54,7 +54,7 @@ from plugins.redfish._device import entity as _entity
 from plugins.redfish._device import schema as _schema
 from plugins.redfish._device.device import Device, connect, prepare, record_session
 from plugins.redfish._device.op_bmc import OpBmc
-from plugins.redfish._device.state import TOPOLOGY, rg_scope
+from plugins.redfish._device.state import TOPOLOGY, gpu_scope, rg_scope
 from plugins.redfish._discovery.evidence import cap_plan
 from plugins.redfish._discovery.layout import AUTO, GENERIC_MODELS, MECH_CONTROL, MODEL_PLATFORMS
 from plugins.redfish._readings import metrics as _metrics
@@ -227,7 +227,7 @@ class RedfishPlugin(DevicePlugin):
     ) -> Outcome[GpuPoliciesResult]:
         """GPU-specific caps (or their reset), each GPU answered with the cap the BMC reports."""
         device = await prepare(self.pool, self.settings, ctx)
-        applied, _ = await apply_policy_change(device, rg_scope(req.resource_group), None, req)
+        applied, _ = await apply_policy_change(device, gpu_scope(req.resource_group), None, req)
         gpu_targets = [t for t in applied.targets if t.element is ElementType.GPU]
         results = _results.gpu_results(gpu_targets, applied.changes)
         errors = [t.error for t in gpu_targets if t.component is None]
@@ -288,7 +288,9 @@ class RedfishPlugin(DevicePlugin):
         try:
             await bmc.ping(attempts=max(1, req.retry_count + 1))
         except DeviceControllerError as exc:
-            return Outcome(PingResult(False, str(exc)), reached_at=bmc.reached_at, reach_error=str(exc))
+            # an HTTP answer (a 503) reached the BMC: only a transport failure is a reach error
+            unreached = bmc.reach_error or ("" if bmc.reached_at is not None else str(exc))
+            return Outcome(PingResult(False, str(exc)), reached_at=bmc.reached_at, reach_error=unreached)
         return Outcome(PingResult(True), reached_at=bmc.reached_at)
 
     async def gpu_metrics(self, ctx: DeviceContext, req: GpuMetricsQuery) -> Outcome[GpuMetricsResult]:

@@ -19,7 +19,7 @@ import pytest
 from bmcsim import SimulatorFleet
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
-from controller.verify.render import progress
+from controller.verify.render import counted, progress
 from tests.serve_process import ROOT, free_port, start_serving
 
 #: the fleet (DEVICECTL_VERIFY_FLEET overrides it for a quicker local run)
@@ -27,7 +27,15 @@ FLEET = int(os.environ.get("DEVICECTL_VERIFY_FLEET", "500"))
 
 
 async def _batch(admin: agrpc.DeviceControllerAdminStub, batch: str) -> list[apb.BmcCheckRecord]:
-    return list((await admin.GetBmcCheck(apb.GetBmcCheckRequest(id=batch), timeout=30)).checks)
+    """Every verification of the run, page after page."""
+    checks: list[apb.BmcCheckRecord] = []
+    token = ""
+    while True:
+        page = await admin.GetBmcCheck(apb.GetBmcCheckRequest(id=batch, page_token=token), timeout=30)
+        checks += page.checks
+        token = page.next_page_token
+        if not token:
+            return checks
 
 
 @pytest.mark.slow
@@ -58,12 +66,12 @@ async def test_a_fleet_verification_survives_a_sigkill_halfway_and_shows_progres
                 started = await admin.StartVerify(
                     apb.StartVerifyRequest(all=True, latency_samples=2, samples_per_telemetry=1), timeout=30
                 )
-                batch = started.checks[0].batch_id
-                assert len(started.checks) == FLEET
+                batch = started.batch_id
+                assert started.progress.total == FLEET and started.progress.queued == FLEET
                 seen: list[str] = []
                 while True:  # halfway: SIGKILL, whatever runs at that moment
                     checks = await _batch(admin, batch)
-                    seen.append(progress(checks))
+                    seen.append(progress(counted(checks)))
                     if sum(c.status == "done" for c in checks) >= FLEET // 2:
                         break
                     await asyncio.sleep(0.2)
@@ -80,7 +88,7 @@ async def test_a_fleet_verification_survives_a_sigkill_halfway_and_shows_progres
                     checks = await _batch(admin, batch)
                     if all(c.status not in ("queued", "running") for c in checks):
                         break
-                    assert time.monotonic() < until, progress(checks)
+                    assert time.monotonic() < until, progress(counted(checks))
                     await asyncio.sleep(0.5)
         finally:
             if proc.poll() is None:
@@ -92,8 +100,8 @@ async def test_a_fleet_verification_survives_a_sigkill_halfway_and_shows_progres
     assert len(checks) == FLEET and len({c.device for c in checks}) == FLEET  # nothing lost
     status = {c.check_id: c.status for c in checks}
     interrupted = [c for c in checks if c.status == "interrupted"]
-    assert set(status.values()) <= {"done", "interrupted"}, progress(checks)
+    assert set(status.values()) <= {"done", "interrupted"}, progress(counted(checks))
     assert done_before <= {i for i, s in status.items() if s == "done"}  # kept as they were
     assert len(interrupted) <= 32 and all("controller restart" in c.error for c in interrupted)
     assert sum(s == "done" for s in status.values()) >= FLEET - 32  # the rest ran after the restart
-    assert {c.verdict for c in checks if c.status == "done"} == {"pass"}, progress(checks)
+    assert {c.verdict for c in checks if c.status == "done"} == {"pass"}, progress(counted(checks))

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from plugins.base import InvalidRequestError
 from plugins.redfish._device.schema import STATE_VERSION, LoadedState, load_state
 from plugins.redfish._discovery.layout import Discovery
 from plugins.redfish._platforms import LimitReading, Prior
@@ -42,8 +43,17 @@ TOPOLOGY = "topology"
 
 
 def rg_scope(resource_group: str) -> str:
-    """The prior-value scope of a resource group."""
+    """The prior-value scope of a resource group (never a nameless one: `gpu_scope` puts GPU caps
+    sent without a group under the topology)."""
+    if not resource_group.strip():
+        raise InvalidRequestError("a resource group needs a name (got an empty one)")
     return f"rg:{resource_group}"
+
+
+def gpu_scope(resource_group: str) -> str:
+    """Where GPU caps are recorded: their resource group's scope, or the topology's when the
+    request names no group (they are restored with the topology's, never under a nameless group)."""
+    return rg_scope(resource_group) if resource_group else TOPOLOGY
 
 
 class DeviceState:

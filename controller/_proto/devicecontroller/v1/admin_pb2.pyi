@@ -535,12 +535,38 @@ class BmcCheckRecord(_message.Message):
     def __init__(self, check_id: _Optional[str] = ..., batch_id: _Optional[str] = ..., device: _Optional[str] = ..., write_cycle: _Optional[bool] = ..., status: _Optional[str] = ..., verdict: _Optional[str] = ..., error: _Optional[str] = ..., result_json: _Optional[str] = ..., writes: _Optional[_Iterable[_Union[DeviceWrite, _Mapping]]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class VerifyBatch(_message.Message):
-    __slots__ = ("checks", "next_page_token")
+    __slots__ = ("checks", "next_page_token", "batch_id", "progress")
     CHECKS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     checks: _containers.RepeatedCompositeFieldContainer[BmcCheckRecord]
     next_page_token: str
-    def __init__(self, checks: _Optional[_Iterable[_Union[BmcCheckRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+    batch_id: str
+    progress: VerifyProgress
+    def __init__(self, checks: _Optional[_Iterable[_Union[BmcCheckRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., batch_id: _Optional[str] = ..., progress: _Optional[_Union[VerifyProgress, _Mapping]] = ...) -> None: ...
+
+class VerifyProgress(_message.Message):
+    __slots__ = ("total", "queued", "running", "done", "failed", "interrupted", "passed", "warned", "failed_checks")
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    INTERRUPTED_FIELD_NUMBER: _ClassVar[int]
+    PASSED_FIELD_NUMBER: _ClassVar[int]
+    WARNED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_CHECKS_FIELD_NUMBER: _ClassVar[int]
+    total: int
+    queued: int
+    running: int
+    done: int
+    failed: int
+    interrupted: int
+    passed: int
+    warned: int
+    failed_checks: int
+    def __init__(self, total: _Optional[int] = ..., queued: _Optional[int] = ..., running: _Optional[int] = ..., done: _Optional[int] = ..., failed: _Optional[int] = ..., interrupted: _Optional[int] = ..., passed: _Optional[int] = ..., warned: _Optional[int] = ..., failed_checks: _Optional[int] = ...) -> None: ...
 
 class ListBmcChecksRequest(_message.Message):
     __slots__ = ("device", "status", "limit", "page_size", "page_token", "selector")
@@ -559,7 +585,13 @@ class ListBmcChecksRequest(_message.Message):
     def __init__(self, device: _Optional[str] = ..., status: _Optional[str] = ..., limit: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., selector: _Optional[str] = ...) -> None: ...
 
 class GetBmcCheckRequest(_message.Message):
-    __slots__ = ("id",)
+    __slots__ = ("id", "page_size", "page_token", "progress_only")
     ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_ONLY_FIELD_NUMBER: _ClassVar[int]
     id: str
-    def __init__(self, id: _Optional[str] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    progress_only: bool
+    def __init__(self, id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., progress_only: _Optional[bool] = ...) -> None: ...

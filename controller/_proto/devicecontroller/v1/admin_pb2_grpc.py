@@ -188,8 +188,9 @@ class DeviceControllerAdminServicer:
 
     def StartVerify(self, request, context):
         """Readiness verification (`devicectl verify`, docs/operations.md "Before production"): journals
-        one verification per device and returns them queued; they run in the background and survive a
-        restart (resumed, or reported interrupted). Read-only checks: operator role.
+        one verification per device and returns the run's first page, queued (its batch id and progress
+        count all of them); they run in the background and survive a restart (resumed, or reported
+        interrupted). Read-only checks: operator role.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -209,7 +210,8 @@ class DeviceControllerAdminServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetBmcCheck(self, request, context):
-        """One verification by id (or unique prefix), or every verification of a run by its batch id.
+        """One verification by id (or unique prefix), or a run by its batch id: its progress and its
+        verifications in pages (`page_token`), or its progress only.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
