@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
+from bench.ports import free_port as _closed_port  # nothing listens there
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.cli import main
 from controller.cli._render import console
 from controller.cli._responses import render_response
 from tests.controller.conftest import memory_inventory
-from tests.ops.test_metrics import _closed_port, gpu_caps
+from tests.ops.test_metrics import gpu_caps
 
 
 async def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

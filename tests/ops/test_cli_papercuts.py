@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from google.protobuf import json_format
 
+from bench.ports import free_port as _closed_port  # nothing listens there
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.cli import main
 from controller.cli._channel import server_address
@@ -17,7 +18,7 @@ from controller.cli._responses import energy, render_response
 from controller.delivery.sink import TopologySink
 from tests.controller.conftest import memory_inventory
 from tests.ops._terminal import both, pipe
-from tests.ops.test_metrics import _closed_port, gpu_caps
+from tests.ops.test_metrics import gpu_caps
 
 R = pb.DeviceControllerResponse
 

@@ -13,6 +13,7 @@ from typing import Any
 import click
 import pytest
 
+from bench.ports import free_port as _closed_port  # nothing listens there
 from controller.cli import cli, main
 from controller.cli._demo import port_text
 from controller.cli._render import set_output
@@ -20,7 +21,6 @@ from controller.delivery.sink import TopologySink
 from tests.ops._terminal import ROOT, pipe
 from tests.ops.test_cli_in_force import gb200_site
 from tests.ops.test_cli_operator import Site
-from tests.ops.test_metrics import _closed_port
 
 
 @pytest.fixture

@@ -11,10 +11,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from bench.ports import free_port as _closed_port  # nothing listens there
 from controller.observability import logs, metrics
 from plugins.base import GpuPoliciesResult, GpuResult
 from tests.controller.conftest import memory_inventory
-from tests.ops.test_metrics import _closed_port, gpu_caps
+from tests.ops.test_metrics import gpu_caps
 
 
 @pytest.fixture
