@@ -6,8 +6,8 @@ import pytest
 from sqlalchemy import exc as sa_exc
 
 from controller.store import Store
+from tests.controller.store.test_completion import at, finish, req
 from tests.faults import DatabaseOutage
-from tests.store.test_store_completion import at, finish, req
 
 
 async def test_a_dead_lettered_response_no_longer_holds_back_the_device(store: Store) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from controller.store import Store
-from tests.store.test_store_completion import at, finish, req
+from tests.controller.store.test_completion import at, finish, req
 
 _BATCH = 4
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from controller.store import Store
+from tests.controller.store.test_journal import req
 from tests.faults import JournalLock
-from tests.store.test_store_journal import req
 
 
 async def test_a_write_waiting_behind_a_lock_is_reported_as_a_stall_until_it_commits(

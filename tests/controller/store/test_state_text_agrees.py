@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from controller.execution.state_text import Kept, change, encode
 from controller.store import Store
-from tests.store.test_store_completion import finish, req
+from tests.controller.store.test_completion import finish, req
 
 _ids = itertools.count()
 

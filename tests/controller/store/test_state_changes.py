@@ -11,7 +11,7 @@ import pytest
 
 from controller.execution.state_text import change, encode
 from controller.store import StateChange, Store, state_digest
-from tests.store.test_store_completion import finish, req
+from tests.controller.store.test_completion import finish, req
 
 FIRST = {"power": "on", "limit": 300}
 SECOND = {"power": "on", "limit": 250}
