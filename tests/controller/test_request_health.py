@@ -26,8 +26,8 @@ from plugins.base import (
 )
 from plugins.redfish import TlsError
 from tests.controller.conftest import MEMORY
+from tests.controller.desired.test_drift import eventually
 from tests.controller.test_service import ping
-from tests.desired.test_drift import eventually
 
 
 def gauge(name: str, device: str) -> float | None:

@@ -18,7 +18,7 @@ from bmcsim._faults import FaultMode
 from controller.inventory import load_inventory
 from controller.observability import metrics, reachability
 from controller.store import BmcCheckRow
-from tests.desired.test_drift import eventually
+from tests.controller.desired.test_drift import eventually
 from tests.ops._terminal import pipe
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from plugins.base import AllocationResult, DeviceContext, DeviceWrite, Outcome
 from plugins.base.wire import BY_METHOD, context_from_pb, outcome_from_pb, outcome_to_pb, request_to_pb
-from tests.desired.test_receipts import gpu_policy
+from tests.controller.desired.test_receipts import gpu_policy
 
 
 def test_dry_run_and_receipts_cross_the_plugin_protocol() -> None:

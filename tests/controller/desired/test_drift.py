@@ -22,11 +22,11 @@ from controller.inventory import DeviceEntry, load_inventory
 from controller.store import DesiredLimit
 from plugins.base import InvalidRequestError, RequestKind
 from plugins.nvml.testing import FakeNode
+from tests.controller.desired.test_receipts import gpu_policy
 from tests.controller.test_service import gpu_caps
-from tests.desired.test_receipts import gpu_policy
 
 T = TypeVar("T")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 async def devicectl(*args: str) -> str:

@@ -15,7 +15,7 @@ from plugins.base import (
     PolicyChange,
 )
 from plugins.nvml.testing import FakeNode
-from tests.desired.test_receipts import gpu_policy
+from tests.controller.desired.test_receipts import gpu_policy
 from tests.plugins.redfish.harness import Harness, model_json
 
 

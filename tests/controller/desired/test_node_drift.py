@@ -14,7 +14,7 @@ from typing import Any
 from bmcsim import SimulatorFleet
 from bmcsim._gb200_writes import clear_write
 from controller.inventory import load_inventory
-from tests.desired.test_drift import eventually
+from tests.controller.desired.test_drift import eventually
 from tests.ops._terminal import pipe
 
 

@@ -16,7 +16,7 @@ from bmcsim import SimulatedBmc, SimulatorFleet
 from controller.inventory import InventoryError, load_inventory
 from plugins.base import PolicyAction, PolicyChange
 from plugins.nvml.testing import FakeNode
-from tests.desired.test_receipts import gpu_policy
+from tests.controller.desired.test_receipts import gpu_policy
 from tests.ops._terminal import pipe
 
 
