@@ -22,8 +22,17 @@ from controller.config import Settings
 from controller.inventory import DeviceEntry
 from controller.observability.endpoint import StateCollector
 from controller.store import Completion, NewRequest, NewVerification, Store
+from tests.controller.cluster.cluster import (
+    LEASE_TTL,
+    SHARDS,
+    Cluster,
+    cluster,
+    fair,
+    ping,
+    store,
+    wait_until,
+)
 from tests.memory_plugin import MemoryPlugin
-from tests.scaleout.cluster import LEASE_TTL, SHARDS, Cluster, cluster, fair, ping, store, wait_until
 from tests.serve_process import ROOT, free_port, start_serving
 
 __all__ = ["cluster", "store"]  # fixtures

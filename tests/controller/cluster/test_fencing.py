@@ -17,8 +17,7 @@ from sqlalchemy.pool import NullPool
 
 from controller.cluster.shards import ShardLeases
 from controller.store import Completion, LeaseFence, LeaseRound, NewRequest, Store
-from tests.memory_plugin import MemoryPlugin
-from tests.scaleout.cluster import (
+from tests.controller.cluster.cluster import (
     SHARDS,
     Cluster,
     Node,
@@ -29,6 +28,7 @@ from tests.scaleout.cluster import (
     store,
     wait_until,
 )
+from tests.memory_plugin import MemoryPlugin
 
 __all__ = ["cluster", "store"]  # fixtures
 

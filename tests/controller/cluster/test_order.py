@@ -16,8 +16,7 @@ from controller.execution.dispatch import Dispatcher, Job
 from controller.store import NewRequest, Store
 from controller.translate import success_of
 from plugins.base import RequestKind
-from tests.memory_plugin import MemoryPlugin
-from tests.scaleout.cluster import (
+from tests.controller.cluster.cluster import (
     Cluster,
     cluster,
     cluster_settings,
@@ -25,6 +24,7 @@ from tests.scaleout.cluster import (
     memory_inventory,
     wait_until,
 )
+from tests.memory_plugin import MemoryPlugin
 
 __all__ = ["cluster"]  # fixtures
 
