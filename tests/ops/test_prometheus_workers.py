@@ -22,9 +22,9 @@ import yaml
 from sqlalchemy.engine import URL
 
 from bench.responses import ResponseTracker
+from tests.controller.process.test_workers import started_fleet
 from tests.ops.test_alerts import RULES
 from tests.ops.test_prometheus import DASHBOARD, VARIABLES, _query
-from tests.scaleout.test_workers import started_fleet
 
 RECEIVER_DOWN = "DevicectlTopologyReceiverDown"
 #: the rule's `for:` in this test (the shipped one is 2m): long enough to see it pending first

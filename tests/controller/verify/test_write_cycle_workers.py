@@ -26,7 +26,7 @@ from controller._proto.devicecontroller.v1 import policy_pb2 as pp
 from controller.delivery.sink import TopologySink
 from controller.inventory import load_inventory
 from tests.controller.cluster.cluster import Cluster, fair, wait_until
-from tests.scaleout.test_workers import executors_of, serving, until
+from tests.controller.process.test_workers import executors_of, serving, until
 
 R = pb.DeviceControllerRequest
 NODES = 6

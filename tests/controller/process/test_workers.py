@@ -36,7 +36,7 @@ from controller.delivery.sink import TopologySink
 from controller.process.workers import executor_settings, settings_environment
 from tests.controller.conftest import memory_inventory
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def alive(pid: int) -> bool:

@@ -16,8 +16,8 @@ from sqlalchemy.engine import URL
 
 from bench.responses import ResponseTracker
 from controller.delivery.sink import TopologySink
+from tests.controller.process.test_workers import Fleet
 from tests.ops._terminal import Run, pipe
-from tests.scaleout.test_workers import Fleet
 
 
 @pytest.fixture
