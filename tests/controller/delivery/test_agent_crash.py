@@ -15,9 +15,15 @@ from pathlib import Path
 import pytest
 
 from controller.delivery.sink import TopologySink
-from tests.agent.conftest import assert_exactly_once_in_order, ping, send_until_acked, until, wait_connected
+from tests.controller.delivery.conftest import (
+    assert_exactly_once_in_order,
+    ping,
+    send_until_acked,
+    until,
+    wait_connected,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class AgentProcess:

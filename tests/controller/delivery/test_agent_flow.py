@@ -18,7 +18,13 @@ from controller.delivery.agent import PROTOCOL_VERSION
 from controller.delivery.sink import TopologySink
 from controller.security import certs
 from controller.security.tls import ClientTls, ServerTls, client_channel
-from tests.agent.conftest import assert_exactly_once_in_order, ping, send_until_acked, until, wait_connected
+from tests.controller.delivery.conftest import (
+    assert_exactly_once_in_order,
+    ping,
+    send_until_acked,
+    until,
+    wait_connected,
+)
 
 StartAgent = Callable[..., Awaitable[Controller]]
 
@@ -92,7 +98,7 @@ async def test_a_handshake_with_another_identity_is_refused(
 async def test_an_agent_whose_id_differs_from_its_certificate_does_not_start(
     pki: certs.CertSet, tmp_path: Path
 ) -> None:
-    from tests.agent.conftest import agent_settings
+    from tests.controller.delivery.conftest import agent_settings
 
     cert, key = pki.clients["rack-b"]
     settings = agent_settings(
@@ -155,7 +161,7 @@ def test_a_claimed_agent_id_beyond_loopback_is_refused_in_one_line(tmp_path: Pat
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     result = subprocess.run(
         [
             sys.executable,

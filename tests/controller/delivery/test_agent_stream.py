@@ -18,7 +18,7 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as d
 from controller.app import Controller
 from controller.delivery.agent import PROTOCOL_VERSION
 from controller.delivery.sink import TopologySink
-from tests.agent.conftest import (
+from tests.controller.delivery.conftest import (
     all_delivered,
     assert_exactly_once_in_order,
     ping,
