@@ -20,7 +20,7 @@ from controller.delivery.sink import TopologySink
 from controller.inventory import load_inventory
 from controller.security.tls import client_channel
 from controller.translate import request_from_proto
-from tests.security.conftest import Pki, mtls_settings, mtls_sink, pki  # noqa: F401 (fixtures)
+from tests.controller.security.conftest import Pki, mtls_settings, mtls_sink, pki  # noqa: F401 (fixtures)
 
 R = pb.DeviceControllerRequest
 #: `dps` is a topology server that may also ask for write cycles; `topology` may not

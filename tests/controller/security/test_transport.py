@@ -25,7 +25,7 @@ from controller.security import certs
 from controller.security.authz import allows, required_role
 from controller.security.tls import ClientTls, ServerTls, client_channel, is_loopback
 from tests.controller.conftest import memory_inventory
-from tests.security.conftest import Pki, mtls_settings, ping
+from tests.controller.security.conftest import Pki, mtls_settings, ping
 
 
 async def test_topology_role_sends_and_the_mtls_sink_gets_the_response(

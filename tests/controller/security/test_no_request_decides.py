@@ -30,7 +30,7 @@ from controller.config import Settings
 from controller.delivery.sink import TopologySink
 from plugins.base import Empty, RequestKind
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PASSWORD = "hunter2-canary-8c1f"
 
 
