@@ -25,9 +25,9 @@ from plugins.base import (
     UnsupportedError,
 )
 from plugins.redfish import TlsError
+from tests.controller.api.test_service import ping
 from tests.controller.conftest import MEMORY
 from tests.controller.desired.test_drift import eventually
-from tests.controller.test_service import ping
 
 
 def gauge(name: str, device: str) -> float | None:

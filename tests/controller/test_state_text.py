@@ -90,7 +90,7 @@ async def test_a_device_s_later_requests_hand_the_store_their_change(
     audit trail holds the same summaries either way. On PostgreSQL (no text kept) the store
     computes every change, and the runner keeps nothing to cut one from."""
     from controller.store import _state_changes
-    from tests.controller.test_service import gpu_caps
+    from tests.controller.api.test_service import gpu_caps
 
     computed: list[str] = []
     original = _state_changes.state_diff

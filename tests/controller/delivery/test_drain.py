@@ -16,9 +16,9 @@ import pytest
 
 from controller.delivery import outbox as delivery
 from controller.store import Store
+from tests.controller.api.test_acks import CountingSink, order_of
+from tests.controller.api.test_service import ping
 from tests.controller.conftest import memory_inventory
-from tests.controller.test_acks import CountingSink, order_of
-from tests.controller.test_service import ping
 
 
 class OneUnrecordedSink(CountingSink):

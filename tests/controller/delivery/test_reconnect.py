@@ -16,7 +16,7 @@ import time
 
 from controller.delivery.sink import TopologySink
 from controller.delivery.wire import reconnect_options
-from tests.controller.test_service import ping
+from tests.controller.api.test_service import ping
 from tests.serve_process import free_port
 
 

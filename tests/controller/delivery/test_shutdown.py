@@ -23,8 +23,8 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.delivery.outbox import Delivery
 from controller.delivery.sink import TopologySink
 from controller.store import Store
+from tests.controller.api.test_acks import until
 from tests.controller.store.test_completion import finish, req
-from tests.controller.test_acks import until
 
 
 class SlowMarks:

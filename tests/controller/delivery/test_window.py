@@ -15,9 +15,9 @@ import asyncio
 
 from controller.delivery.wire import SendWindow
 from controller.store import Store
+from tests.controller.api.test_acks import CountingSink
+from tests.controller.api.test_service import ping
 from tests.controller.conftest import memory_inventory
-from tests.controller.test_acks import CountingSink
-from tests.controller.test_service import ping
 
 
 class KillWindowSink(CountingSink):

@@ -22,8 +22,8 @@ from controller.inventory import DeviceEntry, load_inventory
 from controller.store import DesiredLimit
 from plugins.base import InvalidRequestError, RequestKind
 from plugins.nvml.testing import FakeNode
+from tests.controller.api.test_service import gpu_caps
 from tests.controller.desired.test_receipts import gpu_policy
-from tests.controller.test_service import gpu_caps
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[3]

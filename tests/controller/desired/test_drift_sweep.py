@@ -13,8 +13,8 @@ from bmcsim import SimulatorFleet
 from bmcsim._faults import FaultMode
 from controller.delivery.sink import TopologySink
 from controller.inventory import load_inventory
+from tests.controller.api.test_service import gpu_caps
 from tests.controller.desired.test_drift import eventually
-from tests.controller.test_service import gpu_caps
 
 pytestmark = pytest.mark.slow
 

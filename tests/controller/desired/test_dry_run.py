@@ -20,9 +20,9 @@ from controller.delivery.sink import TopologySink
 from controller.inventory import load_inventory
 from plugins.base import DeviceWrite, Empty, ProfileChange, RequestKind, WriteOutcome, run_operation
 from plugins.nvml.testing import FakeNode
+from tests.controller.api.test_service import gpu_caps
 from tests.controller.conftest import MEMORY, memory_inventory
 from tests.controller.desired.test_receipts import gpu_policy, node_policy
-from tests.controller.test_service import gpu_caps
 from tests.memory_plugin import MemoryPlugin
 from tests.plugins.redfish.harness import Harness
 

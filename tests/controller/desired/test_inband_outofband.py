@@ -21,8 +21,8 @@ from controller.desired.limits import INTERNAL_PREFIX
 from controller.inventory import load_inventory
 from controller.store import AuditView, DesiredLimit, Store
 from plugins.nvml.testing import FakeNode
+from tests.controller.api.test_service import gpu_caps
 from tests.controller.desired.test_drift import _all, _finished_internal, devicectl, eventually
-from tests.controller.test_service import gpu_caps
 
 BMC, GPUS = "node001", "node001-gpus"
 

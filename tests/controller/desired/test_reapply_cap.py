@@ -12,8 +12,8 @@ from controller.desired.limits import REAPPLY_PREFIX, reapply_event
 from controller.inventory import DeviceEntry
 from controller.store import DriftCheck
 from plugins.nvml.testing import FakeNode
+from tests.controller.api.test_service import gpu_caps
 from tests.controller.desired.test_drift import eventually
-from tests.controller.test_service import gpu_caps
 
 DEVICE = "gpu-node-1"
 
