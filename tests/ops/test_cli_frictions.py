@@ -14,7 +14,7 @@ from controller.cli import main
 from controller.cli._render import console
 from controller.cli._responses import render_response
 from tests.controller.conftest import memory_inventory
-from tests.ops.test_metrics import _closed_port, gpu_caps
+from tests.controller.observability.test_metrics import _closed_port, gpu_caps
 
 
 async def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

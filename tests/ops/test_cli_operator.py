@@ -21,8 +21,8 @@ from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller.delivery.sink import TopologySink
 from controller.inventory import DeviceEntry, load_inventory
 from tests.controller.conftest import MEMORY, memory_inventory
+from tests.controller.observability.test_metrics import _closed_port, gpu_caps
 from tests.ops._terminal import Run, both, fits, pipe, tty, tty_interrupted
-from tests.ops.test_metrics import _closed_port, gpu_caps
 
 
 @dataclass

@@ -24,7 +24,7 @@ import yaml
 
 from bmcsim import SimulatorFleet
 from controller.inventory import load_inventory
-from tests.ops.test_metrics import gpu_caps, scrape
+from tests.controller.observability.test_metrics import gpu_caps, scrape
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "devicectl.json"
 PROMTOOL = shutil.which("promtool")

@@ -121,7 +121,7 @@ async def test_db_prune_by_hand(tmp_path, capsys) -> None:
 async def test_serve_prunes_periodically(start_controller, sink) -> None:
     """The supervised retention task: a delivered request is pruned once past its (tiny) age."""
     from tests.controller.conftest import memory_inventory
-    from tests.ops.test_metrics import gpu_caps
+    from tests.controller.observability.test_metrics import gpu_caps
 
     day = 1 / 86400
     h = await start_controller(

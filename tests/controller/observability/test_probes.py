@@ -9,8 +9,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from controller.observability.health import LIVENESS
 from tests.controller.conftest import Harness, memory_inventory
+from tests.controller.observability.test_metrics import _closed_port, gpu_caps, samples, scrape, until, value
 from tests.faults import DatabaseOutage
-from tests.ops.test_metrics import _closed_port, gpu_caps, samples, scrape, until, value
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.plugin_host.remote import RemotePlugin
-from tests.ops.test_metrics import samples, value
+from tests.controller.observability.test_metrics import samples, value
 from tests.plugins.external.conftest import (
     MEMORY,
     controller,

@@ -14,7 +14,7 @@ import pytest
 from controller.observability import logs, metrics
 from plugins.base import GpuPoliciesResult, GpuResult
 from tests.controller.conftest import memory_inventory
-from tests.ops.test_metrics import _closed_port, gpu_caps
+from tests.controller.observability.test_metrics import _closed_port, gpu_caps
 
 
 @pytest.fixture

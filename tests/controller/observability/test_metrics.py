@@ -129,7 +129,7 @@ async def test_the_grafana_dashboard_uses_only_exported_metrics(start_controller
     h = await start_controller(memory_inventory(1), metrics_listen="127.0.0.1:0")
     _, text = await scrape(h.controller.metrics_server.port)
     declared = {re.sub(r"_total$", "", name) for name in re.findall(r"^# TYPE (\S+) ", text, re.M)}
-    dashboard = json.loads((Path(__file__).parents[2] / "deploy/grafana/devicectl.json").read_text())
+    dashboard = json.loads((Path(__file__).parents[3] / "deploy/grafana/devicectl.json").read_text())
     used = {
         re.sub(r"_(bucket|total|count|sum)$", "", name)
         for panel in dashboard["panels"]
