@@ -18,7 +18,7 @@ from controller.config import Settings, load_settings
 from controller.inventory import check_inventory, load_inventory, plugin_registry
 from controller.security.secrets import SecretStore
 from tests.controller.api.test_service import R, gpu_caps
-from tests.controller.test_cli import devicectl
+from tests.controller.cli.test_serve_and_send import devicectl
 
 BAD_TOML = [("nan", "nan"), ("inf", "inf"), ("-inf", "-inf"), ('"nan"', "nan"), ("1e300", "1e+300")]
 BAD_TEXT = [("nan", "nan"), ("inf", "inf"), ("-inf", "-inf"), ("1e400", "inf"), ("1e300", "1e+300")]

@@ -23,8 +23,8 @@ from controller._proto.devicecontroller.v1 import topology_callback_pb2_grpc as 
 from controller.delivery.sink import TopologySink
 from controller.store import NewRequest
 from tests.controller.api.test_service import gpu_caps, ping
+from tests.controller.cli.test_serve_and_send import devicectl as run_devicectl
 from tests.controller.conftest import Harness, memory_inventory
-from tests.controller.test_cli import devicectl as run_devicectl
 from tests.faults import CompletionFault, DatabaseOutage, JournalLock
 from tests.memory_plugin import MemoryPlugin
 

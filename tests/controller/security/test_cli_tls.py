@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.controller.test_cli import ENV, ROOT, devicectl, free_port, wait_port
+from tests.controller.cli.test_serve_and_send import ENV, ROOT, devicectl, free_port, wait_port
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from google.protobuf import json_format
 from controller.cli import _parser, main
 from controller.cli._send import build_request
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MEMORY_INVENTORY = (
     '[[device]]\nid = "node001"\nplugin = "tests.memory_plugin:MemoryPlugin"\nmodel = "DGX_GB200"\n'
 )

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bmcsim import SimulatorFleet
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 async def devicectl(*args: str) -> tuple[int, str]:

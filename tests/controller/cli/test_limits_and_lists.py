@@ -1,5 +1,5 @@
 """Papercuts that misled operators, each run as the operator meets it: `devicectl` processes against
-a controller on a real port driving a simulated GB200 BMC over HTTPS (tests/ops/test_cli_in_force.py's
+a controller on a real port driving a simulated GB200 BMC over HTTPS (tests/controller/cli/test_in_force.py's
 site), with a second inventory node that nothing has reached."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pytest
 from bmcsim import SimulatorFleet
 from controller.inventory import load_inventory
 from controller.store import BmcCheckRow
+from tests.controller.cli.test_operator import Site
 from tests.ops._terminal import pipe
-from tests.ops.test_cli_operator import Site
 
 #: verifications journaled two hours ago (`--since 1h` leaves them out)
 OLD = 25

@@ -17,8 +17,8 @@ import pytest
 
 from bmcsim import SimulatorFleet
 from controller.inventory import load_inventory
+from tests.controller.cli.test_operator import Site
 from tests.ops._terminal import both, pipe
-from tests.ops.test_cli_operator import Site
 
 
 @pytest.fixture

@@ -17,10 +17,10 @@ from controller.cli import cli, main
 from controller.cli._demo import port_text
 from controller.cli._render import set_output
 from controller.delivery.sink import TopologySink
+from tests.controller.cli.test_in_force import gb200_site
+from tests.controller.cli.test_operator import Site
 from tests.controller.observability.test_metrics import _closed_port
 from tests.ops._terminal import ROOT, pipe
-from tests.ops.test_cli_in_force import gb200_site
-from tests.ops.test_cli_operator import Site
 
 
 @pytest.fixture
