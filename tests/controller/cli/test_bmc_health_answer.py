@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.controller.cli.test_in_force import gb200_site
-from tests.ops._terminal import pipe
+from tests.controller.terminal import pipe
 
 
 async def test_send_and_requests_show_print_every_readiness_check(

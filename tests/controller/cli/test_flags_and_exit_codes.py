@@ -20,7 +20,7 @@ from controller.delivery.sink import TopologySink
 from tests.controller.cli.test_in_force import gb200_site
 from tests.controller.cli.test_operator import Site
 from tests.controller.observability.test_metrics import _closed_port
-from tests.ops._terminal import ROOT, pipe
+from tests.controller.terminal import ROOT, pipe
 
 
 @pytest.fixture

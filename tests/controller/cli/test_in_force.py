@@ -18,7 +18,7 @@ import pytest
 from bmcsim import SimulatorFleet
 from controller.inventory import load_inventory
 from tests.controller.cli.test_operator import Site
-from tests.ops._terminal import both, pipe
+from tests.controller.terminal import both, pipe
 
 
 @pytest.fixture
@@ -113,7 +113,7 @@ async def test_watch_prints_new_rows_as_they_come(site: Site) -> None:
     import subprocess
     import sys
 
-    from tests.ops._terminal import ROOT, _env
+    from tests.controller.terminal import ROOT, _env
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "controller", *site.cli("requests", "list", "--watch", "-o", "json")],

@@ -19,7 +19,7 @@ from bmcsim import SimulatorFleet
 from controller.inventory import load_inventory
 from controller.store import BmcCheckRow
 from tests.controller.cli.test_operator import Site
-from tests.ops._terminal import pipe
+from tests.controller.terminal import pipe
 
 #: verifications journaled two hours ago (`--since 1h` leaves them out)
 OLD = 25

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from controller.store import Completion, DeviceUpsert, NewRequest, Store
-from tests.ops._terminal import pipe
+from tests.controller.terminal import pipe
 from tests.serve_process import ROOT, free_port, start_serving
 
 NODES = 2000

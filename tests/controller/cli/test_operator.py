@@ -22,7 +22,7 @@ from controller.delivery.sink import TopologySink
 from controller.inventory import DeviceEntry, load_inventory
 from tests.controller.conftest import MEMORY, memory_inventory
 from tests.controller.observability.test_metrics import _closed_port, gpu_caps
-from tests.ops._terminal import Run, both, fits, pipe, tty, tty_interrupted
+from tests.controller.terminal import Run, both, fits, pipe, tty, tty_interrupted
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any
 from bmcsim import SimulatorFleet
 from controller.delivery.sink import TopologySink
 from controller.inventory import load_inventory
-from tests.ops._terminal import ROOT, pipe
+from tests.controller.terminal import ROOT, pipe
 
 #: commands the test runs itself (in process), not through the shell line the README gives
 _SERVERS = ("bmc-sim", "topology-sink", "db upgrade", "serve")

@@ -17,7 +17,7 @@ from controller.cli._responses import energy, render_response
 from controller.delivery.sink import TopologySink
 from tests.controller.conftest import memory_inventory
 from tests.controller.observability.test_metrics import _closed_port, gpu_caps
-from tests.ops._terminal import both, pipe
+from tests.controller.terminal import both, pipe
 
 R = pb.DeviceControllerResponse
 

@@ -17,7 +17,7 @@ from sqlalchemy.engine import URL
 from bmcsim import SimulatorFleet
 from controller.delivery.sink import TopologySink
 from controller.observability.redact import Scrubber, redact_document
-from tests.ops._terminal import pipe
+from tests.controller.terminal import pipe
 from tests.serve_process import ROOT, free_port, start_serving
 
 CANARY = "CANARY-7f3a9c1e-d00d-4bad-sekret"

@@ -17,7 +17,7 @@ from controller.inventory import InventoryError, load_inventory
 from plugins.base import PolicyAction, PolicyChange
 from plugins.nvml.testing import FakeNode
 from tests.controller.desired.test_receipts import gpu_policy
-from tests.ops._terminal import pipe
+from tests.controller.terminal import pipe
 
 
 def _writes(bmc: SimulatedBmc) -> int:

@@ -15,7 +15,7 @@ from bmcsim import SimulatorFleet
 from bmcsim._gb200_writes import clear_write
 from controller.inventory import load_inventory
 from tests.controller.desired.test_drift import eventually
-from tests.ops._terminal import pipe
+from tests.controller.terminal import pipe
 
 
 def limits_rows(out: str) -> dict[str, dict[str, str]]:

@@ -22,8 +22,8 @@ from bmcsim import SimulatedBmc, SimulatorFleet
 from controller.delivery.sink import TopologySink
 from controller.execution import shadow
 from plugins.base import Allocation, DeviceWrite, Ping, RequestKind, WriteLog, WriteRefusedError, recording
+from tests.controller.terminal import pipe
 from tests.memory_plugin import MemoryPlugin
-from tests.ops._terminal import pipe
 from tests.serve_process import ROOT, free_port, start_serving
 
 

@@ -19,7 +19,7 @@ from controller.inventory import load_inventory
 from controller.observability import metrics, reachability
 from controller.store import BmcCheckRow
 from tests.controller.desired.test_drift import eventually
-from tests.ops._terminal import pipe
+from tests.controller.terminal import pipe
 
 
 async def last_sweep(h: Any) -> Any:

@@ -17,7 +17,7 @@ from sqlalchemy.engine import URL
 from bench.responses import ResponseTracker
 from controller.delivery.sink import TopologySink
 from tests.controller.process.test_workers import Fleet
-from tests.ops._terminal import Run, pipe
+from tests.controller.terminal import Run, pipe
 
 
 @pytest.fixture
