@@ -1,4 +1,4 @@
-"""The chart as Helm itself sees it (tests/ops/_helm.py): `helm lint --strict` clean for every
+"""The chart as Helm itself sees it (tests/deploy/_helm.py): `helm lint --strict` clean for every
 values combination, values.schema.json refusing mistyped values, standard names (63 characters)
 and labels with the chart's appVersion, and the operator's knobs: NetworkPolicy, ServiceMonitor
 and PrometheusRule labels, placement, grace period, the SQLite update strategy."""
@@ -14,8 +14,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.ops._helm import ChartFailure, lint, render_chart, render_notes
-from tests.ops.test_chart_schemas import (
+from tests.deploy._helm import ChartFailure, lint, render_chart, render_notes
+from tests.deploy.test_chart_schemas import (
     COMBINATIONS,
     PLACEMENT,
     PROMETHEUS_RULE,
@@ -23,7 +23,7 @@ from tests.ops.test_chart_schemas import (
     VERSIONS,
     pod_spec,
 )
-from tests.ops.test_deploy import CHART, DEPLOY, by_kind, container
+from tests.deploy.test_deploy import CHART, DEPLOY, by_kind, container
 
 METADATA = yaml.safe_load((CHART / "Chart.yaml").read_text())
 APP_VERSION = METADATA["appVersion"]

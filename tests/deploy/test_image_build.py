@@ -170,7 +170,7 @@ def reproduce_run_steps(stage: Stage, root: Path, env: dict[str, str]) -> Path:
                     installed = True
                 case _:
                     raise BuildCheckError(
-                        f"the build stage runs {shlex.join(argv)!r}, which tests/ops/test_image_build.py "
+                        f"the build stage runs {shlex.join(argv)!r}, which tests/deploy/test_image_build.py "
                         "cannot reproduce: teach it this step"
                     )
     if venv is None or not installed:
@@ -329,7 +329,7 @@ def test_smoke_check_rejects_modules_from_outside_the_distribution(tmp_path: Pat
         (
             "FROM x AS build\nRUN python -m venv /o && apt-get install gcc\n"
             "FROM x\nCOPY --from=build /o /o\n",
-            "runs 'apt-get install gcc', which tests/ops/test_image_build.py cannot reproduce",
+            "runs 'apt-get install gcc', which tests/deploy/test_image_build.py cannot reproduce",
         ),
         (
             "FROM x AS build\nRUN python -m venv /o\nFROM x\nCOPY --from=build /o /o\n",

@@ -19,8 +19,8 @@ import pytest
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc, devicecontroller_pb2_grpc
 from tests.controller.security.conftest import ping
-from tests.ops._helm import render_chart
-from tests.ops.test_deploy import CHART, by_kind, container, env_of
+from tests.deploy._helm import render_chart
+from tests.deploy.test_deploy import CHART, by_kind, container, env_of
 from tests.serve_process import ROOT, free_port
 
 SERVER_NAME = "test-devicectl.default.svc"  # a DNS name of the chart's Service

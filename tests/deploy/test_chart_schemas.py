@@ -23,8 +23,8 @@ from kubernetes_validate.utils import SchemaNotFoundError, latest_version
 from controller.config import load_settings
 from controller.security import certs
 from controller.security.tls import callback_tls, check_settings
-from tests.ops._helm import ChartFailure, render_chart, render_notes
-from tests.ops.test_deploy import CHART, by_kind, container, env_of
+from tests.deploy._helm import ChartFailure, render_chart, render_notes
+from tests.deploy.test_deploy import CHART, by_kind, container, env_of
 
 SERVICE_MONITOR = "monitoring.coreos.com/v1/ServiceMonitor"
 PROMETHEUS_RULE = "monitoring.coreos.com/v1/PrometheusRule"

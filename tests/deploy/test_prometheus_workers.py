@@ -23,8 +23,8 @@ from sqlalchemy.engine import URL
 
 from bench.responses import ResponseTracker
 from tests.controller.process.test_workers import started_fleet
-from tests.ops.test_alerts import RULES
-from tests.ops.test_prometheus import DASHBOARD, VARIABLES, _query
+from tests.deploy.test_alerts import RULES
+from tests.deploy.test_prometheus import DASHBOARD, VARIABLES, _query
 
 RECEIVER_DOWN = "DevicectlTopologyReceiverDown"
 #: the rule's `for:` in this test (the shipped one is 2m): long enough to see it pending first

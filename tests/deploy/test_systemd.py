@@ -17,7 +17,7 @@ from controller.inventory import load_inventory, load_secret_rules, secret_polic
 from controller.security import certs
 from controller.security.secrets import SecretStore
 from controller.security.tls import check_settings
-from tests.ops.test_deploy import DEPLOY
+from tests.deploy.test_deploy import DEPLOY
 
 UNIT = DEPLOY / "systemd" / "devicectl.service"
 REPO = DEPLOY.parent

@@ -1,4 +1,4 @@
-"""The deployment kit: the chart renders (by Helm itself: tests/ops/_helm.py) into manifests of the
+"""The deployment kit: the chart renders (by Helm itself: tests/deploy/_helm.py) into manifests of the
 right shape, and the example config, inventory, chart config and unit load through the real
 loaders and command line parser."""
 
@@ -18,7 +18,7 @@ from controller.inventory import (
     secret_policy,
 )
 from controller.security.secrets import SecretStore
-from tests.ops._helm import render_chart
+from tests.deploy._helm import render_chart
 
 DEPLOY = Path(__file__).parents[2] / "deploy"
 CHART = DEPLOY / "helm" / "devicectl"
@@ -42,7 +42,7 @@ def env_of(c: dict[str, Any]) -> dict[str, Any]:
 
 def test_default_chart_renders_a_probed_non_root_deployment(tmp_path: Path) -> None:
     kinds = by_kind(render_chart(CHART))
-    # no ServiceMonitor on a cluster without the Prometheus Operator (tests/ops/test_chart_schemas.py)
+    # no ServiceMonitor on a cluster without the Prometheus Operator (tests/deploy/test_chart_schemas.py)
     assert set(kinds) == {
         "ConfigMap",
         "Deployment",

@@ -1,6 +1,6 @@
 """The shipped alerts (deploy/helm/devicectl/files/alerts.yaml, linked from deploy/prometheus/):
 `promtool check rules` accepts them, every rule has a `promtool test rules` unit test that sees it
-quiet and firing (tests/ops/alerts_test.yaml), and every metric a rule reads is one the code
+quiet and firing (tests/deploy/alerts_test.yaml), and every metric a rule reads is one the code
 exports. Debian's `prometheus` package provides promtool (CI installs it; without it, a skip)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.ops.test_prometheus import PROMTOOL, _require
+from tests.deploy.test_prometheus import PROMTOOL, _require
 
 ROOT = Path(__file__).parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "devicectl-alerts.yaml"

@@ -9,8 +9,8 @@ import pytest
 
 from controller.config import load_settings
 from controller.process.workers import ProcessModelError, check_process_model, process_role
-from tests.ops._helm import ChartFailure, render_chart, render_notes
-from tests.ops.test_deploy import CHART, by_kind, container, env_of
+from tests.deploy._helm import ChartFailure, render_chart, render_notes
+from tests.deploy.test_deploy import CHART, by_kind, container, env_of
 
 
 def deployed_settings(values: dict[str, Any]) -> Any:

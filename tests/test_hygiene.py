@@ -12,7 +12,7 @@ from pathlib import Path
 import pynvml
 import setuptools
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[1]
 
 
 def _pynvml_names() -> set[str]:
