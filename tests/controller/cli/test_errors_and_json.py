@@ -1,4 +1,5 @@
-"""The CLI frictions of issue 13, each with a test that fails on the old behaviour."""
+"""One-line errors (bad flags, files, databases, a controller not running, a wait timeout), output
+flags anywhere on the line and JSON where a script reads it."""
 
 from __future__ import annotations
 

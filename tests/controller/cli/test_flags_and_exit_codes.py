@@ -1,4 +1,6 @@
-"""More papercuts a new operator tripped over, each with the behaviour that replaced it."""
+"""Flags (help on every one, a single-valued flag given twice refused, fractional watts refused) and
+the documented exit codes, with what an operator types around them: node ranges, demo ports,
+the sink's agents, certs init, long cells in a pipe."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Papercuts that misled operators, each run as the operator meets it: `devicectl` processes against
+"""Limits and lists that must not mislead, each run as the operator meets it: `devicectl` processes against
 a controller on a real port driving a simulated GB200 BMC over HTTPS (tests/controller/cli/test_in_force.py's
 site), with a second inventory node that nothing has reached."""
 

@@ -1,4 +1,5 @@
-"""Small things a new operator tripped over, each with the behaviour that replaced it."""
+"""The server address in every form an operator writes it, and output read in a terminal and a pipe:
+whole response lines, one-line schema errors, JSON with `-o json`, readable energy and delivery."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """In-band vs out-of-band against a real NVIDIA driver (read-only): the enforced limits NVML reports
 for the local GPUs are compared with what a simulated BMC holds for the same GPUs, set apart on
 purpose, and every GPU is flagged with both values. Skipped where NVML does not initialise; every
-mutating NVML function raises meanwhile (`forbid_writes`). Run with `pytest -m gpu tests/verify`."""
+mutating NVML function raises meanwhile (`forbid_writes`). Run with
+`pytest -m gpu tests/controller/verify`."""
 
 from __future__ import annotations
 
