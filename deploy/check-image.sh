@@ -3,7 +3,7 @@
 # `serve --print-config` loads the example config, `db upgrade` finds the shipped migrations, the
 # plugin entry points load and importing the project reads only installed files
 # (deploy/image_smoke.py). Needs a running Docker daemon and the base image's registry; not part of
-# `make test` (a build takes minutes). Without Docker, tests/ops/test_image_build.py performs the
+# `make test` (a build takes minutes). Without Docker, tests/deploy/test_image_build.py performs the
 # same build and checks. Usage: [PYTHON_IMAGE=base] deploy/check-image.sh [TAG]
 # PYTHON_IMAGE names another base image (deploy/build-base-image.sh builds one from Debian's
 # packages where the registry's python image cannot be pulled).
@@ -11,7 +11,7 @@ set -eu
 cd "$(dirname "$0")/.."
 tag="${1:-devicectl:check}"
 if ! command -v docker >/dev/null 2>&1 || ! docker info >/dev/null 2>&1; then
-    echo "check-image.sh: no Docker daemon is running (docker info failed); without Docker run: pytest tests/ops/test_image_build.py" >&2
+    echo "check-image.sh: no Docker daemon is running (docker info failed); without Docker run: pytest tests/deploy/test_image_build.py" >&2
     exit 2
 fi
 if [ -n "${PYTHON_IMAGE:-}" ]; then

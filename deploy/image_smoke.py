@@ -2,7 +2,7 @@
 
     python -I - < deploy/image_smoke.py
 
-deploy/check-image.sh runs it inside the image, tests/ops/test_image_build.py in a virtual
+deploy/check-image.sh runs it inside the image, tests/deploy/test_image_build.py in a virtual
 environment built by the Dockerfile's steps. It checks that the `devicectl.plugins` entry points
 of the installed distribution load plugin classes, and that importing every `controller`, `plugins`
 and `bmcsim` module uses only the installed files: each module comes from the distribution, and no

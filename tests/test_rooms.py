@@ -1,7 +1,8 @@
 """controller/ and the Redfish plugin are rooms by concern: controller/'s top level holds only the
 assembly, the settings and the inventory, plugins/redfish/'s only the plugin class and its settings;
 every other module lives in a package (a room) whose `__init__` says what it holds. The BMC simulator
-is a package of its own, bmcsim/, whose `__init__` names every module."""
+is a package of its own, bmcsim/, whose `__init__` names every module. The controller's tests mirror
+its rooms: tests/controller/<room>/ (docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -80,3 +81,36 @@ def test_the_redfish_top_level_holds_only_the_plugin_and_its_settings() -> None:
     assert folders == set(REDFISH_ROOMS), (
         f"a folder without __init__.py is no room: {sorted(folders - set(REDFISH_ROOMS))}"
     )
+
+
+TESTS = Path(__file__).parent
+CONTROLLER_TESTS = TESTS / "controller"
+TOP_LEVEL_SUBJECTS = ("test_app", "test_config", "test_inventory")
+
+
+def test_controller_tests_sit_beside_their_room() -> None:
+    """tests/controller/ mirrors controller/: a test module sits in the folder of the room it tests
+    (tests/controller/store/ for controller/store/), and at the top only for what lives at the top,
+    the assembly, the settings and the inventory (`test_app…`, `test_config…`, `test_inventory…`)."""
+    modules = sorted(CONTROLLER_TESTS.rglob("test_*.py"))
+    assert len(modules) > 100  # the scan sees the controller's tests
+    misplaced = []
+    for module in modules:
+        parts = module.relative_to(CONTROLLER_TESTS).parts
+        if len(parts) == 1:
+            if not module.name.startswith(TOP_LEVEL_SUBJECTS):
+                misplaced.append(f"{module.name}: not app, config or inventory; put it in its room's folder")
+        elif parts[0] not in ROOMS:
+            misplaced.append(f"{'/'.join(parts)}: {parts[0]} is no room of controller/ ({', '.join(ROOMS)})")
+    assert not misplaced, "tests/controller/: " + "; ".join(misplaced)
+    folders = {p.name for p in CONTROLLER_TESTS.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    strays = sorted(folders - set(ROOMS))
+    assert not strays, f"tests/controller/: folders named after no room: {strays}"
+
+
+def test_no_room_keeps_its_tests_outside_tests_controller() -> None:
+    """A room's tests have one home: a folder named after a controller room directly under tests/
+    (tests/store/, tests/translate/) is a second one."""
+    folders = {p.name for p in TESTS.iterdir() if p.is_dir()}
+    assert "controller" in folders and "plugins" in folders  # the scan sees the suite
+    assert not folders & set(ROOMS), f"move these into tests/controller/: {sorted(folders & set(ROOMS))}"

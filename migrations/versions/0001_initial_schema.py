@@ -4,7 +4,7 @@ Revision ID: 0001
 Revises:
 Create Date: 2026-11-21
 
-Written by hand (checked against the models by tests/store/test_migrations.py). Column types are
+Written by hand (checked against the models by tests/controller/store/test_schema.py). Column types are
 spelled out here rather than imported from the models so this revision never changes after the fact.
 """
 

@@ -11,8 +11,8 @@ import pytest
 
 from controller.inventory import InventoryError, check_inventory, load_inventory, plugin_registry
 from controller.security.secrets import SecretStore
-from tests.controller.test_cli import devicectl
-from tests.controller.test_service import ping
+from tests.controller.api.test_service import ping
+from tests.controller.cli.test_serve_and_send import devicectl
 from tests.hostile.conftest import LogCapture, log_capture  # noqa: F401  (fixture)
 from tests.hostile.test_resolve import _answer
 

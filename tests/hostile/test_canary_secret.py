@@ -21,7 +21,7 @@ from controller import translate
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.inventory import DeviceEntry, load_inventory
-from tests.controller.test_service import gpu_caps, ping
+from tests.controller.api.test_service import gpu_caps, ping
 from tests.hostile.conftest import LogCapture
 
 R = pb.DeviceControllerRequest

@@ -14,7 +14,7 @@ from controller.inventory import DeviceEntry
 from plugins.base import InvalidRequestError
 from plugins.nvml import NvmlPlugin
 from plugins.nvml.testing import FakeNvml
-from tests.controller.test_service import gpu_caps, ping
+from tests.controller.api.test_service import gpu_caps, ping
 from tests.hostile.conftest import LogCapture
 
 UUID = "GPU-11111111-2222-3333-4444-555555555555"

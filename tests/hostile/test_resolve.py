@@ -13,8 +13,8 @@ from controller import translate
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.inventory import DeviceEntry
+from tests.controller.api.test_service import gpu_caps, ping
 from tests.controller.conftest import memory_inventory
-from tests.controller.test_service import gpu_caps, ping
 from tests.hostile.conftest import LogCapture
 
 HOUR = 3600  # a request that were retried instead of answered would stay silent this long

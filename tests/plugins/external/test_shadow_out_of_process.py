@@ -18,7 +18,7 @@ from controller._proto.devicecontroller.v1 import policy_pb2 as pp
 from controller.delivery.sink import TopologySink
 from controller.execution import shadow
 from plugins.base import Credentials, DeviceContext, Endpoint, RequestKind, run_operation
-from tests.desired.test_receipts import node_policy
+from tests.controller.desired.test_receipts import node_policy
 from tests.plugins.external.conftest import plugin_table, serve_command, spec
 from tests.plugins.redfish.harness import FAST, model_json
 

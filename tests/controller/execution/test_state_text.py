@@ -1,0 +1,117 @@
+"""The runner's state text: exactly `json.dumps(state, sort_keys=True)`, and the change against the
+stored state's text is the audit summary the store would compute from both states parsed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from controller.execution.state_text import LONG_MEMBER, change, encode
+from controller.store import state_digest
+from controller.store._state_changes import state_diff
+
+STATES: list[dict[Any, Any]] = [
+    {},
+    {"version": 2},
+    {"b": [1, 2.5, None, True], "a": {"z": "é ☃", "y": {"nested": [{"k": 1}]}}, "c": 'quote " and \\'},
+    {"readings": {"gpu/0": {"modes": ("Automatic", "Manual"), "watts": 700.0}}, "applied": {}},
+    {"x": float("nan"), "y": float("inf")},
+    {"inner": {1: "int keys inside", 2: "are strings in JSON"}},
+]
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_the_text_is_json_dumps_with_sorted_keys_and_each_span_is_its_member(state: dict[Any, Any]) -> None:
+    encoded = encode(state)
+    assert encoded.text == json.dumps(state, sort_keys=True)
+    for key in state:
+        member = encoded.member(key)
+        assert member == json.dumps(state[key], sort_keys=True)
+
+
+def test_a_state_with_a_key_that_is_not_a_string_has_no_members_and_no_change() -> None:
+    odd = encode({1: "one", 2: "two"})
+    assert odd.text == json.dumps({1: "one", 2: "two"}, sort_keys=True)
+    assert odd.spans == {}
+    assert odd.kept() is None
+    assert change(encode({"two": 2}).kept(), odd) is None
+
+
+PAIRS = [
+    ({}, {"a": 1}),
+    ({"a": 1}, {}),
+    ({"a": 1, "b": [1]}, {"a": 1, "b": [1, 2], "c": None}),
+    ({"a": None}, {}),
+    ({"keep": {"x": (1, 2)}, "gone": "y"}, {"keep": {"x": [1, 2]}, "new": {"n": 1.5}}),
+    ({"same": "s"}, {"same": "s"}),
+]
+
+
+@pytest.mark.parametrize(("before", "after"), PAIRS)
+def test_the_change_is_the_summary_the_store_computes_from_both_states(
+    before: dict[str, Any], after: dict[str, Any]
+) -> None:
+    prior, new = encode(before), encode(after)
+    found = change(prior.kept(), new)
+    assert found is not None
+    assert found.prior_digest == state_digest(prior.text)
+    parsed_before, parsed_after = json.loads(prior.text), json.loads(new.text)
+    assert json.loads(found.summary) == state_diff(parsed_before, parsed_after)
+
+
+def test_no_prior_known_is_no_change() -> None:
+    assert change(None, encode({"a": 1})) is None
+    assert change(encode({"a": 1}).kept(), None) is None
+
+
+def test_a_long_member_is_kept_as_its_digest_and_its_change_left_to_the_store() -> None:
+    """A member over `LONG_MEMBER` (a BMC's discovery) is kept as a digest: unchanged, the change
+    is still cut; changed, its old text is not at hand and there is no change to hand over."""
+    long = {"urls": [f"https://10.0.{i}.1" for i in range(LONG_MEMBER // 16)]}
+    before = encode({"discovery": long, "applied": {"gpu/0": 700}})
+    kept = before.kept()
+    assert kept is not None and isinstance(kept.members["discovery"], bytes)
+    assert kept.members["applied"] == '{"gpu/0": 700}'
+    same_discovery = change(kept, encode({"discovery": dict(long), "applied": {"gpu/0": 650}}))
+    assert same_discovery is not None
+    assert json.loads(same_discovery.summary) == {
+        "applied": {"before": {"gpu/0": 700}, "after": {"gpu/0": 650}}
+    }
+    assert change(kept, encode({"discovery": {"urls": []}, "applied": {"gpu/0": 700}})) is None
+
+
+async def test_a_device_s_later_requests_hand_the_store_their_change(
+    start_controller, sink, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """End to end on SQLite: the first request of a device after start has no stored text to
+    compare with (the store computes its change); every later one hands its change over, and the
+    audit trail holds the same summaries either way. On PostgreSQL (no text kept) the store
+    computes every change, and the runner keeps nothing to cut one from."""
+    from controller.store import _state_changes
+    from tests.controller.api.test_service import gpu_caps
+
+    computed: list[str] = []
+    original = _state_changes.state_diff
+
+    def counted(before: Any, after: Any) -> dict[str, Any]:
+        computed.append("diff")
+        return original(before, after)
+
+    monkeypatch.setattr(_state_changes, "state_diff", counted)
+    h = await start_controller()
+    for n, watts in enumerate((700.0, 650.0, 600.0)):
+        await h.stub.SendDeviceRequest(gpu_caps("node000", f"cap-{n}", {0: watts}))
+        await sink.wait_for(n + 1, timeout=10)
+    if h.controller.store.keeps_state_text:
+        assert computed == ["diff"], "only the first completion's change was computed by the store"
+    else:
+        assert computed == ["diff"] * 3
+        assert h.controller.runner._resolver.stored_text("node000") is None
+    audits = await h.controller.store.list_audit(device="node000")
+    assert [a.request_id for a in audits] == ["cap-2", "cap-1", "cap-0"]
+    state, _ = await h.controller.store.device_state("node000")
+    assert state is not None and json.loads(json.dumps(state))["gpus"]["0"] == 600.0
+    assert audits[0].summary["gpus"] == {"before": {"0": 650.0}, "after": {"0": 600.0}}
+    assert audits[1].summary["gpus"] == {"before": {"0": 700.0}, "after": {"0": 650.0}}

@@ -1,0 +1,116 @@
+"""A gained shard's unfinished write cycle is restored apart from the lease round, holding the node's
+lane: real controllers on PostgreSQL (real gRPC ports, shard leases) over the HTTPS simulator, whose
+BMC holds the restore's write unanswered. The lease rounds go on meanwhile (no BMC reply ever
+holds the renewal up), and a request of the node waits in its lane until the node is restored."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.engine import URL
+
+from bmcsim import SimulatorFleet
+from bmcsim._gb200_writes import cap_write
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller._proto.devicecontroller.v1 import policy_pb2 as pp
+from controller.cluster.shards import ShardLeases
+from controller.inventory import load_inventory
+from controller.store import WriteCycleRow
+from tests.controller.verify.test_write_cycle_journal import caps
+from tests.controller.verify.test_write_cycle_ownership import priors_of
+
+R = pb.DeviceControllerRequest
+LEASES = {"lease_ttl": 1.5, "shard_count": 4, "claim_interval": 0.05, "sweep_interval": 0.5}
+#: how long the BMC holds the restore's write (shorter than the client's 30 s read timeout: the
+#: restore waits for it all along)
+HANG_SECONDS = 20
+
+
+@pytest.fixture
+def db_url(pg_database: URL) -> str:
+    """The controllers' database (start_controller reads this fixture): PostgreSQL, leased shards."""
+    return pg_database.render_as_string(hide_password=False)
+
+
+async def until(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(300)
+async def test_a_slow_restore_of_a_gained_shard_never_holds_the_lease_rounds_up(
+    tmp_path: Path, db_url: str, start_controller: Any, sink: Any
+) -> None:
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory_path = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory_path, tmp_path / "secrets")
+        inventory = load_inventory(inventory_path)
+        bmc = fleet.bmcs[0]
+        before = caps(bmc)
+        started = {"secrets_dir": str(secrets), **LEASES}
+        first = await start_controller(inventory, instance_id="ctl-first", **started)
+        priors = await priors_of(first)
+        await first.controller.stop(grace=1.0)  # its leases are handed back
+
+        # a cycle of a crashed controller left GPU 0 at its test value, its journal open
+        cap_write(bmc.state.caps["GPU_0"], 1150, None).apply()
+        row = WriteCycleRow(
+            "crashed", "node001", "verify crashed", priors, "open", None, "ctl-gone", datetime.now(UTC), None
+        )
+        second = await start_controller(inventory, instance_id="ctl-second", **started)
+        await second.controller.store.open_write_cycle(row)
+        # the BMC will hold the restore's write unanswered (and not apply it) for HANG_SECONDS
+        bmc.faults.set("hang", writes_only=True, count=1, hang_seconds=HANG_SECONDS)
+        leases = second.controller.shards
+        assert isinstance(leases, ShardLeases)
+        shard = leases.shard_for("node001")
+
+        # a controller that gains the shard now (the journal was written after this one's start)
+        third = await start_controller(inventory, instance_id="ctl-third", **started)
+        await second.controller.stop(grace=1.0)
+        gainer = third.controller.shards
+        assert isinstance(gainer, ShardLeases)
+        await until(lambda: gainer.runs(shard), "the node's shard to be gained")
+        await until(lambda: bmc.stats.faults_injected["hang"] >= 1, "the restore's write to reach the BMC")
+        rounds = gainer._rounds
+        # while the BMC holds the restore's write: the lease rounds go on, the lease stays held
+        await until(lambda: gainer._rounds >= rounds + 3 or bmc.stats.in_flight == 0, "three lease rounds")
+        assert bmc.stats.in_flight > 0 and gainer._rounds >= rounds + 3, "the rounds waited on the BMC"
+        assert gainer.runs(shard)
+        assert caps(bmc)["GPU_0"] != before["GPU_0"]  # not restored yet (the write hangs)
+
+        # a cap of the node sent now waits in the node's lane until the node is restored
+        policies = pp.GPUPolicies(policies=[pp.GPUPolicy(gpu_id=1, power_limit=pp.PowerLimit(watts=700))])
+        await third.stub.SendDeviceRequest(
+            R(
+                device="node001",
+                request_id="cap-during-restore",
+                gpu_policies_update=R.GPUPoliciesSetRequest(
+                    resource_group="rg", gpu_policy_action=R.SET_POLICY, gpu_policies=policies
+                ),
+            )
+        )
+        dispatcher = third.controller.dispatcher
+        await until(lambda: dispatcher.knows("cap-during-restore"), "the cap to be queued")
+        assert bmc.stats.in_flight > 0  # the restore still holds the node
+        assert "cap-during-restore" not in sink.unique()
+        assert bmc.state.caps["GPU_1"].set_point != 700
+
+        await sink.wait_for({"cap-during-restore"}, timeout=120)
+        answer = sink.unique()["cap-during-restore"]
+        assert answer.gpu_policies_update.results[0].ok, answer
+        after = caps(bmc)
+        assert after["GPU_0"] == before["GPU_0"]  # restored from the journal first
+        assert bmc.state.caps["GPU_1"].set_point == 700  # then the cap, still in force
+        assert await third.controller.store.open_write_cycles() == []
+        (closed,) = await third.controller.store.write_cycles_of("verify crashed")
+        assert closed.owner == "ctl-third" and closed.epoch >= 1, closed

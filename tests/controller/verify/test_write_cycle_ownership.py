@@ -1,0 +1,268 @@
+"""Who may restore a write cycle's journal, and what it keeps: a real controller (real gRPC, SQLite)
+over the HTTPS simulator, with a second journal holder on the same store.
+
+- a journal is taken over by a compare-and-set of its epoch: the holder it was taken from (still
+  restoring) neither closes it over the newer holder's record nor writes the node again;
+- a device with two open journals stays pending until both are restored (per device, not per row);
+- an out-of-process plugin's cycle (or cap) that times out keeps an `unknown` receipt for the writes
+  it never answered for (its own receipts never came back), never none."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bmcsim import SimulatorFleet
+from bmcsim._gb200_writes import cap_write
+from controller._proto.devicecontroller.v1 import admin_pb2 as apb
+from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
+from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
+from controller._proto.devicecontroller.v1 import policy_pb2 as pp
+from controller.execution.write_cycle import WriteCycles, plan_of
+from controller.inventory import load_inventory
+from controller.store import WriteCycleRow
+from plugins.base import DeviceContext, HealthCheck, HealthQuery, HealthResult, WriteLog
+from tests.controller.verify.test_write_cycle_journal import FAST, _done, caps
+from tests.plugins.external.conftest import (
+    controller,  # noqa: F401 (fixture)
+    plugin_table,
+    serve_command,
+)
+
+R = pb.DeviceControllerRequest
+
+
+async def until(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+async def priors_of(h: Any) -> dict[str, Any]:
+    """The node's caps as a read-only verification sees them (what a cycle would journal)."""
+    read = await h.admin.StartVerify(apb.StartVerifyRequest(devices=["node001"], **FAST))
+    plain = await _done(h, read.checks[0].check_id)
+    priors = plan_of(HealthResult(tuple(HealthCheck.from_json(c) for c in plain["checks"])))
+    assert priors
+    return priors
+
+
+def journal(cycle_id: str, priors: dict[str, Any], owner: str, age: float = 0.0) -> WriteCycleRow:
+    return WriteCycleRow(
+        cycle_id=cycle_id,
+        device="node001",
+        origin=f"verify {cycle_id}",
+        priors=priors,
+        status="open",
+        report=None,
+        owner=owner,
+        created_at=datetime.now(UTC) - timedelta(seconds=age),
+        closed_at=None,
+    )
+
+
+async def test_a_journal_taken_over_mid_restore_is_neither_closed_nor_written_by_its_old_holder(
+    tmp_path: Path, start_controller: Any
+) -> None:
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
+        store, bmc = h.controller.store, fleet.bmcs[0]
+        before = caps(bmc)
+        priors = await priors_of(h)
+
+        def resolve(device: str) -> Any:
+            return h.controller.runner.resolve(device, b"", b"")
+
+        old = WriteCycles(store, resolve, "ctl-old")
+        new = WriteCycles(store, resolve, "ctl-new")
+        # two unfinished cycles left their test values: A on GPU 0, B (newer) on GPU 1
+        await store.open_write_cycle(journal("a", {"gpu/0": priors["gpu/0"]}, "ctl-crashed", age=2))
+        await store.open_write_cycle(journal("b", {"gpu/1": priors["gpu/1"]}, "ctl-crashed", age=1))
+        cap_write(bmc.state.caps["GPU_0"], 1150, None).apply()
+        cap_write(bmc.state.caps["GPU_1"], 1150, None).apply()
+
+        # the old holder restores A: its write lands, its reply is held (a slow BMC)
+        bmc.faults.set("late-reply", writes_only=True, count=1, hang_seconds=8)
+        old_writes = WriteLog()
+        restoring = asyncio.create_task(old.restore_open("node001", old_writes))
+        await until(lambda: bmc.stats.faults_injected["late-reply"] >= 1, "the old holder's restore write")
+
+        # meanwhile the node's new holder takes both journals over and restores them
+        assert [c.status for c in await new.restore_open("node001", WriteLog())] == ["pass", "pass"]
+        assert caps(bmc) == before and await store.open_write_cycles() == []
+        # then the node is capped out of band: nothing may put the journal's value back now
+        cap_write(bmc.state.caps["GPU_1"], 1000, None).apply()
+
+        checks = await restoring  # the old holder's reply comes back
+        assert caps(bmc)["GPU_1"] != before["GPU_1"]  # the old holder never restored B
+        assert bmc.state.caps["GPU_1"].set_point == 1000
+        assert not any("GPU_1" in w.target for w in old_writes.entries()), old_writes.entries()
+        assert [c.name for c in checks] == ["restore gpu/0"], checks  # B: closed by then, left alone
+        for cycle_id in ("a", "b"):  # each record is the new holder's, never overwritten by the old
+            (row,) = await store.write_cycles_of(f"verify {cycle_id}")
+            assert (row.status, row.owner, row.report["owner"]) == ("closed", "ctl-new", "ctl-new"), row
+        assert not old.unsettled("node001") and not new.unsettled("node001")
+
+
+async def test_a_device_with_two_open_journals_stays_pending_until_both_are_restored(
+    tmp_path: Path, start_controller: Any
+) -> None:
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
+        store, bmc = h.controller.store, fleet.bmcs[0]
+        before = caps(bmc)
+        priors = await priors_of(h)
+        cycles = h.controller.runner.write_cycles
+        await store.open_write_cycle(journal("older", {"gpu/0": priors["gpu/0"]}, "ctl-crashed", age=2))
+        await store.open_write_cycle(journal("newer", {"gpu/1": priors["gpu/1"]}, "ctl-crashed", age=1))
+        cap_write(bmc.state.caps["GPU_0"], 1150, None).apply()
+
+        # the older journal's restore is refused by the BMC; the newer one's goes through
+        bmc.faults.set("http500", writes_only=True, path_contains="GPU_0", count=10)
+        checks = await cycles.restore_open("node001", WriteLog())
+        assert {c.name: c.status for c in checks} == {"restore gpu/0": "fail", "restore gpu/1": "pass"}
+        assert [r.cycle_id for r in await store.open_write_cycles()] == ["older"]
+        assert cycles.unsettled("node001")  # the newer row's success does not release the node
+
+        bmc.faults.set("none")
+        await cycles.settle("node001", WriteLog())  # what the node's next request does first
+        assert caps(bmc) == before and await store.open_write_cycles() == []
+        assert not cycles.unsettled("node001")
+
+
+async def test_an_out_of_process_plugins_receipts_are_kept_when_its_cycle_times_out(
+    controller: Any,  # noqa: F811 (the fixture imported above)
+    sink: Any,
+    tmp_path: Path,
+) -> None:
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        with inventory.open("a") as fh:
+            fh.write("\n" + plugin_table("redfish", serve_command("redfish")))
+        h = await controller(inventory, secrets_dir=str(secrets))
+        bmc = fleet.bmcs[0]
+        before = caps(bmc)
+        # the test write lands; the BMC answers it only after the request's 8 s have passed
+        bmc.faults.set("late-reply", writes_only=True, count=1, hang_seconds=30)
+        health = R.BMCHealthDeviceRequest(write_cycle=True, telemetry_interval_ms=20)
+        await h.stub.SendDeviceRequest(
+            R(device="node001", request_id="ext-1", timeout_seconds=8, bmc_health=health)
+        )
+        await sink.wait_for({"ext-1"}, timeout=90)
+        assert caps(bmc) == before  # restored through the plugin process, under its own deadline
+        admin = agrpc.DeviceControllerAdminStub(h.channel)
+        record = await admin.GetRequest(apb.GetRequestRequest(request_id="ext-1"))
+        statuses = [(w.method, w.status, w.note) for w in record.writes]
+        # the test write the plugin never answered for: unknown, never "not written"
+        unanswered = [s for s in statuses if s[0] == "bmc_health"]
+        assert len(unanswered) == 1 and unanswered[0][1].startswith("unknown"), statuses
+        assert all(s.startswith("unknown") or s == "200" for _, s, _ in statuses), statuses
+        assert await h.controller.store.open_write_cycles() == []
+
+        # a cap the plugin process never answered in time: its receipt says unknown too
+        bmc.faults.set("late-reply", writes_only=True, count=1, hang_seconds=30)
+        policies = pp.GPUPolicies(policies=[pp.GPUPolicy(gpu_id=0, power_limit=pp.PowerLimit(watts=700))])
+        cap = R.GPUPoliciesSetRequest(
+            resource_group="rg", gpu_policy_action=R.SET_POLICY, gpu_policies=policies
+        )
+        await h.stub.SendDeviceRequest(
+            R(device="node001", request_id="ext-cap", timeout_seconds=5, gpu_policies_update=cap)
+        )
+        await sink.wait_for({"ext-cap"}, timeout=90)
+        record = await admin.GetRequest(apb.GetRequestRequest(request_id="ext-cap"))
+        assert [(w.method, w.status[:8]) for w in record.writes] == [("gpu_policies_update", "unknown:")]
+
+
+async def test_a_cycles_own_restore_never_undoes_a_cap_devicectl_set_while_it_ran(
+    tmp_path: Path, start_controller: Any, sink: Any
+) -> None:
+    """A cycle stopped mid-way (a shutdown) restores from its journal what it did not prove back,
+    except a cap that devicectl set after the cycle began (here by a request of another holder of
+    the node, while the BMC held the cycle's first test write): that newer cap stays."""
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
+        store, bmc = h.controller.store, fleet.bmcs[0]
+        before = caps(bmc)
+        resolved = await h.controller.runner.resolve("node001", b"", b"")
+        ctx = DeviceContext(
+            device_id="node001",
+            model=resolved.model,
+            endpoint=resolved.endpoint,
+            request_id="internal-own-cycle",
+            deadline=time.monotonic() + 120,
+            state=resolved.state,
+        )
+        cycles = WriteCycles(store, lambda d: h.controller.runner.resolve(d, b"", b""), "ctl-cycle")
+        bmc.faults.set("hang", writes_only=True, count=1, hang_seconds=20)
+        query = HealthQuery(skip_writes=False, **FAST)
+        running = asyncio.create_task(cycles.run(resolved, ctx, query, "verify own", WriteLog()))
+        await until(lambda: bmc.stats.faults_injected["hang"] >= 1, "the cycle's first test write")
+
+        policies = pp.GPUPolicies(policies=[pp.GPUPolicy(gpu_id=0, power_limit=pp.PowerLimit(watts=700))])
+        await h.stub.SendDeviceRequest(
+            R(
+                device="node001",
+                request_id="cap-700",
+                gpu_policies_update=R.GPUPoliciesSetRequest(
+                    resource_group="rg", gpu_policy_action=R.SET_POLICY, gpu_policies=policies
+                ),
+            )
+        )
+        await sink.wait_for({"cap-700"}, timeout=60)
+        assert sink.unique()["cap-700"].gpu_policies_update.results[0].ok
+        running.cancel()  # a shutdown: the cycle restores from its journal before it ends
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        assert bmc.state.caps["GPU_0"].set_point == 700  # the newer cap stays
+        after = caps(bmc)
+        assert {k: v for k, v in after.items() if k != "GPU_0"} == {
+            k: v for k, v in before.items() if k != "GPU_0"
+        }
+        (row,) = await store.write_cycles_of("verify own")
+        assert row.status == "closed" and row.report["superseded"] == {"gpu/0": "cap-700"}, row
+
+
+async def test_close_reports_are_dropped_once_delivered_and_a_result_without_caps_reads_nothing(
+    tmp_path: Path, start_controller: Any, sink: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
+        cycles = h.controller.runner.write_cycles
+        started = await h.admin.StartWriteCycle(apb.StartVerifyRequest(devices=["node001"], **FAST))
+        await _done(h, started.checks[0].check_id)
+        health = R.BMCHealthDeviceRequest(write_cycle=True, telemetry_interval_ms=20)
+        await h.stub.SendDeviceRequest(R(device="node001", request_id="wc-1", bmc_health=health))
+        await sink.wait_for({"wc-1"}, timeout=90)
+        assert len(await h.controller.store.write_cycles_of("bmc_health wc-1")) == 1  # it did cycle
+        assert cycles._reports == {}  # nothing is kept per request once it ended
+
+        reads: list[str] = []
+        store = h.controller.store
+        desired_for = store.desired_for
+
+        async def counted(device: str) -> Any:
+            reads.append(device)
+            return await desired_for(device)
+
+        monkeypatch.setattr(store, "desired_for", counted)
+        uncapped = HealthResult((HealthCheck("cap gpu/0", "pass", "", {"capped": False, "watts": 1200.0}),))
+        assert await cycles.explained("node001", uncapped) is uncapped and reads == []
+        capped = HealthResult((HealthCheck("cap gpu/0", "pass", "", {"capped": True, "watts": 900.0}),))
+        (flagged,) = (await cycles.explained("node001", capped)).checks
+        assert reads == ["node001"] and flagged.status == "warn", flagged  # devicectl did not set it

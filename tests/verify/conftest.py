@@ -1,2 +1,0 @@
-from tests.controller.conftest import start_controller  # noqa: F401 (fixtures)
-from tests.plugins.nvml.conftest import h100x4, make_node  # noqa: F401 (fixtures)
