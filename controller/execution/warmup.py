@@ -145,7 +145,22 @@ class Warmup:
             self._publish()
 
     async def _read(self, device: str) -> bool | None:
-        """Read the device once; None when its plugin has nothing to warm (`warm_up`)."""
+        """Read the device once; None when its plugin has nothing to warm (`warm_up`), or when its
+        shard is no longer leased here (another controller runs it now: never two at one BMC)."""
+        shards = self._runner.shards
+        shard = shards.shard_for_model(device, None)
+        if not shards.runs(shard):
+            return None
+        # counted as running work of the shard: its lease is not handed on while the read runs
+        self._runner.running_shards[shard] += 1
+        try:
+            return await self._read_leased(device)
+        finally:
+            self._runner.running_shards[shard] -= 1
+            if not self._runner.running_shards[shard]:
+                del self._runner.running_shards[shard]
+
+    async def _read_leased(self, device: str) -> bool | None:
         resolved = await self._runner.resolve(device, b"", b"")
         if not getattr(resolved.plugin, "warm_up", False):
             return None

@@ -17,8 +17,10 @@ subset (a lab, a pilot rack), and fleet dashboards on the aggregated metrics.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import platform
+import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -96,6 +98,12 @@ WARMUP_DEVICES = Gauge(
     "Devices of the warm-up at start (login and discovery before the first request), by state: "
     "pending, done, failed, skipped (busy with a request of its own)",
     ["state"],
+)
+GC_SECONDS = Counter(
+    "devicectl_gc_cpu_seconds",
+    "CPU seconds of the thread that ran CPython's cyclic garbage collector, by generation (a "
+    'wave\'s share of it: docs/operations.md, "Sizing a data hall")',
+    ["generation"],
 )
 POWER_REQUESTED = Gauge(
     "devicectl_power_limit_requested_watts",
@@ -380,3 +388,24 @@ async def _load_power(store: Any, inventory: list[str]) -> None:
                 ranges[c.component] = (c.min, c.max)
         if changes:
             POWER.record(v.id, changes, ranges)
+
+
+class GcTimer:
+    """Adds each cyclic garbage collection's CPU time to `GC_SECONDS` (`gc.callbacks`)."""
+
+    def __init__(self) -> None:
+        self._started = 0.0
+        self._children = [GC_SECONDS.labels(str(generation)) for generation in range(3)]
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.thread_time()
+        elif self._started:
+            self._children[info["generation"]].inc(max(0.0, time.thread_time() - self._started))
+            self._started = 0.0
+
+
+def time_garbage_collection() -> None:
+    """Count the collector's CPU time in `GC_SECONDS` from now on (once per process)."""
+    if not any(isinstance(callback, GcTimer) for callback in gc.callbacks):
+        gc.callbacks.append(GcTimer())

@@ -28,6 +28,8 @@ import logging
 import os
 import platform
 
+from controller.observability import metrics
+
 log = logging.getLogger(__name__)
 
 #: young-generation size and the two older generations' multipliers (CPython's default: 700, 10, 10)
@@ -42,6 +44,7 @@ _M_ARENA_MAX = -8  # from glibc's <malloc.h>
 def tune_process() -> None:
     """Apply the thresholds and the TLS buffer size; call once, before the event loop starts."""
     gc.set_threshold(*GC_THRESHOLDS)
+    metrics.time_garbage_collection()
     asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
     arenas = limit_malloc_arenas(MALLOC_ARENAS)
     log.debug(

@@ -81,6 +81,7 @@ async def set_cap(
     watts: float,
     *,
     stored: LimitReading | None = None,
+    read: Document | None = None,
     bounds: Bounds | None = None,
 ) -> CapChange:
     """Set an explicit cap of `watts` on one component (see the module docstring).
@@ -89,6 +90,8 @@ async def set_cap(
         stored: the component's last reading from the device state; when given, the write
             policy needs no fresh ETag and the stored value differs from the target, the pre-write
             GET is skipped (the read-back is still the proof).
+        read: a GET of the limit made moments before in this operation (discovery's), standing in
+            for the pre-write GET (`plugins.redfish._capping.priors.discovered_read`).
         bounds: limits to check against when the BMC publishes none (the spec's, else a floor).
     """
     mech = mechanism_for(component)
@@ -108,6 +111,8 @@ async def set_cap(
         if skip_get:
             assert stored is not None
             doc, current = Document(component.limit_uri, {}), stored
+        elif read is not None:
+            doc, current = read, mech.read(component, read)
         else:
             doc = await bmc.get(component.limit_uri)
             current = mech.read(component, doc)

@@ -31,7 +31,7 @@ from plugins.base import (
 )
 from plugins.redfish._capping.bounds import Bounds
 from plugins.redfish._capping.caps import CapChange, restore_cap, set_cap
-from plugins.redfish._capping.priors import corrected, read_back_for
+from plugins.redfish._capping.priors import corrected, discovered_read, read_back_for
 from plugins.redfish._client.readbacks import priors_from_read_backs
 from plugins.redfish._device.device import Device, invalidate
 from plugins.redfish._discovery.layout import Component
@@ -191,7 +191,10 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
             priors[comp.limit_uri] = read_back[0]
             if stored is None:  # then the GET it answers is made: parsed once, not again there
                 parsed[comp.limit_uri] = read_back[1]
-        jobs.append(set_cap(device.bmc, comp, t.watts, stored=stored, bounds=_bounds(device, comp)))
+        # a node discovered by this operation: discovery's GET of the limit is the pre-write read
+        read = discovered_read(device, comp, t.watts) if read_back is None and stored is None else None
+        bounds = _bounds(device, comp)
+        jobs.append(set_cap(device.bmc, comp, t.watts, stored=stored, read=read, bounds=bounds))
     with priors_from_read_backs(priors, parsed) as used:  # the tasks gather() starts take this context
         done = asyncio.gather(*jobs)
     changes: dict[str, CapChange] = {}

@@ -37,9 +37,33 @@ def read_back_for(device: Device, comp: Component, watts: float) -> tuple[float,
         reading: LimitReading = mech.parse(comp, found[0])
     except Exception:  # whatever the parser makes of it, a fresh GET decides
         return None
-    if not reading.capped:
-        return found[1], found[0]
-    if reading.watts is None or not reading.in_watts:
+    return (found[1], found[0]) if _write_follows(reading, watts) else None
+
+
+def discovered_read(device: Device, comp: Component, watts: float) -> Document | None:
+    """Where this operation discovered the BMC, its GET of the component's limit as the first
+    change's pre-write read (taken once): only while nothing was written to the resource, nor
+    failed, since that GET was sent (its read-back ticket, no read-back kept), and, as for a
+    read-back, only when it shows a value clearly off the target."""
+    read = device.limit_reads.pop(comp.limit_uri, None)
+    read_backs = device.bmc.client.read_backs
+    mech = mechanism_for(comp)
+    if read is None or mech is None:
         return None
-    off_target = abs(reading.watts - watts) > max(reading.increment or 0.0, 1.0) + 0.5
-    return (found[1], found[0]) if off_target else None
+    if read_backs.ticket(comp.limit_uri) != read.ticket or read_backs.peek(comp.limit_uri) is not None:
+        return None
+    try:
+        reading: LimitReading = mech.parse(comp, read.doc)
+    except Exception:  # whatever the parser makes of it, a fresh GET decides
+        return None
+    return read.doc if _write_follows(reading, watts) else None
+
+
+def _write_follows(reading: LimitReading, watts: float) -> bool:
+    """Whether the reading is clearly off `watts` (or uncapped), so a write follows: "already in
+    force" sends nothing, so the BMC must say it in a GET of its own."""
+    if not reading.capped:
+        return True
+    if reading.watts is None or not reading.in_watts:
+        return False
+    return abs(reading.watts - watts) > max(reading.increment or 0.0, 1.0) + 0.5

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from plugins.base import DeviceContext, SystemSpec
@@ -14,6 +14,7 @@ from plugins.redfish._device.op_bmc import OpBmc
 from plugins.redfish._device.schema import check_model
 from plugins.redfish._device.state import DeviceState
 from plugins.redfish._discovery.discovery import Discovery, discover, platform_hint
+from plugins.redfish._discovery.walk import LimitRead
 from plugins.redfish._wire.errors import (
     ConnectionFailedError,
     DeadlineExceededError,
@@ -35,6 +36,8 @@ class Device:
         state: the working copy of the device state (returned in `Outcome.state`).
         spec: the device spec, with counts taken from what the BMC shows.
         settings: the BMC's connection settings.
+        limit_reads: where this operation discovered the BMC, its GETs of the limit resources
+            (the first cap change's pre-write reads: `plugins.redfish._capping.priors`).
     """
 
     ctx: DeviceContext
@@ -43,6 +46,7 @@ class Device:
     state: DeviceState
     spec: SystemSpec
     settings: ConnectionSettings
+    limit_reads: dict[str, LimitRead] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -88,11 +92,17 @@ async def prepare(pool: BmcPool, defaults: RedfishSettings, ctx: DeviceContext) 
         discovery = _usable(client.discovery, client.origin, model_name, hint, system)
         if discovery is not None:
             state.discovery = discovery
+    limit_reads: dict[str, LimitRead] = {}
     if discovery is None:
         log.info("%s: discovering the Redfish service (%s)", client.origin, hint)
         try:
             discovery = await discover(
-                bmc.client, model=model_name, hint=hint, deadline=ctx.deadline, system=system
+                bmc.client,
+                model=model_name,
+                hint=hint,
+                deadline=ctx.deadline,
+                system=system,
+                limit_reads=limit_reads,
             )
         except (ConnectionFailedError, RequestTimeoutError, TlsError, DeadlineExceededError) as exc:
             bmc.reach_error = str(exc)
@@ -101,7 +111,7 @@ async def prepare(pool: BmcPool, defaults: RedfishSettings, ctx: DeviceContext) 
         state.discovery = discovery
     client.discovery = discovery
     client.discovery_section = state.discovery_section
-    return Device(ctx, bmc, discovery, state, _fit(spec, discovery), settings)
+    return Device(ctx, bmc, discovery, state, _fit(spec, discovery), settings, limit_reads)
 
 
 def record_session(device: Device) -> None:

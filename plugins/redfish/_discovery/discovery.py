@@ -48,6 +48,7 @@ from plugins.redfish._discovery.layout import (
     processor_components,
 )
 from plugins.redfish._discovery.walk import (
+    LimitRead,
     Walker,
     chassis_of,
     firmware_of,
@@ -78,7 +79,13 @@ __all__ = [
 
 
 async def discover(
-    client: BmcClient, *, model: str, hint: str, deadline: float, system: str = ""
+    client: BmcClient,
+    *,
+    model: str,
+    hint: str,
+    deadline: float,
+    system: str = "",
+    limit_reads: dict[str, LimitRead] | None = None,
 ) -> Discovery:
     """Walk the BMC's resources and decide the platform (see the module docstring).
 
@@ -88,6 +95,7 @@ async def discover(
         hint: a platform name, or `auto` to probe.
         deadline: the request's deadline.
         system: the ComputerSystem `Id` this device is, for a BMC serving several nodes.
+        limit_reads: filled with the GETs made of the chosen limit resources (`Walker.limit_reads`).
     """
     walker = Walker(client, deadline, DISCOVERY_PATHS.get(hint))
     root = await walker.get(ROOT)
@@ -144,6 +152,8 @@ async def discover(
     shared = shared_chassis(every_chassis, hosts, others) if not nvidia_layout else []
     if shared and not found.node:
         found = replace(found, note=shared_note(shared))
+    if limit_reads is not None:
+        limit_reads.update(walker.limit_reads(found.components()))
     return replace(found, evidence=(*walker.evidence, *found.evidence))
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from plugins.redfish._client.client import BmcClient, Document
 from plugins.redfish._discovery.layout import Component, link_of, members_of
@@ -28,6 +29,16 @@ def _missing(exc: RedfishHTTPError) -> bool:
     return isinstance(exc, ResourceNotFoundError) or exc.has_message("ResourceMissingAtURI")
 
 
+@dataclass(frozen=True, slots=True)
+class LimitRead:
+    """Discovery's GET of a limit resource: `ticket` is the client's read-back ticket taken before
+    it (`ReadBacks.ticket`); while the client's ticket for the path is still the same, nothing was
+    written to it, and nothing failed, since that GET was sent."""
+
+    doc: Document
+    ticket: tuple[int, int]
+
+
 class Walker:
     """GETs for discovery, each resource at most once, two at a time (the BMC limit applies anyway).
 
@@ -39,6 +50,8 @@ class Walker:
         self.client = client
         self.deadline = deadline
         self._seen: dict[str, Document] = {}
+        #: path -> the client's read-back ticket taken before its GET (`limit_reads`)
+        self._tickets: dict[str, tuple[int, int]] = {}
         self._absent: set[str] = set()
         self._allowed = [_pattern(p) for p in allowed] if allowed is not None else None
         self.evidence: list[str] = []
@@ -59,9 +72,22 @@ class Walker:
                     f"{self.client.origin}: discovery would read {clean}, which is not among the paths "
                     "this platform needs (docs/redfish.md, Discovery)"
                 )
+            ticket = self.client.read_backs.ticket(path)
             doc = await self.client.get(path, deadline=self.deadline)
             self._seen[path] = doc
+            self._tickets[path] = ticket
         return doc
+
+    def limit_reads(self, components: Sequence[Component]) -> dict[str, LimitRead]:
+        """The GETs discovery made of the components' limit resources, for the same operation's
+        first cap change to write from (`LimitRead`)."""
+        out: dict[str, LimitRead] = {}
+        for comp in components:
+            doc = self._seen.get(comp.limit_uri) if comp.mechanism else None
+            ticket = self._tickets.get(comp.limit_uri)
+            if doc is not None and ticket is not None:
+                out[comp.limit_uri] = LimitRead(doc, ticket)
+        return out
 
     async def find(self, path: str) -> Document | None:
         """A linked resource; None (recorded as absent, with the BMC's answer) when it cannot be served."""

@@ -40,6 +40,34 @@ def test_tune_process_sets_gc_thresholds_tls_buffer_and_freezes_startup_objects(
     assert result["after"]["arenas"] == (runtime.MALLOC_ARENAS if result["after"]["glibc"] else None)
 
 
+GC_PROBE = """
+import gc, json
+from controller.observability import metrics
+from controller.process import runtime
+runtime.tune_process()
+runtime.tune_process()  # once per process however often it is called
+timers = sum(isinstance(c, metrics.GcTimer) for c in gc.callbacks)
+seconds = lambda g: metrics.GC_SECONDS.labels(str(g))._value.get()
+before = seconds(2)
+garbage = [[] for _ in range(200_000)]
+for item in garbage:
+    item.append(item)  # a cycle each: only the collector frees them
+del garbage, item
+collected = gc.collect()
+print(json.dumps({"timers": timers, "before": before, "after": seconds(2), "collected": collected}))
+"""
+
+
+def test_the_collectors_cpu_time_is_counted_by_generation() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", GC_PROBE], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    result = json.loads(out)
+    assert result["timers"] == 1
+    assert result["collected"] >= 200_000
+    assert result["after"] > result["before"]  # a full collection of 200,000 cycles took CPU
+
+
 def test_an_operators_malloc_arena_max_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
     assert runtime.limit_malloc_arenas(2) is None

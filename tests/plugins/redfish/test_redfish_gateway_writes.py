@@ -114,8 +114,9 @@ async def test_a_504_on_a_write_that_landed_is_read_back_as_written(
     assert "HTTP 504, a gateway's error" in result.message
     assert "read-back shows the value in force" in result.message
     assert writes_to(bmc) == 1  # read, not written again
-    # discovery's reads of the processors' limits, then before the write and the read-back that settled it
-    assert gb200.calls(bmc)["GET " + GPU_EM] == DISCOVERED + 2
+    # discovery's reads of the processors' limits (the GPU's is its pre-write read), then the
+    # read-back that settled it
+    assert gb200.calls(bmc)["GET " + GPU_EM] == DISCOVERED + 1
     (receipt,) = out.writes
     assert receipt.status.startswith("ok (read back; the answer was HTTP 504") and receipt.after == 400
     assert write_outcome(receipt) is WriteOutcome.WRITTEN
@@ -170,7 +171,8 @@ async def test_a_write_the_bmc_dropped_is_read_then_written_once_more(
     assert result.ok and result.write is WriteOutcome.WRITTEN and result.applied_watts == 450, result
     assert bmc.state.caps["GPU_1"].set_point == 450
     assert writes_to(bmc) == 2  # the second only after a read showed the first had not landed
-    assert gb200.calls(bmc)["GET " + GPU_EM] == DISCOVERED + 3  # before, after the lost write, the read-back
+    # discovery's reads (the GPU's is its pre-write read), after the lost write, the read-back
+    assert gb200.calls(bmc)["GET " + GPU_EM] == DISCOVERED + 2
     first, second = out.writes
     assert first.status == "error: 502" and write_outcome(first) is WriteOutcome.UNKNOWN
     assert first.after == 1200 and "read back: 1200 W (default) in force; sent once more" in first.note

@@ -75,6 +75,38 @@ async def test_without_the_window_every_first_change_in_a_scope_reads_first(gb20
     assert gb200.calls(bmc) == both(WRITES, {"GET " + CHASSIS_EM: 4, "GET " + PROC_EM: 12})
 
 
+async def test_first_contact_writes_from_discoverys_read_of_each_limit(gb200: Harness) -> None:
+    """A node never seen: discovery's GET of each limit it chose is the first change's pre-write
+    read in the same operation (8 GETs fewer); the prior recorded is what that GET showed."""
+    bmc = gb200.fleet.bmcs[0]
+    out = await gb200.call("activate_allocation", bmc, activate("first", 5000, 3200, 600))
+    assert out.result.ok, out.result.error
+    calls = gb200.calls(bmc)
+    # discovery's GET of each limit, PATCH, read-back: nothing read twice before its write
+    assert {k: calls[k] for k in (*WRITES, *READ_BACKS)} == both(
+        WRITES, {"GET " + CHASSIS_EM: 4, "GET " + PROC_EM: 12}
+    )
+    priors = out.state["priors"]["rg:first"]
+    assert priors["gpu/0"] == {
+        "watts": 1200.0,
+        "capped": False,
+        "mode": "Automatic",
+        "uri": PROC_EM.format(id="GPU_0"),
+    }
+    assert bmc.state.caps["GPU_0"].set_point == 800
+
+
+async def test_a_later_operation_never_writes_from_discoverys_read(gb200: Harness) -> None:
+    """Discovery's reads serve only the operation that made them: the first change of a later
+    request reads every limit itself."""
+    bmc = gb200.fleet.bmcs[0]
+    await gb200.call("std_metrics", bmc, Empty())  # discovers
+    gb200.reset()
+    out = await gb200.call("activate_allocation", bmc, activate("first", 5000, 3200, 600))
+    assert out.result.ok, out.result.error
+    assert gb200.calls(bmc) == both(WRITES, {"GET " + CHASSIS_EM: 4, "GET " + PROC_EM: 12})
+
+
 async def test_a_read_back_older_than_the_window_is_not_used(gb200: Harness) -> None:
     bmc = gb200.fleet.bmcs[0]
     short = {"read_back_max_age": 0.2}
