@@ -75,7 +75,7 @@ def limit_readings(components: Sequence[Component], readings: Readings) -> dict[
         if mech is None or doc is None:
             continue
         try:
-            out[comp.key] = mech.parse(comp, doc)
+            out[comp.key] = mech.read(comp, doc)  # with its evidence: a later write may stand on it
         except DeviceControllerError:
             continue  # a resource that is not a cap this time: the last reading stays
     return out
