@@ -51,9 +51,12 @@ DISCOVERY = {
     "GET /redfish/v1/Systems/HGX_Baseboard_0/Processors": 1,
     "GET /redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}": 6,
     "GET /redfish/v1/Chassis": 1,
+    # each chassis the collection links: its ChassisType and the EnvironmentMetrics it links
+    # (never a URI built from a chassis' name)
+    "GET /redfish/v1/Chassis/{id}": 4,
     # which of them carries a limit: the processors' and the processor modules' EnvironmentMetrics
     "GET /redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}/EnvironmentMetrics": 6,
-    "GET /redfish/v1/Chassis/{id}/EnvironmentMetrics": 2,
+    "GET /redfish/v1/Chassis/{id}/EnvironmentMetrics": 3,  # the modules' and HGX_Chassis_0's (a Module)
 }
 
 
