@@ -44,7 +44,7 @@ from plugins.redfish._discovery.walk import Walker, has_node_manager, walker_em_
 from plugins.redfish._platforms.classify import CPU_CONTEXTS, GPU_CONTEXTS
 from plugins.redfish._platforms.platform import Platform, Probe
 from plugins.redfish._wire.document import Document
-from plugins.redfish._wire.errors import RedfishHTTPError
+from plugins.redfish._wire.errors import ProtocolError, RedfishHTTPError
 
 #: DPS models whose node cap DPS itself writes as the processor modules' sum (dps.md §7:
 #: `Chassis/HGX_ProcessorModule_*/EnvironmentMetrics`)
@@ -374,7 +374,10 @@ async def nvidia_limits(
             doc, why = await _chassis(walker, uri)
             if doc is None:
                 unread.append(f"{uri}: {why}")
-                refused += [uri] if why.startswith("the BMC answered 403") else []
+                if why.startswith("the BMC answered 403"):
+                    refused.append(uri)  # summed up below: DPS's proxy refuses most of them
+                elif why != "absent":  # an absent one the walk names itself
+                    walker.evidence.append(f"{uri}: not read ({why})")
             else:
                 linked.append(doc)
         chassis = linked
@@ -442,16 +445,17 @@ def _first(reasons: Sequence[str], n: int = 3) -> str:
 
 
 async def _chassis(walker: Walker, uri: str) -> tuple[Document | None, str]:
-    """A chassis a processor links, or why it cannot be read (absent; refused, as the DPS proxy's
-    allow-list refuses a chassis resource)."""
+    """A chassis the collection links, or why it cannot be read: absent, refused (the DPS proxy's
+    allow-list refuses most chassis resources with 403), another error status, or a reply that is
+    no Redfish document. One chassis that cannot be read never fails discovery."""
     if not walker.allowed(uri):
         return None, "outside the paths this platform reads"
     try:
         doc = await walker.find(uri)
     except RedfishHTTPError as exc:
-        if exc.status not in (401, 403):
-            raise
         return None, f"the BMC answered {exc.status}"
+    except ProtocolError as exc:
+        return None, f"not a Redfish document ({exc})"
     return (doc, "") if doc is not None else (None, "absent")
 
 

@@ -374,3 +374,21 @@ async def test_auto_model_probes_to_the_same_platform(gb200: Harness) -> None:
     assert disc["platform"] == "environment_metrics" and disc["model"] == "auto"
     assert [c["name"] for c in disc["node"]] == ["HGX_ProcessorModule_0", "HGX_ProcessorModule_1"]
     assert caps(gb200)["GPU_0"] == 600 and caps(gb200)["HGX_ProcessorModule_0"] == 2000
+
+
+async def test_a_chassis_that_cannot_be_read_never_fails_a_dps_models_discovery(gb200: Harness) -> None:
+    from bmcsim import FaultMode
+
+    # discovery reads each chassis the collection links for its evidence (ChassisType, links); one
+    # whose reply is no Redfish document is named in the evidence, and the rest still decide
+    bmc = gb200.fleet.bmcs[0]
+    bmc.faults.set(FaultMode.INVALID_JSON, path_contains="/redfish/v1/Chassis/HGX_Chassis_0", count=1)
+    out = await gb200.call("set_policy", bmc, PolicyChange(PolicyAction.SET, node_policy(4000, gpu=2400)))
+    assert out.result.ok, out.result.error
+    assert [c["name"] for c in out.state["discovery"]["node"]] == [
+        "HGX_ProcessorModule_0",
+        "HGX_ProcessorModule_1",
+    ]
+    assert caps(gb200)["HGX_ProcessorModule_0"] == 2000
+    evidence = "\n".join(out.state["discovery"]["evidence"])
+    assert "/redfish/v1/Chassis/HGX_Chassis_0: not read (not a Redfish document (" in evidence, evidence
