@@ -14,7 +14,8 @@ EnvironmentMetrics `PowerLimitWatts` each resource shows, on the scope its own e
   GB300 tray). Modules are chosen by what each chassis resource says (`ChassisType: Module`), their
   limits read where that resource links them (`EnvironmentMetrics.@odata.id`); no URI is built
   from a chassis' name. For a DPS model (`environment_metrics`) every chassis the collection links
-  is read for that evidence; where DPS's proxy refuses a chassis (403, dps.md §7), only a DPS model
+  is read for that evidence; where DPS's proxy refuses a chassis (403, dps.md §7) or the BMC does
+  not serve it (404: a capture taken through the proxy), only a DPS model
   that declares its node cap as the processor modules' (`DGX_GB200`, `DGX_GB300`) reads the module
   limit DPS documents, and takes it only where the BMC serves it as itself and no evidence read
   contradicts the rule (a CPU or part scope, Links covering part of the node). Anything else
@@ -50,8 +51,8 @@ from plugins.redfish._wire.errors import ProtocolError, RedfishHTTPError
 #: `Chassis/HGX_ProcessorModule_*/EnvironmentMetrics`)
 MODULE_SUM_MODELS = frozenset({"DGX_GB200", "DGX_GB300"})
 #: the processor-module limits DPS documents (its proxy's `GET,PATCH` entry, dps.md §7): read only
-#: for those models, only where the proxy refuses the chassis that would link them, and taken only
-#: where the BMC serves them as themselves
+#: for those models, only where the chassis that would link them is refused (the proxy's 403) or not
+#: served (404), and taken only where the BMC serves them as themselves
 DPS_MODULE_METRICS = "/redfish/v1/Chassis/HGX_ProcessorModule_*/EnvironmentMetrics"
 _DPS_MODULE_METRICS = re.compile("[^/]*".join(re.escape(part) for part in DPS_MODULE_METRICS.split("*")))
 
@@ -364,6 +365,7 @@ async def nvidia_limits(
     linked: list[Document] = []
     unread: list[str] = []
     refused: list[str] = []
+    hidden: list[str] = []
     documented: list[tuple[Document, str]] = []
     disagree: list[str] = []
     if restricted:
@@ -378,6 +380,8 @@ async def nvidia_limits(
                     refused.append(uri)  # summed up below: DPS's proxy refuses most of them
                 elif why != "absent":  # an absent one the walk names itself
                     walker.evidence.append(f"{uri}: not read ({why})")
+                if why == "absent" or why.startswith("the BMC answered 403"):
+                    hidden.append(uri)  # linked, not served: DPS's documented limit may stand in
             else:
                 linked.append(doc)
         chassis = linked
@@ -387,7 +391,7 @@ async def nvidia_limits(
                 f"few, dps.md §7): {len(refused)}: " + ", ".join(u.rsplit("/", 1)[-1] for u in refused)
             )
         if model.upper() in MODULE_SUM_MODELS:
-            documented, disagree = await _documented_modules(walker, refused)
+            documented, disagree = await _documented_modules(walker, hidden)
     paths += [uri for _, uri in documented]  # read already: taken from the walker's cache
     for ch in chassis:
         if str(ch.get("ChassisType") or "") == "Module":
@@ -410,16 +414,17 @@ async def nvidia_limits(
 
 
 async def _documented_modules(
-    walker: Walker, refused: Sequence[str]
+    walker: Walker, hidden: Sequence[str]
 ) -> tuple[list[tuple[Document, str]], list[str]]:
     """Under DPS's allow-list, the processor-module EnvironmentMetrics DPS documents (dps.md §7:
-    the proxy allows `GET,PATCH` on them and refuses their chassis) for the chassis the BMC refused,
+    the proxy allows `GET,PATCH` on them and refuses their chassis) for the chassis the collection
+    links that the BMC refused (403) or does not serve (404: a capture taken through the proxy),
     each taken only where the BMC serves it as itself: its `@odata.id` is that path and its type an
     EnvironmentMetrics. Returns (the chassis, as the collection links it; that path) and, for each
     that does not agree, why."""
     out: list[tuple[Document, str]] = []
     disagree: list[str] = []
-    for uri in refused:
+    for uri in hidden:
         path = f"{uri}/EnvironmentMetrics"
         if not _DPS_MODULE_METRICS.fullmatch(path) or not walker.allowed(path):
             continue
@@ -432,8 +437,8 @@ async def _documented_modules(
             disagree.append(f"{path} answers as {served or 'no @odata.id'} ({kind or 'no @odata.type'})")
             continue
         walker.evidence.append(
-            f"{path}: read at the path DPS documents (dps.md §7): the proxy refuses chassis {uri}; "
-            "the BMC serves it as itself"
+            f"{path}: read at the path DPS documents (dps.md §7): chassis {uri} is refused or not "
+            "served; the BMC serves this resource as itself"
         )
         out.append((Document(uri, {"@odata.id": uri, "Id": uri.rsplit("/", 1)[-1]}), path))
     return out, disagree
