@@ -17,9 +17,10 @@ EnvironmentMetrics `PowerLimitWatts` each resource shows, on the scope its own e
   is read for that evidence; where DPS's proxy refuses a chassis (403, dps.md §7) or the BMC does
   not serve it (404: a capture taken through the proxy), only a DPS model
   that declares its node cap as the processor modules' (`DGX_GB200`, `DGX_GB300`) reads the module
-  limit DPS documents, and takes it only where the BMC serves it as itself and no evidence read
-  contradicts the rule (a CPU or part scope, Links covering part of the node). Anything else
-  refuses the node cap with the reason.
+  limit DPS documents, and takes it only where the BMC serves it as itself, the Control its
+  `DataSourceUri` names could be read where it names one, and no evidence contradicts the rule (a
+  CPU or part scope, Links covering part of the node). Anything else refuses the node cap with the
+  reason.
 """
 
 from __future__ import annotations
@@ -89,6 +90,9 @@ class Scope:
     kind: str
     keys: tuple[str, ...]
     evidence: str
+    #: False where the limit names its Control (`DataSourceUri`) and shows no context itself, and
+    #: that Control could not be read: the scope is then what is left, not what the BMC confirmed
+    confirmed: bool = True
 
 
 def limit_of(doc: Document | None) -> Mapping[str, Any] | None:
@@ -171,6 +175,10 @@ def module_scope(
         return Scope("unknown", (), f"{evidence}: related to what is not this module")
     if named:  # several processors, not the module: a budget they share
         return Scope("group", tuple(sorted({c.key for c in named}, key=natural_key)), evidence)
+    if data_source(metrics) and source is None and not context:
+        # NOTE: the Control that says what this limit covers (GH200: a Grace CPU's EDPp) was not read
+        unread = f"{evidence}; its DataSourceUri could not be read"
+        return Scope("module", inside, unread, confirmed=False)
     return Scope("module", inside, evidence)
 
 
@@ -306,15 +314,17 @@ def _node(
         return [], f"a processor module's limit covers a part of the module only ({odd.evidence})"
     everything = {c.key for c in gpus + cpus}
     covered = [k for _, _, s in scopes for k in s.keys]
-    proven = bool(everything) and sorted(covered) == sorted(everything)
+    unconfirmed = [s for _, _, s in scopes if not s.confirmed]
+    proven = bool(everything) and sorted(covered) == sorted(everything) and not unconfirmed
     if proven:
         how = "the modules together contain every GPU and CPU of the node, each once (Links.Contains)"
-    elif restricted and base.model.upper() in MODULE_SUM_MODELS and not covered:
+    elif restricted and base.model.upper() in MODULE_SUM_MODELS and not covered and not unconfirmed:
         # NOTE: DPS's rule, only where the BMC's evidence agrees: each module's limit is on a
         # `ChassisType: Module` chassis' own EnvironmentMetrics link, or, where the DPS proxy
         # refuses the chassis, on the resource DPS documents that the BMC serves as itself; each
-        # limit's evidence covers its module (no CPU, GPU or other scope), and no module or
-        # processor states what the modules contain, so nothing contradicts the rule
+        # limit's evidence, read whole (the Control its DataSourceUri names included: GH200's
+        # module limits are Grace EDPp controls), covers its module, and no module or processor
+        # states what the modules contain, so nothing contradicts the rule
         how = (
             f"DPS model {base.model.upper()} writes its node cap as the processor modules' sum (dps.md §7), "
             "and the BMC's evidence agrees (each limit scoped to its module, no contrary Links)"
@@ -322,9 +332,11 @@ def _node(
     else:
         missing = sorted(everything - set(covered), key=natural_key)
         unread = f"; unread: {_first(limits.unread)}" if limits.unread else ""
+        unknown = f"; what a limit covers is not known ({unconfirmed[0].evidence})" if unconfirmed else ""
         return [], (
             "the processor modules' limits are not proven to cover the node together"
             + (f" ({', '.join(missing)} in no module)" if missing else "")
+            + unknown
             + unread
             + ": a node cap is never split over them"
         )
@@ -373,7 +385,7 @@ async def nvidia_limits(
         # (ChassisType, the EnvironmentMetrics it links); a processor's own chassis need not link
         # its module (GB200: HGX_GPU_0 shows no ContainedBy, the module lists it in Links.Contains)
         for uri in sorted({ch.path.rstrip("/") for ch in chassis}, key=natural_key):
-            doc, why = await _chassis(walker, uri)
+            doc, why = await _read(walker, uri)
             if doc is None:
                 unread.append(f"{uri}: {why}")
                 if why.startswith("the BMC answered 403"):
@@ -401,13 +413,15 @@ async def nvidia_limits(
             walker.evidence.append(f"{p}: skipped: outside the paths this platform reads")
     docs = await walker.find_many([p for p in paths if walker.allowed(p)])
     metrics = {d.path.rstrip("/"): d for d in docs}
-    sources: dict[str, Document] = {}
-    if not restricted:
-        named_sources = {data_source(d) for d in docs if limit_of(d) is not None} - {""}
-        found = await walker.find_many(
-            sorted(p for p in named_sources if walker.allowed(p) and ".." not in p)
-        )
-        sources = {d.path.rstrip("/"): d for d in found}
+    named_sources = sorted({data_source(d) for d in docs if limit_of(d) is not None} - {""})
+    if restricted:
+        # NOTE: DPS's proxy refuses the Controls (403): a limit whose Control was not read has an
+        # unconfirmed scope (`Scope.confirmed`)
+        read = [(await _read(walker, p))[0] for p in named_sources if ".." not in p]
+        found = [d for d in read if d is not None]
+    else:
+        found = await walker.find_many([p for p in named_sources if walker.allowed(p) and ".." not in p])
+    sources = {d.path.rstrip("/"): d for d in found}
     return Limits(
         metrics, sources, restricted, tuple(linked), tuple(unread), tuple(documented), tuple(disagree)
     )
@@ -449,10 +463,11 @@ def _first(reasons: Sequence[str], n: int = 3) -> str:
     return "; ".join(reasons[:n]) + more
 
 
-async def _chassis(walker: Walker, uri: str) -> tuple[Document | None, str]:
-    """A chassis the collection links, or why it cannot be read: absent, refused (the DPS proxy's
-    allow-list refuses most chassis resources with 403), another error status, or a reply that is
-    no Redfish document. One chassis that cannot be read never fails discovery."""
+async def _read(walker: Walker, uri: str) -> tuple[Document | None, str]:
+    """A resource the BMC links (a chassis, a limit's Control), or why it cannot be read: absent,
+    refused (the DPS proxy's allow-list refuses most chassis and every Control with 403), another
+    error status, or a reply that is no Redfish document. One that cannot be read never fails
+    discovery."""
     if not walker.allowed(uri):
         return None, "outside the paths this platform reads"
     try:

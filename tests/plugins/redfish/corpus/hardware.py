@@ -98,7 +98,8 @@ before it is sent. Scope comes from the BMC's evidence (`PhysicalContext`, `Rela
 `DataSourceUri`, `ChassisType`, `Links`): a processor-module limit whose Control says CPU is that
 CPU's cap, and a node cap is split over processor modules only where they contain every GPU and CPU
 of the node (for `DGX_GB200`/`DGX_GB300` behind DPS's proxy, which refuses the chassis: DPS's rule,
-only where the BMC serves the module limits DPS documents as themselves and nothing contradicts it).
+only where the BMC serves the module limits DPS documents as themselves, the Control each names is
+readable and nothing contradicts it).
 Shaped fixtures for the rules no capture shows (`tests/corpus/redfish/shaped`: a GB200 tray without
 `PowerLimitWatts`, a GH200 whose module limits are the Grace EDPp controls, a Lenovo XCC OEM range)
 are driven by `tests/plugins/redfish/corpus/test_redfish_write_gate.py`.

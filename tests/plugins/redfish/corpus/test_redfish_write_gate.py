@@ -228,16 +228,28 @@ async def test_dps_models_follow_the_chassis_links_and_choose_modules_by_their_e
 async def test_behind_dps_proxy_the_documented_module_limits_stand_only_where_the_bmc_agrees(
     make_harness: Callable[..., Any],
 ) -> None:
+    # GB300 behind the proxy: the chassis and the Controls the limits name answer 403; the module
+    # limits DPS documents are served as themselves, but what each covers is in its Control, which
+    # cannot be read (GH200's look the same and are Grace CPU limits): refused, naming why
     async with make_harness(n=1, model=f"mockup:{GB300}") as h:
         bmc = h.fleet.bmcs[0]
-        bmc.configure(allow_list=DPS_PROXY)  # the chassis resources answer 403
+        bmc.configure(allow_list=DPS_PROXY)
         state: Any = bmc.state
         out = await h.call("set_policy", bmc, cap(node=2000), model=DGX_GB300)
-        assert out.result.ok, out.result.error
+        assert not out.result.ok and state.writes == []
         plan = "\n".join(cap_plan(out.state or {}))
         assert f"{MODULE_EM.format(0)}: read at the path DPS documents (dps.md §7)" in plan
         assert "chassis refused (the BMC answered 403" in plan
-        assert "and the BMC's evidence agrees" in plan
+        assert "its DataSourceUri could not be read" in out.result.error, out.result.error
+
+    # where the proxy lets the Controls be read, the BMC's evidence agrees and DPS's rule stands
+    async with make_harness(n=1, model=f"mockup:{GB300}") as h:
+        bmc = h.fleet.bmcs[0]
+        bmc.configure(allow_list=(*DPS_PROXY, ("GET", "/redfish/v1/Chassis/*/Controls/*")))
+        state = bmc.state
+        out = await h.call("set_policy", bmc, cap(node=2000), model=DGX_GB300)
+        assert out.result.ok, out.result.error
+        assert "and the BMC's evidence agrees" in "\n".join(cap_plan(out.state or {}))
         assert sorted(state.writes, key=str) == MODULE_WRITES
 
     # the resource at DPS's documented path is not what DPS says it is: refused, naming why
@@ -262,3 +274,30 @@ async def test_behind_dps_proxy_the_documented_module_limits_stand_only_where_th
         assert not out.result.ok and state.writes == []
         assert "the chassis could not be read" in out.result.error, out.result.error
         assert "a URI is never built from a chassis' name" in out.result.error
+
+
+async def test_a_dps_model_on_gh200_never_splits_a_node_cap_over_the_cpu_limits(
+    make_harness: Callable[..., Any],
+) -> None:
+    # declared as a GB200 (DPS's module-sum model): the BMC's evidence still decides
+    model = {"Model": "DGX_GB200", "Name": "gh200"}
+    async with make_harness(n=1, model=f"mockup:{GH200}") as h:
+        bmc = h.fleet.bmcs[0]
+        state: Any = bmc.state
+        node = await h.call("set_policy", bmc, cap(node=700), model=model)
+        assert not node.result.ok and state.writes == []
+        # the Control each limit names was read: Grace EDPp, PhysicalContext CPU
+        assert "the processor modules' PowerLimitWatts are CPU limits" in node.result.error, node.result.error
+        cpu = await h.call("set_policy", bmc, cap(cpu=600), model=model)
+        assert cpu.result.ok, cpu.result.error
+        assert sorted(p for _, p, _ in state.writes) == [MODULE_EM.format(0), MODULE_EM.format(1)]
+
+    # behind DPS's proxy the Controls answer 403: what the limits cover is unknown, never a node share
+    async with make_harness(n=1, model=f"mockup:{GH200}") as h:
+        bmc = h.fleet.bmcs[0]
+        bmc.configure(allow_list=DPS_PROXY)
+        state = bmc.state
+        node = await h.call("set_policy", bmc, cap(node=700), model=model)
+        assert not node.result.ok and state.writes == []
+        assert "not proven to cover the node together" in node.result.error, node.result.error
+        assert "its DataSourceUri could not be read" in node.result.error
