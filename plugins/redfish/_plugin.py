@@ -348,7 +348,7 @@ class RedfishPlugin(DevicePlugin):
         # readings out: ok answers with everything else, and `error` names each component absent or
         # unknown with the BMC's answer, and the readings the BMC does not report (the wire type has
         # no null, so their fields hold 0); not ok only when nothing could be read at all
-        notes = _metrics.failure_notes(disc, [*disc.gpus, *disc.cpus], readings, node=True)
+        notes = _metrics.failure_notes(disc, disc.components(), readings, node=True, limits=True)
         error = "; ".join([*notes, _metrics.absent_message(absent)] if absent else notes)
         return self._outcome(device, StdMetricsResult(readings.answered(uris), error, metrics))
 

@@ -19,8 +19,9 @@ Every change follows the same steps, whatever the mechanism:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from plugins.base import DeviceControllerError, DeviceUnreachableError, WriteOutcome, write_log
 from plugins.redfish._capping.bounds import Bounds, range_problem
@@ -104,6 +105,7 @@ async def set_cap(
         skip_get = (
             stored is not None
             and stored.offered  # the GET it came from carried the limit (the write gate's proof)
+            and stored.evidence is not None  # and what it showed, which the gate judges the write on
             and etag_policy(bmc, mech) != "strong"
             and not bmc.persistent  # persistency is sent only where the body shows NVIDIA's OEM section
             and not (stored.capped and same_watts(stored.watts, _quantize(watts, stored.increment)))
@@ -287,13 +289,12 @@ async def _write(
         persistent = _persistency_to_send(bmc, target)
         if persistent is not None:
             request = mech.persist(request, doc, persistent)
-        if doc.body or not current.offered:
-            # NOTE: the one write gate (`_platforms.gate`); a skipped GET stands on the stored
-            # reading, whose own GET carried the limit (`LimitReading.offered`)
-            problem = refusal(mech, component, request, doc)
-            if problem:
-                _skipped(bmc, component, current, target.watts, problem)
-                raise PlatformUnsupportedError(problem)
+        # NOTE: the one write gate (`_platforms.gate`), on the evidence of the reading's GET: the
+        # last one made, or the stored reading's own where it stands in for the pre-write GET
+        problem = refusal(mech, component, request, current, await _action_info(bmc, request, current))
+        if problem:
+            _skipped(bmc, component, current, target.watts, problem)
+            raise PlatformUnsupportedError(problem)
         etag = current.etag if request.if_match and policy == "strong" else None
         try:
             index = await bmc.send(request, etag, component=component.label, before=current.watts, note=note)
@@ -349,6 +350,19 @@ async def _write(
         after = mech.read(component, await bmc.get(component.limit_uri))
         write_log().read_back(index, after.watts)
         return after
+
+
+async def _action_info(bmc: OpBmc, request: CapRequest, reading: LimitReading) -> Mapping[str, Any] | None:
+    """The `@Redfish.ActionInfo` a POST's action names, read (None: none named, or it could not be
+    read: then only the parameters the mechanism needs may be sent)."""
+    action = reading.evidence.actions.get(request.path.rstrip("/")) if reading.evidence else None
+    if request.method != "POST" or action is None or not action.info.startswith("/redfish/v1/"):
+        return None
+    try:
+        doc = await bmc.get(action.info)
+    except DeviceControllerError:
+        return None
+    return doc.body if isinstance(doc.body, Mapping) else None
 
 
 def etag_policy(bmc: OpBmc, mech: Mechanism) -> str:

@@ -90,7 +90,7 @@ from plugins.redfish._client.tasks import wait_task
 from plugins.redfish._client.uris import SESSIONS_PATH, session_member
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._wire import off_loop
-from plugins.redfish._wire.document import Document, loads
+from plugins.redfish._wire.document import Document, loads_scanned
 from plugins.redfish._wire.errors import (
     AccessError,
     BmcBusyError,
@@ -268,7 +268,9 @@ class BmcClient:
                 f"{self.origin}: GET {path}: the reply has no body (a JSON document was expected)"
             )
         try:
-            body = loads(text, yielding=yielding)
+            # NOTE: every reply, the library's too, came through `BmcTransport.exchange`, which
+            # bounds-scanned its bytes once as they came: parsed here, never scanned or re-encoded again
+            body = loads_scanned(text, yielding=yielding)
         except ValueError:
             raise ProtocolError(
                 f"{self.origin}: GET {path}: the reply is not valid JSON ({len(reply.read)} bytes, "

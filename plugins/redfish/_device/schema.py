@@ -280,7 +280,56 @@ def _reading(data: Any, where: str) -> dict[str, Any]:
     out["offered"] = _bool(obj.get("offered", False), f"{where}.offered")
     if "persistency" in obj:
         out["persistency"] = _persistency(obj["persistency"], f"{where}.persistency")
+    if obj.get("evidence") is not None:
+        out["evidence"] = _evidence(obj["evidence"], f"{where}.evidence")
     return out
+
+
+#: property paths, allowed values and actions kept per reading's evidence (`WriteEvidence`)
+_EVIDENCE_ITEMS = 512
+
+
+def _strings(data: Any, where: str) -> list[str]:
+    items = _list(data or [], where)
+    if len(items) > _EVIDENCE_ITEMS:
+        raise InvalidRequestError(f"device state: {where}: more than {_EVIDENCE_ITEMS} entries")
+    return [_string(v, f"{where}[{i}]") for i, v in enumerate(items)]
+
+
+def _checked_path(value: Any, where: str) -> str:
+    _resource_path(_string(value, where), where)
+    return str(value)
+
+
+def _evidence(data: Any, where: str) -> dict[str, Any]:
+    """A stored reading's write evidence: what the write gate judges a write on when the reading
+    stands in for the pre-write GET (paths requests go to are Redfish paths)."""
+    obj = _object(data, where)
+    allowable = _object(obj.get("allowable") or {}, f"{where}.allowable")
+    actions = _list(obj.get("actions") or [], f"{where}.actions")
+    if len(allowable) > _EVIDENCE_ITEMS or len(actions) > _EVIDENCE_ITEMS:
+        raise InvalidRequestError(f"device state: {where}: more than {_EVIDENCE_ITEMS} entries")
+    out_actions = []
+    for i, item in enumerate(actions):
+        at = f"{where}.actions[{i}]"
+        action = _object(item, at)
+        info = _string(action.get("info", ""), f"{at}.info")
+        params = _object(action.get("parameters") or {}, f"{at}.parameters")
+        out_actions.append(
+            {
+                "name": _string(action.get("name", ""), f"{at}.name"),
+                "target": _checked_path(action.get("target"), f"{at}.target"),
+                "parameters": {str(k): _strings(v, f"{at}.parameters.{k}") for k, v in params.items()},
+                "info": _checked_path(info, f"{at}.info") if info else "",
+            }
+        )
+    return {
+        "path": _checked_path(obj.get("path"), f"{where}.path"),
+        "refused": _string(obj.get("refused", ""), f"{where}.refused"),
+        "shown": _strings(obj.get("shown"), f"{where}.shown"),
+        "allowable": {str(k): _strings(v, f"{where}.allowable.{k}") for k, v in allowable.items()},
+        "actions": out_actions,
+    }
 
 
 def _profiles(data: Any) -> dict[str, Any]:

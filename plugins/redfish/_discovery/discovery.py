@@ -198,7 +198,12 @@ _NVIDIA_PATHS = (
     "/redfish/v1/Systems/HGX_Baseboard_*/Processors/*",
     "/redfish/v1/Systems/HGX_Baseboard_*/Processors/*/EnvironmentMetrics",
     "/redfish/v1/Chassis",
-    "/redfish/v1/Chassis/HGX_ProcessorModule_*/EnvironmentMetrics",
+    # NOTE: the chassis the processors link, and the EnvironmentMetrics a module chassis links
+    # (DPS's proxy refuses the chassis resource: then no module limit is known, dps.md §7)
+    "/redfish/v1/Chassis/*",
+    "/redfish/v1/Chassis/*/EnvironmentMetrics",
+    # the Control a module limit names (`DataSourceUri`): what the limit covers
+    "/redfish/v1/Chassis/*/Controls/*",
 )
 #: GETs discovery may make per platform (`*` = within one path segment); None: follow links freely.
 #: NVIDIA's match what the DPS proxy allows (dps.md §7).

@@ -166,7 +166,8 @@ async def chassis_of(walker: Walker, root: Document, *, fetch: bool) -> list[Doc
 
     NOTE: the DPS allow-list for NVIDIA BMCs permits GET on `Chassis/HGX_ProcessorModule_*`'s
     EnvironmentMetrics but not on the chassis resource itself (dps.md §7), so on NVIDIA
-    platforms the walk stops at the collection and builds `{chassis}/EnvironmentMetrics`.
+    platforms the walk stops at the collection; the NVIDIA platform reads each member itself,
+    allowing for the proxy's refusal (`_platforms.nvidia_hgx.nvidia_limits`).
     """
     chassis_path = link_of(root.body, "Chassis")
     if not chassis_path:

@@ -3,12 +3,156 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
 
 from plugins.redfish._discovery.layout import Component
 from plugins.redfish._wire.document import Document
+
+#: how deep the properties a write may name are recorded (`WriteEvidence.shown`)
+EVIDENCE_DEPTH = 6
+#: at most this many property paths and actions are recorded per resource (a bound on the state)
+EVIDENCE_ITEMS = 512
+
+
+@dataclass(frozen=True)
+class ActionEvidence:
+    """One action the limit resource lists under `Actions` that the mechanism may POST.
+
+    Attributes:
+        name: the action's key (`#Control.ResetToDefaults`, `#NvidiaEnvironmentMetrics.ClearOOBSetPoint`).
+        target: its `target`.
+        parameters: `<Parameter>@Redfish.AllowableValues` the entry publishes, by parameter.
+        info: its `@Redfish.ActionInfo` URI ('' when none).
+    """
+
+    name: str
+    target: str
+    parameters: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    info: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON for the device state."""
+        return {
+            "name": self.name,
+            "target": self.target,
+            "parameters": dict(self.parameters),
+            "info": self.info,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ActionEvidence:
+        """Parse `to_json` (already checked by the state schema)."""
+        params = data.get("parameters") or {}
+        return cls(
+            str(data.get("name") or ""),
+            str(data.get("target") or ""),
+            {str(k): tuple(str(v) for v in vs) for k, vs in params.items()},
+            str(data.get("info") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class WriteEvidence:
+    """What the limit resource's GET showed that the write gate judges a write on: the same whether
+    the GET was just made or a stored reading stands in for it (`plugins.redfish._platforms.gate`).
+
+    Attributes:
+        path: the resource read.
+        refused: why that GET did not carry the limit ('' when it did: `Mechanism.offers`).
+        shown: the property paths it showed (`PowerLimitWatts/SetPoint`, `PowerControl/0/PowerLimit`)
+            under the properties the mechanism writes (`Mechanism.writes`).
+        allowable: `<property>@Redfish.AllowableValues` shown there, by property path.
+        actions: the actions of the mechanism (`Mechanism.actions`) the resource lists, by target.
+    """
+
+    path: str
+    refused: str = ""
+    shown: frozenset[str] = frozenset()
+    allowable: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    actions: Mapping[str, ActionEvidence] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, mech: Mechanism, refused: str, doc: Document) -> WriteEvidence:
+        """The evidence a GET of the limit resource shows for `mech`."""
+        shown: set[str] = set()
+        allowable: dict[str, tuple[str, ...]] = {}
+        body = doc.body if isinstance(doc.body, Mapping) else {}
+        top = {k: body[k] for k in mech.writes if k in body}
+        _record(top, "", 1, shown, allowable)
+        for key in mech.writes:
+            values = body.get(f"{key}@Redfish.AllowableValues")
+            if isinstance(values, list) and key in body:
+                allowable[key] = tuple(str(v) for v in values[:EVIDENCE_ITEMS])
+        actions: dict[str, ActionEvidence] = {}
+        listed = body.get("Actions")
+        for name, entry in _action_entries(listed) if isinstance(listed, Mapping) else ():
+            if name in mech.actions and len(actions) < EVIDENCE_ITEMS:
+                target = str(entry["target"]).rstrip("/")
+                params = {
+                    k.split("@", 1)[0]: tuple(str(v) for v in vs[:EVIDENCE_ITEMS])
+                    for k, vs in entry.items()
+                    if k.endswith("@Redfish.AllowableValues") and isinstance(vs, list)
+                }
+                info = entry.get("@Redfish.ActionInfo")
+                actions[target] = ActionEvidence(name, target, params, info if isinstance(info, str) else "")
+        return cls(doc.path.rstrip("/"), refused, frozenset(shown), allowable, actions)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON for the device state (the stored reading's evidence)."""
+        return {
+            "path": self.path,
+            "refused": self.refused,
+            "shown": sorted(self.shown),
+            "allowable": {k: list(v) for k, v in self.allowable.items()},
+            "actions": [a.to_json() for a in self.actions.values()],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WriteEvidence:
+        """Parse `to_json` (already checked by the state schema)."""
+        actions = [ActionEvidence.from_json(a) for a in data.get("actions") or ()]
+        return cls(
+            str(data.get("path") or ""),
+            str(data.get("refused") or ""),
+            frozenset(str(p) for p in data.get("shown") or ()),
+            {str(k): tuple(str(v) for v in vs) for k, vs in (data.get("allowable") or {}).items()},
+            {a.target: a for a in actions},
+        )
+
+
+def _record(
+    node: Mapping[str, Any], prefix: str, depth: int, shown: set[str], allowable: dict[str, tuple[str, ...]]
+) -> None:
+    """Property paths and AllowableValues annotations of `node` (see `WriteEvidence`)."""
+    for key, value in node.items():
+        if len(shown) >= EVIDENCE_ITEMS or not isinstance(key, str):
+            return
+        if "@" in key:
+            name, _, annotation = key.partition("@")
+            if annotation == "Redfish.AllowableValues" and name in node and isinstance(value, list):
+                allowable[f"{prefix}{name}"] = tuple(str(v) for v in value[:EVIDENCE_ITEMS])
+            continue
+        where = f"{prefix}{key}"
+        shown.add(where)
+        if depth >= EVIDENCE_DEPTH:
+            continue
+        if isinstance(value, Mapping):
+            _record(value, f"{where}/", depth + 1, shown, allowable)
+        elif isinstance(value, list):
+            members = {str(i): m for i, m in enumerate(value[:EVIDENCE_ITEMS]) if isinstance(m, Mapping)}
+            _record(members, f"{where}/", depth + 1, shown, allowable)
+
+
+def _action_entries(node: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every `#Name: {"target": …}` entry under `Actions` (standard and OEM)."""
+    for key, value in node.items():
+        if isinstance(value, Mapping):
+            if isinstance(value.get("target"), str) and str(key).startswith("#"):
+                yield str(key), value
+            else:
+                yield from _action_entries(value)
 
 
 @dataclass(frozen=True)
@@ -48,6 +192,8 @@ class LimitReading:
     #: whether the cap survives BMC/host resets, as the resource shows it (`PERSISTENCY_*`; '':
     #: the mechanism has no such property)
     persistency: str = ""
+    #: what that GET showed, for the write gate (None: not recorded, e.g. a state from before it was)
+    evidence: WriteEvidence | None = None
 
     @property
     def in_watts(self) -> bool:
@@ -72,6 +218,7 @@ class LimitReading:
             "modes": list(self.modes),
             "offered": self.offered,
             **({"persistency": self.persistency} if self.persistency else {}),
+            **({"evidence": self.evidence.to_json()} if self.evidence is not None else {}),
         }
 
     @classmethod
@@ -89,6 +236,7 @@ class LimitReading:
             modes=tuple(data.get("modes") or ()),
             offered=bool(data.get("offered")),
             persistency=str(data.get("persistency") or ""),
+            evidence=WriteEvidence.from_json(data["evidence"]) if data.get("evidence") else None,
         )
 
 
@@ -154,6 +302,11 @@ class Mechanism(ABC):
     #: how this resource's ETag behaves by default: `strong` (If-Match is safe), `body-hash` (a hash
     #: over a body with live readings: If-Match fails whenever a reading moved) or `none`
     etag_policy: str = "strong"
+    #: the top-level properties a PATCH of this mechanism may name (recorded as evidence)
+    writes: ClassVar[tuple[str, ...]] = ()
+    #: the actions it may POST, and the parameters each needs (all it may send where the BMC
+    #: publishes no parameter evidence: no AllowableValues, no ActionInfo)
+    actions: ClassVar[Mapping[str, frozenset[str]]] = {}
 
     @abstractmethod
     def parse(self, component: Component, doc: Document) -> LimitReading:
@@ -167,7 +320,8 @@ class Mechanism(ABC):
     def read(self, component: Component, doc: Document) -> LimitReading:
         """`parse`, with whether the resource carries the limit (`LimitReading.offered`)."""
         reading = self.parse(component, doc)
-        return replace(reading, offered=not self.offers(component, doc))
+        refused = self.offers(component, doc)
+        return replace(reading, offered=not refused, evidence=WriteEvidence.of(self, refused, doc))
 
     @abstractmethod
     def set_request(self, component: Component, watts: int, current: LimitReading) -> CapRequest:

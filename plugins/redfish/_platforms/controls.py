@@ -70,6 +70,8 @@ class ControlMechanism(Mechanism):
     """Caps in DMTF `Control` resources with `SetPointType: Single`."""
 
     name = MECH_CONTROL
+    writes = ("SetPoint", "ControlMode")
+    actions = {RESET_TO_DEFAULTS: frozenset()}
 
     def parse(self, component: Component, doc: Document) -> LimitReading:
         body = doc.body

@@ -49,6 +49,8 @@ class EnvironmentMetricsMechanism(Mechanism):
     # NOTE: EnvironmentMetrics carries live readings (PowerWatts, EnergyJoules); on bmcweb the ETag
     # is a hash of the whole body, so If-Match fails whenever a reading moved (real-firmware.md).
     etag_policy = "body-hash"
+    writes = ("PowerLimitWatts", "Oem")
+    actions = {f"#{CLEAR_OOB}": frozenset()}
 
     def parse(self, component: Component, doc: Document) -> LimitReading:
         limit = doc.get("PowerLimitWatts")

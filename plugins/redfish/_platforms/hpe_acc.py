@@ -61,6 +61,7 @@ class HpeAccPowerLimitMechanism(Mechanism):
     name = MECH_HPE_ACC
     # NOTE: the action takes no If-Match; the read-back is the proof
     etag_policy = "none"
+    actions = {ACTION: frozenset({"PowerLimits"})}
 
     def parse(self, component: Component, doc: Document) -> LimitReading:
         # NOTE: null when the limit is disabled (HpeServerAccPowerLimit.v1_0_0): no cap

@@ -73,6 +73,7 @@ class LegacyPowerMechanism(Mechanism):
     """The node cap in `Power.PowerControl[member].PowerLimit`."""
 
     name = MECH_LEGACY
+    writes = ("PowerControl",)
 
     def parse(self, component: Component, doc: Document) -> LimitReading:
         controls = doc.get("PowerControl") or []

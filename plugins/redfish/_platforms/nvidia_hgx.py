@@ -11,13 +11,21 @@ EnvironmentMetrics `PowerLimitWatts` each resource shows, on the scope its own e
   itself covers what the module contains (`Links.Contains`, the processors' `Links.Chassis`).
 - The node cap is the modules' sum only where that is proven: every module's limit covers its whole
   module, and the modules together contain every GPU and CPU of the node, each once (a captured
-  GB300 tray). Where the chassis cannot be read (DPS's allow-list, dps.md §7), only a DPS model that
-  declares its node cap as the processor modules' (`DGX_GB200`, `DGX_GB300`) stands in, and only
-  with no contrary evidence in the limits read. Anything else refuses the node cap with the reason.
+  GB300 tray). Modules are chosen by what each chassis resource says (`ChassisType: Module`), their
+  limits read where that resource links them (`EnvironmentMetrics.@odata.id`); no URI is built
+  from a chassis' name. For a DPS model (`environment_metrics`) every chassis the collection links
+  is read for that evidence; where DPS's proxy refuses a chassis (403, dps.md §7) or the BMC does
+  not serve it (404: a capture taken through the proxy), only a DPS model
+  that declares its node cap as the processor modules' (`DGX_GB200`, `DGX_GB300`) reads the module
+  limit DPS documents, and takes it only where the BMC serves it as itself, the Control its
+  `DataSourceUri` names could be read where it names one, and no evidence contradicts the rule (a
+  CPU or part scope, Links covering part of the node). Anything else refuses the node cap with the
+  reason.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -38,10 +46,16 @@ from plugins.redfish._discovery.walk import Walker, has_node_manager, walker_em_
 from plugins.redfish._platforms.classify import CPU_CONTEXTS, GPU_CONTEXTS
 from plugins.redfish._platforms.platform import Platform, Probe
 from plugins.redfish._wire.document import Document
+from plugins.redfish._wire.errors import ProtocolError, RedfishHTTPError
 
 #: DPS models whose node cap DPS itself writes as the processor modules' sum (dps.md §7:
 #: `Chassis/HGX_ProcessorModule_*/EnvironmentMetrics`)
 MODULE_SUM_MODELS = frozenset({"DGX_GB200", "DGX_GB300"})
+#: the processor-module limits DPS documents (its proxy's `GET,PATCH` entry, dps.md §7): read only
+#: for those models, only where the chassis that would link them is refused (the proxy's 403) or not
+#: served (404), and taken only where the BMC serves them as themselves
+DPS_MODULE_METRICS = "/redfish/v1/Chassis/HGX_ProcessorModule_*/EnvironmentMetrics"
+_DPS_MODULE_METRICS = re.compile("[^/]*".join(re.escape(part) for part in DPS_MODULE_METRICS.split("*")))
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,15 @@ class Limits:
     metrics: Mapping[str, Document]
     sources: Mapping[str, Document]
     restricted: bool = False
+    #: under DPS's allow-list: the chassis the Chassis collection links, as read
+    linked_chassis: tuple[Document, ...] = ()
+    #: under DPS's allow-list: why a chassis the collection links could not be read
+    unread: tuple[str, ...] = ()
+    #: under DPS's allow-list, for a DPS model of the module-sum rule: (the refused chassis, the
+    #: EnvironmentMetrics DPS documents for it) where the BMC serves that resource as itself
+    documented: tuple[tuple[Document, str], ...] = ()
+    #: where the BMC's evidence does not agree with DPS's documented rule: why
+    disagree: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -67,6 +90,9 @@ class Scope:
     kind: str
     keys: tuple[str, ...]
     evidence: str
+    #: False where the limit names its Control (`DataSourceUri`) and shows no context itself, and
+    #: that Control could not be read: the scope is then what is left, not what the BMC confirmed
+    confirmed: bool = True
 
 
 def limit_of(doc: Document | None) -> Mapping[str, Any] | None:
@@ -149,6 +175,10 @@ def module_scope(
         return Scope("unknown", (), f"{evidence}: related to what is not this module")
     if named:  # several processors, not the module: a budget they share
         return Scope("group", tuple(sorted({c.key for c in named}, key=natural_key)), evidence)
+    if data_source(metrics) and source is None and not context:
+        # NOTE: the Control that says what this limit covers (GH200: a Grace CPU's EDPp) was not read
+        unread = f"{evidence}; its DataSourceUri could not be read"
+        return Scope("module", inside, unread, confirmed=False)
     return Scope("module", inside, evidence)
 
 
@@ -179,7 +209,8 @@ def discover_nvidia_hgx(
 
     gpu_caps = {c.key: own(c) for c in gpus}
     cpu_caps = {c.key: own(c) for c in cpus}
-    modules = _modules(chassis, metrics, limits.restricted)
+    modules = _modules(list(limits.linked_chassis) if limits.restricted else chassis, metrics)
+    modules += [(ch, uri) for ch, uri in limits.documented if uri in metrics]
     scopes: list[tuple[Document, str, Scope]] = []
     for ch, uri in modules:
         doc = metrics.get(uri)
@@ -201,7 +232,7 @@ def discover_nvidia_hgx(
                 evidence.append(f"{uri}: chosen: {why}")
             if not scope.keys:
                 evidence.append(f"{uri}: skipped: a CPU limit ({scope.evidence}) whose CPU is not stated")
-    node, why_not = _node(base, scopes, gpus, cpus, limits.restricted)
+    node, why_not = _node(base, scopes, gpus, cpus, limits)
     for ch, uri, scope in scopes:
         if scope.kind != "cpu" and not node:
             covers = ",".join(scope.keys) or id_of(ch)
@@ -233,17 +264,13 @@ def discover_nvidia_hgx(
     )
 
 
-def _modules(
-    chassis: list[Document], metrics: Mapping[str, Document], restricted: bool
-) -> list[tuple[Document, str]]:
-    """Processor-module chassis and the EnvironmentMetrics each links (by DPS's path where the
-    chassis cannot be read)."""
+def _modules(chassis: list[Document], metrics: Mapping[str, Document]) -> list[tuple[Document, str]]:
+    """Processor-module chassis (`ChassisType: Module`, as the chassis resource itself says) and the
+    EnvironmentMetrics each links (`EnvironmentMetrics.@odata.id`), where that was read; a URI is
+    never built from a chassis' name."""
     out = []
     for ch in sorted(chassis, key=lambda c: natural_key(id_of(c))):
-        if restricted:
-            if "ProcessorModule" in id_of(ch):
-                out.append((ch, f"{ch.path.rstrip('/')}/EnvironmentMetrics"))
-        elif str(ch.get("ChassisType") or "") == "Module" and (uri := link_of(ch.body, "EnvironmentMetrics")):
+        if str(ch.get("ChassisType") or "") == "Module" and (uri := link_of(ch.body, "EnvironmentMetrics")):
             if uri in metrics:
                 out.append((ch, uri))
     return out
@@ -254,9 +281,22 @@ def _node(
     scopes: list[tuple[Document, str, Scope]],
     gpus: list[Component],
     cpus: list[Component],
-    restricted: bool,
+    limits: Limits,
 ) -> tuple[list[Component], str]:
     """The node cap as the modules' sum where proven, else why not."""
+    restricted = limits.restricted
+    if restricted and limits.disagree:
+        return [], (
+            "DPS's rule (dps.md §7: the node cap is the processor modules' sum, at "
+            f"{DPS_MODULE_METRICS}) does not agree with the BMC's evidence: " + _first(limits.disagree)
+        )
+    if not scopes and restricted and limits.unread:
+        return [], (
+            "the chassis could not be read ("
+            + _first(limits.unread)
+            + "): the EnvironmentMetrics a processor module links are unknown, and a URI is never "
+            "built from a chassis' name"
+        )
     if not scopes:
         return [], (
             "no resource of this BMC carries a node power limit: no processor module and no chassis "
@@ -274,19 +314,30 @@ def _node(
         return [], f"a processor module's limit covers a part of the module only ({odd.evidence})"
     everything = {c.key for c in gpus + cpus}
     covered = [k for _, _, s in scopes for k in s.keys]
-    proven = bool(everything) and sorted(covered) == sorted(everything)
+    unconfirmed = [s for _, _, s in scopes if not s.confirmed]
+    proven = bool(everything) and sorted(covered) == sorted(everything) and not unconfirmed
     if proven:
         how = "the modules together contain every GPU and CPU of the node, each once (Links.Contains)"
-    elif restricted and base.model.upper() in MODULE_SUM_MODELS and not covered:
+    elif restricted and base.model.upper() in MODULE_SUM_MODELS and not covered and not unconfirmed:
+        # NOTE: DPS's rule, only where the BMC's evidence agrees: each module's limit is on a
+        # `ChassisType: Module` chassis' own EnvironmentMetrics link, or, where the DPS proxy
+        # refuses the chassis, on the resource DPS documents that the BMC serves as itself; each
+        # limit's evidence, read whole (the Control its DataSourceUri names included: GH200's
+        # module limits are Grace EDPp controls), covers its module, and no module or processor
+        # states what the modules contain, so nothing contradicts the rule
         how = (
-            f"DPS model {base.model.upper()} writes its node cap as the processor modules' sum (dps.md §7); "
-            "the chassis are outside DPS's allow-list, so their Links were not read"
+            f"DPS model {base.model.upper()} writes its node cap as the processor modules' sum (dps.md §7), "
+            "and the BMC's evidence agrees (each limit scoped to its module, no contrary Links)"
         )
     else:
         missing = sorted(everything - set(covered), key=natural_key)
+        unread = f"; unread: {_first(limits.unread)}" if limits.unread else ""
+        unknown = f"; what a limit covers is not known ({unconfirmed[0].evidence})" if unconfirmed else ""
         return [], (
             "the processor modules' limits are not proven to cover the node together"
             + (f" ({', '.join(missing)} in no module)" if missing else "")
+            + unknown
+            + unread
             + ": a node cap is never split over them"
         )
     node = [
@@ -307,26 +358,125 @@ def _node(
 
 
 async def nvidia_limits(
-    walker: Walker, chassis: list[Document], gpus: list[Component], cpus: list[Component], *, restricted: bool
+    walker: Walker,
+    chassis: list[Document],
+    gpus: list[Component],
+    cpus: list[Component],
+    *,
+    restricted: bool,
+    model: str = "",
 ) -> Limits:
     """The EnvironmentMetrics of an NVIDIA tray's processors and processor modules, and the Controls
-    their limits name (`DataSourceUri`), each read once; only what this platform may read."""
+    their limits name (`DataSourceUri`), each read once; only what this platform may read, and only
+    URIs the BMC's own resources link.
+
+    Under DPS's allow-list (`restricted`, the chassis collection read without its members) each
+    member the collection links is read here; one that cannot be read (absent, or refused: the DPS
+    proxy answers 403) is named in `unread`."""
     paths = [c.metrics_uri for c in gpus + cpus if c.metrics_uri]
+    linked: list[Document] = []
+    unread: list[str] = []
+    refused: list[str] = []
+    hidden: list[str] = []
+    documented: list[tuple[Document, str]] = []
+    disagree: list[str] = []
+    if restricted:
+        # NOTE: the members the Chassis collection links, each read for what it says it is
+        # (ChassisType, the EnvironmentMetrics it links); a processor's own chassis need not link
+        # its module (GB200: HGX_GPU_0 shows no ContainedBy, the module lists it in Links.Contains)
+        for uri in sorted({ch.path.rstrip("/") for ch in chassis}, key=natural_key):
+            doc, why = await _read(walker, uri)
+            if doc is None:
+                unread.append(f"{uri}: {why}")
+                if why.startswith("the BMC answered 403"):
+                    refused.append(uri)  # summed up below: DPS's proxy refuses most of them
+                elif why != "absent":  # an absent one the walk names itself
+                    walker.evidence.append(f"{uri}: not read ({why})")
+                if why == "absent" or why.startswith("the BMC answered 403"):
+                    hidden.append(uri)  # linked, not served: DPS's documented limit may stand in
+            else:
+                linked.append(doc)
+        chassis = linked
+        if refused:
+            walker.evidence.append(
+                f"chassis refused (the BMC answered 403; DPS's proxy allows no chassis resource but a "
+                f"few, dps.md §7): {len(refused)}: " + ", ".join(u.rsplit("/", 1)[-1] for u in refused)
+            )
+        if model.upper() in MODULE_SUM_MODELS:
+            documented, disagree = await _documented_modules(walker, hidden)
+    paths += [uri for _, uri in documented]  # read already: taken from the walker's cache
     for ch in chassis:
-        if restricted and "ProcessorModule" in ch.path.rstrip("/").rsplit("/", 1)[-1]:
-            # NOTE: DPS's allow-list lets the module's EnvironmentMetrics be read, not the chassis
-            # that links it (dps.md §7)
-            paths.append(f"{ch.path.rstrip('/')}/EnvironmentMetrics")
-        elif not restricted and str(ch.get("ChassisType") or "") == "Module":
+        if str(ch.get("ChassisType") or "") == "Module":
             paths += [p for p in (link_of(ch.body, "EnvironmentMetrics"),) if p]
+    for p in paths:
+        if not walker.allowed(p):
+            walker.evidence.append(f"{p}: skipped: outside the paths this platform reads")
     docs = await walker.find_many([p for p in paths if walker.allowed(p)])
     metrics = {d.path.rstrip("/"): d for d in docs}
-    sources: dict[str, Document] = {}
-    if not restricted:
-        named = {data_source(d) for d in docs if limit_of(d) is not None} - {""}
-        found = await walker.find_many(sorted(p for p in named if walker.allowed(p) and ".." not in p))
-        sources = {d.path.rstrip("/"): d for d in found}
-    return Limits(metrics, sources, restricted)
+    named_sources = sorted({data_source(d) for d in docs if limit_of(d) is not None} - {""})
+    if restricted:
+        # NOTE: DPS's proxy refuses the Controls (403): a limit whose Control was not read has an
+        # unconfirmed scope (`Scope.confirmed`)
+        read = [(await _read(walker, p))[0] for p in named_sources if ".." not in p]
+        found = [d for d in read if d is not None]
+    else:
+        found = await walker.find_many([p for p in named_sources if walker.allowed(p) and ".." not in p])
+    sources = {d.path.rstrip("/"): d for d in found}
+    return Limits(
+        metrics, sources, restricted, tuple(linked), tuple(unread), tuple(documented), tuple(disagree)
+    )
+
+
+async def _documented_modules(
+    walker: Walker, hidden: Sequence[str]
+) -> tuple[list[tuple[Document, str]], list[str]]:
+    """Under DPS's allow-list, the processor-module EnvironmentMetrics DPS documents (dps.md §7:
+    the proxy allows `GET,PATCH` on them and refuses their chassis) for the chassis the collection
+    links that the BMC refused (403) or does not serve (404: a capture taken through the proxy),
+    each taken only where the BMC serves it as itself: its `@odata.id` is that path and its type an
+    EnvironmentMetrics. Returns (the chassis, as the collection links it; that path) and, for each
+    that does not agree, why."""
+    out: list[tuple[Document, str]] = []
+    disagree: list[str] = []
+    for uri in hidden:
+        path = f"{uri}/EnvironmentMetrics"
+        if not _DPS_MODULE_METRICS.fullmatch(path) or not walker.allowed(path):
+            continue
+        doc = await walker.find(path)
+        if doc is None:
+            continue  # absent: this chassis is no module of DPS's rule
+        served = str(doc.get("@odata.id") or "").rstrip("/")
+        kind = str(doc.get("@odata.type") or "")
+        if served != path or "EnvironmentMetrics" not in kind:
+            disagree.append(f"{path} answers as {served or 'no @odata.id'} ({kind or 'no @odata.type'})")
+            continue
+        walker.evidence.append(
+            f"{path}: read at the path DPS documents (dps.md §7): chassis {uri} is refused or not "
+            "served; the BMC serves this resource as itself"
+        )
+        out.append((Document(uri, {"@odata.id": uri, "Id": uri.rsplit("/", 1)[-1]}), path))
+    return out, disagree
+
+
+def _first(reasons: Sequence[str], n: int = 3) -> str:
+    more = f"; and {len(reasons) - n} more" if len(reasons) > n else ""
+    return "; ".join(reasons[:n]) + more
+
+
+async def _read(walker: Walker, uri: str) -> tuple[Document | None, str]:
+    """A resource the BMC links (a chassis, a limit's Control), or why it cannot be read: absent,
+    refused (the DPS proxy's allow-list refuses most chassis and every Control with 403), another
+    error status, or a reply that is no Redfish document. One that cannot be read never fails
+    discovery."""
+    if not walker.allowed(uri):
+        return None, "outside the paths this platform reads"
+    try:
+        doc = await walker.find(uri)
+    except RedfishHTTPError as exc:
+        return None, f"the BMC answered {exc.status}"
+    except ProtocolError as exc:
+        return None, f"not a Redfish document ({exc})"
+    return (doc, "") if doc is not None else (None, "absent")
 
 
 def nvidia_tray(processors: list[Document]) -> bool:
@@ -338,7 +488,7 @@ async def probe(p: Probe) -> Discovery | None:
     """The DPS model's layout (`environment_metrics`), or a probed tray whose processors are
     `Systems/HGX_Baseboard_*` and whose EnvironmentMetrics show a limit."""
     if p.hint == ENVIRONMENT_METRICS:
-        limits = await nvidia_limits(p.walker, p.chassis, p.gpus, p.cpus, restricted=True)
+        limits = await nvidia_limits(p.walker, p.chassis, p.gpus, p.cpus, restricted=True, model=p.base.model)
         return discover_nvidia_hgx(p.base, p.chassis, p.processors, p.gpus, p.cpus, limits)
     if p.hint != AUTO or not nvidia_tray(p.processors):
         return None

@@ -58,11 +58,17 @@ def sources(
     if node and discovery.node_metrics[1]:
         uris.append(discovery.node_metrics[1])
     for comp in components:
-        if comp.metrics_uri:
-            uris.append(comp.metrics_uri)
-        if comp.limit_uri and (comp.mechanism == MECH_CONTROL or (limits and mechanism_for(comp))):
-            uris.append(comp.limit_uri)
+        uris += [u for _, u in component_sources(comp, limits=limits)]
     return list(dict.fromkeys(uris))
+
+
+def component_sources(comp: Component, *, limits: bool) -> list[tuple[str, str]]:
+    """(what, URI) of each resource one component's readings come from: its metrics (`""`) and,
+    where read, its limit (`"limit"`: a Control's always, any cap's with `limits`)."""
+    out = [("", comp.metrics_uri)] if comp.metrics_uri else []
+    if comp.limit_uri and (comp.mechanism == MECH_CONTROL or (limits and mechanism_for(comp))):
+        out.append(("limit", comp.limit_uri))
+    return out
 
 
 def limit_readings(components: Sequence[Component], readings: Readings) -> dict[str, LimitReading]:
@@ -75,7 +81,7 @@ def limit_readings(components: Sequence[Component], readings: Readings) -> dict[
         if mech is None or doc is None:
             continue
         try:
-            out[comp.key] = mech.parse(comp, doc)
+            out[comp.key] = mech.read(comp, doc)  # with its evidence: a later write may stand on it
         except DeviceControllerError:
             continue  # a resource that is not a cap this time: the last reading stays
     return out
@@ -148,24 +154,31 @@ def was_read(comp: Component, docs: Mapping[str, Mapping[str, Any]]) -> bool:
 
 
 def failure_notes(
-    discovery: Discovery, components: Sequence[Component], readings: Readings, *, node: bool
+    discovery: Discovery,
+    components: Sequence[Component],
+    readings: Readings,
+    *,
+    node: bool,
+    limits: bool = False,
 ) -> list[str]:
-    """One line per component (and the node's power) whose resource could not be read, naming it
-    absent (404) or unknown (timeout, malformed, refused) with the BMC's answer."""
+    """One line per component read (and the node's power) whose resource could not be read, naming
+    the component (a module's or the node's limit too, as `sources` read them with `limits`) absent
+    (404) or unknown (timeout, malformed, refused) with the BMC's answer."""
     notes: list[str] = []
+    named: set[str] = set()
     uri = discovery.node_metrics[1]
     if node and uri in readings.failed:
         state, why = readings.failed[uri]
         notes.append(f"node power {state}: {why}")
+        named.add(uri)
     for comp in components:
-        uris = [u for u in (comp.metrics_uri, comp.limit_uri if comp.mechanism == MECH_CONTROL else "") if u]
-        for u in uris:
-            if u in readings.failed:
+        said: set[str] = set()  # a GPU's EnvironmentMetrics is often its limit too: one line
+        for what, u in component_sources(comp, limits=limits):
+            if u in readings.failed and u not in said:
                 state, why = readings.failed[u]
-                notes.append(f"{comp.label} {state}: {why}")
-                break
-    owned = {uri, *(c.metrics_uri for c in components), *(c.limit_uri for c in components)}
-    named = {u for u in readings.failed if u in owned}
+                notes.append(f"{f'{comp.label} {what}'.strip()} {state}: {why}")
+                said.add(u)
+        named |= said
     notes += [f"{state}: {why}" for u, (state, why) in readings.failed.items() if u not in named]
     return notes
 

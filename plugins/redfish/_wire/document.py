@@ -1,5 +1,6 @@
 """A Redfish resource as read: the one value the client, the read-back cache and discovery share;
-and JSON read within bounds (`loads`, `past_bound`, `too_deep`, `whole_json`)."""
+and JSON read within bounds (`loads`, `past_bound`, `too_deep`, `whole_json`; `loads_scanned` for a
+reply the transport scanned already)."""
 
 from __future__ import annotations
 
@@ -83,6 +84,16 @@ def loads(body: bytes | str, *, yielding: bool = False) -> Any:
     try:
         return json.loads(body, object_pairs_hook=_object) if yielding else json.loads(body)
     except RecursionError:  # deep nesting the bracket count missed (it cannot; kept as a guard)
+        raise JsonOverBound("nesting depth", MAX_NESTING, "JSON nested too deep") from None
+
+
+def loads_scanned(text: str, *, yielding: bool = False) -> Any:
+    """`json.loads` of a reply's text whose bytes `past_bound` passed as they came (the transport
+    scans each reply once, `BmcTransport.exchange`): neither scanned again nor re-encoded for a
+    scan; `ValueError` for invalid JSON, never `RecursionError`. `yielding`: as `loads`."""
+    try:
+        return json.loads(text, object_pairs_hook=_object) if yielding else json.loads(text)
+    except RecursionError:  # deep nesting the transport's scan missed (it cannot; kept as a guard)
         raise JsonOverBound("nesting depth", MAX_NESTING, "JSON nested too deep") from None
 
 

@@ -30,7 +30,7 @@ from yarl import URL
 
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._wire import off_loop
-from plugins.redfish._wire.document import loads, past_bound
+from plugins.redfish._wire.document import loads, loads_scanned, past_bound
 from plugins.redfish._wire.errors import (
     ConnectionFailedError,
     DeadlineExceededError,
@@ -351,11 +351,16 @@ class DirectReply:
     @property
     def dict(self) -> Any:
         """The body as JSON ({} when empty)."""
+        return self.json()
+
+    def json(self) -> Any:
+        """The body as JSON, parsed without a second bounds scan: `exchange` scanned its bytes once
+        as the reply came, and refused one past a bound. `RedfishProtocolError` when invalid."""
         if not self._reply.body:
             return {}
         try:
-            return loads(self.text)
-        except ValueError as exc:  # `JsonOverBound` included (a reply past one was refused already)
+            return loads_scanned(self.text)
+        except ValueError as exc:
             raise RedfishProtocolError(f"Service responded with invalid JSON at URI {self._path}") from exc
 
     @property

@@ -375,3 +375,31 @@ async def test_a_head_of_too_many_fields_is_refused(tls_server: Any, tls_files: 
     with pytest.raises(ReplyOverBound, match=f"over {MAX_HEAD_FIELDS} fields") as caught:
         await get(origin)
     assert (caught.value.bound, caught.value.limit) == ("head fields", MAX_HEAD_FIELDS)
+
+
+async def test_a_reply_is_bounds_scanned_once_and_parsed_from_its_text(
+    tls_server: Any, tls_files: TlsFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the transport scans each reply's bytes as it comes; `BmcClient.get` parses that reply's text
+    # without a second scan (nor encoding the text back to bytes for one)
+    import plugins.redfish._wire.document as document_module
+    import plugins.redfish._wire.transport as transport_module
+
+    scanned: list[bytes] = []
+    real = document_module.past_bound
+
+    def counted(body: bytes) -> Any:
+        scanned.append(body)
+        return real(body)
+
+    monkeypatch.setattr(transport_module, "past_bound", counted)
+    monkeypatch.setattr(document_module, "past_bound", counted)
+    body = (
+        b'{"Id": "1", "Name": "caf\xc3\xa9", "PowerLimitWatts": {"SetPoint": 500, "AllowableMax": [[[1]]]}}'
+    )
+    server = await tls_server(ok(body, _JSON))
+    client = BmcClient(HttpConnections(30.0), _basic(server), tls_files.client_context())
+    doc = await client.get("/redfish/v1/Chassis/1", deadline=time.monotonic() + _WAIT)
+    assert doc.body["Name"] == "café" and doc.body["PowerLimitWatts"]["SetPoint"] == 500
+    assert scanned == [body]  # once, the bytes as they came
+    client.transport.close()

@@ -23,8 +23,11 @@ from tests.plugins.redfish.test_redfish_platforms import policy
 
 TASK = "/redfish/v1/TaskService/Tasks/{id}"
 MONITOR = "/redfish/v1/TaskService/TaskMonitors/{id}"
-#: the proxy refuses to list sessions: the one try after the first login is its only 403
+#: the proxy refuses to list sessions: the one try after the first login is a 403
 _REFUSED_SESSION_LISTINGS = 1
+#: and the processor-module chassis, which discovery reads for their links (dps.md §7): one each
+_REFUSED_MODULE_CHASSIS = 2
+_REFUSED = _REFUSED_SESSION_LISTINGS + _REFUSED_MODULE_CHASSIS
 
 
 @pytest.fixture
@@ -86,9 +89,14 @@ async def test_discovery_reads_only_what_the_proxy_allows(bmcweb: Harness) -> No
     bmc = bmcweb.fleet.bmcs[0]
     out = await bmcweb.call("std_metrics", bmc, Empty())
     assert out.result.ok, out.result.error
-    assert bmc.stats.responses[403] == _REFUSED_SESSION_LISTINGS
+    assert bmc.stats.responses[403] == _REFUSED
     assert ("GET", "/redfish/v1/Systems/{id}") not in bmc.stats.calls  # the host's System_0 is never read
-    assert ("GET", "/redfish/v1/Chassis/{id}") not in bmc.stats.calls
+    # each chassis the collection links is read for its evidence; the proxy refuses the modules',
+    # so their limits are read where DPS documents them, and taken as the BMC serves them
+    assert bmc.stats.calls[("GET", "/redfish/v1/Chassis/{id}")] == 4
+    evidence = "\n".join(out.state["discovery"]["evidence"])
+    assert "chassis refused (the BMC answered 403" in evidence and "HGX_ProcessorModule_0" in evidence
+    assert "HGX_ProcessorModule_1/EnvironmentMetrics: read at the path DPS documents" in evidence
 
 
 async def test_a_failed_task_is_a_failed_write_with_the_bmcs_message(bmcweb: Harness) -> None:
@@ -202,5 +210,5 @@ async def test_every_request_kind_works_behind_the_dps_proxy(bmcweb: Harness) ->
     assert out.result.ok, out.result.error
     out = await bmcweb.call("unset_policy", bmc, PolicyChange(PolicyAction.UNSET, None))
     assert out.result.ok, out.result.error
-    assert bmc.stats.responses[403] == _REFUSED_SESSION_LISTINGS and bmc.stats.responses[412] == 0
+    assert bmc.stats.responses[403] == _REFUSED and bmc.stats.responses[412] == 0
     assert bmc.stats.calls[("GET", "/redfish/v1/SessionService/Sessions")] == _REFUSED_SESSION_LISTINGS

@@ -3,6 +3,8 @@ the state holds the component's last reading and the write needs no fresh ETag."
 
 from __future__ import annotations
 
+import copy
+
 from plugins.base import Empty, PolicyAction, PolicyChange
 from tests.plugins.redfish.harness import Harness
 from tests.plugins.redfish.test_redfish_client import one_gpu
@@ -60,3 +62,30 @@ async def test_strong_etags_keep_the_pre_write_get_without_a_read_back(gb200: Ha
     out = await gb200.call("update_gpu_policies", bmc, one_gpu(1, 710), options=strong)
     assert out.result.results[0].ok
     assert gb200.calls(bmc) == {"GET " + PROC_EM: 2, "PATCH " + PROC_EM: 1}
+
+
+async def test_a_skipped_get_is_judged_on_the_evidence_the_stored_reading_carries(gb200: Harness) -> None:
+    # the stored reading keeps what its GET showed (path, properties, range); where it stands in for
+    # the pre-write GET, the write gate judges the write on exactly that, as on a fresh GET
+    bmc = gb200.fleet.bmcs[0]
+    await gb200.call("update_gpu_policies", bmc, one_gpu(0, 700))
+    reading = gb200.states[bmc.index]["readings"]["gpu/0"]
+    kept = copy.deepcopy(reading)
+    gpu0, gpu1 = PROC_EM.format(id="GPU_0"), PROC_EM.format(id="GPU_1")
+    assert reading["evidence"]["path"] == gpu0 and "PowerLimitWatts/SetPoint" in reading["evidence"]["shown"]
+
+    reading["evidence"]["path"] = gpu1  # its GET was of another resource
+    gb200.reset()
+    out = await gb200.call("update_gpu_policies", bmc, one_gpu(0, 690))
+    result = out.result.results[0]
+    assert not result.ok and f"{gpu0} is not the resource whose limit was read ({gpu1})" in result.message
+    assert gb200.calls(bmc) == {} and bmc.state.caps["GPU_0"].set_point == 700  # GET skipped, nothing sent
+    assert "gpu/0" not in gb200.states[bmc.index]["readings"]  # a refused change drops the stored reading
+
+    kept["evidence"]["shown"] = ["PowerLimitWatts"]  # its GET showed no SetPoint there
+    gb200.states[bmc.index]["readings"]["gpu/0"] = kept
+    gb200.reset()
+    out = await gb200.call("update_gpu_policies", bmc, one_gpu(0, 690))
+    result = out.result.results[0]
+    assert not result.ok and f"{gpu0} does not carry PowerLimitWatts/SetPoint" in result.message
+    assert gb200.calls(bmc) == {} and bmc.state.caps["GPU_0"].set_point == 700

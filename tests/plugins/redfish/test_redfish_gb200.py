@@ -51,9 +51,12 @@ DISCOVERY = {
     "GET /redfish/v1/Systems/HGX_Baseboard_0/Processors": 1,
     "GET /redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}": 6,
     "GET /redfish/v1/Chassis": 1,
+    # each chassis the collection links: its ChassisType and the EnvironmentMetrics it links
+    # (never a URI built from a chassis' name)
+    "GET /redfish/v1/Chassis/{id}": 4,
     # which of them carries a limit: the processors' and the processor modules' EnvironmentMetrics
     "GET /redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}/EnvironmentMetrics": 6,
-    "GET /redfish/v1/Chassis/{id}/EnvironmentMetrics": 2,
+    "GET /redfish/v1/Chassis/{id}/EnvironmentMetrics": 3,  # the modules' and HGX_Chassis_0's (a Module)
 }
 
 
@@ -377,3 +380,21 @@ async def test_auto_model_probes_to_the_same_platform(gb200: Harness) -> None:
     assert disc["platform"] == "environment_metrics" and disc["model"] == "auto"
     assert [c["name"] for c in disc["node"]] == ["HGX_ProcessorModule_0", "HGX_ProcessorModule_1"]
     assert caps(gb200)["GPU_0"] == 600 and caps(gb200)["HGX_ProcessorModule_0"] == 2000
+
+
+async def test_a_chassis_that_cannot_be_read_never_fails_a_dps_models_discovery(gb200: Harness) -> None:
+    from bmcsim import FaultMode
+
+    # discovery reads each chassis the collection links for its evidence (ChassisType, links); one
+    # whose reply is no Redfish document is named in the evidence, and the rest still decide
+    bmc = gb200.fleet.bmcs[0]
+    bmc.faults.set(FaultMode.INVALID_JSON, path_contains="/redfish/v1/Chassis/HGX_Chassis_0", count=1)
+    out = await gb200.call("set_policy", bmc, PolicyChange(PolicyAction.SET, node_policy(4000, gpu=2400)))
+    assert out.result.ok, out.result.error
+    assert [c["name"] for c in out.state["discovery"]["node"]] == [
+        "HGX_ProcessorModule_0",
+        "HGX_ProcessorModule_1",
+    ]
+    assert caps(gb200)["HGX_ProcessorModule_0"] == 2000
+    evidence = "\n".join(out.state["discovery"]["evidence"])
+    assert "/redfish/v1/Chassis/HGX_Chassis_0: not read (not a Redfish document (" in evidence, evidence

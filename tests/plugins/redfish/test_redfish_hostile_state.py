@@ -70,6 +70,17 @@ HOSTILE: list[tuple[Any, str]] = [
     ),
     ({"sessions": {"https://x": ["/etc/passwd"]}}, "not a Redfish session URI"),
     ({"readings": {"gpu/0": {"watts": float("nan")}}}, "readings.'gpu/0'.watts"),
+    # a stored reading's write evidence: the paths a write would go to stay in the Redfish tree
+    ({"readings": {"gpu/0": {"evidence": {"path": "/etc/passwd"}}}}, "readings.'gpu/0'.evidence.path"),
+    (
+        {
+            "readings": {
+                "gpu/0": {"evidence": {"path": "/redfish/v1/x", "actions": [{"target": "/redfish/v1/../x"}]}}
+            }
+        },
+        "evidence.actions[0].target: not a plain /redfish/v1/ resource path",
+    ),
+    ({"readings": {"gpu/0": {"evidence": {"path": "/redfish/v1/x", "shown": "SetPoint"}}}}, "evidence.shown"),
 ]
 
 

@@ -130,3 +130,27 @@ async def test_automatic_mode_caps_work_and_restore_exactly(make_harness: Callab
         await h.call("unset_policy", bmc, PolicyChange(PolicyAction.UNSET, None))
         assert (node.set_point, node.control_mode) == (None, "Disabled")
         assert bmc.stats.responses[400] == 0  # Manual (not allowed here) was never sent
+
+
+async def test_a_failed_read_of_a_module_or_legacy_limit_is_named_in_std_metrics(
+    make_harness: Callable[..., Any], gb200: Any
+) -> None:
+    from bmcsim import FaultMode
+
+    # a processor module's limit (GB200: the node cap's share) that answers 404: named, with the answer
+    bmc = gb200.fleet.bmcs[0]
+    module = "/redfish/v1/Chassis/HGX_ProcessorModule_1/EnvironmentMetrics"
+    assert (await gb200.call("std_metrics", bmc, Empty())).result.error == ""  # discovered with it
+    bmc.faults.set(FaultMode.NOT_FOUND, path_contains=module)
+    out = (await gb200.call("std_metrics", bmc, Empty())).result
+    assert out.ok and "module 1 absent: " in out.error and f"GET {module} failed: HTTP 404" in out.error, (
+        out.error
+    )
+    # the legacy Power limit (the node cap) that is not a Redfish document: named unknown
+    async with make_harness(**_fleet("dmtf-legacy")) as h:
+        legacy = h.fleet.bmcs[0]
+        first = (await h.call("std_metrics", legacy, Empty())).result
+        assert first.ok and " unknown: " not in first.error, first.error
+        legacy.faults.set(FaultMode.INVALID_JSON, path_contains="/redfish/v1/Chassis/1/Power")
+        out = (await h.call("std_metrics", legacy, Empty())).result
+        assert "node limit unknown: " in out.error, out.error

@@ -5,8 +5,14 @@ an action the resource lists, a limit the resource does not carry is never writt
 from __future__ import annotations
 
 from plugins.redfish._discovery.layout import MECH_CONTROL, MECH_EM, Component
-from plugins.redfish._platforms import ControlMechanism, EnvironmentMetricsMechanism, Prior
-from plugins.redfish._platforms._base import CapRequest, tightest
+from plugins.redfish._platforms import (
+    ControlMechanism,
+    EnvironmentMetricsMechanism,
+    LegacyPowerMechanism,
+    LimitReading,
+    Prior,
+)
+from plugins.redfish._platforms._base import CapRequest, WriteEvidence, tightest
 from plugins.redfish._platforms.gate import absent_property, refusal
 from plugins.redfish._wire.document import Document
 
@@ -23,10 +29,10 @@ def test_a_control_without_control_mode_is_set_and_restored_with_its_set_point_a
     assert current.offered and current.mode is None
     write = mech.set_request(NODE, 500, current)
     assert write.body == {"SetPoint": 500}
-    assert refusal(mech, NODE, write, doc) == ""
+    assert refusal(mech, NODE, write, current) == ""
     restore = mech.restore_request(NODE, current.prior(), current, doc)
     assert restore.body == {"SetPoint": None}  # no ControlMode where the first GET showed none
-    assert refusal(mech, NODE, restore, doc) == ""
+    assert refusal(mech, NODE, restore, current) == ""
 
 
 def test_a_control_restores_the_mode_it_showed() -> None:
@@ -44,7 +50,7 @@ def test_a_clear_that_would_write_an_absent_control_mode_is_refused() -> None:
     current = mech.read(MODULE, doc)
     clear = mech.restore_request(MODULE, Prior(None, False), current, doc)
     assert clear.body == {"PowerLimitWatts": {"ControlMode": "Disabled"}}
-    why = refusal(mech, MODULE, clear, doc)
+    why = refusal(mech, MODULE, clear, current)
     assert (
         why == f"{EM} does not carry PowerLimitWatts/ControlMode, which the write would set; nothing written"
     )
@@ -56,12 +62,12 @@ def test_a_resource_without_the_limit_and_unlisted_actions_are_refused() -> None
     assert not mech.read(MODULE, bare).offered
     set_it = mech.set_request(MODULE, 300, mech.read(MODULE, bare))
     assert (
-        refusal(mech, MODULE, set_it, bare)
+        refusal(mech, MODULE, set_it, mech.read(MODULE, bare))
         == f"{EM} carries no PowerLimitWatts: the BMC offers no limit there; nothing written"
     )
-    limited = Document(EM, {"PowerLimitWatts": {"SetPoint": 300}})
+    limited = mech.read(MODULE, Document(EM, {"PowerLimitWatts": {"SetPoint": 300}}))
     guessed = CapRequest("POST", f"{EM}/Actions/Oem/NvidiaEnvironmentMetrics.ClearOOBSetPoint", {})
-    assert "is not an action" in refusal(mech, MODULE, guessed, limited)
+    assert "is not the target of an action" in refusal(mech, MODULE, guessed, limited)
     elsewhere = CapRequest(
         "PATCH", "/redfish/v1/Chassis/HGX_ProcessorModule_1/EnvironmentMetrics", set_it.body
     )
@@ -69,7 +75,8 @@ def test_a_resource_without_the_limit_and_unlisted_actions_are_refused() -> None
 
 
 def test_array_members_are_checked_where_the_patch_names_them() -> None:
-    shown = {"PowerControl": [{"PowerLimit": {"LimitInWatts": None}}, {"Name": "CPU"}]}
+    body = {"PowerControl": [{"PowerLimit": {"LimitInWatts": None}}, {"Name": "CPU"}]}
+    shown = WriteEvidence.of(LegacyPowerMechanism(), "", Document("/redfish/v1/Chassis/1/Power", body)).shown
     assert absent_property({"PowerControl": [{}, {"Name": "x"}]}, shown) == ""
     assert absent_property({"PowerControl": [{"PowerLimit": {"LimitException": "NoAction"}}]}, shown) == (
         "PowerControl/0/PowerLimit/LimitException"
@@ -83,3 +90,112 @@ def test_the_tightest_published_range_stands() -> None:
         [(782.0, "CapacityMaxAC"), (750.0, "PowerCapacityWatts")],
     )
     assert low == (675.0, "CapacityMinAC") and high == (750.0, "PowerCapacityWatts")
+
+
+# ---- a stored reading carries its GET's evidence, and the gate judges it the same way --------------
+
+
+def _stored(reading: LimitReading) -> LimitReading:
+    """The reading as the device state keeps it (JSON), standing in for the pre-write GET."""
+    return LimitReading.from_json(reading.to_json())
+
+
+def test_a_stored_reading_is_judged_on_the_path_properties_and_range_its_get_showed() -> None:
+    mech = ControlMechanism()
+    body = {
+        "ControlType": "Power",
+        "SetPoint": 400,
+        "ControlMode": "Manual",
+        "ControlMode@Redfish.AllowableValues": ["Manual", "Disabled"],
+        "AllowableMin": 100,
+        "AllowableMax": 900,
+    }
+    fresh = mech.read(NODE, Document(CONTROL, body))
+    stored = _stored(fresh)
+    assert stored.evidence == fresh.evidence and stored.evidence is not None
+    assert stored.evidence.shown == {"SetPoint", "ControlMode"}
+    assert stored.evidence.allowable == {"ControlMode": ("Manual", "Disabled")}
+    for reading in (fresh, stored):  # one rule, whether the GET was made or a stored reading stands in
+        assert refusal(mech, NODE, mech.set_request(NODE, 500, reading), reading) == ""
+        elsewhere = CapRequest("PATCH", "/redfish/v1/Chassis/2/Controls/PowerLimit", {"SetPoint": 500})
+        assert "is not the resource whose limit was read" in refusal(mech, NODE, elsewhere, reading)
+        unshown = CapRequest("PATCH", CONTROL, {"SetPoint": 500, "SetPointUnits": "W"})
+        assert f"{CONTROL} does not carry SetPointUnits" in refusal(mech, NODE, unshown, reading)
+        override = CapRequest("PATCH", CONTROL, {"SetPoint": 500, "ControlMode": "Override"})
+        assert "allows ControlMode only as Manual, Disabled" in refusal(mech, NODE, override, reading)
+        above = CapRequest("PATCH", CONTROL, {"SetPoint": 950, "ControlMode": "Manual"})
+        assert refusal(mech, NODE, above, reading) == (
+            f"SetPoint 950 W is outside the range {CONTROL} publishes (AllowableMin 100, AllowableMax 900); "
+            "nothing written"
+        )
+
+
+def test_a_stored_reading_without_evidence_or_whose_get_did_not_carry_the_limit_is_refused() -> None:
+    mech = EnvironmentMetricsMechanism()
+    old = LimitReading.from_json({"watts": 300, "capped": True, "offered": True})  # an older state
+    write = mech.set_request(MODULE, 300, old)
+    assert "no evidence of what its GET showed" in refusal(mech, MODULE, write, old)
+    bare = _stored(mech.read(MODULE, Document(EM, {"PowerWatts": {"Reading": 3}})))
+    assert refusal(mech, MODULE, write, bare) == (
+        f"{EM} carries no PowerLimitWatts: the BMC offers no limit there; nothing written"
+    )
+
+
+# ---- a POST only to the mechanism's own listed action, with only its parameters -------------------
+
+CLEAR = f"{EM}/Actions/Oem/NvidiaEnvironmentMetrics.ClearOOBSetPoint"
+SPI = "/redfish/v1/Chassis/HGX_ProcessorModule_0/Actions/Oem/NvidiaProcessor.VariableSpiErase"
+
+
+def test_a_post_goes_only_to_the_action_the_mechanism_names_with_only_the_parameters_it_needs() -> None:
+    mech = EnvironmentMetricsMechanism()
+    body = {
+        "PowerLimitWatts": {"SetPoint": 300, "DefaultSetPoint": 420},
+        "Actions": {
+            "Oem": {
+                "#NvidiaEnvironmentMetrics.ClearOOBSetPoint": {"target": CLEAR},
+                "#NvidiaProcessor.VariableSpiErase": {"target": SPI},
+            }
+        },
+    }
+    for reading in (mech.read(MODULE, Document(EM, body)), _stored(mech.read(MODULE, Document(EM, body)))):
+        clear = mech.clear_request(MODULE, reading, Document(EM, body))
+        assert clear.path == CLEAR and refusal(mech, MODULE, clear, reading) == ""
+        listed_elsewhere = CapRequest("POST", SPI, {}, if_match=False)  # listed, but not this limit's
+        assert refusal(mech, MODULE, listed_elsewhere, reading) == (
+            f"{SPI} is not the target of an action {EM} lists for this limit "
+            "(NvidiaEnvironmentMetrics.ClearOOBSetPoint); nothing written"
+        )
+        extra = CapRequest("POST", CLEAR, {"Persistent": True}, if_match=False)
+        assert refusal(mech, MODULE, extra, reading) == (
+            "NvidiaEnvironmentMetrics.ClearOOBSetPoint: Persistent is not among the parameters this write "
+            "needs; nothing written"
+        )
+
+
+def test_a_post_body_is_checked_against_the_published_allowable_values_and_action_info() -> None:
+    mech = ControlMechanism()
+    reset = f"{CONTROL}/Actions/Control.ResetToDefaults"
+    body = {
+        "ControlType": "Power",
+        "SetPoint": 400,
+        "DefaultSetPoint": 900,
+        "Actions": {
+            "#Control.ResetToDefaults": {
+                "target": reset,
+                "ResetType@Redfish.AllowableValues": ["ResetAll"],
+                "@Redfish.ActionInfo": f"{CONTROL}/ResetToDefaultsActionInfo",
+            }
+        },
+    }
+    reading = _stored(mech.read(NODE, Document(CONTROL, body)))
+    assert refusal(mech, NODE, CapRequest("POST", reset, {"ResetType": "ResetAll"}), reading) == ""
+    bad = CapRequest("POST", reset, {"ResetType": "PreserveNetwork"})
+    assert "ResetType PreserveNetwork is not among ResetType@Redfish.AllowableValues (ResetAll)" in refusal(
+        mech, NODE, bad, reading
+    )
+    other = CapRequest("POST", reset, {"Force": True})
+    assert "Force is not among the parameters it publishes" in refusal(mech, NODE, other, reading)
+    info = {"Parameters": [{"Name": "ResetType", "AllowableValues": ["ResetAll", "PreserveNetwork"]}]}
+    assert refusal(mech, NODE, bad, reading, info) == ""  # the ActionInfo read allows it
+    assert "Force is not a parameter its ActionInfo" in refusal(mech, NODE, other, reading, info)

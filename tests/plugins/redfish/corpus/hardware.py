@@ -88,10 +88,19 @@ platform: it is sent only where the limit resource's own last GET carries the li
 with `ControlType: Power` and a `SetPoint`, an `EnvironmentMetrics.PowerLimitWatts`, a
 `PowerControl[n].PowerLimit`, or an OEM action the resource lists under `Actions`), a PATCH names
 only properties that GET showed (a restore puts back exactly what was there: an absent `ControlMode`
-stays absent), and a POST goes only to a listed action. Anything else is refused with the reason
+stays absent), each value among the property's `@Redfish.AllowableValues` where published, a limit
+value within the published range, and a POST goes only to the action of the write's own mechanism
+that the resource lists (`#Control.ResetToDefaults`, `#NvidiaEnvironmentMetrics.ClearOOBSetPoint`,
+`#HpeServerAccPowerLimit.ConfigurePowerLimit`), with only the parameters its `@Redfish.ActionInfo`
+or `@Redfish.AllowableValues` publish (none published: only those the write needs). The evidence is
+kept with each reading, so where a stored reading stands in for the pre-write GET the same rule
+judges the write on what that reading's own GET showed. Anything else is refused with the reason
 before it is sent. Scope comes from the BMC's evidence (`PhysicalContext`, `RelatedItem`,
-`DataSourceUri`, `Links`): a processor-module limit whose Control says CPU is that CPU's cap, and a
-node cap is split over processor modules only where they contain every GPU and CPU of the node.
+`DataSourceUri`, `ChassisType`, `Links`): a processor-module limit whose Control says CPU is that
+CPU's cap, and a node cap is split over processor modules only where they contain every GPU and CPU
+of the node (for `DGX_GB200`/`DGX_GB300` behind DPS's proxy, which refuses the chassis: DPS's rule,
+only where the BMC serves the module limits DPS documents as themselves, the Control each names is
+readable and nothing contradicts it).
 Shaped fixtures for the rules no capture shows (`tests/corpus/redfish/shaped`: a GB200 tray without
 `PowerLimitWatts`, a GH200 whose module limits are the Grace EDPp controls, a Lenovo XCC OEM range)
 are driven by `tests/plugins/redfish/corpus/test_redfish_write_gate.py`.

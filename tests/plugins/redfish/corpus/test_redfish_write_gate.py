@@ -16,6 +16,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from bmcsim._bmcweb import DPS_ALLOW_LIST
 from controller.desired.in_force import in_force
 from plugins.base import (
     Empty,
@@ -30,6 +31,7 @@ from tests.plugins.redfish.corpus.cases import CORPUS, allowed_writes, policy, w
 
 SHAPED = CORPUS / "shaped"
 GB200 = SHAPED / "nvidia-gb200-tray"
+GB300 = CORPUS / "nvidia-gb300-nvl"
 GH200 = SHAPED / "nvidia-gh200"
 LENOVO = SHAPED / "lenovo-xcc-oem-range"
 MODULE_EM = "/redfish/v1/Chassis/HGX_ProcessorModule_{}/EnvironmentMetrics"
@@ -209,3 +211,112 @@ async def test_a_prior_recorded_under_a_key_discovery_no_longer_gives_goes_back_
         assert [(m, p) for m, p, _ in state.writes] == [("POST", clear)]
         assert state.documents[MODULE_EM.format(0)]["PowerLimitWatts"]["SetPoint"] == 420
         assert not (out.state or {}).get("priors", {}).get("topology")
+
+
+#: DPS's proxy (dps.md §7), with the capture's manager (`BMC_0`, not the `BMC` the proxy names) readable
+DPS_PROXY = (*DPS_ALLOW_LIST, ("GET", "/redfish/v1/Managers/*"))
+DGX_GB300 = {"Model": "DGX_GB300", "Name": "gb300"}
+#: the node cap asked for, as DPS sends it: split evenly over the two modules
+MODULE_WRITES = [("PATCH", MODULE_EM.format(i), {"PowerLimitWatts": {"SetPoint": 1000}}) for i in (0, 1)]
+
+
+async def test_dps_models_follow_the_chassis_links_and_choose_modules_by_their_evidence(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(n=1, model=f"mockup:{GB300}") as h:
+        bmc = h.fleet.bmcs[0]
+        state: Any = bmc.state
+        out = await h.call("set_policy", bmc, cap(node=2000), model=DGX_GB300)
+        assert out.result.ok, out.result.error
+        plan = "\n".join(cap_plan(out.state or {}))
+        # the chassis resources were read: their Links prove the modules cover the node, no rule needed
+        assert "the modules together contain every GPU and CPU of the node" in plan
+        assert "DPS documents" not in plan and "dps.md §7" not in plan
+        assert sorted(state.writes, key=str) == MODULE_WRITES  # nothing but the modules' limits
+
+    # the same firmware, but module 0's chassis says it is no module: its name makes it none
+    async with make_harness(n=1, model=f"mockup:{GB300}") as h:
+        bmc = h.fleet.bmcs[0]
+        state = bmc.state
+        state.documents["/redfish/v1/Chassis/HGX_ProcessorModule_0"]["ChassisType"] = "Component"
+        out = await h.call("set_policy", bmc, cap(node=2000), model=DGX_GB300)
+        assert not out.result.ok and state.writes == []
+        assert "not proven to cover the node together" in out.result.error, out.result.error
+
+
+async def test_behind_dps_proxy_the_documented_module_limits_stand_only_where_the_bmc_agrees(
+    make_harness: Callable[..., Any],
+) -> None:
+    # GB300 behind the proxy: the chassis and the Controls the limits name answer 403; the module
+    # limits DPS documents are served as themselves, but what each covers is in its Control, which
+    # cannot be read (GH200's look the same and are Grace CPU limits): refused, naming why
+    async with make_harness(n=1, model=f"mockup:{GB300}") as h:
+        bmc = h.fleet.bmcs[0]
+        bmc.configure(allow_list=DPS_PROXY)
+        state: Any = bmc.state
+        out = await h.call("set_policy", bmc, cap(node=2000), model=DGX_GB300)
+        assert not out.result.ok and state.writes == []
+        plan = "\n".join(cap_plan(out.state or {}))
+        assert f"{MODULE_EM.format(0)}: read at the path DPS documents (dps.md §7)" in plan
+        assert "chassis refused (the BMC answered 403" in plan
+        assert "its DataSourceUri could not be read" in out.result.error, out.result.error
+
+    # where the proxy lets the Controls be read, the BMC's evidence agrees and DPS's rule stands
+    async with make_harness(n=1, model=f"mockup:{GB300}") as h:
+        bmc = h.fleet.bmcs[0]
+        bmc.configure(allow_list=(*DPS_PROXY, ("GET", "/redfish/v1/Chassis/*/Controls/*")))
+        state = bmc.state
+        out = await h.call("set_policy", bmc, cap(node=2000), model=DGX_GB300)
+        assert out.result.ok, out.result.error
+        assert "and the BMC's evidence agrees" in "\n".join(cap_plan(out.state or {}))
+        assert sorted(state.writes, key=str) == MODULE_WRITES
+
+    # the resource at DPS's documented path is not what DPS says it is: refused, naming why
+    async with make_harness(n=1, model=f"mockup:{GB300}") as h:
+        bmc = h.fleet.bmcs[0]
+        bmc.configure(allow_list=DPS_PROXY)
+        state = bmc.state
+        state.documents[MODULE_EM.format(1)]["@odata.id"] = (
+            "/redfish/v1/Chassis/HGX_Chassis_0/EnvironmentMetrics"
+        )
+        out = await h.call("set_policy", bmc, cap(node=2000), model=DGX_GB300)
+        assert not out.result.ok and state.writes == []
+        assert "does not agree with the BMC's evidence" in out.result.error, out.result.error
+        assert f"{MODULE_EM.format(1)} answers as /redfish/v1/Chassis/HGX_Chassis_0" in out.result.error
+
+    # a DPS model without that rule: no URI is built for it, the node cap is refused with the reason
+    async with make_harness(n=1, model=f"mockup:{GB300}") as h:
+        bmc = h.fleet.bmcs[0]
+        bmc.configure(allow_list=DPS_PROXY)
+        state = bmc.state
+        out = await h.call("set_policy", bmc, cap(node=2000), model={"Model": "DGX_B300EM", "Name": "b300"})
+        assert not out.result.ok and state.writes == []
+        assert "the chassis could not be read" in out.result.error, out.result.error
+        assert "a URI is never built from a chassis' name" in out.result.error
+
+
+async def test_a_dps_model_on_gh200_never_splits_a_node_cap_over_the_cpu_limits(
+    make_harness: Callable[..., Any],
+) -> None:
+    # declared as a GB200 (DPS's module-sum model): the BMC's evidence still decides
+    model = {"Model": "DGX_GB200", "Name": "gh200"}
+    async with make_harness(n=1, model=f"mockup:{GH200}") as h:
+        bmc = h.fleet.bmcs[0]
+        state: Any = bmc.state
+        node = await h.call("set_policy", bmc, cap(node=700), model=model)
+        assert not node.result.ok and state.writes == []
+        # the Control each limit names was read: Grace EDPp, PhysicalContext CPU
+        assert "the processor modules' PowerLimitWatts are CPU limits" in node.result.error, node.result.error
+        cpu = await h.call("set_policy", bmc, cap(cpu=600), model=model)
+        assert cpu.result.ok, cpu.result.error
+        assert sorted(p for _, p, _ in state.writes) == [MODULE_EM.format(0), MODULE_EM.format(1)]
+
+    # behind DPS's proxy the Controls answer 403: what the limits cover is unknown, never a node share
+    async with make_harness(n=1, model=f"mockup:{GH200}") as h:
+        bmc = h.fleet.bmcs[0]
+        bmc.configure(allow_list=DPS_PROXY)
+        state = bmc.state
+        node = await h.call("set_policy", bmc, cap(node=700), model=model)
+        assert not node.result.ok and state.writes == []
+        assert "not proven to cover the node together" in node.result.error, node.result.error
+        assert "its DataSourceUri could not be read" in node.result.error
