@@ -87,6 +87,13 @@ async def test_fanout_sees_the_expected_calls_on_every_bmc(tmp_path: Path) -> No
         else:  # first contact: devicectl's discovery reads each chassis for its evidence (ChassisType,
             # the EnvironmentMetrics it links), which the baseline's fixed URIs never ask for
             differs = {call: n for call, n in differs.items() if call not in CHASSIS_EVIDENCE}
+            # and its GET of each limit is the first write's pre-write read: fewer GETs of the limits
+            reused = {
+                call: n
+                for call, n in differs.items()
+                if call.startswith("GET ") and call.endswith("/EnvironmentMetrics") and n[0] < n[1]
+            }
+            differs = {call: n for call, n in differs.items() if call not in reused}
         assert set(differs) <= LOGIN_AND_LOGOUT, "otherwise the baseline makes the same calls"
         assert theirs["elapsed"] > 0 and ours["speedup"] == pytest.approx(theirs["elapsed"] / ours["elapsed"])
 

@@ -82,9 +82,10 @@ async def test_first_contact_writes_from_discoverys_read_of_each_limit(gb200: Ha
     out = await gb200.call("activate_allocation", bmc, activate("first", 5000, 3200, 600))
     assert out.result.ok, out.result.error
     calls = gb200.calls(bmc)
-    # discovery's GET of each limit, PATCH, read-back: nothing read twice before its write
+    # discovery's GET of each limit, PATCH, read-back: nothing read twice before its write (the
+    # fifth chassis GET is discovery's read of HGX_Chassis_0's, a module's evidence, not a limit)
     assert {k: calls[k] for k in (*WRITES, *READ_BACKS)} == both(
-        WRITES, {"GET " + CHASSIS_EM: 4, "GET " + PROC_EM: 12}
+        WRITES, {"GET " + CHASSIS_EM: 5, "GET " + PROC_EM: 12}
     )
     priors = out.state["priors"]["rg:first"]
     assert priors["gpu/0"] == {
@@ -92,6 +93,7 @@ async def test_first_contact_writes_from_discoverys_read_of_each_limit(gb200: Ha
         "capped": False,
         "mode": "Automatic",
         "uri": PROC_EM.format(id="GPU_0"),
+        "persistency": "absent",
     }
     assert bmc.state.caps["GPU_0"].set_point == 800
 
