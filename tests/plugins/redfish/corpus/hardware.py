@@ -114,7 +114,7 @@ _ADDING = """
    resource), registered in `MOCKUPS` (`bmcsim/_platforms.py`).
 3. **Corpus test.** A `Case` in `tests/plugins/redfish/corpus/cases.py` for a capture (then regenerate
    this file), a test next to `test_write_gate.py` for a shaped fixture, or next to
-   `test_nvidia_mockups.py` for a mockup: the outcome of each cap, the write log, and an
+   `platforms/test_nvidia_mockups.py` for a mockup: the outcome of each cap, the write log, and an
    exact restore.
 """
 
