@@ -2,7 +2,8 @@
 assembly, the settings and the inventory, plugins/redfish/'s only the plugin class and its settings;
 every other module lives in a package (a room) whose `__init__` says what it holds. The BMC simulator
 is a package of its own, bmcsim/, whose `__init__` names every module. The controller's tests mirror
-its rooms: tests/controller/<room>/ (docs/testing.md)."""
+its rooms: tests/controller/<room>/; the plugins' tests theirs: tests/plugins/<plugin>/<room>/
+(docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -114,3 +115,63 @@ def test_no_room_keeps_its_tests_outside_tests_controller() -> None:
     folders = {p.name for p in TESTS.iterdir() if p.is_dir()}
     assert "controller" in folders and "plugins" in folders  # the scan sees the suite
     assert not folders & set(ROOMS), f"move these into tests/controller/: {sorted(folders & set(ROOMS))}"
+
+
+PLUGINS = TESTS.parent / "plugins"
+PLUGIN_TESTS = TESTS / "plugins"
+REDFISH_TESTS = PLUGIN_TESTS / "redfish"
+# A room's test folder drops the room's leading underscore: tests/plugins/redfish/wire/ for _wire/.
+REDFISH_TEST_FOLDERS = {room.removeprefix("_") for room in REDFISH_ROOMS}
+# Besides the rooms: the captures of real BMCs, each driven through the whole plugin.
+REDFISH_WHOLE_PLUGIN_FOLDERS = {"corpus"}
+# Besides the plugins: the out-of-process plugin host (plugins.base's serving), the Go host.
+PLUGIN_HOST_FOLDERS = {"external", "gohost"}
+
+
+def test_redfish_tests_sit_beside_their_room() -> None:
+    """tests/plugins/redfish/ mirrors plugins/redfish/: a test module sits in the folder of the room
+    it tests, named as the room without its underscore (wire/ for _wire/), or in corpus/ (captures
+    of real BMCs), or at the top for the plugin as a whole (docs/testing.md)."""
+    modules = sorted(REDFISH_TESTS.rglob("test_*.py"))
+    assert len(modules) > 40  # the scan sees the plugin's tests
+    allowed = REDFISH_TEST_FOLDERS | REDFISH_WHOLE_PLUGIN_FOLDERS
+    misplaced = [
+        "/".join(parts)
+        for parts in (m.relative_to(REDFISH_TESTS).parts for m in modules)
+        if len(parts) > 1 and parts[0] not in allowed
+    ]
+    assert not misplaced, (
+        f"tests/plugins/redfish/: these sit in a folder named after no room ({', '.join(sorted(allowed))}): "
+        f"{misplaced}"
+    )
+    folders = {p.name for p in REDFISH_TESTS.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert not folders - allowed, (
+        f"tests/plugins/redfish/: folders named after no room: {sorted(folders - allowed)}"
+    )
+    assert {m.relative_to(REDFISH_TESTS).parts[0] for m in modules} >= {"wire", "client", "platforms"}
+
+
+def test_plugin_tests_sit_beside_their_plugin() -> None:
+    """tests/plugins/ holds a folder per plugin of plugins/ (named as the package), plus the plugin
+    hosts' tests; below a plugin's folder, a folder per room of the plugin (its name without the
+    underscore) or corpus/ for the Redfish captures; no plugin keeps its tests in a second folder
+    directly under tests/."""
+    plugins = {p.name for p in PLUGINS.iterdir() if (p / "__init__.py").exists()}
+    assert {"base", "nvml", "redfish"} <= plugins  # the scan sees the plugins
+    folders = {p.name for p in PLUGIN_TESTS.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    strays = sorted(folders - plugins - PLUGIN_HOST_FOLDERS)
+    assert not strays, f"tests/plugins/: folders named after no plugin: {strays}"
+    for plugin in sorted(folders & plugins):
+        rooms = {
+            p.name.removeprefix("_") for p in (PLUGINS / plugin).iterdir() if (p / "__init__.py").exists()
+        }
+        extra = REDFISH_WHOLE_PLUGIN_FOLDERS if plugin == "redfish" else set()
+        subfolders = {
+            p.name for p in (PLUGIN_TESTS / plugin).iterdir() if p.is_dir() and p.name != "__pycache__"
+        }
+        assert subfolders <= rooms | extra, (
+            f"tests/plugins/{plugin}/: folders named after no room of plugins/{plugin}: "
+            f"{sorted(subfolders - rooms - extra)}"
+        )
+    seconds = {p.name for p in TESTS.iterdir() if p.is_dir()} & plugins
+    assert not seconds, f"move these into tests/plugins/: {sorted(seconds)}"

@@ -24,7 +24,7 @@ from bmcsim import (
 from bmcsim.capture import DOC_HOST, DOC_IPV4, DOC_IPV6, DOC_MAC, CaptureOptions, capture, scrub
 from plugins.base import run_operation
 from tests.plugins.redfish.harness import Harness, model_json
-from tests.plugins.redfish.test_redfish_matrix import MODELS, requests, succeeded
+from tests.plugins.redfish.platforms.test_every_kind_on_every_model import MODELS, requests, succeeded
 
 _FAST = CaptureOptions(rate=2000.0)
 

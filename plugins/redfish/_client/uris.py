@@ -2,7 +2,7 @@
 before any request is sent to them.
 
 The Redfish library resolves dot segments and percent-escapes in a path before it sends it
-(`tests/plugins/redfish/test_request_target.py`), so a prefix check proves nothing:
+(`tests/plugins/redfish/client/test_request_target.py`), so a prefix check proves nothing:
 `/redfish/v1/SessionService/Sessions/../../AccountService/Accounts/3` starts with the sessions
 collection and is sent as `DELETE /redfish/v1/AccountService/Accounts/3`. A member of a collection
 is therefore exactly one plain path segment under the collection's path: no dot segment, no

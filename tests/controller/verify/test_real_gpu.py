@@ -17,7 +17,7 @@ from plugins.base import DeviceContext, Empty, HealthQuery
 from plugins.nvml import NvmlLibrary, NvmlPlugin
 from plugins.nvml.testing import forbid_writes
 from plugins.redfish import RedfishPlugin
-from tests.plugins.nvml.test_nvml_real_gpu import _real_nvml_available
+from tests.plugins.nvml.test_real_gpu import _real_nvml_available
 from tests.plugins.redfish.harness import Harness
 
 pytestmark = pytest.mark.gpu

@@ -34,7 +34,7 @@ async def _child(bmc: SimulatedBmc, ca_bundle: str, options: dict[str, Any]) -> 
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "tests.plugins.redfish.session_child",
+        "tests.plugins.redfish.client.session_child",
         CLIENT,
         bmc.url,
         ca_bundle,

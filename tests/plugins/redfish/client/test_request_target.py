@@ -13,7 +13,7 @@ from redfish.aio.exceptions import RedfishInvalidTargetError
 
 from plugins.redfish._client.client import request_target
 
-CORPUS = Path(__file__).parents[2] / "corpus" / "redfish"
+CORPUS = Path(__file__).parents[3] / "corpus" / "redfish"
 EDGES = [
     "/redfish/v1/",
     "/redfish/v1/Chassis/1/Controls/Power%20Limit",  # escapes: normalised by the library

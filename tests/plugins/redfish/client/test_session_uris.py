@@ -91,7 +91,7 @@ async def test_a_session_a_callers_state_names_is_not_deleted_unread(
 async def test_a_session_our_identity_opened_is_deleted_unread_after_a_crash(
     make_harness: Callable[..., Any],
 ) -> None:
-    from tests.plugins.redfish.test_redfish_sessions import _crash, _plugin
+    from tests.plugins.redfish.client.test_sessions import _crash, _plugin
 
     async with make_harness(n=1, model="gb200") as h:
         bmc = h.fleet.bmcs[0]

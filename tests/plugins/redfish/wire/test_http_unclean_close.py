@@ -37,10 +37,10 @@ from plugins.redfish._client.client import BmcClient
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._wire.errors import ResourceNotFoundError
 from plugins.redfish._wire.http import Disconnected, HttpConnections, Origin
-from tests.plugins.redfish.apache_front import ApacheFront, apache_or_skip
+from tests.plugins.redfish.client.test_connections import one_gpu
 from tests.plugins.redfish.harness import Harness
-from tests.plugins.redfish.test_http_client import tls_files
-from tests.plugins.redfish.test_redfish_client import one_gpu
+from tests.plugins.redfish.wire.apache_front import ApacheFront, apache_or_skip
+from tests.plugins.redfish.wire.test_http_client import tls_files
 
 __all__ = ["tls_files"]  # a fixture, imported to be used here
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import copy
 
 from plugins.base import Empty, PolicyAction, PolicyChange
+from tests.plugins.redfish.client.test_connections import one_gpu
 from tests.plugins.redfish.harness import Harness
-from tests.plugins.redfish.test_redfish_client import one_gpu
-from tests.plugins.redfish.test_redfish_gb200 import CHASSIS_EM, PROC_EM, node_policy
+from tests.plugins.redfish.platforms.test_gb200 import CHASSIS_EM, PROC_EM, node_policy
 
 SET = PolicyAction.SET
 
@@ -54,7 +54,7 @@ async def test_a_change_made_behind_our_back_is_still_caught_by_the_read_back(gb
 
 async def test_strong_etags_keep_the_pre_write_get_without_a_read_back(gb200: Harness) -> None:
     # the stored reading never stands in under `strong` (its ETag may be old); our read-back does
-    # (tests/plugins/redfish/test_redfish_read_backs.py), so it is switched off here
+    # (tests/plugins/redfish/client/test_read_backs.py), so it is switched off here
     bmc = gb200.fleet.bmcs[0]
     strong = {"etag_policy": "strong", "read_back_max_age": 0}
     await gb200.call("update_gpu_policies", bmc, one_gpu(1, 700), options=strong)

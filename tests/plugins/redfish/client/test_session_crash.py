@@ -27,7 +27,15 @@ async def _kill_right_after_login(bmc: SimulatedBmc, ca_bundle: str) -> str:
     """Start a plugin process and SIGKILL it as soon as its session exists; returns its marker."""
     before = _markers(bmc)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.plugins.redfish.session_child", CLIENT, bmc.url, ca_bundle, bmc.model],
+        [
+            sys.executable,
+            "-m",
+            "tests.plugins.redfish.client.session_child",
+            CLIENT,
+            bmc.url,
+            ca_bundle,
+            bmc.model,
+        ],
         cwd=ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,

@@ -15,7 +15,7 @@ from plugins.base import Empty
 from plugins.redfish import RedfishPlugin
 from plugins.redfish._client.session_table import Sweep
 from plugins.redfish._wire.errors import SessionLimitError
-from tests.plugins.redfish.test_redfish_sessions import SESSIONS, _contexts, _crash
+from tests.plugins.redfish.client.test_sessions import SESSIONS, _contexts, _crash
 
 
 async def _restart(h: Any) -> None:

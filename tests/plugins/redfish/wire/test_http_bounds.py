@@ -34,7 +34,16 @@ from plugins.redfish._wire.http_connection import (
 )
 from plugins.redfish._wire.inflate import MAX_GZIP_MEMBERS
 from plugins.redfish._wire.transport import BmcTransport
-from tests.plugins.redfish.test_http_client import _WAIT, RawServer, Serve, answer, get, ok, serve, tls_files
+from tests.plugins.redfish.wire.test_http_client import (
+    _WAIT,
+    RawServer,
+    Serve,
+    answer,
+    get,
+    ok,
+    serve,
+    tls_files,
+)
 
 __all__ = ["serve", "tls_files"]  # fixtures, imported to be used here
 

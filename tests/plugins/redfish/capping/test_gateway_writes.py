@@ -31,8 +31,8 @@ from plugins.base import (
     WriteOutcome,
     recording,
 )
+from tests.plugins.redfish.capping.nginx_gateway import NginxGateway, nginx_gateway, require_nginx
 from tests.plugins.redfish.harness import Harness
-from tests.plugins.redfish.nginx_gateway import NginxGateway, nginx_gateway, require_nginx
 
 GPU_EM = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}/EnvironmentMetrics"
 CLEAR_OOB = GPU_EM + "/Actions/Oem/NvidiaEnvironmentMetrics.ClearOOBSetPoint"

@@ -1,6 +1,6 @@
 """A Redfish plugin process for the crash tests: one metrics read of one BMC, then it waits to be killed.
 
-Usage: python -m tests.plugins.redfish.session_child CLIENT_ID URL CA_BUNDLE MODEL [OPTIONS_JSON]
+Usage: python -m tests.plugins.redfish.client.session_child CLIENT_ID URL CA_BUNDLE MODEL [OPTIONS_JSON]
 (the password on stdin). It prints `ready` once the request and the sweep after its login are done.
 """
 

@@ -4,7 +4,7 @@ platform), with exact BMC call counts.
 The synthetic tray offers limits on its GPUs, CPUs and processor modules, as the GB300 NVL capture
 does (tests/corpus/redfish/nvidia-gb300-nvl); GB200 NVL firmware offers neither the module nor (on
 some firmware) the GPU limits: that truth is the `gb200-nvl` mockups, tested in
-test_redfish_nvidia_mockups.py."""
+test_nvidia_mockups.py."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from bmcsim import BmcConfig
 from plugins.base import Empty, GpuMetricsQuery, PolicyAction, PolicyChange
-from tests.plugins.redfish.test_redfish_platforms import policy
+from tests.plugins.redfish.platforms.test_controls_power_node_manager import policy
 
 SET = PolicyAction.SET
 

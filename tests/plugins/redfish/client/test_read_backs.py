@@ -19,9 +19,9 @@ from plugins.base import (
 )
 from plugins.redfish._client.client import Document
 from plugins.redfish._client.readbacks import ReadBacks, offered, priors_from_read_backs
+from tests.plugins.redfish.client.test_connections import one_gpu
 from tests.plugins.redfish.harness import Harness
-from tests.plugins.redfish.test_redfish_client import one_gpu
-from tests.plugins.redfish.test_redfish_gb200 import CHASSIS_EM, PROC_EM, node_policy
+from tests.plugins.redfish.platforms.test_gb200 import CHASSIS_EM, PROC_EM, node_policy
 
 SET = PolicyAction.SET
 #: the 8 caps of a GB200 tray activation: 2 superchip modules, 4 GPUs, 2 CPUs

@@ -29,7 +29,7 @@ from plugins.redfish._wire.http import (
     ReplyTimeout,
 )
 from plugins.redfish._wire.transport import BmcTransport
-from tests.plugins.redfish.test_http_client import (
+from tests.plugins.redfish.wire.test_http_client import (
     _WAIT,
     Answer,
     RawServer,

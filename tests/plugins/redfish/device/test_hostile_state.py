@@ -10,7 +10,7 @@ from plugins.base import Empty, InvalidRequestError, PolicyAction, PolicyChange
 from plugins.redfish import RedfishPlugin
 from plugins.redfish._discovery.layout import DISCOVERY_VERSION
 from tests.plugins.redfish.harness import Harness
-from tests.plugins.redfish.test_redfish_gb200 import node_policy
+from tests.plugins.redfish.platforms.test_gb200 import node_policy
 
 
 def _deep(levels: int) -> dict[str, Any]:

@@ -14,9 +14,9 @@ from typing import Any
 
 from bmcsim import ensure_tls_files
 from plugins.base import DeviceContext, Empty
+from tests.plugins.redfish.client.test_connections import one_gpu
 from tests.plugins.redfish.harness import Harness
-from tests.plugins.redfish.nginx_front import NginxFront, nginx_or_skip
-from tests.plugins.redfish.test_redfish_client import one_gpu
+from tests.plugins.redfish.wire.nginx_front import NginxFront, nginx_or_skip
 
 
 def _through(ctx: DeviceContext, front: NginxFront) -> DeviceContext:

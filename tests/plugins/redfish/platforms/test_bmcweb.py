@@ -16,10 +16,10 @@ from plugins.base import Empty, GpuMetricsQuery, Ping, PolicyAction, PolicyChang
 from plugins.redfish._discovery.discovery import DISCOVERY_PATHS, ENVIRONMENT_METRICS
 from plugins.redfish._discovery.walk import Walker
 from plugins.redfish._wire.errors import PlatformUnsupportedError
+from tests.plugins.redfish.client.test_connections import one_gpu
 from tests.plugins.redfish.harness import Harness
-from tests.plugins.redfish.test_redfish_client import one_gpu
-from tests.plugins.redfish.test_redfish_gb200 import CHASSIS_EM, PROC_EM, node_policy
-from tests.plugins.redfish.test_redfish_platforms import policy
+from tests.plugins.redfish.platforms.test_controls_power_node_manager import policy
+from tests.plugins.redfish.platforms.test_gb200 import CHASSIS_EM, PROC_EM, node_policy
 
 TASK = "/redfish/v1/TaskService/Tasks/{id}"
 MONITOR = "/redfish/v1/TaskService/TaskMonitors/{id}"

@@ -16,8 +16,15 @@ from bmcsim import TlsFiles
 from plugins.redfish._client.client import BmcClient
 from plugins.redfish._wire import off_loop
 from plugins.redfish._wire.http import HttpConnections
-from tests.plugins.redfish.test_http_bounds import _JSON, Turns, _basic, _in_parts, _transport, tls_server
-from tests.plugins.redfish.test_http_client import _WAIT, ok, serve, tls_files
+from tests.plugins.redfish.wire.test_http_bounds import (
+    _JSON,
+    Turns,
+    _basic,
+    _in_parts,
+    _transport,
+    tls_server,
+)
+from tests.plugins.redfish.wire.test_http_client import _WAIT, ok, serve, tls_files
 
 __all__ = ["serve", "tls_files", "tls_server"]  # fixtures, imported to be used here
 
