@@ -34,6 +34,7 @@ the cost is accepted.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import warnings
 from collections.abc import Mapping
@@ -42,6 +43,7 @@ from typing import Any
 from redfish.aio import AsyncRedfishClient, AsyncRestRequest, AsyncRestResponse
 from redfish.aio.exceptions import (
     RedfishAuthenticationError,
+    RedfishError,
     RedfishHTTPError,
     RedfishInvalidTargetError,
     RedfishPasswordChangeRequiredError,
@@ -175,7 +177,10 @@ class DmtfClient:
         )
         self.token, self.location = token, location
         if changing is not None:
-            # held (as the library holds it): the next login or the logout DELETEs it
+            # NOTE: the session is ours and of no use until the password is changed: DELETEd now
+            # (best effort; a refusal leaves it to expire), not held as the library would hold it
+            with contextlib.suppress(RedfishError):
+                await self._logout_locked()
             raise RedfishPasswordChangeRequiredError(changing or None)
 
     # ---- requests -----------------------------------------------------------------------------
