@@ -409,3 +409,98 @@ def test_the_click_only_check_sees_every_form_of_import(tmp_path: Path) -> None:
         "controller/cli/b.py:1",
         "controller/cli/c.py:2",
     ]
+
+
+#: the one module under plugins/ that knows DMTF's `redfish.aio` client (`plugins.redfish._wire.dmtf`)
+DMTF_ADAPTER = Path("plugins/redfish/_wire/dmtf.py")
+
+
+def dmtf_private_names() -> set[str]:
+    """The private names of DMTF's `redfish.aio` (the attributes and methods its classes keep to
+    themselves), read from the installed library's source."""
+    import redfish.aio
+
+    names = set()
+    for path in Path(redfish.aio.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute) and _is_self(node.value):
+                names.add(node.attr)
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
+def dmtf_seam_breaches(root: Path, private: set[str]) -> list[str]:
+    """Where a module under plugins/ goes round the DMTF adapter: `sys.modules` touched; the library's
+    client named outside the adapter; one of the library's private names read or written on an object
+    that is not the module's own `self` (`client._session_key`, `self._redfish._session_location`,
+    `getattr(client, "_session_location")`)."""
+    found = []
+    for path in sorted((root / "plugins").rglob("*.py")):
+        where = path.relative_to(root)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            why = ""
+            if isinstance(node, ast.Attribute):
+                if node.attr == "modules" and isinstance(node.value, ast.Name) and node.value.id == "sys":
+                    why = "sys.modules"
+                elif node.attr in private and not _is_self(node.value):
+                    why = f"private .{node.attr}"
+                elif node.attr == "AsyncRedfishClient" and where != DMTF_ADAPTER:
+                    why = "AsyncRedfishClient outside the adapter"
+            elif isinstance(node, ast.Name) and node.id == "AsyncRedfishClient" and where != DMTF_ADAPTER:
+                why = "AsyncRedfishClient outside the adapter"
+            elif isinstance(node, ast.ImportFrom) and where != DMTF_ADAPTER:
+                if any(alias.name == "AsyncRedfishClient" for alias in node.names):
+                    why = "AsyncRedfishClient outside the adapter"
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                named = node.args[1] if node.func.id in ("getattr", "setattr", "hasattr", "delattr") else None
+                if isinstance(named, ast.Constant) and named.value in private and len(node.args) > 1:
+                    why = f"private {named.value!r} by name"
+            if why:
+                found.append(f"{where}:{node.lineno}: {why}")
+    return sorted(found)
+
+
+def test_plugins_use_the_dmtf_library_through_its_public_interface_only() -> None:
+    """DMTF's `redfish.aio` is reached only through its adapter, which uses only its public
+    interface (docs/redfish.md, "The DMTF library")."""
+    private = dmtf_private_names()
+    assert {"_session_key", "_session_location", "_refresh_session", "_resolve_url"} <= private
+    found = dmtf_seam_breaches(ROOT, private)
+    assert not found, "plugins/ goes round the DMTF adapter at:\n" + "\n".join(found)
+
+
+def test_the_dmtf_seam_check_sees_each_way_round_the_adapter(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "plugins/redfish/_wire/dmtf.py": (
+                "from redfish.aio import AsyncRedfishClient\n"
+                "class DmtfClient:\n"
+                "    def token(self):\n"
+                "        return self._client._session_key\n"
+            ),
+            "plugins/redfish/_wire/bare.py": "import sys\nsys.modules['redfish'] = object()\n",
+            "plugins/redfish/_client/client.py": (
+                "from redfish.aio import AsyncRedfishClient as Library\n"
+                "def f(client, wrapper):\n"
+                "    wrapper._redfish._session_location = None\n"
+                "    return getattr(client, '_session_location', None), client._refresh_session\n"
+            ),
+            "plugins/redfish/_client/fine.py": (
+                "class Mine:\n    def f(self, client):\n        return self._session_key, client.token\n"
+            ),
+        },
+    )
+    assert dmtf_seam_breaches(root, dmtf_private_names()) == [
+        "plugins/redfish/_client/client.py:1: AsyncRedfishClient outside the adapter",
+        "plugins/redfish/_client/client.py:3: private ._session_location",
+        "plugins/redfish/_client/client.py:4: private '_session_location' by name",
+        "plugins/redfish/_client/client.py:4: private ._refresh_session",
+        "plugins/redfish/_wire/bare.py:2: sys.modules",
+        "plugins/redfish/_wire/dmtf.py:4: private ._session_key",
+    ]

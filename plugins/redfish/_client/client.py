@@ -1,11 +1,13 @@
-"""One BMC connection: `AsyncRedfishClient` plus login, retries, ETags, tasks and typed errors.
+"""One BMC connection: DMTF's `AsyncRedfishClient` (through its adapter, `_wire.dmtf`) plus login,
+retries, ETags, tasks and typed errors.
 
 `BmcClient` is the only code that issues Redfish requests. Its rules:
 
 - one long-lived Redfish session per BMC, created on the first authenticated request and reused;
-  once it is open, GET, PATCH and POST go through the transport with its token, not through
-  `AsyncRedfishClient` (`_send`); a 401 on a GET is re-logged-in by the library's own renewal
-  (single flight), a 401 on a write
+  the DMTF library is reached only through its adapter (`plugins.redfish._wire.dmtf.DmtfClient`);
+  once a session is open, GET, PATCH and POST go through the transport with its token, not through
+  the library (`_send`); a 401 on a GET is re-logged-in by the adapter's renewal
+  (single flight, by token), a 401 on a write
   re-logs in once here (single flight too) and the write is sent once more; a login that fails
   (ours or the library's own) leaves no session, so the next request logs in again; sessions a crashed
   process left behind (marked with its `Session.Context`) are deleted after the first login, or when
@@ -61,7 +63,6 @@ import contextlib
 import contextvars
 import logging
 import random
-import re
 import ssl
 import time
 import weakref
@@ -69,7 +70,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import tenacity
-from redfish.aio import AsyncRedfishClient
 from redfish.aio import exceptions as dmtf
 from redfish.aio.response import AsyncRestResponse
 
@@ -90,6 +90,7 @@ from plugins.redfish._client.tasks import wait_task
 from plugins.redfish._client.uris import SESSIONS_PATH, session_member
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._wire import off_loop
+from plugins.redfish._wire.dmtf import DmtfClient
 from plugins.redfish._wire.document import Document, loads_scanned
 from plugins.redfish._wire.errors import (
     AccessError,
@@ -128,9 +129,6 @@ _ACCEPT_JSON = {"Accept": "application/json"}
 _CLIENTS: weakref.WeakSet[BmcClient] = weakref.WeakSet()
 #: sent straight through the transport once logged in with a session (see `_send`)
 _DIRECT = frozenset(("GET", "PATCH", "POST"))
-#: a path the library's URL join sends as it is: absolute, one leading slash, only characters a
-#: path may hold unencoded (no "%": the join normalises escapes; the caller rules out dot segments)
-_PLAIN_PATH = re.compile(r"/(?!/)[A-Za-z0-9\-._~!$&'()*+,;=:@/]*")
 #: `BMC_REQUESTS` children by (method, status, platform): `labels()` takes a lock and builds a
 #: tuple on every call; the label sets are few (see `_telemetry`)
 _REQUEST_COUNTERS: dict[tuple[str, str, str], Any] = {}
@@ -170,9 +168,8 @@ class BmcClient:
         #: the `Session.Context` of our sessions (see the module docstring)
         self.marker = marker
         self.transport = BmcTransport(http, settings, tls, login_context=marker)
-        self._redfish = AsyncRedfishClient(
-            settings.url, settings.username, settings.password, session=self.transport
-        )
+        #: the DMTF library's client, through its one adapter
+        self._redfish = DmtfClient(settings.url, settings.username, settings.password, self.transport)
         self._auth: str | None = None
         self._session_counted = False  # counted in devicectl_bmc_sessions_open
         #: our session as written in the identity's record
@@ -455,11 +452,11 @@ class BmcClient:
                 and self._auth == "session"
                 and (method not in READS or self.transport.session_generation == generation)
             ):
-                # NOTE: AsyncRedfishClient re-logs in on 401 only for GET/HEAD and never resends
-                # writes (DMTF/python-redfish-library#189); a 401 means the write was not applied,
-                # so log in once more (unless a concurrent request already did) and resend once.
-                # A read gets here only when the library did not log in again: it skips requests
-                # sent without a token, which it is left with after its own re-login failed.
+                # NOTE: a 401 means the write was not applied, so log in once more (unless a
+                # concurrent request already did) and resend once (the library itself never resends
+                # writes: DMTF/python-redfish-library#189). A read gets here only when `_send` did
+                # not log in again: a HEAD or DELETE, or a request sent without a token, which the
+                # adapter is left with after its own re-login failed.
                 await before_sending(self._relogin(generation))
                 reply = await self._send(method, path, body, headers)
             return reply
@@ -468,7 +465,7 @@ class BmcClient:
         self, method: str, path: str, body: Any, headers: Mapping[str, str] | None
     ) -> AsyncRestResponse:
         client = self._redfish
-        token = client._session_key
+        token = client.token
         status = "error"
         started = self.last_used = time.monotonic()
         try:
@@ -476,51 +473,40 @@ class BmcClient:
                 # NOTE: a request logged in with a session needs only the token: sent through the
                 # transport, it skips the library's per-call work (a multidict of headers, a URL
                 # join and check, a copy of the reply's headers: ~10% of a call's CPU). A 401 on a
-                # GET logs in again as the library does (single flight, by token) and is sent once
+                # GET logs in again (the adapter's `renew`: single flight, by token) and is sent once
                 # more; writes' 401s are `_attempt`'s. Inline, not a method: a coroutine less per call.
-                target = request_target(client, path)
+                target = client.target(path)
                 sent = {"Accept": "application/json", "OData-Version": "4.0", "X-Auth-Token": token}
                 if headers:
                     sent.update(headers)
                 reply = await self.transport.send(method, target, sent, body)
                 if reply.status == 401 and method == "GET" and await self._renewed(token):
-                    await self._record_login()  # the library opened a new session: ours, recorded
-                    sent["X-Auth-Token"] = client._session_key
+                    await self._record_login()  # a new session: ours, recorded
+                    sent["X-Auth-Token"] = client.token or ""
                     reply = await self.transport.send(method, target, sent, body)
                 status = str(reply.status)
                 return reply
             hdrs = {"Accept": "application/json", **headers} if headers else _ACCEPT_JSON
-            if method == "GET":
-                reply = await client.get(path, headers=hdrs)
-            elif method == "PATCH":
-                reply = await client.patch(path, body=body, headers=hdrs)
-            elif method == "POST":
-                reply = await client.post(path, body=body, headers=hdrs)
-            elif method == "DELETE":
-                reply = await client.delete(path, headers=hdrs)
-            elif method == "HEAD":
-                reply = await client.head(path, headers=hdrs)
-            else:
-                raise ValueError(f"unsupported method {method}")
+            reply = await client.request(method, path, body, hdrs)
             status = str(reply.status)
             return reply
         except dmtf.RedfishError as exc:  # only the client's own failures reach here
             if _is_login(exc):
-                # NOTE: the library's re-login after a 401 drops its token before it POSTs a new
-                # session; when that POST is refused (e.g. 503 SessionLimitExceeded) it holds no
-                # credentials at all, so forget ours too: the next attempt logs in through `login`,
-                # which knows what a full session table means.
+                # NOTE: the re-login after a 401 (`renew`) drops the token before it POSTs a new
+                # session; when that POST is refused (e.g. 503 SessionLimitExceeded) the adapter holds
+                # no credentials at all, so forget ours too: the next attempt logs in through
+                # `login`, which knows what a full session table means.
                 self._forget_login()
             raise self._map_dmtf(exc, method, path) from exc
         finally:
             self._count(method, status, time.monotonic() - started)
 
     async def _renewed(self, token: str) -> bool:
-        """The library's own login after a 401 (single flight, by token); one whose answer was
+        """The login again after a 401 (the adapter's, single flight by token); one whose answer was
         lost may have left a session with our Context, as `_open` counts it."""
         self._login_pending += 1
         try:
-            return bool(await self._redfish._refresh_session(token))
+            return await self._redfish.renew(token)
         except BaseException as exc:
             if _answer_lost(exc):
                 self._lost_logins += 1
@@ -589,7 +575,7 @@ class BmcClient:
         try:
             await self._open(mode)
         except BaseException:
-            # NOTE: `login()` dropped the library's credentials before it tried: a failed login
+            # NOTE: `login()` dropped the adapter's credentials before it tried: a failed login
             # leaves no session, so the next request must log in again (not send without a token).
             self._forget_login()
             raise
@@ -697,10 +683,8 @@ class BmcClient:
 
     def _session_path(self) -> str:
         """`session_uri` of the session the last login opened (before it is put to use)."""
-        # NOTE: AsyncRedfishClient keeps the session's Location only in a private attribute; read
-        # defensively (an absent attribute just means nothing is recorded)
-        location = getattr(self._redfish, "_session_location", None)
-        if not isinstance(location, str):
+        location = self._redfish.location
+        if location is None:
             return ""
         if location != self._location[0]:
             self._location = (location, session_member(location.rstrip("/"), self.origin) or "")
@@ -718,11 +702,11 @@ class BmcClient:
         """Note a new session in the identity's record (the one it replaced, 401, is gone); the
         future of its line, None when nothing is recorded."""
         uri = self._session_path()
-        location = getattr(self._redfish, "_session_location", None)
-        if not uri and isinstance(location, str):
+        location = self._redfish.location
+        if not uri and location is not None:
             # NOTE: the library DELETEs the login's Location at logout: one that is not a member of
             # the session collection is never sent anything (the session expires on the BMC)
-            self._redfish._session_location = None
+            self._redfish.disown_location()
             log.warning(
                 "%s: the BMC's login answer puts our Redfish session at %s, outside its session "
                 "collection: it is neither recorded nor deleted at logout",
@@ -1064,14 +1048,6 @@ class BmcClient:
             self.settings.username,
         )
         return 0
-
-
-def request_target(client: AsyncRedfishClient, path: str) -> str:
-    """What goes on the request line for `path`: the library's rules (same origin, no credentials,
-    dot segments resolved, encoded), without building yarl URLs for the plain paths BMCs use."""
-    if _PLAIN_PATH.fullmatch(path) is not None and "/." not in path:
-        return path  # what the library's URL join makes of it
-    return str(client._resolve_url(path).raw_path_qs)
 
 
 def _is_login(exc: dmtf.RedfishError) -> bool:

@@ -10,6 +10,6 @@ from an HTTP reply to them, `error_body` reads a BMC's error body and `Retry-Aft
 when a request is tried again and what its error says when it gives up, and `document` is a
 resource as read (and JSON read within a nesting bound), `off_loop` decodes a large reply in
 worker threads so it never stalls the event loop. `telemetry` registers the
-`devicectl_bmc_*` Prometheus metrics of these calls and sessions; `dmtf` loads `redfish.aio`
-without the DMTF package's synchronous client (imported first by `plugins.redfish`).
+`devicectl_bmc_*` Prometheus metrics of these calls and sessions; `dmtf` is the one adapter to
+DMTF's `redfish.aio` (its public interface only: the only module that builds its client).
 """

@@ -14,9 +14,11 @@ from prometheus_client import REGISTRY
 from bmcsim import SimulatedBmc
 from plugins.base import Empty
 from plugins.redfish import RedfishPlugin
-from plugins.redfish._wire.errors import SessionLimitError
+from plugins.redfish._wire.errors import AccessError, SessionLimitError
 
 SESSIONS = "/redfish/v1/SessionService/Sessions/"
+SESSION_COLLECTION = "/redfish/v1/SessionService/Sessions"
+ACCOUNT = "/redfish/v1/AccountService/Accounts/admin"
 
 
 async def _crash(plugin: RedfishPlugin) -> None:
@@ -197,3 +199,30 @@ async def test_a_sweep_outlives_the_request_that_found_the_table_full(
         assert out.result.ok, out.result.error
         assert len(bmc.sessions) == 1
         await h.plugin.close()
+
+
+async def test_a_login_that_requires_a_password_change_is_refused_and_its_session_deleted(
+    make_harness: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DSP0266: a service may open the session and answer `PasswordChangeRequired` with it."""
+    async with make_harness(n=1, model="gb200") as h:
+        bmc = h.fleet.bmcs[0]
+        router = bmc.platform.router
+        matched = router.match(SESSION_COLLECTION)
+        assert matched is not None
+        route = matched[0]
+        login = route.post
+        assert login is not None
+
+        def must_change_password(sim: Any, req: Any) -> Any:
+            reply = login(sim, req)
+            reply.body["@Message.ExtendedInfo"] = [
+                {"MessageId": "Base.1.8.PasswordChangeRequired", "MessageArgs": [ACCOUNT]}
+            ]
+            return reply
+
+        changed = dataclasses.replace(route, post=must_change_password)
+        monkeypatch.setitem(router._exact, SESSION_COLLECTION, changed)
+        with pytest.raises(AccessError, match="requires a password change for 'admin'"):
+            await h.call("std_metrics", bmc, Empty())
+        assert bmc.stats.sessions_created >= 1 and bmc.stats.open_sessions == 0

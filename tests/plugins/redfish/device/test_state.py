@@ -164,7 +164,7 @@ async def test_state_is_json_and_holds_no_secrets(gb200: Harness) -> None:
     assert bmc.password not in text and "X-Auth-Token" not in text
     client = gb200.plugin.pool.get(bmc.url)
     assert client is not None
-    token = client._redfish._session_key  # the live token must not leak into the state
+    token = client._redfish.token  # the live token must not leak into the state
     assert token and token not in text
     assert set(out.state) >= {"version", "discovery", "priors", "applied", "profiles", "policies"}
     assert out.state["profiles"]["priors"]["rg:job"]["gpu/0"] == "0x" + "0" * 64
