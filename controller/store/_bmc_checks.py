@@ -156,15 +156,6 @@ def _like(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def find_checks(conn: Connection, prefix: str) -> list[BmcCheckRow]:
-    """Every row whose id or batch id is `prefix` or starts with it (each one: nothing is cut)."""
-    like = _like(prefix)
-    query = sa.select(B).where(
-        sa.or_(B.c.check_id.like(like, escape="\\"), B.c.batch_id.like(like, escape="\\"))
-    )
-    return [_row(r) for r in conn.execute(query.order_by(B.c.created_at, B.c.check_id))]
-
-
 def get_check(conn: Connection, check_id: str) -> BmcCheckRow | None:
     row = conn.execute(sa.select(B).where(B.c.check_id == check_id)).first()
     return _row(row) if row is not None else None

@@ -540,10 +540,6 @@ class Store:
         """Verifications, newest first: from the `offset`th (a page), of `devices` when given."""
         return await self._read(_bmc_checks.list_checks, device, batch_id, status, limit, offset, devices)
 
-    async def find_bmc_checks(self, prefix: str) -> list[BmcCheckRow]:
-        """The verification with this id (or id prefix), or every one of the run with this batch id."""
-        return await self._read(_bmc_checks.find_checks, prefix) if prefix else []
-
     async def bmc_check(self, check_id: str) -> BmcCheckRow | None:
         """One verification by its id, or None."""
         return await self._read(_bmc_checks.get_check, check_id)

@@ -39,13 +39,14 @@ async def test_a_restart_interrupts_only_its_own_running_checks_and_finished_one
     result = {"verdict": "pass", "checks": []}
     await store.finish_bmc_check("b2-1", "done", verdict="pass", result=result, at=T0 + timedelta(seconds=5))
     assert await store.interrupt_bmc_checks("ctl-a", T0 + timedelta(seconds=9)) == 1
-    found = {r.check_id: r for r in await store.find_bmc_checks("b2")}
+    found = {r.check_id: r for r in await store.list_bmc_checks(batch_id="b2")}
     assert found["b2-1"].status == "done" and found["b2-1"].result == result
     assert found["b2-2"].status == "interrupted" and "during its write cycle" in found["b2-2"].error
     assert found["b2-3"].status == "running"  # another controller's: not ours to judge
     # a late finish of an interrupted check changes nothing (it was already reported)
     await store.finish_bmc_check("b2-2", "done", verdict="pass", at=T0 + timedelta(seconds=10))
-    assert (await store.find_bmc_checks("b2-2"))[0].status == "interrupted"
+    late = await store.bmc_check("b2-2")
+    assert late is not None and late.status == "interrupted"
 
 
 async def test_each_devices_last_finished_verification(store: Store) -> None:
@@ -64,4 +65,7 @@ async def test_each_devices_last_finished_verification(store: Store) -> None:
     listed = await store.list_bmc_checks(device="n1")
     assert [r.check_id for r in listed] == ["b5-1", "b4-1", "b3-1"]  # newest first
     assert [r.check_id for r in await store.list_bmc_checks(status="queued")] == ["b5-1"]
-    assert await store.find_bmc_checks("b3_") == []  # LIKE wildcards are literal
+    assert (await store.resolve_bmc_check("b3_"))[0] == ""  # LIKE wildcards are literal
+    assert await store.resolve_bmc_check("b3-") == ("", "more than one verification matches 'b3-'")
+    assert await store.resolve_bmc_check("b4") == ("batch", "b4")  # a run, before any prefix
+    assert await store.resolve_bmc_check("b4-") == ("check", "b4-1")

@@ -72,7 +72,8 @@ async def test_a_restore_after_a_restart_is_reported_on_its_verification(store: 
     await store.claim_bmc_checks("ctl-a", 1, T0)
     receipt = {"target": "/gpu0", "method": "POST", "status": "200"}
     await store.note_bmc_check("b-1", "interrupted during its write cycle; restored", [receipt], T0)
-    (noted,) = await store.find_bmc_checks("b-1")
+    noted = await store.bmc_check("b-1")
+    assert noted is not None
     assert (noted.status, noted.error, noted.writes) == (
         "interrupted",
         "interrupted during its write cycle; restored",
@@ -80,7 +81,8 @@ async def test_a_restore_after_a_restart_is_reported_on_its_verification(store: 
     )
     # the restart's own sweep leaves it as reported
     assert await store.interrupt_bmc_checks("ctl-a", T0) == 0
-    (kept,) = await store.find_bmc_checks("b-1")
+    kept = await store.bmc_check("b-1")
+    assert kept is not None
     assert kept.error == "interrupted during its write cycle; restored"
 
 
