@@ -45,6 +45,8 @@ def decode(kind: str, token: str, shape: type) -> Any:
         position = None
     if isinstance(position, int) and not isinstance(position, bool) and not 0 <= position < 2**63:
         position = None  # a crafted position no list hands out (a database would overflow on it)
+    if isinstance(position, str) and "\x00" in position:
+        position = None  # no id holds a NUL, and PostgreSQL refuses one in a query (not an answer)
     if not isinstance(position, shape) or isinstance(position, bool):
         raise PageTokenError(f"page_token {token[:40]!r} is not a token of this list; start without one")
     return position

@@ -155,3 +155,6 @@ def test_a_crafted_page_token_position_is_refused() -> None:
         with pytest.raises(pages.PageTokenError):
             pages.decode("requests", token, int)
     assert pages.decode("requests", pages.encode("requests", 41), int) == 41
+    crafted = base64.urlsafe_b64encode(json.dumps({"list": "devices", "after": "node\x00"}).encode()).decode()
+    with pytest.raises(pages.PageTokenError):  # PostgreSQL would refuse it in the page's query
+        pages.decode("devices", crafted, str)
