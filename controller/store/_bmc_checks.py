@@ -165,6 +165,8 @@ def resolve(conn: Connection, name: str) -> tuple[str, str]:
     """What `name` names: ("check", id) for a verification (its id, or a prefix of exactly one),
     ("batch", id) for a run (its batch id); ("", why) for none or more than one. Two ids at most are
     read, however many rows match."""
+    if "\x00" in name:  # no id holds a NUL, and PostgreSQL refuses one in a query
+        return "", f"no verification matches {name!r}"
     if conn.execute(sa.select(B.c.check_id).where(B.c.check_id == name)).first() is not None:
         return "check", name
     if conn.execute(sa.select(B.c.check_id).where(B.c.batch_id == name).limit(1)).first() is not None:

@@ -69,3 +69,5 @@ async def test_each_devices_last_finished_verification(store: Store) -> None:
     assert await store.resolve_bmc_check("b3-") == ("", "more than one verification matches 'b3-'")
     assert await store.resolve_bmc_check("b4") == ("batch", "b4")  # a run, before any prefix
     assert await store.resolve_bmc_check("b4-") == ("check", "b4-1")
+    # a NUL is in no id; on PostgreSQL it would fail the query rather than match nothing
+    assert await store.resolve_bmc_check("b4-\x00") == ("", "no verification matches 'b4-\\x00'")
