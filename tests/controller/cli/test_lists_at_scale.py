@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -169,6 +170,13 @@ async def fleet(tmp_path: Path) -> AsyncIterator[str]:
     assert len(json.dumps(gb200_state(0))) > 8500  # the size that broke one-message lists
     (tmp_path / "inventory.toml").write_text(inventory_text())
     await populate(url)
+    async with serving(tmp_path, url, "scale") as server:
+        yield server
+
+
+@asynccontextmanager
+async def serving(tmp_path: Path, url: str, instance_id: str, *extra: str) -> AsyncIterator[str]:
+    """A real `devicectl serve` on `url` with `tmp_path`'s inventory.toml: its address, stopped after."""
     port = free_port()
     args = [
         sys.executable,
@@ -184,7 +192,8 @@ async def fleet(tmp_path: Path) -> AsyncIterator[str]:
         "--callback",
         "127.0.0.1:9",
         "--instance-id",
-        "scale",
+        instance_id,
+        *extra,
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = await start_serving(args, env, tmp_path / "serve.log", port, tries=1200)

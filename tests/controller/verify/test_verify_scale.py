@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,9 +18,8 @@ import pytest
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc
 from controller.api import pages
-from tests.controller.cli.test_lists_at_scale import NODES, PER_RACK, node
+from tests.controller.cli.test_lists_at_scale import NODES, PER_RACK, node, serving
 from tests.controller.terminal import pipe
-from tests.serve_process import ROOT, free_port, start_serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -43,35 +39,9 @@ def _inventory() -> str:
 @pytest.fixture
 async def unreachable_fleet(tmp_path: Path) -> AsyncIterator[str]:
     (tmp_path / "inventory.toml").write_text(_inventory())
-    port = free_port()
-    args = [
-        sys.executable,
-        "-m",
-        "controller",
-        "serve",
-        "--listen",
-        f"127.0.0.1:{port}",
-        "--database-url",
-        f"sqlite:///{tmp_path / 'devicectl.db'}",
-        "--inventory",
-        str(tmp_path / "inventory.toml"),
-        "--callback",
-        "127.0.0.1:9",
-        "--instance-id",
-        "verify-scale",
-        "--auto-upgrade",
-    ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = await start_serving(args, env, tmp_path / "serve.log", port, tries=1200)
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    url = f"sqlite:///{tmp_path / 'devicectl.db'}"
+    async with serving(tmp_path, url, "verify-scale", "--auto-upgrade") as server:
+        yield server
 
 
 async def test_verify_all_waits_for_every_one_of_2000_and_shows_them_all(unreachable_fleet: str) -> None:
