@@ -5,6 +5,11 @@ call fail with `UNKNOWN` and a traceback in the log. `DecodeGuard` wraps every m
 deserializer so a decode failure becomes a marker value, and the method's behaviour answers the
 marker with `INVALID_ARGUMENT` before the servicer (or anything else) sees it. It covers every
 service on the server, present and future.
+
+The admin service's requests are also refused when a string field holds a NUL: their strings
+(device ids, request ids, kinds, page positions, verification ids) go into SQL as they are, and
+PostgreSQL refuses a NUL in text with an error the handler would not expect. No admin request has
+a use for one. (`SendDeviceRequest`'s strings are checked field by field by `validate`.)
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
 
 from controller.observability.logs import clip
 
@@ -29,16 +36,44 @@ class Undecodable:
         self.reason = reason
 
 
+#: the service whose request strings go into SQL as they are (see the module docstring)
+ADMIN_SERVICE = "/devicecontroller.v1.DeviceControllerAdmin/"
+
+
+def nul_field(message: Message, path: str = "") -> str:
+    """The path of the first string field (nested and repeated ones too) holding a NUL; '' if none."""
+    for field, value in message.ListFields():
+        where = f"{path}.{field.name}" if path else field.name
+        repeated = field.is_repeated
+        values = value if repeated else (value,)
+        for index, item in enumerate(values):
+            at = f"{where}[{index}]" if repeated else where
+            if field.type == FieldDescriptor.TYPE_STRING and "\x00" in item:
+                return at
+            if isinstance(item, Message):
+                found = nul_field(item, at)
+                if found:
+                    return found
+    return ""
+
+
 def _guarded_deserializer(method: str, inner: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    admin = method.startswith(ADMIN_SERVICE)
+
     def deserialize(data: bytes) -> Any:
         try:
-            return inner(data)
+            message = inner(data)
         except Exception as exc:  # DecodeError, or anything a hostile payload provokes
             # the library's message names the type, not the bytes: safe to echo, but keep it one line
             detail = clip(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 160)
             return Undecodable(
                 f"{method}: request is not a valid protobuf message ({len(data)} bytes): {detail}"
             )
+        if admin and isinstance(message, Message):
+            field = nul_field(message)
+            if field:
+                return Undecodable(f"{method}: {clip(field, 120)}: a NUL character is never part of a value")
+        return message
 
     return deserialize
 

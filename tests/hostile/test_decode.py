@@ -71,3 +71,28 @@ async def test_admin_methods_refuse_corrupt_bytes(start_controller, log_capture:
             pass
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     log_capture.assert_clean()
+
+
+#: admin requests whose strings reach SQL as they are: a NUL anywhere is refused before they do
+NUL_REQUESTS = [
+    ("ListRequests", apb.ListRequestsRequest(device="node\x00000")),
+    ("GetDevice", apb.GetDeviceRequest(id="node000\x00")),
+    ("ListVerifications", apb.ListVerificationsRequest(device="\x00")),
+    ("ListBmcChecks", apb.ListBmcChecksRequest(device="node\x00")),
+    ("GetRequest", apb.GetRequestRequest(request_id="r\x00")),
+]
+
+
+@pytest.mark.parametrize(("method", "message"), NUL_REQUESTS, ids=[m for m, _ in NUL_REQUESTS])
+async def test_a_nul_in_any_admin_request_string_is_invalid_argument_on_every_database(
+    start_controller, db_url: str, log_capture: LogCapture, method: str, message: object
+) -> None:
+    h = await start_controller()
+    call = getattr(h.admin, method)
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await call(message)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, refused.value.details()
+    assert "a NUL character is never part of a value" in (refused.value.details() or "")
+    log_capture.assert_clean()
+    # the same request without the NUL is served (the refusal is the NUL's, not the method's)
+    await h.admin.ListRequests(apb.ListRequestsRequest(device="node000"))
