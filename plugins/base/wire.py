@@ -184,27 +184,40 @@ def outcome_to_pb(outcome: p.Outcome[Any]) -> ppb.OperationResponse:
 
 
 def outcome_from_pb(kind: Kind, msg: ppb.OperationResponse) -> p.Outcome[Any]:
-    """The plugin's outcome, or its error raised."""
+    """The plugin's outcome, or its error raised.
+
+    The reply comes from another process, so it is read as strictly as a request: a document that
+    is not JSON, holds NaN or Infinity, or does not decode to its type is the plugin's fault, never
+    the caller's. It raises a `DeviceControllerError` without receipts (None: each write asked for
+    may have landed); an error whose receipts do not decode keeps its own class, receipts unknown.
+    """
     if msg.HasField("error"):
         error = error_from(msg.error.code, msg.error.message, msg.error.retryable)
         # the writes it made before failing (a plugin older than this field sends none: unknown)
-        error.receipts = (
-            decode(tuple[DeviceWrite, ...], json.loads(msg.writes_json), "writes")
-            if msg.writes_json
-            else None
-        )
+        try:
+            error.receipts = (
+                _reply(tuple[DeviceWrite, ...], msg.writes_json, "writes_json") if msg.writes_json else None
+            )
+        except e.DeviceControllerError:
+            error.receipts = None
         raise error
     return p.Outcome(
-        result=decode(kind.result, json.loads(msg.result_json), "result"),
-        state=_json_object(msg.state_json, "state_json") if msg.has_state else None,
+        result=_reply(kind.result, msg.result_json, "result_json"),
+        state=_reply(dict[str, Any], msg.state_json or "{}", "state_json") if msg.has_state else None,
         reached_at=msg.reached_at.ToDatetime(tzinfo=UTC) if msg.HasField("reached_at") else None,
         reach_error=msg.reach_error,
         verification=(
-            decode(p.PendingVerification, json.loads(msg.verification_json), "verification")
+            _reply(p.PendingVerification, msg.verification_json, "verification_json")
             if msg.verification_json
             else None
         ),
-        writes=(
-            decode(tuple[DeviceWrite, ...], json.loads(msg.writes_json), "writes") if msg.writes_json else ()
-        ),
+        writes=(_reply(tuple[DeviceWrite, ...], msg.writes_json, "writes_json") if msg.writes_json else ()),
     )
+
+
+def _reply(tp: Any, text: str, where: str) -> Any:
+    """One JSON document of a plugin's reply, decoded to `tp`; a bad one as the plugin's error."""
+    try:
+        return decode(tp, _loads(text, where), where)
+    except e.DeviceControllerError as exc:
+        raise e.DeviceControllerError(f"the plugin's reply is unreadable: {exc.message}") from None

@@ -200,3 +200,44 @@ async def test_an_error_brings_the_plugins_receipts_back_and_the_write_log_keeps
     with pytest.raises(DeviceRejectedError):
         await run_operation(Failing(), RequestKind.BMC_HEALTH, ctx, HealthQuery(), log)
     assert log.entries() == (sent,)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"result_json": "{not json"},
+        {"result_json": '{"ok": NaN}'},
+        {"result_json": '{"ok": true}', "writes_json": '[{"target": "/x", "method": "PATCH", "after": NaN}]'},
+        {"result_json": '{"ok": true}', "writes_json": '{"not": "a list"}'},
+        {"result_json": '{"ok": true}', "has_state": True, "state_json": "[1]"},
+        {"result_json": '{"ok": true}', "verification_json": '{"id": 3}'},
+    ],
+)
+def test_an_unreadable_plugin_reply_is_the_plugins_error_with_its_writes_unknown(
+    reply: dict[str, Any],
+) -> None:
+    """A plugin process's reply is outside input: a document that is not JSON, holds NaN, or has
+    the wrong shape is neither taken nor blamed on the request (InvalidRequestError); it is the
+    plugin's error, and with no receipts, so each write asked for counts as one that may have landed."""
+    from plugins._proto.devicectl.plugin.v1 import power_pb2 as ppb
+    from plugins.base import DeviceControllerError
+    from plugins.base.kinds import kind_of
+    from plugins.base.wire import outcome_from_pb
+
+    with pytest.raises(DeviceControllerError, match="reply is unreadable") as raised:
+        outcome_from_pb(kind_of("ping"), ppb.OperationResponse(**reply))
+    assert type(raised.value) is DeviceControllerError and raised.value.receipts is None
+
+
+def test_an_error_with_unreadable_receipts_keeps_its_class_and_its_writes_unknown() -> None:
+    from plugins._proto.devicectl.plugin.v1 import power_pb2 as ppb
+    from plugins.base.kinds import kind_of
+    from plugins.base.wire import error_to_pb, outcome_from_pb
+
+    for bad in ("[{", '[{"target": "/x", "method": "PATCH", "before": Infinity}]', '"x"'):
+        answered = ppb.OperationResponse(
+            error=error_to_pb(DeviceRejectedError("BMC said no")), writes_json=bad
+        )
+        with pytest.raises(DeviceRejectedError, match="BMC said no") as raised:
+            outcome_from_pb(kind_of("bmc_health"), answered)
+        assert raised.value.receipts is None
