@@ -7,7 +7,8 @@ with "Address already in use". Reproduced in a loaded suite run: a `serve` resta
 after SIGTERM found it taken by another test's connection.
 
 So ports are handed out from below the ephemeral range (read from the kernel; Linux's default is
-32768-60999), where no outgoing connection is given a port, and each pytest-xdist worker gets its
+32768-60999; above it on a host whose range starts near 1024), where no outgoing connection is
+given a port, and each pytest-xdist worker gets its
 own slice of that range, so two workers of one run never pick the same port. Within a process the
 ports are handed out in turn and each one is checked to be free.
 """
@@ -25,18 +26,32 @@ _SPAN = 12000  # ports below the ephemeral range this allocator uses
 _FLOOR = 1024
 
 
-def _ephemeral_low() -> int:
+def _ephemeral_range() -> tuple[int, int]:
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
+            first, last = (int(part) for part in f.read().split()[:2])
+            return first, last
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _ephemeral_low() -> int:
+    return _ephemeral_range()[0]
+
+
+def _outside_ephemeral(first: int, last: int) -> tuple[int, int]:
+    """The larger span of ports outside the ephemeral range `first`..`last`: below it (up to
+    `_SPAN` ports above 1024) or, where the kernel hands out nearly every port, above it."""
+    below = (max(_FLOOR, first - _SPAN), first)
+    above = (last + 1, min(65536, last + 1 + _SPAN))
+    return below if below[1] - below[0] >= above[1] - above[0] else above
 
 
 def _slice() -> range:
-    """This process's ports: a slice of the range below the ephemeral ports, one per xdist worker."""
-    high = _ephemeral_low()
-    low = max(_FLOOR, high - _SPAN)
+    """This process's ports: a slice of the range outside the ephemeral ports, one per xdist worker."""
+    low, high = _outside_ephemeral(*_ephemeral_range())
+    if high - low < 64:
+        raise RuntimeError(f"too few ports outside the ephemeral range ({low}-{high - 1}) to hand out")
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
     if worker.startswith("gw") and worker[2:].isdigit() and count > 1:

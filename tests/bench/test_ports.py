@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 
-from bench.ports import _ephemeral_low, free_port, free_port_run
+from bench.ports import _ephemeral_low, _outside_ephemeral, free_port, free_port_run
 from tests.serve_process import ROOT
 
 
@@ -38,3 +38,9 @@ def test_two_xdist_workers_of_one_run_draw_from_disjoint_slices() -> None:
     for i, one in enumerate(slices):
         for other in slices[i + 1 :]:
             assert not set(one) & set(other)
+
+
+def test_a_host_whose_ephemeral_range_starts_low_gets_ports_above_it() -> None:
+    assert _outside_ephemeral(32768, 60999) == (20768, 32768)
+    assert _outside_ephemeral(1024, 60999) == (61000, 65536)  # nothing below: above it
+    assert _outside_ephemeral(2048, 65535)[1] - _outside_ephemeral(2048, 65535)[0] == 1024
