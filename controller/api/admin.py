@@ -360,7 +360,7 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
     ) -> apb.ListVerificationsResponse:
         size = pages.page_size(request.page_size or request.limit, 100)
         try:
-            offset = pages.decode("verifications", request.page_token, int) or 0
+            after = pages.decode_newest("verifications", request.page_token)
             chosen = selected(self._inventory, request.selector)
         except (pages.PageTokenError, selectors.SelectorError) as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
@@ -369,11 +369,16 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
             device=request.device or None,
             verification_id=request.verification_id or None,
             limit=size + 1,
-            offset=offset,
+            after=after,
             devices=chosen,
         )
         records = pages.fill([verification_record(r) for r in rows[:size]])
-        token = pages.encode("verifications", offset + len(records)) if len(rows) > len(records) else ""
+        last = rows[len(records) - 1] if records else None
+        token = (
+            pages.encode("verifications", pages.newest_position(last.created_at, last.verification_id))
+            if last is not None and len(rows) > len(records)
+            else ""
+        )
         return apb.ListVerificationsResponse(verifications=records, next_page_token=token)
 
     async def StartVerify(
@@ -427,7 +432,7 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
     ) -> apb.VerifyBatch:
         size = pages.page_size(request.page_size or request.limit, 100)
         try:
-            offset = pages.decode("bmc_checks", request.page_token, int) or 0
+            after = pages.decode_newest("bmc_checks", request.page_token)
             chosen = selected(self._inventory, request.selector)
         except (pages.PageTokenError, selectors.SelectorError) as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
@@ -436,14 +441,17 @@ class AdminService(agrpc.DeviceControllerAdminServicer):
             device=request.device or None,
             status=request.status or None,
             limit=size + 1,
-            offset=offset,
+            after=after,
             devices=chosen,
         )
         batch = render.batch(rows[:size])
         kept = pages.fill(list(batch.checks))
         del batch.checks[len(kept) :]
-        if len(rows) > len(kept):
-            batch.next_page_token = pages.encode("bmc_checks", offset + len(kept))
+        if kept and len(rows) > len(kept):
+            last = rows[len(kept) - 1]
+            batch.next_page_token = pages.encode(
+                "bmc_checks", pages.newest_position(last.created_at, last.check_id)
+            )
         return batch
 
     async def GetBmcCheck(

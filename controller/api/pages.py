@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 from google.protobuf.message import Message
@@ -50,6 +51,27 @@ def decode(kind: str, token: str, shape: type) -> Any:
     if not isinstance(position, shape) or isinstance(position, bool):
         raise PageTokenError(f"page_token {token[:40]!r} is not a token of this list; start without one")
     return position
+
+
+def decode_newest(kind: str, token: str) -> tuple[datetime, str] | None:
+    """Where a newest-first page of `token` starts: just after the row (created_at, id) it names
+    (`newest_position`); None: no token, the first page."""
+    position = decode(kind, token, list)
+    if position is None:
+        return None
+    try:
+        when, key = position
+        created = datetime.fromisoformat(when)
+    except (TypeError, ValueError):
+        created, key = None, None
+    if created is None or created.tzinfo is None or not isinstance(key, str) or "\x00" in key:
+        raise PageTokenError(f"page_token {token[:40]!r} is not a token of this list; start without one")
+    return created, key
+
+
+def newest_position(created: datetime, key: str) -> list[str]:
+    """The position `decode_newest` reads back: the last row shown, by its creation and its id."""
+    return [created.isoformat(), key]
 
 
 def fill(records: Sequence[M], budget: int = PAGE_BYTES) -> list[M]:

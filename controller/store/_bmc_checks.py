@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ._database import by_code_point
+from ._database import by_code_point, newest_first
 from ._models import BMC_CHECKS
 
 B = BMC_CHECKS
@@ -135,9 +135,10 @@ def list_checks(
     batch_id: str | None,
     status: str | None,
     limit: int,
-    offset: int = 0,
+    after: tuple[datetime, str] | None = None,
     devices: Sequence[str] | None = None,
 ) -> list[BmcCheckRow]:
+    """Verifications, newest first, from just after the row `after` names (a keyset page)."""
     query = sa.select(B)
     if devices is not None:
         query = query.where(B.c.device.in_(list(devices)))
@@ -147,7 +148,7 @@ def list_checks(
         query = query.where(B.c.batch_id == batch_id)
     if status:
         query = query.where(B.c.status == status)
-    query = query.order_by(B.c.created_at.desc(), B.c.check_id).limit(limit).offset(offset)
+    query = newest_first(conn, query, B.c.created_at, B.c.check_id, after).limit(limit)
     return [_row(r) for r in conn.execute(query)]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -256,6 +257,19 @@ def by_code_point(conn: Connection, column: Any) -> Any:
     before `node-a`, so a page after `node-a` would skip or repeat rows. COLLATE "C" on PostgreSQL
     (UTF-8 bytes, code point order); SQLite's default BINARY collation already is that order."""
     return column.collate("C") if is_postgres(conn) else column
+
+
+def newest_first(
+    conn: Connection, query: Any, created: Any, key: Any, after: tuple[datetime, str] | None
+) -> Any:
+    """`query` ordered newest first (`created` descending, ties by `key` in code point order), from
+    just after the row `after` names (a keyset page: rows added between two pages never shift a
+    later page, as an offset would, so none is shown twice or skipped)."""
+    ordered = by_code_point(conn, key)
+    if after is not None:
+        when, last = after
+        query = query.where(sa.or_(created < when, sa.and_(created == when, ordered > last)))
+    return query.order_by(created.desc(), ordered)
 
 
 def dialect_insert(conn: Connection, table: sa.Table) -> Any:

@@ -425,8 +425,9 @@ class Store:
     async def list_verifications(
         self, device: str | None = None, verification_id: str | None = None, limit: int = 100, **page: Any
     ) -> list[VerificationRow]:
-        """Verifications, newest first; `offset=N` skips N (a page), `devices=[...]` keeps theirs."""
-        where = (page.get("offset", 0), page.get("devices"))
+        """Verifications, newest first; `after=(created_at, id)` starts just after that row (a keyset
+        page), `devices=[...]` keeps theirs."""
+        where = (page.get("after"), page.get("devices"))
         return await self._read(_verifications.list_verifications, device, verification_id, limit, *where)
 
     # --- outbox: what the delivery worker sends (outcomes are written ahead of the rest) ---------------
@@ -534,11 +535,12 @@ class Store:
         batch_id: str | None = None,
         status: str | None = None,
         limit: int = 100,
-        offset: int = 0,
+        after: tuple[datetime, str] | None = None,
         devices: Sequence[str] | None = None,
     ) -> list[BmcCheckRow]:
-        """Verifications, newest first: from the `offset`th (a page), of `devices` when given."""
-        return await self._read(_bmc_checks.list_checks, device, batch_id, status, limit, offset, devices)
+        """Verifications, newest first: from just after the row `after` (created_at, check id)
+        names (a keyset page), of `devices` when given."""
+        return await self._read(_bmc_checks.list_checks, device, batch_id, status, limit, after, devices)
 
     async def bmc_check(self, check_id: str) -> BmcCheckRow | None:
         """One verification by its id, or None."""

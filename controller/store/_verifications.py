@@ -9,6 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ._database import newest_first
 from ._models import REQUESTS, VERIFICATIONS, UTCDateTime
 from ._types import NewVerification, VerificationRow, VerificationStatus
 
@@ -101,10 +102,11 @@ def list_verifications(
     device: str | None,
     verification_id: str | None,
     limit: int,
-    offset: int = 0,
+    after: tuple[datetime, str] | None = None,
     devices: Sequence[str] | None = None,
 ) -> list[VerificationRow]:
-    """Verifications, newest first (from the `offset`th; of `devices` when given)."""
+    """Verifications, newest first (from just after the row `after` names, a keyset page; of
+    `devices` when given)."""
     query = sa.select(V)
     if devices is not None:
         query = query.where(V.c.device.in_(list(devices)))
@@ -112,5 +114,5 @@ def list_verifications(
         query = query.where(V.c.device == device)
     if verification_id is not None:
         query = query.where(V.c.verification_id == verification_id)
-    query = query.order_by(V.c.created_at.desc(), V.c.verification_id).limit(limit).offset(offset)
+    query = newest_first(conn, query, V.c.created_at, V.c.verification_id, after).limit(limit)
     return [_row(row) for row in conn.execute(query)]

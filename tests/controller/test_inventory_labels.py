@@ -158,3 +158,29 @@ def test_a_crafted_page_token_position_is_refused() -> None:
     crafted = base64.urlsafe_b64encode(json.dumps({"list": "devices", "after": "node\x00"}).encode()).decode()
     with pytest.raises(pages.PageTokenError):  # PostgreSQL would refuse it in the page's query
         pages.decode("devices", crafted, str)
+
+
+def test_a_crafted_newest_first_page_token_is_refused() -> None:
+    import base64
+    import json
+    from datetime import UTC, datetime
+
+    from controller.api import pages
+
+    def token(after: object) -> str:
+        return base64.urlsafe_b64encode(json.dumps({"list": "bmc_checks", "after": after}).encode()).decode()
+
+    for after in (
+        ["not a time", "b-1"],
+        ["2026-12-06T00:00:00", "b-1"],  # no zone: no row is created so
+        ["2026-12-06T00:00:00+00:00", "b\x00"],
+        ["2026-12-06T00:00:00+00:00"],
+        ["2026-12-06T00:00:00+00:00", 7],
+        17,
+    ):
+        with pytest.raises(pages.PageTokenError):
+            pages.decode_newest("bmc_checks", token(after))
+    when = datetime(2026, 12, 6, tzinfo=UTC)
+    good = pages.encode("bmc_checks", pages.newest_position(when, "b-1"))
+    assert pages.decode_newest("bmc_checks", good) == (when, "b-1")
+    assert pages.decode_newest("verifications", "") is None

@@ -3,6 +3,7 @@ some ids), requests before a seq (of some devices), and verifications from an of
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 from controller.store import BmcCheckRow, DeviceUpsert, NewRequest, Store
@@ -68,8 +69,15 @@ async def test_pages_of_verifications_run_from_an_offset(store: Store) -> None:
     ]
     await store.add_bmc_checks(rows)
     seen: list[str] = []
-    while page := await store.list_bmc_checks(limit=6, offset=len(seen)):
+    after = None
+    while page := await store.list_bmc_checks(limit=6, after=after):
         seen += [r.check_id for r in page]
+        after = (page[-1].created_at, page[-1].check_id)
+        if len(seen) == 6:  # a newer verification lands between two pages: no later page shifts
+            newest = dataclasses.replace(rows[-1], check_id="b-new", created_at=NOW + timedelta(seconds=99))
+            await store.add_bmc_checks([newest])
     assert seen == [f"b-{i:03d}" for i in reversed(range(20))]
     node1 = await store.list_bmc_checks(limit=100, devices=["node1"])
-    assert [r.check_id for r in node1] == [f"b-{i:03d}" for i in reversed(range(20)) if i % 3 == 1]
+    assert [r.check_id for r in node1] == ["b-new"] + [
+        f"b-{i:03d}" for i in reversed(range(20)) if i % 3 == 1
+    ]
