@@ -107,15 +107,9 @@ class Claims:
     async def _restoring(self, device: str) -> AsyncIterator[None]:
         """Held while a gained journal of `device` is restored: the device's lane (nothing else
         writes the node meanwhile), and its shard counted busy (its lease is not handed on)."""
-        shard = self._shards.shard_for(device)
         async with self._dispatcher.exclusive(device):
-            self._runner.running_shards[shard] += 1
-            try:
+            with self._runner.working_in(self._shards.shard_for(device)):
                 yield
-            finally:
-                self._runner.running_shards[shard] -= 1
-                if not self._runner.running_shards[shard]:
-                    del self._runner.running_shards[shard]
 
     def stop_restores(self) -> list[asyncio.Task[None]]:
         """At a stop: cancel the restores of gained shards' journals (a journal not restored stays

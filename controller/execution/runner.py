@@ -5,11 +5,12 @@ the result, new state and response in one transaction. Every path ends in exactl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -88,17 +89,24 @@ class RequestRunner:
         if not self.shards.runs(job.shard):
             log.info("request %s left for the owner of shard %d", job.request_id, job.shard)
             return False
-        self.running_shards[job.shard] += 1
         try:
-            await self._run_journaled(job)
+            with self.working_in(job.shard):
+                await self._run_journaled(job)
             return True
         except _LeftForOwner:
             log.info("request %s left for the owner of shard %d", job.request_id, job.shard)
             return False
+
+    @contextlib.contextmanager
+    def working_in(self, shard: int) -> Iterator[None]:
+        """Counted as running work of `shard` meanwhile: its lease is not handed on."""
+        self.running_shards[shard] += 1
+        try:
+            yield
         finally:
-            self.running_shards[job.shard] -= 1
-            if not self.running_shards[job.shard]:
-                del self.running_shards[job.shard]
+            self.running_shards[shard] -= 1
+            if not self.running_shards[shard]:
+                del self.running_shards[shard]
 
     def forget_devices(self) -> None:
         """Drop the write-through device copies (shards were gained: another process may have

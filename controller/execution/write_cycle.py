@@ -2,7 +2,8 @@
 `write_cycle`), run by the controller in plugin calls (`HealthQuery.apply`, `priors`, `restore`):
 
 1. plan: the read-only checks; their `cap KEY` evidence is the value, mode and resource of every cap;
-2. journal: those priors are committed to ``write_cycles`` before the first write;
+2. journal: those priors are committed to ``write_cycles`` before the first write (a cancel that
+   lands during the insert closes the journal as unwritten: nothing for a later restore to write);
 3. apply: the plugin cycles each cap and restores it to its journaled prior (never to a read that
    could be a leftover test value);
 4. close: wherever the apply did not prove a cap back (a failure, a deadline, a cancel), the journal
@@ -238,7 +239,11 @@ class WriteCycles:
             closed_at=None,
         )
         if priors:  # durable before the first write; a cancel cannot cut the insert off half done
-            await uncancelled(self._store.open_write_cycle(row))
+            try:
+                await uncancelled(self._store.open_write_cycle(row))
+            except asyncio.CancelledError:  # journaled, nothing written: closed, never restored later
+                await uncancelled(self._close_unwritten(row))
+                raise
         applied: Outcome[HealthResult] | None = None
         try:
             applied = await self._call(
@@ -503,6 +508,17 @@ class WriteCycles:
         if leftover:
             checks = [replace(c, detail=f"unfinished write cycle ({row.origin}): {c.detail}") for c in checks]
         return checks
+
+    async def _close_unwritten(self, row: WriteCycleRow) -> None:
+        """Close a journal whose cycle was cancelled before its first write: left open, a later
+        restore would write the node's old reads back over whatever it holds by then."""
+        report = {"by": "the cycle", "owner": row.owner, "restored": {}, "not_restored": {}, "written": False}
+        try:
+            await self._store.close_write_cycle(
+                row.cycle_id, report, datetime.now(UTC), owner=row.owner, epoch=row.epoch
+            )
+        except Exception as exc:  # it stays open: its next restore writes the priors it read
+            log.error("write cycle %s of %s: cannot close its journal: %s", row.cycle_id, row.device, exc)
 
     async def _taken(self, row: WriteCycleRow) -> WriteCycleRow | list[HealthCheck]:
         """Take a leftover journal over (compare-and-set of its epoch): the row as held here, or the

@@ -273,17 +273,11 @@ class BmcChecker:
         async with self._dispatcher.exclusive(row.device):  # one writer per device
             if not shards.runs(shard):
                 raise VerifyRefused(f"the shard lease of {row.device} is no longer held here; run it again")
-            # counted as running work of the shard: its lease is not handed on while the caps cycle
-            self._runner.running_shards[shard] += 1
-            try:
+            with self._runner.working_in(shard):  # its lease is not handed on while the caps cycle
                 cycle = self._runner.write_cycles.run(
                     resolved, ctx, query, origin_of_check(row.check_id), writes
                 )
                 outcome = await asyncio.wait_for(cycle, limit)
-            finally:
-                self._runner.running_shards[shard] -= 1
-                if not self._runner.running_shards[shard]:
-                    del self._runner.running_shards[shard]
         return _with_unread(await self._runner.write_cycles.explained(row.device, outcome.result), unread)
 
     async def _inband_limits(self, device: str, limit: float) -> tuple[dict[int, float], str]:

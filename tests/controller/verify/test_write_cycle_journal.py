@@ -245,29 +245,13 @@ async def test_a_rerun_restores_an_unfinished_cycle_first_and_never_takes_its_te
         h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
         bmc = fleet.bmcs[0]
         before = caps(bmc)
-        read = await h.admin.StartVerify(apb.StartVerifyRequest(devices=["node001"], **FAST))
-        plain = await _done(h, read.checks[0].check_id)
-        priors = plan_of(HealthResult(tuple(HealthCheck.from_json(c) for c in plain["checks"])))
-        assert priors
         # a cycle that died after its test write (its journal open, the value one step below)
         from bmcsim._gb200_writes import cap_write
 
+        await _leave_open_journal(h, "leftover", "verify leftover")
         name = "GPU_0"
         cap_write(bmc.state.caps[name], 1150, None).apply()  # the test value, as a write leaves it
         assert caps(bmc) != before
-        await h.controller.store.open_write_cycle(
-            WriteCycleRow(
-                cycle_id="leftover",
-                device="node001",
-                origin="verify leftover",
-                priors=priors,
-                status="open",
-                report=None,
-                owner="elsewhere",
-                created_at=datetime.now(UTC),
-                closed_at=None,
-            )
-        )
         started = await h.admin.StartWriteCycle(apb.StartVerifyRequest(devices=["node001"], **FAST))
         result = await _done(h, started.checks[0].check_id)
         names = {c["name"]: c for c in result["checks"]}
@@ -276,6 +260,28 @@ async def test_a_rerun_restores_an_unfinished_cycle_first_and_never_takes_its_te
         assert all("unfinished write cycle (verify leftover)" in c["detail"] for c in restores)
         assert caps(bmc) == before, name  # restored to the journal's value, not the leftover
         assert await h.controller.store.open_write_cycles() == []
+
+
+async def _leave_open_journal(h: Any, cycle_id: str, origin: str) -> None:
+    """An open journal another controller left for node001, holding the values a read-only verify
+    reads now as the priors to restore."""
+    read = await h.admin.StartVerify(apb.StartVerifyRequest(devices=["node001"], **FAST))
+    plain = await _done(h, read.checks[0].check_id)
+    priors = plan_of(HealthResult(tuple(HealthCheck.from_json(c) for c in plain["checks"])))
+    assert priors
+    await h.controller.store.open_write_cycle(
+        WriteCycleRow(
+            cycle_id=cycle_id,
+            device="node001",
+            origin=origin,
+            priors=priors,
+            status="open",
+            report=None,
+            owner="elsewhere",
+            created_at=datetime.now(UTC),
+            closed_at=None,
+        )
+    )
 
 
 async def _done(h: Any, check_id: str) -> dict[str, Any]:
@@ -341,22 +347,7 @@ async def test_a_leftover_journal_never_undoes_a_cap_devicectl_set_since(
         h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
         bmc = fleet.bmcs[0]
         before = caps(bmc)
-        read = await h.admin.StartVerify(apb.StartVerifyRequest(devices=["node001"], **FAST))
-        plain = await _done(h, read.checks[0].check_id)
-        priors = plan_of(HealthResult(tuple(HealthCheck.from_json(c) for c in plain["checks"])))
-        await h.controller.store.open_write_cycle(
-            WriteCycleRow(
-                cycle_id="older",
-                device="node001",
-                origin="verify older",
-                priors=priors,
-                status="open",
-                report=None,
-                owner="elsewhere",
-                created_at=datetime.now(UTC),
-                closed_at=None,
-            )
-        )
+        await _leave_open_journal(h, "older", "verify older")
         cap_write(bmc.state.caps["GPU_0"], 1150, None).apply()  # its leftover test value, as written
         policies = pp.GPUPolicies(policies=[pp.GPUPolicy(gpu_id=1, power_limit=pp.PowerLimit(watts=700))])
         await h.stub.SendDeviceRequest(

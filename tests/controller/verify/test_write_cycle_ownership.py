@@ -4,6 +4,7 @@ over the HTTPS simulator, with a second journal holder on the same store.
 - a journal is taken over by a compare-and-set of its epoch: the holder it was taken from (still
   restoring) neither closes it over the newer holder's record nor writes the node again;
 - a device with two open journals stays pending until both are restored (per device, not per row);
+- a cycle cancelled while its journal's insert commits writes nothing and leaves no journal open;
 - an out-of-process plugin's cycle (or cap) that times out keeps an `unknown` receipt for the writes
   it never answered for (its own receipts never came back), never none."""
 
@@ -266,3 +267,48 @@ async def test_close_reports_are_dropped_once_delivered_and_a_result_without_cap
         capped = HealthResult((HealthCheck("cap gpu/0", "pass", "", {"capped": True, "watts": 900.0}),))
         (flagged,) = (await cycles.explained("node001", capped)).checks
         assert reads == ["node001"] and flagged.status == "warn", flagged  # devicectl did not set it
+
+
+async def test_a_cycle_cancelled_during_its_journal_insert_writes_nothing_and_leaves_no_open_journal(
+    tmp_path: Path, start_controller: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancel (a shutdown, a deadline) that lands while the journal's insert commits: the cycle
+    wrote nothing, so its journal is closed, never left open for a later restore to write the
+    node's old reads back over a newer cap set outside devicectl."""
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
+        store, bmc = h.controller.store, fleet.bmcs[0]
+        before = caps(bmc)
+        resolved = await h.controller.runner.resolve("node001", b"", b"")
+        ctx = DeviceContext(
+            device_id="node001",
+            model=resolved.model,
+            endpoint=resolved.endpoint,
+            request_id="internal-cancelled-cycle",
+            deadline=time.monotonic() + 120,
+            state=resolved.state,
+        )
+        cycles = WriteCycles(store, lambda d: h.controller.runner.resolve(d, b"", b""), "ctl-cycle")
+        inserted, release = asyncio.Event(), asyncio.Event()
+        insert = store.open_write_cycle
+
+        async def insert_then_hold(row: WriteCycleRow) -> None:
+            await insert(row)  # committed; the cancel lands before the insert's caller resumes
+            inserted.set()
+            await release.wait()
+
+        monkeypatch.setattr(store, "open_write_cycle", insert_then_hold)
+        writes = WriteLog()
+        query = HealthQuery(skip_writes=False, **FAST)
+        running = asyncio.create_task(cycles.run(resolved, ctx, query, "verify cancelled", writes))
+        await asyncio.wait_for(inserted.wait(), 60)
+        running.cancel()
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        assert not writes.entries() and caps(bmc) == before  # nothing written
+        (row,) = await store.write_cycles_of("verify cancelled")
+        assert row.status == "closed" and row.report["written"] is False, row
+        assert await store.open_write_cycles() == [] and not cycles.unsettled("node001")
