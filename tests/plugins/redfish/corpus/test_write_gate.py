@@ -12,12 +12,14 @@ the simulator's replay engine, whose write log shows every PATCH and POST that r
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from bmcsim import FaultMode
 from bmcsim._bmcweb import DPS_ALLOW_LIST
 from controller.desired.in_force import in_force
 from plugins.base import (
@@ -310,3 +312,29 @@ async def test_a_dps_model_on_gh200_never_splits_a_node_cap_over_the_cpu_limits(
         assert not node.result.ok and state.writes == []
         assert "not proven to cover the node together" in node.result.error, node.result.error
         assert "its DataSourceUri could not be read" in node.result.error
+
+
+async def test_a_lost_write_the_gate_then_refuses_to_repeat_stays_unknown_never_nothing_written(
+    make_harness: Callable[..., Any],
+) -> None:
+    model = {"Model": "auto", "Name": "gh200"}
+    async with served(make_harness, GH200) as (h, bmc, state):
+        # module 0's PATCH gets no answer (nothing applied); while it hangs the firmware stops
+        # offering that limit, so the read after it shows the old value and no limit to write again
+        bmc.faults.set(FaultMode.HANG, writes_only=True, path_contains="ProcessorModule_0/", count=1)
+        call = asyncio.ensure_future(
+            h.call("set_policy", bmc, cap(cpu=600), model=model, timeout=20.0, options={"read_timeout": 2.0})
+        )
+        while ("PATCH", MODULE_EM.format(0)) not in bmc.stats.calls:
+            assert not call.done(), call.result()
+            await asyncio.sleep(0.01)
+        del state.documents[MODULE_EM.format(0)]["PowerLimitWatts"]
+        out = await call
+        bmc.faults.clear()
+        assert not out.result.ok
+        # the first PATCH may still land: unknown, and why it was not sent again; never "nothing written"
+        assert "not sent again" in out.result.error, out.result.error
+        assert "carries no PowerLimitWatts" in out.result.error
+        assert "whether it lands is unknown" in out.result.error
+        assert "nothing written" not in out.result.error
+        assert bmc.stats.calls[("PATCH", MODULE_EM.format(0))] == 1
