@@ -284,14 +284,21 @@ async def _write(
     """
     policy = etag_policy(bmc, mech)
     lost = conflicts = 0
-    while True:
+
+    async def gated() -> tuple[CapRequest, str]:
+        """The next request and why the write gate refuses it ('' when it may go)."""
         request = build(current, doc)
         persistent = _persistency_to_send(bmc, target)
         if persistent is not None:
             request = mech.persist(request, doc, persistent)
         # NOTE: the one write gate (`_platforms.gate`), on the evidence of the reading's GET: the
         # last one made, or the stored reading's own where it stands in for the pre-write GET
-        problem = refusal(mech, component, request, current, await _action_info(bmc, request, current))
+        return request, refusal(mech, component, request, current, await _action_info(bmc, request, current))
+
+    ready: tuple[CapRequest, str] | None = None  # judged already, after a lost answer
+    while True:
+        request, problem = ready or await gated()
+        ready = None
         if problem:
             _skipped(bmc, component, current, target.watts, problem)
             raise PlatformUnsupportedError(problem)
@@ -335,9 +342,20 @@ async def _write(
                 progress.note = f"{component.label}: {landed(exc, current.watts)}"
                 return current  # it landed after all: this read is the read-back
             again = lost == 1 and time_for_another(exc, bmc.deadline)
-            not_landed(exc, current.watts, f"{_describe(current)} in force", again=again)
+            shown = f"{_describe(current)} in force"
+            if again:
+                # NOTE: the gate judges the write once more on this read before it is called sent
+                # again: refused, the lost write stays unknown (it may still land), never "nothing written"
+                try:
+                    ready = await gated()
+                    why = ready[1]
+                except PlatformUnsupportedError as refused:
+                    why = str(refused)
+                if why:
+                    again, shown = False, f"{shown}; not sent again: {why.removesuffix('; nothing written')}"
+            not_landed(exc, current.watts, shown, again=again)
             if not again:
-                annotate(exc, f"; read back: {_describe(current)} in force; whether it lands is unknown")
+                annotate(exc, f"; read back: {shown}; whether it lands is unknown")
                 raise
             await asyncio.sleep(getattr(exc, "retry_after", None) or 0.0)  # as the BMC asked, if it did
             continue

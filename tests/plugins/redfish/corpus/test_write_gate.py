@@ -12,10 +12,14 @@ the simulator's replay engine, whose write log shows every PATCH and POST that r
 
 from __future__ import annotations
 
+import asyncio
 import copy
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+from bmcsim import FaultMode
 from bmcsim._bmcweb import DPS_ALLOW_LIST
 from controller.desired.in_force import in_force
 from plugins.base import (
@@ -44,6 +48,19 @@ def cap(**watts: float) -> PolicyChange:
 
 def gpu_cap(watts: float) -> GpuPoliciesChange:
     return GpuPoliciesChange("rg", PolicyAction.SET, None, (GpuPolicy(0, PowerLimit(watts=watts)),))
+
+
+@asynccontextmanager
+async def served(
+    make_harness: Callable[..., Any], mockup: Path, allow_list: tuple[Any, ...] | None = None
+) -> AsyncIterator[tuple[Any, Any, Any]]:
+    """One simulated BMC serving `mockup` (behind `allow_list`, a proxy's, where given): the
+    harness, the BMC and its state (documents and write log)."""
+    async with make_harness(n=1, model=f"mockup:{mockup}") as h:
+        bmc = h.fleet.bmcs[0]
+        if allow_list is not None:
+            bmc.configure(allow_list=allow_list)
+        yield h, bmc, bmc.state
 
 
 async def test_a_gb200_tray_without_limits_refuses_node_gpu_and_cpu_caps_and_writes_nothing(
@@ -84,9 +101,7 @@ async def test_gh200_cpu_limits_on_the_modules_are_cpu_caps_never_a_node_cap(
     make_harness: Callable[..., Any],
 ) -> None:
     model = {"Model": "auto", "Name": "gh200"}
-    async with make_harness(n=1, model=f"mockup:{GH200}") as h:
-        bmc = h.fleet.bmcs[0]
-        state: Any = bmc.state
+    async with served(make_harness, GH200) as (h, bmc, state):
         before = copy.deepcopy(state.documents)
         node = await h.call("set_policy", bmc, cap(node=700), model=model)
         assert not node.result.ok and state.writes == []
@@ -120,9 +135,7 @@ async def test_a_limit_the_resource_no_longer_carries_is_refused_at_write_time(
     make_harness: Callable[..., Any],
 ) -> None:
     model = {"Model": "auto", "Name": "gh200"}
-    async with make_harness(n=1, model=f"mockup:{GH200}") as h:
-        bmc = h.fleet.bmcs[0]
-        state: Any = bmc.state
+    async with served(make_harness, GH200) as (h, bmc, state):
         assert (await h.call("std_metrics", bmc, Empty(), model=model)).result.ok
         # after discovery, the firmware stops offering module 0's limit (an update, a reset)
         del state.documents[MODULE_EM.format(0)]["PowerLimitWatts"]
@@ -138,9 +151,7 @@ async def test_a_cap_below_lenovo_xccs_oem_capping_minimum_is_refused_naming_it(
 ) -> None:
     model = {"Model": "auto", "Name": "xcc"}
     power = "/redfish/v1/Chassis/1/Power"
-    async with make_harness(n=1, model=f"mockup:{LENOVO}") as h:
-        bmc = h.fleet.bmcs[0]
-        state: Any = bmc.state
+    async with served(make_harness, LENOVO) as (h, bmc, state):
         before = copy.deepcopy(state.documents)
         low = await h.call("set_policy", bmc, cap(node=600), model=model)
         assert not low.result.ok and state.writes == []
@@ -199,9 +210,7 @@ async def test_a_prior_recorded_under_a_key_discovery_no_longer_gives_goes_back_
 ) -> None:
     # an earlier discovery took GH200 module 0's CPU limit for a node share and capped it at 350 W
     model = {"Model": "auto", "Name": "gh200"}
-    async with make_harness(n=1, model=f"mockup:{GH200}") as h:
-        bmc = h.fleet.bmcs[0]
-        state: Any = bmc.state
+    async with served(make_harness, GH200) as (h, bmc, state):
         state.documents[MODULE_EM.format(0)]["PowerLimitWatts"]["SetPoint"] = 350
         prior = {"watts": 420, "capped": False, "mode": "Automatic", "uri": MODULE_EM.format(0)}
         h.states[bmc.index] = {"priors": {"topology": {"module/0": prior}}}
@@ -223,9 +232,7 @@ MODULE_WRITES = [("PATCH", MODULE_EM.format(i), {"PowerLimitWatts": {"SetPoint":
 async def test_dps_models_follow_the_chassis_links_and_choose_modules_by_their_evidence(
     make_harness: Callable[..., Any],
 ) -> None:
-    async with make_harness(n=1, model=f"mockup:{GB300}") as h:
-        bmc = h.fleet.bmcs[0]
-        state: Any = bmc.state
+    async with served(make_harness, GB300) as (h, bmc, state):
         out = await h.call("set_policy", bmc, cap(node=2000), model=DGX_GB300)
         assert out.result.ok, out.result.error
         plan = "\n".join(cap_plan(out.state or {}))
@@ -235,9 +242,7 @@ async def test_dps_models_follow_the_chassis_links_and_choose_modules_by_their_e
         assert sorted(state.writes, key=str) == MODULE_WRITES  # nothing but the modules' limits
 
     # the same firmware, but module 0's chassis says it is no module: its name makes it none
-    async with make_harness(n=1, model=f"mockup:{GB300}") as h:
-        bmc = h.fleet.bmcs[0]
-        state = bmc.state
+    async with served(make_harness, GB300) as (h, bmc, state):
         state.documents["/redfish/v1/Chassis/HGX_ProcessorModule_0"]["ChassisType"] = "Component"
         out = await h.call("set_policy", bmc, cap(node=2000), model=DGX_GB300)
         assert not out.result.ok and state.writes == []
@@ -250,10 +255,7 @@ async def test_behind_dps_proxy_the_documented_module_limits_stand_only_where_th
     # GB300 behind the proxy: the chassis and the Controls the limits name answer 403; the module
     # limits DPS documents are served as themselves, but what each covers is in its Control, which
     # cannot be read (GH200's look the same and are Grace CPU limits): refused, naming why
-    async with make_harness(n=1, model=f"mockup:{GB300}") as h:
-        bmc = h.fleet.bmcs[0]
-        bmc.configure(allow_list=DPS_PROXY)
-        state: Any = bmc.state
+    async with served(make_harness, GB300, DPS_PROXY) as (h, bmc, state):
         out = await h.call("set_policy", bmc, cap(node=2000), model=DGX_GB300)
         assert not out.result.ok and state.writes == []
         plan = "\n".join(cap_plan(out.state or {}))
@@ -262,20 +264,18 @@ async def test_behind_dps_proxy_the_documented_module_limits_stand_only_where_th
         assert "its DataSourceUri could not be read" in out.result.error, out.result.error
 
     # where the proxy lets the Controls be read, the BMC's evidence agrees and DPS's rule stands
-    async with make_harness(n=1, model=f"mockup:{GB300}") as h:
-        bmc = h.fleet.bmcs[0]
-        bmc.configure(allow_list=(*DPS_PROXY, ("GET", "/redfish/v1/Chassis/*/Controls/*")))
-        state = bmc.state
+    async with served(make_harness, GB300, (*DPS_PROXY, ("GET", "/redfish/v1/Chassis/*/Controls/*"))) as (
+        h,
+        bmc,
+        state,
+    ):
         out = await h.call("set_policy", bmc, cap(node=2000), model=DGX_GB300)
         assert out.result.ok, out.result.error
         assert "and the BMC's evidence agrees" in "\n".join(cap_plan(out.state or {}))
         assert sorted(state.writes, key=str) == MODULE_WRITES
 
     # the resource at DPS's documented path is not what DPS says it is: refused, naming why
-    async with make_harness(n=1, model=f"mockup:{GB300}") as h:
-        bmc = h.fleet.bmcs[0]
-        bmc.configure(allow_list=DPS_PROXY)
-        state = bmc.state
+    async with served(make_harness, GB300, DPS_PROXY) as (h, bmc, state):
         state.documents[MODULE_EM.format(1)]["@odata.id"] = (
             "/redfish/v1/Chassis/HGX_Chassis_0/EnvironmentMetrics"
         )
@@ -285,10 +285,7 @@ async def test_behind_dps_proxy_the_documented_module_limits_stand_only_where_th
         assert f"{MODULE_EM.format(1)} answers as /redfish/v1/Chassis/HGX_Chassis_0" in out.result.error
 
     # a DPS model without that rule: no URI is built for it, the node cap is refused with the reason
-    async with make_harness(n=1, model=f"mockup:{GB300}") as h:
-        bmc = h.fleet.bmcs[0]
-        bmc.configure(allow_list=DPS_PROXY)
-        state = bmc.state
+    async with served(make_harness, GB300, DPS_PROXY) as (h, bmc, state):
         out = await h.call("set_policy", bmc, cap(node=2000), model={"Model": "DGX_B300EM", "Name": "b300"})
         assert not out.result.ok and state.writes == []
         assert "the chassis could not be read" in out.result.error, out.result.error
@@ -300,9 +297,7 @@ async def test_a_dps_model_on_gh200_never_splits_a_node_cap_over_the_cpu_limits(
 ) -> None:
     # declared as a GB200 (DPS's module-sum model): the BMC's evidence still decides
     model = {"Model": "DGX_GB200", "Name": "gh200"}
-    async with make_harness(n=1, model=f"mockup:{GH200}") as h:
-        bmc = h.fleet.bmcs[0]
-        state: Any = bmc.state
+    async with served(make_harness, GH200) as (h, bmc, state):
         node = await h.call("set_policy", bmc, cap(node=700), model=model)
         assert not node.result.ok and state.writes == []
         # the Control each limit names was read: Grace EDPp, PhysicalContext CPU
@@ -312,11 +307,34 @@ async def test_a_dps_model_on_gh200_never_splits_a_node_cap_over_the_cpu_limits(
         assert sorted(p for _, p, _ in state.writes) == [MODULE_EM.format(0), MODULE_EM.format(1)]
 
     # behind DPS's proxy the Controls answer 403: what the limits cover is unknown, never a node share
-    async with make_harness(n=1, model=f"mockup:{GH200}") as h:
-        bmc = h.fleet.bmcs[0]
-        bmc.configure(allow_list=DPS_PROXY)
-        state = bmc.state
+    async with served(make_harness, GH200, DPS_PROXY) as (h, bmc, state):
         node = await h.call("set_policy", bmc, cap(node=700), model=model)
         assert not node.result.ok and state.writes == []
         assert "not proven to cover the node together" in node.result.error, node.result.error
         assert "its DataSourceUri could not be read" in node.result.error
+
+
+async def test_a_lost_write_the_gate_then_refuses_to_repeat_stays_unknown_never_nothing_written(
+    make_harness: Callable[..., Any],
+) -> None:
+    model = {"Model": "auto", "Name": "gh200"}
+    async with served(make_harness, GH200) as (h, bmc, state):
+        # module 0's PATCH gets no answer (nothing applied); while it hangs the firmware stops
+        # offering that limit, so the read after it shows the old value and no limit to write again
+        bmc.faults.set(FaultMode.HANG, writes_only=True, path_contains="ProcessorModule_0/", count=1)
+        call = asyncio.ensure_future(
+            h.call("set_policy", bmc, cap(cpu=600), model=model, timeout=20.0, options={"read_timeout": 2.0})
+        )
+        while ("PATCH", MODULE_EM.format(0)) not in bmc.stats.calls:
+            assert not call.done(), call.result()
+            await asyncio.sleep(0.01)
+        del state.documents[MODULE_EM.format(0)]["PowerLimitWatts"]
+        out = await call
+        bmc.faults.clear()
+        assert not out.result.ok
+        # the first PATCH may still land: unknown, and why it was not sent again; never "nothing written"
+        assert "not sent again" in out.result.error, out.result.error
+        assert "carries no PowerLimitWatts" in out.result.error
+        assert "whether it lands is unknown" in out.result.error
+        assert "nothing written" not in out.result.error
+        assert bmc.stats.calls[("PATCH", MODULE_EM.format(0))] == 1
