@@ -93,7 +93,7 @@ class RequestRunner:
             with self.working_in(job.shard):
                 await self._run_journaled(job)
             return True
-        except _LeftForOwner:
+        except LeftForOwner:
             log.info("request %s left for the owner of shard %d", job.request_id, job.shard)
             return False
 
@@ -179,7 +179,7 @@ class RequestRunner:
             dry_run=in_shadow,
         )
         if not self.shards.runs(job.shard):  # the lease lapsed meanwhile: never call the device
-            raise _LeftForOwner
+            raise LeftForOwner
         # The start is written by the completion (one write less per request), or by a timer
         # once the call has run MARK_RUNNING_AFTER seconds (at the next tick), so a long call shows
         # as running.
@@ -191,11 +191,11 @@ class RequestRunner:
         try:
             try:
                 operation = self.write_cycles.operation(resolved, kind, ctx, request, writes)
-                outcome = await self._call_under_lease(operation, remaining, job.shard)
+                outcome = await self.call_under_lease(operation, remaining, job.shard)
             finally:
                 marking.cancel()
                 metrics.RUN_SECONDS.labels(kind.value).observe(time.monotonic() - started)
-        except _LeftForOwner:
+        except LeftForOwner:
             self._starts.pop(job.request_id, None)
             raise
         except TimeoutError:  # the device did not answer in time: not reached
@@ -227,7 +227,7 @@ class RequestRunner:
             return
         await self._succeed(job, kind, resolved, outcome, request)
 
-    async def _call_under_lease(self, operation: Awaitable[Any], timeout: float, shard: int) -> Any:
+    async def call_under_lease(self, operation: Awaitable[Any], timeout: float, shard: int) -> Any:
         """Await the device call for at most `timeout` seconds (then TimeoutError), and no longer
         than this process surely holds the shard's lease: past that the call is cancelled and the
         request left for the next holder. A holder takes a lapsed lease only after its expiry in
@@ -241,7 +241,7 @@ class RequestRunner:
                 lease_left = self.shards.valid_for(shard)
                 if lease_left <= 0:
                     log.warning("shard %d lease lapsed here: device call cancelled", shard)
-                    raise _LeftForOwner
+                    raise LeftForOwner
                 if left <= 0:
                     raise TimeoutError
                 done, _ = await asyncio.wait((task,), timeout=min(left, lease_left))
@@ -396,8 +396,9 @@ class RequestRunner:
         return written.done and written.as_is
 
 
-class _LeftForOwner(Exception):
-    """The job's shard lease lapsed before the device was called: not run here."""
+class LeftForOwner(Exception):
+    """The shard's lease lapsed here before or during the device call (the call, if one ran, was
+    cancelled): the work is left for the shard's next holder."""
 
 
 #: seconds a device call runs before its start is written on its own (shorter calls' starts are

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from controller.config import Settings
 from controller.desired.limits import INTERNAL_PREFIX, enforced_from, gpu_pairs
 from controller.execution.dispatch import Dispatcher
-from controller.execution.runner import RequestRunner, receipts
+from controller.execution.runner import LeftForOwner, RequestRunner, receipts
 from controller.execution.write_cycle import origin_of_check
 from controller.inventory import DeviceEntry
 from controller.observability import metrics, reachability
@@ -277,7 +277,16 @@ class BmcChecker:
                 cycle = self._runner.write_cycles.run(
                     resolved, ctx, query, origin_of_check(row.check_id), writes
                 )
-                outcome = await asyncio.wait_for(cycle, limit)
+                try:
+                    # NOTE: as a request's call: cancelled (and its caps restored, `WriteCycles.run`)
+                    # once this process no longer surely holds the lease, so the shard's next
+                    # holder, which restores the journal, never has a test write of ours in flight
+                    outcome = await self._runner.call_under_lease(cycle, limit, shard)
+                except LeftForOwner:
+                    raise VerifyRefused(
+                        f"the shard lease of {row.device} lapsed here during the write cycle: its device "
+                        "calls were cancelled; the shard's next holder restores what the journal names"
+                    ) from None
         return _with_unread(await self._runner.write_cycles.explained(row.device, outcome.result), unread)
 
     async def _inband_limits(self, device: str, limit: float) -> tuple[dict[int, float], str]:

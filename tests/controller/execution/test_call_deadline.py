@@ -34,7 +34,7 @@ async def test_an_error_at_the_deadline_is_not_logged_as_never_retrieved(
     runner = SimpleNamespace(shards=_Lease())
     with caplog.at_level(logging.ERROR, logger="asyncio"):
         with pytest.raises(TimeoutError):
-            await RequestRunner._call_under_lease(runner, _fails_when_cancelled(), 0.05, 0)  # type: ignore[arg-type,operator]
+            await RequestRunner.call_under_lease(runner, _fails_when_cancelled(), 0.05, 0)  # type: ignore[arg-type,operator]
         await asyncio.sleep(0.1)
         gc.collect()
         await asyncio.sleep(0)

@@ -114,3 +114,41 @@ async def test_a_slow_restore_of_a_gained_shard_never_holds_the_lease_rounds_up(
         assert await third.controller.store.open_write_cycles() == []
         (closed,) = await third.controller.store.write_cycles_of("verify crashed")
         assert closed.owner == "ctl-third" and closed.epoch >= 1, closed
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(300)
+async def test_a_write_cycle_whose_lease_lapses_here_mid_write_is_cancelled_and_left_to_the_next_holder(
+    tmp_path: Path, db_url: str, start_controller: Any
+) -> None:
+    """A verification's write cycle runs under the shard lease as a request's call does: once this
+    process no longer surely holds the lease (a database stall keeps it from renewing), its device
+    calls are cancelled, so the next holder, which restores the journal, never has a test write of
+    ours in flight beside its own calls; the journal stays open for it."""
+    from controller._proto.devicecontroller.v1 import admin_pb2 as apb
+    from tests.controller.verify.test_write_cycle_journal import FAST
+
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory_path = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory_path, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory_path), secrets_dir=str(secrets), **LEASES)
+        leases = h.controller.shards
+        assert isinstance(leases, ShardLeases)
+        bmc = fleet.bmcs[0]
+        bmc.faults.set("hang", writes_only=True, count=1, hang_seconds=HANG_SECONDS * 3)
+        renewed = leases.valid_for
+        lapse = time.monotonic() + 10.0  # well after the cycle's reads, while its first write hangs
+        leases.valid_for = lambda shard: min(renewed(shard), lapse - time.monotonic())  # type: ignore[method-assign]
+
+        started = await h.admin.StartWriteCycle(apb.StartVerifyRequest(devices=["node001"], **FAST))
+        check_id = started.checks[0].check_id
+        await until(lambda: any(m == "PATCH" for (m, _), n in bmc.stats.calls.items() if n), "the test write")
+        deadline = time.monotonic() + HANG_SECONDS * 2  # far sooner than the BMC answers the write
+        while (got := (await h.admin.GetBmcCheck(apb.GetBmcCheckRequest(id=check_id))).checks[0]).status in (
+            "queued",
+            "running",
+        ):
+            assert time.monotonic() < deadline, "the cycle went on past its lease"
+            await asyncio.sleep(0.1)
+        assert "lease of node001 lapsed here during the write cycle" in got.error, got
+        assert [c.device for c in await h.controller.store.open_write_cycles()] == ["node001"]
