@@ -171,9 +171,16 @@ class DmtfClient:
             location = body.get("@odata.id") if isinstance(body, dict) else None
         if not (isinstance(token, str) and token.strip() and isinstance(location, str) and location.strip()):
             raise RedfishProtocolError("Redfish session response is missing authentication data")
-        request_target(self._base, location)  # the same origin, or RedfishInvalidTargetError
+        try:
+            request_target(self._base, location)
+            owned: str | None = location
+        except RedfishInvalidTargetError:
+            # NOTE: a `Location` at another origin (or holding credentials) is never sent anything:
+            # the session is kept by its token (`BmcClient` disowns it and says so); raising here
+            # would leave this session open and log in again, one more session per attempt
+            owned = None
         self._client = AsyncRedfishClient(
-            self._url, session=self._transport, session_key=token, session_location=location
+            self._url, session=self._transport, session_key=token, session_location=owned
         )
         self.token, self.location = token, location
         if changing is not None:

@@ -1,0 +1,48 @@
+"""A login answer whose `Location` names another origin (a hostile or misconfigured BMC, a proxy that
+rewrites it): the session is kept by its token, nothing is ever sent to that `Location`, and no
+request logs in again for it (each login would leave one more session in a small table)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import bmcsim._common
+import bmcsim._gb200
+from plugins.base import Empty
+
+FOREIGN = "https://203.0.113.9/redfish/v1/SessionService/Sessions/"
+
+
+async def test_a_login_location_at_another_origin_keeps_the_session_by_its_token(
+    make_harness: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    login = bmcsim._common._login
+
+    def foreign_location(bmc: Any, req: Any) -> Any:
+        reply = login(bmc, req)
+        moved = FOREIGN + reply.headers["Location"].rpartition("/")[2]
+        return dataclasses.replace(reply, headers={**reply.headers, "Location": moved})
+
+    routes = bmcsim._gb200.PLATFORM.router._exact
+    route = routes[bmcsim._common.SESSIONS]
+    monkeypatch.setitem(routes, bmcsim._common.SESSIONS, dataclasses.replace(route, post=foreign_location))
+    caplog.set_level(logging.WARNING)
+    async with make_harness(n=1, model="gb200") as h:
+        bmc = h.fleet.bmcs[0]
+        for _ in range(3):
+            out = await h.call("std_metrics", bmc, Empty())
+            assert out.result.ok, out.result
+        assert bmc.stats.sessions_created == 1, "a login again for every request"
+        assert bmc.stats.open_sessions == 1
+        client = h.plugin.pool.clients()[0]
+        assert client.session_uri == ""  # not a member of the session collection: never DELETEd
+        assert "outside its session collection" in caplog.text
+        await client.logout()
+        assert bmc.stats.open_sessions == 1  # never DELETEd at its foreign Location: it expires
+        assert "203.0.113.9" not in " ".join(str(key) for key in bmc.stats.calls)
+        assert bmc.sessions.expire_all() == 1  # the BMC's inactivity timeout, for the harness
