@@ -167,9 +167,11 @@ class BmcClient:
         self.identity = identity
         #: the `Session.Context` of our sessions (see the module docstring)
         self.marker = marker
-        self.transport = BmcTransport(http, settings, tls, login_context=marker)
+        self.transport = BmcTransport(http, settings, tls)
         #: the DMTF library's client, through its one adapter
-        self._redfish = DmtfClient(settings.url, settings.username, settings.password, self.transport)
+        self._redfish = DmtfClient(
+            settings.url, settings.username, settings.password, self.transport, context=marker
+        )
         self._auth: str | None = None
         self._session_counted = False  # counted in devicectl_bmc_sessions_open
         #: our session as written in the identity's record
@@ -612,11 +614,11 @@ class BmcClient:
         except dmtf.RedfishHTTPError as exc:
             error = self._map_dmtf(exc, "POST", "/redfish/v1/SessionService/Sessions")
             assert isinstance(error, RedfishHTTPError)
-            if mode == "session" and self.transport.login_context and _refuses_context(error):
+            if mode == "session" and self._redfish.context and _refuses_context(error):
                 # NOTE: a service that does not read Context may refuse it as unknown (bmcweb's
                 # readJson answers 400 PropertyUnknown to any property its handler does not read):
                 # log in without it from now on; leftovers are then found as on a BMC that drops it
-                self.transport.login_context = ""
+                self._redfish.context = ""
                 log.warning(
                     "%s: the BMC refuses the Redfish Session.Context devicectl sets at login (%s); "
                     "logging in without it",

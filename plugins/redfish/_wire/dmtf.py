@@ -69,13 +69,18 @@ class DmtfClient:
         username, password: the BMC account.
         transport: what the library sends through (`plugins.redfish._wire.transport.BmcTransport`:
             `aiohttp.ClientSession.request`'s contract).
+        context: the `Session.Context` sent with every session login ('' for none).
     """
 
-    def __init__(self, url: str, username: str | None, password: str | None, transport: Any):
+    def __init__(
+        self, url: str, username: str | None, password: str | None, transport: Any, context: str = ""
+    ):
         self._url = url
         self._username = username
         self._password = password
         self._transport = transport
+        #: the `Session.Context` of our logins (set to '' when the BMC refuses it)
+        self.context = context
         self._base = URL(url).with_path("/")
         #: the library client requests go through: no credentials until a login
         self._client = self._anonymous()
@@ -159,7 +164,10 @@ class DmtfClient:
             named = _path(body, "Links", "Sessions", "@odata.id")
             if isinstance(named, str) and named.strip():
                 target = named
-        reply = await anonymous.post(target, body={"UserName": self._username, "Password": self._password})
+        credentials = {"UserName": self._username, "Password": self._password}
+        if self.context:
+            credentials["Context"] = self.context  # on the POST itself, wherever the root names it
+        reply = await anonymous.post(target, body=credentials)
         reply = _without_body(reply)  # the credentials stay out of the reply's request record
         changing = _password_change(reply)
         if not 200 <= reply.status < 300:

@@ -8,7 +8,6 @@ BMC (logins, logouts and the client's own 401 re-logins included, and the reques
 `BmcClient` sends past the library with `send`):
 
 - the per-BMC concurrency limit (`plugins.redfish._wire.slots`, shared by control, metrics and ping);
-- the process's `Session.Context` on every login (how a restarted process finds its leftovers);
 - the BMC's TLS settings (a CA-bundle context, the system store, or off when `insecure`);
 - connect and reply timeouts cut to the current request's deadline (a context variable set by the
   caller, so the client's internal requests are bounded too);
@@ -96,12 +95,8 @@ class BmcTransport:
         http: HttpConnections,
         settings: ConnectionSettings,
         tls: ssl.SSLContext,
-        *,
-        login_context: str = "",
     ):
         self._origin = http.origin(settings.url, tls, keepalive=settings.keepalive)
-        #: `Session.Context` added to every login POST (the client library sends only the credentials)
-        self.login_context = login_context
         #: the body of the last successful login's reply (the session as the BMC shows it; no token)
         self.login_reply: dict[str, Any] = {}
         self._settings = settings
@@ -275,10 +270,6 @@ class _LibraryCall:
         data: bytes | None = None
         body = kwargs.get("json")
         if body is not None:
-            context = self._t.login_context
-            login = self._method == "POST" and isinstance(body, dict) and "UserName" in body
-            if context and login and _is_login(url.path):  # the library's login: say whose it is
-                body = {**body, "Context": context}
             data = json.dumps(body).encode()
             headers.setdefault("Content-Type", _JSON_TYPE)
         elif kwargs.get("data") is not None:
