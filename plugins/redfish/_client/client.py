@@ -446,13 +446,13 @@ class BmcClient:
         with deadline_scope(deadline):
             if authenticated and self._auth is None:  # logged in: no coroutines to await per call
                 await before_sending(self._ensure_login())
-            generation = self.transport.session_generation
+            generation = self._redfish.logins
             reply = await self._send(method, path, body, headers)
             if (
                 reply.status == 401
                 and authenticated
                 and self._auth == "session"
-                and (method not in READS or self.transport.session_generation == generation)
+                and (method not in READS or self._redfish.logins == generation)
             ):
                 # NOTE: a 401 means the write was not applied, so log in once more (unless a
                 # concurrent request already did) and resend once (the library itself never resends
@@ -564,7 +564,7 @@ class BmcClient:
 
     async def _relogin(self, generation: int) -> None:
         async with self._login_lock:
-            if self.transport.session_generation == generation:
+            if self._redfish.logins == generation:
                 log.info("%s: Redfish session rejected (401); logging in again", self.origin)
                 await self._login("session")
 
@@ -940,7 +940,7 @@ class BmcClient:
             self._forget(gone)  # no longer listed: deleted or expired
         others = [u for u in uris if u != own][:MAX_SWEPT]
         # our own session as the login's reply showed it (bmcweb answers with the session), else read
-        own_doc = self.transport.login_reply if own else {}
+        own_doc = self._redfish.login_reply if own else {}
         if own and "ClientOriginIPAddress" not in own_doc and "Context" not in own_doc:
             own_doc = await self._read(own, missing_ok=True)
         docs = await asyncio.gather(*(self._read(u, missing_ok=True) for u in others))

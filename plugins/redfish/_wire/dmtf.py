@@ -89,6 +89,10 @@ class DmtfClient:
         self.token: str | None = None
         #: our session's `Location` as the BMC gave it (None without one, or once disowned)
         self.location: str | None = None
+        #: session logins that succeeded so far (a write's 401 logs in again only if none came since)
+        self.logins = 0
+        #: the last session login's reply body (the session as the BMC shows it; no token)
+        self.login_reply: dict[str, Any] = {}
 
     def _anonymous(self) -> AsyncRedfishClient:
         return AsyncRedfishClient(self._url, session=self._transport)
@@ -174,9 +178,13 @@ class DmtfClient:
             _raise_for_login(reply)
         token = reply.getheader("X-Auth-Token")
         location = reply.getheader("Location")
+        try:
+            answer = reply.dict
+        except RedfishProtocolError:
+            answer = None  # some services answer a login with no JSON: only its headers count
+        session = answer if isinstance(answer, dict) else {}
         if not isinstance(location, str) or not location.strip():
-            body = reply.dict
-            location = body.get("@odata.id") if isinstance(body, dict) else None
+            location = session.get("@odata.id")
         if not (isinstance(token, str) and token.strip() and isinstance(location, str) and location.strip()):
             raise RedfishProtocolError("Redfish session response is missing authentication data")
         try:
@@ -191,6 +199,8 @@ class DmtfClient:
             self._url, session=self._transport, session_key=token, session_location=owned
         )
         self.token, self.location = token, location
+        self.logins += 1
+        self.login_reply = session
         if changing is not None:
             # NOTE: the session is ours and of no use until the password is changed: DELETEd now
             # (best effort; a refusal leaves it to expire), not held as the library would hold it

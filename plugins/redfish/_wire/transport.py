@@ -29,7 +29,7 @@ from yarl import URL
 
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._wire import off_loop
-from plugins.redfish._wire.document import loads, loads_scanned, past_bound
+from plugins.redfish._wire.document import loads_scanned, past_bound
 from plugins.redfish._wire.errors import (
     ConnectionFailedError,
     DeadlineExceededError,
@@ -86,8 +86,6 @@ class BmcTransport:
         requests: HTTP requests sent so far.
         in_flight: requests holding a slot right now.
         max_in_flight: the most requests ever in flight at once (never above `concurrency`).
-        session_generation: bumped on every successful Redfish session login (single-flight
-            re-login uses it to tell whether someone else already logged in again).
     """
 
     def __init__(
@@ -97,14 +95,11 @@ class BmcTransport:
         tls: ssl.SSLContext,
     ):
         self._origin = http.origin(settings.url, tls, keepalive=settings.keepalive)
-        #: the body of the last successful login's reply (the session as the BMC shows it; no token)
-        self.login_reply: dict[str, Any] = {}
         self._settings = settings
         self._slots = Slots(settings.concurrency)
         self.requests = 0
         self.in_flight = 0
         self.max_in_flight = 0
-        self.session_generation = 0
 
     @property
     def origin(self) -> str:
@@ -200,9 +195,6 @@ class BmcTransport:
             raise ReplyBoundError(
                 f"{self.origin}: {method} {path}: the reply's {over}", bound=over.bound, limit=over.limit
             )
-        if 200 <= reply.status < 300 and method == "POST" and _is_login(path):
-            self.session_generation += 1
-            self.login_reply = _json_object(reply.body)
         return reply
 
     async def _wait_for_slot(self, method: str, path: str, deadline: float | None) -> None:
@@ -388,20 +380,6 @@ def _is_text_encoding(charset: str) -> bool:
 def _known_charset(charset: str | None) -> str | None:
     """`charset` when it names a text encoding (`exchange` refused any other), else None."""
     return charset if charset and _is_text_encoding(charset) else None
-
-
-def _is_login(path: str) -> bool:
-    """Whether a POST to `path` creates a Redfish session."""
-    return path.rstrip("/").endswith("/SessionService/Sessions")
-
-
-def _json_object(body: bytes) -> dict[str, Any]:
-    """A reply's JSON object body, {} when it has none (some services answer a login with 204)."""
-    try:
-        parsed = loads(body) if body else {}
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 def _secs(value: float) -> str:

@@ -76,3 +76,6 @@ async def test_a_login_where_the_service_root_names_it_carries_our_context(
         (session_id,) = bmc.sessions.ids()
         session = bmc.sessions.by_id(session_id)
         assert session is not None and session.context == client.marker
+        await client.settled()  # the sweep after the first login
+        # the login's answer showed our session: the sweep did not read it again
+        assert ("GET", f"{bmcsim._common.SESSIONS}/{{id}}") not in bmc.stats.calls, bmc.stats.calls
