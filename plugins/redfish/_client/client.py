@@ -63,6 +63,7 @@ import contextlib
 import contextvars
 import logging
 import random
+import re
 import ssl
 import time
 import weakref
@@ -125,6 +126,8 @@ log = logging.getLogger(__name__)
 SERVICE_ROOT = "/redfish/v1/"
 #: request headers when the caller adds none (the library copies them, never changes them)
 _ACCEPT_JSON = {"Accept": "application/json"}
+#: the user information of an absolute URI (`//user:password@`)
+_USERINFO = re.compile(r"//[^/@]*@")
 #: every client of this process (the sessions they use are never a lost login's leftover)
 _CLIENTS: weakref.WeakSet[BmcClient] = weakref.WeakSet()
 #: sent straight through the transport once logged in with a session (see `_send`)
@@ -713,7 +716,7 @@ class BmcClient:
                 "%s: the BMC's login answer puts our Redfish session at %s, outside its session "
                 "collection: it is neither recorded nor deleted at logout",
                 self.origin,
-                clip(location, 200),
+                clip(_USERINFO.sub("//", location), 200),  # credentials in it stay out of the log
             )
         if self.identity is None or uri == self._recorded:
             return None

@@ -15,17 +15,24 @@ import bmcsim._common
 import bmcsim._gb200
 from plugins.base import Empty
 
-FOREIGN = "https://203.0.113.9/redfish/v1/SessionService/Sessions/"
+FOREIGN = [
+    "https://203.0.113.9/redfish/v1/SessionService/Sessions/",
+    "https://bmcuser:hunter2@203.0.113.9/redfish/v1/SessionService/Sessions/",
+]
 
 
+@pytest.mark.parametrize("foreign", FOREIGN)
 async def test_a_login_location_at_another_origin_keeps_the_session_by_its_token(
-    make_harness: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    make_harness: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    foreign: str,
 ) -> None:
     login = bmcsim._common._login
 
     def foreign_location(bmc: Any, req: Any) -> Any:
         reply = login(bmc, req)
-        moved = FOREIGN + reply.headers["Location"].rpartition("/")[2]
+        moved = foreign + reply.headers["Location"].rpartition("/")[2]
         return dataclasses.replace(reply, headers={**reply.headers, "Location": moved})
 
     routes = bmcsim._gb200.PLATFORM.router._exact
@@ -42,6 +49,7 @@ async def test_a_login_location_at_another_origin_keeps_the_session_by_its_token
         client = h.plugin.pool.clients()[0]
         assert client.session_uri == ""  # not a member of the session collection: never DELETEd
         assert "outside its session collection" in caplog.text
+        assert "hunter2" not in caplog.text  # credentials in the Location are never logged
         await client.logout()
         assert bmc.stats.open_sessions == 1  # never DELETEd at its foreign Location: it expires
         assert "203.0.113.9" not in " ".join(str(key) for key in bmc.stats.calls)
