@@ -63,6 +63,7 @@ import contextlib
 import contextvars
 import logging
 import random
+import re
 import ssl
 import time
 import weakref
@@ -125,6 +126,8 @@ log = logging.getLogger(__name__)
 SERVICE_ROOT = "/redfish/v1/"
 #: request headers when the caller adds none (the library copies them, never changes them)
 _ACCEPT_JSON = {"Accept": "application/json"}
+#: the user information of an absolute URI (`//user:password@`)
+_USERINFO = re.compile(r"//[^/@]*@")
 #: every client of this process (the sessions they use are never a lost login's leftover)
 _CLIENTS: weakref.WeakSet[BmcClient] = weakref.WeakSet()
 #: sent straight through the transport once logged in with a session (see `_send`)
@@ -167,9 +170,11 @@ class BmcClient:
         self.identity = identity
         #: the `Session.Context` of our sessions (see the module docstring)
         self.marker = marker
-        self.transport = BmcTransport(http, settings, tls, login_context=marker)
+        self.transport = BmcTransport(http, settings, tls)
         #: the DMTF library's client, through its one adapter
-        self._redfish = DmtfClient(settings.url, settings.username, settings.password, self.transport)
+        self._redfish = DmtfClient(
+            settings.url, settings.username, settings.password, self.transport, context=marker
+        )
         self._auth: str | None = None
         self._session_counted = False  # counted in devicectl_bmc_sessions_open
         #: our session as written in the identity's record
@@ -444,13 +449,13 @@ class BmcClient:
         with deadline_scope(deadline):
             if authenticated and self._auth is None:  # logged in: no coroutines to await per call
                 await before_sending(self._ensure_login())
-            generation = self.transport.session_generation
+            generation = self._redfish.logins
             reply = await self._send(method, path, body, headers)
             if (
                 reply.status == 401
                 and authenticated
                 and self._auth == "session"
-                and (method not in READS or self.transport.session_generation == generation)
+                and (method not in READS or self._redfish.logins == generation)
             ):
                 # NOTE: a 401 means the write was not applied, so log in once more (unless a
                 # concurrent request already did) and resend once (the library itself never resends
@@ -562,7 +567,7 @@ class BmcClient:
 
     async def _relogin(self, generation: int) -> None:
         async with self._login_lock:
-            if self.transport.session_generation == generation:
+            if self._redfish.logins == generation:
                 log.info("%s: Redfish session rejected (401); logging in again", self.origin)
                 await self._login("session")
 
@@ -612,11 +617,11 @@ class BmcClient:
         except dmtf.RedfishHTTPError as exc:
             error = self._map_dmtf(exc, "POST", "/redfish/v1/SessionService/Sessions")
             assert isinstance(error, RedfishHTTPError)
-            if mode == "session" and self.transport.login_context and _refuses_context(error):
+            if mode == "session" and self._redfish.context and _refuses_context(error):
                 # NOTE: a service that does not read Context may refuse it as unknown (bmcweb's
                 # readJson answers 400 PropertyUnknown to any property its handler does not read):
                 # log in without it from now on; leftovers are then found as on a BMC that drops it
-                self.transport.login_context = ""
+                self._redfish.context = ""
                 log.warning(
                     "%s: the BMC refuses the Redfish Session.Context devicectl sets at login (%s); "
                     "logging in without it",
@@ -711,7 +716,7 @@ class BmcClient:
                 "%s: the BMC's login answer puts our Redfish session at %s, outside its session "
                 "collection: it is neither recorded nor deleted at logout",
                 self.origin,
-                clip(location, 200),
+                clip(_USERINFO.sub("//", location), 200),  # credentials in it stay out of the log
             )
         if self.identity is None or uri == self._recorded:
             return None
@@ -938,7 +943,7 @@ class BmcClient:
             self._forget(gone)  # no longer listed: deleted or expired
         others = [u for u in uris if u != own][:MAX_SWEPT]
         # our own session as the login's reply showed it (bmcweb answers with the session), else read
-        own_doc = self.transport.login_reply if own else {}
+        own_doc = self._redfish.login_reply if own else {}
         if own and "ClientOriginIPAddress" not in own_doc and "Context" not in own_doc:
             own_doc = await self._read(own, missing_ok=True)
         docs = await asyncio.gather(*(self._read(u, missing_ok=True) for u in others))

@@ -69,13 +69,18 @@ class DmtfClient:
         username, password: the BMC account.
         transport: what the library sends through (`plugins.redfish._wire.transport.BmcTransport`:
             `aiohttp.ClientSession.request`'s contract).
+        context: the `Session.Context` sent with every session login ('' for none).
     """
 
-    def __init__(self, url: str, username: str | None, password: str | None, transport: Any):
+    def __init__(
+        self, url: str, username: str | None, password: str | None, transport: Any, context: str = ""
+    ):
         self._url = url
         self._username = username
         self._password = password
         self._transport = transport
+        #: the `Session.Context` of our logins (set to '' when the BMC refuses it)
+        self.context = context
         self._base = URL(url).with_path("/")
         #: the library client requests go through: no credentials until a login
         self._client = self._anonymous()
@@ -84,6 +89,10 @@ class DmtfClient:
         self.token: str | None = None
         #: our session's `Location` as the BMC gave it (None without one, or once disowned)
         self.location: str | None = None
+        #: session logins that succeeded so far (a write's 401 logs in again only if none came since)
+        self.logins = 0
+        #: the last session login's reply body (the session as the BMC shows it; no token)
+        self.login_reply: dict[str, Any] = {}
 
     def _anonymous(self) -> AsyncRedfishClient:
         return AsyncRedfishClient(self._url, session=self._transport)
@@ -159,23 +168,39 @@ class DmtfClient:
             named = _path(body, "Links", "Sessions", "@odata.id")
             if isinstance(named, str) and named.strip():
                 target = named
-        reply = await anonymous.post(target, body={"UserName": self._username, "Password": self._password})
+        credentials = {"UserName": self._username, "Password": self._password}
+        if self.context:
+            credentials["Context"] = self.context  # on the POST itself, wherever the root names it
+        reply = await anonymous.post(target, body=credentials)
         reply = _without_body(reply)  # the credentials stay out of the reply's request record
         changing = _password_change(reply)
         if not 200 <= reply.status < 300:
             _raise_for_login(reply)
         token = reply.getheader("X-Auth-Token")
         location = reply.getheader("Location")
+        try:
+            answer = reply.dict
+        except RedfishProtocolError:
+            answer = None  # some services answer a login with no JSON: only its headers count
+        session = answer if isinstance(answer, dict) else {}
         if not isinstance(location, str) or not location.strip():
-            body = reply.dict
-            location = body.get("@odata.id") if isinstance(body, dict) else None
+            location = session.get("@odata.id")
         if not (isinstance(token, str) and token.strip() and isinstance(location, str) and location.strip()):
             raise RedfishProtocolError("Redfish session response is missing authentication data")
-        request_target(self._base, location)  # the same origin, or RedfishInvalidTargetError
+        try:
+            request_target(self._base, location)
+            owned: str | None = location
+        except RedfishInvalidTargetError:
+            # NOTE: a `Location` at another origin (or holding credentials) is never sent anything:
+            # the session is kept by its token (`BmcClient` disowns it and says so); raising here
+            # would leave this session open and log in again, one more session per attempt
+            owned = None
         self._client = AsyncRedfishClient(
-            self._url, session=self._transport, session_key=token, session_location=location
+            self._url, session=self._transport, session_key=token, session_location=owned
         )
         self.token, self.location = token, location
+        self.logins += 1
+        self.login_reply = session
         if changing is not None:
             # NOTE: the session is ours and of no use until the password is changed: DELETEd now
             # (best effort; a refusal leaves it to expire), not held as the library would hold it

@@ -8,7 +8,6 @@ BMC (logins, logouts and the client's own 401 re-logins included, and the reques
 `BmcClient` sends past the library with `send`):
 
 - the per-BMC concurrency limit (`plugins.redfish._wire.slots`, shared by control, metrics and ping);
-- the process's `Session.Context` on every login (how a restarted process finds its leftovers);
 - the BMC's TLS settings (a CA-bundle context, the system store, or off when `insecure`);
 - connect and reply timeouts cut to the current request's deadline (a context variable set by the
   caller, so the client's internal requests are bounded too);
@@ -30,7 +29,7 @@ from yarl import URL
 
 from plugins.redfish._config import ConnectionSettings
 from plugins.redfish._wire import off_loop
-from plugins.redfish._wire.document import loads, loads_scanned, past_bound
+from plugins.redfish._wire.document import loads_scanned, past_bound
 from plugins.redfish._wire.errors import (
     ConnectionFailedError,
     DeadlineExceededError,
@@ -87,8 +86,6 @@ class BmcTransport:
         requests: HTTP requests sent so far.
         in_flight: requests holding a slot right now.
         max_in_flight: the most requests ever in flight at once (never above `concurrency`).
-        session_generation: bumped on every successful Redfish session login (single-flight
-            re-login uses it to tell whether someone else already logged in again).
     """
 
     def __init__(
@@ -96,20 +93,13 @@ class BmcTransport:
         http: HttpConnections,
         settings: ConnectionSettings,
         tls: ssl.SSLContext,
-        *,
-        login_context: str = "",
     ):
         self._origin = http.origin(settings.url, tls, keepalive=settings.keepalive)
-        #: `Session.Context` added to every login POST (the client library sends only the credentials)
-        self.login_context = login_context
-        #: the body of the last successful login's reply (the session as the BMC shows it; no token)
-        self.login_reply: dict[str, Any] = {}
         self._settings = settings
         self._slots = Slots(settings.concurrency)
         self.requests = 0
         self.in_flight = 0
         self.max_in_flight = 0
-        self.session_generation = 0
 
     @property
     def origin(self) -> str:
@@ -205,9 +195,6 @@ class BmcTransport:
             raise ReplyBoundError(
                 f"{self.origin}: {method} {path}: the reply's {over}", bound=over.bound, limit=over.limit
             )
-        if 200 <= reply.status < 300 and method == "POST" and _is_login(path):
-            self.session_generation += 1
-            self.login_reply = _json_object(reply.body)
         return reply
 
     async def _wait_for_slot(self, method: str, path: str, deadline: float | None) -> None:
@@ -275,10 +262,6 @@ class _LibraryCall:
         data: bytes | None = None
         body = kwargs.get("json")
         if body is not None:
-            context = self._t.login_context
-            login = self._method == "POST" and isinstance(body, dict) and "UserName" in body
-            if context and login and _is_login(url.path):  # the library's login: say whose it is
-                body = {**body, "Context": context}
             data = json.dumps(body).encode()
             headers.setdefault("Content-Type", _JSON_TYPE)
         elif kwargs.get("data") is not None:
@@ -397,20 +380,6 @@ def _is_text_encoding(charset: str) -> bool:
 def _known_charset(charset: str | None) -> str | None:
     """`charset` when it names a text encoding (`exchange` refused any other), else None."""
     return charset if charset and _is_text_encoding(charset) else None
-
-
-def _is_login(path: str) -> bool:
-    """Whether a POST to `path` creates a Redfish session."""
-    return path.rstrip("/").endswith("/SessionService/Sessions")
-
-
-def _json_object(body: bytes) -> dict[str, Any]:
-    """A reply's JSON object body, {} when it has none (some services answer a login with 204)."""
-    try:
-        parsed = loads(body) if body else {}
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 def _secs(value: float) -> str:

@@ -16,9 +16,7 @@ old BMC front end or a site's Apache sends it:
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
-import time
 from pathlib import Path
 from types import TracebackType
 
@@ -26,6 +24,7 @@ import pytest
 
 from bench.ports import free_port as _free_port
 from bmcsim import TlsFiles
+from tests.plugins.redfish.wire.front_process import stop_process, wait_until_listening
 
 _APACHE = "/usr/sbin/apache2"
 _MODULES = Path("/usr/lib/apache2/modules")
@@ -107,28 +106,12 @@ ProxyPreserveHost on
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        deadline = time.monotonic() + 10.0
-        while True:  # until it listens
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return self
-            except OSError:
-                if self._process.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    errors = self._error_log.read_text() if self._error_log.exists() else ""
-                    raise AssertionError(f"apache2 did not start: {errors[-2000:]}") from None
-                time.sleep(0.05)
+        wait_until_listening(self._process, self.port, self._error_log, "apache2")
+        return self
 
     def stop(self) -> None:
         if self._process is not None:
-            self._process.terminate()
-            try:
-                self._process.wait(5)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-            if self._process.stderr is not None:
-                self._process.stderr.close()
+            stop_process(self._process)
             self._process = None
 
     def requests(self) -> list[str]:
