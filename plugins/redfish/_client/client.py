@@ -63,7 +63,6 @@ import contextlib
 import contextvars
 import logging
 import random
-import re
 import ssl
 import time
 import weakref
@@ -111,6 +110,7 @@ from plugins.redfish._wire.errors import (
     raise_for_response,
 )
 from plugins.redfish._wire.http import HttpConnections
+from plugins.redfish._wire.redirect import without_userinfo
 from plugins.redfish._wire.retry import READS, before_sending, gave_up, retryable
 from plugins.redfish._wire.telemetry import (
     BMC_CALL_SECONDS,
@@ -127,7 +127,6 @@ SERVICE_ROOT = "/redfish/v1/"
 #: request headers when the caller adds none (the library copies them, never changes them)
 _ACCEPT_JSON = {"Accept": "application/json"}
 #: the user information of an absolute URI (`//user:password@`)
-_USERINFO = re.compile(r"//[^/@]*@")
 #: every client of this process (the sessions they use are never a lost login's leftover)
 _CLIENTS: weakref.WeakSet[BmcClient] = weakref.WeakSet()
 #: sent straight through the transport once logged in with a session (see `_send`)
@@ -716,7 +715,7 @@ class BmcClient:
                 "%s: the BMC's login answer puts our Redfish session at %s, outside its session "
                 "collection: it is neither recorded nor deleted at logout",
                 self.origin,
-                clip(_USERINFO.sub("//", location), 200),  # credentials in it stay out of the log
+                clip(without_userinfo(location), 200),  # credentials in it stay out of the log
             )
         if self.identity is None or uri == self._recorded:
             return None

@@ -9,6 +9,7 @@ refused rather than repeated: the BMC's answer to it is not known (it may have l
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urljoin, urlsplit
 
 from plugins.redfish._wire.errors import ProtocolError
@@ -20,6 +21,15 @@ _READS = frozenset(("GET", "HEAD"))
 _FOLLOWED = frozenset((301, 302, 303, 307, 308))
 
 
+_USERINFO = re.compile(r"//[^/@]*@")
+
+
+def without_userinfo(url: str) -> str:
+    """`url` with any `user:password@` taken out of its authority: a BMC's `Location` is shown in
+    errors and logs, never a credential it may carry."""
+    return _USERINFO.sub("//", url)
+
+
 def redirect_target(url: str, where: str, method: str, status: int, location: str | None, hops: int) -> str:
     """The target (path and query) to send the read `method` to after a `status` redirect to
     `location`, or `ProtocolError` with the reason it is not followed.
@@ -29,7 +39,7 @@ def redirect_target(url: str, where: str, method: str, status: int, location: st
         where: `origin: METHOD path`, for messages.
         hops: redirects already followed for this request.
     """
-    shown = repr(location[:120]) if location else "nowhere"
+    shown = repr(without_userinfo(location)[:120]) if location else "nowhere"
     if status not in _FOLLOWED or not location:
         raise ProtocolError(f"{where}: the BMC answered {status} (to {shown}), not a reply")
     if method not in _READS:
