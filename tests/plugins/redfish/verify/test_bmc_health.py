@@ -4,6 +4,7 @@ failures, the latency threshold, the in-band comparison and an unreachable BMC."
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -180,9 +181,10 @@ async def test_a_write_cycle_cancelled_mid_way_puts_the_cap_back(gb200: Harness)
     before = _caps(bmc)
     bmc.configure(latency=0.05)
     task = asyncio.create_task(gb200.call("bmc_health", bmc, HealthQuery(skip_writes=False, **FAST)))
-    for _ in range(500):  # until the first cap is away from its value
-        if _caps(bmc) != before:
-            break
+    # until the first cap is away from its value: after discovery's reads (each 50 ms here), so the
+    # wait is bounded by what the cycle does, not by a count of polls (which a loaded host outran)
+    deadline = time.monotonic() + 60
+    for _ in iter(lambda: _caps(bmc) == before and not task.done() and time.monotonic() < deadline, False):
         await asyncio.sleep(0.005)
     assert _caps(bmc) != before
     task.cancel()
