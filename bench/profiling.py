@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import signal
 import subprocess
@@ -28,7 +29,7 @@ def _py_spy() -> str | None:
 class Profiler:
     """Profiles phases into `directory`; does nothing when `directory` is None."""
 
-    def __init__(self, directory: Path | None, rate: int = 100) -> None:
+    def __init__(self, directory: Path | None, rate: int = int(os.environ.get("BENCH_PROFILE_RATE", "100"))) -> None:
         self.directory = directory
         self.rate = rate
         self.tool = _py_spy() if directory is not None else None

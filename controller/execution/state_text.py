@@ -14,9 +14,14 @@ A member changes when its text does: `1`, `1.0` and `true` are equal in Python b
 and each is stored as given (a version and an audit row); the store's own comparison decides the
 same way (`controller.store._state_changes._differ`), so both paths agree on every sequence.
 
-What is kept per device is small: the text's digest, each short member's text, and a long
-member's digest only (a BMC's discovery, most of a Redfish state, rarely changes; when one does,
-its old text is not at hand, and the store computes that change).
+What is kept per device: the text's digest, each member's text, and the digest only of a member
+longer than `LONG_MEMBER` (when one of those changes, its old text is not at hand, and the store
+computes that change). A Redfish state's members are a few KiB each (a GB200 tray's: discovery
+6 KiB, readings 7.5 KiB, 18 KiB in all), and its readings change with every cap: with the bound
+at 2 KiB every activation's change fell back to the store, which parsed both states and
+serialised their difference on its writer thread (about 5% of a steady-state wave's CPU, the
+fan-out benchmark's profile). The texts kept are a fraction of the state the resolver keeps per
+device anyway (`controller.execution.resolve`).
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ from typing import Any
 
 from controller.store import StateChange, state_digest
 
-#: members whose text is longer than this are kept as their digest only
-LONG_MEMBER = 2048
+#: members whose text is longer than this are kept as their digest only (bounds what a device
+#: with an unusually large state costs in memory)
+LONG_MEMBER = 32 * 1024
 
 
 @dataclass(frozen=True, slots=True)

@@ -144,7 +144,7 @@ def check_model(model: Mapping[str, Any]) -> None:
 class CheckedDiscovery(dict[str, Any]):
     """A discovery section `_discovery` checked (and copied): taken as it is when it comes back.
 
-    The section is only ever replaced whole, never changed in place (`_state._SHARED`), so the
+    The section is only ever replaced whole, never changed in place (`state.DeviceState`), so the
     one a request's state returns to the next request of the device is the checked one: walking
     its components again on every request was most of `load_state`'s cost.
     """

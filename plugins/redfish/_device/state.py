@@ -32,6 +32,7 @@ import functools
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
 from plugins.base import InvalidRequestError
@@ -63,8 +64,14 @@ class DeviceState:
         # checked and migrated (raises InvalidRequestError on anything malformed) unless the host
         # already did (`load_state` made it), then copied: the caller's copy is never changed
         checked = data if isinstance(data, LoadedState) else load_state(data or {})
-        self._data = {key: value if key in _SHARED else _copy(value) for key, value in checked.items()}
+        # NOTE: copied on write: a section is copied when first changed (`_section`), read in
+        # place until then (`_view`); copying every section in and out again was two deep copies
+        # of most of a state per request (the fan-out benchmark's profile), and a wave's request
+        # changes a few sections of it
+        self._data = dict(checked)
         self._data["version"] = STATE_VERSION
+        #: sections this object copied (changes go there); the others are the caller's, unchanged
+        self._owned: set[str] = set()
         self.changed = False
 
     # ---- discovery ------------------------------------------------------------------------------
@@ -93,28 +100,29 @@ class DeviceState:
 
     def prior(self, scope: str, key: str) -> Prior | None:
         """The prior value of one component in a scope."""
-        data = self._section("priors").get(scope, {}).get(key)
+        data = self._view("priors").get(scope, {}).get(key)
         return Prior.from_json(data) if isinstance(data, Mapping) else None
 
     def priors(self, scope: str) -> dict[str, Prior]:
         """Every prior value recorded in a scope."""
         return {
             key: Prior.from_json(value)
-            for key, value in self._section("priors").get(scope, {}).items()
+            for key, value in self._view("priors").get(scope, {}).items()
             if isinstance(value, Mapping)
         }
 
     def record_prior(self, scope: str, key: str, prior: Prior) -> bool:
         """Record a prior value unless one is already recorded (returns whether it was new)."""
-        scoped = self._section("priors").setdefault(scope, {})
-        if key in scoped:
+        if key in self._view("priors").get(scope, {}):
             return False
-        scoped[key] = prior.to_json()
+        self._section("priors").setdefault(scope, {})[key] = prior.to_json()
         self.changed = True
         return True
 
     def drop_prior(self, scope: str, key: str) -> None:
         """Forget one prior value (after it was restored)."""
+        if key not in self._view("priors").get(scope, {}):
+            return
         priors = self._section("priors")
         scoped = priors.get(scope, {})
         if key in scoped:
@@ -125,7 +133,7 @@ class DeviceState:
 
     def scopes(self) -> list[str]:
         """Scopes with recorded prior values."""
-        return sorted(self._section("priors"))
+        return sorted(self._view("priors"))
 
     # ---- applied caps ---------------------------------------------------------------------------
 
@@ -140,7 +148,7 @@ class DeviceState:
 
     def applied(self, key: str) -> float | None:
         """The last cap read back for a component, if any."""
-        entry = self._section("applied").get(key)
+        entry = self._view("applied").get(key)
         if isinstance(entry, Mapping) and isinstance(entry.get("watts"), int | float):
             return float(entry["watts"])
         return None
@@ -160,12 +168,12 @@ class DeviceState:
 
     def profile_prior(self, scope: str, key: str) -> str | None:
         """The requested-profile mask a GPU had before the scope's first profile change."""
-        value = self._section("profiles").get("priors", {}).get(scope, {}).get(key)
+        value = self._view("profiles").get("priors", {}).get(scope, {}).get(key)
         return str(value) if value is not None else None
 
     def profile_priors(self, scope: str) -> dict[str, str]:
         """Every recorded profile mask of a scope."""
-        return dict(self._section("profiles").get("priors", {}).get(scope, {}))
+        return dict(self._view("profiles").get("priors", {}).get(scope, {}))
 
     def record_profile_prior(self, scope: str, key: str, mask: str) -> None:
         """Record a GPU's requested mask unless already recorded for this scope."""
@@ -191,7 +199,7 @@ class DeviceState:
 
     def reading(self, key: str) -> LimitReading | None:
         """A component's last read-back limit (lets a later change skip its pre-write GET)."""
-        data = self._section("readings").get(key)
+        data = self._view("readings").get(key)
         return LimitReading.from_json(data) if isinstance(data, Mapping) else None
 
     def set_reading(self, key: str, reading: LimitReading | None) -> None:
@@ -213,13 +221,13 @@ class DeviceState:
 
     def sessions(self, origin: str) -> list[str]:
         """URIs of the Redfish sessions recorded for a BMC (ours, possibly left by a crashed process)."""
-        return list(self._section("sessions").get(origin, []))
+        return list(self._view("sessions").get(origin, []))
 
     def set_sessions(self, origin: str, uris: list[str]) -> None:
         """Record the session URIs this controller holds open on a BMC (never tokens)."""
-        sessions = self._section("sessions")
-        if sessions.get(origin, []) == uris:
+        if self._view("sessions").get(origin, []) == uris:
             return
+        sessions = self._section("sessions")
         if uris:
             sessions[origin] = list(uris)[-8:]
         else:
@@ -229,25 +237,33 @@ class DeviceState:
     # ---- output ---------------------------------------------------------------------------------
 
     def to_json(self) -> LoadedState:
-        """A deep copy for `Outcome.state` (but for the sections only ever replaced whole).
+        """The state for `Outcome.state`: handed over, not copied. Its sections are never changed
+        in place afterwards: a later change through this object copies its section first, as the
+        first one did (the sections it did not change are the caller's own, likewise unchanged).
 
         A `LoadedState`: it was checked when this object was made and has changed only through
         the typed setters since, so the host may hand it back for the next operation unchecked."""
-        return LoadedState(
-            {key: value if key in _SHARED else _copy(value) for key, value in self._data.items()}
-        )
+        self._owned.clear()
+        return LoadedState(self._data.copy())
+
+    def _view(self, name: str) -> Mapping[str, Any]:
+        """A section to read (never to change: it may be the caller's)."""
+        section = self._data.get(name)
+        return section if isinstance(section, dict) else _EMPTY
 
     def _section(self, name: str) -> dict[str, Any]:
+        """A section to change: this object's own copy (made at the first change)."""
         section = self._data.get(name)
-        if not isinstance(section, dict):
-            section = self._data[name] = {}
+        if name in self._owned and isinstance(section, dict):
+            return section
+        section = _copy(section) if isinstance(section, dict) else {}
+        self._data[name] = section
+        self._owned.add(name)
         return section
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
-#: sections only ever replaced whole (the setter stores a new dict), never changed in place: the
-#: copies share them. Discovery is most of a state, and was copied twice per request.
-_SHARED = frozenset({"discovery"})
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 def _copy(value: Any) -> Any:

@@ -194,9 +194,14 @@ async def test_a_loaded_state_is_taken_as_is_and_never_changed_by_the_operation(
     state.record_prior("rg:job", "gpu/0", Prior(700.0, True))
     state.set_sessions(bmc.url, ["/redfish/v1/SessionService/Sessions/x"])
     out = state.to_json()
-    assert loaded == before  # the working copy is deep: the host's copy is untouched
-    out["priors"]["rg:job"]["gpu/0"]["watts"] = 1.0
-    assert state.prior("rg:job", "gpu/0") == Prior(700.0, True)  # and so is the returned one
+    assert loaded == before  # a section is copied before its first change: the host's copy is untouched
+    assert out["discovery"] is loaded["discovery"]  # one it did not change is shared, not copied
+    handed = copy.deepcopy(out)
+    state.record_prior("rg:job", "gpu/1", Prior(650.0, True))
+    state.set_sessions(bmc.url, [])
+    assert out == handed  # the returned state is handed over: later changes copy their section again
+    assert state.to_json()["priors"]["rg:job"]["gpu/1"]["watts"] == 650.0
+    assert loaded == before
     assert json.loads(json.dumps(out)) == out
 
 
