@@ -26,10 +26,14 @@ def _py_spy() -> str | None:
     return str(beside) if beside.exists() else shutil.which("py-spy")
 
 
+#: py-spy samples per second (BENCH_PROFILE_RATE: more for short phases)
+PROFILE_RATE = int(os.environ.get("BENCH_PROFILE_RATE", "100"))
+
+
 class Profiler:
     """Profiles phases into `directory`; does nothing when `directory` is None."""
 
-    def __init__(self, directory: Path | None, rate: int = int(os.environ.get("BENCH_PROFILE_RATE", "100"))) -> None:
+    def __init__(self, directory: Path | None, rate: int = PROFILE_RATE) -> None:
         self.directory = directory
         self.rate = rate
         self.tool = _py_spy() if directory is not None else None
