@@ -23,7 +23,8 @@ measures it. What a BMC needs is small and fixed:
 - TLS sessions: each origin keeps the session of its last connection (taken once its first reply
   was read, when TLS 1.3's tickets have come) and offers it on the next one, so a reconnect skips
   the certificate exchange and its verification (`plugins.redfish._wire.tls_sessions`); one
-  session per origin, never offered to another, dropped when a connection to it fails TLS.
+  session per origin, never offered to another, dropped when a connection to it fails TLS; a
+  connect that fails while offering one is tried again without it (`Origin._open_offering`).
 
 One connection and its reply parsing: `plugins.redfish._wire.http_connection`. Failures are
 `HttpFailure`s that say whether the request may have reached the BMC; the transport
@@ -33,6 +34,7 @@ One connection and its reply parsing: `plugins.redfish._wire.http_connection`. F
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 import time
 import weakref
@@ -51,6 +53,8 @@ from plugins.redfish._wire.http_failures import (
     TlsFailure,
 )
 from plugins.redfish._wire.telemetry import TLS_HANDSHAKES
+
+log = logging.getLogger(__name__)
 
 #: the handshake counter's two series, bound once (a connect is hot at first contact)
 _FULL_HANDSHAKES = TLS_HANDSHAKES.labels(resumed="false")
@@ -196,20 +200,15 @@ class Origin:
         return None
 
     async def _connect(self, timeout: float) -> Connection:
-        loop = asyncio.get_running_loop()
         offer = self.tls_session
         if offer is not None and not tls_sessions.still_valid(offer):
             offer = self.tls_session = None
         try:
             async with asyncio.timeout(timeout):
-                with tls_sessions.offering(offer):
-                    transport, conn = await loop.create_connection(
-                        lambda: Connection(loop, self.max_body),
-                        self.host,
-                        self.port,
-                        ssl=self._ssl,
-                        server_hostname=self.host if self._ssl is not None else None,
-                    )
+                if offer is None:
+                    transport, conn = await self._open(None)
+                else:
+                    transport, conn = await self._open_offering(offer)
         except TimeoutError:
             raise ConnectTimeout(f"no connection within {timeout:g} s") from None
         except ssl.SSLCertVerificationError as exc:
@@ -232,6 +231,39 @@ class Origin:
                 if self._resume:
                     conn.unread_tls = tls
         return conn
+
+    async def _open(self, offer: ssl.SSLSession | None) -> tuple[asyncio.BaseTransport, Connection]:
+        loop = asyncio.get_running_loop()
+        with tls_sessions.offering(offer):
+            return await loop.create_connection(
+                lambda: Connection(loop, self.max_body),
+                self.host,
+                self.port,
+                ssl=self._ssl,
+                server_hostname=self.host if self._ssl is not None else None,
+            )
+
+    async def _open_offering(self, offer: ssl.SSLSession) -> tuple[asyncio.BaseTransport, Connection]:
+        """Connect offering the kept session; if that fails (other than a certificate the BMC's full
+        handshake presented and the checks refused), connect once more without it. A BMC whose TLS
+        stack ends the handshake (an alert, a reset) when it is offered a session would otherwise
+        fail every reconnect; when the second try works, this origin offers no session again."""
+        try:
+            return await self._open(offer)
+        except ssl.SSLCertVerificationError:
+            raise
+        except OSError as exc:  # ssl.SSLError included
+            self.tls_session = None
+            first = exc
+        opened = await self._open(None)
+        self._resume = False
+        log.warning(
+            "%s: a TLS connection offering the last session failed (%s) and one without it "
+            "worked: TLS sessions are not resumed with this BMC from now on",
+            self.base,
+            _ssl_reason(first) if isinstance(first, ssl.SSLError) else type(first).__name__,
+        )
+        return opened
 
     def _keep_session(self, tls: ssl.SSLObject) -> None:
         """Keep the session of a connection whose first reply was read, to offer on the next."""

@@ -9,6 +9,7 @@ reads `session_reused` from its own side; the server's record is the independent
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -22,7 +23,7 @@ from prometheus_client import REGISTRY
 from bmcsim import TlsFiles, ensure_tls_files
 from plugins.base import Empty
 from plugins.redfish._wire import tls_sessions
-from plugins.redfish._wire.http import HttpConnections, Origin, Reply, TlsFailure
+from plugins.redfish._wire.http import ConnectFailure, HttpConnections, Origin, Reply, TlsFailure
 from tests.plugins.redfish.harness import Harness
 from tests.plugins.redfish.wire.nginx_front import NginxFront, nginx_or_skip
 
@@ -204,6 +205,115 @@ async def test_a_changed_certificate_fails_verification_as_before_and_drops_the_
     assert (await get(origin)).body == _BODY
     assert restored.resumed == [False]
     assert origin.tls_session is not None
+    origin.close()
+
+
+def _offers_a_session(record: bytes) -> bool:
+    """Whether a TLS record holding a ClientHello carries the `pre_shared_key` extension (41, RFC 8446
+    §4.2.11): a TLS 1.3 client offering a session ticket."""
+    i = 5 + 4 + 2 + 32  # record header, handshake header, legacy_version, random
+    i += 1 + record[i]  # legacy_session_id
+    i += 2 + int.from_bytes(record[i : i + 2], "big")  # cipher_suites
+    i += 1 + record[i]  # legacy_compression_methods
+    end = i + 2 + int.from_bytes(record[i : i + 2], "big")
+    i += 2
+    while i + 4 <= end:
+        kind, size = int.from_bytes(record[i : i + 2], "big"), int.from_bytes(record[i + 2 : i + 4], "big")
+        if kind == 41:
+            return True
+        i += 4 + size
+    return False
+
+
+@dataclass
+class SessionRefusingFront:
+    """A TCP relay in front of a TLS server that ends every handshake offering a session: with a
+    fatal `handshake_failure` alert (`alert`), or by resetting the connection (`reset`), as broken
+    BMC TLS stacks do. Other handshakes pass through to the server untouched."""
+
+    upstream_port: int
+    how: str
+    refused: int = 0
+    relayed: int = 0
+    port: int = 0
+    server: asyncio.Server | None = None
+
+    async def start(self) -> SessionRefusingFront:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readexactly(5)
+        record = head + await reader.readexactly(int.from_bytes(head[3:5], "big"))
+        if _offers_a_session(record):
+            self.refused += 1
+            if self.how == "alert":
+                writer.write(bytes([21, 3, 3, 0, 2, 2, 40]))  # alert record: fatal, handshake_failure
+                await writer.drain()
+                writer.close()
+            else:
+                writer.transport.abort()
+            return
+        self.relayed += 1
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        up_writer.write(record)
+        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+
+
+async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    try:
+        while data := await source.read(65536):
+            sink.write(data)
+            await sink.drain()
+    except ConnectionError:
+        pass
+    finally:
+        sink.close()
+
+
+@pytest.mark.parametrize("how", ["alert", "reset"])
+async def test_a_bmc_that_fails_resumed_handshakes_is_reconnected_without_and_no_longer_offered(
+    serve: Serve, tls_files: TlsFiles, how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = await serve(tls_files.server_context())
+    front = await SessionRefusingFront(server.port, how).start()
+    origin = Origin("127.0.0.1", front.port, tls_files.client_context(), 30.0)
+    try:
+        with caplog.at_level(logging.WARNING, logger="plugins.redfish._wire.http"):
+            for _ in range(4):  # every request answered: none fails for the session offered
+                assert (await get(origin)).body == _BODY
+        assert front.refused == 1  # offered once, refused, then never again
+        assert front.relayed == 4
+        assert server.resumed == [False] * 4
+        assert (origin.connections_opened, origin.tls_resumed, origin.tls_session) == (4, 0, None)
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1 and "not resumed with this BMC" in warnings[0], warnings
+    finally:
+        origin.close()
+        await front.stop()
+
+
+async def test_a_bmc_down_fails_the_connect_as_before_and_resumption_goes_on_after(
+    serve: Serve, tls_files: TlsFiles
+) -> None:
+    server = await serve(tls_files.server_context())
+    port = server.port
+    origin = Origin("127.0.0.1", port, tls_files.client_context(), 30.0)
+    await get(origin)
+    assert origin.tls_session is not None
+    await server.stop()
+    with pytest.raises(ConnectFailure):  # refused with and without the session: the failure stands
+        await get(origin)
+    again = await serve(tls_files.server_context(), port)
+    for _ in range(2):
+        await get(origin)
+    assert again.resumed == [False, True]  # not a BMC that cannot resume: it still resumes
     origin.close()
 
 
