@@ -27,8 +27,8 @@ SESSION_LIMIT = Counter(
     ["result"],
 )
 
-# a resumed handshake skips the certificate exchange and its verification (most of a full one's
-# client CPU); a low resumed share after warm-up means BMCs (or a proxy in front) refuse tickets
+# a resumed handshake skips the certificate exchange and its verification (TLS 1.2: the key
+# exchange too); a low resumed share among reconnects means BMCs (or a proxy) issue no tickets
 TLS_HANDSHAKES = Counter(
     "devicectl_bmc_tls_handshakes",
     "TLS handshakes completed with BMCs, by whether the origin's kept session was resumed "

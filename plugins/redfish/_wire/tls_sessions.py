@@ -2,9 +2,10 @@
 
 A full TLS handshake costs the client a certificate chain verification and a key exchange; a
 resumed one (TLS 1.3 PSK from a session ticket, or a TLS 1.2 ticket or session id) skips the
-certificate and its verification. Each `Origin` (`plugins.redfish._wire.http`) keeps the session
-of its last connection and offers it when it opens the next one; nothing here is shared between
-origins.
+certificate and its verification, and in TLS 1.2 the key exchange too (OpenSSL resumes TLS 1.3
+with a fresh ECDHE exchange: forward secrecy kept). Figures: docs/redfish.md. Each `Origin`
+(`plugins.redfish._wire.http`) keeps the session of its last connection and offers it when it
+opens the next one; nothing here is shared between origins.
 
 asyncio opens a TLS connection without a way to pass a session: its `SSLProtocol` calls
 `SSLContext.wrap_bio(incoming, outgoing, server_side=..., server_hostname=...)` with no `session`
