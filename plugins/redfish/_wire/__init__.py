@@ -1,5 +1,6 @@
 """The wire: bytes to a BMC and back, and what a reply means. `http` is devicectl's lean HTTP/1.1
-client for BMCs (kept-alive connections per BMC, TLS, one reply timer per BMC), `http_connection`
+client for BMCs (kept-alive connections per BMC, TLS, one reply timer per BMC), `tls_sessions`
+its TLS session resumption (each BMC's last session offered on its next connection), `http_connection`
 one kept-alive connection (a request's bytes out, its reply parsed, RFC 9112, within bounds),
 `http_failures` what can go wrong with a request (`sent`: whether it may have reached the BMC),
 `inflate` a gzip or deflate body undone as it arrives, `redirect` what a 3xx may make a read do

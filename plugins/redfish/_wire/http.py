@@ -19,7 +19,12 @@ measures it. What a BMC needs is small and fixed:
   connection, since its reply may still arrive on it;
 - timeouts: the connect timeout bounds the TCP connect and TLS handshake, the reply timeout the
   wait for the whole reply (Redfish replies are a few KiB, so "between reads" and "whole reply"
-  differ by nothing a caller could use).
+  differ by nothing a caller could use);
+- TLS sessions: each origin keeps the session of its last connection (taken once its first reply
+  was read, when TLS 1.3's tickets have come) and offers it on the next one, so a reconnect skips
+  the certificate exchange and its verification (`plugins.redfish._wire.tls_sessions`); one
+  session per origin, never offered to another, dropped when a connection to it fails TLS; a
+  connect that fails while offering one is tried again without it (`Origin._open_offering`).
 
 One connection and its reply parsing: `plugins.redfish._wire.http_connection`. Failures are
 `HttpFailure`s that say whether the request may have reached the BMC; the transport
@@ -29,11 +34,13 @@ One connection and its reply parsing: `plugins.redfish._wire.http_connection`. F
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 import time
 import weakref
 from urllib.parse import urlsplit
 
+from plugins.redfish._wire import tls_sessions
 from plugins.redfish._wire.http_connection import DEFAULT_MAX_BODY, Connection, Reply
 from plugins.redfish._wire.http_failures import (
     ConnectFailure,
@@ -45,6 +52,13 @@ from plugins.redfish._wire.http_failures import (
     ReplyTimeout,
     TlsFailure,
 )
+from plugins.redfish._wire.telemetry import TLS_HANDSHAKES
+
+log = logging.getLogger(__name__)
+
+#: the handshake counter's two series, bound once (a connect is hot at first contact)
+_FULL_HANDSHAKES = TLS_HANDSHAKES.labels(resumed="false")
+_RESUMED_HANDSHAKES = TLS_HANDSHAKES.labels(resumed="true")
 
 __all__ = [
     "ConnectFailure",
@@ -62,10 +76,13 @@ __all__ = [
 
 
 class Origin:
-    """Kept-alive connections to one BMC (`host`, `port`, TLS or not).
+    """Kept-alive connections to one BMC (`host`, `port`, TLS or not), and the TLS session its next
+    connection offers. An origin's host, port and TLS context never change: a BMC whose URL,
+    credentials or TLS settings change gets a new `Origin` (`BmcPool`), without the old session.
 
     Args:
-        ssl_context: the TLS context, or None for plain HTTP.
+        ssl_context: the TLS context, or None for plain HTTP (connections made with it can offer
+            a session from now on: `tls_sessions.enable_resumption`).
         keepalive_timeout: seconds an idle connection is kept before it is closed.
         max_body: the most bytes of a reply's body, once any content coding is undone.
     """
@@ -100,6 +117,11 @@ class Origin:
         self._sweep: asyncio.TimerHandle | None = None
         #: connections opened so far
         self.connections_opened = 0
+        #: of those, TLS connections that resumed the origin's kept session (no certificate exchange)
+        self.tls_resumed = 0
+        #: the TLS session of the last connection, offered on the next (see `tls_sessions`)
+        self.tls_session: ssl.SSLSession | None = None
+        self._resume = ssl_context is not None and tls_sessions.enable_resumption(ssl_context)
 
     async def request(
         self,
@@ -129,6 +151,9 @@ class Origin:
             raise
         finally:
             self._busy.pop(conn, None)
+        if conn.unread_tls is not None:  # this connection's first reply: its session is complete
+            self._keep_session(conn.unread_tls)
+            conn.unread_tls = None
         if self.keepalive and conn.reusable:
             conn.idle_since = time.monotonic()
             self._idle.append(conn)
@@ -146,6 +171,7 @@ class Origin:
             if timer is not None:
                 timer.cancel()
         self._sweep = self._watch = None
+        self.tls_session = None
         for conn in [*self._idle, *self._busy]:
             conn.abort()
         self._idle.clear()
@@ -174,26 +200,76 @@ class Origin:
         return None
 
     async def _connect(self, timeout: float) -> Connection:
-        loop = asyncio.get_running_loop()
+        offer = self.tls_session
+        if offer is not None and not tls_sessions.still_valid(offer):
+            offer = self.tls_session = None
         try:
             async with asyncio.timeout(timeout):
-                _, conn = await loop.create_connection(
-                    lambda: Connection(loop, self.max_body),
-                    self.host,
-                    self.port,
-                    ssl=self._ssl,
-                    server_hostname=self.host if self._ssl is not None else None,
-                )
+                if offer is None:
+                    transport, conn = await self._open(None)
+                else:
+                    transport, conn = await self._open_offering(offer)
         except TimeoutError:
             raise ConnectTimeout(f"no connection within {timeout:g} s") from None
         except ssl.SSLCertVerificationError as exc:
+            self.tls_session = None
             raise TlsFailure(_ssl_reason(exc), verification=exc) from exc
         except ssl.SSLError as exc:
+            self.tls_session = None
             raise TlsFailure(_ssl_reason(exc)) from exc
         except OSError as exc:
             raise ConnectFailure(exc.strerror or str(exc) or type(exc).__name__, exc) from exc
         self.connections_opened += 1
+        if self._ssl is not None:
+            tls: ssl.SSLObject | None = transport.get_extra_info("ssl_object")
+            if tls is not None:
+                if tls.session_reused:
+                    self.tls_resumed += 1
+                    _RESUMED_HANDSHAKES.inc()
+                else:
+                    _FULL_HANDSHAKES.inc()
+                if self._resume:
+                    conn.unread_tls = tls
         return conn
+
+    async def _open(self, offer: ssl.SSLSession | None) -> tuple[asyncio.BaseTransport, Connection]:
+        loop = asyncio.get_running_loop()
+        with tls_sessions.offering(offer):
+            return await loop.create_connection(
+                lambda: Connection(loop, self.max_body),
+                self.host,
+                self.port,
+                ssl=self._ssl,
+                server_hostname=self.host if self._ssl is not None else None,
+            )
+
+    async def _open_offering(self, offer: ssl.SSLSession) -> tuple[asyncio.BaseTransport, Connection]:
+        """Connect offering the kept session; if that fails (other than a certificate the BMC's full
+        handshake presented and the checks refused), connect once more without it. A BMC whose TLS
+        stack ends the handshake (an alert, a reset) when it is offered a session would otherwise
+        fail every reconnect; when the second try works, this origin offers no session again."""
+        try:
+            return await self._open(offer)
+        except ssl.SSLCertVerificationError:
+            raise
+        except OSError as exc:  # ssl.SSLError included
+            self.tls_session = None
+            first = exc
+        opened = await self._open(None)
+        self._resume = False
+        log.warning(
+            "%s: a TLS connection offering the last session failed (%s) and one without it "
+            "worked: TLS sessions are not resumed with this BMC from now on",
+            self.base,
+            _ssl_reason(first) if isinstance(first, ssl.SSLError) else type(first).__name__,
+        )
+        return opened
+
+    def _keep_session(self, tls: ssl.SSLObject) -> None:
+        """Keep the session of a connection whose first reply was read, to offer on the next."""
+        session = tls_sessions.resumable_session(tls)
+        if session is not None:
+            self.tls_session = session
 
     def _time_out_replies(self) -> None:
         """The earliest reply deadline came: fail the requests past theirs, wait for the next."""

@@ -9,6 +9,7 @@ request may have reached the BMC.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import zlib
 
 import httptools
@@ -122,6 +123,9 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.alive = True
         self.idle_since = 0.0
+        #: the TLS object of a connection whose session its origin has not read yet (until its
+        #: first reply, after which a TLS 1.3 server's session tickets have arrived)
+        self.unread_tls: ssl.SSLObject | None = None
         self._parser = httptools.HttpResponseParser(self)
         self._waiter: asyncio.Future[Reply] | None = None
         self._head_only = False

@@ -27,6 +27,15 @@ SESSION_LIMIT = Counter(
     ["result"],
 )
 
+# a resumed handshake skips the certificate exchange and its verification (TLS 1.2: the key
+# exchange too); a low resumed share among reconnects means BMCs (or a proxy) issue no tickets
+TLS_HANDSHAKES = Counter(
+    "devicectl_bmc_tls_handshakes",
+    "TLS handshakes completed with BMCs, by whether the origin's kept session was resumed "
+    "(true) or the handshake was a full one (false)",
+    ["resumed"],
+)
+
 # HTTPS calls to a BMC take from a few milliseconds (a cached GET) to tens of seconds (a slow PATCH
 # on a busy BMC, a task poll); the buckets span both
 _CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)

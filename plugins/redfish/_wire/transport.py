@@ -111,6 +111,11 @@ class BmcTransport:
         """TCP (and TLS) connections opened to the BMC so far."""
         return self._origin.connections_opened
 
+    @property
+    def tls_resumed(self) -> int:
+        """Of those, TLS connections that resumed the last one's session (no certificate exchange)."""
+        return self._origin.tls_resumed
+
     def close(self) -> None:
         """Close the BMC's connections (after the client's last request: its logout)."""
         self._origin.close()
