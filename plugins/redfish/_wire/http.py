@@ -228,7 +228,9 @@ class Origin:
                     _RESUMED_HANDSHAKES.inc()
                 else:
                     _FULL_HANDSHAKES.inc()
-                if self._resume:
+                    if offer is not None and self.tls_session is offer:
+                        self.tls_session = None  # refused: this connection's session replaces it
+                if self._resume and self.tls_session is None:
                     conn.unread_tls = tls
         return conn
 
@@ -266,7 +268,14 @@ class Origin:
         return opened
 
     def _keep_session(self, tls: ssl.SSLObject) -> None:
-        """Keep the session of a connection whose first reply was read, to offer on the next."""
+        """Keep the session of a connection whose first reply was read, to offer on the next:
+        only while the origin keeps none (or only an expired one). NOTE: reading a session is
+        not cheap (CPython copies it through its DER encoding, peer certificate included: about
+        0.1 ms, as much as a TLS 1.3 resumption saves), so it is read once per origin and
+        session lifetime, not from every connection: at first contact a BMC's two connections
+        read one."""
+        if self.tls_session is not None and tls_sessions.still_valid(self.tls_session):
+            return
         session = tls_sessions.resumable_session(tls)
         if session is not None:
             self.tls_session = session
