@@ -72,6 +72,9 @@ class DeviceState:
         self._data["version"] = STATE_VERSION
         #: sections this object copied (changes go there); the others are the caller's, unchanged
         self._owned: set[str] = set()
+        #: readings parsed (or set) so far, by component key: a reading's evidence makes parsing
+        #: one cost more than the lookup, and an activation asks for the node modules' several times
+        self._readings: dict[str, LimitReading | None] = {}
         self.changed = False
 
     # ---- discovery ------------------------------------------------------------------------------
@@ -199,11 +202,15 @@ class DeviceState:
 
     def reading(self, key: str) -> LimitReading | None:
         """A component's last read-back limit (lets a later change skip its pre-write GET)."""
+        if key in self._readings:
+            return self._readings[key]
         data = self._view("readings").get(key)
-        return LimitReading.from_json(data) if isinstance(data, Mapping) else None
+        reading = self._readings[key] = LimitReading.from_json(data) if isinstance(data, Mapping) else None
+        return reading
 
     def set_reading(self, key: str, reading: LimitReading | None) -> None:
         """Remember (or forget) a component's last read-back limit."""
+        self._readings.pop(key, None)  # parsed again from what is stored (a reading is stored as JSON)
         readings = self._section("readings")
         if reading is None:
             if readings.pop(key, None) is not None:
@@ -214,6 +221,7 @@ class DeviceState:
 
     def clear_readings(self) -> None:
         """Forget every stored reading (discovery is being redone)."""
+        self._readings.clear()
         if self._data.pop("readings", None):
             self.changed = True
 
