@@ -48,6 +48,17 @@ R = TypeVar("R")
 _TRANSIENT_RETRIES = 3
 
 
+#: a writer that just committed, with fewer than this many operations waiting (but some), sleeps
+#: `linger` before it takes them; never when idle: a lone write starts at once. Under a wave the
+#: completions come a few at a time, and each transaction's begin, commit and fsync cost more
+#: than its statements: at 1,000 BMCs (fan-out benchmark, steady wave) a 3 ms linger took the
+#: writer from 3.7 to 5.0 operations per transaction and 2,208 to 1,644 transactions, its thread
+#: from 2.29 to 2.04 CPU-s; a write waits at most that much longer for its commit
+LINGER_BELOW = 32
+#: the store's writers' linger, seconds (`BatchWriter(linger=...)`)
+STORE_LINGER = 0.003
+
+
 def _retry_transient(state: tenacity.RetryCallState) -> bool:
     exc = state.outcome.exception() if state.outcome is not None else None
     return isinstance(exc, DBAPIError) and _is_transient(exc)
@@ -123,6 +134,7 @@ class BatchWriter:
         engine: Engine,
         *,
         batch_max: int = 512,
+        linger: float = 0.0,
         stats: StoreStats | None = None,
         stall_after: float | None = None,
     ) -> None:
@@ -130,6 +142,8 @@ class BatchWriter:
             raise ValueError("batch_max must be at least 1")
         self._engine = engine
         self._batch_max = batch_max
+        #: seconds a busy writer waits for a small next batch to fill (see `LINGER`)
+        self._linger = linger
         self.stats = stats if stats is not None else StoreStats()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="devicectl-store-writer")
         self._lock = threading.Lock()
@@ -235,6 +249,14 @@ class BatchWriter:
             except BaseException as exc:  # never strand a caller, whatever went wrong
                 log.exception("store writer failed unexpectedly")
                 outcomes = [(p, exc, True) for p in batch]
+            waiting = len(self._first) + len(self._queue)  # read without the lock: a hint
+            if self._linger > 0 and 0 < waiting < LINGER_BELOW:
+                # NOTE: busy, and what waits would make a small transaction: wake this batch's
+                # callers and let the next one fill for a moment (their follow-ups join it)
+                self._resolve(outcomes)
+                outcomes = []
+                self.stats.lingered += 1
+                time.sleep(self._linger)
             # Take the next batch (or go idle) BEFORE waking the callers: a caller that submits
             # again as soon as it is woken then finds the writer idle, and its burst is gathered
             # into one batch by `submit` instead of being split by a racing writer.

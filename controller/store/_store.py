@@ -37,7 +37,7 @@ from . import (
     _verifications,
     _write_cycles,
 )
-from ._batch import BatchWriter, Handler, WriteFailure
+from ._batch import STORE_LINGER, BatchWriter, Handler, WriteFailure
 from ._bmc_checks import BmcCheckRow
 from ._bmc_health import BmcAccess, BmcHealthRow
 from ._shards import LeaseRound, LeaseRoundResult
@@ -89,7 +89,9 @@ class Store:
         self._memory = _database.is_sqlite_memory(url)
         #: Group-commit counters (batches, transactions, ops, retries, failures).
         self.stats = StoreStats()
-        self._writer = BatchWriter(self._write_engine, batch_max=batch_max, stats=self.stats)
+        self._writer = BatchWriter(
+            self._write_engine, batch_max=batch_max, stats=self.stats, linger=STORE_LINGER
+        )
         #: delivery outcomes' own engine and writer (PostgreSQL; None: the main writer, first)
         self._outcome_engine = _database.create_outcome_engine(url)
         self._outcomes = (

@@ -47,7 +47,8 @@ class StoreStats:
     write transaction (a batch that had to be re-run op by op adds one per op), ``ops`` the write
     operations resolved, ``retried_batches`` the batches whose shared transaction failed and were
     re-run op by op, ``failed_ops`` the operations whose caller got an exception,
-    ``transient_retries`` transactions re-run after PostgreSQL aborted them (deadlock victim).
+    ``transient_retries`` transactions re-run after PostgreSQL aborted them (deadlock victim),
+    ``lingered`` the times a busy writer waited for a small next batch to fill (`_batch.LINGER_BELOW`).
     """
 
     batches: int = 0
@@ -57,6 +58,7 @@ class StoreStats:
     failed_ops: int = 0
     largest_batch: int = 0
     transient_retries: int = 0
+    lingered: int = 0
 
 
 @dataclass(frozen=True, slots=True)
