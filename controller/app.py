@@ -209,6 +209,7 @@ class Controller:
         tls.check_settings(self.settings)  # bad security settings fail before anything starts
         workers.check_process_model(self.settings, self.store.dialect)
         workers.follow_supervisor()
+        workers.lower_priority(self.settings.executor_niceness)
         self.writer.acquire()  # before anything reads or writes the journal
         try:
             return await self._start()
