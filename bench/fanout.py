@@ -327,6 +327,7 @@ async def _phase(
     retries = 0
 
     ack_ms: list[float] = []
+    probe_ms: list[float] = []
 
     async def send(request: pb.DeviceControllerRequest) -> None:
         nonlocal retries
@@ -359,7 +360,12 @@ async def _phase(
         started = time.monotonic()
         await asyncio.gather(*(send(r) for r in requests))
         acked = time.monotonic()
-        last = await tracker.wait(120 + n * 0.5, label)
+        probing = asyncio.create_task(_probe(stub, requests, probe_ms))
+        try:
+            last = await tracker.wait(120 + n * 0.5, label)
+        finally:
+            probing.cancel()
+            probe_failures = await asyncio.gather(probing, return_exceptions=True)
     sample = controller.sample()
     inside = server_side(inside_before, await asyncio.to_thread(ack_histogram, metrics)) if metrics else {}
     plugin_cpu = _plugin_cpu(controller.pid) - plugin_before if plugin_before is not None else 0.0
@@ -386,6 +392,13 @@ async def _phase(
             # the same inside the acking process (receipt to journal commit): the histogram bucket
             # bounds holding its p50 and p99, and the share within 25 ms
             "ack_in_server": inside,
+            # acks of single requests sent one at a time while the wave executes (after its own
+            # acks): does execution starve the ack path?
+            "probe_acks": len(probe_ms),
+            "probe_ack_p50_ms": percentile(probe_ms, 50),
+            "probe_ack_p99_ms": percentile(probe_ms, 99),
+            "probe_ack_max_ms": max(probe_ms, default=0.0),
+            "probe_failures": probe_failures[0] if isinstance(probe_failures[0], int) else 0,
             "controller_cpu_s": cpu,
             "plugin_process_cpu_s": plugin_cpu,
             "cpu_ms_per_call": cpu / summary["calls"] * 1000 if summary["calls"] else 0.0,
@@ -402,10 +415,40 @@ async def _phase(
         f"{summary['calls']} BMC calls, controller {summary['cpu_ms_per_call']:.2f} ms CPU/call, "
         f"{summary['cpu_ms_per_activation']:.2f} ms CPU/activation, "
         f"ack p50 {summary['ack_p50_ms']:.0f} ms p99 {summary['ack_p99_ms']:.0f} ms, "
+        f"{summary['probe_acks']} probe acks while executing p50 {summary['probe_ack_p50_ms']:.0f} ms "
+        f"p99 {summary['probe_ack_p99_ms']:.0f} ms, "
         f"RSS {summary['rss_mb']:.0f} MB"
         + (f"; PROBLEMS: {summary['problems']}" if summary["problems"] else "")
     )
     return summary
+
+
+#: how often a probe is sent while a wave executes (one at a time: the next after the ack)
+PROBE_INTERVAL = 0.05
+
+
+async def _probe(
+    stub: dgrpc.DeviceControllerStub, requests: list[pb.DeviceControllerRequest], probe_ms: list[float]
+) -> int:
+    """Until cancelled, send one of the wave's requests again every `PROBE_INTERVAL`, one at a
+    time, and record each ack's wait in `probe_ms`. A repeated request_id takes the whole ack path
+    (validation, the journal's insert, found journaled) and is never run twice, so the probes add
+    no BMC call and no response. Returns the probes refused or failed."""
+    failures = 0
+    index = 0
+    try:
+        while True:
+            request = requests[(index * 7919) % len(requests)]  # spread over the devices
+            index += 1
+            sent = time.monotonic()
+            try:
+                await stub.SendDeviceRequest(request, timeout=60)
+                probe_ms.append((time.monotonic() - sent) * 1000)
+            except grpc.aio.AioRpcError:
+                failures += 1
+            await asyncio.sleep(PROBE_INTERVAL)
+    except asyncio.CancelledError:
+        return failures
 
 
 def _inventory(sims: SimulatorProcesses, config: FanoutConfig, workdir: Path) -> Path:

@@ -71,6 +71,7 @@ def fanout_section(section: Mapping[str, Any], plot: str) -> list[str]:
                         fmt(phase.get("ack_p50_ms"), 0),
                         fmt(phase.get("ack_p99_ms"), 0),
                         _in_server(phase.get("ack_in_server")),
+                        _probes(phase),
                         f"{layout['peak_rss_mb']:.0f}",
                         "ok" if not phase["problems"] and not (base and base["problems"]) else "**problems**",
                     ]
@@ -90,6 +91,7 @@ def fanout_section(section: Mapping[str, Any], plot: str) -> list[str]:
             "ack p50 ms",
             "ack p99 ms",
             "in the server: p50 ≤, p99 ≤ ms",
+            "probe acks while executing: p50, p99 ms (count)",
             "peak RSS MB",
             "checks",
         ],
@@ -102,6 +104,9 @@ def fanout_section(section: Mapping[str, Any], plot: str) -> list[str]:
         "send to acknowledgement of each activation, measured by the sender while the wave runs "
         "(the sender shares the host's cores); *in the server*: receipt to journal commit in the acking "
         "process, its `devicectl_ack_duration_seconds` bucket bounds holding the p50 and p99. "
+        "*probe acks*: once the wave is acked, one of its requests sent again every 50 ms, one at a "
+        "time, until the last response (a repeated request_id takes the whole ack path and is never "
+        "run twice): the ack path's latency while execution holds the CPU. "
         "*after restart*: the controller stopped (SIGTERM) and started again on the same database with "
         "the warm-up at start; the wave is sent once the warm-up has finished.",
     ]
@@ -191,6 +196,12 @@ def _in_server(inside: Mapping[str, Any] | None) -> str:
     if not inside or inside.get("p50_at_most_ms") is None:
         return "-"
     return f"{_bound(inside['p50_at_most_ms'])}, {_bound(inside.get('p99_at_most_ms'))}"
+
+
+def _probes(phase: Mapping[str, Any]) -> str:
+    if not phase.get("probe_acks"):
+        return "-"
+    return f"{phase['probe_ack_p50_ms']:.0f}, {phase['probe_ack_p99_ms']:.0f} ({phase['probe_acks']})"
 
 
 def _bound(value: float | None) -> str:

@@ -138,6 +138,8 @@ async def test_fanout_on_workers_warms_the_shards_an_executor_gained_after_its_s
     for phase in layout["phases"]:
         assert phase["problems"] == [] and phase["responses"] == 40
         assert phase["ack_p99_ms"] >= phase["ack_p50_ms"] > 0
+        assert phase["probe_failures"] == 0  # repeated request_ids: acked, never run twice
+        assert phase["ack_in_server"]["acks"] >= 40
     _after_restart_checks(size)
 
 
