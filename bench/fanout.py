@@ -432,8 +432,8 @@ async def _probe(
 ) -> int:
     """Until cancelled, send one of the wave's requests again every `PROBE_INTERVAL`, one at a
     time, and record each ack's wait in `probe_ms`. A repeated request_id takes the whole ack path
-    (validation, the journal's insert, found journaled) and is never run twice, so the probes add
-    no BMC call and no response. Returns the probes refused or failed."""
+    (validation, the journal's insert, found journaled, then one journal read) and is never run
+    twice, so the probes add no BMC call and no response. Returns the probes refused or failed."""
     failures = 0
     index = 0
     try:

@@ -105,8 +105,8 @@ def fanout_section(section: Mapping[str, Any], plot: str) -> list[str]:
         "(the sender shares the host's cores); *in the server*: receipt to journal commit in the acking "
         "process, its `devicectl_ack_duration_seconds` bucket bounds holding the p50 and p99. "
         "*probe acks*: once the wave is acked, one of its requests sent again every 50 ms, one at a "
-        "time, until the last response (a repeated request_id takes the whole ack path and is never "
-        "run twice): the ack path's latency while execution holds the CPU. "
+        "time, until the last response (a repeated request_id takes the whole ack path, plus one "
+        "journal read, and is never run twice): the ack path's latency while execution holds the CPU. "
         "*after restart*: the controller stopped (SIGTERM) and started again on the same database with "
         "the warm-up at start; the wave is sent once the warm-up has finished.",
     ]
