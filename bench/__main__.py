@@ -2,6 +2,7 @@
 
     make bench                                   # everything, full sizes (about 35 minutes)
     python -m bench --only fanout --sizes 100,1000,2000,4000
+    python -m bench --only fanout --sizes 2000 --workers 0,2     # one process and serve --workers 2
     python -m bench --quick                      # tiny sizes, seconds; output in bench/out/quick/
     python -m bench --compare f88e5ae            # a ref against the working tree, alternating (bench.compare)
 
@@ -56,6 +57,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline-workers", type=int, help="baseline thread pool size (default 64)")
     p.add_argument("--no-baseline", action="store_true", help="skip the synchronous-client baseline")
     p.add_argument(
+        "--workers",
+        type=_ints,
+        action="append",
+        help="fan-out layouts (repeatable or comma list): 0 = one process (default), "
+        "N = serve --workers N on PostgreSQL",
+    )
+    p.add_argument(
+        "--executor-niceness", type=int, help="fan-out --workers layouts: the executors' executor_niceness"
+    )
+    p.add_argument(
+        "--no-restart", action="store_true", help="fan-out: skip the wave after a restart with warm-up"
+    )
+    p.add_argument(
         "--plugin-process", action="store_true", help="fan-out with the Redfish plugin as its own process"
     )
     p.add_argument("--ingest-rate", type=float, help="fixed offered rate, requests/s (default 1000)")
@@ -108,12 +122,16 @@ def _configs(args: argparse.Namespace) -> tuple[IngestConfig, FanoutConfig, Reco
         "per_process": args.per_sim,
         "baseline_workers": args.baseline_workers,
         "profile_dir": args.profile,
+        "workers": tuple(w for group in args.workers for w in group) if args.workers else None,
+        "executor_niceness": args.executor_niceness,
     }
     fanout = replace(fanout, **{k: v for k, v in overrides.items() if v is not None})
     if args.no_baseline:
         fanout = replace(fanout, baseline=False)
     if args.plugin_process:
         fanout = replace(fanout, plugin_process=True)
+    if args.no_restart:
+        fanout = replace(fanout, after_restart=False)
     if args.recovery_requests:
         recovery = replace(recovery, requests=args.recovery_requests)
     return ingest, fanout, recovery

@@ -10,9 +10,17 @@ Per fleet size the run goes:
 3. devicectl, "steady state": a second activation (another resource group, other values). The
    controller now holds a Redfish session and the discovery (in the device state) for each BMC,
    as it does in production after the first request, so only the cap calls remain;
-4. the baseline (`bench.baseline`), both ways, after the controller has stopped: first contact
+4. devicectl, "after restart": the controller is stopped (SIGTERM) and started again on the same
+   database with the warm-up at start (its default concurrency); once every process that runs
+   requests reports the warm-up finished (`devicectl_warmup_devices`), a third activation (another
+   resource group, other values). The warm-up's own time, CPU and BMC calls are reported apart;
+5. the baseline (`bench.baseline`), both ways, after the controller has stopped: first contact
    walks the service like the plugin does; steady state is the operator's script proper, with the
    platform's URIs hard-coded; both log in and out every time, as a script run does.
+
+Layouts (`FanoutConfig.workers`): 0 is one `serve` process on `backend` (SQLite by default);
+N is `serve --workers N` on PostgreSQL, a front end that acks and N executors, with CPU counted
+over the whole process tree. Each layout gets simulators of its own; the baseline runs once.
 
 The activation sets the node policy (split over the tray's two superchip modules), 4 GPU caps and
 2 CPU caps: 8 writes per BMC, each one GET, PATCH and read-back GET; in steady state the
@@ -34,6 +42,7 @@ import json
 import os
 import sys
 import time
+import urllib.request
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
@@ -43,6 +52,7 @@ import grpc
 
 from bench.baseline import PASSWORD_ENV
 from bench.fanout_plan import (
+    AFTER_RESTART,
     EXPECTED_WRITES,
     PHASES,
     RETRY_CODES,
@@ -51,10 +61,12 @@ from bench.fanout_plan import (
     Phase,
     activation,
 )
+from bench.ports import free_port_run
 from bench.processes import ControllerProcess, database, run_json
 from bench.procstats import cpu_seconds
 from bench.profiling import Profiler
 from bench.responses import ResponseTracker
+from bench.scaleout_ingest import ProcessTree, ack_histogram, server_side
 from bench.simulators import PASSWORD, USERNAME, SimulatorProcesses
 from bench.util import child_env, jsonable, percentile, say
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
@@ -75,65 +87,223 @@ async def run_fanout(config: FanoutConfig, workdir: Path) -> dict[str, Any]:
 
 
 async def _one_size(n: int, config: FanoutConfig, workdir: Path) -> dict[str, Any]:
-    sims = SimulatorProcesses(workdir, n, latency=config.latency, per_process=config.per_process)
-    say(f"fanout n={n}: starting {n} simulated BMCs in {sims.processes} process(es)")
-    began = time.monotonic()
-    await sims.start()
-    say(f"fanout n={n}: simulators ready after {time.monotonic() - began:.1f} s")
-    result: dict[str, Any] = {"n": n, "simulator_processes": sims.processes}
-    try:
-        result.update(await _devicectl(n, config, workdir, sims))
-        if config.baseline:
-            result["baseline"] = [await _baseline(n, config, workdir, sims, phase) for phase in PHASES]
-            for ours, theirs in zip(result["phases"], result["baseline"], strict=True):
-                ours["speedup"] = theirs["elapsed"] / ours["elapsed"] if ours["elapsed"] > 0 else 0.0
-                theirs["differs_from_devicectl"] = _call_diff(ours["calls_per_bmc"], theirs["calls_per_bmc"])
-    finally:
-        await sims.stop()
+    """Each layout of `config.workers` against simulators of its own (every cap at its default
+    again); the baseline against the first layout's. The first layout's figures are also the
+    size's own (`phases`, `peak_rss_mb`)."""
+    result: dict[str, Any] = {"n": n, "layouts": []}
+    for index, workers in enumerate(config.workers):
+        where = workdir if index == 0 else workdir / f"workers-{workers}"
+        sims = SimulatorProcesses(where, n, latency=config.latency, per_process=config.per_process)
+        say(f"fanout n={n}: starting {n} simulated BMCs in {sims.processes} process(es)")
+        began = time.monotonic()
+        await sims.start()
+        say(f"fanout n={n}: simulators ready after {time.monotonic() - began:.1f} s")
+        result["simulator_processes"] = sims.processes
+        try:
+            layout = await _devicectl(n, config, where, sims, workers)
+            result["layouts"].append(layout)
+            if index == 0:
+                result.update(phases=layout["phases"], peak_rss_mb=layout["peak_rss_mb"])
+                result["max_concurrency"] = layout["max_concurrency"]
+            if index == 0 and config.baseline:
+                result["baseline"] = [await _baseline(n, config, where, sims, phase) for phase in PHASES]
+                for ours, theirs in zip(result["phases"], result["baseline"], strict=False):
+                    ours["speedup"] = theirs["elapsed"] / ours["elapsed"] if ours["elapsed"] > 0 else 0.0
+                    theirs["differs_from_devicectl"] = _call_diff(
+                        ours["calls_per_bmc"], theirs["calls_per_bmc"]
+                    )
+        finally:
+            await sims.stop()
     return result
 
 
-async def _devicectl(n: int, config: FanoutConfig, workdir: Path, sims: SimulatorProcesses) -> dict[str, Any]:
+def layout_name(workers: int) -> str:
+    """How reports name a layout: "one process" or "--workers N"."""
+    return f"--workers {workers}" if workers else "one process"
+
+
+async def _devicectl(
+    n: int, config: FanoutConfig, workdir: Path, sims: SimulatorProcesses, workers: int
+) -> dict[str, Any]:
     devices = sorted(load_inventory(sims.inventory))
     if len(devices) != n:
         raise RuntimeError(f"the simulators' inventory lists {len(devices)} devices, expected {n}")
+    backend = "postgres" if workers else config.backend
     tracker = ResponseTracker()
     callback = await tracker.start()
     phases = []
+    warmup: dict[str, Any] = {}
+    peak_rss = 0.0
     try:
-        with database(config.backend, workdir) as url:
-            controller = ControllerProcess(
-                workdir,
-                database_url=url,
-                callback=callback,
-                inventory=_inventory(sims, config, workdir),
-                secrets_dir=sims.secrets_dir,
-                max_concurrency=max(n, 1024),
-                device_call_timeout=600.0,
-                log_level=config.log_level,
-                name=f"controller-{n}",
-                # the first-contact phase measures the cold path: no warm-up ahead of it
-                # (controller/execution/warmup.py; a ref without one ignores the variable)
-                env={"DEVICECTL_WARMUP_CONCURRENCY": "0"},
-            )
+        with database(backend, workdir) as url:
+            launch = _Launch(n, config, workdir, sims, url, callback, workers)
+            # the first-contact phase measures the cold path: no warm-up ahead of it
+            # (controller/execution/warmup.py; a ref without one ignores the variable)
+            controller = launch.controller("", {"DEVICECTL_WARMUP_CONCURRENCY": "0"})
+            metrics = launch.metrics
             try:
-                await controller.start()
+                cold_start = await launch.ready(controller)
                 async with grpc.aio.insecure_channel(controller.address) as channel:
                     await channel.channel_ready()  # connect before any clock starts
                     stub = dgrpc.DeviceControllerStub(channel)
                     for phase in PHASES:
                         phases.append(
-                            await _phase(n, config, controller, sims, tracker, stub, devices, phase)
+                            await _phase(n, config, controller, sims, tracker, stub, devices, phase, metrics)
                         )
             finally:
                 final = await controller.stop()
+                peak_rss = final.peak_rss_bytes / 2**20 if final else 0.0
+            if config.after_restart:
+                restarted = launch.controller("-restart", {})
+                port = launch.metrics
+                try:
+                    warmup = await launch.warm_start(restarted, cold_start)
+                    async with grpc.aio.insecure_channel(restarted.address) as channel:
+                        await channel.channel_ready()
+                        stub = dgrpc.DeviceControllerStub(channel)
+                        phases.append(
+                            await _phase(
+                                n, config, restarted, sims, tracker, stub, devices, AFTER_RESTART, port
+                            )
+                        )
+                finally:
+                    final = await restarted.stop()
+                    peak_rss = max(peak_rss, final.peak_rss_bytes / 2**20 if final else 0.0)
     finally:
         await tracker.stop()
     return {
+        "workers": workers,
+        "layout": layout_name(workers),
+        "backend": backend,
+        "executor_niceness": config.executor_niceness if workers else None,
         "max_concurrency": max(n, 1024),
         "phases": phases,
-        "peak_rss_mb": final.peak_rss_bytes / 2**20 if final else 0.0,
+        "warmup": warmup,
+        "peak_rss_mb": peak_rss,
     }
+
+
+class _Launch:
+    """Starts the controller of one layout (one process or `serve --workers N`) on one database."""
+
+    def __init__(
+        self,
+        n: int,
+        config: FanoutConfig,
+        workdir: Path,
+        sims: SimulatorProcesses,
+        url: str,
+        callback: str,
+        workers: int,
+    ) -> None:
+        self.n, self.config, self.workdir, self.sims = n, config, workdir, sims
+        self.url, self.callback, self.workers = url, callback, workers
+
+    def controller(self, suffix: str, env: dict[str, str]) -> ControllerProcess:
+        """A controller process (not started yet) with metrics on a port of its own (its executors'
+        on the ports above it)."""
+        self.metrics = free_port_run(self.workers + 1)
+        extra = ("--metrics-listen", f"127.0.0.1:{self.metrics}")
+        env = dict(env)
+        if self.workers:
+            extra += ("--workers", str(self.workers))
+            if self.config.executor_niceness is not None:
+                env["DEVICECTL_EXECUTOR_NICENESS"] = str(self.config.executor_niceness)
+        kind = ProcessTree if self.workers else ControllerProcess  # CPU over the whole process tree
+        return kind(
+            self.workdir,
+            database_url=self.url,
+            callback=self.callback,
+            inventory=_inventory(self.sims, self.config, self.workdir),
+            secrets_dir=self.sims.secrets_dir,
+            max_concurrency=max(self.n, 1024),
+            device_call_timeout=600.0,
+            log_level=self.config.log_level,
+            name=f"controller-{self.n}{f'-w{self.workers}' if self.workers else ''}{suffix}",
+            extra_args=extra,
+            env=env,
+        )
+
+    async def ready(self, controller: ControllerProcess) -> dict[str, float]:
+        """Start `controller` and wait until it serves and its executors share the shards evenly;
+        its wall time and CPU seconds until then."""
+        began = time.monotonic()
+        controller.spawn()
+        await controller.wait_serving()
+        if self.workers:
+            assert isinstance(controller, ProcessTree)
+            await controller.wait_executors(self.url, self.workers)
+        return {"seconds": time.monotonic() - began, "cpu_s": controller.sample().cpu_seconds}
+
+    async def warm_start(self, controller: ControllerProcess, cold_start: dict[str, float]) -> dict[str, Any]:
+        """Start `controller` with the warm-up at start and wait until every executing process has
+        finished it: how long that took, its CPU beyond a start without warm-up (`cold_start`), and
+        the BMC calls it made."""
+        label = f"fanout n={self.n} {layout_name(self.workers)}"
+        await self.sims.reset()
+        sim_before = self.sims.cpu_seconds()
+        began = time.monotonic()
+        start = await self.ready(controller)
+        say(f"{label}: restarted with the warm-up at start, serving after {start['seconds']:.1f} s")
+        ports = [self.metrics + i for i in range(1, self.workers + 1)] if self.workers else [self.metrics]
+        devices = await _warmup_finished(ports, 300 + self.n * 0.5, label)
+        warm_at = time.monotonic()
+        cpu = controller.sample().cpu_seconds
+        stats = await self.sims.stats()
+        summary = _counters(stats, self.config)
+        out = {
+            "start_s": start["seconds"],
+            "ready_s": warm_at - began,  # start to the end of the warm-up
+            "warmup_s": warm_at - began - start["seconds"],  # beyond serving
+            "cpu_s": cpu,  # start and warm-up
+            "cold_start_cpu_s": cold_start["cpu_s"],  # the first start's, no warm-up
+            "warmup_cpu_s": cpu - cold_start["cpu_s"],
+            "devices": devices,
+            "calls": summary["calls"],
+            "calls_per_bmc": summary["calls_per_bmc"],
+            "sessions_created": summary["sessions_created"],
+            "connections_opened": summary["connections_opened"],
+            "simulator_cpu_s": self.sims.cpu_seconds() - sim_before,
+        }
+        say(
+            f"{label}: warm-up finished {out['ready_s']:.1f} s after the start ({devices}), "
+            f"{out['warmup_cpu_s']:.1f} CPU-s beyond a cold start, {summary['calls']} BMC calls"
+        )
+        return out
+
+
+async def _warmup_finished(ports: list[int], timeout: float, label: str) -> dict[str, int]:
+    """Wait until the warm-up of every process on `ports` (metrics) has had nothing pending for a
+    second (shards gained late add devices to it); the devices done, failed and skipped, summed
+    over them."""
+    deadline = time.monotonic() + timeout
+    last: list[dict[str, int] | None] = []
+    idle_since: float | None = None
+    while time.monotonic() < deadline:
+        last = await asyncio.gather(*(asyncio.to_thread(_warmup_gauge, port) for port in ports))
+        if all(g is not None and g.get("pending", 1) == 0 for g in last):
+            idle_since = idle_since or time.monotonic()
+            if time.monotonic() - idle_since >= 1.0:
+                return {state: sum(g[state] for g in last if g) for state in ("done", "failed", "skipped")}
+        else:
+            idle_since = None
+        await asyncio.sleep(0.25)
+    raise TimeoutError(f"{label}: the warm-up did not finish within {timeout:.0f} s ({last})")
+
+
+def _warmup_gauge(port: int) -> dict[str, int] | None:
+    """`devicectl_warmup_devices` by state from one process's /metrics (None: not there yet)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+            text = reply.read().decode()
+    except OSError:
+        return None  # not serving metrics yet
+    out = {}
+    for line in text.splitlines():
+        if line.startswith('devicectl_warmup_devices{state="'):
+            state = line.split('"', 2)[1]
+            out[state] = int(float(line.rsplit(" ", 1)[1]))
+    return out or None
 
 
 async def _phase(
@@ -145,7 +315,9 @@ async def _phase(
     stub: dgrpc.DeviceControllerStub,
     devices: list[str],
     phase: Phase,
+    metrics: int | None = None,
 ) -> dict[str, Any]:
+    """One wave; `metrics`: the acking process's metrics port, for its own ack histogram."""
     label = f"fanout n={n} devicectl {phase.name}"
     await sims.reset()
     ids = [f"{phase.group}-{device}" for device in devices]
@@ -155,6 +327,7 @@ async def _phase(
     retries = 0
 
     ack_ms: list[float] = []
+    probe_ms: list[float] = []
 
     async def send(request: pb.DeviceControllerRequest) -> None:
         nonlocal retries
@@ -180,14 +353,22 @@ async def _phase(
             controller.sample().cpu_seconds,
             sims.cpu_seconds(),
             time.process_time(),
-            _plugin_cpu(controller.pid),
+            # a --workers front end's children are its executors, already in its sample
+            None if isinstance(controller, ProcessTree) else _plugin_cpu(controller.pid),
         )
+        inside_before = await asyncio.to_thread(ack_histogram, metrics) if metrics else {}
         started = time.monotonic()
         await asyncio.gather(*(send(r) for r in requests))
         acked = time.monotonic()
-        last = await tracker.wait(120 + n * 0.5, label)
+        probing = asyncio.create_task(_probe(stub, requests, probe_ms))
+        try:
+            last = await tracker.wait(120 + n * 0.5, label)
+        finally:
+            probing.cancel()
+            probe_failures = await asyncio.gather(probing, return_exceptions=True)
     sample = controller.sample()
-    plugin_cpu = _plugin_cpu(controller.pid) - plugin_before
+    inside = server_side(inside_before, await asyncio.to_thread(ack_histogram, metrics)) if metrics else {}
+    plugin_cpu = _plugin_cpu(controller.pid) - plugin_before if plugin_before is not None else 0.0
     cpu = sample.cpu_seconds - cpu_before + plugin_cpu  # the plugin process works for the controller
     sim_cpu, own_cpu = sims.cpu_seconds() - sim_before, time.process_time() - own_before
     stats = await sims.stats()
@@ -208,9 +389,21 @@ async def _phase(
             # each acknowledgement's wait (send to ack, the accepted attempt), the wave running
             "ack_p50_ms": percentile(ack_ms, 50),
             "ack_p99_ms": percentile(ack_ms, 99),
+            # the same inside the acking process (receipt to journal commit): the histogram bucket
+            # bounds holding its p50 and p99, and the share within 25 ms
+            "ack_in_server": inside,
+            # acks of single requests sent one at a time while the wave executes (after its own
+            # acks): does execution starve the ack path?
+            "probe_acks": len(probe_ms),
+            "probe_ack_p50_ms": percentile(probe_ms, 50),
+            "probe_ack_p99_ms": percentile(probe_ms, 99),
+            "probe_ack_max_ms": max(probe_ms, default=0.0),
+            "probe_failures": probe_failures[0] if isinstance(probe_failures[0], int) else 0,
             "controller_cpu_s": cpu,
             "plugin_process_cpu_s": plugin_cpu,
             "cpu_ms_per_call": cpu / summary["calls"] * 1000 if summary["calls"] else 0.0,
+            "cpu_ms_per_activation": cpu / n * 1000 if n else 0.0,
+            "calls_per_activation": summary["calls"] / n if n else 0.0,
             "simulator_cpu_s": sim_cpu,
             "bench_cpu_s": own_cpu,
             "rss_mb": sample.rss_bytes / 2**20,
@@ -220,10 +413,42 @@ async def _phase(
     say(
         f"{label}: {elapsed:.2f} s (floor {summary['floor']:.2f} s, x{summary['ratio_to_floor']:.1f}), "
         f"{summary['calls']} BMC calls, controller {summary['cpu_ms_per_call']:.2f} ms CPU/call, "
+        f"{summary['cpu_ms_per_activation']:.2f} ms CPU/activation, "
+        f"ack p50 {summary['ack_p50_ms']:.0f} ms p99 {summary['ack_p99_ms']:.0f} ms, "
+        f"{summary['probe_acks']} probe acks while executing p50 {summary['probe_ack_p50_ms']:.0f} ms "
+        f"p99 {summary['probe_ack_p99_ms']:.0f} ms, "
         f"RSS {summary['rss_mb']:.0f} MB"
         + (f"; PROBLEMS: {summary['problems']}" if summary["problems"] else "")
     )
     return summary
+
+
+#: how often a probe is sent while a wave executes (one at a time: the next after the ack)
+PROBE_INTERVAL = 0.05
+
+
+async def _probe(
+    stub: dgrpc.DeviceControllerStub, requests: list[pb.DeviceControllerRequest], probe_ms: list[float]
+) -> int:
+    """Until cancelled, send one of the wave's requests again every `PROBE_INTERVAL`, one at a
+    time, and record each ack's wait in `probe_ms`. A repeated request_id takes the whole ack path
+    (validation, the journal's insert, found journaled, then one journal read) and is never run
+    twice, so the probes add no BMC call and no response. Returns the probes refused or failed."""
+    failures = 0
+    index = 0
+    try:
+        while True:
+            request = requests[(index * 7919) % len(requests)]  # spread over the devices
+            index += 1
+            sent = time.monotonic()
+            try:
+                await stub.SendDeviceRequest(request, timeout=60)
+                probe_ms.append((time.monotonic() - sent) * 1000)
+            except grpc.aio.AioRpcError:
+                failures += 1
+            await asyncio.sleep(PROBE_INTERVAL)
+    except asyncio.CancelledError:
+        return failures
 
 
 def _inventory(sims: SimulatorProcesses, config: FanoutConfig, workdir: Path) -> Path:

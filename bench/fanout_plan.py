@@ -58,6 +58,9 @@ PHASES = (
     Phase("first contact", "bench-first", node=5000, gpu=3200, cpu=600),
     Phase("steady state", "bench-steady", node=4800, gpu=3000, cpu=500),
 )
+#: the wave after a restart (SIGTERM, start again on the same database, warm-up finished): other
+#: values again, so every cap is written
+AFTER_RESTART = Phase("after restart", "bench-restart", node=4600, gpu=2800, cpu=440)
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,13 @@ class FanoutConfig:
     profile_dir: Path | None = None
     #: run the Redfish plugin as its own process (an inventory [[plugin]] table): the extra hop's cost
     plugin_process: bool = False
+    #: controller layouts, each against fresh simulators: 0 = one process on `backend`, N = `serve
+    #: --workers N` on PostgreSQL (CPU counted over the front end and its executors)
+    workers: tuple[int, ...] = (0,)
+    #: `executor_niceness` of the `--workers` layouts (None: the controller's default)
+    executor_niceness: int | None = None
+    #: a third wave after a restart with the warm-up at start (`AFTER_RESTART`)
+    after_restart: bool = True
 
 
 QUICK_FANOUT = FanoutConfig(sizes=(3,), latency=0.02, per_process=2, baseline_workers=4)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.report_cells import fmt, run_line, table
-from bench.report_fanout import fanout_section
+from bench.report_fanout import fanout_section, layouts_of
 from bench.report_fanout import plot_fanout as plot_fanout  # `python -m bench` calls it here
 
 BEGIN = "<!-- BEGIN GENERATED: python -m bench rewrites everything up to the END marker -->"
@@ -230,9 +230,14 @@ def _problems(results: Mapping[str, Any]) -> list[str]:
     for failed in fan.get("failed_sizes", []):
         found.append(f"fan-out {failed['n']}: the run failed: {failed['error'][:200]}")
     for size in fan.get("sizes", []):
-        for phase in size["phases"] + size.get("baseline", []):
+        for layout in layouts_of(size):
+            for phase in layout["phases"]:
+                for p in phase["problems"]:
+                    where = f"{layout.get('layout', 'one process')} {phase['phase']}"
+                    found.append(f"fan-out {size['n']} {where}: {p}")
+        for phase in size.get("baseline", []):
             for p in phase["problems"]:
-                found.append(f"fan-out {size['n']} {phase['phase']}: {p}")
+                found.append(f"fan-out {size['n']} baseline {phase['phase']}: {p}")
     rec = results.get("recovery", {}).get("result", {})
     for backend, run in rec.get("backends", {}).items():
         for p in run.get("problems", []):

@@ -51,23 +51,31 @@ def fanout_section(section: Mapping[str, Any], plot: str) -> list[str]:
     ]
     rows = []
     for size in sizes:
-        for index, phase in enumerate(size["phases"]):
-            base = size.get("baseline", [None, None])[index]
-            rows.append(
-                [
-                    f"{size['n']:,}",
-                    phase["phase"],
-                    f"{phase['calls_per_bmc_max']}",
-                    fmt(phase["floor"], 2),
-                    fmt(phase["elapsed"], 2),
-                    fmt(phase["ratio_to_floor"], 1) + "x",
-                    fmt(base["elapsed"], 2) if base else "-",
-                    (fmt(phase.get("speedup"), 2) + "x") if base else "-",
-                    fmt(phase["cpu_ms_per_call"], 2),
-                    f"{size['peak_rss_mb']:.0f}",
-                    "ok" if not phase["problems"] and not (base and base["problems"]) else "**problems**",
-                ]
-            )
+        for layout_index, layout in enumerate(layouts_of(size)):
+            baseline = size.get("baseline", []) if layout_index == 0 else []
+            for index, phase in enumerate(layout["phases"]):
+                base = baseline[index] if index < len(baseline) else None
+                rows.append(
+                    [
+                        f"{size['n']:,}",
+                        layout.get("layout", "one process"),
+                        phase["phase"],
+                        f"{phase['calls_per_bmc_max']}",
+                        fmt(phase["floor"], 2),
+                        fmt(phase["elapsed"], 2),
+                        fmt(phase["ratio_to_floor"], 1) + "x",
+                        fmt(base["elapsed"], 2) if base else "-",
+                        (fmt(phase.get("speedup"), 2) + "x") if base else "-",
+                        fmt(phase["cpu_ms_per_call"], 2),
+                        fmt(phase.get("cpu_ms_per_activation"), 2),
+                        fmt(phase.get("ack_p50_ms"), 0),
+                        fmt(phase.get("ack_p99_ms"), 0),
+                        _in_server(phase.get("ack_in_server")),
+                        _probes(phase),
+                        f"{layout['peak_rss_mb']:.0f}",
+                        "ok" if not phase["problems"] and not (base and base["problems"]) else "**problems**",
+                    ]
+                )
     lines += table(
         [
             "BMCs",
@@ -79,11 +87,30 @@ def fanout_section(section: Mapping[str, Any], plot: str) -> list[str]:
             "baseline s",
             "speed-up",
             "controller CPU ms/call",
+            "controller CPU ms/activation",
+            "ack p50 ms",
+            "ack p99 ms",
+            "in the server: p50 ≤, p99 ≤ ms",
+            "probe acks while executing: p50, p99 ms (count)",
             "peak RSS MB",
             "checks",
         ],
         rows,
     )
+    lines += [
+        "",
+        "*layout*: one `serve` process on the backend above, or `serve --workers N` on PostgreSQL (a "
+        "front end that acks, N executors; controller CPU summed over all of them). *ack p50/p99*: "
+        "send to acknowledgement of each activation, measured by the sender while the wave runs "
+        "(the sender shares the host's cores); *in the server*: receipt to journal commit in the acking "
+        "process, its `devicectl_ack_duration_seconds` bucket bounds holding the p50 and p99. "
+        "*probe acks*: once the wave is acked, one of its requests sent again every 50 ms, one at a "
+        "time, until the last response (a repeated request_id takes the whole ack path, plus one "
+        "journal read, and is never run twice): the ack path's latency while execution holds the CPU. "
+        "*after restart*: the controller stopped (SIGTERM) and started again on the same database with "
+        "the warm-up at start; the wave is sent once the warm-up has finished.",
+    ]
+    lines += _restart_table(sizes)
     for failed in result.get("failed_sizes", []):
         lines += ["", f"**{failed['n']:,} BMCs failed**: `{failed['error'][:300]}`"]
     lines += ["", f"![time versus fleet size]({plot})", ""]
@@ -99,20 +126,25 @@ def fanout_section(section: Mapping[str, Any], plot: str) -> list[str]:
             {k for p in last["phases"] for k in p["calls_per_bmc"]}
             | {k for p in last.get("baseline", []) for k in p["calls_per_bmc"]}
         )
+        warm = layouts_of(last)[0].get("warmup") or {}
+        names = sorted(set(names) | set(warm.get("calls_per_bmc", {})))
         header = ["call"] + [f"devicectl {p['phase']}" for p in last["phases"]]
+        header += ["devicectl warm-up"] if warm else []
         header += [f"baseline {p['phase']}" for p in last.get("baseline", [])]
         table_rows = []
         for name in names:
             cells = [f"`{name}`"] + [fmt(p["calls_per_bmc"].get(name, 0.0), 2) for p in last["phases"]]
+            cells += [fmt(warm["calls_per_bmc"].get(name, 0.0), 2)] if warm else []
             cells += [fmt(p["calls_per_bmc"].get(name, 0.0), 2) for p in last.get("baseline", [])]
             table_rows.append(cells)
         lines += table(header, table_rows)
         detail = []
         for size in sizes:
-            for phase in size["phases"]:
+            for layout, phase in ((lay, p) for lay in layouts_of(size) for p in lay["phases"]):
                 detail.append(
                     [
                         f"{size['n']:,}",
+                        layout.get("layout", "one process"),
                         phase["phase"],
                         str(size["simulator_processes"]),
                         fmt(phase["acked_after"], 2),
@@ -142,6 +174,7 @@ def fanout_section(section: Mapping[str, Any], plot: str) -> list[str]:
             *table(
                 [
                     "BMCs",
+                    "layout",
                     "phase",
                     "sim processes",
                     "acked s",
@@ -157,6 +190,80 @@ def fanout_section(section: Mapping[str, Any], plot: str) -> list[str]:
             ),
         ]
     return lines
+
+
+def _in_server(inside: Mapping[str, Any] | None) -> str:
+    if not inside or inside.get("p50_at_most_ms") is None:
+        return "-"
+    return f"{_bound(inside['p50_at_most_ms'])}, {_bound(inside.get('p99_at_most_ms'))}"
+
+
+def _probes(phase: Mapping[str, Any]) -> str:
+    if not phase.get("probe_acks"):
+        return "-"
+    return f"{phase['probe_ack_p50_ms']:.0f}, {phase['probe_ack_p99_ms']:.0f} ({phase['probe_acks']})"
+
+
+def _bound(value: float | None) -> str:
+    return "-" if value is None else ("beyond the buckets" if value == float("inf") else f"{value:g}")
+
+
+def layouts_of(size: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A size's layouts; a result from before layouts were measured is one process."""
+    return list(size.get("layouts") or [{"phases": size["phases"], "peak_rss_mb": size["peak_rss_mb"]}])
+
+
+def _restart_table(sizes: list[Mapping[str, Any]]) -> list[str]:
+    """The wave after a restart next to steady state, and the warm-up it waited for."""
+    rows = []
+    for size in sizes:
+        for layout in layouts_of(size):
+            by_name = {p["phase"]: p for p in layout["phases"]}
+            steady, after = by_name.get("steady state"), by_name.get("after restart")
+            warm = layout.get("warmup")
+            if not (steady and after and warm):
+                continue
+            devices = warm.get("devices", {})
+            rows.append(
+                [
+                    f"{size['n']:,}",
+                    layout.get("layout", "one process"),
+                    fmt(steady.get("cpu_ms_per_activation"), 2),
+                    fmt(after.get("cpu_ms_per_activation"), 2),
+                    fmt(steady.get("calls_per_activation"), 1),
+                    fmt(after.get("calls_per_activation"), 1),
+                    str(after.get("sessions_created", "-")),
+                    fmt(warm["ready_s"], 1),
+                    fmt(warm["warmup_cpu_s"], 1),
+                    fmt(warm["calls"] / size["n"] if size["n"] else 0.0, 1),
+                    f"{devices.get('done', 0)}/{devices.get('failed', 0)}/{devices.get('skipped', 0)}",
+                ]
+            )
+    if not rows:
+        return []
+    return [
+        "",
+        "After a restart: the wave on a warmed inventory next to steady state, and the warm-up it "
+        "waited for (*ready*: from the start to the end of the warm-up; *warm-up CPU*: the restarted "
+        "controller's CPU until then, less that of the first start, which had no warm-up).",
+        "",
+        *table(
+            [
+                "BMCs",
+                "layout",
+                "CPU ms/activation steady",
+                "after restart",
+                "BMC calls/activation steady",
+                "after restart",
+                "sessions created after restart",
+                "warm-up: ready s",
+                "warm-up CPU s",
+                "warm-up calls/BMC",
+                "devices done/failed/skipped",
+            ],
+            rows,
+        ),
+    ]
 
 
 def plot_fanout(results: Mapping[str, Any], path: Path) -> bool:
@@ -176,7 +283,7 @@ def plot_fanout(results: Mapping[str, Any], path: Path) -> bool:
         ours = [s["phases"][index] for s in sizes]
         ax.plot(ns, [p["elapsed"] for p in ours], "o-", label="devicectl")
         ax.plot(ns, [p["floor"] for p in ours], "s--", label="floor (calls x latency ÷ concurrency)")
-        if all("baseline" in s for s in sizes):
+        if all(index < len(s.get("baseline", [])) for s in sizes):
             ax.plot(
                 ns,
                 [s["baseline"][index]["elapsed"] for s in sizes],

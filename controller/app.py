@@ -171,9 +171,18 @@ class Controller:
             self.store,
             self.settings,
             self.inventory,
-            on_gained=lambda shards: self.claims.gained(shards),
+            on_gained=self._shards_gained,
             busy=self._shard_busy,
         )
+
+    async def _shards_gained(self, shards: frozenset[int]) -> None:
+        """Shards leased here in a lease round: claim their journaled requests, then warm their
+        devices (a rebalancing after the start moves half the shards of the first executor up)."""
+        try:
+            await self.claims.gained(shards)
+        finally:
+            if self.warmup is not None:
+                self.warmup.gained(shards)
 
     def _completed(self, request_id: str) -> None:
         self.watchers.notify(request_id)
@@ -209,6 +218,7 @@ class Controller:
         tls.check_settings(self.settings)  # bad security settings fail before anything starts
         workers.check_process_model(self.settings, self.store.dialect)
         workers.follow_supervisor()
+        workers.lower_priority(self.settings.executor_niceness)
         self.writer.acquire()  # before anything reads or writes the journal
         try:
             return await self._start()

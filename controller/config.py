@@ -52,6 +52,9 @@ class Settings:
     role: str = "all"
     #: `serve --workers N`: a front end plus N executor processes on this machine (PostgreSQL only)
     workers: int = 0
+    #: niceness added to the executors `--workers` starts (0: the front end's own), so a busy wave
+    #: yields the CPU to the front end's acks on a shared host; the kernel caps niceness at 19
+    executor_niceness: int = 5
     #: devices map to this many shards (a stable hash of the BMC endpoint); every controller must agree
     shard_count: int = 256
     #: how often an executor looks for requests other controllers journaled in its shards, seconds

@@ -9,6 +9,11 @@ waits in a lane, no new device is started (the ones in flight finish), and a dev
 its own is skipped (its request warms it). Nothing is written to a device and nothing is stored:
 the read's outcome is dropped, what stays is the plugin's own connection, session and discovery
 cache. Progress: the `devicectl_warmup_devices{state}` gauge and `progress` (`devicectl status`).
+
+With shard leases (`serve --workers`, several controllers) the shards settle after the start: the
+first executor up leases them all and hands half on once its peer is there. The devices of a shard
+gained after the start (`gained`) are warmed then, by the process that now runs them, under the same
+bound; `progress` counts them too and is finished again once they are done.
 """
 
 from __future__ import annotations
@@ -60,44 +65,75 @@ class Warmup:
         self._settings = settings
         self.progress = WarmupProgress()
         self._task: asyncio.Task[None] | None = None
+        #: warm-ups of shards gained after the start (`gained`), while they run
+        self._later: set[asyncio.Task[None]] = set()
+        self._devices: list[str] = []
+        #: devices read at once, the start's and the gained shards' together
+        self._slots = asyncio.Semaphore(max(settings.warmup_concurrency, 1))
 
     def start(self, devices: Iterable[str]) -> None:
         """Run the warm-up in the background (once)."""
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self.run(devices), name="warm-up")
+            self._devices = list(devices)
+            self._task = asyncio.get_running_loop().create_task(self.run(self._devices), name="warm-up")
+
+    def gained(self, shards: frozenset[int]) -> None:
+        """Warm, in the background, the devices of `shards`: leased here after the start (their
+        former holder released them, or its lease lapsed), so their first request here would log
+        in otherwise. Nothing before the start's own warm-up (it reads every shard run then)."""
+        if self._task is None or self._settings.warmup_concurrency <= 0:
+            return
+        router = self._runner.shards
+        devices = [d for d in self._devices if router.shard_for_model(d, None) in shards]
+        devices = [d for d in devices if router.runs(router.shard_for_model(d, None))]
+        if not devices:
+            return
+        self.progress.total += len(devices)  # counted now: `status` is never finished meanwhile
+        self.progress.finished = False
+        self._publish()
+        task = asyncio.get_running_loop().create_task(self.run(devices, later=True), name="warm-up (gained)")
+        self._later.add(task)
+        task.add_done_callback(self._later.discard)
 
     def stop(self) -> None:
         """Cancel a warm-up still at work (at a stop)."""
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+        for task in [self._task, *self._later]:
+            if task is not None and not task.done():
+                task.cancel()
 
-    async def run(self, devices: Iterable[str]) -> None:
-        """Warm every device of `devices` this process runs (`progress` says how far it is)."""
+    async def run(self, devices: Iterable[str], *, later: bool = False) -> None:
+        """Warm every device of `devices` this process runs (`progress` says how far it is);
+        `later`: devices of shards gained after the start, added to the progress."""
         try:
-            await self._run(devices)
+            await self._run(devices, later)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the warm-up is an optimisation: it never stops the process
             log.warning("warm-up stopped: %s", describe(exc))
             self.progress.finished = True
 
-    async def _run(self, devices: Iterable[str]) -> WarmupProgress:
-        limit = self._settings.warmup_concurrency
-        shards = self._runner.shards
-        mine = [d for d in devices if shards.runs(shards.shard_for_model(d, None))]
-        progress = self.progress = WarmupProgress(total=len(mine) if limit > 0 else 0)
-        self._publish()
-        if not progress.total:
-            progress.finished = True
+    async def _run(self, devices: Iterable[str], later: bool = False) -> WarmupProgress:
+        """Warm `devices`: at the start, those this process runs; `later`: devices of gained
+        shards, already chosen and counted by `gained`."""
+        progress = self.progress
+        if later:
+            mine = list(devices)
+        else:
+            shards = self._runner.shards
+            mine = [d for d in devices if shards.runs(shards.shard_for_model(d, None))]
+            mine = mine if self._settings.warmup_concurrency > 0 else []
+            progress.total += len(mine)  # the start's devices (once; `gained` may add more)
+            progress.finished = not mine and self._done()
+            self._publish()
+        if not mine:
             return progress
         began = time.monotonic()
-        slots = asyncio.Semaphore(limit)
         tasks: set[asyncio.Task[None]] = set()
         try:
             for device in mine:
-                await slots.acquire()
+                await self._slots.acquire()
                 await self._yield_to_requests()
-                task = asyncio.create_task(self._one(device, slots), name=f"warm-up {device}")
+                task = asyncio.create_task(self._one(device, self._slots), name=f"warm-up {device}")
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
             if tasks:
@@ -105,9 +141,10 @@ class Warmup:
         finally:
             for task in tasks:
                 task.cancel()
-        progress.finished = True
+        progress.finished = self._done()
         log.info(
-            "warm-up: %d of %d devices ready in %.1f s (%d failed, %d skipped: busy with requests)",
+            "warm-up%s: %d of %d devices ready in %.1f s (%d failed, %d skipped: busy with requests)",
+            " of shards gained after the start" if later else "",
             progress.done,
             progress.total,
             time.monotonic() - began,
@@ -115,6 +152,12 @@ class Warmup:
             progress.skipped,
         )
         return progress
+
+    def _done(self) -> bool:
+        """Whether no warm-up but the calling one is still at work."""
+        current = asyncio.current_task()
+        tasks = [self._task, *self._later]
+        return not [t for t in tasks if t is not None and not t.done() and t is not current]
 
     async def _yield_to_requests(self) -> None:
         """Wait while requests run or wait in a lane: a wave goes first."""

@@ -6,6 +6,8 @@ health). It holds no shards and runs no requests, so an ack never waits behind e
 delivery. It starts N executor processes, `devicectl serve --role executor --instance-id <id>-w<i>`,
 with its own effective settings, and supervises them: an executor that exits is started again after
 a back-off, SIGTERM stops them all, and an executor whose parent dies gets SIGTERM from the kernel.
+Executors run `executor_niceness` steps nicer than the front end, so a wave's execution yields the
+CPU to the acks on a shared host.
 Executors lease shards, claim and run the journaled requests of their shards and deliver the
 responses (docs/architecture.md, "Several controllers, one PostgreSQL").
 """
@@ -22,6 +24,7 @@ import signal
 import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
 from controller.config import ENV_PREFIX, Settings
 from controller.process.reports import STATUS_FD, Reports
@@ -134,6 +137,8 @@ def executor_command(settings: Settings) -> list[str]:
 
 #: set in an executor's environment by its supervisor: the supervisor's pid
 SUPERVISOR_PID = "DEVICECTL_SUPERVISOR_PID"
+#: the lowest CPU priority Linux gives (higher niceness is taken as this)
+MAX_NICENESS = 19
 _PR_SET_PDEATHSIG = 1
 
 
@@ -151,6 +156,24 @@ def follow_supervisor() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
     if str(os.getppid()) != supervisor:
         raise ProcessModelError(f"the front end (pid {supervisor}) that started this executor is gone")
+
+
+def lower_priority(niceness: int) -> None:
+    """In an executor started by `--workers`: run every thread of this process `niceness` steps
+    nicer than it started (the front end's niceness), so on a busy host the kernel gives the front
+    end the CPU first and its acks never wait behind a wave. Lowering one's own priority needs no
+    privilege. Done before the executor starts its work: threads started later inherit it (Linux
+    keeps niceness per thread), those already running are set one by one.
+    """
+    if niceness <= 0 or not os.environ.get(SUPERVISOR_PID):
+        return
+    tasks = Path("/proc/self/task")
+    threads = [int(t.name) for t in tasks.iterdir()] if tasks.is_dir() else [0]
+    for thread in threads:
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            current = os.getpriority(os.PRIO_PROCESS, thread)
+            os.setpriority(os.PRIO_PROCESS, thread, min(current + niceness, MAX_NICENESS))
+    log.info("executor running at niceness %d", os.getpriority(os.PRIO_PROCESS, 0))
 
 
 def _describe_exit(code: int) -> str:

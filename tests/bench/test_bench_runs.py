@@ -59,8 +59,9 @@ async def test_fanout_sees_the_expected_calls_on_every_bmc(tmp_path: Path) -> No
     (size,) = result["sizes"]
     assert size["n"] == 3 and size["simulator_processes"] == 2, "the fleet is split over two processes"
     assert size["peak_rss_mb"] > 10
-    first, steady = size["phases"]
-    for phase in (first, steady):
+    first, steady, restarted = size["phases"]
+    assert [p["phase"] for p in size["phases"]] == ["first contact", "steady state", "after restart"]
+    for phase in (first, steady, restarted):
         assert phase["problems"] == []
         assert phase["responses"] == 3 and phase["failures"] == 0 and phase["duplicates"] == 0
         assert phase["writes_per_bmc_min"] == phase["writes_per_bmc_max"] == EXPECTED_WRITES
@@ -75,7 +76,7 @@ async def test_fanout_sees_the_expected_calls_on_every_bmc(tmp_path: Path) -> No
         assert phase["controller_cpu_s"] > 0 and phase["cpu_ms_per_call"] > 0
     assert first["sessions_created"] == 3 and steady["sessions_created"] == 0
     assert first["calls_per_bmc_max"] > steady["calls_per_bmc_max"], "first contact also discovers"
-    for ours, theirs in zip(size["phases"], size["baseline"], strict=True):
+    for ours, theirs in zip((first, steady), size["baseline"], strict=True):
         assert theirs["problems"] == [] and theirs["failed"] == 0
         assert theirs["writes_per_bmc_min"] == theirs["writes_per_bmc_max"] == EXPECTED_WRITES
         differs = theirs["differs_from_devicectl"]
@@ -96,6 +97,50 @@ async def test_fanout_sees_the_expected_calls_on_every_bmc(tmp_path: Path) -> No
             differs = {call: n for call, n in differs.items() if call not in reused}
         assert set(differs) <= LOGIN_AND_LOGOUT, "otherwise the baseline makes the same calls"
         assert theirs["elapsed"] > 0 and ours["speedup"] == pytest.approx(theirs["elapsed"] / ours["elapsed"])
+
+
+def _after_restart_checks(size: dict[str, Any]) -> None:
+    """The wave after a restart on a warmed inventory: no login, no session sweep, no discovery on
+    its path; the calls of a steady-state wave plus one pre-write GET per cap (the read-backs that
+    stood in for them were the stopped process's, kept in memory: docs/redfish.md)."""
+    n = size["n"]
+    (layout,) = size["layouts"]
+    _, steady, restarted = layout["phases"]
+    assert restarted["phase"] == "after restart" and restarted["problems"] == []
+    assert restarted["sessions_created"] == 0 and restarted["connections_opened"] == 0
+    extra = {
+        call: restarted["calls_per_bmc"][call] - steady["calls_per_bmc"].get(call, 0.0)
+        for call in restarted["calls_per_bmc"]
+        if restarted["calls_per_bmc"][call] != steady["calls_per_bmc"].get(call, 0.0)
+    }
+    assert set(restarted["calls_per_bmc"]) == set(steady["calls_per_bmc"]), extra
+    assert all(call.startswith("GET ") and call.endswith("/EnvironmentMetrics") for call in extra), extra
+    assert sum(extra.values()) == EXPECTED_WRITES
+    warm = layout["warmup"]
+    assert warm["devices"]["done"] >= n and warm["devices"]["failed"] == 0
+    assert warm["sessions_created"] >= n and warm["ready_s"] >= warm["start_s"] > 0
+
+
+async def test_fanout_after_a_restart_runs_on_the_warmed_inventory(tmp_path: Path) -> None:
+    (size,) = (await run_fanout(replace(QUICK_FANOUT, baseline=False), tmp_path))["sizes"]
+    _after_restart_checks(size)
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(600)
+async def test_fanout_on_workers_warms_the_shards_an_executor_gained_after_its_start(tmp_path: Path) -> None:
+    # the first executor up leases every shard and hands half on to its peer: the peer warms them
+    require_postgres()
+    config = replace(QUICK_FANOUT, sizes=(40,), per_process=20, baseline=False, workers=(2,))
+    (size,) = (await run_fanout(config, tmp_path))["sizes"]
+    (layout,) = size["layouts"]
+    assert (layout["layout"], layout["backend"]) == ("--workers 2", "postgres")
+    for phase in layout["phases"]:
+        assert phase["problems"] == [] and phase["responses"] == 40
+        assert phase["ack_p99_ms"] >= phase["ack_p50_ms"] > 0
+        assert phase["probe_failures"] == 0  # repeated request_ids: acked, never run twice
+        assert phase["ack_in_server"]["acks"] >= 40
+    _after_restart_checks(size)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

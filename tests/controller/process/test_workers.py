@@ -92,13 +92,23 @@ def counter(port: int, name: str) -> float:
 class Fleet:
     """`serve --workers 2` over no-op devices, the topology sink as its callback."""
 
-    def __init__(self, tmp: Path, url: str, tracker: ResponseTracker, callback: str, delay: float) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        url: str,
+        tracker: ResponseTracker,
+        callback: str,
+        delay: float,
+        config_extra: str = "",
+    ) -> None:
         inventory = tmp / "inventory.toml"
         self.devices = device_ids("wk", 16)
         write_noop_inventory(inventory, self.devices, delay=delay)
         config = tmp / "devicectl.toml"
         # short leases: a killed executor's shards move within seconds
-        config.write_text("[devicectl]\nlease_ttl = 2.0\nsweep_interval = 0.5\nshutdown_grace = 5.0\n")
+        config.write_text(
+            "[devicectl]\nlease_ttl = 2.0\nsweep_interval = 0.5\nshutdown_grace = 5.0\n" + config_extra
+        )
         self.metrics = free_port_run(3)
         self.tracker = tracker
         self.front = ProcessTree(
@@ -155,9 +165,13 @@ async def tracker() -> AsyncIterator[ResponseTracker]:
         await t.stop()
 
 
-async def started_fleet(database: URL, tmp: Path, tracker: ResponseTracker, delay: float) -> Fleet:
-    """A running `serve --workers 2` on `database`, answering `tracker`, each request taking `delay` s."""
-    fleet = Fleet(tmp, database.render_as_string(hide_password=False), tracker, tracker.sink.address, delay)
+async def started_fleet(
+    database: URL, tmp: Path, tracker: ResponseTracker, delay: float, config_extra: str = ""
+) -> Fleet:
+    """A running `serve --workers 2` on `database`, answering `tracker`, each request taking `delay` s
+    (`config_extra`: more lines of its config file's `[devicectl]` table)."""
+    url = database.render_as_string(hide_password=False)
+    fleet = Fleet(tmp, url, tracker, tracker.sink.address, delay, config_extra)
     await fleet.start()
     return fleet
 
@@ -186,6 +200,40 @@ async def test_front_end_acks_executors_answer_each_request_once_and_sigterm_sto
     assert fleet.front.proc is not None and fleet.front.proc.returncode == 0
     await until(lambda: not any(alive(p) for p in executors.values()), 30, "executors to exit")
     assert "Traceback" not in fleet.front.log_path.read_text()
+
+
+def niceness(pid: int) -> dict[int, int]:
+    """Thread id -> niceness of every thread of `pid` (field 19 of proc(5)'s stat)."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        out[int(task.name)] = int(fields[16])  # fields after the name start at field 3
+    return out
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("config_extra", "added"), [("", 5), ("executor_niceness = 0\n", 0)])
+async def test_executors_run_nicer_than_the_front_end_by_executor_niceness(
+    pg_database: URL, tmp_path: Path, tracker: ResponseTracker, config_extra: str, added: int
+) -> None:
+    own = os.getpriority(os.PRIO_PROCESS, 0)  # the front end starts at ours
+    fleet = await started_fleet(pg_database, tmp_path, tracker, 0, config_extra)
+    try:
+        await fleet.send("nice", 32)  # every thread the work starts is there to be read
+        await tracker.wait(120, "nice")
+        executors = executors_of(fleet.front.pid)
+        assert sorted(executors) == ["wk-w1", "wk-w2"]
+        front = niceness(fleet.front.pid)
+        assert len(front) > 1 and set(front.values()) == {own}
+        for pid in executors.values():
+            threads = niceness(pid)
+            assert len(threads) > 1 and set(threads.values()) == {min(own + added, 19)}
+    finally:
+        await fleet.front.stop()
 
 
 @pytest.mark.postgres
