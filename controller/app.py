@@ -173,6 +173,7 @@ class Controller:
             self.inventory,
             on_gained=self._shards_gained,
             busy=self._shard_busy,
+            on_handed_on=self._shards_handed_on,
         )
 
     async def _shards_gained(self, shards: frozenset[int]) -> None:
@@ -183,6 +184,12 @@ class Controller:
         finally:
             if self.warmup is not None:
                 self.warmup.gained(shards)
+
+    def _shards_handed_on(self, shards: frozenset[int]) -> None:
+        """Shards a lease round handed on to another process: let go of their devices (their BMC
+        sessions are logged out; the new holder logs in with its own)."""
+        if self.warmup is not None:
+            self.warmup.handed_on(shards)
 
     def _completed(self, request_id: str) -> None:
         self.watchers.notify(request_id)

@@ -152,6 +152,7 @@ class ShardLeases(Shards):
         *,
         on_gained: Callable[[frozenset[int]], Awaitable[None]],
         busy: Callable[[int], bool],
+        on_handed_on: Callable[[frozenset[int]], None] | None = None,
     ) -> None:
         super().__init__(inventory, settings.shard_count)
         self._store = store
@@ -163,6 +164,9 @@ class ShardLeases(Shards):
         #: a release waits this long for the shard's running requests (bounded by their deadlines)
         self._drain_limit = max(self.ttl, settings.device_call_timeout)
         self._on_gained = on_gained
+        #: told of the shards a round gave up to the fair share (drained here; another process
+        #: takes them), never of those a stop gives up
+        self._on_handed_on = on_handed_on
         self._busy = busy
         # each process prefers different shards, so processes acquiring at once rarely collide
         self._preference = sorted(
@@ -263,12 +267,15 @@ class ShardLeases(Shards):
             for shard in keep[-excess:]:
                 self._releasing[shard] = started
             log.info("releasing %d shard leases above the fair share of %d", excess, self.share)
-        await self._release_drained()
+        handed_on = await self._release_drained()
+        if handed_on and self._on_handed_on is not None:
+            self._on_handed_on(handed_on)
         return gained
 
-    async def _release_drained(self, *, force: bool = False) -> None:
+    async def _release_drained(self, *, force: bool = False) -> frozenset[int]:
         """Give up releasing shards with no request running or response in flight here (or that
-        drained for longer than the lease and the default deadline: fencing covers what still runs)."""
+        drained for longer than the lease and the default deadline: fencing covers what still runs).
+        Returns the shards given up."""
         now = time.monotonic()
         ready = {
             s: self.held[s]
@@ -276,12 +283,13 @@ class ShardLeases(Shards):
             if s in self.held and (force or not self._busy(s) or now - since > self._drain_limit)
         }
         if not ready:
-            return
+            return frozenset()
         await self._store.release_shards(self.owner, ready)
         for shard in ready:
             self.held.pop(shard, None)
             self._valid_until.pop(shard, None)
             self._releasing.pop(shard, None)
+        return frozenset(ready)
 
     async def release_all(self, timeout: float) -> None:
         """At a clean stop: let running work of every shard drain (up to `timeout`), give every

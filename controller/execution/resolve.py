@@ -70,6 +70,16 @@ class DeviceResolver:
     def forget_all(self) -> None:
         self._devices.clear()
 
+    async def release(self, device: str) -> None:
+        """What is held for `device` here goes: its write-through copy, and what its plugin holds
+        for it (`DevicePlugin.forget`: the Redfish plugin logs out of its BMC). Another process
+        runs the device now; a plugin this process never started holds nothing."""
+        self._devices.pop(device, None)
+        entry = self._inventory.get(device)
+        plugin = self._plugins.started().get(entry.plugin) if entry is not None else None
+        if plugin is not None:
+            await plugin.forget(device)
+
     def forget(self, device: str) -> None:
         self._devices.pop(device, None)
 

@@ -113,6 +113,10 @@ class RequestRunner:
         changed their devices meanwhile)."""
         self._resolver.forget_all()
 
+    async def release(self, device: str) -> None:
+        """Let go of a device another process runs now (`DeviceResolver.release`)."""
+        await self._resolver.release(device)
+
     async def resolve(self, device: str, model_json: bytes, state_json: bytes) -> Resolved:
         """The device's inventory entry, started plugin, merged model and current state."""
         return await self._resolver.resolve(device, model_json, state_json)

@@ -13,7 +13,9 @@ cache. Progress: the `devicectl_warmup_devices{state}` gauge and `progress` (`de
 With shard leases (`serve --workers`, several controllers) the shards settle after the start: the
 first executor up leases them all and hands half on once its peer is there. The devices of a shard
 gained after the start (`gained`) are warmed then, by the process that now runs them, under the same
-bound; `progress` counts them too and is finished again once they are done.
+bound; `progress` counts them too and is finished again once they are done. The devices of a shard
+a lease round hands on (`handed_on`) are let go: their BMC sessions are logged out here, since the
+process that now runs them logs in with its own.
 """
 
 from __future__ import annotations
@@ -94,6 +96,39 @@ class Warmup:
         task = asyncio.get_running_loop().create_task(self.run(devices, later=True), name="warm-up (gained)")
         self._later.add(task)
         task.add_done_callback(self._later.discard)
+
+    def handed_on(self, shards: frozenset[int]) -> None:
+        """Let go, in the background, of the devices of `shards`, which a lease round handed on
+        to another process: their BMC sessions are logged out (`RequestRunner.release`), or each
+        BMC would hold this process's session beside its new holder's until it timed out (seen:
+        72-87 BMCs per restart of a 2,000-BMC `--workers 2`). Bounded like the warm-up; a device
+        whose shard is run here again meanwhile, or that has work here, is left as it is."""
+        router = self._runner.shards
+        devices = [d for d in self._devices if router.shard_for_model(d, None) in shards]
+        if not devices:
+            return
+        task = asyncio.get_running_loop().create_task(self._release(devices), name="handed on")
+        self._later.add(task)
+        task.add_done_callback(self._later.discard)
+
+    async def _release(self, devices: list[str]) -> None:
+        router = self._runner.shards
+        slots = asyncio.Semaphore(max(self._settings.warmup_concurrency, 1))
+        released = 0
+
+        async def one(device: str) -> None:
+            nonlocal released
+            async with slots:
+                if router.runs(router.shard_for_model(device, None)) or self._dispatcher.busy(device):
+                    return  # ours again, or it has work here: kept
+                try:
+                    await self._runner.release(device)
+                    released += 1
+                except Exception as exc:  # a logout that fails leaves the session to its timeout
+                    log.info("letting go of %s: %s", device, describe(exc))
+
+        await asyncio.gather(*(one(d) for d in devices))
+        log.info("%d devices of shards handed on let go (their BMC sessions logged out)", released)
 
     def stop(self) -> None:
         """Cancel a warm-up still at work (at a stop)."""

@@ -117,6 +117,36 @@ async def test_controllers_split_the_shards_fairly_and_a_joiner_rebalances(clust
 
 
 @postgres
+async def test_a_controller_lets_go_of_the_devices_of_the_shards_it_hands_on(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the first controller up holds for the devices of the shards it hands to a joiner (a
+    Redfish plugin: their BMC sessions, `tests/controller/execution/test_handed_on.py`) is let go:
+    its plugin forgets exactly those devices; the joiner forgets none."""
+    forgotten: list[tuple[int, str]] = []
+
+    async def forget(self: MemoryPlugin, device_id: str) -> None:
+        forgotten.append((id(self), device_id))
+
+    monkeypatch.setattr(MemoryPlugin, "forget", forget)
+    monkeypatch.setattr(MemoryPlugin, "warm_up", True, raising=False)  # started (and warm) at the start
+    a = await cluster.start("a")
+    assert a.held() == set(range(SHARDS))
+    assert a.controller.warmup is not None and a.controller.warmup._task is not None
+    await a.controller.warmup._task
+    b = await cluster.start("b")
+    await wait_until(lambda: fair([a, b]), "two controllers split the shards")
+    handed = set(cluster.devices_in(set(range(SHARDS)) - a.held()))
+    assert handed, "the joiner took some shards over"
+    (plugin,) = a.controller.plugins.started().values()
+    await wait_until(
+        lambda: {d for owner, d in forgotten if owner == id(plugin)} == handed,
+        "the first controller to let go of the devices it handed on",
+    )
+    assert {d for _, d in forgotten} == handed  # nothing of its own shards, nothing by the joiner
+
+
+@postgres
 async def test_rebalancing_mid_wave_runs_each_request_once_and_never_a_device_twice_at_once(
     cluster: Cluster,
 ) -> None:
