@@ -69,6 +69,8 @@ class Warmup:
         self._task: asyncio.Task[None] | None = None
         #: warm-ups of shards gained after the start (`gained`), while they run
         self._later: set[asyncio.Task[None]] = set()
+        #: lettings-go of shards handed on (`handed_on`), while they run
+        self._letting_go: set[asyncio.Task[None]] = set()
         self._devices: list[str] = []
         #: devices read at once, the start's and the gained shards' together
         self._slots = asyncio.Semaphore(max(settings.warmup_concurrency, 1))
@@ -108,8 +110,8 @@ class Warmup:
         if not devices:
             return
         task = asyncio.get_running_loop().create_task(self._release(devices), name="handed on")
-        self._later.add(task)
-        task.add_done_callback(self._later.discard)
+        self._letting_go.add(task)  # apart from the warm-ups: never counted in `progress`
+        task.add_done_callback(self._letting_go.discard)
 
     async def _release(self, devices: list[str]) -> None:
         router = self._runner.shards
@@ -132,7 +134,7 @@ class Warmup:
 
     def stop(self) -> None:
         """Cancel a warm-up still at work (at a stop)."""
-        for task in [self._task, *self._later]:
+        for task in [self._task, *self._later, *self._letting_go]:
             if task is not None and not task.done():
                 task.cancel()
 

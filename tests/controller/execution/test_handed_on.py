@@ -34,13 +34,14 @@ async def test_the_devices_of_a_shard_handed_on_are_logged_out_here(
 
         # still run here (a round that hands it on no longer runs it): kept
         warmup.handed_on(frozenset({handed}))
-        await asyncio.gather(*warmup._later)
+        await asyncio.gather(*warmup._letting_go)
         assert all(len(bmc.sessions) == 1 for bmc in fleet.bmcs)
 
         # handed on: no longer run here, so each of its BMCs' sessions is logged out
         shards.executes = False
         warmup.handed_on(frozenset({handed}))
-        await asyncio.gather(*warmup._later)
+        await asyncio.gather(*warmup._letting_go)
         for device, bmc in sessions.items():
             assert len(bmc.sessions) == (0 if device in gone else 1), device
+        assert warmup.progress.finished  # letting go is no warm-up: the progress stays finished
         await h.controller.stop()
