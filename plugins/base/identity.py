@@ -274,7 +274,10 @@ class RecordWriter:
             items = [b for b in batch if b is not None]
             self._write([line for line, _ in items if line is not None])
             for _, future in items:
-                future.set_result(None)
+                # NOTE: a waiter that gave up (a cancelled `asyncio.wrap_future`) cancelled its
+                # future; the line is written all the same, and the thread goes on
+                with contextlib.suppress(concurrent.futures.InvalidStateError):
+                    future.set_result(None)
             if stop:
                 return
 

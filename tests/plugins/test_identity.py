@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
-from plugins.base.identity import RUN_DIR_ENV, ProcessIdentity
+from plugins.base.identity import RUN_DIR_ENV, ProcessIdentity, RecordWriter
 from tests.serve_process import ROOT
 
 #: a process that holds an identity, records a session and waits to be killed
@@ -140,3 +141,27 @@ def test_a_record_of_the_earlier_whole_file_format_is_folded_in(run_dir: Path) -
         assert not legacy.exists() and len(record.read_bytes().splitlines()) == 2
     finally:
         second.release()
+
+
+def test_a_waiter_that_gives_up_never_stops_the_record_writer(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A caller that stops waiting for its line (a cancelled `asyncio.wrap_future` cancels the
+    future it wraps) leaves the line written and the writer thread running: later lines are
+    recorded too. Seen: the thread died on `InvalidStateError`, and nothing was recorded after."""
+    gate = threading.Event()
+    write = RecordWriter._write
+
+    def held(self: RecordWriter, lines: list[tuple[str, str, str]]) -> None:
+        assert gate.wait(30), "the test never let the writer go on"
+        write(self, lines)
+
+    monkeypatch.setattr(RecordWriter, "_write", held)
+    identity = ProcessIdentity("ctl").acquire()
+    given_up = identity.note_created("https://bmc", "/s/1")
+    assert given_up.cancel()  # still pending: the writer holds it unwritten
+    gate.set()
+    identity.note_created("https://bmc", "/s/2").result(timeout=30)
+    assert identity.recorded("https://bmc") == ["/s/1", "/s/2"]
+    identity.release()
+    assert ProcessIdentity("ctl").acquire().inherited("https://bmc") == ["/s/1", "/s/2"]
