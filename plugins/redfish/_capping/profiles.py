@@ -1,9 +1,12 @@
 """NVIDIA workload power profiles (WPPS): enable, disable, restore and verify, per GPU.
 
-`POST …/Processors/{GPU}/Oem/Nvidia/WorkloadPowerProfile/Actions/NvidiaWorkloadPower.EnableProfiles`
-(or `DisableProfiles`) with `{"ProfileMask": "0x…"}`, then GET the resource to read back
-`RequestedProfileMask` and `EnforcedProfileMask`. The firmware arbitrates conflicting profiles, so
-the enforced set may differ from the requested one: that is reported, not failed (dps.md §6).
+GET `…/Processors/{GPU}/Oem/Nvidia/WorkloadPowerProfile`, POST `{"ProfileMask": "0x…"}` to the
+target its `Actions` list for `#NvidiaWorkloadPower.EnableProfiles` (or `DisableProfiles`), then GET
+the resource to read back `RequestedProfileMask` and `EnforcedProfileMask`. The POST goes only to
+the target the BMC lists (NVIDIA's bmcweb lists both actions with their targets and ActionInfo in
+that resource); a resource that lists none is refused, nothing sent, never a URI built by habit.
+The firmware arbitrates conflicting profiles, so the enforced set may differ from the requested
+one: that is reported, not failed (dps.md §6).
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from plugins.redfish._device.device import Device
 from plugins.redfish._device.op_bmc import OpBmc
 from plugins.redfish._discovery.layout import Component
 from plugins.redfish._platforms import unsupported_message
+from plugins.redfish._wire.document import Document
+from plugins.redfish._wire.errors import PlatformUnsupportedError
 
 #: DPS/Redfish ("out-of-band") profile ids are NVML ids + 3 (dps.md §6)
 PROFILE_ID_OFFSET = 3
@@ -185,12 +190,12 @@ async def _apply_gpu(device: Device, gpu: Component, on: int, off: int, scope: s
     bmc = device.bmc
     label = f"GPU {gpu.index}"
     try:
+        before = await bmc.get(gpu.wpps_uri)  # the prior, and the actions it lists (`listed_action`)
         if scope is not None:
-            before = await bmc.get(gpu.wpps_uri)
             device.state.record_profile_prior(
                 scope, gpu.key, format_mask(parse_mask(before.get("RequestedProfileMask")))
             )
-        notes = await _change(bmc, gpu, on, off)
+        notes = await _change(bmc, gpu, before, on, off)
         return await _read_back(device, gpu, on, off, notes)
     except DeviceControllerError as exc:
         return _GpuOutcome(GpuProfileStatus(str(gpu.index), False, (), f"{label}: {exc}"), [], [])
@@ -208,30 +213,48 @@ async def _restore_gpu(device: Device, gpu: Component, prior: int) -> _GpuOutcom
             return _GpuOutcome(
                 GpuProfileStatus(str(gpu.index), True, tuple(enforced)), to_ids(current), enforced
             )
-        notes = await _change(device.bmc, gpu, on, off)
+        notes = await _change(device.bmc, gpu, doc, on, off)
         return await _read_back(device, gpu, on, off, notes)
     except DeviceControllerError as exc:
         return _GpuOutcome(GpuProfileStatus(str(gpu.index), False, (), f"{label}: {exc}"), [], [])
 
 
-async def _change(bmc: OpBmc, gpu: Component, on: int, off: int) -> list[str]:
-    """Disable `off`, then enable `on`; returns notes on writes a read-back settled."""
+async def _change(bmc: OpBmc, gpu: Component, doc: Document, on: int, off: int) -> list[str]:
+    """Disable `off`, then enable `on`, each through the target `doc` (the resource as just read)
+    lists; returns notes on writes a read-back settled."""
+    targets = {action: listed_action(doc, action) for action, mask in ((DISABLE, off), (ENABLE, on)) if mask}
     notes = []
     if off:
-        notes.append(await _action(bmc, gpu, DISABLE, off, lambda requested: not requested & off))
+        notes.append(await _action(bmc, gpu, targets[DISABLE], off, lambda requested: not requested & off))
     if on:
-        notes.append(await _action(bmc, gpu, ENABLE, on, lambda requested: not on & ~requested))
+        notes.append(await _action(bmc, gpu, targets[ENABLE], on, lambda requested: not on & ~requested))
     return [n for n in notes if n]
 
 
-async def _action(bmc: OpBmc, gpu: Component, action: str, mask: int, done: Callable[[int], bool]) -> str:
-    """POST one WPPS action. Its answer lost (a gateway's 502/503/504, no reply after sending): the
-    requested mask is read back before anything else; `done` with it is a note, else the error
-    says whether it landed is unknown (docs/redfish.md, "Writes through gateways")."""
-    try:
-        await bmc.post(
-            f"{gpu.wpps_uri}/Actions/{action}", {"ProfileMask": format_mask(mask)}, component=gpu.label
+def listed_action(doc: Document, action: str) -> str:
+    """The target the WPPS resource lists for `action` (`Actions` → `#<action>` → `target`, a path
+    on this BMC): the only URI its POST may go to.
+
+    Raises:
+        PlatformUnsupportedError: the resource lists no such action (nothing is sent).
+    """
+    actions = doc.get("Actions")
+    entry = actions.get(f"#{action}") if isinstance(actions, Mapping) else None
+    target = entry.get("target") if isinstance(entry, Mapping) else None
+    if not isinstance(target, str) or not target.startswith("/redfish/v1/"):
+        raise PlatformUnsupportedError(
+            f"{doc.path.rstrip('/')} lists no {action} action with a target on this BMC; nothing written"
         )
+    return target
+
+
+async def _action(bmc: OpBmc, gpu: Component, target: str, mask: int, done: Callable[[int], bool]) -> str:
+    """POST one WPPS action to its listed `target`. Its answer lost (a gateway's 502/503/504, no
+    reply after sending): the requested mask is read back before anything else; `done` with it is a
+    note, else the error says whether it landed is unknown (docs/redfish.md, "Writes through
+    gateways")."""
+    try:
+        await bmc.post(target, {"ProfileMask": format_mask(mask)}, component=gpu.label)
         return ""
     except ANSWER_LOST as exc:
         if not may_have_landed(exc):

@@ -306,7 +306,8 @@ async def test_workload_profiles_enable_disable_update_and_verification(gb200: H
     assert "enforced 5" in result.gpus[0].message and "arbitrates" in result.gpus[0].message
     assert result.verification_id and out.verification is not None
     assert out.verification.verification_id == result.verification_id
-    assert gb200.calls(bmc) == {"POST " + ENABLE: 4, "GET " + WPPS: 4}
+    # each GPU's resource read before its POST (the target it lists) and after it (the read-back)
+    assert gb200.calls(bmc) == {"POST " + ENABLE: 4, "GET " + WPPS: 8}
     assert out.state["profiles"]["gpus"]["gpu/1"] == {
         "requested": [5, 6], "enforced": [5], "at": out.state["profiles"]["gpus"]["gpu/1"]["at"]
     }  # fmt: skip
@@ -323,7 +324,7 @@ async def test_workload_profiles_enable_disable_update_and_verification(gb200: H
     out = await gb200.call("update_profiles", bmc, ProfileChange(enable=(12,), disable=(5,), verify=False))
     assert out.result.ok and out.verification is None and out.result.verification_id == ""
     assert all(s.enforced == (12,) for s in out.result.gpus)
-    assert gb200.calls(bmc) == {"POST " + DISABLE: 4, "POST " + ENABLE: 4, "GET " + WPPS: 4}
+    assert gb200.calls(bmc) == {"POST " + DISABLE: 4, "POST " + ENABLE: 4, "GET " + WPPS: 8}
 
 
 @pytest.mark.parametrize("ids", [(2,), (259,)])
