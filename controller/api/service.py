@@ -18,7 +18,7 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as d
 from controller.api.validate import validate_request
 from controller.cluster.shards import Shards
 from controller.config import Settings
-from controller.execution.dispatch import Dispatcher, Job
+from controller.execution.dispatch import Dispatcher, Job, job_of
 from controller.observability import metrics
 from controller.observability.logs import clip, request_context
 from controller.process.supervise import describe
@@ -119,7 +119,9 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
             # the device's older requests journaled by other controllers first (they were acked
             # before this one was sent; see NewRequest.claim_older)
             for older in accepted.older:
-                self._queue(Job.of(older))
+                job = job_of(older)
+                if job is not None:
+                    self._queue(job)
             self._queue(
                 Job(
                     accepted.seq,

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 
 from controller.cluster.shards import ShardLeases, Shards
 from controller.config import Settings
-from controller.execution.dispatch import Dispatcher, Job
+from controller.execution.dispatch import Dispatcher, Job, job_of
 from controller.execution.runner import RequestRunner
 from controller.process.supervise import Outage
 from controller.store import JournalRow, Store
@@ -78,7 +78,9 @@ class Claims:
         for row in rows:
             if self._dispatcher.knows(row.request_id):
                 continue
-            job = Job.of(row)
+            job = job_of(row)
+            if job is None:
+                continue
             if not self._dispatcher.submit(job):
                 full.append(job)
             queued += 1

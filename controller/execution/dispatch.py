@@ -63,6 +63,29 @@ class Job:
         )
 
 
+#: request ids of journaled rows whose kind this release does not know, logged once each
+_UNKNOWN_KINDS_SEEN: set[str] = set()
+
+
+def job_of(row: JournalRow) -> Job | None:
+    """The job of a journal row, or None when its kind is one this release does not know (a
+    newer release sharing the database journaled it): left in the journal for a controller that
+    knows it, with one warning per request, never an error that stops the claim of the others."""
+    try:
+        return Job.of(row)
+    except ValueError:
+        if row.request_id not in _UNKNOWN_KINDS_SEEN:
+            _UNKNOWN_KINDS_SEEN.add(row.request_id)
+            log.warning(
+                "request %s of %s has kind %r, which this devicectl does not know (journaled by a "
+                "newer release?): not run here, left for a controller that knows it",
+                row.request_id,
+                row.device,
+                row.kind[:100],
+            )
+        return None
+
+
 class Dispatcher:
     """Runs jobs through `execute`, one lane per device, at most `max_concurrency` at once."""
 
