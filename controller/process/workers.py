@@ -52,12 +52,18 @@ def check_process_model(settings: Settings, dialect: str) -> None:
 
     Raises:
         ProcessModelError: SQLite with `workers` or a role other than `all`, an unknown role,
-            `workers` with a role other than `all`/`frontend`, or agent mode with either.
+            `workers` with a role other than `all`/`frontend`, agent mode with either, or an
+            `executor_niceness` outside 0..19.
     """
     if settings.role not in ROLES:
         raise ProcessModelError(f"role must be one of {', '.join(ROLES)}, got {settings.role!r}")
     if settings.workers < 0:
         raise ProcessModelError(f"workers must be 0 or more, got {settings.workers}")
+    if not 0 <= settings.executor_niceness <= MAX_NICENESS:
+        # a negative one would need privilege and would put execution ahead of the acks
+        raise ProcessModelError(
+            f"executor_niceness must be 0 to {MAX_NICENESS}, got {settings.executor_niceness}"
+        )
     several = settings.workers > 0 or settings.role != "all"
     if several and dialect == "sqlite":
         raise ProcessModelError("SQLite serves one process; use PostgreSQL for several (--workers, --role)")

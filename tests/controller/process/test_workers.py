@@ -336,6 +336,32 @@ def test_sqlite_refuses_several_processes(tmp_path: Path, flags: list[str]) -> N
     ]
 
 
+@pytest.mark.parametrize(
+    ("value", "line"),
+    [
+        (
+            "-5",
+            "error: environment DEVICECTL_EXECUTOR_NICENESS: "
+            "executor_niceness must be within 0..2147483647, got -5",
+        ),
+        ("20", "error: executor_niceness must be 0 to 19, got 20"),
+    ],
+)
+def test_an_executor_niceness_outside_0_to_19_is_one_line(tmp_path: Path, value: str, line: str) -> None:
+    """A negative niceness would need privilege and put execution ahead of the acks; above 19 the
+    kernel has none: refused at start with one line, never silently ignored."""
+    done = subprocess.run(
+        [sys.executable, "-m", "controller", "serve", "--database-url", f"sqlite:///{tmp_path}/d.db"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "DEVICECTL_EXECUTOR_NICENESS": value},
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [line]
+
+
 def test_executor_settings_reach_the_child_through_the_real_loader() -> None:
     front = Settings(
         database_url="postgresql+psycopg://u:secret@db/devicectl",
