@@ -63,8 +63,10 @@ class Job:
         )
 
 
-#: request ids of journaled rows whose kind this release does not know, logged once each
+#: request ids of journaled rows whose kind this release does not know, logged once each (at most
+#: `_UNKNOWN_KINDS_KEPT` remembered)
 _UNKNOWN_KINDS_SEEN: set[str] = set()
+_UNKNOWN_KINDS_KEPT = 10_000
 
 
 def job_of(row: JournalRow) -> Job | None:
@@ -75,6 +77,8 @@ def job_of(row: JournalRow) -> Job | None:
         return Job.of(row)
     except ValueError:
         if row.request_id not in _UNKNOWN_KINDS_SEEN:
+            if len(_UNKNOWN_KINDS_SEEN) >= _UNKNOWN_KINDS_KEPT:
+                _UNKNOWN_KINDS_SEEN.clear()  # bounded: such a request may be warned of once more
             _UNKNOWN_KINDS_SEEN.add(row.request_id)
             log.warning(
                 "request %s of %s has kind %r, which this devicectl does not know (journaled by a "
