@@ -14,6 +14,7 @@ a use for one. (`SendDeviceRequest`'s strings are checked field by field by `val
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -99,6 +100,15 @@ def guard(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         return grpc.unary_unary_rpc_method_handler(unary_unary, deserializer, handler.response_serializer)
     if handler.unary_stream is not None:
         inner_us = handler.unary_stream
+        if inspect.iscoroutinefunction(inner_us):  # it writes with context.write (health's Watch)
+
+            async def unary_writer(request: Any, context: grpc.aio.ServicerContext) -> None:
+                await _refuse(request, context)
+                await inner_us(request, context)
+
+            return grpc.unary_stream_rpc_method_handler(
+                unary_writer, deserializer, handler.response_serializer
+            )
 
         async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             await _refuse(request, context)
@@ -120,6 +130,12 @@ def guard(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
 
         return grpc.stream_unary_rpc_method_handler(stream_unary, deserializer, handler.response_serializer)
     inner_ss = handler.stream_stream
+    if inspect.iscoroutinefunction(inner_ss):  # it writes with context.write
+
+        async def stream_writer(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> None:
+            await inner_ss(checked(requests, context), context)
+
+        return grpc.stream_stream_rpc_method_handler(stream_writer, deserializer, handler.response_serializer)
 
     async def stream_stream(
         requests: AsyncIterator[Any], context: grpc.aio.ServicerContext

@@ -16,6 +16,7 @@ docs/security.md).
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -179,6 +180,15 @@ def _guarded(handler: grpc.RpcMethodHandler, method: str, guard: RoleInterceptor
         )
     if handler.unary_stream is not None:
         inner_us = handler.unary_stream
+        if inspect.iscoroutinefunction(inner_us):  # it writes with context.write (health's Watch)
+
+            async def unary_writer(request: Any, context: grpc.aio.ServicerContext) -> None:
+                await refuse(context)
+                await inner_us(request, context)
+
+            return grpc.unary_stream_rpc_method_handler(
+                unary_writer, handler.request_deserializer, handler.response_serializer
+            )
 
         async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
             await refuse(context)
@@ -199,6 +209,15 @@ def _guarded(handler: grpc.RpcMethodHandler, method: str, guard: RoleInterceptor
             stream_unary, handler.request_deserializer, handler.response_serializer
         )
     inner_ss = handler.stream_stream
+    if inspect.iscoroutinefunction(inner_ss):  # it writes with context.write
+
+        async def stream_writer(requests: Any, context: grpc.aio.ServicerContext) -> None:
+            await refuse(context)
+            await inner_ss(requests, context)
+
+        return grpc.stream_stream_rpc_method_handler(
+            stream_writer, handler.request_deserializer, handler.response_serializer
+        )
 
     async def stream_stream(requests: Any, context: grpc.aio.ServicerContext) -> Any:
         await refuse(context)
