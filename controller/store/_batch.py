@@ -151,6 +151,8 @@ class BatchWriter:
         self._first: deque[_Pending] = deque()  # submitted with first=True: taken before _queue
         # True while a drain is scheduled or running; it owns the queue until it finds it empty.
         self._active = False
+        #: the loop whose next turn starts the scheduled drain (None once it is started)
+        self._starts_on: asyncio.AbstractEventLoop | None = None
         self._closed = False
         #: queue time of the oldest write in the batch being run (None while idle)
         self._running_since: float | None = None
@@ -202,14 +204,33 @@ class BatchWriter:
                 _Pending(handler, arg, future, loop, time.monotonic())
             )
             if self._active:
-                return future
-            self._active = True
+                if self._starts_on is None or self._starts_on is loop:
+                    return future
+                # NOTE: the drain waits for another loop's next turn, which a busy loop (a wave's
+                # execution) may not give for a while: a caller on this loop (an ack on the gRPC
+                # server's) starts it now instead
+                self._starts_on = None
+                start_now = True
+            else:
+                self._active = True
+                self._starts_on = loop
+                start_now = False
+        if start_now:
+            self._submit_drain()
+            return future
         # Start the drain from the loop's next turn, not now: every task that is already runnable
         # gets to enqueue first, so a burst of concurrent callers lands in a single batch.
         loop.call_soon(self._start_drain)
         return future
 
     def _start_drain(self) -> None:
+        with self._lock:
+            if self._starts_on is None:  # started from another loop meanwhile
+                return
+            self._starts_on = None
+        self._submit_drain()
+
+    def _submit_drain(self) -> None:
         try:
             self._executor.submit(self._drain)
         except RuntimeError:  # executor shut down under us: fail whatever is queued
