@@ -226,7 +226,9 @@ class Store:
         for row in rows:
             require_aware("accepted_at", row.accepted_at)
             require_aware("deadline_at", row.deadline_at)
-        result: list[Accepted] = await self._write(_journal.accept_many, list(rows))
+        # ahead of what is queued (a wave's completions and state writes): an ack waits for the
+        # next commit, not for the backlog of the work already acknowledged
+        result: list[Accepted] = await self._writer.submit(_journal.accept_many, list(rows), first=True)
         return result
 
     async def accept_one(self, row: NewRequest) -> Accepted:
