@@ -22,6 +22,7 @@ from controller._proto.devicecontroller.v1 import (
 )
 from controller.api.admin import AdminService, Watchers
 from controller.api.decode import DecodeGuard
+from controller.api.front_door import FrontDoor, OnLoop
 from controller.api.service import DeviceControllerService
 from controller.cluster.claims import Claims
 from controller.cluster.shards import ShardLeases, Shards
@@ -151,6 +152,8 @@ class Controller:
         self.warmup: Warmup | None = None
         self.health = JournalHealth(self.store, settings, self.role)
         self._server: grpc.aio.Server | None = None
+        #: the gRPC server's own thread and event loop (controller/api/front_door.py)
+        self.front_door = FrontDoor()
         self._tasks: list[asyncio.Task[None]] = []
         self.port = 0
         self._stopped = False
@@ -230,8 +233,18 @@ class Controller:
         try:
             return await self._start()
         except BaseException:
+            await self._close_front_door()
             self.writer.release()
             raise
+
+    async def _close_front_door(self) -> None:
+        """Stop the gRPC server at once (if it started) and the front door's thread."""
+        server, self._server = self._server, None
+        try:
+            if server is not None:
+                await self.front_door.call(server.stop(0))
+        finally:
+            await self.front_door.stop()
 
     async def _start(self) -> int:
         # the decode guard is innermost: a caller without the role is refused before decoding matters
@@ -259,31 +272,13 @@ class Controller:
             self.metrics_server = endpoint.MetricsServer(self)
             port = await self.metrics_server.start(self.settings.metrics_listen)
             log.info("metrics on http://%s:%d/metrics", self.settings.metrics_listen.rpartition(":")[0], port)
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=interceptors)
-        if workers.accepts(self.settings):
-            devicecontroller_pb2_grpc.add_DeviceControllerServicer_to_server(self.service, server)
-        admin_pb2_grpc.add_DeviceControllerAdminServicer_to_server(
-            AdminService(
-                self.store,
-                self.dispatcher,
-                self.inventory,
-                self.watchers,
-                self._status_delivery(),
-                dry_run=Planner(self.runner, self.settings).plan,
-                executor_reports=self.executor_reports,
-                shadow=self.settings.shadow,
-                warmup=lambda: self.warmup.progress if self.warmup is not None else None,
-            ),
-            server,
-        )
-        health_pb2_grpc.add_HealthServicer_to_server(self.health.servicer, server)
-        if self.settings.reflection:
-            reflection.enable_server_reflection(
-                (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-            )
-        self.port = await self._bind(server)
-        await server.start()
-        self._server = server
+        # the gRPC server on a thread and loop of its own: acks never wait for a wave's backlog
+        # (controller/api/front_door.py); accepted requests and the admin API run on this loop
+        execution = asyncio.get_running_loop()
+        self.service.execute_on(execution)
+        self.front_door.start()
+        self.health.servicer_loop = self.front_door.loop
+        self._server, self.port = await self.front_door.call(self._serve(interceptors, execution))
         await self.health.set(serving=True)
         await self.health.set_live()
         self._tasks = [asyncio.create_task(supervise("health", self.health.run), name="health")]
@@ -310,6 +305,34 @@ class Controller:
             len(self.inventory),
         )
         return self.port
+
+    async def _serve(
+        self, interceptors: list[grpc.aio.ServerInterceptor], execution: asyncio.AbstractEventLoop
+    ) -> tuple[grpc.aio.Server, int]:
+        """Build, bind and start the gRPC server on the running loop (the front door's)."""
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=interceptors)
+        if workers.accepts(self.settings):
+            devicecontroller_pb2_grpc.add_DeviceControllerServicer_to_server(self.service, server)
+        admin = AdminService(
+            self.store,
+            self.dispatcher,
+            self.inventory,
+            self.watchers,
+            self._status_delivery(),
+            dry_run=Planner(self.runner, self.settings).plan,
+            executor_reports=self.executor_reports,
+            shadow=self.settings.shadow,
+            warmup=lambda: self.warmup.progress if self.warmup is not None else None,
+        )
+        admin_pb2_grpc.add_DeviceControllerAdminServicer_to_server(OnLoop(admin, execution), server)  # type: ignore[arg-type]
+        health_pb2_grpc.add_HealthServicer_to_server(self.health.servicer, server)
+        if self.settings.reflection:
+            reflection.enable_server_reflection(
+                (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+            )
+        port = await self._bind(server)
+        await server.start()
+        return server, port
 
     def executor_reports(self) -> list[reports.Report] | None:
         """A `--workers` front end: what its executors last reported (None in any other process)."""
@@ -419,7 +442,7 @@ class Controller:
             self.agent.draining = True  # like the server below: no new work, responses still flow
         if self._server is not None:
             await self.health.set(serving=False)
-            await self._server.stop(grace)
+            await self.front_door.call(self._server.stop(grace))
         if self.metrics_server is not None:
             await self.metrics_server.stop()
         if not await self.dispatcher.drain(grace):
@@ -451,5 +474,6 @@ class Controller:
                 await asyncio.wait_for(step, timeout)
             except TimeoutError:
                 log.error("shutdown: a step did not finish within %.0f s", timeout)
+        await self.front_door.stop()
         self.writer.release()
         log.info("stopped at %s", datetime.now(UTC).isoformat())

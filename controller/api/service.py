@@ -15,6 +15,7 @@ from google.protobuf import empty_pb2
 
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
+from controller.api.front_door import Handover
 from controller.api.validate import validate_request
 from controller.cluster.shards import Shards
 from controller.config import Settings
@@ -51,6 +52,13 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
         #: journaled for the shard's owner, who claims it
         self._shards = shards or Shards({}, settings.shard_count)
         self.accepted = 0
+        #: where accepted jobs go to the dispatcher's loop; None: queued directly (one loop)
+        self._handover: Handover[Job] | None = None
+
+    def execute_on(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Queue accepted requests on `loop`, the dispatcher's, from whichever loop accepts them
+        (the front door's, controller/api/front_door.py)."""
+        self._handover = Handover(loop, self._queue, key=lambda job: job.request_id)
 
     async def SendDeviceRequest(
         self, request: pb.DeviceControllerRequest, context: grpc.aio.ServicerContext
@@ -118,11 +126,8 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
         if self._shards.runs(row.shard):
             # the device's older requests journaled by other controllers first (they were acked
             # before this one was sent; see NewRequest.claim_older)
-            for older in accepted.older:
-                job = job_of(older)
-                if job is not None:
-                    self._queue(job)
-            self._queue(
+            jobs = [job for job in map(job_of, accepted.older) if job is not None]
+            jobs.append(
                 Job(
                     accepted.seq,
                     row.request_id,
@@ -134,11 +139,21 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
                     row.shard,
                 )
             )
+            self._hand_over(jobs)
+
+    def _hand_over(self, jobs: list[Job]) -> None:
+        """Queue jobs in this order on the dispatcher's loop (here when there is no front door)."""
+        if self._handover is None:
+            for job in jobs:
+                self._queue(job)
+        else:
+            self._handover.give(jobs)
 
     async def _duplicate(self, request_id: str) -> None:
         """A repeated request_id is not run twice; but if its first ack failed after the commit,
         the journaled request may be in no lane: then it is queued now (by seq, see dispatch)."""
-        if not self._dispatcher.knows(request_id):
+        handed = self._handover is not None and self._handover.holds(request_id)
+        if not handed and not self._dispatcher.knows(request_id):
             view = await self._store.get_request(request_id)
             if (
                 view is not None
@@ -147,17 +162,20 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
                 and self._shards.runs(view.shard)
             ):
                 log.warning("duplicate request_id of a journaled request that was in no lane: queued now")
-                self._queue(
-                    Job(
-                        view.seq,
-                        view.request_id,
-                        view.device,
-                        RequestKind(view.kind),
-                        view.payload,
-                        view.trace_id,
-                        view.deadline_at,
-                        view.shard,
-                    )
+                # (the dispatcher ignores a job it already knows: one handed over meanwhile)
+                self._hand_over(
+                    [
+                        Job(
+                            view.seq,
+                            view.request_id,
+                            view.device,
+                            RequestKind(view.kind),
+                            view.payload,
+                            view.trace_id,
+                            view.deadline_at,
+                            view.shard,
+                        )
+                    ]
                 )
                 return
         log.info("duplicate request_id: acknowledged without a second execution")

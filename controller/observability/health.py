@@ -19,6 +19,7 @@ import logging
 from grpc_health.v1 import health, health_pb2
 
 from controller._proto.devicecontroller.v1 import admin_pb2, devicecontroller_pb2
+from controller.api.front_door import on_loop
 from controller.config import Settings
 from controller.process import workers
 from controller.process.supervise import Outage
@@ -43,6 +44,8 @@ class JournalHealth:
         self._settings = settings
         self._role = role
         self.servicer = health.aio.HealthServicer()
+        #: the loop the gRPC server (and so the servicer's watchers) runs on; None: the caller's
+        self.servicer_loop: asyncio.AbstractEventLoop | None = None
         #: set when the process stops: the loop ends and leaves NOT_SERVING in place
         self.stopped = False
 
@@ -56,11 +59,18 @@ class JournalHealth:
             health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
         )
         for name in self.names:
-            await self.servicer.set(name, status)
+            await self._set(name, status)
 
     async def set_live(self) -> None:
         """`liveness`: SERVING from the start of the server until it closes."""
-        await self.servicer.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
+        await self._set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
+
+    async def _set(self, name: str, status: int) -> None:
+        loop = self.servicer_loop
+        if loop is None or loop.is_closed():
+            await self.servicer.set(name, status)
+        else:
+            await on_loop(loop, self.servicer.set(name, status))
 
     def journal_failure(self) -> str:
         """Why the journal cannot commit ("" when it can)."""
