@@ -14,19 +14,21 @@ import pytest
 from controller.process import runtime
 
 PROBE = """
-import asyncio.sslproto, gc, json, platform
+import asyncio.sslproto, gc, json, platform, sys
 from controller.process import runtime
-before = {"gc": gc.get_threshold(), "tls": asyncio.sslproto.SSLProtocol.max_size}
+before = {"gc": gc.get_threshold(), "tls": asyncio.sslproto.SSLProtocol.max_size,
+          "switch": sys.getswitchinterval()}
 runtime.tune_process()
 arenas = runtime.limit_malloc_arenas(runtime.MALLOC_ARENAS)
 runtime.freeze_startup_objects()
 after = {"gc": gc.get_threshold(), "tls": asyncio.sslproto.SSLProtocol.max_size,
-         "frozen": gc.get_freeze_count(), "arenas": arenas, "glibc": platform.libc_ver()[0] == "glibc"}
+         "switch": sys.getswitchinterval(), "frozen": gc.get_freeze_count(), "arenas": arenas,
+         "glibc": platform.libc_ver()[0] == "glibc"}
 print(json.dumps({"before": before, "after": after}))
 """
 
 
-def test_tune_process_sets_gc_thresholds_tls_buffer_and_freezes_startup_objects() -> None:
+def test_tune_process_sets_gc_thresholds_tls_buffer_switch_interval_and_freezes_startup_objects() -> None:
     env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
     out = subprocess.run(
         [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=60, env=env
@@ -36,6 +38,8 @@ def test_tune_process_sets_gc_thresholds_tls_buffer_and_freezes_startup_objects(
     assert result["before"]["tls"] == 256 * 1024
     assert result["after"]["gc"] == list(runtime.GC_THRESHOLDS)
     assert result["after"]["tls"] == runtime.TLS_READ_BUFFER
+    assert result["before"]["switch"] == 0.005
+    assert result["after"]["switch"] == runtime.SWITCH_INTERVAL
     assert result["after"]["frozen"] > 1000  # the imported modules' objects at least
     assert result["after"]["arenas"] == (runtime.MALLOC_ARENAS if result["after"]["glibc"] else None)
 
