@@ -41,6 +41,7 @@ import asyncio
 import json
 import os
 import sys
+import tempfile
 import time
 import urllib.request
 from collections import Counter
@@ -50,6 +51,7 @@ from typing import Any
 
 import grpc
 
+from bench import prober
 from bench.baseline import PASSWORD_ENV
 from bench.fanout_plan import (
     AFTER_RESTART,
@@ -68,7 +70,7 @@ from bench.profiling import Profiler
 from bench.responses import ResponseTracker
 from bench.scaleout_ingest import ProcessTree, ack_histogram, server_side
 from bench.simulators import PASSWORD, USERNAME, SimulatorProcesses
-from bench.util import child_env, jsonable, percentile, say
+from bench.util import ROOT, child_env, jsonable, percentile, say
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller.inventory import load_inventory
@@ -360,12 +362,11 @@ async def _phase(
         started = time.monotonic()
         await asyncio.gather(*(send(r) for r in requests))
         acked = time.monotonic()
-        probing = asyncio.create_task(_probe(stub, requests, probe_ms))
+        probes = await _start_prober(controller.address, requests)
         try:
             last = await tracker.wait(120 + n * 0.5, label)
         finally:
-            probing.cancel()
-            probe_failures = await asyncio.gather(probing, return_exceptions=True)
+            probe_ms, probe_failures = await _stop_prober(*probes)
     sample = controller.sample()
     inside = server_side(inside_before, await asyncio.to_thread(ack_histogram, metrics)) if metrics else {}
     plugin_cpu = _plugin_cpu(controller.pid) - plugin_before if plugin_before is not None else 0.0
@@ -398,7 +399,7 @@ async def _phase(
             "probe_ack_p50_ms": percentile(probe_ms, 50),
             "probe_ack_p99_ms": percentile(probe_ms, 99),
             "probe_ack_max_ms": max(probe_ms, default=0.0),
-            "probe_failures": probe_failures[0] if isinstance(probe_failures[0], int) else 0,
+            "probe_failures": probe_failures,
             "controller_cpu_s": cpu,
             "plugin_process_cpu_s": plugin_cpu,
             "cpu_ms_per_call": cpu / summary["calls"] * 1000 if summary["calls"] else 0.0,
@@ -423,32 +424,41 @@ async def _phase(
     return summary
 
 
-#: how often a probe is sent while a wave executes (one at a time: the next after the ack)
-PROBE_INTERVAL = 0.05
+async def _start_prober(
+    address: str, requests: list[pb.DeviceControllerRequest]
+) -> tuple[asyncio.subprocess.Process, Path]:
+    """Start sending single requests of the wave again, one at a time, from a process of their
+    own (`bench.prober`: this process's loop is busy with the sink's responses meanwhile)."""
+    fd, name = tempfile.mkstemp(prefix="probe-requests-", suffix=".bin")
+    os.close(fd)
+    path = Path(name)
+    prober.write_requests(path, requests)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.prober",
+        address,
+        str(path),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+        env=child_env(),
+    )
+    return process, path
 
 
-async def _probe(
-    stub: dgrpc.DeviceControllerStub, requests: list[pb.DeviceControllerRequest], probe_ms: list[float]
-) -> int:
-    """Until cancelled, send one of the wave's requests again every `PROBE_INTERVAL`, one at a
-    time, and record each ack's wait in `probe_ms`. A repeated request_id takes the whole ack path
-    (validation, the journal's insert, found journaled, then one journal read) and is never run
-    twice, so the probes add no BMC call and no response. Returns the probes refused or failed."""
-    failures = 0
-    index = 0
+async def _stop_prober(process: asyncio.subprocess.Process, path: Path) -> tuple[list[float], int]:
+    """Stop the prober; its acks' waits in ms and how many probes failed."""
+    assert process.stdin is not None
+    process.stdin.close()  # it stops after the probe in flight
     try:
-        while True:
-            request = requests[(index * 7919) % len(requests)]  # spread over the devices
-            index += 1
-            sent = time.monotonic()
-            try:
-                await stub.SendDeviceRequest(request, timeout=60)
-                probe_ms.append((time.monotonic() - sent) * 1000)
-            except grpc.aio.AioRpcError:
-                failures += 1
-            await asyncio.sleep(PROBE_INTERVAL)
-    except asyncio.CancelledError:
-        return failures
+        out, _ = await asyncio.wait_for(process.communicate(), 90)
+    except TimeoutError:
+        process.kill()
+        out, _ = await process.communicate()
+    finally:
+        await asyncio.to_thread(path.unlink, missing_ok=True)
+    return prober.parse_lines(out.decode().splitlines())
 
 
 def _inventory(sims: SimulatorProcesses, config: FanoutConfig, workdir: Path) -> Path:
