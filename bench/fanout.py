@@ -148,6 +148,7 @@ async def _devicectl(
                 async with grpc.aio.insecure_channel(controller.address) as channel:
                     await channel.channel_ready()  # connect before any clock starts
                     stub = dgrpc.DeviceControllerStub(channel)
+                    await _seed_probes(stub, tracker)
                     for phase in PHASES:
                         phases.append(
                             await _phase(n, config, controller, sims, tracker, stub, devices, phase, metrics)
@@ -362,7 +363,7 @@ async def _phase(
         started = time.monotonic()
         await asyncio.gather(*(send(r) for r in requests))
         acked = time.monotonic()
-        probes = await _start_prober(controller.address, requests)
+        probes = await _start_prober(controller.address, PROBES)
         try:
             last = await tracker.wait(120 + n * 0.5, label)
         finally:
@@ -422,6 +423,25 @@ async def _phase(
         + (f"; PROBLEMS: {summary['problems']}" if summary["problems"] else "")
     )
     return summary
+
+
+PING = pb.DeviceControllerRequest.PingRequest()
+#: the probes: pings for devices in no inventory, journaled and answered (an error, without a BMC
+#: call) before the first wave, then sent again while each wave runs. A repeat takes the whole ack
+#: path (validation, the journal's insert, found journaled, one read) and is never run twice; a
+#: request of the wave itself would not do: on PostgreSQL a repeat's insert waits for the
+#: transaction of the executor that is updating that request's row (a lock, not the ack path)
+PROBES = [
+    pb.DeviceControllerRequest(device=f"bench-probe-{i}", request_id=f"bench-probe-{i}", ping=PING)
+    for i in range(16)
+]
+
+
+async def _seed_probes(stub: dgrpc.DeviceControllerStub, tracker: ResponseTracker) -> None:
+    """Journal the probes once and wait for their answers, before any clock starts."""
+    tracker.expect(r.request_id for r in PROBES)
+    await asyncio.gather(*(stub.SendDeviceRequest(r, timeout=60) for r in PROBES))
+    await tracker.wait(60, "probe seeds")
 
 
 async def _start_prober(
