@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -203,6 +204,34 @@ async def test_a_loaded_state_is_taken_as_is_and_never_changed_by_the_operation(
     assert state.to_json()["priors"]["rg:job"]["gpu/1"]["watts"] == 650.0
     assert loaded == before
     assert json.loads(json.dumps(out)) == out
+
+
+async def test_a_change_to_a_reading_or_an_applied_cap_replaces_its_entry_and_leaves_the_loaded_state(
+    gb200: Harness,
+) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    await gb200.call("set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(3200)))
+    loaded = gb200.plugin.load_state(json.loads(json.dumps(gb200.states[0])))
+    before = copy.deepcopy(loaded)
+    state = DeviceState(loaded)
+    gpu0, gpu1 = state.reading("gpu/0"), state.reading("gpu/1")
+    assert gpu0 is not None and gpu1 is not None and gpu0.evidence is not None
+    state.set_reading("gpu/0", replace(gpu0, watts=650.0))
+    state.set_applied("gpu/0", 650.0, 650.0, "topology")
+    state.set_policy("topology", "other")
+    state.record_prior("topology", "gpu/9", Prior(700.0, True))
+    out = state.to_json()
+    assert loaded == before  # the loaded state's sections and entries are as they were
+    assert out["readings"] is not loaded["readings"] and out["readings"]["gpu/0"]["watts"] == 650.0
+    # an entry no setter touched is the loaded one (entries are replaced whole, never changed in place)
+    assert out["readings"]["gpu/1"] is loaded["readings"]["gpu/1"]
+    assert out["priors"]["topology"] is not loaded["priors"]["topology"]  # changed in place: copied
+    assert "gpu/9" not in loaded["priors"]["topology"]
+    handed = copy.deepcopy(out)
+    state.set_reading("gpu/1", None)
+    state.set_applied("gpu/0", None, None, "topology")
+    assert out == handed and loaded == before  # a later change copies its section again
+    assert DeviceState(out).reading("gpu/0") == replace(gpu0, watts=650.0)
 
 
 async def test_a_discovery_the_plugin_checked_is_taken_back_as_is_any_other_checked(
