@@ -102,16 +102,7 @@ async def set_cap(
     progress = WriteProgress()
     before: LimitReading | None = None
     try:
-        skip_get = (
-            stored is not None
-            and stored.offered  # the GET it came from carried the limit (the write gate's proof)
-            and stored.evidence is not None  # and what it showed, which the gate judges the write on
-            and etag_policy(bmc, mech) != "strong"
-            and not bmc.persistent  # persistency is sent only where the body shows NVIDIA's OEM section
-            and not (stored.capped and same_watts(stored.watts, _quantize(watts, stored.increment)))
-        )
-        if skip_get:
-            assert stored is not None
+        if stored is not None and stands_in(bmc, mech, stored, watts):
             doc, current = Document(component.limit_uri, {}), stored
         elif read is not None:
             doc, current = read, mech.read(component, read)
@@ -238,6 +229,20 @@ async def restore_cap(
         wrote=True,
         message=message,
         write=progress.outcome,
+    )
+
+
+def stands_in(bmc: OpBmc, mech: Mechanism, stored: LimitReading, watts: float) -> bool:
+    """Whether `set_cap` writes `watts` on the stored reading, with no GET before the write (its
+    `stored`): the reading's GET carried the limit and its evidence is kept, the write policy needs
+    no fresh ETag, no persistency is sent, and the stored value is not already the target (then
+    the BMC must say so in a GET of its own)."""
+    return (
+        stored.offered  # the GET it came from carried the limit (the write gate's proof)
+        and stored.evidence is not None  # and what it showed, which the gate judges the write on
+        and etag_policy(bmc, mech) != "strong"
+        and not bmc.persistent  # persistency is sent only where the body shows NVIDIA's OEM section
+        and not (stored.capped and same_watts(stored.watts, _quantize(watts, stored.increment)))
     )
 
 
