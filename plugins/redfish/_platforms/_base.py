@@ -389,6 +389,11 @@ def same_watts(a: float | None, b: float | None, tolerance: float = 0.5) -> bool
 
 def number(value: Any) -> float | None:
     """A JSON number as float; None for null, booleans and anything else."""
+    kind = type(value)
+    if kind is float:  # what JSON gives, told by type first: every reading parses several
+        return value  # type: ignore[no-any-return]
+    if kind is int:
+        return float(value)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)

@@ -12,7 +12,7 @@ from plugins.redfish._platforms import (
     LimitReading,
     Prior,
 )
-from plugins.redfish._platforms._base import CapRequest, WriteEvidence, tightest
+from plugins.redfish._platforms._base import CapRequest, WriteEvidence, number, tightest
 from plugins.redfish._platforms.gate import absent_property, refusal
 from plugins.redfish._wire.document import Document
 
@@ -252,3 +252,14 @@ def test_a_read_is_the_parse_with_whether_the_limit_is_offered_and_its_evidence(
     assert read.evidence == WriteEvidence.of(mech, "", doc)
     bare = mech.read(MODULE, Document(EM, {"PowerWatts": {"Reading": 1}}))
     assert not bare.offered and bare.evidence is not None and bare.evidence.refused
+
+
+def test_a_number_is_a_json_int_or_float_as_float_and_nothing_else() -> None:
+    class Watts(float):
+        pass
+
+    assert number(700) == 700.0 and type(number(700)) is float
+    assert number(712.5) == 712.5 and number(Watts(3.5)) == 3.5 and type(number(Watts(3.5))) is float
+    assert number(2**70) == float(2**70)
+    for not_a_number in (True, False, None, "700", [700], {"Reading": 700}):
+        assert number(not_a_number) is None
