@@ -206,8 +206,8 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
         change = corrected(change, used)
         key = change.component.key
         changes[key] = change
-        if change.before is not None:
-            state.record_prior(scope, key, replace(change.before.prior(), uri=change.component.limit_uri))
+        if change.before is not None and not state.has_prior(scope, key):  # the first change's, kept
+            state.record_prior(scope, key, change.before.prior(uri=change.component.limit_uri))
         _keep_reading(device, change)
         if change.after is not None:
             after = change.after

@@ -114,6 +114,11 @@ class DeviceState:
             if isinstance(value, Mapping)
         }
 
+    def has_prior(self, scope: str, key: str) -> bool:
+        """Whether a prior value of the component is recorded in the scope (`record_prior` then
+        keeps it)."""
+        return key in self._view("priors").get(scope, {})
+
     def record_prior(self, scope: str, key: str, prior: Prior) -> bool:
         """Record a prior value unless one is already recorded (returns whether it was new)."""
         if key in self._view("priors").get(scope, {}):

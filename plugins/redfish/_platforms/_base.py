@@ -211,9 +211,10 @@ class LimitReading:
         """Whether set points are in watts (not percent)."""
         return self.units.strip().lower() in ("w", "watt", "watts", "")
 
-    def prior(self) -> Prior:
-        """The value to put back later ("restore means what was there before")."""
-        return Prior(self.watts, self.capped, self.mode, persistency=self.persistency)
+    def prior(self, uri: str = "") -> Prior:
+        """The value to put back later ("restore means what was there before"); `uri`: the limit
+        resource it was read from."""
+        return Prior(self.watts, self.capped, self.mode, uri, self.persistency)
 
     def to_json(self) -> dict[str, Any]:
         """The state's `readings` entry (no ETag: it is stale by the next request anyway)."""

@@ -27,7 +27,7 @@ from plugins.redfish import RedfishPlugin
 from plugins.redfish._device.schema import LoadedState
 from plugins.redfish._device.state import DeviceState
 from plugins.redfish._discovery.layout import Discovery
-from plugins.redfish._platforms import Prior
+from plugins.redfish._platforms import LimitReading, Prior
 from tests.plugins.redfish.harness import Harness
 
 PROC_EM = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}/EnvironmentMetrics"
@@ -291,3 +291,16 @@ async def test_a_discovery_section_is_parsed_once_while_the_state_hands_on_the_s
         "set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(3000)), state=as_json
     )
     assert third.result.ok and len(parses) >= 1  # another section object: parsed (and checked) again
+
+
+def test_a_prior_is_recorded_once_per_scope_with_the_resource_it_was_read_from() -> None:
+    state = DeviceState()
+    reading = LimitReading(700.0, True, mode="Manual", persistency="off")
+    assert not state.has_prior("topology", "gpu/0")
+    uri = PROC_EM.format(id="GPU_0")
+    assert state.record_prior("topology", "gpu/0", reading.prior(uri=uri))
+    assert state.has_prior("topology", "gpu/0") and not state.has_prior("rg:job", "gpu/0")
+    assert state.prior("topology", "gpu/0") == Prior(700.0, True, "Manual", uri, "off")
+    assert not state.record_prior("topology", "gpu/0", Prior(650.0, True))  # the first one stays
+    assert state.prior("topology", "gpu/0") == Prior(700.0, True, "Manual", uri, "off")
+    assert reading.prior() == Prior(700.0, True, "Manual", "", "off")
