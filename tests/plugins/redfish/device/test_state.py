@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from plugins.base import (
     GpuPoliciesChange,
     GpuPolicy,
     InvalidRequestError,
+    Ping,
     Policy,
     PolicyAction,
     PolicyChange,
@@ -304,3 +306,13 @@ def test_a_prior_is_recorded_once_per_scope_with_the_resource_it_was_read_from()
     assert not state.record_prior("topology", "gpu/0", Prior(650.0, True))  # the first one stays
     assert state.prior("topology", "gpu/0") == Prior(700.0, True, "Manual", uri, "off")
     assert reading.prior() == Prior(700.0, True, "Manual", "", "off")
+
+
+async def test_an_operation_reports_when_it_last_reached_the_bmc(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    before = datetime.now(UTC)
+    out = await gb200.call("set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(3200)))
+    assert out.result.ok and out.reached_at is not None and out.reached_at.tzinfo is not None
+    assert before - timedelta(seconds=1) <= out.reached_at <= datetime.now(UTC) + timedelta(seconds=1)
+    ping = await gb200.call("ping", bmc, Ping())
+    assert ping.result.ok and ping.reached_at is not None and ping.reached_at >= out.reached_at
