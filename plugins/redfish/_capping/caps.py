@@ -128,7 +128,11 @@ async def set_cap(
             _skipped(bmc, component, current, value, "already in force")
             return CapChange(component, True, watts, before=before, after=current)
 
+        first = guarded
+
         def build(cur: LimitReading, _doc: Document) -> CapRequest:
+            if cur is current:  # the reading judged above: its request is the one built there
+                return first
             request = mech.guard(mech.set_request(component, value, cur), component, cur, bmc.allow_power_off)
             if isinstance(request, str):
                 raise PlatformUnsupportedError(request)
@@ -298,7 +302,8 @@ async def _write(
             request = mech.persist(request, doc, persistent)
         # NOTE: the one write gate (`_platforms.gate`), on the evidence of the reading's GET: the
         # last one made, or the stored reading's own where it stands in for the pre-write GET
-        return request, refusal(mech, component, request, current, await _action_info(bmc, request, current))
+        info = await _action_info(bmc, request, current) if request.method == "POST" else None
+        return request, refusal(mech, component, request, current, info)
 
     ready: tuple[CapRequest, str] | None = None  # judged already, after a lost answer
     while True:
