@@ -66,9 +66,10 @@ class WriteLog:
     def __init__(self, *, dry_run: bool = False) -> None:
         self.dry_run = dry_run
         self._entries: list[DeviceWrite] = []
+        #: changes to entries not applied yet, by index (`_update`)
+        self._changes: dict[int, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
-    @contextlib.contextmanager
     def write(
         self,
         target: str,
@@ -78,27 +79,14 @@ class WriteLog:
         component: str = "",
         before: float | None = None,
         note: str = "",
-    ) -> Iterator[int]:
-        """Time one write and record its status; yields the entry's index (see `read_back`).
+    ) -> _Writing:
+        """Time one write and record its status; the `with` block gets the entry's index (see
+        `read_back`).
 
         In a dry run the caller must not send anything: check `dry_run` first and use `plan`. A
         caller that does not is stopped here, before its `with` body (the send) runs.
         """
-        if self.dry_run:
-            raise _refused(method, target)
-        started = time.monotonic()
-        entry = DeviceWrite(target, method, dict(body or {}), component, before, note=note)
-        index = self._add(entry)
-        status = "error"
-        try:
-            yield index
-            status = "ok"
-        except BaseException as exc:
-            status = unanswered_status(exc)
-            raise
-        finally:
-            elapsed = round((time.monotonic() - started) * 1000.0, 3)
-            self._update(index, status=status, duration_ms=elapsed)
+        return _Writing(self, target, method, body, component, before, note)
 
     def plan(
         self,
@@ -154,6 +142,9 @@ class WriteLog:
 
     def entries(self) -> tuple[DeviceWrite, ...]:
         with self._lock:
+            for index, changes in self._changes.items():
+                self._entries[index] = _replaced(self._entries[index], changes)
+            self._changes.clear()
             return tuple(self._entries)
 
     def _add(self, entry: DeviceWrite) -> int:
@@ -162,9 +153,18 @@ class WriteLog:
             return len(self._entries) - 1
 
     def _update(self, index: int | None, **changes: Any) -> None:
+        """Change an entry's fields; kept with the entry's earlier changes and applied once, when
+        the entries are read (a write changes its receipt three times: answer, status, read-back)."""
+        unknown = changes.keys() - _FIELDS
+        if unknown:
+            raise TypeError(f"DeviceWrite has no field(s) {sorted(unknown)}")
         with self._lock:  # an unknown index (None from a wrapped choke point) changes nothing
             if isinstance(index, int) and 0 <= index < len(self._entries):
-                self._entries[index] = _replaced(self._entries[index], changes)
+                kept = self._changes.get(index)
+                if kept is None:
+                    self._changes[index] = changes
+                else:
+                    kept.update(changes)
 
 
 def unanswered_status(exc: BaseException) -> str:
@@ -178,13 +178,74 @@ def unanswered_status(exc: BaseException) -> str:
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(DeviceWrite))
+#: every field's default (`_Writing` sets the others)
+_DEFAULTS = {
+    f.name: f.default for f in dataclasses.fields(DeviceWrite) if f.default is not dataclasses.MISSING
+}
+
+
+class _Writing:
+    """One write being timed (`WriteLog.write`): a class, not `@contextmanager`, which builds a
+    generator and its wrapper per write."""
+
+    __slots__ = (
+        "_before",
+        "_body",
+        "_component",
+        "_index",
+        "_log",
+        "_method",
+        "_note",
+        "_started",
+        "_target",
+    )
+
+    def __init__(
+        self,
+        log: WriteLog,
+        target: str,
+        method: str,
+        body: Mapping[str, Any] | None,
+        component: str,
+        before: float | None,
+        note: str,
+    ) -> None:
+        self._log = log
+        self._target = target
+        self._method = method
+        self._body = body
+        self._component = component
+        self._before = before
+        self._note = note
+
+    def __enter__(self) -> int:
+        log = self._log
+        if log.dry_run:
+            raise _refused(self._method, self._target)
+        self._started = time.monotonic()
+        # NOTE: built as `_replaced` builds one (a frozen dataclass's `__init__` costs a write's
+        # receipt as much again): every field set, those not given to their defaults
+        entry = object.__new__(DeviceWrite)
+        entry.__dict__.update(
+            _DEFAULTS,
+            target=self._target,
+            method=self._method,
+            body=dict(self._body or {}),
+            component=self._component,
+            before=self._before,
+            note=self._note,
+        )
+        self._index = log._add(entry)
+        return self._index
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        status = "ok" if exc is None else unanswered_status(exc)
+        elapsed = round((time.monotonic() - self._started) * 1000.0, 3)
+        self._log._update(self._index, status=status, duration_ms=elapsed)
 
 
 def _replaced(entry: DeviceWrite, changes: Mapping[str, Any]) -> DeviceWrite:
-    """`dataclasses.replace` without its per-call introspection (three per write, on the hot path)."""
-    unknown = set(changes) - _FIELDS
-    if unknown:
-        raise TypeError(f"DeviceWrite has no field(s) {sorted(unknown)}")
+    """`dataclasses.replace` without its per-call introspection (fields checked by `_update`)."""
     new = object.__new__(DeviceWrite)
     new.__dict__.update(entry.__dict__)
     new.__dict__.update(changes)

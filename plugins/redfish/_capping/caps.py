@@ -102,16 +102,7 @@ async def set_cap(
     progress = WriteProgress()
     before: LimitReading | None = None
     try:
-        skip_get = (
-            stored is not None
-            and stored.offered  # the GET it came from carried the limit (the write gate's proof)
-            and stored.evidence is not None  # and what it showed, which the gate judges the write on
-            and etag_policy(bmc, mech) != "strong"
-            and not bmc.persistent  # persistency is sent only where the body shows NVIDIA's OEM section
-            and not (stored.capped and same_watts(stored.watts, _quantize(watts, stored.increment)))
-        )
-        if skip_get:
-            assert stored is not None
+        if stored is not None and stands_in(bmc, mech, stored, watts):
             doc, current = Document(component.limit_uri, {}), stored
         elif read is not None:
             doc, current = read, mech.read(component, read)
@@ -137,7 +128,11 @@ async def set_cap(
             _skipped(bmc, component, current, value, "already in force")
             return CapChange(component, True, watts, before=before, after=current)
 
+        first = guarded
+
         def build(cur: LimitReading, _doc: Document) -> CapRequest:
+            if cur is current:  # the reading judged above: its request is the one built there
+                return first
             request = mech.guard(mech.set_request(component, value, cur), component, cur, bmc.allow_power_off)
             if isinstance(request, str):
                 raise PlatformUnsupportedError(request)
@@ -241,6 +236,20 @@ async def restore_cap(
     )
 
 
+def stands_in(bmc: OpBmc, mech: Mechanism, stored: LimitReading, watts: float) -> bool:
+    """Whether `set_cap` writes `watts` on the stored reading, with no GET before the write (its
+    `stored`): the reading's GET carried the limit and its evidence is kept, the write policy needs
+    no fresh ETag, no persistency is sent, and the stored value is not already the target (then
+    the BMC must say so in a GET of its own)."""
+    return (
+        stored.offered  # the GET it came from carried the limit (the write gate's proof)
+        and stored.evidence is not None  # and what it showed, which the gate judges the write on
+        and etag_policy(bmc, mech) != "strong"
+        and not bmc.persistent  # persistency is sent only where the body shows NVIDIA's OEM section
+        and not (stored.capped and same_watts(stored.watts, _quantize(watts, stored.increment)))
+    )
+
+
 def _persistency_to_send(bmc: OpBmc, target: Prior) -> bool | None:
     """The persistency a write asks for, or None for none: a restore puts the prior's back exactly
     (true, false, or none where it showed none); a cap, or a prior read before persistency was
@@ -293,7 +302,8 @@ async def _write(
             request = mech.persist(request, doc, persistent)
         # NOTE: the one write gate (`_platforms.gate`), on the evidence of the reading's GET: the
         # last one made, or the stored reading's own where it stands in for the pre-write GET
-        return request, refusal(mech, component, request, current, await _action_info(bmc, request, current))
+        info = await _action_info(bmc, request, current) if request.method == "POST" else None
+        return request, refusal(mech, component, request, current, info)
 
     ready: tuple[CapRequest, str] | None = None  # judged already, after a lost answer
     while True:

@@ -30,7 +30,7 @@ from plugins.base import (
     gpu_targets,
 )
 from plugins.redfish._capping.bounds import Bounds
-from plugins.redfish._capping.caps import CapChange, restore_cap, set_cap
+from plugins.redfish._capping.caps import CapChange, restore_cap, set_cap, stands_in
 from plugins.redfish._capping.priors import corrected, discovered_read, read_back_for
 from plugins.redfish._client.readbacks import priors_from_read_backs
 from plugins.redfish._device.device import Device, invalidate
@@ -186,7 +186,11 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
         # is recorded: the first change in a scope always reads what it will later restore, though
         # our own read-back of it, while valid, is that reading (docs/redfish.md).
         stored = state.reading(comp.key) if state.prior(scope, comp.key) is not None else None
-        read_back = read_back_for(device, comp, t.watts)
+        mech = mechanism_for(comp)
+        if stored is not None and mech is not None and stands_in(device.bmc, mech, stored, t.watts):
+            read_back = None  # no GET before the write, so nothing a read-back could answer
+        else:
+            read_back = read_back_for(device, comp, t.watts)
         if read_back is not None:
             priors[comp.limit_uri] = read_back[0]
             if stored is None:  # then the GET it answers is made: parsed once, not again there
@@ -202,8 +206,8 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
         change = corrected(change, used)
         key = change.component.key
         changes[key] = change
-        if change.before is not None:
-            state.record_prior(scope, key, replace(change.before.prior(), uri=change.component.limit_uri))
+        if change.before is not None and not state.has_prior(scope, key):  # the first change's, kept
+            state.record_prior(scope, key, change.before.prior(uri=change.component.limit_uri))
         _keep_reading(device, change)
         if change.after is not None:
             after = change.after

@@ -445,29 +445,39 @@ class BmcClient:
         deadline: float,
         authenticated: bool,
     ) -> AsyncRestResponse:
-        with deadline_scope(deadline):
-            if authenticated and self._auth is None:  # logged in: no coroutines to await per call
+        # NOTE: every HTTP request below is bounded by `deadline`: a direct send is given it, and
+        # the library's requests (logins, others) read it from `deadline_scope`, entered only
+        # around them (a context variable set and reset per call cost more than the rest of this)
+        if authenticated and self._auth is None:  # logged in: no coroutines to await per call
+            with deadline_scope(deadline):
                 await before_sending(self._ensure_login())
-            generation = self._redfish.logins
-            reply = await self._send(method, path, body, headers)
-            if (
-                reply.status == 401
-                and authenticated
-                and self._auth == "session"
-                and (method not in READS or self._redfish.logins == generation)
-            ):
-                # NOTE: a 401 means the write was not applied, so log in once more (unless a
-                # concurrent request already did) and resend once (the library itself never resends
-                # writes: DMTF/python-redfish-library#189). A read gets here only when `_send` did
-                # not log in again: a HEAD or DELETE, or a request sent without a token, which the
-                # adapter is left with after its own re-login failed.
+        generation = self._redfish.logins
+        reply = await self._send(method, path, body, headers, deadline)
+        if (
+            reply.status == 401
+            and authenticated
+            and self._auth == "session"
+            and (method not in READS or self._redfish.logins == generation)
+        ):
+            # NOTE: a 401 means the write was not applied, so log in once more (unless a
+            # concurrent request already did) and resend once (the library itself never resends
+            # writes: DMTF/python-redfish-library#189). A read gets here only when `_send` did
+            # not log in again: a HEAD or DELETE, or a request sent without a token, which the
+            # adapter is left with after its own re-login failed.
+            with deadline_scope(deadline):
                 await before_sending(self._relogin(generation))
-                reply = await self._send(method, path, body, headers)
-            return reply
+            reply = await self._send(method, path, body, headers, deadline)
+        return reply
 
     async def _send(
-        self, method: str, path: str, body: Any, headers: Mapping[str, str] | None
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        headers: Mapping[str, str] | None,
+        deadline: float | None = None,
     ) -> AsyncRestResponse:
+        """One request as the client sends it (`deadline`: None for the enclosing `deadline_scope`'s)."""
         client = self._redfish
         token = client.token
         status = "error"
@@ -483,15 +493,19 @@ class BmcClient:
                 sent = {"Accept": "application/json", "OData-Version": "4.0", "X-Auth-Token": token}
                 if headers:
                     sent.update(headers)
-                reply = await self.transport.send(method, target, sent, body)
-                if reply.status == 401 and method == "GET" and await self._renewed(token):
-                    await self._record_login()  # a new session: ours, recorded
-                    sent["X-Auth-Token"] = client.token or ""
-                    reply = await self.transport.send(method, target, sent, body)
+                reply = await self.transport.send(method, target, sent, body, deadline)
+                if reply.status == 401 and method == "GET":
+                    with deadline_scope(deadline):
+                        renewed = await self._renewed(token)
+                    if renewed:
+                        await self._record_login()  # a new session: ours, recorded
+                        sent["X-Auth-Token"] = client.token or ""
+                        reply = await self.transport.send(method, target, sent, body, deadline)
                 status = str(reply.status)
                 return reply
             hdrs = {"Accept": "application/json", **headers} if headers else _ACCEPT_JSON
-            reply = await client.request(method, path, body, hdrs)
+            with deadline_scope(deadline):
+                reply = await client.request(method, path, body, hdrs)
             status = str(reply.status)
             return reply
         except dmtf.RedfishError as exc:  # only the client's own failures reach here

@@ -41,7 +41,8 @@ class OpBmc:
     def __init__(self, client: BmcClient, deadline: float) -> None:
         self.client = client
         self.deadline = deadline
-        self.reached_at: datetime | None = None
+        #: when the BMC last answered, as `time.time()` (a float per call, the datetime on demand)
+        self._reached: float | None = None
         self.reach_error = ""
         self.calls = 0
         #: the `etag_policy` option (None: each mechanism's default, see `Mechanism.etag_policy`)
@@ -50,6 +51,15 @@ class OpBmc:
         self.persistent = False
         #: the `allow_power_off_on_limit` option: a cap may leave LimitException HardPowerOff in force
         self.allow_power_off = False
+
+    @property
+    def reached_at(self) -> datetime | None:
+        """When the BMC last answered (any HTTP status) during this operation."""
+        return None if self._reached is None else datetime.fromtimestamp(self._reached, UTC)
+
+    @reached_at.setter
+    def reached_at(self, value: datetime | None) -> None:
+        self._reached = None if value is None else value.timestamp()
 
     @property
     def origin(self) -> str:
@@ -125,10 +135,10 @@ class OpBmc:
         try:
             result = await awaitable
         except RedfishHTTPError:
-            self.reached_at = datetime.now(UTC)
+            self._reached = time.time()
             raise
         except _UNREACHABLE as exc:
             self.reach_error = str(exc)
             raise
-        self.reached_at = datetime.now(UTC)
+        self._reached = time.time()
         return result

@@ -114,6 +114,11 @@ class DeviceState:
             if isinstance(value, Mapping)
         }
 
+    def has_prior(self, scope: str, key: str) -> bool:
+        """Whether a prior value of the component is recorded in the scope (`record_prior` then
+        keeps it)."""
+        return key in self._view("priors").get(scope, {})
+
     def record_prior(self, scope: str, key: str, prior: Prior) -> bool:
         """Record a prior value unless one is already recorded (returns whether it was new)."""
         if key in self._view("priors").get(scope, {}):
@@ -264,12 +269,22 @@ class DeviceState:
         section = self._data.get(name)
         if name in self._owned and isinstance(section, dict):
             return section
-        section = _copy(section) if isinstance(section, dict) else {}
+        if not isinstance(section, dict):
+            section = {}
+        elif name in _REPLACED_WHOLE:
+            section = dict(section)  # its entries are shared: never changed in place, only replaced
+        else:
+            section = _copy(section)
         self._data[name] = section
         self._owned.add(name)
         return section
 
 
+#: sections whose setters only ever put or pop whole entries (`set_reading`, `set_applied`,
+#: `set_sessions`, `set_policy`): their first change copies the section's dict, not its entries (a
+#: GB200 tray's readings, evidence included, are most of its state, and a wave's request changes
+#: eight of them); `priors` and `profiles` change nested dicts in place, so they are copied deep
+_REPLACED_WHOLE = frozenset({"readings", "applied", "sessions", "policies"})
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from plugins.redfish._discovery.layout import Component
@@ -75,28 +75,32 @@ class WriteEvidence:
 
     @classmethod
     def of(cls, mech: Mechanism, refused: str, doc: Document) -> WriteEvidence:
-        """The evidence a GET of the limit resource shows for `mech`."""
+        """The evidence a GET of the limit resource shows for `mech` (built on every read of a
+        limit, read-backs included: kept to plain loops, dict and list told by their type first)."""
         shown: set[str] = set()
         allowable: dict[str, tuple[str, ...]] = {}
         body = doc.body if isinstance(doc.body, Mapping) else {}
         top = {k: body[k] for k in mech.writes if k in body}
         _record(top, "", 1, shown, allowable)
         for key in mech.writes:
-            values = body.get(f"{key}@Redfish.AllowableValues")
-            if isinstance(values, list) and key in body:
+            values = body.get(key + _ALLOWABLE)
+            if values is not None and isinstance(values, list) and key in body:
                 allowable[key] = tuple(str(v) for v in values[:EVIDENCE_ITEMS])
         actions: dict[str, ActionEvidence] = {}
         listed = body.get("Actions")
-        for name, entry in _action_entries(listed) if isinstance(listed, Mapping) else ():
-            if name in mech.actions and len(actions) < EVIDENCE_ITEMS:
-                target = str(entry["target"]).rstrip("/")
-                params = {
-                    k.split("@", 1)[0]: tuple(str(v) for v in vs[:EVIDENCE_ITEMS])
-                    for k, vs in entry.items()
-                    if k.endswith("@Redfish.AllowableValues") and isinstance(vs, list)
-                }
-                info = entry.get("@Redfish.ActionInfo")
-                actions[target] = ActionEvidence(name, target, params, info if isinstance(info, str) else "")
+        if listed is not None and mech.actions and isinstance(listed, Mapping):
+            for name, entry in _action_entries(listed):
+                if name in mech.actions and len(actions) < EVIDENCE_ITEMS:
+                    target = str(entry["target"]).rstrip("/")
+                    params = {
+                        k.split("@", 1)[0]: tuple(str(v) for v in vs[:EVIDENCE_ITEMS])
+                        for k, vs in entry.items()
+                        if k.endswith(_ALLOWABLE) and isinstance(vs, list)
+                    }
+                    info = entry.get("@Redfish.ActionInfo")
+                    actions[target] = ActionEvidence(
+                        name, target, params, info if isinstance(info, str) else ""
+                    )
         return cls(doc.path.rstrip("/"), refused, frozenset(shown), allowable, actions)
 
     def to_json(self) -> dict[str, Any]:
@@ -122,27 +126,34 @@ class WriteEvidence:
         )
 
 
+#: the annotation a property's allowed values come in
+_ALLOWABLE = "@Redfish.AllowableValues"
+#: JSON's scalar types: nothing under them to record (told by type before any `isinstance`)
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def _record(
     node: Mapping[str, Any], prefix: str, depth: int, shown: set[str], allowable: dict[str, tuple[str, ...]]
 ) -> None:
     """Property paths and AllowableValues annotations of `node` (see `WriteEvidence`)."""
+    deeper = depth < EVIDENCE_DEPTH
     for key, value in node.items():
         if len(shown) >= EVIDENCE_ITEMS or not isinstance(key, str):
             return
         if "@" in key:
             name, _, annotation = key.partition("@")
             if annotation == "Redfish.AllowableValues" and name in node and isinstance(value, list):
-                allowable[f"{prefix}{name}"] = tuple(str(v) for v in value[:EVIDENCE_ITEMS])
+                allowable[prefix + name] = tuple(str(v) for v in value[:EVIDENCE_ITEMS])
             continue
-        where = f"{prefix}{key}"
+        where = prefix + key
         shown.add(where)
-        if depth >= EVIDENCE_DEPTH:
+        if not deeper or value.__class__ in _SCALARS:
             continue
         if isinstance(value, Mapping):
-            _record(value, f"{where}/", depth + 1, shown, allowable)
+            _record(value, where + "/", depth + 1, shown, allowable)
         elif isinstance(value, list):
             members = {str(i): m for i, m in enumerate(value[:EVIDENCE_ITEMS]) if isinstance(m, Mapping)}
-            _record(members, f"{where}/", depth + 1, shown, allowable)
+            _record(members, where + "/", depth + 1, shown, allowable)
 
 
 def _action_entries(node: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -200,9 +211,10 @@ class LimitReading:
         """Whether set points are in watts (not percent)."""
         return self.units.strip().lower() in ("w", "watt", "watts", "")
 
-    def prior(self) -> Prior:
-        """The value to put back later ("restore means what was there before")."""
-        return Prior(self.watts, self.capped, self.mode, persistency=self.persistency)
+    def prior(self, uri: str = "") -> Prior:
+        """The value to put back later ("restore means what was there before"); `uri`: the limit
+        resource it was read from."""
+        return Prior(self.watts, self.capped, self.mode, uri, self.persistency)
 
     def to_json(self) -> dict[str, Any]:
         """The state's `readings` entry (no ETag: it is stale by the next request anyway)."""
@@ -321,7 +333,13 @@ class Mechanism(ABC):
         """`parse`, with whether the resource carries the limit (`LimitReading.offered`)."""
         reading = self.parse(component, doc)
         refused = self.offers(component, doc)
-        return replace(reading, offered=not refused, evidence=WriteEvidence.of(self, refused, doc))
+        # NOTE: a copy with two fields set, not `dataclasses.replace` (which calls `__init__` with
+        # every field again: half of a read's cost, on every read-back)
+        amended = object.__new__(reading.__class__)
+        amended.__dict__.update(
+            reading.__dict__, offered=not refused, evidence=WriteEvidence.of(self, refused, doc)
+        )
+        return amended
 
     @abstractmethod
     def set_request(self, component: Component, watts: int, current: LimitReading) -> CapRequest:
@@ -372,6 +390,11 @@ def same_watts(a: float | None, b: float | None, tolerance: float = 0.5) -> bool
 
 def number(value: Any) -> float | None:
     """A JSON number as float; None for null, booleans and anything else."""
+    kind = type(value)
+    if kind is float:  # what JSON gives, told by type first: every reading parses several
+        return value  # type: ignore[no-any-return]
+    if kind is int:
+        return float(value)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)

@@ -39,8 +39,9 @@ class JsonOverBound(ValueError):
 def past_bound(body: bytes) -> JsonOverBound | None:
     """What bound the JSON text `body` is past (`MAX_VALUES`, `MAX_CONTAINERS`, `MAX_NESTING`), if
     any: its commas and brackets counted (those in strings too: a bound, not a parse), then its
-    nesting measured."""
-    if body.count(b",") > MAX_VALUES:
+    nesting measured. A body of at most `MAX_VALUES` bytes cannot hold more commas: nearly every
+    reply is not scanned for them."""
+    if len(body) > MAX_VALUES and body.count(b",") > MAX_VALUES:
         return JsonOverBound("JSON values", MAX_VALUES, f"JSON of over {MAX_VALUES} values")
     containers = body.count(b"[") + body.count(b"{")
     if containers <= MAX_NESTING:  # nearly every reply: three scans

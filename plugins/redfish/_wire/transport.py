@@ -63,20 +63,23 @@ _JSON_TYPE = "application/json"
 class deadline_scope:  # lower case: used like a function, `with deadline_scope(deadline):`
     """Bound every HTTP request made inside the block (in this task) by `deadline`.
 
-    A class, not `@contextmanager`: entered once per HTTP request, and a generator-based context
-    manager allocates a generator and a wrapper each time.
+    A class, not `@contextmanager`: a generator-based context manager allocates a generator and a
+    wrapper each time. `None`: the enclosing block's deadline stays.
     """
 
     __slots__ = ("_deadline", "_token")
 
-    def __init__(self, deadline: float) -> None:
+    def __init__(self, deadline: float | None) -> None:
         self._deadline = deadline
+        self._token: contextvars.Token[float | None] | None = None
 
     def __enter__(self) -> None:
-        self._token = _DEADLINE.set(self._deadline)
+        if self._deadline is not None:
+            self._token = _DEADLINE.set(self._deadline)
 
     def __exit__(self, *exc: object) -> None:
-        _DEADLINE.reset(self._token)
+        if self._token is not None:
+            _DEADLINE.reset(self._token)
 
 
 class BmcTransport:
@@ -129,23 +132,31 @@ class BmcTransport:
         context manager giving a response), for the keyword arguments the library passes."""
         return _LibraryCall(self, method.upper(), url if isinstance(url, URL) else URL(url), kwargs)
 
-    async def send(self, method: str, target: str, headers: dict[str, str], body: Any) -> DirectReply:
+    async def send(
+        self, method: str, target: str, headers: dict[str, str], body: Any, deadline: float | None = None
+    ) -> DirectReply:
         """One request sent as is (a logged-in client's GET, PATCH or POST, no `AsyncRedfishClient`
         in between) to `target` (path and query, encoded): its reply, read whole, in the shape of
-        the library's replies."""
+        the library's replies. `deadline`: as `exchange`."""
         data = None
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = _JSON_TYPE
-        reply = await self.exchange(method, target, headers, data)
+        reply = await self.exchange(method, target, headers, data, deadline)
         return DirectReply(method, target.partition("?")[0], reply)
 
     async def exchange(
-        self, method: str, target: str, headers: dict[str, str], data: bytes | None
+        self,
+        method: str,
+        target: str,
+        headers: dict[str, str],
+        data: bytes | None,
+        deadline: float | None = None,
     ) -> HttpReply:
         """One HTTP request to `target` (path and query, encoded) within this BMC's limits, deadline
-        and error types; raises `RedfishError`."""
-        deadline = _DEADLINE.get()
+        (`deadline`, else the one `deadline_scope` set) and error types; raises `RedfishError`."""
+        if deadline is None:
+            deadline = _DEADLINE.get()
         path = target.partition("?")[0]
         if deadline is not None and deadline <= time.monotonic():
             raise DeadlineExceededError(

@@ -4,8 +4,12 @@ the state holds the component's last reading and the write needs no fresh ETag."
 from __future__ import annotations
 
 import copy
+from typing import Any
+
+import pytest
 
 from plugins.base import Empty, PolicyAction, PolicyChange
+from plugins.redfish._client.readbacks import ReadBacks
 from tests.plugins.redfish.client.test_connections import one_gpu
 from tests.plugins.redfish.harness import Harness
 from tests.plugins.redfish.platforms.test_gb200 import CHASSIS_EM, PROC_EM, node_policy
@@ -89,3 +93,28 @@ async def test_a_skipped_get_is_judged_on_the_evidence_the_stored_reading_carrie
     result = out.result.results[0]
     assert not result.ok and f"{gpu0} does not carry PowerLimitWatts/SetPoint" in result.message
     assert gb200.calls(bmc) == {} and bmc.state.caps["GPU_0"].set_point == 700
+
+
+async def test_a_read_back_is_looked_at_only_where_a_get_would_precede_the_write(
+    gb200: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # where the stored reading stands in for the pre-write GET, no read-back could answer one:
+    # it is neither parsed nor offered; where a GET precedes the write, it is offered as before
+    bmc = gb200.fleet.bmcs[0]
+    await gb200.call("update_gpu_policies", bmc, one_gpu(0, 700))
+    peeked: list[str] = []
+    peek = ReadBacks.peek
+
+    def counted(self: ReadBacks, path: str) -> Any:
+        peeked.append(path)
+        return peek(self, path)
+
+    monkeypatch.setattr(ReadBacks, "peek", counted)
+    gb200.reset()
+    out = await gb200.call("update_gpu_policies", bmc, one_gpu(0, 690))
+    assert out.result.results[0].ok and bmc.state.caps["GPU_0"].set_point == 690
+    assert gb200.calls(bmc) == {"PATCH " + PROC_EM: 1, "GET " + PROC_EM: 1} and peeked == []
+    gb200.reset()
+    out = await gb200.call("update_gpu_policies", bmc, one_gpu(0, 690))  # stored == target: a GET decides
+    assert out.result.results[0].ok and gb200.calls(bmc) == {"GET " + PROC_EM: 1}
+    assert peeked == [PROC_EM.format(id="GPU_0")]

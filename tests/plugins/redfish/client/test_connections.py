@@ -27,6 +27,7 @@ from plugins.redfish import RedfishSettings
 from plugins.redfish._client.pool import BmcPool
 from plugins.redfish._device.op_bmc import OpBmc
 from plugins.redfish._wire.errors import DeadlineExceededError, SessionLimitError
+from plugins.redfish._wire.transport import _DEADLINE, deadline_scope
 from tests.plugins.redfish.harness import Harness
 
 PROC_EM = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}/EnvironmentMetrics"
@@ -302,3 +303,23 @@ def test_merged_settings_are_kept_until_the_endpoint_or_the_defaults_change() ->
     assert retuned.concurrency == 5
     slower = RedfishSettings(read_timeout=60.0)
     assert pool.settings_for(same, slower).read_timeout == 60.0
+
+
+async def test_a_logged_in_call_is_bounded_by_its_own_deadline_and_leaves_none_set(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    await gb200.call("std_metrics", bmc, Empty())
+    client = gb200.plugin.pool.get(bmc.url)
+    assert client is not None and client.auth_mode == "session"
+    bmc.faults.set("hang", hang_seconds=30)
+    started = time.monotonic()
+    with deadline_scope(started + 30):  # an enclosing block's deadline never lengthens a call's own
+        with pytest.raises(DeadlineExceededError, match="deadline passed before the BMC replied"):
+            await client.get("/redfish/v1/Chassis", deadline=started + 0.2)
+        assert _DEADLINE.get() == started + 30
+    assert time.monotonic() - started < 5
+    assert _DEADLINE.get() is None
+    with deadline_scope(None):  # None: the enclosing block's stays (here: none)
+        assert _DEADLINE.get() is None
+        with deadline_scope(started + 1), deadline_scope(None):
+            assert _DEADLINE.get() == started + 1
+    bmc.faults.clear()

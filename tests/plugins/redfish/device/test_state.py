@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ from plugins.base import (
     GpuPoliciesChange,
     GpuPolicy,
     InvalidRequestError,
+    Ping,
     Policy,
     PolicyAction,
     PolicyChange,
@@ -26,7 +29,7 @@ from plugins.redfish import RedfishPlugin
 from plugins.redfish._device.schema import LoadedState
 from plugins.redfish._device.state import DeviceState
 from plugins.redfish._discovery.layout import Discovery
-from plugins.redfish._platforms import Prior
+from plugins.redfish._platforms import LimitReading, Prior
 from tests.plugins.redfish.harness import Harness
 
 PROC_EM = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/{id}/EnvironmentMetrics"
@@ -205,6 +208,34 @@ async def test_a_loaded_state_is_taken_as_is_and_never_changed_by_the_operation(
     assert json.loads(json.dumps(out)) == out
 
 
+async def test_a_change_to_a_reading_or_an_applied_cap_replaces_its_entry_and_leaves_the_loaded_state(
+    gb200: Harness,
+) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    await gb200.call("set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(3200)))
+    loaded = gb200.plugin.load_state(json.loads(json.dumps(gb200.states[0])))
+    before = copy.deepcopy(loaded)
+    state = DeviceState(loaded)
+    gpu0, gpu1 = state.reading("gpu/0"), state.reading("gpu/1")
+    assert gpu0 is not None and gpu1 is not None and gpu0.evidence is not None
+    state.set_reading("gpu/0", replace(gpu0, watts=650.0))
+    state.set_applied("gpu/0", 650.0, 650.0, "topology")
+    state.set_policy("topology", "other")
+    state.record_prior("topology", "gpu/9", Prior(700.0, True))
+    out = state.to_json()
+    assert loaded == before  # the loaded state's sections and entries are as they were
+    assert out["readings"] is not loaded["readings"] and out["readings"]["gpu/0"]["watts"] == 650.0
+    # an entry no setter touched is the loaded one (entries are replaced whole, never changed in place)
+    assert out["readings"]["gpu/1"] is loaded["readings"]["gpu/1"]
+    assert out["priors"]["topology"] is not loaded["priors"]["topology"]  # changed in place: copied
+    assert "gpu/9" not in loaded["priors"]["topology"]
+    handed = copy.deepcopy(out)
+    state.set_reading("gpu/1", None)
+    state.set_applied("gpu/0", None, None, "topology")
+    assert out == handed and loaded == before  # a later change copies its section again
+    assert DeviceState(out).reading("gpu/0") == replace(gpu0, watts=650.0)
+
+
 async def test_a_discovery_the_plugin_checked_is_taken_back_as_is_any_other_checked(
     gb200: Harness,
 ) -> None:
@@ -262,3 +293,26 @@ async def test_a_discovery_section_is_parsed_once_while_the_state_hands_on_the_s
         "set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(3000)), state=as_json
     )
     assert third.result.ok and len(parses) >= 1  # another section object: parsed (and checked) again
+
+
+def test_a_prior_is_recorded_once_per_scope_with_the_resource_it_was_read_from() -> None:
+    state = DeviceState()
+    reading = LimitReading(700.0, True, mode="Manual", persistency="off")
+    assert not state.has_prior("topology", "gpu/0")
+    uri = PROC_EM.format(id="GPU_0")
+    assert state.record_prior("topology", "gpu/0", reading.prior(uri=uri))
+    assert state.has_prior("topology", "gpu/0") and not state.has_prior("rg:job", "gpu/0")
+    assert state.prior("topology", "gpu/0") == Prior(700.0, True, "Manual", uri, "off")
+    assert not state.record_prior("topology", "gpu/0", Prior(650.0, True))  # the first one stays
+    assert state.prior("topology", "gpu/0") == Prior(700.0, True, "Manual", uri, "off")
+    assert reading.prior() == Prior(700.0, True, "Manual", "", "off")
+
+
+async def test_an_operation_reports_when_it_last_reached_the_bmc(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    before = datetime.now(UTC)
+    out = await gb200.call("set_policy", bmc, PolicyChange(PolicyAction.SET, gpu_policy(3200)))
+    assert out.result.ok and out.reached_at is not None and out.reached_at.tzinfo is not None
+    assert before - timedelta(seconds=1) <= out.reached_at <= datetime.now(UTC) + timedelta(seconds=1)
+    ping = await gb200.call("ping", bmc, Ping())
+    assert ping.result.ok and ping.reached_at is not None and ping.reached_at >= out.reached_at

@@ -12,7 +12,7 @@ from plugins.redfish._platforms import (
     LimitReading,
     Prior,
 )
-from plugins.redfish._platforms._base import CapRequest, WriteEvidence, tightest
+from plugins.redfish._platforms._base import CapRequest, WriteEvidence, number, tightest
 from plugins.redfish._platforms.gate import absent_property, refusal
 from plugins.redfish._wire.document import Document
 
@@ -199,3 +199,67 @@ def test_a_post_body_is_checked_against_the_published_allowable_values_and_actio
     info = {"Parameters": [{"Name": "ResetType", "AllowableValues": ["ResetAll", "PreserveNetwork"]}]}
     assert refusal(mech, NODE, bad, reading, info) == ""  # the ActionInfo read allows it
     assert "Force is not a parameter its ActionInfo" in refusal(mech, NODE, other, reading, info)
+
+
+def test_the_evidence_records_paths_array_members_and_allowable_values_of_the_written_properties() -> None:
+    mech = EnvironmentMetricsMechanism()
+    body = {
+        "PowerLimitWatts": {
+            "SetPoint": 300,
+            "ControlMode": "Manual",
+            "ControlMode@Redfish.AllowableValues": ["Manual", 2],
+            "Orphan@Redfish.AllowableValues": ["x"],  # annotates nothing the resource shows
+            "Steps": [{"Watts": 1}, 7, None, {"Watts": 2, "Deep": {"A": {"B": {"C": {"D": 1}}}}}],
+        },
+        "Oem": {"Nvidia": {"PowerLimitPersistency": None}},
+        "PowerLimitWatts@Redfish.AllowableValues": [1],
+        "PowerWatts": {"Reading": 700},  # not a property the mechanism writes
+        "Actions": {"Oem": {"#NvidiaEnvironmentMetrics.ClearOOBSetPoint": {"target": "/x/Clear/"}}},
+    }
+    reading = mech.read(MODULE, Document(EM + "/", body))
+    evidence = reading.evidence
+    assert evidence is not None and reading.offered and evidence.refused == ""
+    assert evidence.path == EM
+    assert evidence.shown == {
+        "PowerLimitWatts",
+        "PowerLimitWatts/SetPoint",
+        "PowerLimitWatts/ControlMode",
+        "PowerLimitWatts/Steps",
+        "PowerLimitWatts/Steps/0",
+        "PowerLimitWatts/Steps/0/Watts",
+        "PowerLimitWatts/Steps/3",
+        "PowerLimitWatts/Steps/3/Watts",
+        "PowerLimitWatts/Steps/3/Deep",
+        "PowerLimitWatts/Steps/3/Deep/A",
+        "PowerLimitWatts/Steps/3/Deep/A/B",  # the sixth level: recorded, nothing under it
+        "Oem",
+        "Oem/Nvidia",
+        "Oem/Nvidia/PowerLimitPersistency",
+    }
+    assert evidence.allowable == {"PowerLimitWatts/ControlMode": ("Manual", "2"), "PowerLimitWatts": ("1",)}
+    assert list(evidence.actions) == ["/x/Clear"]
+    assert WriteEvidence.from_json(evidence.to_json()) == evidence
+
+
+def test_a_read_is_the_parse_with_whether_the_limit_is_offered_and_its_evidence() -> None:
+    mech = EnvironmentMetricsMechanism()
+    doc = Document(EM, {"PowerLimitWatts": {"SetPoint": 300, "AllowableMin": 50, "AllowableMax": 420}})
+    parsed = mech.parse(MODULE, doc)
+    read = mech.read(MODULE, doc)
+    assert type(read) is LimitReading
+    assert read == LimitReading(**{**parsed.__dict__, "offered": True, "evidence": read.evidence})
+    assert not parsed.offered and parsed.evidence is None  # the parse itself is left as it was
+    assert read.evidence == WriteEvidence.of(mech, "", doc)
+    bare = mech.read(MODULE, Document(EM, {"PowerWatts": {"Reading": 1}}))
+    assert not bare.offered and bare.evidence is not None and bare.evidence.refused
+
+
+def test_a_number_is_a_json_int_or_float_as_float_and_nothing_else() -> None:
+    class Watts(float):
+        pass
+
+    assert number(700) == 700.0 and type(number(700)) is float
+    assert number(712.5) == 712.5 and number(Watts(3.5)) == 3.5 and type(number(Watts(3.5))) is float
+    assert number(2**70) == float(2**70)
+    for not_a_number in (True, False, None, "700", [700], {"Reading": 700}):
+        assert number(not_a_number) is None

@@ -23,7 +23,14 @@ from plugins.base import InvalidRequestError
 from plugins.redfish._client.client import BmcClient
 from plugins.redfish._config import ConnectionSettings, RedfishSettings
 from plugins.redfish._plugin_config import settings_from
-from plugins.redfish._wire.document import MAX_CONTAINERS, MAX_NESTING, MAX_VALUES, loads, too_deep
+from plugins.redfish._wire.document import (
+    MAX_CONTAINERS,
+    MAX_NESTING,
+    MAX_VALUES,
+    loads,
+    past_bound,
+    too_deep,
+)
 from plugins.redfish._wire.errors import ProtocolError, ReplyBoundError
 from plugins.redfish._wire.http import HttpConnections, Origin, ReplyOverBound
 from plugins.redfish._wire.http_connection import (
@@ -251,6 +258,12 @@ def test_a_flat_array_of_millions_of_values_is_past_the_value_bound() -> None:
     with pytest.raises(ValueError, match=f"bound JSON values = {MAX_VALUES}"):
         loads(b"[" + b"1," * (MAX_VALUES + 1) + b"1]")
     assert len(loads(b"[" + b"1," * 1000 + b"1]")) == 1001
+    # the bound exactly, over a body just long enough to hold it, and commas inside strings
+    assert past_bound(b"[" + b"1," * MAX_VALUES + b"1]") is None
+    assert past_bound(b'["' + b"," * MAX_VALUES + b'"]') is None
+    over = past_bound(b'["' + b"," * (MAX_VALUES + 1) + b'"]')  # counted, not parsed: a bound
+    assert over is not None and over.bound == "JSON values"
+    assert past_bound(b"," * MAX_VALUES) is None
 
 
 async def test_8_mib_of_nested_arrays_is_refused_at_the_container_bound(

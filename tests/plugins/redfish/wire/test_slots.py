@@ -82,3 +82,60 @@ async def test_a_cancelled_waiter_loses_its_place_not_a_slot() -> None:
         await gone
     slots.release()
     assert slots.try_take(), "freed, not handed to the cancelled waiter"
+
+
+async def test_each_wait_gives_up_at_its_own_deadline_whatever_the_order_they_came_in() -> None:
+    slots = Slots(1)
+    assert slots.try_take()
+    gave_up: list[str] = []
+
+    async def wait(name: str, timeout: float | None) -> None:
+        try:
+            await slots.take(timeout)
+        except TimeoutError:
+            gave_up.append(name)
+            raise
+        gave_up.append(f"{name} served")
+
+    late = asyncio.create_task(wait("late", 0.2))
+    early = asyncio.create_task(wait("early", 0.05))  # came second, its deadline comes first
+    patient = asyncio.create_task(wait("patient", None))
+    with pytest.raises(TimeoutError):
+        await early
+    assert gave_up == ["early"] and not late.done()
+    with pytest.raises(TimeoutError):
+        await late
+    assert gave_up == ["early", "late"]
+    slots.release()  # to the one still waiting
+    await patient
+    assert gave_up == ["early", "late", "patient served"]
+    assert not slots.try_take()
+    slots.release()
+    assert slots.try_take()
+
+
+async def test_a_waiter_served_before_its_deadline_does_not_time_out_the_others() -> None:
+    slots = Slots(1)
+    assert slots.try_take()
+    first = asyncio.create_task(slots.take(0.05))
+    second = asyncio.create_task(slots.take(10.0))
+    await asyncio.sleep(0)
+    slots.release()  # `first` is served well before its deadline
+    await first
+    await asyncio.sleep(0.1)  # past `first`'s deadline: `second` waits on
+    assert not second.done()
+    slots.release()
+    await second
+    slots.release()
+    assert slots.try_take() and not slots.try_take()
+
+
+async def test_waits_that_time_out_together_all_give_up_and_leave_the_slots_free() -> None:
+    slots = Slots(2)
+    assert slots.try_take() and slots.try_take()
+    waits = [asyncio.create_task(slots.take(0.05)) for _ in range(5)]
+    results = await asyncio.gather(*waits, return_exceptions=True)
+    assert all(isinstance(r, TimeoutError) for r in results)
+    slots.release()
+    slots.release()
+    assert slots.try_take() and slots.try_take() and not slots.try_take()
