@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ._database import chunks
+from ._direct import Direct
 from ._models import OUTBOX, UTCDateTime
 from ._types import Completion, DueHead, OutboxItem
 
@@ -24,8 +25,8 @@ def insert_responses(
     request's shard (``shards``: request id -> shard)."""
     if not completions:
         return
-    conn.execute(
-        _INSERT,
+    _INSERT_RESPONSE.many(
+        conn,
         [
             {
                 "device": c.device,
@@ -43,8 +44,21 @@ def insert_responses(
     )
 
 
-# NOTE: statements run for every request are built once (see `_journal`)
-_INSERT = sa.insert(OB)
+# NOTE: statements run for every request are built once (see `_journal`), on the cursor (`_direct`)
+_INSERT_RESPONSE = Direct(
+    sa.insert(OB),
+    columns=(
+        "device",
+        "request_id",
+        "response",
+        "created_at",
+        "attempts",
+        "next_attempt_at",
+        "delivered_at",
+        "last_error",
+        "shard",
+    ),
+)
 
 _MARK_DELIVERED = (
     sa.update(OB)
