@@ -60,7 +60,7 @@ _INSERT_RESPONSE = Direct(
     ),
 )
 
-_MARK_DELIVERED = (
+_MARK_DELIVERED = Direct(
     sa.update(OB)
     .where(OB.c.id == sa.bindparam("b_id"), OB.c.delivered_at.is_(None))
     .values(delivered_at=sa.bindparam("b_at", type_=UTCDateTime()))
@@ -68,8 +68,8 @@ _MARK_DELIVERED = (
 
 
 def mark_delivered_many(conn: Connection, args: list[tuple[int, datetime]]) -> list[None]:
-    """Record deliveries (the first delivery time wins)."""
-    conn.execute(_MARK_DELIVERED, [{"b_id": oid, "b_at": at} for oid, at in args])
+    """Record deliveries (the first delivery time wins): every response's, on the cursor."""
+    _MARK_DELIVERED.many(conn, [{"b_id": oid, "b_at": at} for oid, at in args])
     return [None for _ in args]
 
 
