@@ -21,10 +21,13 @@ import contextlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+
+from ._models import UTCDateTime
 
 _POSTCOMPILE = re.compile(r"__\[POSTCOMPILE_(\w+)\]")
 
@@ -85,6 +88,9 @@ class Direct:
         fixed = {n: b.effective_value for n, b in binds.items() if not b.required}
         bind = {}
         for n, b in binds.items():
+            if dialect.name == "sqlite" and isinstance(b.type, UTCDateTime):
+                bind[n] = sqlite_utc_text
+                continue
             proc = b.type.dialect_impl(dialect).bind_processor(dialect)
             if proc is not None:
                 bind[n] = proc
@@ -127,6 +133,19 @@ class Direct:
         if not any(procs):
             return [c.row._make(r) for r in found]
         return [c.row._make(v if p is None else p(v) for p, v in zip(procs, r, strict=True)) for r in found]
+
+
+def sqlite_utc_text(value: datetime | None) -> str | None:
+    """A UTC datetime as SQLite's column holds it: the text `UTCDateTime` and SQLAlchemy's SQLite
+    `DATETIME` make of it (naive UTC, `YYYY-MM-DD HH:MM:SS.ffffff`), in one C call instead of two
+    conversions and a format with a dict of seven fields (a fifth of an accept's CPU)."""
+    if value is None:
+        return None
+    if value.tzinfo is not UTC:
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"naive datetime {value!r}: the store needs timezone-aware datetimes")
+        value = value.astimezone(UTC)
+    return value.isoformat(" ", "microseconds")[:-6]  # without its "+00:00"
 
 
 def _run(conn: Connection, sql: str, params: Any, *, many: bool) -> list[Any]:

@@ -5,14 +5,15 @@ error surfaces as SQLAlchemy's, so the group commit's retry and one-by-one rerun
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.dialects import sqlite
 
 from controller.store import Store
 from controller.store._database import create_engines, normalise_url
-from controller.store._direct import Direct
+from controller.store._direct import Direct, sqlite_utc_text
 from controller.store._models import OUTBOX, REQUESTS, UTCDateTime
 from tests.controller.store.test_completion import finish, req
 
@@ -122,3 +123,26 @@ async def test_one_bad_completion_in_a_batch_fails_only_its_caller(store: Store,
     statuses = [v.status for v in [await store.get_request(rid) for rid in ("r0", "r1", "r2")] if v]
     assert statuses == ["completed", "queued", "completed"]
     assert await store.device_state("dev2") == ({"limit": 200}, 1)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        WHOLE,
+        ODD,
+        datetime(1, 1, 1, 0, 0, 0, 1, tzinfo=UTC),
+        datetime(9998, 12, 31, 23, 59, 59, 999999, tzinfo=timezone(timedelta(hours=-5))),
+        datetime(2026, 6, 1, 0, 30, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+        None,
+    ],
+)
+def test_a_datetime_on_sqlite_is_the_text_sqlalchemy_makes(value: datetime | None) -> None:
+    dialect = sqlite.dialect()
+    theirs = UTCDateTime().dialect_impl(dialect).bind_processor(dialect)
+    assert theirs is not None
+    assert sqlite_utc_text(value) == theirs(value)
+
+
+def test_a_naive_datetime_is_refused_on_the_cursor_too() -> None:
+    with pytest.raises(ValueError, match="naive datetime"):
+        sqlite_utc_text(datetime(2026, 1, 1))
