@@ -89,6 +89,26 @@ def _accept_statement(dialect: str) -> Any:
     )
 
 
+_ACCEPT_SQLITE = Direct(
+    _accept_statement("sqlite"),
+    columns=(
+        "request_id",
+        "device",
+        "kind",
+        "payload",
+        "trace_id",
+        "status",
+        "outcome",
+        "error",
+        "attempts",
+        "accepted_at",
+        "deadline_at",
+        "owner",
+        "shard",
+    ),
+)
+
+
 # NOTE: statements run for every request are built once, with bound parameters (`expanding` for
 # IN lists): SQLAlchemy caches the compiled form by a key it computes anew for every statement
 # object, and building a select and computing that key cost ~8x its execution (0.4 of 0.5 ms).
@@ -136,7 +156,10 @@ def accept_many(conn: Connection, batches: list[Sequence[NewRequest]]) -> list[l
             for param, seq in zip(params, seqs, strict=True):
                 param["seq"] = seq
             params.sort(key=lambda param: param["request_id"])
-        inserted = {rid: seq for seq, rid in conn.execute(_accept_statement(conn.dialect.name), params)}
+        if is_postgres(conn):
+            inserted = {rid: seq for seq, rid in conn.execute(_accept_statement(conn.dialect.name), params)}
+        else:  # on the cursor (`_direct`): every acknowledged request runs it
+            inserted = {rid: seq for seq, rid in _ACCEPT_SQLITE.insert_returning(conn, params)}
         missing = [rid for rid in first if rid not in inserted]
         for part in chunks(missing):
             existing.update({rid: seq for rid, seq in conn.execute(_SEQS_OF, {"b_ids": list(part)})})
