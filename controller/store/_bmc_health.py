@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ._database import by_code_point, chunks
+from ._direct import Direct
 from ._models import BMC_HEALTH
 
 H = BMC_HEALTH
@@ -59,24 +60,36 @@ def _row(row: Any) -> BmcHealthRow:
     return BmcHealthRow(**dict(row._mapping))
 
 
-#: statements built once (building one per access cost more than running it)
-_SINCE = sa.select(H.c.device, H.c.inaccessible_since).where(
-    H.c.device.in_(sa.bindparam("b_devices", expanding=True))
+#: statements built once (building one per access cost more than running it), run on the
+#: cursor (`_direct`): every completed request records an access
+_SINCE = Direct(
+    sa.select(H.c.device, H.c.inaccessible_since).where(
+        H.c.device.in_(sa.bindparam("b_devices", expanding=True))
+    ),
+    expanding="b_devices",
 )
-_INSERT = sa.insert(H)
-_UPDATES: dict[tuple[str, ...], Any] = {}
+_INSERTS: dict[tuple[str, ...], Direct] = {}
+_UPDATES: dict[tuple[str, ...], Direct] = {}
 
 
-def _update(columns: tuple[str, ...]) -> Any:
+def _update(columns: tuple[str, ...]) -> Direct:
     """The UPDATE of these columns of one device's row (bound as `b_device`, `b_COLUMN`)."""
     statement = _UPDATES.get(columns)
     if statement is None:
-        statement = (
+        statement = Direct(
             sa.update(H)
             .where(H.c.device == sa.bindparam("b_device"))
-            .values({c: sa.bindparam(f"b_{c}") for c in columns})
+            .values({c: sa.bindparam(f"b_{c}", type_=H.c[c].type) for c in columns})
         )
         _UPDATES[columns] = statement
+    return statement
+
+
+def _insert(columns: tuple[str, ...]) -> Direct:
+    """The INSERT of a row with these columns."""
+    statement = _INSERTS.get(columns)
+    if statement is None:
+        statement = _INSERTS[columns] = Direct(sa.insert(H), columns=columns)
     return statement
 
 
@@ -87,9 +100,7 @@ def record_many(conn: Connection, args: list[list[BmcAccess]]) -> list[None]:
     devices = list(dict.fromkeys(a.device for a in accesses))
     since: dict[str, datetime | None] = {}
     for part in chunks(devices):
-        since.update(
-            {r.device: r.inaccessible_since for r in conn.execute(_SINCE, {"b_devices": list(part)})}
-        )
+        since.update({r.device: r.inaccessible_since for r in _SINCE.select(conn, part)})
     stored = set(since)
     rows: dict[str, dict[str, Any]] = {}
     for a in accesses:
@@ -122,9 +133,9 @@ def record_many(conn: Connection, args: list[list[BmcAccess]]) -> list[None]:
         else:
             inserts.setdefault(columns, []).append({"device": device, **values})
     for columns, group in updates.items():
-        conn.execute(_update(columns), group)
-    for group in inserts.values():
-        conn.execute(_INSERT, group)
+        _update(columns).many(conn, group)
+    for columns, group in inserts.items():
+        _insert(("device", *columns)).many(conn, group)
     return [None for _ in args]
 
 

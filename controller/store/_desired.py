@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ._database import chunks, insert_for
+from ._direct import Direct
 from ._models import DESIRED_LIMITS as D
 from ._models import DEVICES, REQUESTS
 from ._models import STATE_AUDIT as A
@@ -34,17 +35,17 @@ def record(conn: Connection, completions: Sequence[Completion]) -> None:
                 "set_at": c.finished_at,
                 "drift_detail": "",
             }
-    if rows:
-        conn.execute(_record_statement(conn.dialect.name), list(rows.values()))
+    _record_statement(conn.dialect.name).many(conn, list(rows.values()))
 
 
 @functools.cache
-def _record_statement(dialect: str) -> Any:
+def _record_statement(dialect: str) -> Direct:
     stmt = insert_for(dialect, D)
-    return stmt.on_conflict_do_update(
+    upsert = stmt.on_conflict_do_update(
         index_elements=[D.c.device, D.c.component],
         set_={name: stmt.excluded[name] for name in ("watts", "request_id", "set_at")},
     )
+    return Direct(upsert, columns=("device", "component", "watts", "request_id", "set_at", "drift_detail"))
 
 
 def desired_for(conn: Connection, device: str) -> list[DesiredLimit]:

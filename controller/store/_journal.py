@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 from . import _desired, _outbox, _shards, _state_changes, _verifications
 from ._batch import Failed
 from ._database import chunks, insert_for, is_postgres
+from ._direct import Direct
 from ._models import CONTROLLER_LEASES, OUTBOX, REQUESTS, UTCDateTime
 from ._types import Accepted, Completion, JournalRow, NewRequest, RequestStatus, RequestView
 
@@ -88,6 +89,26 @@ def _accept_statement(dialect: str) -> Any:
     )
 
 
+_ACCEPT_SQLITE = Direct(
+    _accept_statement("sqlite"),
+    columns=(
+        "request_id",
+        "device",
+        "kind",
+        "payload",
+        "trace_id",
+        "status",
+        "outcome",
+        "error",
+        "attempts",
+        "accepted_at",
+        "deadline_at",
+        "owner",
+        "shard",
+    ),
+)
+
+
 # NOTE: statements run for every request are built once, with bound parameters (`expanding` for
 # IN lists): SQLAlchemy caches the compiled form by a key it computes anew for every statement
 # object, and building a select and computing that key cost ~8x its execution (0.4 of 0.5 ms).
@@ -135,7 +156,10 @@ def accept_many(conn: Connection, batches: list[Sequence[NewRequest]]) -> list[l
             for param, seq in zip(params, seqs, strict=True):
                 param["seq"] = seq
             params.sort(key=lambda param: param["request_id"])
-        inserted = {rid: seq for seq, rid in conn.execute(_accept_statement(conn.dialect.name), params)}
+        if is_postgres(conn):
+            inserted = {rid: seq for seq, rid in conn.execute(_accept_statement(conn.dialect.name), params)}
+        else:  # on the cursor (`_direct`): every acknowledged request runs it
+            inserted = {rid: seq for seq, rid in _ACCEPT_SQLITE.insert_returning(conn, params)}
         missing = [rid for rid in first if rid not in inserted]
         for part in chunks(missing):
             existing.update({rid: seq for rid, seq in conn.execute(_SEQS_OF, {"b_ids": list(part)})})
@@ -205,7 +229,7 @@ def _claim_older(conn: Connection, new: list[tuple[NewRequest, int]]) -> dict[st
     return found
 
 
-_MARK_RUNNING = (
+_MARK_RUNNING = Direct(
     sa.update(R)
     .where(R.c.request_id == sa.bindparam("b_request_id"), R.c.status != COMPLETED)
     .values(
@@ -218,7 +242,7 @@ _MARK_RUNNING = (
 
 def mark_running_many(conn: Connection, args: list[tuple[str, datetime]]) -> list[None]:
     """Mark requests running (never a completed one: a late start must not reopen it)."""
-    conn.execute(_MARK_RUNNING, [{"b_request_id": rid, "b_at": at} for rid, at in args])
+    _MARK_RUNNING.many(conn, [{"b_request_id": rid, "b_at": at} for rid, at in args])
     return [None for _ in args]
 
 
@@ -234,9 +258,10 @@ _COMPLETE = (
     )
 )
 #: a completion that also records the start (no ``mark_running`` was written for it)
-_COMPLETE_STARTED = _COMPLETE.values(
-    started_at=sa.bindparam("b_started_at", type_=UTCDateTime()), attempts=R.c.attempts + 1
+_COMPLETE_STARTED = Direct(
+    _COMPLETE.values(started_at=sa.bindparam("b_started_at", type_=UTCDateTime()), attempts=R.c.attempts + 1)
 )
+_COMPLETE_DIRECT = Direct(_COMPLETE)
 
 
 def complete_many(conn: Connection, completions: list[Completion]) -> list[bool | Failed]:
@@ -254,7 +279,7 @@ def complete_many(conn: Connection, completions: list[Completion]) -> list[bool 
     current: dict[str, Any] = {}
     query = _completing_query(conn.dialect.name)
     for part in chunks(rids):
-        current.update({row.request_id: row for row in conn.execute(query, {"b_ids": list(part)})})
+        current.update({row.request_id: row for row in query.select(conn, part)})
 
     results: list[bool | Failed] = []
     applied: list[Completion] = []
@@ -273,11 +298,10 @@ def complete_many(conn: Connection, completions: list[Completion]) -> list[bool 
         return results
 
     for statement, group in (
-        (_COMPLETE, [c for c in applied if c.started_at is None]),
+        (_COMPLETE_DIRECT, [c for c in applied if c.started_at is None]),
         (_COMPLETE_STARTED, [c for c in applied if c.started_at is not None]),
     ):
-        if group:
-            conn.execute(statement, [_completion_params(c) for c in group])
+        statement.many(conn, [_completion_params(c) for c in group])
     # Audit rows carry the journal's trace id and kind when the completion leaves them empty.
     _state_changes.apply_completions(
         conn,
@@ -296,13 +320,13 @@ def complete_many(conn: Connection, completions: list[Completion]) -> list[bool 
 
 
 @functools.cache
-def _completing_query(dialect: str) -> Any:
+def _completing_query(dialect: str) -> Direct:
     query = (
         sa.select(R.c.request_id, R.c.status, R.c.trace_id, R.c.kind, R.c.shard)
         .where(R.c.request_id.in_(sa.bindparam("b_ids", expanding=True)))
         .order_by(R.c.request_id)
     )
-    return query.with_for_update() if dialect == "postgresql" else query
+    return Direct(query.with_for_update() if dialect == "postgresql" else query, expanding="b_ids")
 
 
 def _completion_params(c: Completion) -> dict[str, Any]:

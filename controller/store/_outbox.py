@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ._database import chunks
+from ._direct import Direct
 from ._models import OUTBOX, UTCDateTime
 from ._types import Completion, DueHead, OutboxItem
 
@@ -24,8 +25,8 @@ def insert_responses(
     request's shard (``shards``: request id -> shard)."""
     if not completions:
         return
-    conn.execute(
-        _INSERT,
+    _INSERT_RESPONSE.many(
+        conn,
         [
             {
                 "device": c.device,
@@ -43,10 +44,23 @@ def insert_responses(
     )
 
 
-# NOTE: statements run for every request are built once (see `_journal`)
-_INSERT = sa.insert(OB)
+# NOTE: statements run for every request are built once (see `_journal`), on the cursor (`_direct`)
+_INSERT_RESPONSE = Direct(
+    sa.insert(OB),
+    columns=(
+        "device",
+        "request_id",
+        "response",
+        "created_at",
+        "attempts",
+        "next_attempt_at",
+        "delivered_at",
+        "last_error",
+        "shard",
+    ),
+)
 
-_MARK_DELIVERED = (
+_MARK_DELIVERED = Direct(
     sa.update(OB)
     .where(OB.c.id == sa.bindparam("b_id"), OB.c.delivered_at.is_(None))
     .values(delivered_at=sa.bindparam("b_at", type_=UTCDateTime()))
@@ -54,8 +68,8 @@ _MARK_DELIVERED = (
 
 
 def mark_delivered_many(conn: Connection, args: list[tuple[int, datetime]]) -> list[None]:
-    """Record deliveries (the first delivery time wins)."""
-    conn.execute(_MARK_DELIVERED, [{"b_id": oid, "b_at": at} for oid, at in args])
+    """Record deliveries (the first delivery time wins): every response's, on the cursor."""
+    _MARK_DELIVERED.many(conn, [{"b_id": oid, "b_at": at} for oid, at in args])
     return [None for _ in args]
 
 

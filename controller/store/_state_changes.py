@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 
 from ._database import chunks, insert_for
 from ._devices import normalise_json
+from ._direct import Direct
 from ._models import DEVICES, STATE_AUDIT, UTCDateTime
 from ._types import Completion
 
@@ -171,14 +172,10 @@ def apply_completions(
         for device, row in touched.items()
         if device in restated and device not in whole
     ]
-    if restates:
-        conn.execute(_restate_statement(conn.dialect.name), restates)
+    _restate_statement(conn.dialect.name).many(conn, restates)
     written = whole | restated.keys()
-    touches = [_touch_params(row) for device, row in touched.items() if device not in written]
-    if touches:
-        conn.execute(_TOUCH, touches)
-    if audits:
-        conn.execute(_audit_statement(conn.dialect.name), audits)
+    _TOUCH_DIRECT.many(conn, [_touch_params(row) for device, row in touched.items() if device not in written])
+    _audit_statement(conn.dialect.name).many(conn, audits)
 
 
 def state_digest(text: str) -> bytes:
@@ -196,8 +193,8 @@ def _read_rows(conn: Connection, devices: list[str]) -> tuple[dict[str, dict[str
     texts: dict[str, str] = {}
     query = _devices_query(conn.dialect.name)
     for part in chunks(devices):
-        for found in conn.execute(query, {"b_ids": list(part)}):
-            row = rows[found.id] = dict(found._mapping)
+        for found in query.select(conn, part):
+            row = rows[found.id] = found._asdict()
             if "state_text" in row:  # SQLite
                 text = row.pop("state_text")
                 row["state_json"] = None if text is None else _UNREAD
@@ -238,14 +235,16 @@ def _new_row(c: Completion) -> dict[str, Any]:
 
 
 @functools.cache
-def _audit_statement(dialect: str) -> Any:
+def _audit_statement(dialect: str) -> Direct:
     """An audit row with its summary bound as JSON text (cast on PostgreSQL, whose column is JSONB)."""
     text = sa.bindparam("b_summary", type_=sa.Text())
-    return sa.insert(A).values(summary=sa.cast(text, JSONB) if dialect == "postgresql" else text)
+    columns = ("device", "request_id", "trace_id", "kind", "at", "state_version")
+    statement = sa.insert(A).values(summary=sa.cast(text, JSONB) if dialect == "postgresql" else text)
+    return Direct(statement, columns=columns)
 
 
 @functools.cache
-def _devices_query(dialect: str) -> Any:
+def _devices_query(dialect: str) -> Direct:
     """The device rows a completion batch changes (locked on PostgreSQL). On SQLite the state comes
     as its stored text (`state_text`), parsed only where a completion's change is not taken as given."""
     if dialect == "postgresql":
@@ -254,7 +253,7 @@ def _devices_query(dialect: str) -> Any:
         columns = [c for c in D.columns if c.name != "state_json"]
         columns.append(sa.type_coerce(D.c.state_json, sa.Text()).label("state_text"))
     query = sa.select(*columns).where(D.c.id.in_(sa.bindparam("b_ids", expanding=True))).order_by(D.c.id)
-    return query.with_for_update() if dialect == "postgresql" else query
+    return Direct(query.with_for_update() if dialect == "postgresql" else query, expanding="b_ids")
 
 
 _TOUCH = (
@@ -269,15 +268,18 @@ _TOUCH = (
         updated_at=sa.bindparam("b_updated_at", type_=UTCDateTime()),
     )
 )
+_TOUCH_DIRECT = Direct(_TOUCH)
 
 
 @functools.cache
-def _restate_statement(dialect: str) -> Any:
+def _restate_statement(dialect: str) -> Direct:
     """`_TOUCH` plus the state, bound as JSON text (cast on PostgreSQL, whose column is JSONB)."""
     text = sa.bindparam("b_state", type_=sa.Text())
-    return _TOUCH.values(
-        state_json=sa.cast(text, JSONB) if dialect == "postgresql" else text,
-        state_version=sa.bindparam("b_version", type_=sa.Integer()),
+    return Direct(
+        _TOUCH.values(
+            state_json=sa.cast(text, JSONB) if dialect == "postgresql" else text,
+            state_version=sa.bindparam("b_version", type_=sa.Integer()),
+        )
     )
 
 

@@ -90,7 +90,13 @@ class Store:
         #: Group-commit counters (batches, transactions, ops, retries, failures).
         self.stats = StoreStats()
         self._writer = BatchWriter(
-            self._write_engine, batch_max=batch_max, stats=self.stats, linger=STORE_LINGER
+            self._write_engine,
+            batch_max=batch_max,
+            stats=self.stats,
+            linger=STORE_LINGER,
+            # a SQLite file's connection is kept between transactions; PostgreSQL's is checked
+            # out (and pinged) for each, so a restarted server costs no failed transaction
+            hold_connection=url.get_backend_name() == "sqlite" and not self._memory,
         )
         #: delivery outcomes' own engine and writer (PostgreSQL; None: the main writer, first)
         self._outcome_engine = _database.create_outcome_engine(url)

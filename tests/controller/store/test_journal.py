@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL
 
 from controller.store import Completion, NewRequest, NewVerification, RequestStatus, Store
+from controller.store._direct import ROWS_PER_INSERT
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
 
@@ -64,6 +65,24 @@ async def test_accept_inserts_and_reports_duplicates(store: Store) -> None:
     assert view.accepted_at == T0 and view.accepted_at.tzinfo is not None
     assert view.deadline_at == T0 + timedelta(seconds=30)
     assert (view.attempts, view.outcome, view.owner, view.response) == (0, "", "ctl-a", None)
+
+
+async def test_a_burst_larger_than_one_insert_keeps_arrival_order(store: Store) -> None:
+    """More requests than one multi-row INSERT takes (SQLite: `ROWS_PER_INSERT`), some journaled
+    already: each new one is inserted once, seqs in arrival order, the others report their seq."""
+    early = await store.accept([req("r0007"), req("r0300")])
+    ids = [f"r{i:04d}" for i in range(ROWS_PER_INSERT * 2 + 50)]
+    accepted = await store.accept([req(rid) for rid in ids])
+    assert [a.request_id for a in accepted] == ids
+    by_id = {a.request_id: a for a in accepted}
+    assert (by_id["r0007"].inserted, by_id["r0007"].seq) == (False, early[0].seq)
+    assert (by_id["r0300"].inserted, by_id["r0300"].seq) == (False, early[1].seq)
+    fresh = [a for a in accepted if a.request_id not in ("r0007", "r0300")]
+    assert all(a.inserted for a in fresh)
+    assert [a.seq for a in fresh] == sorted(a.seq for a in fresh)
+    assert len({a.seq for a in accepted}) == len(ids)
+    view = await store.get_request(ids[-1])
+    assert view is not None and view.accepted_at == T0 and view.payload == req(ids[-1]).payload
 
 
 async def test_concurrent_accept_one_calls_share_one_transaction(store: Store) -> None:
