@@ -343,8 +343,8 @@ class BatchWriter:
         if held is not None:
             try:
                 held.close()
-            except Exception:  # a broken connection: the pool discards it
-                log.debug("closing the writer's connection failed", exc_info=True)
+            except Exception as exc:  # a broken connection: the pool discards it
+                log.debug("closing the writer's connection failed: %s: %s", type(exc).__name__, exc)
 
     def _transaction_once(self, batch: list[_Pending]) -> list[tuple[_Pending, Any, bool]]:
         self.stats.transactions += 1
