@@ -13,7 +13,8 @@ What crosses between the two loops, and how:
 - an accepted request is handed to the execution loop's dispatcher in acceptance order
   (`Handover`: one wake-up of that loop per burst, not one per request);
 - the admin API's methods run on the execution loop (`OnLoop`): they read and start the
-  execution's work (dry runs, verifications, waits for a request's completion);
+  execution's work (dry runs, verifications, waits for a request's completion); an abort there
+  is carried back and made on the server's loop, where grpc sends the status;
 - the health servicer's status is set on the front door's loop (`on_loop`), where its watchers wait.
 The store is shared as it is: its writer thread answers each caller on the caller's own loop.
 """
@@ -26,7 +27,9 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
+
+import grpc
 
 from controller.process.supervise import describe
 
@@ -107,12 +110,37 @@ class FrontDoor:
             log.error("shutdown: the gRPC server's thread did not end within %.0f s", JOIN_TIMEOUT)
 
 
+class Aborted(Exception):
+    """`ContextOnLoop.abort` on the execution's loop: the call ends with this status."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code = code
+        self.details = details
+
+
+class ContextOnLoop:
+    """A servicer context for a call that runs on another loop than the gRPC server's.
+
+    `abort` sends the status at once, on the loop it is awaited on, so it must be awaited on the
+    server's: here it ends the call with `Aborted`, which `OnLoop` turns into the real abort on
+    the server's loop. Everything else (peer, metadata, deadline) is read from the real context."""
+
+    def __init__(self, context: grpc.aio.ServicerContext) -> None:
+        self._context = context
+
+    async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> NoReturn:
+        raise Aborted(code, details)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+
 class OnLoop:
     """A servicer whose RPC methods (its coroutine functions) run on another event loop.
 
     The gRPC server looks each method up by name on this object and awaits it on its own loop;
-    the call runs on `loop`. A `context.abort` there raises as usual: it only records the status
-    on the call and raises, and the server sends that status when the exception reaches it."""
+    the call runs on `loop` with a `ContextOnLoop`, and an abort there is made here."""
 
     def __init__(self, servicer: object, loop: asyncio.AbstractEventLoop) -> None:
         self._servicer = servicer
@@ -124,8 +152,11 @@ class OnLoop:
             return method
         loop = self._loop
 
-        async def call(request: Any, context: Any) -> Any:
-            return await on_loop(loop, method(request, context))
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                return await on_loop(loop, method(request, ContextOnLoop(context)))
+            except Aborted as aborted:
+                await context.abort(aborted.code, aborted.details)
 
         call.__name__ = call.__qualname__ = name
         return call

@@ -66,6 +66,23 @@ async def test_admin_calls_run_on_the_execution_loop_and_their_aborts_reach_the_
         raise AssertionError("GetDevice of an unknown device answered")
 
 
+async def test_every_abort_on_the_execution_loop_reaches_its_caller_without_a_traceback(
+    start_controller, caplog
+) -> None:
+    h = await start_controller(memory_inventory(1))
+
+    async def missing(i: int) -> grpc.StatusCode:
+        try:
+            await h.admin.GetRequest(apb.GetRequestRequest(request_id=f"never-sent-{i}"))
+        except grpc.aio.AioRpcError as exc:
+            return exc.code()
+        return grpc.StatusCode.OK
+
+    codes = await asyncio.gather(*(missing(i) for i in range(300)))
+    assert set(codes) == {grpc.StatusCode.NOT_FOUND}
+    assert "Traceback" not in caplog.text and "different loop" not in caplog.text
+
+
 async def test_a_health_watcher_on_the_server_loop_hears_the_stop(start_controller) -> None:
     h = await start_controller(memory_inventory(1))
     stub = health_pb2_grpc.HealthStub(h.channel)
