@@ -26,7 +26,7 @@ import inspect
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from typing import Any, Generic, NoReturn, TypeVar
 
 import grpc
@@ -148,9 +148,27 @@ class OnLoop:
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._servicer, name)
+        loop = self._loop
+        if inspect.isasyncgenfunction(method):  # a server stream: each item made on `loop`
+
+            async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                items = method(request, ContextOnLoop(context))
+                try:
+                    while True:
+                        try:
+                            item = await on_loop(loop, _next(items))
+                        except Aborted as aborted:
+                            await context.abort(aborted.code, aborted.details)
+                        if item is _END:
+                            return
+                        yield item
+                finally:
+                    await on_loop(loop, _close(items))
+
+            stream.__name__ = stream.__qualname__ = name
+            return stream
         if not inspect.iscoroutinefunction(method):
             return method
-        loop = self._loop
 
         async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
             try:
@@ -160,6 +178,22 @@ class OnLoop:
 
         call.__name__ = call.__qualname__ = name
         return call
+
+
+#: what `_next` returns at the end of a stream
+_END = object()
+
+
+async def _close(items: Any) -> None:
+    await items.aclose()
+
+
+async def _next(items: AsyncIterator[Any]) -> Any:
+    """The stream's next item, or `_END` (StopAsyncIteration does not cross loops as a result)."""
+    try:
+        return await anext(items)
+    except StopAsyncIteration:
+        return _END
 
 
 class Handover(Generic[J]):

@@ -97,6 +97,21 @@ async def test_a_health_watcher_on_the_server_loop_hears_the_stop(start_controll
     watch.cancel()
 
 
+async def test_a_wait_streams_from_the_execution_loop_until_the_request_completes(start_controller) -> None:
+    h = await start_controller(memory_inventory(1, delay=0.3))
+    await h.stub.SendDeviceRequest(ping("node000", "wait-1"))
+    records = [r async for r in h.admin.WaitRequest(apb.WaitRequestRequest(request_id="wait-1"))]
+    assert records and records[-1].status == apb.COMPLETED
+    assert [r.request_id for r in records] == ["wait-1"] * len(records)
+    try:
+        async for _ in h.admin.WaitRequest(apb.WaitRequestRequest(request_id="never-sent")):
+            raise AssertionError("a record of a request never sent")
+    except grpc.aio.AioRpcError as exc:
+        assert exc.code() == grpc.StatusCode.NOT_FOUND
+    else:
+        raise AssertionError("the wait for a request never sent ended without NOT_FOUND")
+
+
 class _Recorder:
     def __init__(self) -> None:
         self.loops: list[asyncio.AbstractEventLoop] = []
@@ -105,11 +120,16 @@ class _Recorder:
         self.loops.append(asyncio.get_running_loop())
         return request * 2
 
+    async def Stream(self, request: Any, context: Any) -> Any:
+        for i in range(request):
+            self.loops.append(asyncio.get_running_loop())
+            yield i
+
     def plain(self) -> str:
         return "plain"
 
 
-async def test_on_loop_runs_each_method_on_its_loop_and_leaves_other_attributes_alone() -> None:
+async def test_on_loop_runs_each_method_and_stream_on_its_loop_and_leaves_other_attributes_alone() -> None:
     here = asyncio.get_running_loop()
     door = FrontDoor()
     door.start()
@@ -120,6 +140,12 @@ async def test_on_loop_runs_each_method_on_its_loop_and_leaves_other_attributes_
         assert await door.call(proxy.Method(21, None)) == 42
         assert recorder.loops == [here]
         assert proxy.plain() == "plain"
+
+        async def consume() -> list[int]:
+            return [i async for i in proxy.Stream(3, None)]
+
+        assert await door.call(consume()) == [0, 1, 2]
+        assert recorder.loops == [here] * 4
     finally:
         await door.stop()
 
