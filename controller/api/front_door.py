@@ -22,6 +22,7 @@ The store is shared as it is: its writer thread answers each caller on the calle
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import threading
@@ -153,17 +154,22 @@ class OnLoop:
 
             async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
                 items = method(request, ContextOnLoop(context))
+                making = False  # an item is being made: a cancel reaches the stream there and ends it
                 try:
                     while True:
+                        making = True
                         try:
                             item = await on_loop(loop, _next(items))
                         except Aborted as aborted:
                             await context.abort(aborted.code, aborted.details)
+                        making = False
                         if item is _END:
                             return
                         yield item
                 finally:
-                    await on_loop(loop, _close(items))
+                    if not making:  # the caller stopped between items: close the stream there
+                        with contextlib.suppress(Exception):  # the execution loop is closed
+                            await on_loop(loop, _close(items))
 
             stream.__name__ = stream.__qualname__ = name
             return stream

@@ -150,6 +150,50 @@ async def test_on_loop_runs_each_method_and_stream_on_its_loop_and_leaves_other_
         await door.stop()
 
 
+async def test_a_stream_cancelled_while_its_next_item_is_made_ends_as_cancelled() -> None:
+    # a caller that goes away while the execution loop makes the next item (WaitRequest's wait)
+    here = asyncio.get_running_loop()
+    ended = asyncio.Event()
+
+    class Waits:
+        async def Stream(self, request: Any, context: Any) -> Any:
+            try:
+                yield "first"
+                await asyncio.Event().wait()  # the next item never comes
+                yield "never"
+            finally:
+                ended.set()
+
+    door = FrontDoor()
+    door.start()
+    try:
+        proxy = OnLoop(Waits(), here)
+        got: list[str] = []
+        first = asyncio.Event()  # set on the front door's loop, awaited there
+
+        async def consume() -> str:
+            try:
+                async for item in proxy.Stream(None, None):
+                    got.append(item)
+                    first.set()
+            except asyncio.CancelledError:
+                return "cancelled"
+            return "ended"
+
+        async def consume_then_cancel() -> str:
+            task = asyncio.ensure_future(consume())
+            await first.wait()
+            await asyncio.sleep(0.05)  # the second item is being made on the execution loop
+            task.cancel()
+            return await task
+
+        assert await door.call(consume_then_cancel()) == "cancelled"
+        await asyncio.wait_for(ended.wait(), 10)  # the stream itself was ended on its loop
+        assert got == ["first"]
+    finally:
+        await door.stop()
+
+
 async def test_handover_keeps_the_order_and_holds_a_job_until_it_is_taken() -> None:
     taken: list[str] = []
     handover: Handover[str] = Handover(asyncio.get_running_loop(), taken.append, key=str)
