@@ -66,18 +66,24 @@ async def _busy(stop: asyncio.Event, done: list[int]) -> None:
     await asyncio.gather(*(task() for _ in range(BUSY_TASKS)))
 
 
+def noop_controller(workdir: Path, devices: int, instance_id: str) -> Controller:
+    """A controller in this process on SQLite in `workdir`, serving `devices` no-op devices
+    (dev0, dev1, ...) on a free loopback port, with no topology callback."""
+    inventory = {f"dev{i}": DeviceEntry(f"dev{i}", NOOP_PLUGIN, {}) for i in range(devices)}
+    settings = Settings(
+        listen="127.0.0.1:0",
+        database_url=f"sqlite:///{workdir / 'journal.db'}",
+        callback="",
+        auto_upgrade=True,
+        instance_id=instance_id,
+    )
+    return Controller(settings, inventory)
+
+
 async def run_once(interval: float, count: int, devices: int) -> str:
     sys.setswitchinterval(interval)
     with tempfile.TemporaryDirectory(prefix="ack-priority-") as workdir:
-        inventory = {f"dev{i}": DeviceEntry(f"dev{i}", NOOP_PLUGIN, {}) for i in range(devices)}
-        settings = Settings(
-            listen="127.0.0.1:0",
-            database_url=f"sqlite:///{Path(workdir) / 'journal.db'}",
-            callback="",
-            auto_upgrade=True,
-            instance_id="ack-priority",
-        )
-        controller = Controller(settings, inventory)
+        controller = noop_controller(Path(workdir), devices, "ack-priority")
         port = await controller.start()
         stop, done = asyncio.Event(), [0]
         busy = asyncio.create_task(_busy(stop, done))

@@ -7,12 +7,9 @@ import sys
 from pathlib import Path
 
 from bench import prober
-from bench.processes import NOOP_PLUGIN
+from bench.ack_priority import noop_controller
 from bench.util import ROOT, child_env
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
-from controller.app import Controller
-from controller.config import Settings
-from controller.inventory import DeviceEntry
 
 R = pb.DeviceControllerRequest
 
@@ -34,15 +31,7 @@ def test_its_output_gives_the_waits_and_counts_the_failures() -> None:
 
 
 async def test_it_probes_a_controller_until_its_stdin_closes(tmp_path: Path) -> None:
-    inventory = {f"dev{i}": DeviceEntry(f"dev{i}", NOOP_PLUGIN, {}) for i in range(2)}
-    settings = Settings(
-        listen="127.0.0.1:0",
-        database_url=f"sqlite:///{tmp_path / 'journal.db'}",
-        callback="",
-        auto_upgrade=True,
-        instance_id="prober-test",
-    )
-    controller = Controller(settings, inventory)
+    controller = noop_controller(tmp_path, 2, "prober-test")
     port = await controller.start()
     try:
         prober.write_requests(tmp_path / "r.bin", _pings(3))
