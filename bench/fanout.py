@@ -151,7 +151,10 @@ async def _devicectl(
                     await _seed_probes(stub, tracker)
                     for phase in PHASES:
                         phases.append(
-                            await _phase(n, config, controller, sims, tracker, stub, devices, phase, metrics)
+                            await _phase(
+                                n, config, controller, sims, tracker, stub, devices, phase, metrics,
+                                launch.executing_ports(),
+                            )
                         )
             finally:
                 final = await controller.stop()
@@ -166,7 +169,8 @@ async def _devicectl(
                         stub = dgrpc.DeviceControllerStub(channel)
                         phases.append(
                             await _phase(
-                                n, config, restarted, sims, tracker, stub, devices, AFTER_RESTART, port
+                                n, config, restarted, sims, tracker, stub, devices, AFTER_RESTART, port,
+                                launch.executing_ports(),
                             )
                         )
                 finally:
@@ -227,6 +231,10 @@ class _Launch:
             env=env,
         )
 
+    def executing_ports(self) -> list[int]:
+        """The metrics ports of the processes that execute (the executors, or the one process)."""
+        return [self.metrics + i for i in range(1, self.workers + 1)] if self.workers else [self.metrics]
+
     async def ready(self, controller: ControllerProcess) -> dict[str, float]:
         """Start `controller` and wait until it serves and its executors share the shards evenly;
         its wall time and CPU seconds until then."""
@@ -248,8 +256,7 @@ class _Launch:
         began = time.monotonic()
         start = await self.ready(controller)
         say(f"{label}: restarted with the warm-up at start, serving after {start['seconds']:.1f} s")
-        ports = [self.metrics + i for i in range(1, self.workers + 1)] if self.workers else [self.metrics]
-        devices = await _warmup_finished(ports, 300 + self.n * 0.5, label)
+        devices = await _warmup_finished(self.executing_ports(), 300 + self.n * 0.5, label)
         warm_at = time.monotonic()
         cpu = controller.sample().cpu_seconds
         stats = await self.sims.stats()
@@ -319,8 +326,10 @@ async def _phase(
     devices: list[str],
     phase: Phase,
     metrics: int | None = None,
+    executing: list[int] | None = None,
 ) -> dict[str, Any]:
-    """One wave; `metrics`: the acking process's metrics port, for its own ack histogram."""
+    """One wave; `metrics`: the acking process's metrics port, for its own ack histogram;
+    `executing`: the executing processes' metrics ports, for their garbage collector's CPU."""
     label = f"fanout n={n} devicectl {phase.name}"
     await sims.reset()
     ids = [f"{phase.group}-{device}" for device in devices]
@@ -360,6 +369,7 @@ async def _phase(
             None if isinstance(controller, ProcessTree) else _plugin_cpu(controller.pid),
         )
         inside_before = await asyncio.to_thread(ack_histogram, metrics) if metrics else {}
+        gc_before = await asyncio.to_thread(gc_seconds, executing or [])
         started = time.monotonic()
         await asyncio.gather(*(send(r) for r in requests))
         acked = time.monotonic()
@@ -370,6 +380,7 @@ async def _phase(
             probe_ms, probe_failures = await _stop_prober(*probes)
     sample = controller.sample()
     inside = server_side(inside_before, await asyncio.to_thread(ack_histogram, metrics)) if metrics else {}
+    gc_cpu = await asyncio.to_thread(gc_seconds, executing or [])
     plugin_cpu = _plugin_cpu(controller.pid) - plugin_before if plugin_before is not None else 0.0
     cpu = sample.cpu_seconds - cpu_before + plugin_cpu  # the plugin process works for the controller
     sim_cpu, own_cpu = sims.cpu_seconds() - sim_before, time.process_time() - own_before
@@ -402,6 +413,8 @@ async def _phase(
             "probe_ack_max_ms": max(probe_ms, default=0.0),
             "probe_failures": probe_failures,
             "controller_cpu_s": cpu,
+            # the cyclic garbage collector's share of it (None: a ref that does not count it)
+            "gc_cpu_s": None if gc_cpu is None or gc_before is None else gc_cpu - gc_before,
             "plugin_process_cpu_s": plugin_cpu,
             "cpu_ms_per_call": cpu / summary["calls"] * 1000 if summary["calls"] else 0.0,
             "cpu_ms_per_activation": cpu / n * 1000 if n else 0.0,
@@ -415,7 +428,9 @@ async def _phase(
     say(
         f"{label}: {elapsed:.2f} s (floor {summary['floor']:.2f} s, x{summary['ratio_to_floor']:.1f}), "
         f"{summary['calls']} BMC calls, controller {summary['cpu_ms_per_call']:.2f} ms CPU/call, "
-        f"{summary['cpu_ms_per_activation']:.2f} ms CPU/activation, "
+        f"{summary['cpu_ms_per_activation']:.2f} ms CPU/activation"
+        + (f" (garbage collector {summary['gc_cpu_s']:.2f} s)" if summary["gc_cpu_s"] is not None else "")
+        + ", "
         f"ack p50 {summary['ack_p50_ms']:.0f} ms p99 {summary['ack_p99_ms']:.0f} ms, "
         f"{summary['probe_acks']} probe acks while executing p50 {summary['probe_ack_p50_ms']:.0f} ms "
         f"p99 {summary['probe_ack_p99_ms']:.0f} ms, "
@@ -491,6 +506,27 @@ def _inventory(sims: SimulatorProcesses, config: FanoutConfig, workdir: Path) ->
         Path(sims.inventory).read_text() + f'\n[[plugin]]\nname = "redfish"\ncommand = {command}\n'
     )
     return path
+
+
+def gc_seconds(ports: list[int]) -> float | None:
+    """`devicectl_gc_cpu_seconds_total` over all generations, summed over the processes on `ports`
+    (metrics); None where a process does not export it."""
+    total = 0.0
+    for port in ports:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+                text = reply.read().decode()
+        except OSError:
+            return None
+        values = [
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("devicectl_gc_cpu_seconds_total{")
+        ]
+        if not values:
+            return None
+        total += sum(values)
+    return total
 
 
 def _plugin_cpu(pid: int) -> float:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from controller.observability import metrics
+from controller.process import runtime
 from controller.store import JournalRow
 from plugins.base import RequestKind
 from plugins.base.kinds import kind_of
@@ -179,6 +180,7 @@ class Dispatcher:
                         if queued_at is not None:
                             metrics.QUEUE_SECONDS.observe(time.monotonic() - queued_at)
                         self.running += 1
+                        runtime.jobs_running(self.running)
                         started = True
                         try:
                             # False: not run here (its shard's lease lapsed); it is queued
@@ -186,6 +188,7 @@ class Dispatcher:
                             started = await self._execute(job) is not False
                         finally:
                             self.running -= 1
+                            runtime.jobs_running(self.running)
                             if started and supersedable(job.kind):
                                 self._started[device] = max(self._started.get(device, -1), job.seq)
                 except asyncio.CancelledError:
