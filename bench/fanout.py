@@ -152,7 +152,15 @@ async def _devicectl(
                     for phase in PHASES:
                         phases.append(
                             await _phase(
-                                n, config, controller, sims, tracker, stub, devices, phase, metrics,
+                                n,
+                                config,
+                                controller,
+                                sims,
+                                tracker,
+                                stub,
+                                devices,
+                                phase,
+                                metrics,
                                 launch.executing_ports(),
                             )
                         )
@@ -169,7 +177,15 @@ async def _devicectl(
                         stub = dgrpc.DeviceControllerStub(channel)
                         phases.append(
                             await _phase(
-                                n, config, restarted, sims, tracker, stub, devices, AFTER_RESTART, port,
+                                n,
+                                config,
+                                restarted,
+                                sims,
+                                tracker,
+                                stub,
+                                devices,
+                                AFTER_RESTART,
+                                port,
                                 launch.executing_ports(),
                             )
                         )

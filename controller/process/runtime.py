@@ -139,7 +139,8 @@ class CollectionDeferral:
             return
         if jobs < max(1, self.busy_at // 4):
             gc.enable()
-            log.debug("cyclic garbage collection deferred for %.1f s while a wave ran", self._clock() - self._since)
+            held = self._clock() - self._since
+            log.debug("cyclic garbage collection deferred for %.1f s while a wave ran", held)
             self._since = None
         elif self._clock() - self._since > self.longest:
             gc.collect(0)

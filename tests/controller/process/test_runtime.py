@@ -93,3 +93,64 @@ async def test_a_listen_address_taken_by_another_process_is_one_clear_error(
             await start_controller(listen=f"127.0.0.1:{port}")
     finally:
         holder.close()
+
+
+DEFERRAL_PROBE = """
+import gc, json
+from controller.process import runtime
+now = [0.0]
+deferral = runtime.CollectionDeferral(busy_at=8, longest=30.0, clock=lambda: now[0])
+seen = []
+deferral.running(7); seen.append(gc.isenabled())          # below the mark: collecting
+deferral.running(8); seen.append(gc.isenabled())          # a wave: deferred
+deferral.running(3); seen.append(gc.isenabled())          # still a quarter or more running
+before = gc.get_count()[0]
+now[0] = 31.0
+deferral.running(5); seen.append(gc.isenabled())          # too long: one young collection, still deferred
+after = gc.get_count()[0]
+deferral.running(1); seen.append(gc.isenabled())          # the wave has passed: collecting again
+gc.disable()                                              # someone else's choice
+deferral.running(100); deferral.running(0); seen.append(gc.isenabled())
+print(json.dumps({"seen": seen, "young_before": before, "young_after": after}))
+"""
+
+
+def test_the_collector_waits_while_a_wave_runs_and_collects_after_it() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", DEFERRAL_PROBE], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    result = json.loads(out)
+    assert result["seen"] == [True, False, False, False, True, False]
+    assert result["young_after"] < result["young_before"]  # the overdue young collection ran
+
+
+def test_a_dispatcher_tells_the_process_how_many_jobs_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+    from datetime import UTC, datetime
+
+    from controller.execution.dispatch import Dispatcher, Job
+    from plugins.base import RequestKind
+
+    counts: list[int] = []
+    monkeypatch.setattr(runtime, "jobs_running", counts.append)
+
+    async def scenario() -> None:
+        release, all_running = asyncio.Event(), asyncio.Event()
+
+        async def execute(job: Job) -> bool:
+            if len(counts) == 3:
+                all_running.set()
+            await release.wait()
+            return True
+
+        dispatcher = Dispatcher(execute, max_concurrency=8, queue_limit=4)
+        for i in range(3):
+            job = Job(i, f"r{i}", f"d{i}", RequestKind.PING, b"", "t", datetime.now(UTC))
+            assert dispatcher.submit(job)
+        await asyncio.wait_for(all_running.wait(), 5)
+        release.set()
+        assert await dispatcher.drain(5)
+
+    asyncio.run(scenario())
+    assert counts[:3] == [1, 2, 3]
+    assert sorted(counts[3:], reverse=True) == [2, 1, 0]
