@@ -18,6 +18,7 @@ never send it to a URL the operator did not allow.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import json
 import logging
@@ -36,7 +37,13 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 
 
 class SecretStore:
-    """Resolves secret names to credentials, reading them afresh each time (rotation-friendly)."""
+    """Resolves secret names to credentials, as their files hold them now (rotation-friendly).
+
+    Each lookup stats the secret's files (following links, as a mounted Kubernetes secret swaps
+    its `..data` link on rotation) and reads a file again only when its device, inode, size,
+    modification time or mode changed since it was last read; a file that is gone or changed is
+    read afresh. The stat keeps the mode check on every lookup. Reading the files on every
+    request was about 2% of a steady wave's CPU (BENCHMARKS.md, "The collector during a wave")."""
 
     def __init__(
         self,
@@ -51,6 +58,8 @@ class SecretStore:
         self.policy = policy or SecretPolicy()
         self.allows_readable = allow_readable
         self._warned: set[Path] = set()
+        #: path -> (what its stat said when it was read, its text)
+        self._texts: dict[Path, tuple[tuple[int, ...], str]] = {}
 
     def credentials(self, name: str, *, for_url: str | None = None) -> Credentials:
         """The username/password of secret `name`; with `for_url`, only if the policy allows it there.
@@ -80,14 +89,26 @@ class SecretStore:
     def _read(self, name: str) -> str | tuple[str, str] | None:
         if self._dir is not None:
             path = self._dir / name
-            if path.is_file():
-                return self._text(name, path)
-            if path.is_dir():
-                if (path / "bmc").is_file():
-                    return self._text(name, path / "bmc")
+            found = _stat(path)
+            if found is not None and stat.S_ISREG(found.st_mode):
+                return self._text(name, path, found)
+            if found is not None and stat.S_ISDIR(found.st_mode):
+                bmc = path / "bmc"
+                found = _stat(bmc)
+                if found is not None and stat.S_ISREG(found.st_mode):
+                    return self._text(name, bmc, found)
                 user, pw = path / "username", path / "password"
-                if user.is_file() and pw.is_file():
-                    return (self._text(name, user).strip(), self._text(name, pw).rstrip("\n"))
+                user_found, pw_found = _stat(user), _stat(pw)
+                if (
+                    user_found is not None
+                    and pw_found is not None
+                    and stat.S_ISREG(user_found.st_mode)
+                    and stat.S_ISREG(pw_found.st_mode)
+                ):
+                    return (
+                        self._text(name, user, user_found).strip(),
+                        self._text(name, pw, pw_found).rstrip("\n"),
+                    )
         return self._env.get(self._env_key(name))
 
     def files(self, name: str) -> list[Path]:
@@ -115,8 +136,8 @@ class SecretStore:
                 )
         return problems
 
-    def _text(self, name: str, path: Path) -> str:
-        mode = stat.S_IMODE(path.stat().st_mode)
+    def _text(self, name: str, path: Path, found: os.stat_result) -> str:
+        mode = stat.S_IMODE(found.st_mode)
         if mode & 0o077:
             if not self.allows_readable:
                 raise HostEnvironmentError(
@@ -126,11 +147,31 @@ class SecretStore:
             if path not in self._warned:
                 self._warned.add(path)
                 log.warning("secret %r: %s is readable by group or others (mode %04o)", name, path, mode)
-        return path.read_text()
+        seen = (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
+        kept = self._texts.get(path)
+        if kept is not None and kept[0] == seen:
+            return kept[1]
+        text = path.read_text()
+        self._texts[path] = (seen, text)
+        return text
 
     @staticmethod
     def _env_key(name: str) -> str:
         return "DEVICECTL_SECRET_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    """`path`'s stat (links followed), or None where there is nothing to read."""
+    try:
+        return path.stat()
+    except OSError as exc:
+        if exc.errno in _ABSENT:
+            return None
+        raise
+
+
+#: what `Path.is_file()` counts as "no file" (CPython's pathlib `_IGNORED_ERRNOS`)
+_ABSENT = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
 
 
 def origin(url: str) -> str:

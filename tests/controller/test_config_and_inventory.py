@@ -126,6 +126,34 @@ def test_secret_layouts(tmp_path: Path) -> None:
     assert "p1" not in repr(store.credentials("flat"))
 
 
+def test_a_secret_is_read_again_when_its_file_changes_and_its_mode_checked_every_time(tmp_path: Path) -> None:
+    secret = tmp_path / "node"
+    secret.write_text(json.dumps({"username": "u", "password": "old"}))
+    secret.chmod(0o600)
+    store = SecretStore(tmp_path, env={})
+    assert store.credentials("node").password == "old"
+    secret.write_text(json.dumps({"username": "u", "password": "new"}))  # same size, in place
+    assert store.credentials("node").password == "new"
+    # a Kubernetes rotation: the `..data` link swapped to a new directory
+    (tmp_path / "k8s").mkdir()
+    for version, password in (("v1", "first"), ("v2", "second")):
+        (tmp_path / "k8s" / version).mkdir()
+        (tmp_path / "k8s" / version / "bmc").write_text(json.dumps({"username": "u", "password": password}))
+        (tmp_path / "k8s" / version / "bmc").chmod(0o600)
+    (tmp_path / "k8s" / "data").symlink_to("v1")
+    (tmp_path / "k8s" / "bmc").symlink_to("data/bmc")
+    assert store.credentials("k8s").password == "first"
+    (tmp_path / "k8s" / "data.new").symlink_to("v2")
+    (tmp_path / "k8s" / "data.new").rename(tmp_path / "k8s" / "data")
+    assert store.credentials("k8s").password == "second"
+    secret.chmod(0o644)
+    with pytest.raises(HostEnvironmentError, match="readable by group or others"):
+        store.credentials("node")
+    secret.unlink()
+    with pytest.raises(HostEnvironmentError, match="secret 'node' not found"):
+        store.credentials("node")
+
+
 def test_secret_errors_never_show_the_secret(tmp_path: Path) -> None:
     (tmp_path / "broken").write_text('{"username": "u", "pass": "hunter2"}')
     (tmp_path / "broken").chmod(0o600)
