@@ -644,3 +644,20 @@ def test_whatever_passes_also_translates() -> None:
         translated_kind, _ = request_from_proto(msg)
         assert translated_kind.value == msg.WhichOneof("request")
     assert accepted > 100  # the corruption leaves plenty of valid requests to check
+
+
+def test_control_characters_are_exactly_unicodes_category_cc() -> None:
+    import sys
+    import unicodedata
+
+    from controller.api.checks import Checker
+
+    flagged = []
+    for code in range(sys.maxunicode + 1):
+        checker = Checker(max_json_bytes=1024)
+        checker.text("device", f"node{chr(code)}", required=True, max_chars=16, plain=True)
+        if checker.problems:
+            found = f"found U+{code:04X} at 4"
+            assert checker.problems == [f"device: must not contain control characters, {found}"]
+            flagged.append(code)
+    assert flagged == [c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cc"]
