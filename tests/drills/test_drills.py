@@ -22,11 +22,12 @@ async def test_crash_drill_twenty_sigkills_lose_nothing(db_url: str, tmp_path: P
     backend = "sqlite" if db_url.startswith("sqlite") else "postgres"
     result = await crash.run_backend(crash.REDUCED, backend, db_url, tmp_path)
     held(result)
-    assert result["kills"] == 20
-    assert result["failed"] == 0 and result["caps_wrong"] == 0 and result["caps_checked"] > 0
+    # the result rides along each assertion: a failed request's reason is in `failure_reasons`
+    assert result["kills"] == 20, result
+    assert result["failed"] == 0 and result["caps_wrong"] == 0 and result["caps_checked"] > 0, result
     # the controller's own sessions never fill a BMC: the next process deletes what a killed one left
-    assert result["failed_on_session_table"] == 0 and result["bmcs_at_session_limit"] == 0
-    assert result["sessions_open_max_per_bmc"] <= 1
+    assert result["failed_on_session_table"] == 0 and result["bmcs_at_session_limit"] == 0, result
+    assert result["sessions_open_max_per_bmc"] <= 1, result
     # one sent-but-unrecorded response per process outside a drain: a kill repeats at most one
     assert result["duplicates"] <= result["kills"] and result["duplicates_max_per_kill"] <= 1, result
     assert result["duplicates_before_any_kill"] == 0, result
