@@ -542,14 +542,25 @@ class WriteCycles:
         ]
 
     async def _superseded(self, row: WriteCycleRow, needs: Mapping[str, Any]) -> dict[str, str]:
-        """Components of a journal that a request of devicectl set after the cycle began (its
-        desired limit is newer): component -> that request. Restoring them would undo it. Raises
-        when the desired limits cannot be read (nothing is restored then)."""
+        """Components of a journal that a request of devicectl set after the cycle began: its
+        desired limit now names another request than when the cycle opened (`desired_at_open`, read
+        in the journal's own insert). Component -> that request; restoring them would undo it.
+        Raises when the desired limits cannot be read (nothing is restored then).
+
+        A journal opened by a release without `desired_at_open` falls back to comparing the limit's
+        `set_at` with the journal's `created_at`: two hosts' clocks where replicas differ."""
         desired = {d.component: d for d in await self._store.desired_for(row.device)}
         out = {}
         for key in needs:
-            limit = desired.get("cpu" if key.startswith("cpu/") else key)
-            if limit is not None and limit.set_at > row.created_at:
+            component = "cpu" if key.startswith("cpu/") else key
+            limit = desired.get(component)
+            if limit is None:
+                continue
+            if row.desired_at_open is not None:
+                newer = row.desired_at_open.get(component) != limit.request_id
+            else:
+                newer = limit.set_at > row.created_at
+            if newer:
                 out[key] = limit.request_id
         return out
 

@@ -262,6 +262,9 @@ class WriteCycleModel(Base):
     #: takeovers so far (0: the cycle's own process): a holder writes and closes only while its
     #: epoch is current (a takeover is a compare-and-set of it)
     epoch: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    #: component -> the request that had set its desired limit when the cycle opened (read in the
+    #: insert's transaction); NULL for a cycle opened before this column existed
+    desired_at_open: Mapped[Any | None] = mapped_column(JSONDoc, nullable=True)
 
 
 class DesiredLimitModel(Base):

@@ -17,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ._models import DESIRED_LIMITS as D
 from ._models import WRITE_CYCLES
 
 W = WRITE_CYCLES
@@ -38,6 +39,10 @@ class WriteCycleRow:
     closed_at: datetime | None
     #: takeovers so far (0: the cycle's own process)
     epoch: int = 0
+    #: component -> the request that had set its desired limit when the cycle opened, as the
+    #: insert's own transaction read it (whatever the caller passes is replaced); None for a cycle
+    #: opened by a release without it
+    desired_at_open: dict[str, str] | None = None
 
 
 def _row(row: Any) -> WriteCycleRow:
@@ -45,8 +50,22 @@ def _row(row: Any) -> WriteCycleRow:
 
 
 def insert_many(conn: Connection, args: list[WriteCycleRow]) -> list[None]:
-    conn.execute(sa.insert(W), [{f: getattr(r, f) for f in WriteCycleRow.__slots__} for r in args])
+    """Insert each cycle with its device's desired limits as they stand in this transaction: which
+    request set each component's (`desired_at_open`). A later request's limit is then told from
+    the rows themselves, never by comparing two hosts' clocks."""
+    values = []
+    for row in args:
+        value = {f: getattr(row, f) for f in WriteCycleRow.__slots__}
+        value["desired_at_open"] = desired_request_ids(conn, row.device)
+        values.append(value)
+    conn.execute(sa.insert(W), values)
     return [None for _ in args]
+
+
+def desired_request_ids(conn: Connection, device: str) -> dict[str, str]:
+    """Component -> the request that set its desired limit, for one device now."""
+    query = sa.select(D.c.component, D.c.request_id).where(D.c.device == device)
+    return {component: request_id for component, request_id in conn.execute(query)}
 
 
 def _held(cycle_id: str, owner: str, epoch: int) -> Any:

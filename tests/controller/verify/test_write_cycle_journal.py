@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -262,9 +262,9 @@ async def test_a_rerun_restores_an_unfinished_cycle_first_and_never_takes_its_te
         assert await h.controller.store.open_write_cycles() == []
 
 
-async def _leave_open_journal(h: Any, cycle_id: str, origin: str) -> None:
+async def _leave_open_journal(h: Any, cycle_id: str, origin: str, clock: timedelta = timedelta()) -> None:
     """An open journal another controller left for node001, holding the values a read-only verify
-    reads now as the priors to restore."""
+    reads now as the priors to restore; `clock`: how far that controller's host clock was off."""
     read = await h.admin.StartVerify(apb.StartVerifyRequest(devices=["node001"], **FAST))
     plain = await _done(h, read.checks[0].check_id)
     priors = plan_of(HealthResult(tuple(HealthCheck.from_json(c) for c in plain["checks"])))
@@ -278,7 +278,7 @@ async def _leave_open_journal(h: Any, cycle_id: str, origin: str) -> None:
             status="open",
             report=None,
             owner="elsewhere",
-            created_at=datetime.now(UTC),
+            created_at=datetime.now(UTC) + clock,
             closed_at=None,
         )
     )
@@ -367,3 +367,60 @@ async def test_a_leftover_journal_never_undoes_a_cap_devicectl_set_since(
         assert after["GPU_0"] == before["GPU_0"]  # the leftover is gone
         cycles = await h.controller.store.write_cycles_of("verify older")
         assert cycles[0].status == "closed" and cycles[0].report["superseded"] == {"gpu/1": "later-700"}
+
+
+async def test_a_leftover_journal_from_a_host_whose_clock_ran_ahead_never_undoes_a_later_cap(
+    tmp_path: Path, start_controller: Any, sink: Any
+) -> None:
+    """The journal's host clock an hour ahead: the request set after the journal opened still wins
+    (compared by `set_at` against `created_at`, it looked older and was undone)."""
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
+        bmc = fleet.bmcs[0]
+        await _leave_open_journal(h, "ahead", "verify ahead", clock=timedelta(hours=1))
+        await h.stub.SendDeviceRequest(_set_gpu1(700, "later-700"))
+        await sink.wait_for({"later-700"}, timeout=60)
+        started = await h.admin.StartWriteCycle(apb.StartVerifyRequest(devices=["node001"], **FAST))
+        await _done(h, started.checks[0].check_id)
+        assert bmc.state.caps["GPU_1"].set_point == 700  # the newer cap stays
+        cycles = await h.controller.store.write_cycles_of("verify ahead")
+        assert cycles[0].status == "closed" and cycles[0].report["superseded"] == {"gpu/1": "later-700"}
+        assert cycles[0].desired_at_open == {}  # nothing had set a limit when it opened
+
+
+async def test_a_leftover_journal_from_a_host_whose_clock_ran_behind_restores_its_test_cap(
+    tmp_path: Path, start_controller: Any, sink: Any
+) -> None:
+    """The journal's host clock an hour behind, and GPU 1's desired limit set before the journal
+    opened: its test value is restored (compared by `set_at` against `created_at`, the earlier
+    request looked newer, the cap was taken as superseded and the test value stayed)."""
+    from bmcsim._gb200_writes import cap_write
+
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
+        bmc = fleet.bmcs[0]
+        await h.stub.SendDeviceRequest(_set_gpu1(700, "earlier-700"))
+        await sink.wait_for({"earlier-700"}, timeout=60)
+        await _leave_open_journal(h, "behind", "verify behind", clock=-timedelta(hours=1))
+        cap_write(bmc.state.caps["GPU_1"], 1150, None).apply()  # its leftover test value, as written
+        started = await h.admin.StartWriteCycle(apb.StartVerifyRequest(devices=["node001"], **FAST))
+        await _done(h, started.checks[0].check_id)
+        assert bmc.state.caps["GPU_1"].set_point == 700  # the test value is gone
+        cycles = await h.controller.store.write_cycles_of("verify behind")
+        assert cycles[0].desired_at_open == {"gpu/1": "earlier-700"}
+        assert cycles[0].status == "closed" and cycles[0].report["superseded"] == {}, cycles[0].report
+
+
+def _set_gpu1(watts: int, request_id: str) -> Any:
+    policies = pp.GPUPolicies(policies=[pp.GPUPolicy(gpu_id=1, power_limit=pp.PowerLimit(watts=watts))])
+    return R(
+        device="node001",
+        request_id=request_id,
+        gpu_policies_update=R.GPUPoliciesSetRequest(
+            resource_group="rg", gpu_policy_action=R.SET_POLICY, gpu_policies=policies
+        ),
+    )
