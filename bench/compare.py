@@ -113,6 +113,10 @@ def metrics(backends: Sequence[str]) -> list[Metric]:
         Metric("calls per activation, first contact", _calls_per_activation("first contact"), 1),
         Metric("calls per activation, steady state", _calls_per_activation("steady state"), 1),
         Metric("ack p99 ms during the wave, first contact", _fanout("first contact", "ack_p99_ms"), 1),
+        Metric("probe ack p99 ms, first contact", _fanout("first contact", "probe_ack_p99_ms"), 1),
+        Metric("probe ack p99 ms, steady state", _fanout("steady state", "probe_ack_p99_ms"), 1),
+        Metric("garbage collector CPU s, first contact", _fanout("first contact", "gc_cpu_s"), 2),
+        Metric("garbage collector CPU s, steady state", _fanout("steady state", "gc_cpu_s"), 2),
         Metric("simulator CPU s, steady state", _fanout("steady state", "simulator_cpu_s"), 2),
         Metric("fan-out peak RSS MB", _fanout_rss, 0),
     ]
