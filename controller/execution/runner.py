@@ -277,7 +277,8 @@ class RequestRunner:
     ) -> None:
         state = outcome.state  # as the plugin made it: its type may spare the next request a check
         new_state = state if isinstance(state, dict) or state is None else dict(state)
-        text = state_text.encode(new_state) if new_state is not None else None
+        stored = self._resolver.stored_text(job.device)  # what this process kept of the stored text
+        text = state_text.encode(new_state, stored) if new_state is not None else None
         state_bytes = text.text.encode() if text is not None else None
         response = translate.response_to_proto(
             kind,
@@ -317,7 +318,7 @@ class RequestRunner:
                 started_at=self._starts.pop(job.request_id, None),  # a start no timer recorded
                 # serialised once, for the response and the store (with its change, where it can)
                 state_text=text.text if text is not None else None,
-                state_change=state_text.change(self._resolver.stored_text(job.device), text),
+                state_change=state_text.change(stored, text),
             ),
             access_of(job.device, outcome),
         )
