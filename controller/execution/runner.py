@@ -198,7 +198,7 @@ class RequestRunner:
                 outcome = await self.call_under_lease(operation, remaining, job.shard)
             finally:
                 marking.cancel()
-                metrics.RUN_SECONDS.labels(kind.value).observe(time.monotonic() - started)
+                metrics.child(metrics.RUN_SECONDS, kind.value).observe(time.monotonic() - started)
         except LeftForOwner:
             self._starts.pop(job.request_id, None)
             raise

@@ -24,7 +24,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from prometheus_client import (
     Counter,
@@ -136,8 +136,24 @@ BUILD_INFO = Gauge(
 BUILD_INFO.labels(installed_version(), platform.python_version(), platform.python_implementation()).set(1)
 
 
+#: (metric, label values) -> its child, for metrics whose label values code bounds and that count
+#: every request (`labels` takes the metric's lock and builds its key on each call)
+_CHILDREN: dict[tuple[object, tuple[str, ...]], Any] = {}
+
+_Metric = TypeVar("_Metric", Counter, Gauge, Histogram)
+
+
+def child(metric: _Metric, *values: str) -> _Metric:
+    """`metric.labels(*values)`, looked up once per label set (never for unbounded values)."""
+    key = (metric, values)
+    found = _CHILDREN.get(key)
+    if found is None:
+        found = _CHILDREN[key] = metric.labels(*values)
+    return found  # type: ignore[no-any-return]
+
+
 def request_done(kind: str, outcome: str) -> None:
-    REQUESTS.labels(kind, outcome).inc()
+    child(REQUESTS, kind, outcome).inc()
 
 
 # ---- applied changes (log line and per-device gauges) --------------------------------------------
