@@ -22,9 +22,9 @@ import logging
 import platform
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from prometheus_client import (
     Counter,
@@ -159,9 +159,8 @@ def request_done(kind: str, outcome: str) -> None:
 # ---- applied changes (log line and per-device gauges) --------------------------------------------
 
 
-@dataclass(frozen=True)
-class Change:
-    """One component's limit change as a plugin reported it."""
+class Change(NamedTuple):
+    """One component's limit change as a plugin reported it (a tuple: several per request)."""
 
     component: str  # node, cpu, memory, gpu/<N> (as the CLI names them)
     requested: float | None
@@ -222,9 +221,10 @@ def applied(device: str, result: Any, request: Any = None, state: Any = None) ->
     if not changes:
         return
     if change_log.isEnabledFor(logging.INFO):
+        before = POWER.last(device)
         done = [c for c in changes if c.ok]
         if done:
-            change_log.info("applied %s", "; ".join(_applied_text(device, c) for c in done))
+            change_log.info("applied %s", "; ".join(_applied_text(before.get(c.component), c) for c in done))
     failed = [c for c in changes if not c.ok]
     if failed:
         change_log.warning(
@@ -254,13 +254,15 @@ def limit_ranges(state: Any) -> dict[str, tuple[float | None, float | None]]:
     return found
 
 
-def _applied_text(device: str, c: Change) -> str:
-    before = POWER.before(device, c.component)
+def _applied_text(before: float | None, c: Change) -> str:
     return f"{c.component}: {_watts(before)} -> requested {_watts(c.requested)} -> enforced {c.enforced:g} W"
 
 
 def _watts(value: float | None) -> str:
     return f"{value:g} W" if value is not None else "unknown"
+
+
+_NONE_SEEN: Mapping[str, float] = MappingProxyType({})
 
 
 class PowerGauges:
@@ -274,6 +276,10 @@ class PowerGauges:
 
     def before(self, device: str, component: str) -> float | None:
         return self._last.get(device, {}).get(component)
+
+    def last(self, device: str) -> Mapping[str, float]:
+        """The last enforced value per component this process saw for `device`."""
+        return self._last.get(device, _NONE_SEEN)
 
     def record(
         self,
