@@ -291,7 +291,7 @@ class RequestRunner:
             ping_error=outcome.reach_error,
         )
         # a response no receiver would take must not block the device's later responses
-        response = translate.bounded_response(kind, response, request=request)
+        response, response_bytes = translate.bounded_serialized(kind, response, request=request)
         ok, error = translate.success_of(response)
         verification = None
         if outcome.verification is not None:
@@ -303,7 +303,7 @@ class RequestRunner:
                 outcome="ok" if ok else "failed",
                 error=error,
                 finished_at=utcnow(),
-                response=response.SerializeToString(),
+                response=response_bytes,
                 new_state=new_state,
                 touch_device=True,
                 plugin=resolved.entry.plugin,
