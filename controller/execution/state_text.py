@@ -30,7 +30,10 @@ the kept text is its text and is not made again. Bytes equal only for values of 
 built-in types, equal at every node (`1`, `1.0` and `True` differ, a subclass is not taken), and
 in the same order, so `json.dumps` would give the same text; a value changed in place since is
 seen, as the snapshot is of the value, not of its identity. Making a snapshot is several times
-cheaper than the text.
+cheaper than the text. A member that is a subclass of dict (a plugin's mark that a section was
+checked, as the Redfish plugin's discovery) is taken as the plain dict of its items, which is
+what `json.dumps` encodes, where neither the subclass nor its instances can change how `items`
+is found; any other subclass gets no snapshot.
 """
 
 from __future__ import annotations
@@ -134,12 +137,33 @@ def encode(state: Mapping[str, Any], prior: Kept | None = None) -> StateText:
 
 
 def _snapshot(value: Any) -> bytes | None:
-    """`marshal.dumps(value)`, None where it takes no snapshot (a subclass of a built-in type, an
-    object of another type)."""
+    """`marshal.dumps(value)` (a dict subclass's as the plain dict of its items), None where it takes
+    no snapshot (any other subclass of a built-in type, an object of another type)."""
+    kind = type(value)
+    if kind is not dict and issubclass(kind, dict):  # its type, as json's encoder checks it
+        plain = _PLAIN_DICTS.get(kind)
+        if plain is None:
+            plain = _PLAIN_DICTS[kind] = _items_are_dicts(kind)
+        if not plain:
+            return None
+        value = dict(value.items())  # the items json's encoder takes (it calls `items()`)
     try:
         return marshal.dumps(value)
     except ValueError:
         return None
+
+
+#: dict subclass -> whether its instances' `items` is dict's own (`_items_are_dicts`)
+_PLAIN_DICTS: dict[type, bool] = {}
+
+
+def _items_are_dicts(kind: type) -> bool:
+    """Whether `items` on an instance of this dict subclass is surely `dict.items`: no class of it
+    defines `items` or changes attribute lookup, and its instances have no `__dict__` of their own."""
+    own = [vars(c) for c in kind.__mro__ if c is not dict and c is not object]
+    return kind.__dictoffset__ == 0 and not any(
+        "items" in names or "__getattribute__" in names or "__getattr__" in names for names in own
+    )
 
 
 #: (key, first) -> the text before a member's value, made once per key

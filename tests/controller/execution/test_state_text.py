@@ -162,3 +162,43 @@ def test_every_text_is_json_dumps_whatever_a_member_s_values_were_before(values:
     the same values in another order, a tuple for a list, a subclass: each text is its own."""
     states = [{"member": value, "other": n} for n, value in enumerate(values)]
     assert _encoded_in_turn(states) == [json.dumps(state, sort_keys=True) for state in states]
+
+
+class _Checked(dict[str, Any]):
+    """A plugin's mark on a section (as the Redfish plugin's checked discovery)."""
+
+    __slots__ = ()
+
+
+class _Reordered(dict[str, Any]):
+    """A dict subclass whose `items` is its own: json's encoder takes what it returns."""
+
+    __slots__ = ()
+
+    def items(self) -> Any:
+        return [(key, "shown") for key in dict.keys(self)]
+
+
+class _WithDict(dict[str, Any]):
+    """A dict subclass whose instances have a `__dict__` (an `items` of their own may hide dict's)."""
+
+
+def test_a_marked_dict_is_taken_as_its_items_and_other_subclasses_get_their_own_text() -> None:
+    section = {"gpus": [{"key": "gpu/0", "max": 1000.0}], "firmware": "1.0"}
+    marked = [{"discovery": _Checked(section), "applied": {"gpu/0": n}} for n in range(3)]
+    first = encode(marked[0])
+    second = encode(marked[1], first.kept())
+    assert "discovery" in second.snapshots
+    third = encode(marked[2], second.kept())
+    assert third.member("discovery") is second.member("discovery")
+    assert third.text == json.dumps(marked[2], sort_keys=True)
+    odd = _WithDict(section)
+    odd.items = lambda: [("hidden", 1)]  # type: ignore[method-assign]
+    for other in (_Reordered(section), odd):
+        states = [
+            {"discovery": value, "applied": {"gpu/0": n}} for n, value in enumerate((section, section, other))
+        ]
+        assert _encoded_in_turn(states) == [json.dumps(state, sort_keys=True) for state in states]
+        assert (
+            "discovery" not in encode(states[2], encode(states[1], encode(states[0]).kept()).kept()).snapshots
+        )
