@@ -361,7 +361,7 @@ class Delivery:
         except grpc.aio.AioRpcError as exc:
             return await self._failed(item, exc, probe=probe)
         metrics.DELIVERY_SECONDS.observe(time.monotonic() - sent)
-        metrics.DELIVERY_ATTEMPTS.labels("ok").inc()
+        metrics.child(metrics.DELIVERY_ATTEMPTS, "ok").inc()
         metrics.DELIVERY_LAG_SECONDS.observe((datetime.now(UTC) - item.created_at).total_seconds())
         if self.destination.failing:
             self.destination.ok()

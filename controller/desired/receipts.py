@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -108,13 +109,29 @@ def receipts(writes: Sequence[DeviceWrite]) -> list[dict[str, Any]] | None:
 
     `encode`'s output, field by field without its generic dispatch (every write of every request):
     the fields are strings and numbers, the body any JSON value."""
-    out = [{name: getattr(w, name) for name in _WRITE_FIELDS} for w in writes]
+    out = [dict(zip(_WRITE_FIELDS, _write_fields(w), strict=True)) for w in writes]
     for entry, w in zip(out, writes, strict=True):
-        entry["body"] = encode(w.body)
+        entry["body"] = _json_copy(w.body)
     return out or None
 
 
 _WRITE_FIELDS = tuple(f.name for f in dataclasses.fields(DeviceWrite))
+_write_fields = operator.attrgetter(*_WRITE_FIELDS)
+#: values `encode` returns as they are (exact types: a subclass goes through `encode`)
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _json_copy(value: Any) -> Any:
+    """`encode(value)`, without its dispatch for the exact types a write's body is made of (plain
+    dicts, lists and tuples of strings and numbers)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict:
+        return {str(k): _json_copy(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [_json_copy(v) for v in value]
+    return encode(value)
 
 
 def in_force_record(view: InForce, unknown_reason: str = "", source: str = "") -> apb.InForceView:

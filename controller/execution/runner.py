@@ -198,7 +198,7 @@ class RequestRunner:
                 outcome = await self.call_under_lease(operation, remaining, job.shard)
             finally:
                 marking.cancel()
-                metrics.RUN_SECONDS.labels(kind.value).observe(time.monotonic() - started)
+                metrics.child(metrics.RUN_SECONDS, kind.value).observe(time.monotonic() - started)
         except LeftForOwner:
             self._starts.pop(job.request_id, None)
             raise
@@ -277,7 +277,8 @@ class RequestRunner:
     ) -> None:
         state = outcome.state  # as the plugin made it: its type may spare the next request a check
         new_state = state if isinstance(state, dict) or state is None else dict(state)
-        text = state_text.encode(new_state) if new_state is not None else None
+        stored = self._resolver.stored_text(job.device)  # what this process kept of the stored text
+        text = state_text.encode(new_state, stored) if new_state is not None else None
         state_bytes = text.text.encode() if text is not None else None
         response = translate.response_to_proto(
             kind,
@@ -290,7 +291,7 @@ class RequestRunner:
             ping_error=outcome.reach_error,
         )
         # a response no receiver would take must not block the device's later responses
-        response = translate.bounded_response(kind, response, request=request)
+        response, response_bytes = translate.bounded_serialized(kind, response, request=request)
         ok, error = translate.success_of(response)
         verification = None
         if outcome.verification is not None:
@@ -302,7 +303,7 @@ class RequestRunner:
                 outcome="ok" if ok else "failed",
                 error=error,
                 finished_at=utcnow(),
-                response=response.SerializeToString(),
+                response=response_bytes,
                 new_state=new_state,
                 touch_device=True,
                 plugin=resolved.entry.plugin,
@@ -317,7 +318,7 @@ class RequestRunner:
                 started_at=self._starts.pop(job.request_id, None),  # a start no timer recorded
                 # serialised once, for the response and the store (with its change, where it can)
                 state_text=text.text if text is not None else None,
-                state_change=state_text.change(self._resolver.stored_text(job.device), text),
+                state_change=state_text.change(stored, text),
             ),
             access_of(job.device, outcome),
         )

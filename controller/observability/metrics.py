@@ -22,9 +22,9 @@ import logging
 import platform
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from prometheus_client import (
     Counter,
@@ -136,16 +136,31 @@ BUILD_INFO = Gauge(
 BUILD_INFO.labels(installed_version(), platform.python_version(), platform.python_implementation()).set(1)
 
 
+#: (metric, label values) -> its child, for metrics whose label values code bounds and that count
+#: every request (`labels` takes the metric's lock and builds its key on each call)
+_CHILDREN: dict[tuple[object, tuple[str, ...]], Any] = {}
+
+_Metric = TypeVar("_Metric", Counter, Gauge, Histogram)
+
+
+def child(metric: _Metric, *values: str) -> _Metric:
+    """`metric.labels(*values)`, looked up once per label set (never for unbounded values)."""
+    key = (metric, values)
+    found = _CHILDREN.get(key)
+    if found is None:
+        found = _CHILDREN[key] = metric.labels(*values)
+    return found  # type: ignore[no-any-return]
+
+
 def request_done(kind: str, outcome: str) -> None:
-    REQUESTS.labels(kind, outcome).inc()
+    child(REQUESTS, kind, outcome).inc()
 
 
 # ---- applied changes (log line and per-device gauges) --------------------------------------------
 
 
-@dataclass(frozen=True)
-class Change:
-    """One component's limit change as a plugin reported it."""
+class Change(NamedTuple):
+    """One component's limit change as a plugin reported it (a tuple: several per request)."""
 
     component: str  # node, cpu, memory, gpu/<N> (as the CLI names them)
     requested: float | None
@@ -206,9 +221,10 @@ def applied(device: str, result: Any, request: Any = None, state: Any = None) ->
     if not changes:
         return
     if change_log.isEnabledFor(logging.INFO):
+        before = POWER.last(device)
         done = [c for c in changes if c.ok]
         if done:
-            change_log.info("applied %s", "; ".join(_applied_text(device, c) for c in done))
+            change_log.info("applied %s", "; ".join(_applied_text(before.get(c.component), c) for c in done))
     failed = [c for c in changes if not c.ok]
     if failed:
         change_log.warning(
@@ -238,13 +254,15 @@ def limit_ranges(state: Any) -> dict[str, tuple[float | None, float | None]]:
     return found
 
 
-def _applied_text(device: str, c: Change) -> str:
-    before = POWER.before(device, c.component)
+def _applied_text(before: float | None, c: Change) -> str:
     return f"{c.component}: {_watts(before)} -> requested {_watts(c.requested)} -> enforced {c.enforced:g} W"
 
 
 def _watts(value: float | None) -> str:
     return f"{value:g} W" if value is not None else "unknown"
+
+
+_NONE_SEEN: Mapping[str, float] = MappingProxyType({})
 
 
 class PowerGauges:
@@ -258,6 +276,10 @@ class PowerGauges:
 
     def before(self, device: str, component: str) -> float | None:
         return self._last.get(device, {}).get(component)
+
+    def last(self, device: str) -> Mapping[str, float]:
+        """The last enforced value per component this process saw for `device`."""
+        return self._last.get(device, _NONE_SEEN)
 
     def record(
         self,

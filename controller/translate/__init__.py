@@ -8,7 +8,7 @@ member's check, translation both ways, failure and success; `register` adds a ki
 - `request_from_proto` / `request_to_proto`: `DeviceControllerRequest` <-> (kind, request).
 - `response_to_proto` / `response_from_proto`: (kind, result or Outcome) <-> response.
 - `error_response`: a failed response of the right member for a kind; `bounded_response` swaps
-  a response over `MAX_RESPONSE_BYTES` for one.
+  a response over `MAX_RESPONSE_BYTES` for one (`bounded_serialized`: with its bytes).
 - `success_of`: overall success and error text of any response.
 - `request_member_from_proto`, `result_member_to_proto`, `failed_member`, `member_success` (and
   the other `*_member_*`): the same for one kind's member alone.
@@ -21,6 +21,7 @@ from controller.translate._diag import split_write, without_writes
 from controller.translate._envelope import (
     MAX_RESPONSE_BYTES,
     bounded_response,
+    bounded_serialized,
     error_response,
     failed_member,
     member_success,
@@ -44,6 +45,7 @@ __all__ = [
     "ENERGY_UNIT",
     "MAX_RESPONSE_BYTES",
     "bounded_response",
+    "bounded_serialized",
     "datetime_to_timestamp",
     "encode_json_object",
     "error_response",

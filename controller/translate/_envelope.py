@@ -309,6 +309,22 @@ def bounded_response(
     return out
 
 
+def bounded_serialized(
+    kind: str,
+    msg: pb.DeviceControllerResponse,
+    *,
+    request: DeviceRequest | None = None,
+    limit: int = MAX_RESPONSE_BYTES,
+) -> tuple[pb.DeviceControllerResponse, bytes]:
+    """`bounded_response` with its serialized bytes: a response within `limit` is serialized once,
+    not sized and then serialized again (the size is the serialization's length)."""
+    data = msg.SerializeToString()
+    if len(data) <= limit:
+        return msg, data
+    out = bounded_response(kind, msg, request=request, limit=limit)
+    return out, out.SerializeToString()
+
+
 def success_of(msg: pb.DeviceControllerResponse) -> tuple[bool, str]:
     """Whether the response reports success, and its error text ("" on success).
 

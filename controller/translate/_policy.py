@@ -87,18 +87,25 @@ def policy_from_proto(msg: policy_pb2.PolicyObject, field: str) -> Policy:
 
 def policy_to_proto(policy: Policy, field: str = "policy") -> policy_pb2.PolicyObject:
     """The wire form of a Policy; empty `properties` leave the Struct unset."""
-    msg = policy_pb2.PolicyObject(
-        name=policy.name,
-        limits=[
-            policy_pb2.PolicyLimit(
-                element_type=element_to_proto(item.element), power_limit=power_limit_to_proto(item.limit)
-            )
-            for item in policy.limits
-        ],
-    )
+    msg = policy_pb2.PolicyObject()
+    policy_into(msg, policy, field)
+    return msg
+
+
+def policy_into(msg: policy_pb2.PolicyObject, policy: Policy, field: str = "policy") -> None:
+    """`policy_to_proto` written into `msg` itself (present even for an empty policy): each limit is
+    added in place rather than built apart and copied in."""
+    msg.SetInParent()
+    msg.name = policy.name
+    add = msg.limits.add
+    for item in policy.limits:
+        limit = add(element_type=_ELEMENT_TO_PROTO[item.element]).power_limit
+        if item.limit.watts is not None:  # PowerLimit guarantees exactly one of the two is set
+            limit.watts = item.limit.watts
+        elif item.limit.percent is not None:
+            limit.percentage = item.limit.percent
     if policy.properties:
         msg.properties.CopyFrom(dict_to_struct(policy.properties, f"{field}.properties"))
-    return msg
 
 
 def gpu_policy_from_proto(msg: policy_pb2.GPUPolicy, field: str) -> GpuPolicy:

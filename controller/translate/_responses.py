@@ -15,7 +15,7 @@ from controller.translate._metrics import (
     node_metrics_to_proto,
     raw_documents,
 )
-from controller.translate._policy import policy_from_proto, policy_to_proto
+from controller.translate._policy import policy_from_proto, policy_into
 from controller.translate._wire import set_message
 from plugins.base import (
     AllocationResult,
@@ -55,32 +55,43 @@ def _failed(result: ComponentResult | GpuResult) -> WriteOutcome | None:
 
 
 def component_to_proto(result: ComponentResult) -> _Resp.PolicyComponentResult:
-    return _Resp.PolicyComponentResult(
-        ok=result.ok,
-        power_cap_watts=result.applied_watts,
-        diag_msg=_diag.with_write(
-            _diag.describe(result.message, result.requested_watts, result.applied_watts, _failed(result)),
-            result.write,
-        ),
+    msg = _Resp.PolicyComponentResult()
+    _component_into(msg, result)
+    return msg
+
+
+def _component_into(msg: _Resp.PolicyComponentResult, result: ComponentResult) -> None:
+    """`component_to_proto` written into `msg` itself (present even when all its fields are zero)."""
+    msg.SetInParent()
+    msg.ok = result.ok
+    msg.power_cap_watts = result.applied_watts
+    msg.diag_msg = _diag.with_write(
+        _diag.describe(result.message, result.requested_watts, result.applied_watts, _failed(result)),
+        result.write,
     )
 
 
 def gpu_policies_result_to_proto(result: GpuPoliciesResult) -> _Resp.GPUPoliciesUpdateResponse:
-    return _Resp.GPUPoliciesUpdateResponse(
-        resource_group=result.resource_group,
-        results=[
-            _Resp.GPUPolicyResult(
-                gpu_id=item.gpu_id,
-                ok=item.ok,
-                power_cap_watts=item.applied_watts,
-                diag_msg=_diag.with_write(
-                    _diag.describe(item.message, item.requested_watts, item.applied_watts, _failed(item)),
-                    item.write,
-                ),
-            )
-            for item in result.results
-        ],
-    )
+    msg = _Resp.GPUPoliciesUpdateResponse()
+    _gpu_policies_result_into(msg, result)
+    return msg
+
+
+def _gpu_policies_result_into(msg: _Resp.GPUPoliciesUpdateResponse, result: GpuPoliciesResult) -> None:
+    """`gpu_policies_result_to_proto` written into `msg` itself (each result added in place)."""
+    msg.SetInParent()
+    add = msg.results.add
+    for item in result.results:
+        add(
+            gpu_id=item.gpu_id,
+            ok=item.ok,
+            power_cap_watts=item.applied_watts,
+            diag_msg=_diag.with_write(
+                _diag.describe(item.message, item.requested_watts, item.applied_watts, _failed(item)),
+                item.write,
+            ),
+        )
+    msg.resource_group = result.resource_group
 
 
 def profiles_result_to_proto(result: ProfileResult) -> _Resp.PowerProfileResponse:
@@ -101,6 +112,7 @@ def profiles_result_to_proto(result: ProfileResult) -> _Resp.PowerProfileRespons
 
 
 def allocation_result_to_proto(result: AllocationResult) -> _Resp.AllocationResponse:
+    """Each part written in place, not built apart and copied in (one response per request)."""
     msg = _Resp.AllocationResponse(
         success=result.ok,
         error=result.error,
@@ -109,9 +121,9 @@ def allocation_result_to_proto(result: AllocationResult) -> _Resp.AllocationResp
     )
     # every part "can be nil"; presence is kept even for an empty part
     if result.policy is not None:
-        set_message(msg.policy, policy_to_proto(result.policy))
+        policy_into(msg.policy, result.policy)
     if result.gpu_policies is not None:
-        set_message(msg.allocated_gpu_policies, gpu_policies_result_to_proto(result.gpu_policies))
+        _gpu_policies_result_into(msg.allocated_gpu_policies, result.gpu_policies)
     if result.profiles is not None:
         set_message(msg.workload_profile_result, profiles_result_to_proto(result.profiles))
     for part, component in (
@@ -120,7 +132,7 @@ def allocation_result_to_proto(result: AllocationResult) -> _Resp.AllocationResp
         (msg.allocated_memory_policy, result.memory),
     ):
         if component is not None:
-            set_message(part, component_to_proto(component))
+            _component_into(part, component)
     return msg
 
 

@@ -86,3 +86,41 @@ async def test_the_window_opens_only_for_a_drain_or_a_burst_it_cannot_keep_up_wi
     release.set()
     await asyncio.gather(*tasks)
     assert sorted(inside) == ["a", "b", "c", "d", "e"]
+
+
+async def test_a_send_cancelled_while_it_waits_holds_nothing_of_the_window() -> None:
+    """Cancelled waiting for the window, or holding the window and waiting for a slot: what it
+    held is released, and later sends go through in turn."""
+    window = SendWindow(concurrency=1)
+    inside: list[str] = []
+    release = {name: asyncio.Event() for name in ("drain", "late", "after")}
+
+    async def send(name: str, *, draining: bool = False) -> None:
+        async with window.sending(draining=draining):
+            inside.append(name)
+            if name in release:
+                await release[name].wait()
+
+    drain = asyncio.create_task(send("drain", draining=True))  # holds the only slot
+    await asyncio.sleep(0.01)
+    stuck = asyncio.create_task(send("stuck"))  # takes the window, waits for the slot
+    await asyncio.sleep(0.01)
+    queued = asyncio.create_task(send("queued"))  # waits for the window
+    await asyncio.sleep(0.01)
+    queued.cancel()
+    stuck.cancel()
+    await asyncio.gather(stuck, queued, return_exceptions=True)
+    assert stuck.cancelled() and queued.cancelled() and inside == ["drain"]
+    late = asyncio.create_task(send("late"))  # the window is free again; the slot is not yet
+    await asyncio.sleep(0.01)
+    assert inside == ["drain"]
+    release["drain"].set()
+    await asyncio.sleep(0.01)
+    assert inside == ["drain", "late"]
+    after = asyncio.create_task(send("after"))
+    await asyncio.sleep(0.01)
+    assert inside == ["drain", "late"], "one unrecorded send at a time"
+    release["late"].set()
+    release["after"].set()
+    await asyncio.gather(drain, late, after)
+    assert inside == ["drain", "late", "after"]

@@ -115,3 +115,90 @@ async def test_a_device_s_later_requests_hand_the_store_their_change(
     assert state is not None and json.loads(json.dumps(state))["gpus"]["0"] == 600.0
     assert audits[0].summary["gpus"] == {"before": {"0": 650.0}, "after": {"0": 600.0}}
     assert audits[1].summary["gpus"] == {"before": {"0": 700.0}, "after": {"0": 650.0}}
+
+
+def _encoded_in_turn(states: list[dict[str, Any]]) -> list[str]:
+    """Each state encoded against what was kept of the one before (as the runner does)."""
+    texts, kept = [], None
+    for state in states:
+        encoded = encode(state, kept)
+        texts.append(encoded.text)
+        kept = encoded.kept()
+    return texts
+
+
+def test_an_unchanged_member_takes_its_kept_text_and_a_member_changed_in_place_is_seen() -> None:
+    """A member unchanged once is snapshot, and its text taken while its snapshot holds: the same
+    text; a value changed in place since (a plugin that shares the dict) gets its own text."""
+    shared: dict[str, Any] = {"gpus": [{"key": "gpu/0", "max": 1000.0}], "firmware": "1.0"}
+    states = [{"discovery": shared, "applied": {"gpu/0": n}} for n in range(3)]
+    first, second = encode(states[0]), None
+    second = encode(states[1], first.kept())
+    assert second.snapshots.keys() == {"discovery"}  # unchanged: snapshot for the next one
+    third = encode(states[2], second.kept())
+    assert third.member("discovery") is second.member("discovery")  # taken, not made again
+    shared["gpus"][0]["max"] = 900.0  # changed in place: the same object
+    fourth = encode({"discovery": shared, "applied": {"gpu/0": 3}}, third.kept())
+    assert fourth.text == json.dumps({"discovery": shared, "applied": {"gpu/0": 3}}, sort_keys=True)
+    assert '"max": 900.0' in fourth.text
+    assert "discovery" not in fourth.snapshots
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [1, 1, 1.0, True, 1, 1.0],
+        [{"a": 1}, {"a": 1}, {"a": 1.0}, {"a": True}],
+        [[0.0], [0.0], [-0.0], [0]],
+        [{"b": 1, "a": 2}, {"b": 1, "a": 2}, {"a": 2, "b": 1}, {"a": 2, "b": 1}],
+        [{"x": (1, 2)}, {"x": (1, 2)}, {"x": [1, 2]}, {"x": (1, 2)}],
+        [{1: "a"}, {1: "a"}, {1.0: "a"}, {True: "a"}, {"1": "a"}],
+        ["s", "s", type("S", (str,), {})("s"), "s"],
+        [{"n": float("nan")}, {"n": float("nan")}, {"n": float("nan")}],
+    ],
+)
+def test_every_text_is_json_dumps_whatever_a_member_s_values_were_before(values: list[Any]) -> None:
+    """Values equal in Python with different JSON (1, 1.0, true; 0.0, -0.0; keys of those types),
+    the same values in another order, a tuple for a list, a subclass: each text is its own."""
+    states = [{"member": value, "other": n} for n, value in enumerate(values)]
+    assert _encoded_in_turn(states) == [json.dumps(state, sort_keys=True) for state in states]
+
+
+class _Checked(dict[str, Any]):
+    """A plugin's mark on a section (as the Redfish plugin's checked discovery)."""
+
+    __slots__ = ()
+
+
+class _Reordered(dict[str, Any]):
+    """A dict subclass whose `items` is its own: json's encoder takes what it returns."""
+
+    __slots__ = ()
+
+    def items(self) -> Any:
+        return [(key, "shown") for key in dict.keys(self)]
+
+
+class _WithDict(dict[str, Any]):
+    """A dict subclass whose instances have a `__dict__` (an `items` of their own may hide dict's)."""
+
+
+def test_a_marked_dict_is_taken_as_its_items_and_other_subclasses_get_their_own_text() -> None:
+    section = {"gpus": [{"key": "gpu/0", "max": 1000.0}], "firmware": "1.0"}
+    marked = [{"discovery": _Checked(section), "applied": {"gpu/0": n}} for n in range(3)]
+    first = encode(marked[0])
+    second = encode(marked[1], first.kept())
+    assert "discovery" in second.snapshots
+    third = encode(marked[2], second.kept())
+    assert third.member("discovery") is second.member("discovery")
+    assert third.text == json.dumps(marked[2], sort_keys=True)
+    odd = _WithDict(section)
+    odd.items = lambda: [("hidden", 1)]  # type: ignore[method-assign]
+    for other in (_Reordered(section), odd):
+        states = [
+            {"discovery": value, "applied": {"gpu/0": n}} for n, value in enumerate((section, section, other))
+        ]
+        assert _encoded_in_turn(states) == [json.dumps(state, sort_keys=True) for state in states]
+        assert (
+            "discovery" not in encode(states[2], encode(states[1], encode(states[0]).kept()).kept()).snapshots
+        )

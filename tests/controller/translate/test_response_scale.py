@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
-from controller.translate import MAX_RESPONSE_BYTES, bounded_response, error_response
+from controller.translate import MAX_RESPONSE_BYTES, bounded_response, bounded_serialized, error_response
 from plugins.base import GpuPoliciesChange, GpuPolicy, PolicyAction, PowerLimit, RequestKind
 
 KIND = RequestKind.GPU_POLICIES_UPDATE
@@ -64,6 +64,19 @@ def test_a_response_over_the_size_bound_becomes_a_small_error_response() -> None
     ok = pb.DeviceControllerResponse(device="d", request_id="r")
     ok.ping.success = True
     assert bounded_response(RequestKind.PING, ok) is ok
+
+
+def test_the_bounded_response_comes_with_its_bytes() -> None:
+    ok = pb.DeviceControllerResponse(device="d", request_id="r")
+    ok.ping.success = True
+    same, data = bounded_serialized(RequestKind.PING, ok)
+    assert same is ok and data == ok.SerializeToString()
+    big = big_policies_response()
+    small, data = bounded_serialized(KIND, big, request=change(list(range(20_000))), limit=big.ByteSize() - 1)
+    assert small == bounded_response(KIND, big, request=change(list(range(20_000))), limit=big.ByteSize() - 1)
+    assert data == small.SerializeToString() and not small.gpu_policies_update.results[0].ok
+    at_the_bound, data = bounded_serialized(KIND, big, limit=big.ByteSize())
+    assert at_the_bound is big and len(data) == big.ByteSize()
 
 
 def big_policies_response() -> pb.DeviceControllerResponse:
