@@ -35,7 +35,7 @@ from plugins.redfish._capping.priors import corrected, discovered_read, read_bac
 from plugins.redfish._client.readbacks import priors_from_read_backs
 from plugins.redfish._device.device import Device, invalidate
 from plugins.redfish._discovery.layout import Component
-from plugins.redfish._platforms import Prior, mechanism_for, unsupported_message
+from plugins.redfish._platforms import LimitReading, Prior, mechanism_for, unsupported_message
 from plugins.redfish._wire.document import Document
 from plugins.redfish._wire.errors import ResourceNotFoundError
 
@@ -191,14 +191,19 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
             read_back = None  # no GET before the write, so nothing a read-back could answer
         else:
             read_back = read_back_for(device, comp, t.watts)
+        known: tuple[Document, LimitReading] | None = None
         if read_back is not None:
             priors[comp.limit_uri] = read_back[0]
             if stored is None:  # then the GET it answers is made: parsed once, not again there
                 parsed[comp.limit_uri] = read_back[1]
+                known = read_back[1], read_back[2]
         # a node discovered by this operation: discovery's GET of the limit is the pre-write read
-        read = discovered_read(device, comp, t.watts) if read_back is None and stored is None else None
+        discovered = discovered_read(device, comp, t.watts) if read_back is None and stored is None else None
+        read = None
+        if discovered is not None:
+            read, known = discovered[0], discovered
         bounds = _bounds(device, comp)
-        jobs.append(set_cap(device.bmc, comp, t.watts, stored=stored, read=read, bounds=bounds))
+        jobs.append(set_cap(device.bmc, comp, t.watts, stored=stored, read=read, bounds=bounds, known=known))
     with priors_from_read_backs(priors, parsed) as used:  # the tasks gather() starts take this context
         done = asyncio.gather(*jobs)
     changes: dict[str, CapChange] = {}

@@ -380,9 +380,11 @@ class Mechanism(ABC):
         """Why this GET of the limit resource does not carry the limit ('' when it does): the
         write gate (`plugins.redfish._platforms.gate`) writes nothing else."""
 
-    def read(self, component: Component, doc: Document) -> LimitReading:
-        """`parse`, with whether the resource carries the limit (`LimitReading.offered`)."""
-        reading = self.parse(component, doc)
+    def read(self, component: Component, doc: Document, parsed: LimitReading | None = None) -> LimitReading:
+        """`parse`, with whether the resource carries the limit (`LimitReading.offered`) and the
+        write evidence (`parsed`: this mechanism's `parse` of this very `doc` for this component,
+        made already by the caller: not made again)."""
+        reading = parsed if parsed is not None else self.parse(component, doc)
         refused = self.offers(component, doc)
         # NOTE: a copy with two fields set, not `dataclasses.replace` (which calls `__init__` with
         # every field again: half of a read's cost, on every read-back)
