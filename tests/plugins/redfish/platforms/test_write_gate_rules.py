@@ -4,6 +4,8 @@ an action the resource lists, a limit the resource does not carry is never writt
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from types import MappingProxyType
 from typing import Any
 
@@ -301,3 +303,21 @@ def test_the_evidence_is_the_bounded_walks_on_json_near_the_bound_and_on_what_js
         assert evidence.shown == shown and len(shown) <= EVIDENCE_ITEMS
         assert list(evidence.allowable.items()) == list(allowable.items())
     assert len(WriteEvidence.of(mech, "", Document(EM, bodies[0])).shown) == EVIDENCE_ITEMS
+
+
+def test_a_readings_own_init_takes_the_fields_their_defaults_and_order() -> None:
+    fields = dataclasses.fields(LimitReading)
+    params = list(inspect.signature(LimitReading.__init__).parameters.values())[1:]
+    assert [p.name for p in params] == [f.name for f in fields]
+    for p, f in zip(params, fields, strict=True):
+        assert p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+        assert p.default == (inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default)
+        assert f.default_factory is dataclasses.MISSING and f.init
+    values = [object() for _ in fields]
+    for reading in (
+        LimitReading(*values),
+        LimitReading(**{f.name: v for f, v in zip(fields, values, strict=True)}),
+    ):
+        assert list(reading.__dict__) == [f.name for f in fields]
+        assert all(getattr(reading, f.name) is v for f, v in zip(fields, values, strict=True))
+    assert LimitReading(1.0, True) == LimitReading(watts=1.0, capped=True, units="W", offered=False)
