@@ -44,12 +44,16 @@ class SystemSpec:
     secret_name: str = ""
 
     def component(self, element: ElementType) -> ComponentSpec:
-        return {
-            ElementType.NODE: self.node,
-            ElementType.GPU: self.gpu,
-            ElementType.CPU: self.cpu,
-            ElementType.MEMORY: self.memory,
-        }[element]
+        # NOTE: told by identity, not by a dict per call (an enum member's hash is a Python call)
+        if element is ElementType.NODE:
+            return self.node
+        if element is ElementType.GPU:
+            return self.gpu
+        if element is ElementType.CPU:
+            return self.cpu
+        if element is ElementType.MEMORY:
+            return self.memory
+        raise KeyError(element)
 
     @classmethod
     def from_model(cls, model: Mapping[str, Any]) -> SystemSpec:
