@@ -139,12 +139,17 @@ def _bmc_node_range(device: Device) -> SystemSpec:
     components' AllowableMin/Max, a GB200 tray's modules), when it reported one for each: the
     model's nominal range (1000..6667 W) is not what this BMC takes (2 x 2820 = 5640 W)."""
     # one node component: its write checks the BMC's range itself, naming the BMC's properties
-    readings = [device.state.reading(c.key) for c in device.discovery.node]
-    if len(readings) < 2 or any(r is None or r.min_watts is None or r.max_watts is None for r in readings):
+    ranges = [device.state.reading_range(c.key) for c in device.discovery.node]
+    if len(ranges) < 2 or any(r is None or r[0] is None or r[1] is None for r in ranges):
         return device.spec
-    lo = sum(r.min_watts for r in readings if r is not None and r.min_watts is not None)
-    hi = sum(r.max_watts for r in readings if r is not None and r.max_watts is not None)
-    return replace(device.spec, node=replace(device.spec.node, min_watts=lo, max_watts=hi))
+    lo = sum(r[0] for r in ranges if r is not None and r[0] is not None)
+    hi = sum(r[1] for r in ranges if r is not None and r[1] is not None)
+    made = device.node_range
+    if made is not None and made[0] is device.spec and made[1] == lo and made[2] == hi:
+        return made[3]  # asked again in the same operation (the policy's check, then its targets)
+    spec = replace(device.spec, node=replace(device.spec.node, min_watts=lo, max_watts=hi))
+    device.node_range = (device.spec, lo, hi, spec)
+    return spec
 
 
 def _gpu_targets(device: Device, policy: Policy | None, gpu_policies: Sequence[GpuPolicy]) -> list[Target]:

@@ -47,6 +47,9 @@ class Device:
     spec: SystemSpec
     settings: ConnectionSettings
     limit_reads: dict[str, LimitRead] = field(default_factory=dict)
+    #: the spec with the node's range as the BMC reported it, and what it was made from (the
+    #: spec and the range: `plugins.redfish._capping.operations._bmc_node_range`)
+    node_range: tuple[SystemSpec, float, float, SystemSpec] | None = None
 
     @property
     def name(self) -> str:

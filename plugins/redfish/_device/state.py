@@ -213,6 +213,15 @@ class DeviceState:
         reading = self._readings[key] = LimitReading.from_json(data) if isinstance(data, Mapping) else None
         return reading
 
+    def reading_range(self, key: str) -> tuple[float | None, float | None] | None:
+        """The `min_watts` and `max_watts` of `reading(key)` (None: no reading), without parsing
+        the rest of it (its evidence) where it is not parsed yet."""
+        if key in self._readings:
+            reading = self._readings[key]
+            return None if reading is None else (reading.min_watts, reading.max_watts)
+        data = self._view("readings").get(key)
+        return (data.get("min"), data.get("max")) if isinstance(data, Mapping) else None  # as `from_json`
+
     def set_reading(self, key: str, reading: LimitReading | None) -> None:
         """Remember (or forget) a component's last read-back limit."""
         self._readings.pop(key, None)  # parsed again from what is stored (a reading is stored as JSON)

@@ -316,3 +316,25 @@ async def test_an_operation_reports_when_it_last_reached_the_bmc(gb200: Harness)
     assert before - timedelta(seconds=1) <= out.reached_at <= datetime.now(UTC) + timedelta(seconds=1)
     ping = await gb200.call("ping", bmc, Ping())
     assert ping.result.ok and ping.reached_at is not None and ping.reached_at >= out.reached_at
+
+
+async def test_a_readings_range_is_the_one_its_parse_shows_parsed_or_not(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    out = await gb200.call(
+        "activate_allocation", bmc, Allocation("job", PolicyChange(PolicyAction.SET, gpu_policy(3200)))
+    )
+    loaded = gb200.plugin.load_state(json.loads(json.dumps(out.state)))
+    keys = [*loaded["readings"], "gpu/99"]
+    assert len(keys) > 4
+    unparsed, parsed = DeviceState(loaded), DeviceState(loaded)
+    for key in keys:
+        reading = parsed.reading(key)
+        shown = None if reading is None else (reading.min_watts, reading.max_watts)
+        assert unparsed.reading_range(key) == shown and parsed.reading_range(key) == shown
+    gpu0 = parsed.reading("gpu/0")
+    assert gpu0 is not None and gpu0.min_watts is not None
+    for state in (unparsed, parsed):
+        state.set_reading("gpu/0", replace(gpu0, min_watts=gpu0.min_watts + 1, max_watts=None))
+        assert state.reading_range("gpu/0") == (gpu0.min_watts + 1, None)
+        state.set_reading("gpu/0", None)
+        assert state.reading_range("gpu/0") is None and state.reading("gpu/0") is None
