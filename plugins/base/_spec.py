@@ -103,7 +103,8 @@ class SystemSpec:
     @classmethod
     def known(cls, model_name: str) -> SystemSpec:
         """The catalogue entry for a model name, or a generic spec with no known limits."""
-        return CATALOGUE.get(model_name.upper(), replace(cls(), model=model_name))
+        found = CATALOGUE.get(model_name.upper())  # the generic one made only where none is
+        return found if found is not None else replace(cls(), model=model_name)
 
 
 def policy_from_element_map(name: str, limits: Mapping[str, Any]) -> Policy:
