@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from plugins.base import plain_init
 from plugins.redfish._platforms import LimitReading
 
 
+@plain_init
 @dataclass(frozen=True)
 class Bounds:
     """Limits for a cap when the BMC publishes none: the device spec's, else a safety floor."""

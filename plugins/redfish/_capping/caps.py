@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from plugins.base import DeviceControllerError, DeviceUnreachableError, WriteOutcome, write_log
+from plugins.base import DeviceControllerError, DeviceUnreachableError, WriteOutcome, plain_init, write_log
 from plugins.redfish._capping.bounds import Bounds, range_problem
 from plugins.redfish._capping.outcome import (
     ANSWER_LOST,
@@ -44,6 +44,7 @@ from plugins.redfish._wire.document import Document
 from plugins.redfish._wire.errors import PlatformUnsupportedError, PreconditionFailedError
 
 
+@plain_init
 @dataclass(frozen=True)
 class CapChange:
     """What happened to one component's cap.

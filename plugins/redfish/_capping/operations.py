@@ -28,6 +28,7 @@ from plugins.base import (
     SystemSpec,
     element_share,
     gpu_targets,
+    plain_init,
 )
 from plugins.redfish._capping.bounds import Bounds
 from plugins.redfish._capping.caps import CapChange, restore_cap, set_cap, stands_in
@@ -40,6 +41,7 @@ from plugins.redfish._wire.document import Document
 from plugins.redfish._wire.errors import ResourceNotFoundError
 
 
+@plain_init
 @dataclass(frozen=True)
 class Target:
     """One thing to do for one element: set `watts` on `component`, or report `error`."""

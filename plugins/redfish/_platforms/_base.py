@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from plugins.base import plain_init
 from plugins.redfish._discovery.layout import Component
 from plugins.redfish._wire.document import Document
 
@@ -217,6 +218,7 @@ def _action_entries(node: Mapping[str, Any], out: list[tuple[str, Mapping[str, A
                 _action_entries(value, out)
 
 
+@plain_init  # a reading is made on every read of a limit, read-backs included
 @dataclass(frozen=True)
 class LimitReading:
     """One component's cap as the BMC reports it.
@@ -256,47 +258,6 @@ class LimitReading:
     persistency: str = ""
     #: what that GET showed, for the write gate (None: not recorded, e.g. a state from before it was)
     evidence: WriteEvidence | None = None
-
-    def __init__(
-        self,
-        watts: float | None,
-        capped: bool,
-        min_watts: float | None = None,
-        max_watts: float | None = None,
-        default_watts: float | None = None,
-        increment: float | None = None,
-        units: str = "W",
-        mode: str | None = None,
-        power_watts: float | None = None,
-        etag: str | None = None,
-        modes: tuple[str, ...] = (),
-        min_name: str = "AllowableMin",
-        max_name: str = "AllowableMax",
-        offered: bool = False,
-        persistency: str = "",
-        evidence: WriteEvidence | None = None,
-    ) -> None:
-        # NOTE: written out, not generated (the dataclass keeps an `__init__` of the class's own):
-        # a frozen dataclass's sets each field through `object.__setattr__`, 16 calls that were a
-        # third of a limit's parse. The same fields, defaults and order (a test compares them).
-        self.__dict__.update(
-            watts=watts,
-            capped=capped,
-            min_watts=min_watts,
-            max_watts=max_watts,
-            default_watts=default_watts,
-            increment=increment,
-            units=units,
-            mode=mode,
-            power_watts=power_watts,
-            etag=etag,
-            modes=modes,
-            min_name=min_name,
-            max_name=max_name,
-            offered=offered,
-            persistency=persistency,
-            evidence=evidence,
-        )
 
     @property
     def in_watts(self) -> bool:
@@ -352,6 +313,7 @@ PERSISTENCY_ABSENT = "absent"
 PERSISTENCIES = (PERSISTENCY_ON, PERSISTENCY_OFF, PERSISTENCY_ABSENT)
 
 
+@plain_init
 @dataclass(frozen=True)
 class Prior:
     """A component's cap before devicectl first changed it; stored in the device state."""
@@ -388,6 +350,7 @@ class Prior:
         )
 
 
+@plain_init
 @dataclass(frozen=True)
 class CapRequest:
     """A request that changes a cap. `if_match` sends the reading's ETag."""
