@@ -8,14 +8,17 @@ from typing import Any
 
 import pytest
 
-from plugins.base import plain_init
+from plugins.base import AllocationResult, ComponentResult, GpuPoliciesResult, GpuResult, Outcome, plain_init
 from plugins.base._policy import CapTarget
 from plugins.redfish._capping.bounds import Bounds
 from plugins.redfish._capping.caps import CapChange
 from plugins.redfish._capping.operations import Target
 from plugins.redfish._platforms import CapRequest, LimitReading, Prior
 
-CLASSES: list[type[Any]] = [LimitReading, Prior, CapRequest, CapChange, Target, Bounds, CapTarget]
+CLASSES: list[type[Any]] = [
+    *(LimitReading, Prior, CapRequest, CapChange, Target, Bounds, CapTarget),
+    *(ComponentResult, GpuResult, GpuPoliciesResult, AllocationResult, Outcome),
+]
 
 
 def _twin(cls: type[Any]) -> type[Any]:
