@@ -19,6 +19,7 @@ from plugins.base._errors import (
     UnknownDeviceError,
     UnsupportedError,
 )
+from plugins.base._fields import plain_init
 from plugins.base._plugin import (
     Credentials,
     DeviceContext,
@@ -175,6 +176,7 @@ __all__ = [
     "gpu_target",
     "gpu_targets",
     "json_type",
+    "plain_init",
     "policy_from_element_map",
     "recording",
     "run_operation",

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from plugins.base import _types as t
 from plugins.base._errors import DeviceControllerError, UnsupportedError
+from plugins.base._fields import plain_init
 from plugins.base._streams import ContainerReservation, FingerprintResponse, StatsResponse
 from plugins.base.health import HealthQuery, HealthResult
 from plugins.base.kinds import Kind, kind_of
@@ -100,6 +101,7 @@ class VerificationResult:
     detail: str = ""
 
 
+@plain_init  # made for every request, and again with its writes (`run_operation`)
 @dataclass(frozen=True)
 class Outcome(Generic[R]):
     """What an operation returns: its result and, optionally, new device state.

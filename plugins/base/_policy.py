@@ -13,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from plugins.base._fields import plain_init
 from plugins.base._spec import ComponentSpec, SystemSpec
 from plugins.base._types import ElementType, GpuPolicy, Policy, PowerLimit
 
 
+@plain_init
 @dataclass(frozen=True)
 class CapTarget:
     """The cap one component should get. `error` set means the target was rejected."""

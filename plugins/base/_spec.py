@@ -44,12 +44,16 @@ class SystemSpec:
     secret_name: str = ""
 
     def component(self, element: ElementType) -> ComponentSpec:
-        return {
-            ElementType.NODE: self.node,
-            ElementType.GPU: self.gpu,
-            ElementType.CPU: self.cpu,
-            ElementType.MEMORY: self.memory,
-        }[element]
+        # NOTE: told by identity, not by a dict per call (an enum member's hash is a Python call)
+        if element is ElementType.NODE:
+            return self.node
+        if element is ElementType.GPU:
+            return self.gpu
+        if element is ElementType.CPU:
+            return self.cpu
+        if element is ElementType.MEMORY:
+            return self.memory
+        raise KeyError(element)
 
     @classmethod
     def from_model(cls, model: Mapping[str, Any]) -> SystemSpec:
@@ -99,7 +103,8 @@ class SystemSpec:
     @classmethod
     def known(cls, model_name: str) -> SystemSpec:
         """The catalogue entry for a model name, or a generic spec with no known limits."""
-        return CATALOGUE.get(model_name.upper(), replace(cls(), model=model_name))
+        found = CATALOGUE.get(model_name.upper())  # the generic one made only where none is
+        return found if found is not None else replace(cls(), model=model_name)
 
 
 def policy_from_element_map(name: str, limits: Mapping[str, Any]) -> Policy:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from plugins.base._fields import plain_init
 from plugins.base.health import HealthQuery, HealthResult
 
 
@@ -216,6 +217,7 @@ class WriteOutcome(enum.Enum):
         return next((w for w in (cls.UNKNOWN, cls.WRITTEN) if w in seen), cls.NOT_WRITTEN)
 
 
+@plain_init  # made for every request's response
 @dataclass(frozen=True)
 class ComponentResult:
     """Result of applying a limit to one component (node, CPU, memory, or one GPU).
@@ -231,6 +233,7 @@ class ComponentResult:
     write: WriteOutcome | None = None
 
 
+@plain_init  # made for every request's response
 @dataclass(frozen=True)
 class GpuResult:
     gpu_id: int
@@ -241,6 +244,7 @@ class GpuResult:
     write: WriteOutcome | None = None
 
 
+@plain_init  # made for every request's response
 @dataclass(frozen=True)
 class GpuPoliciesResult:
     resource_group: str = ""
@@ -263,6 +267,7 @@ class ProfileResult:
     verification_id: str = ""
 
 
+@plain_init  # made for every request's response
 @dataclass(frozen=True)
 class AllocationResult:
     """Result of a resource group or topology (de)activation.

@@ -44,6 +44,24 @@ def error_from(code: str, message: str, retryable: bool) -> e.DeviceControllerEr
 
 def encode(value: Any) -> Any:
     """A JSON-compatible copy of a domain value (dataclasses, enums, datetimes, errors)."""
+    # NOTE: JSON's own types told by their exact type first (a receipt's body is encoded with every
+    # write): what `_encode` does with each of them, without its chain of `isinstance` (an ABC's
+    # among them) per value; a subclass of any of them goes through that chain as before
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind is dict:
+        return {str(k): encode(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [encode(v) for v in value]
+    return _encode(value)
+
+
+#: the exact types `_encode` returns as they are
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def _encode(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, enum.Enum):

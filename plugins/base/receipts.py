@@ -125,14 +125,11 @@ class WriteLog:
 
     def set_status(self, index: int, status: str) -> None:
         """A more precise status than `ok` (e.g. the HTTP status)."""
-        self._update(index, status=status)
+        self._change(index, {"status": status})
 
     def read_back(self, index: int | None, after: float | None, note: str = "") -> None:
         """Attach the value read back after the write at `index`."""
-        changes: dict[str, Any] = {"after": after}
-        if note:
-            changes["note"] = note
-        self._update(index, **changes)
+        self._change(index, {"after": after, "note": note} if note else {"after": after})
 
     @property
     def last(self) -> int:
@@ -158,6 +155,10 @@ class WriteLog:
         unknown = changes.keys() - _FIELDS
         if unknown:
             raise TypeError(f"DeviceWrite has no field(s) {sorted(unknown)}")
+        self._change(index, changes)
+
+    def _change(self, index: int | None, changes: dict[str, Any]) -> None:
+        """`_update` with fields named by this module itself (not checked again on every write)."""
         with self._lock:  # an unknown index (None from a wrapped choke point) changes nothing
             if isinstance(index, int) and 0 <= index < len(self._entries):
                 kept = self._changes.get(index)
@@ -241,11 +242,11 @@ class _Writing:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         status = "ok" if exc is None else unanswered_status(exc)
         elapsed = round((time.monotonic() - self._started) * 1000.0, 3)
-        self._log._update(self._index, status=status, duration_ms=elapsed)
+        self._log._change(self._index, {"status": status, "duration_ms": elapsed})
 
 
 def _replaced(entry: DeviceWrite, changes: Mapping[str, Any]) -> DeviceWrite:
-    """`dataclasses.replace` without its per-call introspection (fields checked by `_update`)."""
+    """`dataclasses.replace` without its per-call introspection (fields named by this module)."""
     new = object.__new__(DeviceWrite)
     new.__dict__.update(entry.__dict__)
     new.__dict__.update(changes)

@@ -41,8 +41,9 @@ def check_shape(value: Any, what: str, *, max_depth: int, max_nodes: int) -> Non
             raise InvalidRequestError(f"{what}: not JSON ({json_type(item)})")
 
 
-def check_model_basics(model: Any, *, max_depth: int, max_nodes: int) -> None:
-    """The model checks every plugin needs: an object of bounded shape, string names, a readable spec."""
+def check_model_basics(model: Any, *, max_depth: int, max_nodes: int) -> SystemSpec:
+    """The model checks every plugin needs: an object of bounded shape, string names, a readable spec
+    (returned: `SystemSpec.from_model` of it)."""
     if not isinstance(model, Mapping):
         raise InvalidRequestError(f"device model: expected a JSON object, got {json_type(model)}")
     check_shape(model, "device model", max_depth=max_depth, max_nodes=max_nodes)
@@ -50,7 +51,7 @@ def check_model_basics(model: Any, *, max_depth: int, max_nodes: int) -> None:
         if model.get(key) is not None and not isinstance(model[key], str):
             raise InvalidRequestError(f"device model: {key}: expected a string, got {json_type(model[key])}")
     try:
-        SystemSpec.from_model(model)
+        return SystemSpec.from_model(model)
     except InvalidRequestError:
         raise
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from plugins.base import plain_init
 from plugins.redfish._platforms import LimitReading
 
 
+@plain_init
 @dataclass(frozen=True)
 class Bounds:
     """Limits for a cap when the BMC publishes none: the device spec's, else a safety floor."""
@@ -41,15 +43,18 @@ def range_problem(label: str, watts: float, current: LimitReading, bounds: Bound
             problem = _outside(label, watts, None, bounds.max_watts, bounds.source)
             if problem:
                 return problem
-    if lo is not None and hi is not None:
-        span = f"the BMC allows {_w(lo)}..{_w(hi)}"
-    else:
-        span = f"the BMC allows at least {_w(lo)}" if lo is not None else f"the BMC allows up to {_w(hi)}"
     if lo is not None and watts < lo - 1e-9:
-        return f"{label}: {_w(watts)} is below the BMC's {current.min_name} of {_w(lo)} ({span})"
+        return f"{label}: {_w(watts)} is below the BMC's {current.min_name} of {_w(lo)} ({_span(lo, hi)})"
     if hi is not None and watts > hi + 1e-9:
-        return f"{label}: {_w(watts)} is above the BMC's {current.max_name} of {_w(hi)} ({span})"
+        return f"{label}: {_w(watts)} is above the BMC's {current.max_name} of {_w(hi)} ({_span(lo, hi)})"
     return ""
+
+
+def _span(lo: float | None, hi: float | None) -> str:
+    """The BMC's range, as a refusal names it (made only for a refusal: every cap is checked)."""
+    if lo is not None and hi is not None:
+        return f"the BMC allows {_w(lo)}..{_w(hi)}"
+    return f"the BMC allows at least {_w(lo)}" if lo is not None else f"the BMC allows up to {_w(hi)}"
 
 
 def _outside(label: str, watts: float, lo: float | None, hi: float | None, source: str) -> str:

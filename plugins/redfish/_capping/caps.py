@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from plugins.base import DeviceControllerError, DeviceUnreachableError, WriteOutcome, write_log
+from plugins.base import DeviceControllerError, DeviceUnreachableError, WriteOutcome, plain_init, write_log
 from plugins.redfish._capping.bounds import Bounds, range_problem
 from plugins.redfish._capping.outcome import (
     ANSWER_LOST,
@@ -44,6 +44,7 @@ from plugins.redfish._wire.document import Document
 from plugins.redfish._wire.errors import PlatformUnsupportedError, PreconditionFailedError
 
 
+@plain_init
 @dataclass(frozen=True)
 class CapChange:
     """What happened to one component's cap.
@@ -84,6 +85,7 @@ async def set_cap(
     stored: LimitReading | None = None,
     read: Document | None = None,
     bounds: Bounds | None = None,
+    known: tuple[Document, LimitReading] | None = None,
 ) -> CapChange:
     """Set an explicit cap of `watts` on one component (see the module docstring).
 
@@ -94,6 +96,9 @@ async def set_cap(
         read: a GET of the limit made moments before in this operation (discovery's), standing in
             for the pre-write GET (`plugins.redfish._capping.priors.discovered_read`).
         bounds: limits to check against when the BMC publishes none (the spec's, else a floor).
+        known: a document of the limit the caller parsed already (`read`, or the read-back it
+            offers for the pre-write GET) and the mechanism's parse of it: where the pre-write
+            read is that very document, it is not parsed again (its evidence is still built).
     """
     mech = mechanism_for(component)
     label = component.label
@@ -105,10 +110,10 @@ async def set_cap(
         if stored is not None and stands_in(bmc, mech, stored, watts):
             doc, current = Document(component.limit_uri, {}), stored
         elif read is not None:
-            doc, current = read, mech.read(component, read)
+            doc, current = read, mech.read(component, read, _parse_of(known, read))
         else:
             doc = await bmc.get(component.limit_uri)
-            current = mech.read(component, doc)
+            current = mech.read(component, doc, _parse_of(known, doc))
         before = current
         if doc.body and not current.offered:  # the write gate's first rule, before any range
             problem = f"{label}: {mech.offers(component, doc)}; nothing written"
@@ -234,6 +239,11 @@ async def restore_cap(
         message=message,
         write=progress.outcome,
     )
+
+
+def _parse_of(known: tuple[Document, LimitReading] | None, doc: Document) -> LimitReading | None:
+    """The parse the caller made of `doc` itself (None: of another document, or none made)."""
+    return known[1] if known is not None and known[0] is doc else None
 
 
 def stands_in(bmc: OpBmc, mech: Mechanism, stored: LimitReading, watts: float) -> bool:

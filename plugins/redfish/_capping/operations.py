@@ -28,6 +28,7 @@ from plugins.base import (
     SystemSpec,
     element_share,
     gpu_targets,
+    plain_init,
 )
 from plugins.redfish._capping.bounds import Bounds
 from plugins.redfish._capping.caps import CapChange, restore_cap, set_cap, stands_in
@@ -35,11 +36,12 @@ from plugins.redfish._capping.priors import corrected, discovered_read, read_bac
 from plugins.redfish._client.readbacks import priors_from_read_backs
 from plugins.redfish._device.device import Device, invalidate
 from plugins.redfish._discovery.layout import Component
-from plugins.redfish._platforms import Prior, mechanism_for, unsupported_message
+from plugins.redfish._platforms import LimitReading, Prior, mechanism_for, unsupported_message
 from plugins.redfish._wire.document import Document
 from plugins.redfish._wire.errors import ResourceNotFoundError
 
 
+@plain_init
 @dataclass(frozen=True)
 class Target:
     """One thing to do for one element: set `watts` on `component`, or report `error`."""
@@ -139,12 +141,17 @@ def _bmc_node_range(device: Device) -> SystemSpec:
     components' AllowableMin/Max, a GB200 tray's modules), when it reported one for each: the
     model's nominal range (1000..6667 W) is not what this BMC takes (2 x 2820 = 5640 W)."""
     # one node component: its write checks the BMC's range itself, naming the BMC's properties
-    readings = [device.state.reading(c.key) for c in device.discovery.node]
-    if len(readings) < 2 or any(r is None or r.min_watts is None or r.max_watts is None for r in readings):
+    ranges = [device.state.reading_range(c.key) for c in device.discovery.node]
+    if len(ranges) < 2 or any(r is None or r[0] is None or r[1] is None for r in ranges):
         return device.spec
-    lo = sum(r.min_watts for r in readings if r is not None and r.min_watts is not None)
-    hi = sum(r.max_watts for r in readings if r is not None and r.max_watts is not None)
-    return replace(device.spec, node=replace(device.spec.node, min_watts=lo, max_watts=hi))
+    lo = sum(r[0] for r in ranges if r is not None and r[0] is not None)
+    hi = sum(r[1] for r in ranges if r is not None and r[1] is not None)
+    made = device.node_range
+    if made is not None and made[0] is device.spec and made[1] == lo and made[2] == hi:
+        return made[3]  # asked again in the same operation (the policy's check, then its targets)
+    spec = replace(device.spec, node=replace(device.spec.node, min_watts=lo, max_watts=hi))
+    device.node_range = (device.spec, lo, hi, spec)
+    return spec
 
 
 def _gpu_targets(device: Device, policy: Policy | None, gpu_policies: Sequence[GpuPolicy]) -> list[Target]:
@@ -191,14 +198,19 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
             read_back = None  # no GET before the write, so nothing a read-back could answer
         else:
             read_back = read_back_for(device, comp, t.watts)
+        known: tuple[Document, LimitReading] | None = None
         if read_back is not None:
             priors[comp.limit_uri] = read_back[0]
             if stored is None:  # then the GET it answers is made: parsed once, not again there
                 parsed[comp.limit_uri] = read_back[1]
+                known = read_back[1], read_back[2]
         # a node discovered by this operation: discovery's GET of the limit is the pre-write read
-        read = discovered_read(device, comp, t.watts) if read_back is None and stored is None else None
+        discovered = discovered_read(device, comp, t.watts) if read_back is None and stored is None else None
+        read = None
+        if discovered is not None:
+            read, known = discovered[0], discovered
         bounds = _bounds(device, comp)
-        jobs.append(set_cap(device.bmc, comp, t.watts, stored=stored, read=read, bounds=bounds))
+        jobs.append(set_cap(device.bmc, comp, t.watts, stored=stored, read=read, bounds=bounds, known=known))
     with priors_from_read_backs(priors, parsed) as used:  # the tasks gather() starts take this context
         done = asyncio.gather(*jobs)
     changes: dict[str, CapChange] = {}

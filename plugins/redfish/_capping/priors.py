@@ -23,9 +23,11 @@ def corrected(change: CapChange, used: Priors) -> CapChange:
     return replace(change, before=mech.parse(change.component, fresh))
 
 
-def read_back_for(device: Device, comp: Component, watts: float) -> tuple[float, Document] | None:
-    """When our valid read-back of the component's limit was read (and the read-back, parsed),
-    where it may stand in for the pre-write GET:
+def read_back_for(
+    device: Device, comp: Component, watts: float
+) -> tuple[float, Document, LimitReading] | None:
+    """When our valid read-back of the component's limit was read (and the read-back, parsed, and
+    the mechanism's parse of it), where it may stand in for the pre-write GET:
     only when it shows a value clearly off the target, so a write follows (whose `If-Match`, where
     the policy sends one, the BMC checks). "Already in force" is never judged from it: that answer
     sends nothing, so the BMC must say it."""
@@ -37,14 +39,14 @@ def read_back_for(device: Device, comp: Component, watts: float) -> tuple[float,
         reading: LimitReading = mech.parse(comp, found[0])
     except Exception:  # whatever the parser makes of it, a fresh GET decides
         return None
-    return (found[1], found[0]) if _write_follows(reading, watts) else None
+    return (found[1], found[0], reading) if _write_follows(reading, watts) else None
 
 
-def discovered_read(device: Device, comp: Component, watts: float) -> Document | None:
+def discovered_read(device: Device, comp: Component, watts: float) -> tuple[Document, LimitReading] | None:
     """Where this operation discovered the BMC, its GET of the component's limit as the first
-    change's pre-write read (taken once): only while nothing was written to the resource, nor
-    failed, since that GET was sent (its read-back ticket, no read-back kept), and, as for a
-    read-back, only when it shows a value clearly off the target."""
+    change's pre-write read (taken once), with the mechanism's parse of it: only while nothing was
+    written to the resource, nor failed, since that GET was sent (its read-back ticket, no
+    read-back kept), and, as for a read-back, only when it shows a value clearly off the target."""
     read = device.limit_reads.pop(comp.limit_uri, None)
     read_backs = device.bmc.client.read_backs
     mech = mechanism_for(comp)
@@ -56,7 +58,7 @@ def discovered_read(device: Device, comp: Component, watts: float) -> Document |
         reading: LimitReading = mech.parse(comp, read.doc)
     except Exception:  # whatever the parser makes of it, a fresh GET decides
         return None
-    return read.doc if _write_follows(reading, watts) else None
+    return (read.doc, reading) if _write_follows(reading, watts) else None
 
 
 def _write_follows(reading: LimitReading, watts: float) -> bool:

@@ -47,6 +47,9 @@ class Device:
     spec: SystemSpec
     settings: ConnectionSettings
     limit_reads: dict[str, LimitRead] = field(default_factory=dict)
+    #: the spec with the node's range as the BMC reported it, and what it was made from (the
+    #: spec and the range: `plugins.redfish._capping.operations._bmc_node_range`)
+    node_range: tuple[SystemSpec, float, float, SystemSpec] | None = None
 
     @property
     def name(self) -> str:
@@ -55,12 +58,13 @@ class Device:
 
 
 async def connect(
-    pool: BmcPool, defaults: RedfishSettings, ctx: DeviceContext
+    pool: BmcPool, defaults: RedfishSettings, ctx: DeviceContext, spec: SystemSpec | None = None
 ) -> tuple[BmcClient, ConnectionSettings]:
-    """The BMC client for a device (its endpoint, else the URL in its model JSON)."""
+    """The BMC client for a device (its endpoint, else the URL in its model JSON; `spec`: the
+    model's `SystemSpec.from_model`, where the caller made it)."""
     endpoint = ctx.endpoint
     if not endpoint.url:
-        url = SystemSpec.from_model(ctx.model).redfish_url
+        url = (spec if spec is not None else SystemSpec.from_model(ctx.model)).redfish_url
         endpoint = replace(endpoint, url=url)
     settings = pool.settings_for(endpoint, defaults)
     client = await pool.client(settings, ctx.device_id)
@@ -69,16 +73,15 @@ async def connect(
 
 async def prepare(pool: BmcPool, defaults: RedfishSettings, ctx: DeviceContext) -> Device:
     """Connect, load the state and make sure discovery is known (from state, cache, or the BMC)."""
-    check_model(ctx.model)
+    spec = check_model(ctx.model)  # the model's SystemSpec.from_model, made by the check
     state = DeviceState(ctx.state)  # checked and migrated first: hostile state never reaches the BMC code
-    client, settings = await connect(pool, defaults, ctx)
+    client, settings = await connect(pool, defaults, ctx, spec)
     bmc = OpBmc(client, ctx.deadline)
     bmc.etag_policy = settings.etag_policy
     bmc.persistent = settings.persistent_caps
     bmc.allow_power_off = settings.allow_power_off_on_limit
     client.note_sessions(state.sessions(client.origin))
     client.reap_if_logged_in()
-    spec = SystemSpec.from_model(ctx.model)
     model_name = str(ctx.model.get("Model") or ctx.model.get("model") or spec.model or "")
     hint = platform_hint(model_name, settings.platform)
     system = settings.system

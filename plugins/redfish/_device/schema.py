@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from plugins.base import InvalidRequestError
+from plugins.base import InvalidRequestError, SystemSpec
 from plugins.base.schema import check_model_basics, check_shape, is_int, json_type, quote
 from plugins.redfish._client.uris import redfish_path, session_member
 from plugins.redfish._discovery.layout import DISCOVERY_VERSION, PLATFORMS, Component
@@ -124,9 +124,10 @@ _SECTIONS = frozenset(
 )
 
 
-def check_model(model: Mapping[str, Any]) -> None:
-    """Check a device model JSON: shape limits, then the fields the plugin reads."""
-    check_model_basics(model, max_depth=MAX_DEPTH, max_nodes=MAX_NODES)
+def check_model(model: Mapping[str, Any]) -> SystemSpec:
+    """Check a device model JSON: shape limits, then the fields the plugin reads. Returns its
+    `SystemSpec.from_model` (made by the check)."""
+    spec = check_model_basics(model, max_depth=MAX_DEPTH, max_nodes=MAX_NODES)
     redfish = model.get("Redfish", model.get("redfish"))
     if redfish is not None:
         if not isinstance(redfish, Mapping):
@@ -136,6 +137,7 @@ def check_model(model: Mapping[str, Any]) -> None:
                 raise InvalidRequestError(
                     f"device model: Redfish.{quote(key)}: expected a string, got {json_type(value)}"
                 )
+    return spec
 
 
 # ---- sections ------------------------------------------------------------------------------------

@@ -213,6 +213,15 @@ class DeviceState:
         reading = self._readings[key] = LimitReading.from_json(data) if isinstance(data, Mapping) else None
         return reading
 
+    def reading_range(self, key: str) -> tuple[float | None, float | None] | None:
+        """The `min_watts` and `max_watts` of `reading(key)` (None: no reading), without parsing
+        the rest of it (its evidence) where it is not parsed yet."""
+        if key in self._readings:
+            reading = self._readings[key]
+            return None if reading is None else (reading.min_watts, reading.max_watts)
+        data = self._view("readings").get(key)
+        return (data.get("min"), data.get("max")) if isinstance(data, Mapping) else None  # as `from_json`
+
     def set_reading(self, key: str, reading: LimitReading | None) -> None:
         """Remember (or forget) a component's last read-back limit."""
         self._readings.pop(key, None)  # parsed again from what is stored (a reading is stored as JSON)
@@ -273,6 +282,9 @@ class DeviceState:
             section = {}
         elif name in _REPLACED_WHOLE:
             section = dict(section)  # its entries are shared: never changed in place, only replaced
+        elif name in _SCOPED:
+            # its scopes are changed in place, their entries only replaced: the scopes copied
+            section = {scope: dict(v) if type(v) is dict else _copy(v) for scope, v in section.items()}
         else:
             section = _copy(section)
         self._data[name] = section
@@ -283,8 +295,12 @@ class DeviceState:
 #: sections whose setters only ever put or pop whole entries (`set_reading`, `set_applied`,
 #: `set_sessions`, `set_policy`): their first change copies the section's dict, not its entries (a
 #: GB200 tray's readings, evidence included, are most of its state, and a wave's request changes
-#: eight of them); `priors` and `profiles` change nested dicts in place, so they are copied deep
+#: eight of them); `profiles` changes nested dicts in place, so it is copied deep
 _REPLACED_WHOLE = frozenset({"readings", "applied", "sessions", "policies"})
+#: sections of scopes whose setters put or delete whole entries in a scope's dict (`record_prior`,
+#: `drop_prior`): their first change copies the section and its scopes' dicts, not the entries (a
+#: wave's request records eight priors in a new scope next to those of earlier ones)
+_SCOPED = frozenset({"priors"})
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from plugins.base import plain_init
 from plugins.redfish._discovery.layout import Component
 from plugins.redfish._wire.document import Document
 
@@ -79,9 +80,16 @@ class WriteEvidence:
         limit, read-backs included: kept to plain loops, dict and list told by their type first)."""
         shown: set[str] = set()
         allowable: dict[str, tuple[str, ...]] = {}
-        body = doc.body if isinstance(doc.body, Mapping) else {}
+        body = doc.body
+        if body.__class__ is not dict and not isinstance(body, Mapping):
+            body = {}
         top = {k: body[k] for k in mech.writes if k in body}
-        _record(top, "", 1, shown, allowable)
+        # NOTE: walked without the bound's checks first; only a walk that came near the bound (or
+        # met a key or node JSON never gives) is walked again with them, so the result is the same
+        if not _walk(top, "", 1, shown, allowable) or len(shown) >= EVIDENCE_ITEMS:
+            shown.clear()
+            allowable.clear()
+            _record(top, "", 1, shown, allowable)
         for key in mech.writes:
             values = body.get(key + _ALLOWABLE)
             if values is not None and isinstance(values, list) and key in body:
@@ -89,7 +97,9 @@ class WriteEvidence:
         actions: dict[str, ActionEvidence] = {}
         listed = body.get("Actions")
         if listed is not None and mech.actions and isinstance(listed, Mapping):
-            for name, entry in _action_entries(listed):
+            entries: list[tuple[str, Mapping[str, Any]]] = []
+            _action_entries(listed, entries)
+            for name, entry in entries:
                 if name in mech.actions and len(actions) < EVIDENCE_ITEMS:
                     target = str(entry["target"]).rstrip("/")
                     params = {
@@ -98,10 +108,21 @@ class WriteEvidence:
                         if k.endswith(_ALLOWABLE) and isinstance(vs, list)
                     }
                     info = entry.get("@Redfish.ActionInfo")
-                    actions[target] = ActionEvidence(
-                        name, target, params, info if isinstance(info, str) else ""
-                    )
-        return cls(doc.path.rstrip("/"), refused, frozenset(shown), allowable, actions)
+                    # NOTE: fields set as `__init__` sets them (a frozen dataclass's costs as much
+                    # again as the rest of an action's evidence)
+                    action = object.__new__(ActionEvidence)
+                    info = info if isinstance(info, str) else ""
+                    action.__dict__.update(name=name, target=target, parameters=params, info=info)
+                    actions[target] = action
+        evidence = object.__new__(cls)
+        evidence.__dict__.update(
+            path=doc.path.rstrip("/"),
+            refused=refused,
+            shown=frozenset(shown),
+            allowable=allowable,
+            actions=actions,
+        )
+        return evidence
 
     def to_json(self) -> dict[str, Any]:
         """JSON for the device state (the stored reading's evidence)."""
@@ -156,16 +177,48 @@ def _record(
             _record(members, where + "/", depth + 1, shown, allowable)
 
 
-def _action_entries(node: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """Every `#Name: {"target": …}` entry under `Actions` (standard and OEM)."""
+def _walk(
+    node: Mapping[str, Any], prefix: str, depth: int, shown: set[str], allowable: dict[str, tuple[str, ...]]
+) -> bool:
+    """`_record` for JSON as parsed (str keys, dict and list nodes) without the bound on paths:
+    False where it met anything else (then `_record` decides)."""
+    deeper = depth < EVIDENCE_DEPTH
+    for key, value in node.items():
+        if key.__class__ is not str:
+            return False
+        if "@" in key:
+            name, _, annotation = key.partition("@")
+            if annotation == "Redfish.AllowableValues" and name in node and isinstance(value, list):
+                allowable[prefix + name] = tuple(str(v) for v in value[:EVIDENCE_ITEMS])
+            continue
+        where = prefix + key
+        shown.add(where)
+        if deeper:
+            kind = value.__class__
+            if kind is dict:
+                if not _walk(value, where + "/", depth + 1, shown, allowable):
+                    return False
+            elif kind is list:
+                members = {str(i): m for i, m in enumerate(value[:EVIDENCE_ITEMS]) if isinstance(m, Mapping)}
+                if not _walk(members, where + "/", depth + 1, shown, allowable):
+                    return False
+            elif kind not in _SCALARS:
+                return False
+    return True
+
+
+def _action_entries(node: Mapping[str, Any], out: list[tuple[str, Mapping[str, Any]]]) -> None:
+    """Every `#Name: {"target": …}` entry under `Actions` (standard and OEM), into `out` in the
+    order met (a list, not a generator per level)."""
     for key, value in node.items():
         if isinstance(value, Mapping):
             if isinstance(value.get("target"), str) and str(key).startswith("#"):
-                yield str(key), value
+                out.append((str(key), value))
             else:
-                yield from _action_entries(value)
+                _action_entries(value, out)
 
 
+@plain_init  # a reading is made on every read of a limit, read-backs included
 @dataclass(frozen=True)
 class LimitReading:
     """One component's cap as the BMC reports it.
@@ -260,6 +313,7 @@ PERSISTENCY_ABSENT = "absent"
 PERSISTENCIES = (PERSISTENCY_ON, PERSISTENCY_OFF, PERSISTENCY_ABSENT)
 
 
+@plain_init
 @dataclass(frozen=True)
 class Prior:
     """A component's cap before devicectl first changed it; stored in the device state."""
@@ -296,6 +350,7 @@ class Prior:
         )
 
 
+@plain_init
 @dataclass(frozen=True)
 class CapRequest:
     """A request that changes a cap. `if_match` sends the reading's ETag."""
@@ -329,9 +384,11 @@ class Mechanism(ABC):
         """Why this GET of the limit resource does not carry the limit ('' when it does): the
         write gate (`plugins.redfish._platforms.gate`) writes nothing else."""
 
-    def read(self, component: Component, doc: Document) -> LimitReading:
-        """`parse`, with whether the resource carries the limit (`LimitReading.offered`)."""
-        reading = self.parse(component, doc)
+    def read(self, component: Component, doc: Document, parsed: LimitReading | None = None) -> LimitReading:
+        """`parse`, with whether the resource carries the limit (`LimitReading.offered`) and the
+        write evidence (`parsed`: this mechanism's `parse` of this very `doc` for this component,
+        made already by the caller: not made again)."""
+        reading = parsed if parsed is not None else self.parse(component, doc)
         refused = self.offers(component, doc)
         # NOTE: a copy with two fields set, not `dataclasses.replace` (which calls `__init__` with
         # every field again: half of a read's cost, on every read-back)

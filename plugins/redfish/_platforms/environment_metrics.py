@@ -54,7 +54,7 @@ class EnvironmentMetricsMechanism(Mechanism):
 
     def parse(self, component: Component, doc: Document) -> LimitReading:
         limit = doc.get("PowerLimitWatts")
-        if not isinstance(limit, Mapping):
+        if limit.__class__ is not dict and not isinstance(limit, Mapping):  # a dict told first
             limit = {}
         set_point = set_point_in_force(limit)
         default = limit_watts(limit.get("DefaultSetPoint"))
@@ -72,7 +72,8 @@ class EnvironmentMetricsMechanism(Mechanism):
         )
 
     def offers(self, component: Component, doc: Document) -> str:
-        if isinstance(doc.get("PowerLimitWatts"), Mapping):
+        limit = doc.get("PowerLimitWatts")
+        if limit.__class__ is dict or isinstance(limit, Mapping):
             return ""
         return f"{doc.path.rstrip('/')} carries no PowerLimitWatts: the BMC offers no limit there"
 
@@ -113,8 +114,9 @@ def _oob_active(body: Mapping[str, Any], set_point: float | None, default: float
     """Whether an out-of-band cap is in force (vs the firmware default)."""
     if set_point is None:
         return False
-    oem = (body.get("Oem") or {}).get("Nvidia") if isinstance(body.get("Oem"), Mapping) else None
-    if isinstance(oem, Mapping):
+    oem = body.get("Oem")
+    oem = (oem or {}).get("Nvidia") if oem.__class__ is dict or isinstance(oem, Mapping) else None
+    if oem.__class__ is dict or isinstance(oem, Mapping):
         # NOTE: NVIDIA shows the OOB request in RequestedPersistent/OneshotPowerLimitWatts and
         # PowerMode "Custom" (NVIDIA/bmcweb NvidiaEnvironmentMetrics_v1.xml); ControlMode is derived
         # from D-Bus PowerCapEnable and only informational (redfish.md §2.2).
@@ -138,8 +140,12 @@ def _oob_active(body: Mapping[str, Any], set_point: float | None, default: float
 def _persistency(body: Mapping[str, Any]) -> str:
     """NVIDIA's `Oem.Nvidia.PowerLimitPersistency` as shown (absent or null: not shown)."""
     oem = body.get("Oem")
-    nvidia = oem.get("Nvidia") if isinstance(oem, Mapping) else None
-    value = nvidia.get("PowerLimitPersistency") if isinstance(nvidia, Mapping) else None
+    nvidia = oem.get("Nvidia") if oem.__class__ is dict or isinstance(oem, Mapping) else None
+    value = (
+        nvidia.get("PowerLimitPersistency")
+        if nvidia.__class__ is dict or isinstance(nvidia, Mapping)
+        else None
+    )
     if isinstance(value, bool):
         return PERSISTENCY_ON if value else PERSISTENCY_OFF
     return PERSISTENCY_ABSENT

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import enum
 import json
+from collections import OrderedDict
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -23,6 +26,7 @@ from plugins.base import (
     DevicePlugin,
     DeviceRejectedError,
     DeviceStats,
+    DeviceUnreachableError,
     ElementType,
     FingerprintResponse,
     GpuPoliciesChange,
@@ -45,6 +49,7 @@ from plugins.base import (
     StatsResponse,
     StatValue,
     StdMetricsResult,
+    codec,
 )
 from plugins.base import nomad as n
 from plugins.base.codec import decode, encode, error_from
@@ -241,3 +246,35 @@ def test_an_error_with_unreadable_receipts_keeps_its_class_and_its_writes_unknow
         with pytest.raises(DeviceRejectedError, match="BMC said no") as raised:
             outcome_from_pb(kind_of("bmc_health"), answered)
         assert raised.value.receipts is None
+
+
+def test_json_values_are_encoded_by_their_exact_type_as_the_generic_chain_encodes_them() -> None:
+    """JSON's own types are told by their exact type first; what they give is the generic chain's,
+    and a subclass of any of them (an int enum, an ordered dict, a list subclass) still goes that way."""
+
+    class Level(enum.IntEnum):
+        LOW = 1
+
+    class Items(list[int]):
+        pass
+
+    values: list[object] = [
+        None, True, 0, 1.5, "s", {"PowerLimitWatts": {"SetPoint": 700}}, [1, (2, "x")], (), {},
+        {1: [None, {"a": (True, 2.0)}]}, Level.LOW, OrderedDict(a=Level.LOW), Items([1]),
+        MappingProxyType({"k": [NOW]}), {"t": ElementType.GPU, "e": DeviceUnreachableError("x")},
+        POLICY, [POLICY, {"p": POLICY}],
+    ]  # fmt: skip
+    for value in values:
+        fast, chain = encode(value), codec._encode(value)
+        assert fast == chain and _types(fast) == _types(chain), value
+    assert encode(Level.LOW) is Level.LOW  # an int subclass is returned as it is, as before
+    with pytest.raises(TypeError, match="cannot encode set"):
+        encode({"a": {1}})
+
+
+def _types(value: object) -> object:
+    if isinstance(value, dict):
+        return (type(value), [(type(k), k, _types(v)) for k, v in value.items()])
+    if isinstance(value, list):
+        return (type(value), [_types(v) for v in value])
+    return type(value)

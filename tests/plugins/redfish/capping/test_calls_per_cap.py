@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 
-from plugins.base import Empty, PolicyAction, PolicyChange
+from plugins.base import Allocation, Empty, PolicyAction, PolicyChange
 from plugins.redfish._client.readbacks import ReadBacks
+from plugins.redfish._discovery.layout import Component
+from plugins.redfish._platforms import EnvironmentMetricsMechanism, LimitReading
+from plugins.redfish._wire.document import Document
 from tests.plugins.redfish.client.test_connections import one_gpu
 from tests.plugins.redfish.harness import Harness
 from tests.plugins.redfish.platforms.test_gb200 import CHASSIS_EM, PROC_EM, node_policy
@@ -118,3 +121,31 @@ async def test_a_read_back_is_looked_at_only_where_a_get_would_precede_the_write
     out = await gb200.call("update_gpu_policies", bmc, one_gpu(0, 690))  # stored == target: a GET decides
     assert out.result.results[0].ok and gb200.calls(bmc) == {"GET " + PROC_EM: 1}
     assert peeked == [PROC_EM.format(id="GPU_0")]
+
+
+async def test_a_read_back_standing_in_for_the_pre_write_get_is_parsed_once(
+    gb200: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the parse that decided to offer the read-back is the one the write is judged on (its
+    # evidence is built as on any read); the read-back after the write is parsed as before
+    bmc = gb200.fleet.bmcs[0]
+    await gb200.call(
+        "activate_allocation", bmc, Allocation("first", PolicyChange(SET, node_policy(5000, 3200, 600)))
+    )
+    parsed: list[str] = []
+    parse = EnvironmentMetricsMechanism.parse
+
+    def counted(self: EnvironmentMetricsMechanism, component: Component, doc: Document) -> LimitReading:
+        parsed.append(doc.path)
+        return parse(self, component, doc)
+
+    monkeypatch.setattr(EnvironmentMetricsMechanism, "parse", counted)
+    gb200.reset()
+    out = await gb200.call(
+        "activate_allocation", bmc, Allocation("steady", PolicyChange(SET, node_policy(4800, 3000, 500)))
+    )
+    assert out.result.ok, out.result.error
+    assert bmc.stats.total_calls == 16  # PATCH and read-back per cap: the read-backs were offered
+    assert out.state["priors"]["rg:steady"]["gpu/0"]["watts"] == 800  # the read-back's value
+    # per cap: the offered read-back, the new one
+    assert len(parsed) == 16 and all(parsed.count(path) == 2 for path in parsed)

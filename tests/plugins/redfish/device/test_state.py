@@ -316,3 +316,56 @@ async def test_an_operation_reports_when_it_last_reached_the_bmc(gb200: Harness)
     assert before - timedelta(seconds=1) <= out.reached_at <= datetime.now(UTC) + timedelta(seconds=1)
     ping = await gb200.call("ping", bmc, Ping())
     assert ping.result.ok and ping.reached_at is not None and ping.reached_at >= out.reached_at
+
+
+async def test_a_readings_range_is_the_one_its_parse_shows_parsed_or_not(gb200: Harness) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    out = await gb200.call(
+        "activate_allocation", bmc, Allocation("job", PolicyChange(PolicyAction.SET, gpu_policy(3200)))
+    )
+    loaded = gb200.plugin.load_state(json.loads(json.dumps(out.state)))
+    keys = [*loaded["readings"], "gpu/99"]
+    assert len(keys) > 4
+    unparsed, parsed = DeviceState(loaded), DeviceState(loaded)
+    for key in keys:
+        reading = parsed.reading(key)
+        shown = None if reading is None else (reading.min_watts, reading.max_watts)
+        assert unparsed.reading_range(key) == shown and parsed.reading_range(key) == shown
+    gpu0 = parsed.reading("gpu/0")
+    assert gpu0 is not None and gpu0.min_watts is not None
+    for state in (unparsed, parsed):
+        state.set_reading("gpu/0", replace(gpu0, min_watts=gpu0.min_watts + 1, max_watts=None))
+        assert state.reading_range("gpu/0") == (gpu0.min_watts + 1, None)
+        state.set_reading("gpu/0", None)
+        assert state.reading_range("gpu/0") is None and state.reading("gpu/0") is None
+
+
+async def test_recording_and_dropping_priors_copies_the_scopes_and_leaves_the_loaded_state(
+    gb200: Harness,
+) -> None:
+    bmc = gb200.fleet.bmcs[0]
+    for group in ("a", "b"):
+        await gb200.call(
+            "activate_allocation", bmc, Allocation(group, PolicyChange(PolicyAction.SET, gpu_policy(3200)))
+        )
+    loaded = gb200.plugin.load_state(json.loads(json.dumps(gb200.states[0])))
+    before = copy.deepcopy(loaded)
+    state = DeviceState(loaded)
+    state.record_prior("rg:c", "gpu/0", Prior(700.0, True))
+    state.drop_prior("rg:a", "gpu/0")
+    for key in list(loaded["priors"]["rg:b"]):
+        state.drop_prior("rg:b", key)
+    out = state.to_json()
+    assert loaded == before  # no scope of the loaded state changed
+    assert (
+        "rg:b" not in out["priors"]
+        and "gpu/0" not in out["priors"]["rg:a"]
+        and "gpu/1" in out["priors"]["rg:a"]
+    )
+    assert out["priors"]["rg:c"] == {"gpu/0": Prior(700.0, True).to_json()}
+    # the entries no setter replaced are the loaded ones (never changed in place)
+    assert out["priors"]["rg:a"]["gpu/1"] is loaded["priors"]["rg:a"]["gpu/1"]
+    handed = copy.deepcopy(out)
+    state.drop_prior("rg:a", "gpu/1")
+    state.record_prior("rg:c", "gpu/1", Prior(650.0, True))
+    assert out == handed and loaded == before  # a later change copies the section again

@@ -4,6 +4,11 @@ an action the resource lists, a limit the resource does not carry is never writt
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+from types import MappingProxyType
+from typing import Any
+
 from plugins.redfish._discovery.layout import MECH_CONTROL, MECH_EM, Component
 from plugins.redfish._platforms import (
     ControlMechanism,
@@ -12,7 +17,14 @@ from plugins.redfish._platforms import (
     LimitReading,
     Prior,
 )
-from plugins.redfish._platforms._base import CapRequest, WriteEvidence, number, tightest
+from plugins.redfish._platforms._base import (
+    EVIDENCE_ITEMS,
+    CapRequest,
+    WriteEvidence,
+    _record,
+    number,
+    tightest,
+)
 from plugins.redfish._platforms.gate import absent_property, refusal
 from plugins.redfish._wire.document import Document
 
@@ -263,3 +275,49 @@ def test_a_number_is_a_json_int_or_float_as_float_and_nothing_else() -> None:
     assert number(2**70) == float(2**70)
     for not_a_number in (True, False, None, "700", [700], {"Reading": 700}):
         assert number(not_a_number) is None
+
+
+def test_the_evidence_is_the_bounded_walks_on_json_near_the_bound_and_on_what_json_never_gives() -> None:
+    """The evidence is walked without the bound first and again with it only where that walk came
+    near the bound or met something JSON never gives: the same paths and values either way."""
+    mech = EnvironmentMetricsMechanism()
+    bodies: list[dict[str, Any]] = [
+        {"PowerLimitWatts": {f"K{i}": {"A": 1, "B": [{"C": 1}, 2]} for i in range(300)}, "Oem": {"X": 1}},
+        {"PowerLimitWatts": {f"K{i}": 1 for i in range(EVIDENCE_ITEMS - 1)}, "Oem": {"A": 1, "B": 2}},
+        {"PowerLimitWatts": {f"K{i}": 1 for i in range(EVIDENCE_ITEMS - 3)}, "Oem": {"A": 1}},
+        {
+            "PowerLimitWatts": {1: "x", "SetPoint": 3, "Z": 4},
+            "Oem": MappingProxyType({"A": {"B": 1}, "C": (1,)}),
+        },
+        {"PowerLimitWatts": {"Steps": [{"W": 1}, MappingProxyType({"Q": {"R": 1}}), {"W": 2}]}},
+        {
+            "PowerLimitWatts": {"SetPoint": 1, "SetPoint@Redfish.AllowableValues": [1, 2]},
+            "Oem": {"Nvidia": {}},
+        },
+    ]
+    for body in bodies:
+        shown: set[str] = set()
+        allowable: dict[str, tuple[str, ...]] = {}
+        _record({k: body[k] for k in mech.writes if k in body}, "", 1, shown, allowable)
+        evidence = WriteEvidence.of(mech, "", Document(EM, body))
+        assert evidence.shown == shown and len(shown) <= EVIDENCE_ITEMS
+        assert list(evidence.allowable.items()) == list(allowable.items())
+    assert len(WriteEvidence.of(mech, "", Document(EM, bodies[0])).shown) == EVIDENCE_ITEMS
+
+
+def test_a_readings_own_init_takes_the_fields_their_defaults_and_order() -> None:
+    fields = dataclasses.fields(LimitReading)
+    params = list(inspect.signature(LimitReading.__init__).parameters.values())[1:]
+    assert [p.name for p in params] == [f.name for f in fields]
+    for p, f in zip(params, fields, strict=True):
+        assert p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+        assert p.default == (inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default)
+        assert f.default_factory is dataclasses.MISSING and f.init
+    values = [object() for _ in fields]
+    for reading in (
+        LimitReading(*values),
+        LimitReading(**{f.name: v for f, v in zip(fields, values, strict=True)}),
+    ):
+        assert list(reading.__dict__) == [f.name for f in fields]
+        assert all(getattr(reading, f.name) is v for f, v in zip(fields, values, strict=True))
+    assert LimitReading(1.0, True) == LimitReading(watts=1.0, capped=True, units="W", offered=False)
