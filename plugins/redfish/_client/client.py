@@ -351,13 +351,13 @@ class BmcClient:
         method = method.upper()
         if method not in READS:
             self.read_backs.writing(path)
-        limit = attempts if attempts is not None else self.settings.max_attempts
         try:
             return await self._once(method, path, body, headers, deadline, authenticated, allow_404)
         except RedfishError as exc:
             if not retryable(exc, method):
                 raise
             first = exc
+        limit = attempts if attempts is not None else self.settings.max_attempts
         return await self._retry(
             first, limit, method, path, body, headers, deadline, authenticated, allow_404
         )
@@ -372,9 +372,33 @@ class BmcClient:
         authenticated: bool,
         allow_404: bool,
     ) -> AsyncRestResponse:
-        """One attempt: the reply, or its typed error (a failed attempt forgets the read-backs)."""
+        """One attempt: the reply, or its typed error (a failed attempt forgets the read-backs).
+
+        A 401 to a session's request is logged in again once and the request sent once more (see
+        below); every HTTP request here is bounded by `deadline`."""
+        # NOTE: a direct send is given the deadline, and the library's requests (logins, others)
+        # read it from `deadline_scope`, entered only around them (a context variable set and reset
+        # per call cost more than the rest of this)
         try:
-            reply = await self._attempt(method, path, body, headers, deadline, authenticated)
+            if authenticated and self._auth is None:  # logged in: no coroutines to await per call
+                with deadline_scope(deadline):
+                    await before_sending(self._ensure_login())
+            generation = self._redfish.logins
+            reply = await self._send(method, path, body, headers, deadline)
+            if (
+                reply.status == 401
+                and authenticated
+                and self._auth == "session"
+                and (method not in READS or self._redfish.logins == generation)
+            ):
+                # NOTE: a 401 means the write was not applied, so log in once more (unless a
+                # concurrent request already did) and resend once (the library itself never resends
+                # writes: DMTF/python-redfish-library#189). A read gets here only when `_send` did
+                # not log in again: a HEAD or DELETE, or a request sent without a token, which the
+                # adapter is left with after its own re-login failed.
+                with deadline_scope(deadline):
+                    await before_sending(self._relogin(generation))
+                reply = await self._send(method, path, body, headers, deadline)
             if not (allow_404 and reply.status == 404):
                 raise_for_response(self.origin, method, path, reply)
             return reply
@@ -436,39 +460,6 @@ class BmcClient:
             raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _attempt(
-        self,
-        method: str,
-        path: str,
-        body: Any,
-        headers: Mapping[str, str] | None,
-        deadline: float,
-        authenticated: bool,
-    ) -> AsyncRestResponse:
-        # NOTE: every HTTP request below is bounded by `deadline`: a direct send is given it, and
-        # the library's requests (logins, others) read it from `deadline_scope`, entered only
-        # around them (a context variable set and reset per call cost more than the rest of this)
-        if authenticated and self._auth is None:  # logged in: no coroutines to await per call
-            with deadline_scope(deadline):
-                await before_sending(self._ensure_login())
-        generation = self._redfish.logins
-        reply = await self._send(method, path, body, headers, deadline)
-        if (
-            reply.status == 401
-            and authenticated
-            and self._auth == "session"
-            and (method not in READS or self._redfish.logins == generation)
-        ):
-            # NOTE: a 401 means the write was not applied, so log in once more (unless a
-            # concurrent request already did) and resend once (the library itself never resends
-            # writes: DMTF/python-redfish-library#189). A read gets here only when `_send` did
-            # not log in again: a HEAD or DELETE, or a request sent without a token, which the
-            # adapter is left with after its own re-login failed.
-            with deadline_scope(deadline):
-                await before_sending(self._relogin(generation))
-            reply = await self._send(method, path, body, headers, deadline)
-        return reply
-
     async def _send(
         self,
         method: str,
@@ -488,7 +479,7 @@ class BmcClient:
                 # transport, it skips the library's per-call work (a multidict of headers, a URL
                 # join and check, a copy of the reply's headers: ~10% of a call's CPU). A 401 on a
                 # GET logs in again (the adapter's `renew`: single flight, by token) and is sent once
-                # more; writes' 401s are `_attempt`'s. Inline, not a method: a coroutine less per call.
+                # more; writes' 401s are `_once`'s. Inline, not a method: a coroutine less per call.
                 target = client.target(path)
                 sent = {"Accept": "application/json", "OData-Version": "4.0", "X-Auth-Token": token}
                 if headers:
