@@ -66,7 +66,7 @@ import random
 import ssl
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import tenacity
@@ -131,10 +131,10 @@ _ACCEPT_JSON = {"Accept": "application/json"}
 _CLIENTS: weakref.WeakSet[BmcClient] = weakref.WeakSet()
 #: sent straight through the transport once logged in with a session (see `_send`)
 _DIRECT = frozenset(("GET", "PATCH", "POST"))
-#: `BMC_REQUESTS` children by (method, status, platform): `labels()` takes a lock and builds a
-#: tuple on every call; the label sets are few (see `_telemetry`)
-_REQUEST_COUNTERS: dict[tuple[str, str, str], Any] = {}
-_CALL_HISTOGRAMS: dict[tuple[str, str], Any] = {}
+#: by (method, status, platform): the `inc` of that `BMC_REQUESTS` child and the `observe` of the
+#: `BMC_CALL_SECONDS` child, bound once (`labels()` takes a lock and builds a tuple on every call;
+#: the label sets are few, see `_telemetry`)
+_METERS: dict[tuple[str, str, str], tuple[Callable[[], None], Callable[[float], None]]] = {}
 #: session members read per sweep at most (real tables hold 4 to 64)
 MAX_SWEPT = 64
 #: time a sweep after login may take (its own budget, not a request's)
@@ -528,14 +528,15 @@ class BmcClient:
         once per label set."""
         platform = self.settings.platform or getattr(self.discovery, "platform", None) or "undiscovered"
         key = (method, status, platform)
-        child = _REQUEST_COUNTERS.get(key)
-        if child is None:
-            child = _REQUEST_COUNTERS[key] = BMC_REQUESTS.labels(method, status, platform)
-        child.inc()
-        timing = _CALL_HISTOGRAMS.get((method, status))
-        if timing is None:
-            timing = _CALL_HISTOGRAMS[(method, status)] = BMC_CALL_SECONDS.labels(method, outcome_of(status))
-        timing.observe(seconds)
+        meters = _METERS.get(key)
+        if meters is None:
+            meters = _METERS[key] = (
+                BMC_REQUESTS.labels(method, status, platform).inc,
+                BMC_CALL_SECONDS.labels(method, outcome_of(status)).observe,
+            )
+        count, observe = meters
+        count()
+        observe(seconds)
 
     # ---- retry policy -------------------------------------------------------------------------
 
