@@ -183,7 +183,14 @@ class BmcTransport:
                 f"{self.origin}: {method} {path}: the request's deadline passed", sent=False
             )
         if not self._slots.try_take():  # a free slot is taken at once, without a coroutine
-            await self._wait_for_slot(method, path, deadline)
+            try:
+                await self._slots.take(None if deadline is None else deadline - now)
+            except TimeoutError:
+                raise DeadlineExceededError(
+                    f"{self.origin}: {method} {path}: the deadline passed while waiting for a free "
+                    f"connection slot (per-BMC limit {self._settings.concurrency})",
+                    sent=False,
+                ) from None
             now = time.monotonic()
         self.requests += 1
         in_flight = self.in_flight = self.in_flight + 1
@@ -236,16 +243,6 @@ class BmcTransport:
                 f"{self.origin}: {method} {path}: the reply's {over}", bound=over.bound, limit=over.limit
             )
         return shape(method, path, reply)
-
-    async def _wait_for_slot(self, method: str, path: str, deadline: float | None) -> None:
-        try:
-            await self._slots.take(None if deadline is None else deadline - time.monotonic())
-        except TimeoutError:
-            raise DeadlineExceededError(
-                f"{self.origin}: {method} {path}: the deadline passed while waiting for a free "
-                f"connection slot (per-BMC limit {self._settings.concurrency})",
-                sent=False,
-            ) from None
 
     def _translate(self, exc: HttpFailure, method: str, path: str, deadline: float | None) -> RedfishError:
         s = self._settings
