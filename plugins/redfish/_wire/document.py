@@ -117,13 +117,21 @@ def whole_json(body: bytes) -> bool:
     return True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Document:
     """A resource as read: its JSON body and its ETag (header, else `@odata.etag`)."""
 
     path: str
     body: Mapping[str, Any]
     etag: str | None = None
+
+    def __init__(self, path: str, body: Mapping[str, Any], etag: str | None = None) -> None:
+        # NOTE: the fields written straight into the instance's dict: a frozen dataclass's own
+        # `__init__` sets each through `object.__setattr__`, twice the cost (one per GET)
+        fields = self.__dict__
+        fields["path"] = path
+        fields["body"] = body
+        fields["etag"] = etag
 
     def get(self, key: str, default: Any = None) -> Any:
         """Shortcut for `body.get`."""
