@@ -240,7 +240,11 @@ class BmcClient:
                 return kept
         ticket = read_backs.ticket(path)
         reply = await self.call("GET", path, deadline=deadline)
-        doc = await self.read_document(path, reply)
+        # a small body is parsed here, without a coroutine of `read_document`'s
+        if len(reply.read) <= off_loop.OFF_LOOP_BYTES:
+            doc = self.document(path, reply)
+        else:
+            doc = await self.read_document(path, reply)
         read_backs.read(path, ticket, doc, reply.read)
         note_read(path, doc)
         return doc
