@@ -70,6 +70,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import tenacity
+from multidict import istr
 from redfish.aio import exceptions as dmtf
 from redfish.aio.response import AsyncRestResponse
 
@@ -124,6 +125,8 @@ from plugins.redfish._wire.transport import BmcTransport, deadline_scope
 log = logging.getLogger(__name__)
 
 SERVICE_ROOT = "/redfish/v1/"
+#: read from every GET's reply (an `istr`: its lookup does not case-fold it again)
+_ETAG = istr("ETag")
 #: request headers when the caller adds none (the library copies them, never changes them)
 _ACCEPT_JSON = {"Accept": "application/json"}
 #: the user information of an absolute URI (`//user:password@`)
@@ -283,7 +286,7 @@ class BmcClient:
             ) from None
         if not isinstance(body, dict):
             raise ProtocolError(f"{self.origin}: GET {path}: the reply is not a JSON object")
-        etag = reply.getheader("ETag") or body.get("@odata.etag")
+        etag = reply.getheader(_ETAG) or body.get("@odata.etag")
         return Document(path, body, str(etag) if etag else None)
 
     async def refresh_session(self, *, deadline: float) -> None:
