@@ -66,10 +66,11 @@ import random
 import ssl
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import tenacity
+from multidict import istr
 from redfish.aio import exceptions as dmtf
 from redfish.aio.response import AsyncRestResponse
 
@@ -124,6 +125,8 @@ from plugins.redfish._wire.transport import BmcTransport, deadline_scope
 log = logging.getLogger(__name__)
 
 SERVICE_ROOT = "/redfish/v1/"
+#: read from every GET's reply (an `istr`: its lookup does not case-fold it again)
+_ETAG = istr("ETag")
 #: request headers when the caller adds none (the library copies them, never changes them)
 _ACCEPT_JSON = {"Accept": "application/json"}
 #: the user information of an absolute URI (`//user:password@`)
@@ -131,10 +134,10 @@ _ACCEPT_JSON = {"Accept": "application/json"}
 _CLIENTS: weakref.WeakSet[BmcClient] = weakref.WeakSet()
 #: sent straight through the transport once logged in with a session (see `_send`)
 _DIRECT = frozenset(("GET", "PATCH", "POST"))
-#: `BMC_REQUESTS` children by (method, status, platform): `labels()` takes a lock and builds a
-#: tuple on every call; the label sets are few (see `_telemetry`)
-_REQUEST_COUNTERS: dict[tuple[str, str, str], Any] = {}
-_CALL_HISTOGRAMS: dict[tuple[str, str], Any] = {}
+#: by (method, status, platform): the `inc` of that `BMC_REQUESTS` child and the `observe` of the
+#: `BMC_CALL_SECONDS` child, bound once (`labels()` takes a lock and builds a tuple on every call;
+#: the label sets are few, see `_telemetry`)
+_METERS: dict[tuple[str, str, str], tuple[Callable[[], None], Callable[[float], None]]] = {}
 #: session members read per sweep at most (real tables hold 4 to 64)
 MAX_SWEPT = 64
 #: time a sweep after login may take (its own budget, not a request's)
@@ -240,7 +243,11 @@ class BmcClient:
                 return kept
         ticket = read_backs.ticket(path)
         reply = await self.call("GET", path, deadline=deadline)
-        doc = await self.read_document(path, reply)
+        # a small body is parsed here, without a coroutine of `read_document`'s
+        if len(reply.read) <= off_loop.OFF_LOOP_BYTES:
+            doc = self.document(path, reply)
+        else:
+            doc = await self.read_document(path, reply)
         read_backs.read(path, ticket, doc, reply.read)
         note_read(path, doc)
         return doc
@@ -279,7 +286,7 @@ class BmcClient:
             ) from None
         if not isinstance(body, dict):
             raise ProtocolError(f"{self.origin}: GET {path}: the reply is not a JSON object")
-        etag = reply.getheader("ETag") or body.get("@odata.etag")
+        etag = reply.getheader(_ETAG) or body.get("@odata.etag")
         return Document(path, body, str(etag) if etag else None)
 
     async def refresh_session(self, *, deadline: float) -> None:
@@ -351,13 +358,13 @@ class BmcClient:
         method = method.upper()
         if method not in READS:
             self.read_backs.writing(path)
-        limit = attempts if attempts is not None else self.settings.max_attempts
         try:
             return await self._once(method, path, body, headers, deadline, authenticated, allow_404)
         except RedfishError as exc:
             if not retryable(exc, method):
                 raise
             first = exc
+        limit = attempts if attempts is not None else self.settings.max_attempts
         return await self._retry(
             first, limit, method, path, body, headers, deadline, authenticated, allow_404
         )
@@ -372,9 +379,33 @@ class BmcClient:
         authenticated: bool,
         allow_404: bool,
     ) -> AsyncRestResponse:
-        """One attempt: the reply, or its typed error (a failed attempt forgets the read-backs)."""
+        """One attempt: the reply, or its typed error (a failed attempt forgets the read-backs).
+
+        A 401 to a session's request is logged in again once and the request sent once more (see
+        below); every HTTP request here is bounded by `deadline`."""
+        # NOTE: a direct send is given the deadline, and the library's requests (logins, others)
+        # read it from `deadline_scope`, entered only around them (a context variable set and reset
+        # per call cost more than the rest of this)
         try:
-            reply = await self._attempt(method, path, body, headers, deadline, authenticated)
+            if authenticated and self._auth is None:  # logged in: no coroutines to await per call
+                with deadline_scope(deadline):
+                    await before_sending(self._ensure_login())
+            generation = self._redfish.logins
+            reply = await self._send(method, path, body, headers, deadline)
+            if (
+                reply.status == 401
+                and authenticated
+                and self._auth == "session"
+                and (method not in READS or self._redfish.logins == generation)
+            ):
+                # NOTE: a 401 means the write was not applied, so log in once more (unless a
+                # concurrent request already did) and resend once (the library itself never resends
+                # writes: DMTF/python-redfish-library#189). A read gets here only when `_send` did
+                # not log in again: a HEAD or DELETE, or a request sent without a token, which the
+                # adapter is left with after its own re-login failed.
+                with deadline_scope(deadline):
+                    await before_sending(self._relogin(generation))
+                reply = await self._send(method, path, body, headers, deadline)
             if not (allow_404 and reply.status == 404):
                 raise_for_response(self.origin, method, path, reply)
             return reply
@@ -436,39 +467,6 @@ class BmcClient:
             raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _attempt(
-        self,
-        method: str,
-        path: str,
-        body: Any,
-        headers: Mapping[str, str] | None,
-        deadline: float,
-        authenticated: bool,
-    ) -> AsyncRestResponse:
-        # NOTE: every HTTP request below is bounded by `deadline`: a direct send is given it, and
-        # the library's requests (logins, others) read it from `deadline_scope`, entered only
-        # around them (a context variable set and reset per call cost more than the rest of this)
-        if authenticated and self._auth is None:  # logged in: no coroutines to await per call
-            with deadline_scope(deadline):
-                await before_sending(self._ensure_login())
-        generation = self._redfish.logins
-        reply = await self._send(method, path, body, headers, deadline)
-        if (
-            reply.status == 401
-            and authenticated
-            and self._auth == "session"
-            and (method not in READS or self._redfish.logins == generation)
-        ):
-            # NOTE: a 401 means the write was not applied, so log in once more (unless a
-            # concurrent request already did) and resend once (the library itself never resends
-            # writes: DMTF/python-redfish-library#189). A read gets here only when `_send` did
-            # not log in again: a HEAD or DELETE, or a request sent without a token, which the
-            # adapter is left with after its own re-login failed.
-            with deadline_scope(deadline):
-                await before_sending(self._relogin(generation))
-            reply = await self._send(method, path, body, headers, deadline)
-        return reply
-
     async def _send(
         self,
         method: str,
@@ -488,7 +486,7 @@ class BmcClient:
                 # transport, it skips the library's per-call work (a multidict of headers, a URL
                 # join and check, a copy of the reply's headers: ~10% of a call's CPU). A 401 on a
                 # GET logs in again (the adapter's `renew`: single flight, by token) and is sent once
-                # more; writes' 401s are `_attempt`'s. Inline, not a method: a coroutine less per call.
+                # more; writes' 401s are `_once`'s. Inline, not a method: a coroutine less per call.
                 target = client.target(path)
                 sent = {"Accept": "application/json", "OData-Version": "4.0", "X-Auth-Token": token}
                 if headers:
@@ -537,14 +535,15 @@ class BmcClient:
         once per label set."""
         platform = self.settings.platform or getattr(self.discovery, "platform", None) or "undiscovered"
         key = (method, status, platform)
-        child = _REQUEST_COUNTERS.get(key)
-        if child is None:
-            child = _REQUEST_COUNTERS[key] = BMC_REQUESTS.labels(method, status, platform)
-        child.inc()
-        timing = _CALL_HISTOGRAMS.get((method, status))
-        if timing is None:
-            timing = _CALL_HISTOGRAMS[(method, status)] = BMC_CALL_SECONDS.labels(method, outcome_of(status))
-        timing.observe(seconds)
+        meters = _METERS.get(key)
+        if meters is None:
+            meters = _METERS[key] = (
+                BMC_REQUESTS.labels(method, status, platform).inc,
+                BMC_CALL_SECONDS.labels(method, outcome_of(status)).observe,
+            )
+        count, observe = meters
+        count()
+        observe(seconds)
 
     # ---- retry policy -------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from plugins.redfish._wire.document import Document
+from plugins.redfish._wire.document import Document, loads_scanned
 
 
 @dataclass
@@ -169,4 +169,7 @@ class ReadBacks:
 
 
 def _document(path: str, entry: tuple[bytes, str | None, float]) -> Document:
-    return Document(path, json.loads(entry[0]), entry[1])
+    # `json.loads(raw)` as it reads bytes (decoded as `json.detect_encoding` says), parsed without
+    # its whitespace matches: these bytes were bounds-scanned when their GET's reply came
+    raw = entry[0]
+    return Document(path, loads_scanned(raw.decode(json.detect_encoding(raw), "surrogatepass")), entry[1])

@@ -59,6 +59,10 @@ SESSIONS_PATH = "/redfish/v1/SessionService/Sessions"
 #: a path the library's URL join sends as it is: absolute, one leading slash, only characters a
 #: path may hold unencoded (no "%": the join normalises escapes; dot segments are ruled out apart)
 _PLAIN_PATH = re.compile(r"/(?!/)[A-Za-z0-9\-._~!$&'()*+,;=:@/]*")
+#: plain paths seen lately: a fleet's BMCs are asked for the same few paths again and again, and a set
+#: lookup costs a tenth of the match (emptied when full, so a path seen once long ago costs nothing)
+_PLAIN_SEEN: set[str] = set()
+_PLAIN_SEEN_MAX = 4096
 
 
 class DmtfClient:
@@ -229,7 +233,12 @@ class DmtfClient:
 
     def target(self, path: str) -> str:
         """What goes on the request line for `path` (see `request_target`)."""
+        if path in _PLAIN_SEEN:
+            return path
         if _PLAIN_PATH.fullmatch(path) is not None and "/." not in path:
+            if len(_PLAIN_SEEN) >= _PLAIN_SEEN_MAX:
+                _PLAIN_SEEN.clear()
+            _PLAIN_SEEN.add(path)
             return path  # the plain paths BMCs use, without a second call per request
         return request_target(self._base, path)
 

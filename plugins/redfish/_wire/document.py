@@ -5,7 +5,7 @@ reply the transport scanned already)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,10 @@ MAX_VALUES = 1_000_000
 _PARENS = bytes.maketrans(b"[{]}", b"(())")
 #: every byte but brackets and quotes
 _NOT_STRUCTURE = bytes(set(range(256)) - set(b'[]{}"'))
+
+
+#: the scanner `json.loads` uses (`json.decoder.JSONDecoder().scan_once`, C where CPython has it)
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 class JsonOverBound(ValueError):
@@ -93,7 +97,17 @@ def loads_scanned(text: str, *, yielding: bool = False) -> Any:
     scans each reply once, `BmcTransport.exchange`): neither scanned again nor re-encoded for a
     scan; `ValueError` for invalid JSON, never `RecursionError`. `yielding`: as `loads`."""
     try:
-        return json.loads(text, object_pairs_hook=_object) if yielding else json.loads(text)
+        if yielding:
+            return json.loads(text, object_pairs_hook=_object)
+        try:
+            # NOTE: `json.loads`'s own scanner, called as `json.loads` calls it, without the
+            # whitespace matches around it (a reply is one JSON value, from its first character
+            # to its last): anything else (whitespace, a BOM, more after the value) is left to
+            # `json.loads`, which reads it as it always does
+            value, end = _SCAN(text, 0)
+        except StopIteration:
+            return json.loads(text)
+        return value if end == len(text) else json.loads(text)
     except RecursionError:  # deep nesting the transport's scan missed (it cannot; kept as a guard)
         raise JsonOverBound("nesting depth", MAX_NESTING, "JSON nested too deep") from None
 
@@ -117,13 +131,21 @@ def whole_json(body: bytes) -> bool:
     return True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Document:
     """A resource as read: its JSON body and its ETag (header, else `@odata.etag`)."""
 
     path: str
     body: Mapping[str, Any]
     etag: str | None = None
+
+    def __init__(self, path: str, body: Mapping[str, Any], etag: str | None = None) -> None:
+        # NOTE: the fields written straight into the instance's dict: a frozen dataclass's own
+        # `__init__` sets each through `object.__setattr__`, twice the cost (one per GET)
+        fields = self.__dict__
+        fields["path"] = path
+        fields["body"] = body
+        fields["etag"] = etag
 
     def get(self, key: str, default: Any = None) -> Any:
         """Shortcut for `body.get`."""

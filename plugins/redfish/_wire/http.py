@@ -105,7 +105,10 @@ class Origin:
         self.keepalive = keepalive
         authority = f"[{host}]" if ":" in host else host
         default_port = 443 if ssl_context is not None else 80
-        self._host_header = authority if port == default_port else f"{authority}:{port}"
+        host_header = authority if port == default_port else f"{authority}:{port}"
+        #: what follows every request's target, and ends every head (built once, not per request)
+        self._fixed = f" HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: devicectl"
+        self._end = "\r\n" if keepalive else "Connection: close\r\n\r\n"
         #: `scheme://host:port`, the port always given: what a redirect's `Location` is resolved against
         self.base = f"{'https' if ssl_context is not None else 'http'}://{authority}:{port}"
         self._idle: list[Connection] = []
@@ -177,7 +180,7 @@ class Origin:
         self._idle.clear()
 
     def _encode(self, method: str, target: str, headers: dict[str, str], body: bytes | None) -> bytes:
-        lines = [f"{method} {target} HTTP/1.1", f"Host: {self._host_header}", "User-Agent: devicectl"]
+        lines = [f"{method} {target}{self._fixed}"]
         for name, value in headers.items():
             if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
                 # e.g. an ETag from a BMC's JSON: never a header break
@@ -185,9 +188,8 @@ class Origin:
             lines.append(f"{name}: {value}")
         if body is not None:
             lines.append(f"Content-Length: {len(body)}")
-        if not self.keepalive:
-            lines.append("Connection: close")
-        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        lines.append(self._end)
+        head = "\r\n".join(lines).encode("latin-1")
         return head + body if body else head
 
     def _idle_connection(self) -> Connection | None:

@@ -13,7 +13,7 @@ import ssl
 import zlib
 
 import httptools
-from multidict import CIMultiDict
+from multidict import CIMultiDict, istr
 
 from plugins.redfish._wire import off_loop
 from plugins.redfish._wire.document import whole_json
@@ -39,6 +39,11 @@ MAX_TRAILER_BYTES = 8 * 1024
 #: the largest collections a few MiB); `max_document_bytes` in the plugin's config sets it
 DEFAULT_MAX_BODY = 8 << 20
 _CODINGS = frozenset(("gzip", "x-gzip", "deflate"))
+#: the fields read from every reply, as `istr`s (a lookup with one does not case-fold it again)
+_CONTENT_TYPE = istr("Content-Type")
+_CONTENT_LENGTH = istr("Content-Length")
+_CONTENT_ENCODING = istr("Content-Encoding")
+_TRANSFER_ENCODING = istr("Transfer-Encoding")
 
 
 class Reply:
@@ -69,7 +74,7 @@ class Reply:
         """The `charset` parameter of `Content-Type`, if any."""
         charset = self._charset
         if charset is False:
-            charset = self._charset = _charset(self.headers.get("Content-Type"))
+            charset = self._charset = _charset(self.headers.get(_CONTENT_TYPE))
         return charset  # type: ignore[return-value]
 
 
@@ -370,20 +375,22 @@ class Connection(asyncio.Protocol):
         self._deferred = None
         self._until_close = False
         self._keep = parser.should_keep_alive()
-        coding = fields.get("Transfer-Encoding")
-        if coding is not None and (
-            coding.lower() != "chunked" or len(fields.getall("Transfer-Encoding")) > 1
-        ):
+        coding = fields.get(_TRANSFER_ENCODING)
+        if coding is not None and (coding.lower() != "chunked" or len(fields.getall(_TRANSFER_ENCODING)) > 1):
             # llhttp would read any other coding as a body framed by the close, still encoded
             codings = ", ".join(fields.getall("Transfer-Encoding"))
             raise MalformedReply(f"unsupported transfer coding {codings[:40]!r}")
-        length = fields.get("Content-Length")  # llhttp refuses a second one, and a bad one
+        length = fields.get(_CONTENT_LENGTH)  # llhttp refuses a second one, and a bad one
         if length is not None and int(length) > self._max_body:
             raise ReplyOverBound(
                 "max_document_bytes", self._max_body, f"Content-Length {length} over {self._max_body} bytes"
             )
-        content_coding = (fields.get("Content-Encoding") or "").strip().lower()
-        self._coding = "" if content_coding == "identity" else content_coding
+        content_coding = fields.get(_CONTENT_ENCODING)
+        if content_coding is None:  # nearly every reply
+            self._coding = ""
+        else:
+            content_coding = content_coding.strip().lower()
+            self._coding = "" if content_coding == "identity" else content_coding
         self._headers = fields
         if self._head_only:
             self._finish()

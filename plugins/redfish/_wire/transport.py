@@ -21,7 +21,9 @@ import contextvars
 import json
 import ssl
 import time
-from typing import Any
+from collections.abc import Callable, Coroutine, Sequence
+from json import encoder as json_encoder
+from typing import Any, TypeVar
 
 from multidict import CIMultiDict
 from redfish.aio.exceptions import RedfishProtocolError
@@ -58,6 +60,45 @@ from plugins.redfish._wire.slots import Slots
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("redfish_deadline", default=None)
 
 _JSON_TYPE = "application/json"
+
+_R = TypeVar("_R")
+
+
+def _json_encoder() -> Callable[[Any, int], Sequence[str]] | None:
+    """`json.dumps`'s own C encoder, made once: `json.dumps` makes one per call, most of the cost
+    of encoding a small body. Without the markers of a circular check (a dict shared between
+    calls, left holding what a failed call had open): a body that holds itself is still refused
+    (`RecursionError` instead of `ValueError`). None where the C encoder is missing."""
+    make = getattr(json_encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover (CPython has it)
+        return None
+    d = json.JSONEncoder()  # `json.dumps`'s settings
+    encoder: Callable[[Any, int], Sequence[str]] = make(
+        None,
+        d.default,
+        json_encoder.encode_basestring_ascii,
+        None,
+        d.key_separator,
+        d.item_separator,
+        d.sort_keys,
+        d.skipkeys,
+        d.allow_nan,
+    )
+    return encoder
+
+
+_ENCODE = _json_encoder()
+
+
+def _json_bytes(body: Any) -> bytes:
+    """`json.dumps(body).encode()`, byte for byte (see `_json_encoder`)."""
+    if _ENCODE is None:  # pragma: no cover
+        return json.dumps(body).encode()
+    return "".join(_ENCODE(body, 0)).encode()
+
+
+def _as_sent(method: str, path: str, reply: HttpReply) -> HttpReply:
+    return reply
 
 
 class deadline_scope:  # lower case: used like a function, `with deadline_scope(deadline):`
@@ -132,18 +173,18 @@ class BmcTransport:
         context manager giving a response), for the keyword arguments the library passes."""
         return _LibraryCall(self, method.upper(), url if isinstance(url, URL) else URL(url), kwargs)
 
-    async def send(
+    def send(
         self, method: str, target: str, headers: dict[str, str], body: Any, deadline: float | None = None
-    ) -> DirectReply:
+    ) -> Coroutine[Any, Any, DirectReply]:
         """One request sent as is (a logged-in client's GET, PATCH or POST, no `AsyncRedfishClient`
         in between) to `target` (path and query, encoded): its reply, read whole, in the shape of
-        the library's replies. `deadline`: as `exchange`."""
+        the library's replies. `deadline`: as `exchange`. (Not a coroutine of its own: the one
+        `exchange` runs gives the reply in that shape.)"""
         data = None
         if body is not None:
-            data = json.dumps(body).encode()
+            data = _json_bytes(body)
             headers["Content-Type"] = _JSON_TYPE
-        reply = await self.exchange(method, target, headers, data, deadline)
-        return DirectReply(method, target.partition("?")[0], reply)
+        return self._exchange(method, target, headers, data, deadline, DirectReply)
 
     async def exchange(
         self,
@@ -155,18 +196,40 @@ class BmcTransport:
     ) -> HttpReply:
         """One HTTP request to `target` (path and query, encoded) within this BMC's limits, deadline
         (`deadline`, else the one `deadline_scope` set) and error types; raises `RedfishError`."""
+        return await self._exchange(method, target, headers, data, deadline, _as_sent)
+
+    async def _exchange(
+        self,
+        method: str,
+        target: str,
+        headers: dict[str, str],
+        data: bytes | None,
+        deadline: float | None,
+        shape: Callable[[str, str, HttpReply], _R],
+    ) -> _R:
+        """`exchange`, its reply given `shape` (`shape(method, path, reply)`)."""
         if deadline is None:
             deadline = _DEADLINE.get()
         path = target.partition("?")[0]
-        if deadline is not None and deadline <= time.monotonic():
+        now = time.monotonic()
+        if deadline is not None and deadline <= now:
             raise DeadlineExceededError(
                 f"{self.origin}: {method} {path}: the request's deadline passed", sent=False
             )
         if not self._slots.try_take():  # a free slot is taken at once, without a coroutine
-            await self._wait_for_slot(method, path, deadline)
+            try:
+                await self._slots.take(None if deadline is None else deadline - now)
+            except TimeoutError:
+                raise DeadlineExceededError(
+                    f"{self.origin}: {method} {path}: the deadline passed while waiting for a free "
+                    f"connection slot (per-BMC limit {self._settings.concurrency})",
+                    sent=False,
+                ) from None
+            now = time.monotonic()
         self.requests += 1
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        in_flight = self.in_flight = self.in_flight + 1
+        if in_flight > self.max_in_flight:
+            self.max_in_flight = in_flight
         s = self._settings
         hops = 0
         try:
@@ -174,7 +237,7 @@ class BmcTransport:
                 if deadline is None:
                     connect, reply_wait = s.connect_timeout, s.read_timeout
                 else:
-                    remaining = max(0.001, deadline - time.monotonic())
+                    remaining = max(0.001, deadline - now)
                     connect, reply_wait = min(s.connect_timeout, remaining), min(s.read_timeout, remaining)
                 try:
                     reply = await self._origin.request(
@@ -195,8 +258,10 @@ class BmcTransport:
                     hops,
                 )
                 hops += 1
+                now = time.monotonic()
         finally:
-            self._released()
+            self.in_flight -= 1
+            self._slots.release()
         charset = reply.charset
         if charset is not None and not _is_text_encoding(charset):
             where = f"{self.origin}: {method} {path}"
@@ -211,21 +276,7 @@ class BmcTransport:
             raise ReplyBoundError(
                 f"{self.origin}: {method} {path}: the reply's {over}", bound=over.bound, limit=over.limit
             )
-        return reply
-
-    async def _wait_for_slot(self, method: str, path: str, deadline: float | None) -> None:
-        try:
-            await self._slots.take(None if deadline is None else deadline - time.monotonic())
-        except TimeoutError:
-            raise DeadlineExceededError(
-                f"{self.origin}: {method} {path}: the deadline passed while waiting for a free "
-                f"connection slot (per-BMC limit {self._settings.concurrency})",
-                sent=False,
-            ) from None
-
-    def _released(self) -> None:
-        self.in_flight -= 1
-        self._slots.release()
+        return shape(method, path, reply)
 
     def _translate(self, exc: HttpFailure, method: str, path: str, deadline: float | None) -> RedfishError:
         s = self._settings

@@ -90,6 +90,9 @@ async def test_every_path_in_the_real_bmc_captures_gets_the_librarys_url() -> No
     assert len(paths) > 500  # real BMCs' resource paths, from captures
     wrong = [p for p in paths if client.target(p) != await _librarys_target(p)]
     assert wrong == []
+    # asked again (a plain path seen before is known plain): the same
+    again = [p for p in [*paths, *EDGES] if client.target(p) != await _librarys_target(p)]
+    assert again == []
 
 
 @pytest.mark.parametrize("path", ["//evil.example/redfish/v1", "https://evil.example/redfish/v1"])

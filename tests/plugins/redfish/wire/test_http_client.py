@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import re
 import shutil
 import socket
 import ssl
@@ -532,6 +533,15 @@ async def test_header_with_a_line_break_is_refused_before_sending(serve: Serve) 
             connect_timeout=_WAIT,
             reply_timeout=_WAIT,
         )
+    # a lone CR or LF, in a value or a name, after fields that are fine
+    for fields in (
+        {"Accept": "application/json", "If-Match": 'W/"1"\rX'},
+        {"Accept": "application/json", "If-Match": 'W/"1"\nX'},
+        {"Accept": "application/json", "X-Bad\r\nName": "1"},
+    ):
+        bad = next(name for name in fields if name != "Accept")
+        with pytest.raises(ValueError, match=re.escape(f"header {bad!r} holds a line break")):
+            await origin.request("GET", "/x", fields, None, connect_timeout=_WAIT, reply_timeout=_WAIT)
     # the kept connection carries the next request as its second: nothing was written in between
     assert (await get(origin, "/third")).body == b"third"
     assert [r.split(b"\r\n", 1)[0] for r in server.requests] == [
