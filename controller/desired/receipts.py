@@ -111,27 +111,12 @@ def receipts(writes: Sequence[DeviceWrite]) -> list[dict[str, Any]] | None:
     the fields are strings and numbers, the body any JSON value."""
     out = [dict(zip(_WRITE_FIELDS, _write_fields(w), strict=True)) for w in writes]
     for entry, w in zip(out, writes, strict=True):
-        entry["body"] = _json_copy(w.body)
+        entry["body"] = encode(w.body)  # JSON's own types by exact type first
     return out or None
 
 
 _WRITE_FIELDS = tuple(f.name for f in dataclasses.fields(DeviceWrite))
 _write_fields = operator.attrgetter(*_WRITE_FIELDS)
-#: values `encode` returns as they are (exact types: a subclass goes through `encode`)
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
-def _json_copy(value: Any) -> Any:
-    """`encode(value)`, without its dispatch for the exact types a write's body is made of (plain
-    dicts, lists and tuples of strings and numbers)."""
-    kind = type(value)
-    if kind in _SCALARS:
-        return value
-    if kind is dict:
-        return {str(k): _json_copy(v) for k, v in value.items()}
-    if kind is list or kind is tuple:
-        return [_json_copy(v) for v in value]
-    return encode(value)
 
 
 def in_force_record(view: InForce, unknown_reason: str = "", source: str = "") -> apb.InForceView:
