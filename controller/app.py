@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -223,15 +223,20 @@ class Controller:
             "(or start with --auto-upgrade)"
         )
 
-    async def start(self) -> int:
-        """Start serving; returns the bound port. Unfinished journaled work is queued first."""
+    async def start(self, before_accepting: Callable[[], None] | None = None) -> int:
+        """Start serving; returns the bound port. Unfinished journaled work is queued first.
+
+        `before_accepting` is called once, just before the gRPC server starts taking calls: from
+        then on a caller sees this process serving, so `serve` installs its SIGTERM and SIGINT
+        handlers there (a signal that arrives during the rest of the start then stops it
+        gracefully once started, instead of killing a process that already acknowledges)."""
         tls.check_settings(self.settings)  # bad security settings fail before anything starts
         workers.check_process_model(self.settings, self.store.dialect)
         workers.follow_supervisor()
         workers.lower_priority(self.settings.executor_niceness)
         self.writer.acquire()  # before anything reads or writes the journal
         try:
-            return await self._start()
+            return await self._start(before_accepting)
         except BaseException:
             await self._close_front_door()
             self.writer.release()
@@ -246,7 +251,7 @@ class Controller:
         finally:
             await self.front_door.stop()
 
-    async def _start(self) -> int:
+    async def _start(self, before_accepting: Callable[[], None] | None) -> int:
         # the decode guard is innermost: a caller without the role is refused before decoding matters
         interceptors = [*authz.server_interceptors(self.settings), DecodeGuard()]
         problems = check_inventory(
@@ -276,6 +281,8 @@ class Controller:
         # (controller/api/front_door.py); accepted requests and the admin API run on this loop
         execution = asyncio.get_running_loop()
         self.service.execute_on(execution)
+        if before_accepting is not None:
+            before_accepting()
         self.front_door.start()
         self.health.servicer_loop = self.front_door.loop
         self._server, self.port = await self.front_door.call(self._serve(interceptors, execution))

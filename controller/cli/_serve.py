@@ -36,8 +36,19 @@ def cmd_serve(args: Options) -> int:
 
     async def main() -> int:
         controller = Controller(settings)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def stop_on_signals() -> None:
+            # just before the gRPC server takes calls (`Controller.start`): a SIGTERM from then on
+            # stops a started controller gracefully; one before it ends the process as it always
+            # did (nothing was acknowledged yet, and a wait at start, for the database's writer lock
+            # or a migration, stays interruptible)
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+
         try:
-            await controller.start()
+            await controller.start(before_accepting=stop_on_signals)
         except SchemaOutdatedError as exc:
             print_error(str(exc))  # one line, however wide the terminal
             return 2
@@ -45,10 +56,6 @@ def cmd_serve(args: Options) -> int:
             print_error(str(exc))
             return 1
         runtime.freeze_startup_objects()
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         await controller.stop()
         return 0
