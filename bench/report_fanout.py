@@ -72,6 +72,7 @@ def fanout_section(section: Mapping[str, Any], plot: str) -> list[str]:
                         fmt(phase.get("ack_p99_ms"), 0),
                         _in_server(phase.get("ack_in_server")),
                         _probes(phase),
+                        fmt(phase.get("gc_cpu_s"), 2),
                         f"{layout['peak_rss_mb']:.0f}",
                         "ok" if not phase["problems"] and not (base and base["problems"]) else "**problems**",
                     ]
@@ -92,6 +93,7 @@ def fanout_section(section: Mapping[str, Any], plot: str) -> list[str]:
             "ack p99 ms",
             "in the server: p50 ≤, p99 ≤ ms",
             "probe acks while executing: p50, p99 ms (count)",
+            "collector CPU s",
             "peak RSS MB",
             "checks",
         ],
@@ -104,9 +106,13 @@ def fanout_section(section: Mapping[str, Any], plot: str) -> list[str]:
         "send to acknowledgement of each activation, measured by the sender while the wave runs "
         "(the sender shares the host's cores); *in the server*: receipt to journal commit in the acking "
         "process, its `devicectl_ack_duration_seconds` bucket bounds holding the p50 and p99. "
-        "*probe acks*: once the wave is acked, one of its requests sent again every 50 ms, one at a "
-        "time, until the last response (a repeated request_id takes the whole ack path, plus one "
-        "journal read, and is never run twice): the ack path's latency while execution holds the CPU. "
+        "*probe acks*: once the wave is acked, single requests sent one at a time (50 ms after "
+        "each ack) from a process of their own until the last response: 16 pings for devices in no "
+        "inventory, journaled and answered before the first wave and sent again (a repeated "
+        "request_id takes the whole ack path, plus one journal read, and is never run twice): the "
+        "ack path's latency while execution holds the CPU. *collector CPU s*: the cyclic garbage "
+        "collector's share of the executing processes' CPU in the phase "
+        "(`devicectl_gc_cpu_seconds_total`). "
         "*after restart*: the controller stopped (SIGTERM) and started again on the same database with "
         "the warm-up at start; the wave is sent once the warm-up has finished.",
     ]
