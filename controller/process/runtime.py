@@ -33,10 +33,8 @@ more than the work itself.
   them and frees nothing; once the wave has passed, refcounting has freed them and a collection
   walks only what survives. Measured at 1,000 BMCs (BENCHMARKS.md, "The collector during a wave"):
   the collector off for the whole wave saved about 7% of a steady wave's CPU and 10% of a first
-  contact's. It waits at most `LONGEST_DEFERRAL` seconds and `LARGEST_YOUNG` new objects at a
-  time: a load that never ends still has its cycles collected, and no collection holds the GIL
-  for much longer than the ones CPython's thresholds would run (at 4,000 BMCs a first contact's
-  forced collection after 30 s took 1.8 CPU-s before the bound on objects).
+  contact's. It waits at most `LONGEST_DEFERRAL` seconds at a time: a load that never ends still
+  has its cycles collected, one young collection per interval.
 """
 
 from __future__ import annotations
@@ -65,11 +63,6 @@ SWITCH_INTERVAL = 0.001
 DEFER_COLLECTION_AT = 64
 #: seconds the collector waits at most before one young collection runs
 LONGEST_DEFERRAL = 30.0
-#: objects the young generation may gather while the collector waits before one young collection
-#: runs: a collection walks every one of them holding the GIL (about 1 us each), so this bounds
-#: that pause, and with it an ack's wait in one process, to about 0.2 s (4x CPython's threshold
-#: here, `GC_THRESHOLDS`)
-LARGEST_YOUNG = 200_000
 #: glibc malloc arenas (glibc's default: 8 per core)
 MALLOC_ARENAS = 2
 _M_ARENA_MAX = -8  # from glibc's <malloc.h>
@@ -119,19 +112,17 @@ class CollectionDeferral:
     `running(jobs)` is told the dispatcher's count of running jobs each time it changes. From
     `busy_at` jobs the collector is disabled; when fewer than a quarter of that run, it is enabled
     again, and the next allocation starts the collection it owes. A deferral longer than
-    `longest` seconds, or with more than `largest_young` objects in the young generation, runs one
-    young collection and goes on. A collector disabled by someone else is left as it is."""
+    `longest` seconds runs one young collection and goes on. A collector disabled by someone else
+    is left as it is."""
 
     def __init__(
         self,
         busy_at: int = DEFER_COLLECTION_AT,
         longest: float = LONGEST_DEFERRAL,
         clock: Callable[[], float] = time.monotonic,
-        largest_young: int = LARGEST_YOUNG,
     ) -> None:
         self.busy_at = busy_at
         self.longest = longest
-        self.largest_young = largest_young
         self._clock = clock
         #: when this deferral began (None: the collector is not held off by us)
         self._since: float | None = None
@@ -151,7 +142,7 @@ class CollectionDeferral:
             held = self._clock() - self._since
             log.debug("cyclic garbage collection deferred for %.1f s while a wave ran", held)
             self._since = None
-        elif gc.get_count()[0] > self.largest_young or self._clock() - self._since > self.longest:
+        elif self._clock() - self._since > self.longest:
             gc.collect(0)
             self._since = self._clock()
 

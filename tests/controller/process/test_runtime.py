@@ -109,17 +109,9 @@ now[0] = 31.0
 deferral.running(5); seen.append(gc.isenabled())          # too long: one young collection, still deferred
 after = gc.get_count()[0]
 deferral.running(1); seen.append(gc.isenabled())          # the wave has passed: collecting again
-bounded = runtime.CollectionDeferral(busy_at=8, longest=30.0, clock=lambda: now[0], largest_young=5_000)
-bounded.running(8); seen.append(gc.isenabled())           # a wave: deferred
-kept = [[] for _ in range(6_000)]                         # more young objects than the bound
-crowded = gc.get_count()[0]
-bounded.running(9); seen.append(gc.isenabled())           # one young collection, still deferred
-emptied = gc.get_count()[0]
-bounded.running(0); seen.append(gc.isenabled())
 gc.disable()                                              # someone else's choice
 deferral.running(100); deferral.running(0); seen.append(gc.isenabled())
-print(json.dumps({"seen": seen, "young_before": before, "young_after": after,
-                  "crowded": crowded, "emptied": emptied}))
+print(json.dumps({"seen": seen, "young_before": before, "young_after": after}))
 """
 
 
@@ -128,9 +120,8 @@ def test_the_collector_waits_while_a_wave_runs_and_collects_after_it() -> None:
         [sys.executable, "-c", DEFERRAL_PROBE], capture_output=True, text=True, check=True, timeout=60
     ).stdout
     result = json.loads(out)
-    assert result["seen"] == [True, False, False, False, True, False, False, True, False]
+    assert result["seen"] == [True, False, False, False, True, False]
     assert result["young_after"] < result["young_before"]  # the overdue young collection ran
-    assert result["crowded"] > 5_000 > result["emptied"]  # so did the one past the bound on objects
 
 
 def test_a_dispatcher_tells_the_process_how_many_jobs_run(monkeypatch: pytest.MonkeyPatch) -> None:
