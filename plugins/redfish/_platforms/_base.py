@@ -162,9 +162,7 @@ def _record(
         if len(shown) >= EVIDENCE_ITEMS or not isinstance(key, str):
             return
         if "@" in key:
-            name, _, annotation = key.partition("@")
-            if annotation == "Redfish.AllowableValues" and name in node and isinstance(value, list):
-                allowable[prefix + name] = tuple(str(v) for v in value[:EVIDENCE_ITEMS])
+            _annotation(node, key, value, prefix, allowable)
             continue
         where = prefix + key
         shown.add(where)
@@ -177,6 +175,15 @@ def _record(
             _record(members, where + "/", depth + 1, shown, allowable)
 
 
+def _annotation(
+    node: Mapping[str, Any], key: str, value: Any, prefix: str, allowable: dict[str, tuple[str, ...]]
+) -> None:
+    """An annotation key of `node`: a property's AllowableValues, kept (`_record`, `_walk`)."""
+    name, _, annotation = key.partition("@")
+    if annotation == "Redfish.AllowableValues" and name in node and isinstance(value, list):
+        allowable[prefix + name] = tuple(str(v) for v in value[:EVIDENCE_ITEMS])
+
+
 def _walk(
     node: Mapping[str, Any], prefix: str, depth: int, shown: set[str], allowable: dict[str, tuple[str, ...]]
 ) -> bool:
@@ -187,9 +194,7 @@ def _walk(
         if key.__class__ is not str:
             return False
         if "@" in key:
-            name, _, annotation = key.partition("@")
-            if annotation == "Redfish.AllowableValues" and name in node and isinstance(value, list):
-                allowable[prefix + name] = tuple(str(v) for v in value[:EVIDENCE_ITEMS])
+            _annotation(node, key, value, prefix, allowable)
             continue
         where = prefix + key
         shown.add(where)
