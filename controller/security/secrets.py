@@ -87,29 +87,41 @@ class SecretStore:
             ) from None
 
     def _read(self, name: str) -> str | tuple[str, str] | None:
-        if self._dir is not None:
-            path = self._dir / name
-            found = _stat(path)
-            if found is not None and stat.S_ISREG(found.st_mode):
-                return self._text(name, path, found)
-            if found is not None and stat.S_ISDIR(found.st_mode):
-                bmc = path / "bmc"
-                found = _stat(bmc)
-                if found is not None and stat.S_ISREG(found.st_mode):
-                    return self._text(name, bmc, found)
-                user, pw = path / "username", path / "password"
-                user_found, pw_found = _stat(user), _stat(pw)
-                if (
-                    user_found is not None
-                    and pw_found is not None
-                    and stat.S_ISREG(user_found.st_mode)
-                    and stat.S_ISREG(pw_found.st_mode)
-                ):
-                    return (
-                        self._text(name, user, user_found).strip(),
-                        self._text(name, pw, pw_found).rstrip("\n"),
-                    )
-        return self._env.get(self._env_key(name))
+        if self._dir is None:
+            return self._env.get(self._env_key(name))
+        path = self._dir / name
+        read: list[Path] = []
+        found = self._read_files(name, path, read)
+        # a file this lookup did not read (gone, or another layout now) keeps no text here
+        for candidate in (path, path / "bmc", path / "username", path / "password"):
+            if candidate not in read:
+                self._texts.pop(candidate, None)
+        return found if found is not None else self._env.get(self._env_key(name))
+
+    def _read_files(self, name: str, path: Path, read: list[Path]) -> str | tuple[str, str] | None:
+        """The secret from its files under `path` (each file read is added to `read`), if any."""
+        found = _stat(path)
+        if found is not None and stat.S_ISREG(found.st_mode):
+            return self._text(name, path, found, read)
+        if found is None or not stat.S_ISDIR(found.st_mode):
+            return None
+        bmc = path / "bmc"
+        found = _stat(bmc)
+        if found is not None and stat.S_ISREG(found.st_mode):
+            return self._text(name, bmc, found, read)
+        user, pw = path / "username", path / "password"
+        user_found, pw_found = _stat(user), _stat(pw)
+        if (
+            user_found is None
+            or pw_found is None
+            or not stat.S_ISREG(user_found.st_mode)
+            or not stat.S_ISREG(pw_found.st_mode)
+        ):
+            return None
+        return (
+            self._text(name, user, user_found, read).strip(),
+            self._text(name, pw, pw_found, read).rstrip("\n"),
+        )
 
     def files(self, name: str) -> list[Path]:
         """The files secret `name` would be read from (none when it lives in the environment)."""
@@ -136,7 +148,7 @@ class SecretStore:
                 )
         return problems
 
-    def _text(self, name: str, path: Path, found: os.stat_result) -> str:
+    def _text(self, name: str, path: Path, found: os.stat_result, read: list[Path]) -> str:
         mode = stat.S_IMODE(found.st_mode)
         if mode & 0o077:
             if not self.allows_readable:
@@ -147,6 +159,7 @@ class SecretStore:
             if path not in self._warned:
                 self._warned.add(path)
                 log.warning("secret %r: %s is readable by group or others (mode %04o)", name, path, mode)
+        read.append(path)
         seen = (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
         kept = self._texts.get(path)
         if kept is not None and kept[0] == seen:

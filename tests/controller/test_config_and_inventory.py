@@ -149,9 +149,13 @@ def test_a_secret_is_read_again_when_its_file_changes_and_its_mode_checked_every
     secret.chmod(0o644)
     with pytest.raises(HostEnvironmentError, match="readable by group or others"):
         store.credentials("node")
+    secret.chmod(0o600)
+    assert store.credentials("node").password == "new"
     secret.unlink()
     with pytest.raises(HostEnvironmentError, match="secret 'node' not found"):
         store.credentials("node")
+    # a removed secret's text is not kept in the process either
+    assert all("new" not in text for _, text in store._texts.values())
 
 
 def test_secret_errors_never_show_the_secret(tmp_path: Path) -> None:
