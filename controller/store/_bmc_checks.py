@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ._database import by_code_point, newest_first
+from ._database import by_code_point, newest_first, one_of
 from ._models import BMC_CHECKS
 
 B = BMC_CHECKS
@@ -62,7 +62,7 @@ def claim_many(
     for owner, limit, now, devices in args:
         query = sa.select(B.c.check_id).where(B.c.status == QUEUED)
         if devices is not None:
-            query = query.where(B.c.device.in_(list(devices)))
+            query = query.where(one_of(conn, B.c.device, devices))
         ids = conn.execute(query.order_by(B.c.created_at, B.c.check_id).limit(limit)).scalars()
         claimed = []
         for check_id in list(ids):
@@ -141,7 +141,7 @@ def list_checks(
     """Verifications, newest first, from just after the row `after` names (a keyset page)."""
     query = sa.select(B)
     if devices is not None:
-        query = query.where(B.c.device.in_(list(devices)))
+        query = query.where(one_of(conn, B.c.device, devices))
     if device:
         query = query.where(B.c.device == device)
     if batch_id:
@@ -203,7 +203,7 @@ def last_per_device(conn: Connection, devices: Sequence[str] | None) -> dict[str
         .group_by(B.c.device)
     )
     if devices is not None:
-        newest = newest.where(B.c.device.in_(list(devices)))
+        newest = newest.where(one_of(conn, B.c.device, devices))
     sub = newest.subquery()
     query = sa.select(B).join(sub, sa.and_(B.c.device == sub.c.device, B.c.created_at == sub.c.at))
     out: dict[str, BmcCheckRow] = {}

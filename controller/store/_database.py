@@ -8,6 +8,7 @@ process wrote in between. PostgreSQL goes through psycopg 3.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from datetime import datetime
@@ -282,6 +283,24 @@ def insert_for(dialect: str, table: sa.Table) -> Any:
     if dialect == "postgresql":
         return postgresql.insert(table)
     return sqlite.insert(table)
+
+
+#: a list longer than this goes into a statement as ONE parameter (`one_of`)
+_LONGEST_IN_LIST = 500
+
+
+def one_of(conn: Connection, column: sa.ColumnElement[str], values: Sequence[str]) -> sa.ColumnElement[bool]:
+    """`column IN values`, for a list of any length: a long one (a selector over a large inventory,
+    the devices of every shard one process holds) is passed as one parameter, a JSON array read by
+    `json_each` on SQLite and a `text[]` on PostgreSQL, since a statement takes at most 32,766
+    (SQLite's default build) or 65,535 (psycopg) bound parameters."""
+    if len(values) <= _LONGEST_IN_LIST:
+        return column.in_(list(values))
+    if is_postgres(conn):
+        return column == sa.any_(sa.bindparam(None, list(values), type_=postgresql.ARRAY(sa.Text)))
+    array = sa.bindparam(None, json.dumps(list(values)), type_=sa.Text)
+    listed = sa.func.json_each(array).table_valued("value")
+    return column.in_(sa.select(listed.c.value))
 
 
 def chunks(items: Sequence[T], size: int = 500) -> Iterator[Sequence[T]]:

@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ._database import by_code_point, dialect_insert
+from ._database import by_code_point, dialect_insert, one_of
 from ._models import DEVICES, STATE_AUDIT, UTCDateTime
 from ._types import AuditView, DeviceUpsert, DeviceView
 
@@ -144,7 +144,7 @@ def list_devices(
     key = by_code_point(conn, D.c.id)  # the order of Python's sorted ids and of the page token
     query = sa.select(D).where(key > after)
     if ids is not None:
-        query = query.where(D.c.id.in_(list(ids)))
+        query = query.where(one_of(conn, D.c.id, ids))
     return [_device_view(row) for row in conn.execute(query.order_by(key).limit(limit))]
 
 

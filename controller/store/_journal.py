@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 
 from . import _desired, _outbox, _shards, _state_changes, _verifications
 from ._batch import Failed
-from ._database import chunks, insert_for, is_postgres
+from ._database import chunks, insert_for, is_postgres, one_of
 from ._direct import Direct
 from ._models import CONTROLLER_LEASES, OUTBOX, REQUESTS, UTCDateTime
 from ._types import Accepted, Completion, JournalRow, NewRequest, RequestStatus, RequestView
@@ -391,7 +391,7 @@ def list_requests(
     if before_seq is not None:
         query = query.where(R.c.seq < before_seq)
     if devices is not None:
-        query = query.where(R.c.device.in_(list(devices)))
+        query = query.where(one_of(conn, R.c.device, devices))
     if undelivered_only:
         query = query.where(OB.c.id.is_not(None), _outbox.PENDING)
     if dead_letter_only:

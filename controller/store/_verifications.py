@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ._database import newest_first
+from ._database import newest_first, one_of
 from ._models import REQUESTS, VERIFICATIONS, UTCDateTime
 from ._types import NewVerification, VerificationRow, VerificationStatus
 
@@ -109,7 +109,7 @@ def list_verifications(
     `devices` when given)."""
     query = sa.select(V)
     if devices is not None:
-        query = query.where(V.c.device.in_(list(devices)))
+        query = query.where(one_of(conn, V.c.device, devices))
     if device is not None:
         query = query.where(V.c.device == device)
     if verification_id is not None:

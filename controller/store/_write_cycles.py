@@ -17,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ._database import one_of
 from ._models import DESIRED_LIMITS as D
 from ._models import WRITE_CYCLES
 
@@ -107,7 +108,7 @@ def held_by(conn: Connection, cycle_id: str, owner: str, epoch: int) -> bool:
 def open_cycles(conn: Connection, devices: Sequence[str] | None) -> list[WriteCycleRow]:
     query = sa.select(W).where(W.c.status == OPEN)
     if devices is not None:
-        query = query.where(W.c.device.in_(list(devices)))
+        query = query.where(one_of(conn, W.c.device, devices))
     return [_row(r) for r in conn.execute(query.order_by(W.c.created_at, W.c.cycle_id))]
 
 
