@@ -81,26 +81,13 @@ def health_record(row: BmcHealthRow, in_inventory: bool) -> apb.BmcHealth:
 
 async def fleet_summary(store: Store, inventory: Mapping[str, Any]) -> apb.FleetSummary:
     """How many inventory nodes drifted, are unreachable, unverified, or were never checked."""
-    devices = sorted(inventory)
-    desired = await store.desired_for_devices(devices)
-    health = {r.device: r for r in await store.bmc_health(devices)}
-    verified = await store.last_bmc_checks(devices)
-
-    def drifted(rows: list[Any]) -> bool:
-        return any(
-            r.drift_at is not None and r.checked_at is not None and r.drift_at >= r.checked_at for r in rows
-        )
-
+    counts = await store.fleet_counts(list(inventory))
     return apb.FleetSummary(
-        nodes=len(devices),
-        drifted=sum(1 for d in devices if drifted(desired.get(d, []))),
-        unreachable=sum(1 for r in health.values() if r.inaccessible_since is not None),
-        unverified=sum(1 for d in devices if d not in verified),
-        never_checked=sum(
-            1
-            for d in devices
-            if d not in health or (health[d].last_success_at is None and not health[d].last_error)
-        ),
+        nodes=len(inventory),
+        drifted=counts.drifted,
+        unreachable=counts.unreachable,
+        unverified=len(inventory) - counts.verified,
+        never_checked=len(inventory) - counts.checked,
     )
 
 

@@ -17,6 +17,7 @@ from ._database import (
     normalise_url,
     revisions,
 )
+from ._fleet import FleetCounts
 from ._retention import Backlog, PruneResult, RetentionPolicy, outbox_backlog, prune, table_rows
 from ._shards import LeaseRound, LeaseRoundResult
 from ._state_changes import state_digest
@@ -59,6 +60,7 @@ __all__ = [
     "DeviceView",
     "DriftCheck",
     "DueHead",
+    "FleetCounts",
     "JournalRow",
     "LeaseFence",
     "LeaseRound",

@@ -31,6 +31,7 @@ from . import (
     _database,
     _desired,
     _devices,
+    _fleet,
     _journal,
     _outbox,
     _shards,
@@ -40,6 +41,7 @@ from . import (
 from ._batch import STORE_LINGER, BatchWriter, Handler, WriteFailure
 from ._bmc_checks import BmcCheckRow
 from ._bmc_health import BmcAccess, BmcHealthRow
+from ._fleet import FleetCounts
 from ._shards import LeaseRound, LeaseRoundResult
 from ._types import (
     Accepted,
@@ -367,6 +369,11 @@ class Store:
     async def desired_for(self, device: str) -> list[DesiredLimit]:
         """The device's desired limits, by component."""
         return await self._read(_desired.desired_for, device)
+
+    async def fleet_counts(self, devices: Sequence[str]) -> FleetCounts:
+        """Of `devices`: how many drifted, are unreachable, were verified and were ever checked,
+        counted in the database (`devicectl status`)."""
+        return await self._read(_fleet.fleet_counts, list(devices))
 
     async def desired_for_devices(self, devices: Sequence[str]) -> dict[str, list[DesiredLimit]]:
         """The listed devices' desired limits, by device then component (one read)."""
