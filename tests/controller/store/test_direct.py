@@ -146,3 +146,26 @@ def test_a_datetime_on_sqlite_is_the_text_sqlalchemy_makes(value: datetime | Non
 def test_a_naive_datetime_is_refused_on_the_cursor_too() -> None:
     with pytest.raises(ValueError, match="naive datetime"):
         sqlite_utc_text(datetime(2026, 1, 1))
+
+
+def test_a_datetime_given_again_or_after_another_is_still_its_own_text() -> None:
+    dialect = sqlite.dialect()
+    theirs = UTCDateTime().dialect_impl(dialect).bind_processor(dialect)
+    assert theirs is not None
+    same_instant = WHOLE.astimezone(timezone(timedelta(hours=3)))
+    sequence = [
+        WHOLE,
+        WHOLE,
+        ODD,
+        None,
+        ODD,
+        same_instant,
+        WHOLE,
+        None,
+        None,
+        WHOLE + timedelta(microseconds=1),
+    ]
+    assert [sqlite_utc_text(v) for v in sequence] == [theirs(v) for v in sequence]
+    sqlite_utc_text(WHOLE)
+    with pytest.raises(ValueError, match="naive datetime"):
+        sqlite_utc_text(WHOLE.replace(tzinfo=None))
