@@ -50,7 +50,7 @@ class Reply:
     reply's dozen, and decoding every field into a multidict was most of the reply's parse.
     """
 
-    __slots__ = ("_charset", "_content_type", "_fields", "_headers", "body", "pending", "status")
+    __slots__ = ("_charset", "_content_type", "_etag", "_fields", "_headers", "body", "pending", "status")
 
     def __init__(
         self,
@@ -59,12 +59,14 @@ class Reply:
         body: bytes,
         pending: DeferredInflate | None = None,
         content_type: bytes | None = None,
+        etag: bytes | None = None,
     ) -> None:
-        """`content_type`: the first `Content-Type` field's value as sent (found with the framing
-        fields: every reply's charset is asked for)."""
+        """`content_type`, `etag`: the first `Content-Type` and `ETag` fields' values as sent, found
+        with the framing fields (every reply's charset is asked for, and every GET's ETag)."""
         self.status = status
         self._fields = fields
         self._content_type = content_type
+        self._etag = etag
         self._headers: CIMultiDict[str] | None = None
         self.body = body
         #: a compressed body still to inflate (off the event loop: `finish_off_loop`)
@@ -86,6 +88,9 @@ class Reply:
         headers = self._headers
         if headers is not None:
             return headers.get(name)
+        if name == "ETag":  # as every GET's reader spells it
+            etag = self._etag
+            return None if etag is None else etag.decode("latin-1").strip()
         return _first_field(self._fields, name)
 
     async def finish_off_loop(self) -> None:
@@ -205,6 +210,7 @@ class Connection(asyncio.Protocol):
         self._deferred: list[bytes] | None = None
         self._coding = ""  # the content coding, lower case ("" for none or identity)
         self._content_type: bytes | None = None  # the first `Content-Type` field's value
+        self._etag: bytes | None = None  # the first `ETag` field's value
         self._until_close = False  # the body is framed by the connection's end
         self._keep = True
 
@@ -352,7 +358,8 @@ class Connection(asyncio.Protocol):
             waiter = self._waiter
             self._waiter = None
             if waiter is not None and not waiter.done():
-                waiter.set_result(Reply(self._status, headers, b"", pending, self._content_type))
+                reply = Reply(self._status, headers, b"", pending, self._content_type, self._etag)
+                waiter.set_result(reply)
             return
         if inflater is not None:
             self._inflater = None
@@ -368,7 +375,7 @@ class Connection(asyncio.Protocol):
         waiter = self._waiter
         self._waiter = None
         if waiter is not None and not waiter.done():
-            waiter.set_result(Reply(self._status, headers, body, None, self._content_type))
+            waiter.set_result(Reply(self._status, headers, body, None, self._content_type, self._etag))
 
     # ---- the parser's callbacks (llhttp) ------------------------------------------------------
 
@@ -419,7 +426,7 @@ class Connection(asyncio.Protocol):
             raise ReplyOverBound("head bytes", _MAX_HEAD, f"reply head over {_MAX_HEAD // 1024} KiB")
         # the framing fields, read from the fields as llhttp gave them (all of them are decoded
         # only when a caller asks: `Reply.headers`); each as the multidict's first of that name
-        coding = length = content_coding = content_type = None
+        coding = length = content_coding = content_type = etag = None
         codings = 0
         for name, value in raw:
             size = len(name)
@@ -437,6 +444,9 @@ class Connection(asyncio.Protocol):
             elif size == 12:
                 if content_type is None and name.lower() == b"content-type":
                     content_type = value
+            elif size == 4:
+                if etag is None and name.lower() == b"etag":
+                    etag = value
         self._fields = []
         self._status = status
         self._body = []
@@ -463,6 +473,7 @@ class Connection(asyncio.Protocol):
             self._coding = "" if content_coding == "identity" else content_coding
         self._headers = raw
         self._content_type = content_type
+        self._etag = etag
         if self._head_only:
             self._finish()
             return
