@@ -70,7 +70,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import tenacity
-from multidict import istr
 from redfish.aio import exceptions as dmtf
 from redfish.aio.response import AsyncRestResponse
 
@@ -125,8 +124,8 @@ from plugins.redfish._wire.transport import BmcTransport, deadline_scope
 log = logging.getLogger(__name__)
 
 SERVICE_ROOT = "/redfish/v1/"
-#: read from every GET's reply (an `istr`: its lookup does not case-fold it again)
-_ETAG = istr("ETag")
+#: read from every GET's reply
+_ETAG = "ETag"
 #: request headers when the caller adds none (the library copies them, never changes them)
 _ACCEPT_JSON = {"Accept": "application/json"}
 #: the user information of an absolute URI (`//user:password@`)

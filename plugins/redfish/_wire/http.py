@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import ssl
 import time
 import weakref
@@ -117,6 +118,8 @@ class Origin:
         #: one timer for the earliest reply deadline of `_busy`, not one per request: a timer
         #: handle made and cancelled per BMC call showed in a fan-out's profile
         self._watch: asyncio.TimerHandle | None = None
+        #: when `_watch` comes due (loop time; inf without one): read per request, kept as a float
+        self._watch_due = math.inf
         self._sweep: asyncio.TimerHandle | None = None
         #: connections opened so far
         self.connections_opened = 0
@@ -142,11 +145,11 @@ class Origin:
         loop = asyncio.get_running_loop()
         due = loop.time() + reply_timeout
         self._busy[conn] = (due, reply_timeout)
-        watch = self._watch
-        if watch is None or watch.when() > due:
-            if watch is not None:
-                watch.cancel()
+        if self._watch_due > due:
+            if self._watch is not None:
+                self._watch.cancel()
             self._watch = loop.call_at(due, self._time_out_replies)
+            self._watch_due = due
         try:
             reply = await conn.send(request, method == "HEAD")
         except BaseException:
@@ -174,6 +177,7 @@ class Origin:
             if timer is not None:
                 timer.cancel()
         self._sweep = self._watch = None
+        self._watch_due = math.inf
         self.tls_session = None
         for conn in [*self._idle, *self._busy]:
             conn.abort()
@@ -292,7 +296,10 @@ class Origin:
                 conn.time_out(f"no reply within {timeout:g} s")
             elif earliest is None or due < earliest:
                 earliest = due
-        self._watch = None if earliest is None else loop.call_at(earliest, self._time_out_replies)
+        if earliest is None:
+            self._watch, self._watch_due = None, math.inf
+        else:
+            self._watch, self._watch_due = loop.call_at(earliest, self._time_out_replies), earliest
 
     def _close_expired(self) -> None:
         self._sweep = None

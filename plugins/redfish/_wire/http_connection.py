@@ -13,7 +13,7 @@ import ssl
 import zlib
 
 import httptools
-from multidict import CIMultiDict, istr
+from multidict import CIMultiDict
 
 from plugins.redfish._wire import off_loop
 from plugins.redfish._wire.document import whole_json
@@ -39,28 +39,59 @@ MAX_TRAILER_BYTES = 8 * 1024
 #: the largest collections a few MiB); `max_document_bytes` in the plugin's config sets it
 DEFAULT_MAX_BODY = 8 << 20
 _CODINGS = frozenset(("gzip", "x-gzip", "deflate"))
-#: the fields read from every reply, as `istr`s (a lookup with one does not case-fold it again)
-_CONTENT_TYPE = istr("Content-Type")
-_CONTENT_LENGTH = istr("Content-Length")
-_CONTENT_ENCODING = istr("Content-Encoding")
-_TRANSFER_ENCODING = istr("Transfer-Encoding")
 
 
 class Reply:
     """A reply read whole: `status`, `headers` (case-insensitive), `body` (bytes, decoded from any
-    content coding)."""
+    content coding).
 
-    __slots__ = ("_charset", "body", "headers", "pending", "status")
+    The head's fields are kept as llhttp gave them; `headers` decodes them into a multidict on
+    first use, and `header` reads one field without it: a BMC call reads two or three fields of a
+    reply's dozen, and decoding every field into a multidict was most of the reply's parse.
+    """
+
+    __slots__ = ("_charset", "_content_type", "_etag", "_fields", "_headers", "body", "pending", "status")
 
     def __init__(
-        self, status: int, headers: CIMultiDict[str], body: bytes, pending: DeferredInflate | None = None
+        self,
+        status: int,
+        fields: list[tuple[bytes, bytes]],
+        body: bytes,
+        pending: DeferredInflate | None = None,
+        content_type: bytes | None = None,
+        etag: bytes | None = None,
     ) -> None:
+        """`content_type`, `etag`: the first `Content-Type` and `ETag` fields' values as sent, found
+        with the framing fields (every reply's charset is asked for, and every GET's ETag)."""
         self.status = status
-        self.headers = headers
+        self._fields = fields
+        self._content_type = content_type
+        self._etag = etag
+        self._headers: CIMultiDict[str] | None = None
         self.body = body
         #: a compressed body still to inflate (off the event loop: `finish_off_loop`)
         self.pending = pending
         self._charset: str | bool | None = False  # False: not read yet (the transport and the text ask)
+
+    @property
+    def headers(self) -> CIMultiDict[str]:
+        """Every field of the head, in order (names case-insensitive, values stripped)."""
+        headers = self._headers
+        if headers is None:
+            headers = self._headers = CIMultiDict(
+                [(name.decode("latin-1"), value.decode("latin-1").strip()) for name, value in self._fields]
+            )
+        return headers
+
+    def header(self, name: str) -> str | None:
+        """The first field named `name` (case-insensitively), as `headers.get(name)` gives it."""
+        headers = self._headers
+        if headers is not None:
+            return headers.get(name)
+        if name == "ETag":  # as every GET's reader spells it
+            etag = self._etag
+            return None if etag is None else etag.decode("latin-1").strip()
+        return _first_field(self._fields, name)
 
     async def finish_off_loop(self) -> None:
         """Inflate the rest of a large compressed body in a worker thread (`off_loop`); raises
@@ -74,8 +105,35 @@ class Reply:
         """The `charset` parameter of `Content-Type`, if any."""
         charset = self._charset
         if charset is False:
-            charset = self._charset = _charset(self.headers.get(_CONTENT_TYPE))
+            content_type = self._content_type
+            charset = self._charset = _charset(
+                None if content_type is None else content_type.decode("latin-1").strip()
+            )
         return charset  # type: ignore[return-value]
+
+
+#: field names asked for -> their lower-case bytes (a BMC call asks for the same two or three)
+_FIELD_KEYS: dict[str, bytes] = {}
+
+
+def _first_field(fields: list[tuple[bytes, bytes]], name: str) -> str | None:
+    """The value of the first of `fields` named `name` (case-insensitively), decoded and stripped.
+
+    Field names are tokens (llhttp refuses any other byte in one), so ASCII case folding of the
+    bytes matches the multidict's."""
+    key = _FIELD_KEYS.get(name)
+    if key is None:
+        try:
+            key = name.lower().encode("ascii")
+        except UnicodeEncodeError:
+            return None  # no token: no field has this name
+        if len(_FIELD_KEYS) < 64:
+            _FIELD_KEYS[name] = key
+    size = len(key)
+    for field, value in fields:
+        if len(field) == size and field.lower() == key:
+            return value.decode("latin-1").strip()
+    return None
 
 
 class DeferredInflate:
@@ -138,7 +196,8 @@ class Connection(asyncio.Protocol):
         self._received = 0  # bytes since the request was sent
         self._interims = 0
         self._fields: list[tuple[bytes, bytes]] = []  # the head's fields as llhttp gives them
-        self._headers: CIMultiDict[str] | None = None  # set once the final reply's head is read
+        #: the final reply's fields, set once its head is read
+        self._headers: list[tuple[bytes, bytes]] | None = None
         self._status = 0
         self._body: list[bytes] = []
         self._size = 0  # the body's bytes on the wire (before any content coding is undone)
@@ -150,6 +209,8 @@ class Connection(asyncio.Protocol):
         #: a compressed body's bytes left once its output passed `off_loop.OFF_LOOP_BYTES`
         self._deferred: list[bytes] | None = None
         self._coding = ""  # the content coding, lower case ("" for none or identity)
+        self._content_type: bytes | None = None  # the first `Content-Type` field's value
+        self._etag: bytes | None = None  # the first `ETag` field's value
         self._until_close = False  # the body is framed by the connection's end
         self._keep = True
 
@@ -297,7 +358,8 @@ class Connection(asyncio.Protocol):
             waiter = self._waiter
             self._waiter = None
             if waiter is not None and not waiter.done():
-                waiter.set_result(Reply(self._status, headers, b"", pending))
+                reply = Reply(self._status, headers, b"", pending, self._content_type, self._etag)
+                waiter.set_result(reply)
             return
         if inflater is not None:
             self._inflater = None
@@ -313,7 +375,7 @@ class Connection(asyncio.Protocol):
         waiter = self._waiter
         self._waiter = None
         if waiter is not None and not waiter.done():
-            waiter.set_result(Reply(self._status, headers, body))
+            waiter.set_result(Reply(self._status, headers, body, None, self._content_type, self._etag))
 
     # ---- the parser's callbacks (llhttp) ------------------------------------------------------
 
@@ -362,9 +424,29 @@ class Connection(asyncio.Protocol):
         raw = self._fields
         if self._received > _MAX_HEAD and sum(len(n) + len(v) for n, v in raw) > _MAX_HEAD:
             raise ReplyOverBound("head bytes", _MAX_HEAD, f"reply head over {_MAX_HEAD // 1024} KiB")
-        fields: CIMultiDict[str] = CIMultiDict(
-            [(name.decode("latin-1"), value.decode("latin-1").strip()) for name, value in raw]
-        )
+        # the framing fields, read from the fields as llhttp gave them (all of them are decoded
+        # only when a caller asks: `Reply.headers`); each as the multidict's first of that name
+        coding = length = content_coding = content_type = etag = None
+        codings = 0
+        for name, value in raw:
+            size = len(name)
+            if size == 17:
+                if name.lower() == b"transfer-encoding":
+                    codings += 1
+                    if coding is None:
+                        coding = value.decode("latin-1").strip()
+            elif size == 14:
+                if length is None and name.lower() == b"content-length":
+                    length = value.decode("latin-1").strip()
+            elif size == 16:
+                if content_coding is None and name.lower() == b"content-encoding":
+                    content_coding = value.decode("latin-1").strip()
+            elif size == 12:
+                if content_type is None and name.lower() == b"content-type":
+                    content_type = value
+            elif size == 4:
+                if etag is None and name.lower() == b"etag":
+                    etag = value
         self._fields = []
         self._status = status
         self._body = []
@@ -375,23 +457,23 @@ class Connection(asyncio.Protocol):
         self._deferred = None
         self._until_close = False
         self._keep = parser.should_keep_alive()
-        coding = fields.get(_TRANSFER_ENCODING)
-        if coding is not None and (coding.lower() != "chunked" or len(fields.getall(_TRANSFER_ENCODING)) > 1):
+        if coding is not None and (coding.lower() != "chunked" or codings > 1):
             # llhttp would read any other coding as a body framed by the close, still encoded
-            codings = ", ".join(fields.getall("Transfer-Encoding"))
-            raise MalformedReply(f"unsupported transfer coding {codings[:40]!r}")
-        length = fields.get(_CONTENT_LENGTH)  # llhttp refuses a second one, and a bad one
+            codings_sent = ", ".join(Reply(status, raw, b"").headers.getall("Transfer-Encoding"))
+            raise MalformedReply(f"unsupported transfer coding {codings_sent[:40]!r}")
+        # llhttp refuses a second Content-Length, and a bad one
         if length is not None and int(length) > self._max_body:
             raise ReplyOverBound(
                 "max_document_bytes", self._max_body, f"Content-Length {length} over {self._max_body} bytes"
             )
-        content_coding = fields.get(_CONTENT_ENCODING)
         if content_coding is None:  # nearly every reply
             self._coding = ""
         else:
-            content_coding = content_coding.strip().lower()
+            content_coding = content_coding.lower()
             self._coding = "" if content_coding == "identity" else content_coding
-        self._headers = fields
+        self._headers = raw
+        self._content_type = content_type
+        self._etag = etag
         if self._head_only:
             self._finish()
             return

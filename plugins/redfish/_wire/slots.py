@@ -5,7 +5,9 @@ coroutine (`try_take`), and a wait carries its own deadline without an `asyncio.
 it. Every BMC call passes here, and at fleet scale most wait (a BMC takes two or four at once
 while a request changes eight caps): the semaphore's coroutine and the timeout's objects were a
 measurable share of a call's CPU and of the fleet's memory in flight. The waits' deadlines share
-one timer, set for the earliest of them, not one timer made and cancelled per wait.
+one timer, set for the earliest of them, not one timer made and cancelled per wait; when the
+last waiter is served the timer stays (it finds no one past a deadline, or sets itself again for
+the earliest one left), so a BMC's queue that empties and fills again makes no timer each time.
 """
 
 from __future__ import annotations
@@ -62,10 +64,7 @@ class Slots:
             waiter = waiters.popleft()[0]
             if not waiter.done():
                 waiter.set_result(None)  # the slot goes straight to it
-                if not waiters:
-                    self._unwatch()
                 return
-        self._unwatch()
         self._free += 1
 
     def _watch(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
@@ -74,12 +73,6 @@ class Slots:
             self._timer.cancel()
         self._due = due
         self._timer = loop.call_at(due, self._expire, loop)
-
-    def _unwatch(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._due = math.inf
 
     def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
         """The earliest deadline came: every waiter whose deadline it was gives up with

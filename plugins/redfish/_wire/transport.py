@@ -254,7 +254,7 @@ class BmcTransport:
                     f"{self.origin}: {method} {path}",
                     method,
                     reply.status,
-                    reply.headers.get("Location"),
+                    reply.header("Location"),
                     hops,
                 )
                 hops += 1
@@ -420,7 +420,7 @@ class DirectReply:
 
     def getheader(self, name: str) -> str | None:
         """One header, case-insensitively."""
-        return self._reply.headers.get(name)
+        return self._reply.header(name)
 
     def getheaders(self) -> list[tuple[str, str]]:
         """All headers."""

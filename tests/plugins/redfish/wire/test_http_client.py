@@ -322,6 +322,31 @@ async def test_http_10_reply_without_keep_alive_is_not_reused(serve: Serve) -> N
     origin.close()
 
 
+async def test_one_field_is_read_as_the_multidict_reads_it_without_building_it(serve: Serve) -> None:
+    head = (
+        "HTTP/1.1 200 OK\r\n"
+        'etag:  "v1" \r\n'
+        "X-Repeat: first\r\n"
+        "CONTENT-TYPE: application/json;charset=ISO-8859-1\r\n"
+        "x-repeat: second\r\n"
+        'ETag: "v2"\r\n'
+        "Content-Length: 12\r\n"
+        "\r\n"
+    )
+    server = await serve(answer(head.encode() + b'{"Id": "1"} '))
+    origin = origin_for(server)
+
+    reply = await get(origin)
+    names = ["ETag", "etag", "X-REPEAT", "content-type", "Content-Length", "Location", "Gehäuse", ""]
+    read = {name: reply.header(name) for name in names}
+    assert reply.charset == "ISO-8859-1"
+    assert read == {name: reply.headers.get(name) for name in names}  # built only now
+    assert read["ETag"] == '"v1"' and read["X-REPEAT"] == "first" and read["Location"] is None
+    assert reply.headers.getall("x-repeat") == ["first", "second"]
+    assert reply.header("etag") == '"v1"'  # once built, read from the multidict
+    origin.close()
+
+
 # ---- kept-alive connections -------------------------------------------------------------------
 
 

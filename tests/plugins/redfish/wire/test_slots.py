@@ -139,3 +139,24 @@ async def test_waits_that_time_out_together_all_give_up_and_leave_the_slots_free
     slots.release()
     slots.release()
     assert slots.try_take() and slots.try_take() and not slots.try_take()
+
+
+async def test_a_queue_that_empties_and_fills_again_keeps_its_one_timer_and_every_deadline() -> None:
+    slots = Slots(1)
+    assert slots.try_take()
+    served = asyncio.create_task(slots.take(0.2))
+    await asyncio.sleep(0)
+    timer = slots._timer
+    assert timer is not None
+    slots.release()  # the queue is empty now
+    await served
+    later = asyncio.create_task(slots.take(0.3))  # a deadline after the kept timer's
+    await asyncio.sleep(0)
+    assert slots._timer is timer, "the emptied queue's timer serves the next waiter"
+    with pytest.raises(TimeoutError):
+        await later  # woken at the kept timer's time, it waits on to its own deadline
+    earlier = asyncio.create_task(slots.take(0.05))
+    with pytest.raises(TimeoutError):
+        await earlier
+    slots.release()
+    assert slots.try_take() and not slots.try_take()
