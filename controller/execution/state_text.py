@@ -35,16 +35,6 @@ cheaper than the text. A member that is a subclass of dict (a plugin's mark that
 checked, as the Redfish plugin's discovery) is taken as the plain dict of its items, which is
 what `json.dumps` encodes, where neither the subclass nor its instances can change how `items`
 is found; any other subclass gets no snapshot.
-
-A member seen for the first time (a device's first completion in this process) is snapshot too
-when its text is at least `FIRST_SNAPSHOT` long, so its second completion, a fan-out's steady
-wave, already takes the text of a member that did not change. Most members change from one
-completion to the next (a tray's readings, priors, applied caps), and their snapshot would only
-be made again to be found different: such a first snapshot is compared only where the member's
-value is the very object its text was made from (a plugin that passes an unchanged section on,
-as the Redfish plugin's copy on write does). The object is a hint of where comparing pays, never
-the proof: the snapshot is. A member found unchanged is snapshot whatever its value's identity
-(a plugin in its own process hands every state over as new objects).
 """
 
 from __future__ import annotations
@@ -62,10 +52,6 @@ from controller.store import StateChange, state_digest
 #: with an unusually large state costs in memory)
 LONG_MEMBER = 32 * 1024
 
-#: members first seen with a text at least this long are snapshot then (the module docstring): for
-#: shorter ones the text costs a few microseconds and a snapshot that may not be used saves under two
-FIRST_SNAPSHOT = 256
-
 #: `json.dumps(value, sort_keys=True)` without making its encoder on each call
 _ENCODE = json.JSONEncoder(sort_keys=True).encode
 
@@ -81,10 +67,6 @@ class StateText:
     members: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     #: key -> the snapshot of a member whose text was unchanged (see the module docstring)
     snapshots: Mapping[str, bytes] = field(default_factory=dict, compare=False, repr=False)
-    #: key -> the snapshot of a member seen for the first time (compared only for the same object)
-    first_snapshots: Mapping[str, bytes] = field(default_factory=dict, compare=False, repr=False)
-    #: the state the text was made from (its members' values: where a first snapshot is compared)
-    state: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     #: long members' digests, made once (`change` compares them, `kept` keeps them)
     _digests: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
 
@@ -105,7 +87,7 @@ class StateText:
         members: dict[str, str | bytes] = {}
         for key, text in self.members.items():
             members[key] = self.long_member_digest(key) if len(text) > LONG_MEMBER else text
-        return Kept(state_digest(self.text), members, self.snapshots, self.first_snapshots, self.state)
+        return Kept(state_digest(self.text), members, self.snapshots)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,10 +99,6 @@ class Kept:
     members: Mapping[str, str | bytes]
     #: key -> the snapshot its kept text is the text of (only members whose text was unchanged)
     snapshots: Mapping[str, bytes] = field(default_factory=dict)
-    #: key -> the snapshot of a member first seen, its text's (compared only for the same object)
-    first_snapshots: Mapping[str, bytes] = field(default_factory=dict)
-    #: the state the text was made from (the resolver keeps it too: no copy)
-    state: Mapping[str, Any] = field(default_factory=dict)
 
 
 def encode(state: Mapping[str, Any], prior: Kept | None = None) -> StateText:
@@ -130,23 +108,17 @@ def encode(state: Mapping[str, Any], prior: Kept | None = None) -> StateText:
         return StateText(_ENCODE(state), {})
     texts: Mapping[str, str | bytes] = prior.members if prior is not None else {}
     kept_snapshots: Mapping[str, bytes] = prior.snapshots if prior is not None else {}
-    kept_first: Mapping[str, bytes] = prior.first_snapshots if prior is not None else {}
-    prior_state: Mapping[str, Any] = prior.state if prior is not None else {}
     pieces = ["{"]
     spans: dict[str, tuple[int, int]] = {}
     members: dict[str, str] = {}
     snapshots: dict[str, bytes] = {}
-    first_snapshots: dict[str, bytes] = {}
     at = 1
     for key in sorted(state):
         value = state[key]
         before = texts.get(key)
-        first_seen = before is None
         if type(before) is not str:  # none kept, or a long member's digest
             before = None
         kept_snapshot = kept_snapshots.get(key)
-        if kept_snapshot is None and value is prior_state.get(key, _ABSENT):
-            kept_snapshot = kept_first.get(key)  # the value its text was made from, changed or not
         if kept_snapshot is not None and before is not None and _snapshot(value) == kept_snapshot:
             text = before
             snapshots[key] = kept_snapshot
@@ -156,10 +128,6 @@ def encode(state: Mapping[str, Any], prior: Kept | None = None) -> StateText:
                 snapshot = _snapshot(value)
                 if snapshot is not None:
                     snapshots[key] = snapshot
-            elif first_seen and FIRST_SNAPSHOT <= len(text) <= LONG_MEMBER:
-                snapshot = _snapshot(value)
-                if snapshot is not None:
-                    first_snapshots[key] = snapshot
         head = _head(key, at == 1)
         at += len(head)
         spans[key] = (at, at + len(text))
@@ -167,11 +135,7 @@ def encode(state: Mapping[str, Any], prior: Kept | None = None) -> StateText:
         at += len(text)
         pieces += (head, text)
     pieces.append("}")
-    return StateText("".join(pieces), spans, members, snapshots, first_snapshots, state)
-
-
-#: no member's value (a state's member may be None)
-_ABSENT = object()
+    return StateText("".join(pieces), spans, members, snapshots)
 
 
 def _snapshot(value: Any) -> bytes | None:

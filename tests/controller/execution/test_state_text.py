@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from controller.execution import state_text
-from controller.execution.state_text import FIRST_SNAPSHOT, LONG_MEMBER, change, encode
+from controller.execution.state_text import LONG_MEMBER, change, encode
 from controller.store import state_digest
 from controller.store._state_changes import state_diff
 
@@ -145,75 +144,6 @@ def test_an_unchanged_member_takes_its_kept_text_and_a_member_changed_in_place_i
     assert "discovery" not in fourth.snapshots
 
 
-def _discovery() -> dict[str, Any]:
-    """A section long enough to be snapshot when first seen (as a GB200 tray's discovery, 6 KiB)."""
-    gpus = [
-        {"key": f"gpu/{i}", "max": 1200.0, "uri": f"/redfish/v1/Chassis/GPU_{i}/EnvironmentMetrics"}
-        for i in range(4)
-    ]
-    section = {"gpus": gpus, "firmware": "1.0"}
-    assert len(json.dumps(section, sort_keys=True)) >= FIRST_SNAPSHOT
-    return section
-
-
-def _counting_encodes(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The values the module's encoder makes a text of from now on (the encoder itself runs)."""
-    encoded: list[Any] = []
-    real = state_text._ENCODE
-
-    def counted(value: Any) -> str:
-        encoded.append(value)
-        return real(value)
-
-    monkeypatch.setattr(state_text, "_ENCODE", counted)
-    return encoded
-
-
-def test_a_member_passed_on_unchanged_takes_its_text_at_the_second_completion(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A device's second completion (a fan-out's steady wave) already takes the text of a long
-    member its plugin passed on unchanged; the members that changed are encoded."""
-    discovery = _discovery()
-    states = [{"discovery": discovery, "readings": {"gpu/0": {"watts": float(n)}}} for n in (700, 650)]
-    first = encode(states[0])
-    encoded = _counting_encodes(monkeypatch)
-    second = encode(states[1], first.kept())
-    assert second.text == json.dumps(states[1], sort_keys=True)
-    assert second.member("discovery") is first.member("discovery")  # taken, not made again
-    assert not any(value is discovery for value in encoded)
-    assert any(value is states[1]["readings"] for value in encoded)
-    assert "discovery" in second.snapshots  # found unchanged: taken at the third too
-    third = encode({"discovery": discovery, "readings": {}}, second.kept())
-    assert third.member("discovery") is first.member("discovery")
-
-
-def test_a_member_changed_before_its_second_completion_is_encoded_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Changed in place (the same object) or replaced by an equal value (another object, as a
-    plugin in its own process hands over), a member first seen gets its own text at the second
-    completion; the equal one is found unchanged and taken at the third."""
-    discovery = _discovery()
-    first = encode({"discovery": discovery, "applied": {"gpu/0": 700}})
-    discovery["gpus"][0]["max"] = 900.0  # changed in place since its first text
-    encoded = _counting_encodes(monkeypatch)
-    changed = {"discovery": discovery, "applied": {"gpu/0": 650}}
-    second = encode(changed, first.kept())
-    assert second.text == json.dumps(changed, sort_keys=True) and '"max": 900.0' in second.text
-    assert any(value is discovery for value in encoded)
-    assert "discovery" not in second.snapshots
-
-    equal = json.loads(json.dumps(_discovery()))  # equal to the first text's value, a new object
-    first = encode({"discovery": _discovery(), "applied": {"gpu/0": 700}})
-    encoded.clear()
-    second = encode({"discovery": equal, "applied": {"gpu/0": 650}}, first.kept())
-    assert any(value is equal for value in encoded)
-    assert second.member("discovery") == first.member("discovery")
-    third = encode({"discovery": json.loads(json.dumps(equal)), "applied": {"gpu/0": 600}}, second.kept())
-    assert third.member("discovery") is second.member("discovery")
-
-
 @pytest.mark.parametrize(
     "values",
     [
@@ -232,22 +162,6 @@ def test_every_text_is_json_dumps_whatever_a_member_s_values_were_before(values:
     the same values in another order, a tuple for a list, a subclass: each text is its own."""
     states = [{"member": value, "other": n} for n, value in enumerate(values)]
     assert _encoded_in_turn(states) == [json.dumps(state, sort_keys=True) for state in states]
-
-
-@pytest.mark.parametrize(
-    "values", [[1, 1.0, True, 1], [0.0, -0.0, 0], [(1, 2), [1, 2]], ["s", type("S", (str,), {})("s")]]
-)
-def test_a_long_member_changed_in_place_between_completions_gets_its_own_text(values: list[Any]) -> None:
-    """One long object (snapshot when first seen, compared at the next completion as the same
-    object) changed in place before each completion: each text is `json.dumps` of it then."""
-    shared: list[Any] = ["x" * FIRST_SNAPSHOT, None]
-    kept = None
-    for n, value in enumerate(values):
-        shared[1] = value
-        state = {"member": shared, "other": n}
-        encoded = encode(state, kept)
-        assert encoded.text == json.dumps(state, sort_keys=True)
-        kept = encoded.kept()
 
 
 class _Checked(dict[str, Any]):
