@@ -164,6 +164,22 @@ def test_every_text_is_json_dumps_whatever_a_member_s_values_were_before(values:
     assert _encoded_in_turn(states) == [json.dumps(state, sort_keys=True) for state in states]
 
 
+@pytest.mark.parametrize(
+    "values", [[1, 1.0, True, 1], [0.0, -0.0, 0], [(1, 2), [1, 2]], ["s", type("S", (str,), {})("s")]]
+)
+def test_a_member_changed_in_place_between_completions_gets_its_own_text(values: list[Any]) -> None:
+    """One long object changed in place before each completion (values Python calls equal and
+    JSON does not, or types json encodes alike): each text is `json.dumps` of it then."""
+    shared: list[Any] = ["x" * 1024, None]
+    kept = None
+    for n, value in enumerate(values):
+        shared[1] = value
+        state = {"member": shared, "other": n}
+        encoded = encode(state, kept)
+        assert encoded.text == json.dumps(state, sort_keys=True)
+        kept = encoded.kept()
+
+
 class _Checked(dict[str, Any]):
     """A plugin's mark on a section (as the Redfish plugin's checked discovery)."""
 
