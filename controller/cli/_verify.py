@@ -166,20 +166,25 @@ _CHOICES: dict[str, Callable[[Options], bool]] = {
 
 
 def verify_list(args: Options) -> int:
-    def page(token: str) -> tuple[list[apb.BmcCheckRecord], str]:
-        query = apb.ListBmcChecksRequest(
-            device=args.device or "",
-            status=args.status or "",
-            page_size=page_rows(int(args.limit)),
-            page_token=token,
-            selector=args.selector or "",
-        )
-        answer = _call(args, "ListBmcChecks", query)
-        return list(answer.checks), answer.next_page_token
+    def get(limit: int) -> list[apb.BmcCheckRecord]:
+        """Pages sized by the rows asked for (`--all`: the largest page), not by `--limit`'s default."""
+
+        def page(token: str) -> tuple[list[apb.BmcCheckRecord], str]:
+            query = apb.ListBmcChecksRequest(
+                device=args.device or "",
+                status=args.status or "",
+                page_size=page_rows(limit),
+                page_token=token,
+                selector=args.selector or "",
+            )
+            answer = _call(args, "ListBmcChecks", query)
+            return list(answer.checks), answer.next_page_token
+
+        return follow(page, limit)
 
     return show(
         args,
-        lambda: fetch(args, lambda limit: follow(page, limit), lambda c: c.created_at),
+        lambda: fetch(args, get, lambda c: c.created_at),
         kind="verification",
         name=lambda c: c.check_id,
         render=lambda rows: _table(args, rows, "verifications"),

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from bmcsim import SimulatorFleet
+from controller.cli._lists import PAGE_ROWS
 from controller.inventory import load_inventory
 from controller.store import BmcCheckRow
 from tests.controller.cli.test_operator import Site
@@ -172,6 +173,29 @@ async def test_verify_list_has_the_list_flags_and_says_when_rows_were_left_out(s
     assert len(recent.out.splitlines()) == 51 - OLD, recent.out
     rack = await _cli(site, "verify", "list", "--all", "-l", "rack=r2", "-o", "name")
     assert len(rack.out.splitlines()) == 26  # the even ones are node900's
+
+
+async def test_verify_list_all_asks_for_pages_as_large_as_every_list_s(site: Site) -> None:
+    """`--all` pages by the largest page every list asks for, not by the 50 rows of `--limit`'s
+    default: 120 verifications come in one page (the store's reads are counted as they pass)."""
+    await _checks(site, 120)
+    store = site.harness.controller.store
+    asked: list[int] = []
+    real = store.list_bmc_checks
+
+    async def counted(**query: Any) -> Any:
+        asked.append(query["limit"])
+        return await real(**query)
+
+    store.list_bmc_checks = counted  # type: ignore[method-assign]
+    try:
+        every = await _cli(site, "verify", "list", "--all", "-o", "name")
+    finally:
+        del store.list_bmc_checks
+    assert every.code == 0 and len(every.out.splitlines()) == 120, every.err
+    assert asked == [PAGE_ROWS + 1], asked  # one page (and one row more: whether another follows)
+    limited = await _cli(site, "verify", "list", "--limit", "7", "-o", "name")
+    assert len(limited.out.splitlines()) == 7
 
 
 async def test_verify_help_shows_run_and_its_choices_and_refuses_two_choices(site: Site) -> None:
