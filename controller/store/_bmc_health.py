@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ._database import by_code_point, chunks
+from ._database import by_code_point, chunks, one_of
 from ._direct import Direct
 from ._models import BMC_HEALTH
 
@@ -150,9 +150,6 @@ def list_health(
         query = query.where(key > after)
     if unreachable:
         query = query.where(H.c.inaccessible_since.is_not(None))
-    if devices is None:
-        return [_row(r) for r in conn.execute(query.order_by(key).limit(limit))]
-    out: list[BmcHealthRow] = []
-    for part in chunks(list(devices)):  # IN lists under the backends' bound-parameter limits
-        out += [_row(r) for r in conn.execute(query.where(H.c.device.in_(list(part))).order_by(key))]
-    return sorted(out, key=lambda r: r.device)[:limit]
+    if devices is not None:
+        query = query.where(one_of(conn, H.c.device, devices))
+    return [_row(r) for r in conn.execute(query.order_by(key).limit(limit))]

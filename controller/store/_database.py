@@ -293,7 +293,8 @@ def one_of(conn: Connection, column: sa.ColumnElement[str], values: Sequence[str
     """`column IN values`, for a list of any length: a long one (a selector over a large inventory,
     the devices of every shard one process holds) is passed as one parameter, a JSON array read by
     `json_each` on SQLite and a `text[]` on PostgreSQL, since a statement takes at most 32,766
-    (SQLite's default build) or 65,535 (psycopg) bound parameters."""
+    (SQLite's default build) or 65,535 (psycopg) bound parameters. The filter of a query with an
+    order and a limit (a page) takes this: `chunks` would need every chunk read whole and merged."""
     if len(values) <= _LONGEST_IN_LIST:
         return column.in_(list(values))
     if is_postgres(conn):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from controller.store import BmcCheckRow, DeviceUpsert, NewRequest, Store, WriteCycleRow
+from controller.store import BmcAccess, BmcCheckRow, DeviceUpsert, NewRequest, Store, WriteCycleRow
 
 T0 = datetime(2026, 12, 6, 1, 0, tzinfo=UTC)
 #: more ids than either backend takes as bound parameters of one statement
@@ -48,6 +48,9 @@ async def test_every_device_filter_takes_a_list_longer_than_a_statements_paramet
             WriteCycleRow(f"w{i}", nodes[i], "verify b", PRIORS, "open", None, "ctl-a", T0, None)
         )
     chosen = _long_list("n1", "n2")
+    # ids a JSON array and SQL text must carry as they are: quotes, a backslash, a `]`, non-ASCII
+    hostile = ["n'1", 'n"1', "n\\1", "n]1", "nœ1", "n 1"]
+    chosen[: len(hostile)] = hostile
 
     assert [d.id for d in await store.list_devices(limit=10, ids=chosen)] == ["n1", "n2"]
     assert [d.id for d in await store.list_devices(limit=10, after="n1", ids=chosen)] == ["n2"]
@@ -62,5 +65,9 @@ async def test_every_device_filter_takes_a_list_longer_than_a_statements_paramet
     for r in claimed:
         await store.finish_bmc_check(r.check_id, "done", verdict="pass", result={}, at=T0)
     assert sorted(await store.last_bmc_checks(chosen)) == ["n1", "n2"]
+    await store.record_bmc_access([BmcAccess("n1", T0), BmcAccess("n3", T0), BmcAccess("n'1", T0)])
+    health = await store.bmc_health(chosen, limit=2)
+    assert [r.device for r in health] == ["n'1", "n1"]  # code point order, the page's limit
+    assert [r.device for r in await store.bmc_health(chosen, after="n'1")] == ["n1"]
     # a list of exactly one statement's worth still works, and a short one is unchanged
     assert [d.id for d in await store.list_devices(limit=10, ids=["n3", "nX"])] == ["n3"]
