@@ -45,8 +45,9 @@ class _Compiled:
     #: the selected columns' result processors (None where a value comes as the driver gives it)
     result: tuple[Callable[[Any], Any] | None, ...]
     row: Any
-    #: qmark: the values of `order`'s names, in that order, from a row's parameters
-    take: Callable[[Mapping[str, Any]], tuple[Any, ...]] = tuple
+    #: qmark: the values of `order`'s names, in that order, from a row's parameters (None without
+    #: an order: named parameters go as a mapping)
+    take: Callable[[Mapping[str, Any]], tuple[Any, ...]] | None = None
     #: qmark: (placeholder index, bind processor) of each placeholder whose type has one
     processed: tuple[tuple[int, Callable[[Any], Any]], ...] = ()
 
@@ -135,12 +136,13 @@ class Direct:
         if self.expanding is not None:
             merged = {k: v for k, v in merged.items() if k != self.expanding}
             merged.update((f"{self.expanding}_{i}", v) for i, v in enumerate(expanded))
-        if c.order is None:
+        take = c.take
+        if take is None:  # no order: named parameters
             named = dict(merged)
             for n, proc in c.bind.items():
                 named[n] = proc(named[n])
             return named
-        taken = c.take(merged)
+        taken = take(merged)
         if not c.processed:
             return taken
         out = list(taken)
