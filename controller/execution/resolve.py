@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.config import Settings
-from controller.execution.state_text import Kept, StateText
+from controller.execution.state_text import NO_STATE, Kept, StateText
 from controller.inventory import DeviceEntry, entry_from_model, parse_model_json, plugin_registry
 from controller.observability.logs import clip
 from controller.plugin_host.host import PluginHost
@@ -42,6 +42,9 @@ class Resolved:
     endpoint: Endpoint
     model: dict[str, Any]
     state: dict[str, Any]
+    #: what this process knows of the device's stored state text (`DeviceResolver.stored_text`;
+    #: `state_text.NO_STATE` where it read that the device has no stored state)
+    prior: Kept | None = None
 
 
 class DeviceResolver:
@@ -138,7 +141,8 @@ class DeviceResolver:
         except InvalidRequestError as exc:
             source = "device_state_json" if state_json else "stored device state"
             raise InvalidRequestError(f"{source}: {exc.message}") from None
-        return Resolved(entry, plugin, endpoint, model, state)
+        prior = known.text if known.text is not None else (NO_STATE if known.state is None else None)
+        return Resolved(entry, plugin, endpoint, model, state, prior)
 
     def _check_model(self, device: str, plugin: DevicePlugin, model: dict[str, Any]) -> None:
         """`plugin.check_model`, skipped when the same plugin accepted an equal model for the device

@@ -277,7 +277,7 @@ class RequestRunner:
     ) -> None:
         state = outcome.state  # as the plugin made it: its type may spare the next request a check
         new_state = state if isinstance(state, dict) or state is None else dict(state)
-        stored = self._resolver.stored_text(job.device)  # what this process kept of the stored text
+        stored = resolved.prior  # what this process knows of the stored text (NO_STATE: none stored)
         text = state_text.encode(new_state, stored) if new_state is not None else None
         state_bytes = text.text.encode() if text is not None else None
         response = translate.response_to_proto(

@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.store import StateChange, state_digest
+from controller.store import NO_STORED_STATE, StateChange, state_digest
 
 #: members whose text is longer than this are kept as their digest only (bounds what a device
 #: with an unusually large state costs in memory)
@@ -99,6 +99,12 @@ class Kept:
     members: Mapping[str, str | bytes]
     #: key -> the snapshot its kept text is the text of (only members whose text was unchanged)
     snapshots: Mapping[str, bytes] = field(default_factory=dict)
+
+
+#: what is kept of a device that has no stored state (no row, or a row without one): a change
+#: against it names every member, each "before" null, and the store takes it as given only while the
+#: device still has none (`controller.store._state_changes._given`)
+NO_STATE = Kept(NO_STORED_STATE, {})
 
 
 def encode(state: Mapping[str, Any], prior: Kept | None = None) -> StateText:

@@ -23,6 +23,7 @@ from ._shards import LeaseRound, LeaseRoundResult
 from ._state_changes import state_digest
 from ._store import Store
 from ._types import (
+    NO_STORED_STATE,
     Accepted,
     AuditView,
     Completion,
@@ -48,6 +49,7 @@ from ._types import (
 from ._write_cycles import WriteCycleRow
 
 __all__ = [
+    "NO_STORED_STATE",
     "Accepted",
     "AuditView",
     "Backlog",

@@ -16,7 +16,7 @@ from ._database import chunks, insert_for
 from ._devices import normalise_json
 from ._direct import Direct
 from ._models import DEVICES, STATE_AUDIT, UTCDateTime
-from ._types import Completion
+from ._types import NO_STORED_STATE, Completion
 
 D = DEVICES
 A = STATE_AUDIT
@@ -127,7 +127,7 @@ def apply_completions(
                     whole.add(c.device)
         if c.new_state is not None:
             summary: str | None = None
-            if _given(c, texts.get(c.device)):
+            if _given(c, texts.get(c.device), row):
                 assert c.state_text is not None and c.state_change is not None
                 if c.state_change.summary != "{}":
                     summary = c.state_change.summary
@@ -161,8 +161,17 @@ def apply_completions(
     for device, text in restated.items():
         if text is None:
             whole.add(device)
+    # NOTE: a whole row (a new device, a changed model) whose new state came as text is written
+    # without it and then given the text, as a changed state is: its state is not parsed here to be
+    # serialised again (a device's first completion: 18 KiB of a GB200 tray's state, both ways)
+    as_text = {device for device in whole if restated.get(device) is not None}
     _upsert(
-        conn, [{**row, "state_json": stored_state(row)} for device, row in touched.items() if device in whole]
+        conn,
+        [
+            {**row, "state_json": None if device in as_text else stored_state(row)}
+            for device, row in touched.items()
+            if device in whole
+        ],
     )
     # NOTE: most completions change only the last-request columns and the state; writing just
     # those, the state as the text the caller serialised, spares serialising the model and the
@@ -170,7 +179,7 @@ def apply_completions(
     restates = [
         {**_touch_params(row), "b_state": restated[device], "b_version": row["state_version"]}
         for device, row in touched.items()
-        if device in restated and device not in whole
+        if device in restated and (device not in whole or device in as_text)
     ]
     _restate_statement(conn.dialect.name).many(conn, restates)
     written = whole | restated.keys()
@@ -203,18 +212,19 @@ def _read_rows(conn: Connection, devices: list[str]) -> tuple[dict[str, dict[str
     return rows, texts
 
 
-def _given(c: Completion, stored_text: str | None) -> bool:
+def _given(c: Completion, stored_text: str | None, row: Mapping[str, Any]) -> bool:
     """Whether `c.state_change` may be taken as given: the device's state text is the one it was
-    computed against, and the new text holds no NaN or infinity (which the parse path refuses)."""
+    computed against (or, for a change computed against no stored state, the device has none and
+    the change is not empty), and the new text holds no NaN or infinity (which the parse path
+    refuses)."""
     change, text = c.state_change, c.state_text
-    return (
-        change is not None
-        and text is not None
-        and stored_text is not None
-        and state_digest(stored_text) == change.prior_digest
-        and "NaN" not in text
-        and "Infinity" not in text
-    )
+    if change is None or text is None or "NaN" in text or "Infinity" in text:
+        return False
+    if change.prior_digest == NO_STORED_STATE:
+        # NOTE: an empty change against no state ("{}", a new state `{}`) is still a new state to
+        # store with its version and audit row: the parse path writes it
+        return stored_text is None and row["state_json"] is None and change.summary != "{}"
+    return stored_text is not None and state_digest(stored_text) == change.prior_digest
 
 
 def _new_row(c: Completion) -> dict[str, Any]:

@@ -141,11 +141,16 @@ class Completion:
     state_change: StateChange | None = None
 
 
+#: `StateChange.prior_digest` of a change computed against no stored state (a digest is 32 bytes)
+NO_STORED_STATE = b""
+
+
 @dataclass(frozen=True, slots=True)
 class StateChange:
     """A new state's change against a stored one, cut from their JSON texts."""
 
-    #: `state_digest` of the stored state's text the change was computed against
+    #: `state_digest` of the stored state's text the change was computed against; `NO_STORED_STATE`:
+    #: against none (no device row, or a row without a state)
     prior_digest: bytes
     #: the audit summary, JSON: ``{key: {"before": old, "after": new}}`` per member whose text changed
     summary: str

@@ -85,10 +85,11 @@ def test_a_long_member_is_kept_as_its_digest_and_its_change_left_to_the_store() 
 async def test_a_device_s_later_requests_hand_the_store_their_change(
     start_controller, sink, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """End to end on SQLite: the first request of a device after start has no stored text to
-    compare with (the store computes its change); every later one hands its change over, and the
-    audit trail holds the same summaries either way. On PostgreSQL (no text kept) the store
-    computes every change, and the runner keeps nothing to cut one from."""
+    """End to end on SQLite: the first request of a new device hands over its change against no
+    stored state, and every later one its change against the text it stored; the store computes
+    none, and the audit trail holds the summaries it would have computed. On PostgreSQL (no text
+    kept) the first change is handed over too, and the store computes every later one: the runner
+    keeps nothing to cut one from."""
     from controller.store import _state_changes
     from tests.controller.api.test_service import gpu_caps
 
@@ -105,9 +106,9 @@ async def test_a_device_s_later_requests_hand_the_store_their_change(
         await h.stub.SendDeviceRequest(gpu_caps("node000", f"cap-{n}", {0: watts}))
         await sink.wait_for(n + 1, timeout=10)
     if h.controller.store.keeps_state_text:
-        assert computed == ["diff"], "only the first completion's change was computed by the store"
+        assert computed == [], "every change was handed over"
     else:
-        assert computed == ["diff"] * 3
+        assert computed == ["diff"] * 2, "the first change was handed over, the later ones computed"
         assert h.controller.runner._resolver.stored_text("node000") is None
     audits = await h.controller.store.list_audit(device="node000")
     assert [a.request_id for a in audits] == ["cap-2", "cap-1", "cap-0"]
@@ -115,6 +116,9 @@ async def test_a_device_s_later_requests_hand_the_store_their_change(
     assert state is not None and json.loads(json.dumps(state))["gpus"]["0"] == 600.0
     assert audits[0].summary["gpus"] == {"before": {"0": 650.0}, "after": {"0": 600.0}}
     assert audits[1].summary["gpus"] == {"before": {"0": 700.0}, "after": {"0": 650.0}}
+    first = audits[2].summary
+    assert first["gpus"] == {"before": None, "after": {"0": 700.0}}
+    assert all(member["before"] is None for member in first.values())
 
 
 def _encoded_in_turn(states: list[dict[str, Any]]) -> list[str]:

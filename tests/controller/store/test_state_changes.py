@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from controller.execution.state_text import change, encode
-from controller.store import StateChange, Store, state_digest
+from controller.execution.state_text import NO_STATE, change, encode
+from controller.store import NO_STORED_STATE, StateChange, Store, state_digest
 from tests.controller.store.test_completion import finish, req
 
 FIRST = {"power": "on", "limit": 300}
@@ -100,3 +100,47 @@ async def test_a_state_with_nan_is_refused_even_with_a_change_given(store: Store
             )
         )
     assert await store.device_state("dev1") == (FIRST, 1)
+
+
+async def test_a_change_against_no_state_is_taken_as_given_for_a_new_device(store: Store) -> None:
+    """A device's first completion: its change against no stored state is taken as given (on
+    both backends: there is no stored state to compare with), and its state is stored as the
+    text it came with, read back equal."""
+    await store.accept([req("r0")])
+    marker = StateChange(NO_STORED_STATE, '{"marker": {"before": null, "after": "given"}}')
+    text = encode(FIRST).text
+    assert await store.complete(finish("r0", state=FIRST, state_text=text, state_change=marker))
+    assert await store.device_state("dev1") == (FIRST, 1)
+    (audit,) = await store.list_audit(device="dev1")
+    assert audit.summary == {"marker": {"before": None, "after": "given"}}
+    assert audit.state_version == 1
+    # the runner's own change against no state is the summary the store would compute
+    assert json.loads(change(NO_STATE, encode(FIRST)).summary) == {
+        "limit": {"before": None, "after": 300},
+        "power": {"before": None, "after": "on"},
+    }
+
+
+async def test_a_change_against_no_state_is_computed_when_the_device_has_one(store: Store) -> None:
+    """The runner read no state, but one is stored now (another process stored it): the change
+    is not used, the audit holds the change from the stored state."""
+    await stored_first(store)
+    stale = StateChange(NO_STORED_STATE, '{"marker": {"before": null, "after": "x"}}')
+    text = encode(SECOND).text
+    assert await store.complete(finish("r1", state=SECOND, state_text=text, state_change=stale, seconds=2))
+    assert await store.device_state("dev1") == (SECOND, 2)
+    (audit, _) = await store.list_audit(device="dev1")
+    assert audit.summary == {"limit": {"before": 300, "after": 250}}
+
+
+async def test_an_empty_first_state_is_stored_with_its_version(store: Store) -> None:
+    """A first state `{}` changes nothing member by member (its change is `{}`), yet it is a
+    state where there was none: stored, version 1, one audit row, as the store's own comparison
+    decides."""
+    await store.accept([req("r0")])
+    empty = change(NO_STATE, encode({}))
+    assert empty is not None and empty.summary == "{}"
+    assert await store.complete(finish("r0", state={}, state_text="{}", state_change=empty))
+    assert await store.device_state("dev1") == ({}, 1)
+    (audit,) = await store.list_audit(device="dev1")
+    assert audit.summary == {}

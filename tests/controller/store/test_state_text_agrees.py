@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.execution.state_text import Kept, change, encode
+from controller.execution.state_text import NO_STATE, Kept, change, encode
 from controller.store import Store
 from tests.controller.store.test_completion import finish, req
 
@@ -31,7 +31,7 @@ async def _run(store: Store, states: list[dict[str, Any]], *, fast: bool) -> tup
     """Complete one request per state, handing the store the runner's change (`fast`) or none
     (the store compares); the stored text, version and audit summaries (as canonical JSON)."""
     device = f"dev{next(_ids)}"
-    kept: Kept | None = None
+    kept: Kept | None = NO_STATE  # a new device: the runner's change is against no stored state
     for i, state in enumerate(states):
         rid = f"{device}-r{i}"
         await store.accept([req(rid, device)])
