@@ -120,7 +120,7 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
     async def _journal_and_queue(self, row: NewRequest, kind: RequestKind) -> None:
         accepted = await self._store.accept_one(row)
         if not accepted.inserted:
-            await self._duplicate(row.request_id)
+            await self._duplicate(row.request_id, completed=accepted.completed)
             return
         self.accepted += 1
         if self._shards.runs(row.shard):
@@ -149,9 +149,15 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
         else:
             self._handover.give(jobs)
 
-    async def _duplicate(self, request_id: str) -> None:
+    async def _duplicate(self, request_id: str, *, completed: bool) -> None:
         """A repeated request_id is not run twice; but if its first ack failed after the commit,
-        the journaled request may be in no lane: then it is queued now (by seq, see dispatch)."""
+        the journaled request may be in no lane: then it is queued now (by seq, see dispatch).
+        `completed`: the journaling transaction read the row completed (it never runs again, so it
+        is not read once more: a repeat's ack cost a read on a reader thread, measured at about a
+        third of its CPU)."""
+        if completed:
+            log.info("duplicate request_id: acknowledged without a second execution")
+            return
         handed = self._handover is not None and self._handover.holds(request_id)
         if not handed and not self._dispatcher.knows(request_id):
             view = await self._store.get_request(request_id)

@@ -112,7 +112,9 @@ _ACCEPT_SQLITE = Direct(
 # NOTE: statements run for every request are built once, with bound parameters (`expanding` for
 # IN lists): SQLAlchemy caches the compiled form by a key it computes anew for every statement
 # object, and building a select and computing that key cost ~8x its execution (0.4 of 0.5 ms).
-_SEQS_OF = sa.select(R.c.request_id, R.c.seq).where(R.c.request_id.in_(sa.bindparam("b_ids", expanding=True)))
+_SEQS_OF = sa.select(R.c.request_id, R.c.seq, R.c.status).where(
+    R.c.request_id.in_(sa.bindparam("b_ids", expanding=True))
+)
 
 
 def accept_many(conn: Connection, batches: list[Sequence[NewRequest]]) -> list[list[Accepted]]:
@@ -129,6 +131,7 @@ def accept_many(conn: Connection, batches: list[Sequence[NewRequest]]) -> list[l
             first.setdefault(row.request_id, row)
     inserted: dict[str, int] = {}
     existing: dict[str, int] = {}
+    completed: set[str] = set()  # of the existing rows
     if first:
         params: list[dict[str, Any]] = [
             {
@@ -162,7 +165,10 @@ def accept_many(conn: Connection, batches: list[Sequence[NewRequest]]) -> list[l
             inserted = {rid: seq for seq, rid in _ACCEPT_SQLITE.insert_returning(conn, params)}
         missing = [rid for rid in first if rid not in inserted]
         for part in chunks(missing):
-            existing.update({rid: seq for rid, seq in conn.execute(_SEQS_OF, {"b_ids": list(part)})})
+            for rid, seq, status in conn.execute(_SEQS_OF, {"b_ids": list(part)}):
+                existing[rid] = seq
+                if status == RequestStatus.COMPLETED.value:
+                    completed.add(rid)
     older = _claim_older(conn, [(first[rid], seq) for rid, seq in inserted.items() if first[rid].claim_older])
     results: list[list[Accepted]] = []
     claimed: set[str] = set()
@@ -177,7 +183,7 @@ def accept_many(conn: Connection, batches: list[Sequence[NewRequest]]) -> list[l
                 seq = inserted.get(rid, existing.get(rid))
                 if seq is None:  # pragma: no cover - the row must exist after the insert
                     raise RuntimeError(f"request {rid!r} neither inserted nor found")
-                out.append(Accepted(rid, False, seq))
+                out.append(Accepted(rid, False, seq, completed=rid in completed))
         results.append(out)
     return results
 

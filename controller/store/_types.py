@@ -90,6 +90,9 @@ class Accepted:
     seq: int
     #: with ``NewRequest.claim_older``: the device's older unfinished requests, claimed, by seq
     older: tuple[JournalRow, ...] = ()
+    #: a duplicate whose journal row was completed when the journaling transaction read it (it
+    #: never runs again: nothing more to look up)
+    completed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

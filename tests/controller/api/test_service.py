@@ -122,6 +122,30 @@ async def test_duplicate_request_id_is_acknowledged_but_runs_once(start_controll
     assert sink.counts["dup"] == 1
 
 
+async def test_a_repeat_of_a_completed_request_reads_nothing_more(
+    start_controller, sink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journaling transaction already says the request is completed: its repeat is acked
+    without reading the journal row again; a repeat while it runs still checks its lane."""
+    h = await start_controller(memory_inventory(1, delay=0.3))
+    reads: list[str] = []
+    original = h.controller.store.get_request
+
+    async def counted(request_id: str):  # type: ignore[no-untyped-def]
+        reads.append(request_id)
+        return await original(request_id)
+
+    monkeypatch.setattr(h.controller.store, "get_request", counted)
+    await h.stub.SendDeviceRequest(ping("node000", "rep"))
+    await h.stub.SendDeviceRequest(ping("node000", "rep"))  # running: known to its lane
+    await sink.wait_for({"rep"}, timeout=5)
+    for _ in range(3):
+        await h.stub.SendDeviceRequest(ping("node000", "rep"))
+    assert reads == []
+    assert len([c for c in MemoryPlugin.calls if c[1] == "rep"]) == 1
+    assert sink.counts["rep"] == 1
+
+
 @pytest.mark.parametrize(
     ("request_", "field"),
     [

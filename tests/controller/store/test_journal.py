@@ -67,6 +67,20 @@ async def test_accept_inserts_and_reports_duplicates(store: Store) -> None:
     assert (view.attempts, view.outcome, view.owner, view.response) == (0, "", "ctl-a", None)
 
 
+async def test_a_duplicate_says_whether_its_request_was_completed(store: Store) -> None:
+    """A repeat learns in the journaling transaction whether its request is completed (it never
+    runs again); a repeat of a queued one, or within the same batch, is not."""
+    await store.accept([req("a"), req("b")])
+    assert await store.complete(done("a"))
+    again = await store.accept([req("a"), req("b"), req("c"), req("c")])
+    assert [(x.request_id, x.inserted, x.completed) for x in again] == [
+        ("a", False, True),
+        ("b", False, False),
+        ("c", True, False),
+        ("c", False, False),
+    ]
+
+
 async def test_a_burst_larger_than_one_insert_keeps_arrival_order(store: Store) -> None:
     """More requests than one multi-row INSERT takes (SQLite: `ROWS_PER_INSERT`), some journaled
     already: each new one is inserted once, seqs in arrival order, the others report their seq."""
