@@ -70,6 +70,13 @@ def parser() -> argparse.ArgumentParser:
         "--no-restart", action="store_true", help="fan-out: skip the wave after a restart with warm-up"
     )
     p.add_argument(
+        "--no-probes",
+        action="store_true",
+        help="fan-out: no ack probes while the waves execute (with --compare: on each side whose "
+        "benchmark sends them and can be told not to; for CPU like for like against a harness "
+        "that sends none)",
+    )
+    p.add_argument(
         "--plugin-process", action="store_true", help="fan-out with the Redfish plugin as its own process"
     )
     p.add_argument("--ingest-rate", type=float, help="fixed offered rate, requests/s (default 1000)")
@@ -132,6 +139,8 @@ def _configs(args: argparse.Namespace) -> tuple[IngestConfig, FanoutConfig, Reco
         fanout = replace(fanout, plugin_process=True)
     if args.no_restart:
         fanout = replace(fanout, after_restart=False)
+    if args.no_probes:
+        fanout = replace(fanout, probes=False)
     if args.recovery_requests:
         recovery = replace(recovery, requests=args.recovery_requests)
     return ingest, fanout, recovery

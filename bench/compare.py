@@ -212,6 +212,19 @@ def bench_args(args: argparse.Namespace) -> list[str]:
     return [*out, "--no-baseline"]
 
 
+def probe_args(args: argparse.Namespace, tree: Path) -> list[str]:
+    """`--no-probes` for a side whose benchmark takes it, when asked for; a side whose benchmark
+    sends probes and cannot be told not to is named (its CPU then includes their acks)."""
+    if not getattr(args, "no_probes", False):
+        return []
+    if "--no-probes" in (tree / "bench" / "__main__.py").read_text():
+        return ["--no-probes"]
+    fanout = tree / "bench" / "fanout.py"
+    if fanout.exists() and "prober" in fanout.read_text():
+        say(f"compare: {tree} sends ack probes and has no --no-probes: its CPU includes their acks")
+    return []
+
+
 def run_side(tree: Path, argv: list[str], out: Path) -> dict[str, Any]:
     """One run of `tree`'s benchmarks; its results JSON (plus the load average around it)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -299,11 +312,12 @@ def compare(args: argparse.Namespace) -> int:
         check_imports(ref)
         check_imports(ROOT)
         trees = {"ref": ref, "tree": ROOT}
+        argvs = {side: argv + probe_args(args, tree) for side, tree in trees.items()}
         for n in range(rounds):
             order = ("ref", "tree") if n % 2 == 0 else ("tree", "ref")
             for side in order:
                 say(f"compare: round {n + 1}/{rounds}, {label if side == 'ref' else 'working tree'}")
-                result = run_side(trees[side], argv, out_dir / f"round{n + 1}-{side}")
+                result = run_side(trees[side], argvs[side], out_dir / f"round{n + 1}-{side}")
                 say(f"compare: load average {result['load'][0]} before, {result['load'][1]} after")
                 runs[side].append(result)
     backends = (
@@ -313,7 +327,7 @@ def compare(args: argparse.Namespace) -> int:
     text = render(rows)
     print(text, flush=True)
     loads = {side: [r["load"] for r in rs] for side, rs in runs.items()}
-    summary = {"ref": label, "commit": commit, "args": argv, "rounds": rounds, "table": rows, "load": loads}
+    summary = {"ref": label, "commit": commit, "args": argvs, "rounds": rounds, "table": rows, "load": loads}
     (out_dir / "compare.json").write_text(json.dumps(summary, indent=1) + "\n")
     (out_dir / "compare.md").write_text(markdown(rows) + "\n")
     say(f"compare: 1-minute load average before/after each run: {loads}")

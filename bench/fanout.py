@@ -148,7 +148,8 @@ async def _devicectl(
                 async with grpc.aio.insecure_channel(controller.address) as channel:
                     await channel.channel_ready()  # connect before any clock starts
                     stub = dgrpc.DeviceControllerStub(channel)
-                    await _seed_probes(stub, tracker)
+                    if config.probes:
+                        await _seed_probes(stub, tracker)
                     for phase in PHASES:
                         phases.append(
                             await _phase(
@@ -389,11 +390,14 @@ async def _phase(
         started = time.monotonic()
         await asyncio.gather(*(send(r) for r in requests))
         acked = time.monotonic()
-        probes = await _start_prober(controller.address, PROBES)
-        try:
-            last = await tracker.wait(120 + n * 0.5, label)
-        finally:
-            probe_ms, probe_failures = await _stop_prober(*probes)
+        if config.probes:
+            probes = await _start_prober(controller.address, PROBES)
+            try:
+                last = await tracker.wait(120 + n * 0.5, label)
+            finally:
+                probe_ms, probe_failures = await _stop_prober(*probes)
+        else:
+            last, probe_failures = await tracker.wait(120 + n * 0.5, label), 0
     sample = controller.sample()
     inside = server_side(inside_before, await asyncio.to_thread(ack_histogram, metrics)) if metrics else {}
     gc_cpu = await asyncio.to_thread(gc_seconds, executing or [])

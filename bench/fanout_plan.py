@@ -87,6 +87,11 @@ class FanoutConfig:
     executor_niceness: int | None = None
     #: a third wave after a restart with the warm-up at start (`AFTER_RESTART`)
     after_restart: bool = True
+    #: single repeated pings sent while each wave executes, timing their acks (`bench.prober`).
+    #: Each ack is CPU the controller spends beside the wave's activations (a repeat's ack took
+    #: 2-5 ms each during a 1,000-BMC wave): off for a like-for-like CPU comparison against a
+    #: harness that sends none
+    probes: bool = True
 
 
 QUICK_FANOUT = FanoutConfig(sizes=(3,), latency=0.02, per_process=2, baseline_workers=4)

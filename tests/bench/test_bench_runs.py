@@ -126,6 +126,19 @@ async def test_fanout_after_a_restart_runs_on_the_warmed_inventory(tmp_path: Pat
     _after_restart_checks(size)
 
 
+async def test_fanout_without_probes_sends_none_and_measures_the_same_wave(tmp_path: Path) -> None:
+    """`--no-probes`: no repeated pings while the waves execute (none acked, none journaled
+    beforehand), every activation answered as with them."""
+    config = replace(QUICK_FANOUT, baseline=False, after_restart=False, probes=False)
+    (size,) = (await run_fanout(config, tmp_path))["sizes"]
+    (layout,) = size["layouts"]
+    for phase in layout["phases"]:
+        assert phase["problems"] == [] and phase["responses"] == 3
+        assert phase["probe_acks"] == 0 and phase["probe_failures"] == 0
+    logs = [path.read_text() for path in tmp_path.rglob("controller*.log")]  # noqa: ASYNC240 (after the run)
+    assert logs and not any("bench-probe" in log for log in logs)
+
+
 @pytest.mark.postgres
 @pytest.mark.timeout(600)
 async def test_fanout_on_workers_warms_the_shards_an_executor_gained_after_its_start(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ the sides alternate, and the table has every row with a value on both sides."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import main
-from bench.compare import check_imports, checkout, metrics, render, resolve
+from bench.compare import check_imports, checkout, metrics, probe_args, render, resolve
 from bench.util import ROOT
 
 
@@ -66,3 +67,19 @@ def test_a_benchmark_left_out_reads_as_no_value() -> None:
     """`--compare REF --only ingest`: the fan-out rows read no value (a dash), not a KeyError."""
     ingest_only: dict[str, object] = {"ingest": {"result": {"backends": {"sqlite": {"skipped": "x"}}}}}
     assert all(metric.read(ingest_only) is None for metric in metrics(["sqlite"]))
+
+
+def test_no_probes_goes_to_each_side_that_takes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--compare REF --no-probes`: a side whose benchmark takes the flag gets it; a side whose
+    benchmark sends probes and cannot be told not to is named; without the flag, neither gets it."""
+    asked, not_asked = argparse.Namespace(no_probes=True), argparse.Namespace(no_probes=False)
+    assert probe_args(asked, ROOT) == ["--no-probes"]
+    assert probe_args(not_asked, ROOT) == []
+    older = tmp_path / "older"
+    (older / "bench").mkdir(parents=True)
+    (older / "bench" / "__main__.py").write_text("# no such flag\n")
+    (older / "bench" / "fanout.py").write_text("from bench import prober\n")
+    assert probe_args(asked, older) == []
+    assert "sends ack probes and has no --no-probes" in capsys.readouterr().out
