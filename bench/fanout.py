@@ -227,7 +227,7 @@ class _Launch:
         """A controller process (not started yet) with metrics on a port of its own (its executors'
         on the ports above it)."""
         self.metrics = free_port_run(self.workers + 1)
-        extra = ("--metrics-listen", f"127.0.0.1:{self.metrics}")
+        extra: tuple[str, ...] = ("--metrics-listen", f"127.0.0.1:{self.metrics}")
         env = dict(env)
         if self.workers:
             extra += ("--workers", str(self.workers))
