@@ -66,6 +66,18 @@ def _fanout(name: str, key: str) -> Callable[[dict[str, Any]], float | None]:
     return read
 
 
+def _probe_ack(name: str) -> Callable[[dict[str, Any]], float | None]:
+    """A phase's probe ack p99: no value for a run that sent no probes (`--no-probes`)."""
+
+    def read(results: dict[str, Any]) -> float | None:
+        phase = _phase(results, name)
+        if phase is None or not phase.get("probe_acks"):
+            return None
+        return float(phase["probe_ack_p99_ms"])
+
+    return read
+
+
 def _calls_per_activation(name: str) -> Callable[[dict[str, Any]], float | None]:
     def read(results: dict[str, Any]) -> float | None:
         phase = _phase(results, name)  # None when fan-out did not run (`--only ingest`)
@@ -113,8 +125,8 @@ def metrics(backends: Sequence[str]) -> list[Metric]:
         Metric("calls per activation, first contact", _calls_per_activation("first contact"), 1),
         Metric("calls per activation, steady state", _calls_per_activation("steady state"), 1),
         Metric("ack p99 ms during the wave, first contact", _fanout("first contact", "ack_p99_ms"), 1),
-        Metric("probe ack p99 ms, first contact", _fanout("first contact", "probe_ack_p99_ms"), 1),
-        Metric("probe ack p99 ms, steady state", _fanout("steady state", "probe_ack_p99_ms"), 1),
+        Metric("probe ack p99 ms, first contact", _probe_ack("first contact"), 1),
+        Metric("probe ack p99 ms, steady state", _probe_ack("steady state"), 1),
         Metric("garbage collector CPU s, first contact", _fanout("first contact", "gc_cpu_s"), 2),
         Metric("garbage collector CPU s, steady state", _fanout("steady state", "gc_cpu_s"), 2),
         Metric("simulator CPU s, steady state", _fanout("steady state", "simulator_cpu_s"), 2),

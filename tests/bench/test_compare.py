@@ -83,3 +83,23 @@ def test_no_probes_goes_to_each_side_that_takes_it(
     (older / "bench" / "fanout.py").write_text("from bench import prober\n")
     assert probe_args(asked, older) == []
     assert "sends ack probes and has no --no-probes" in capsys.readouterr().out
+
+
+def test_a_run_without_probes_reads_no_probe_ack() -> None:
+    """A phase that sent no probes has no probe ack p99 (a dash), not 0 ms."""
+    phase = {"phase": "first contact", "probe_acks": 0, "probe_ack_p99_ms": 0.0}
+    results: dict[str, object] = {"fanout": {"result": {"sizes": [{"n": 1, "phases": [phase]}]}}}
+    (row,) = [m for m in metrics([]) if m.label == "probe ack p99 ms, first contact"]
+    assert row.read(results) is None
+    assert (
+        row.read(
+            {
+                "fanout": {
+                    "result": {
+                        "sizes": [{"n": 1, "phases": [{**phase, "probe_acks": 5, "probe_ack_p99_ms": 7.5}]}]
+                    }
+                }
+            }
+        )
+        == 7.5
+    )
