@@ -86,6 +86,14 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
             log.info("rejected: %s", clip(exc))
             raise
         kind = RequestKind(request.WhichOneof("request"))
+        if self._holds(request.request_id):
+            # NOTE: a job is handed over or in a lane only once its row is committed: a repeat of
+            # it (a caller retrying while its request runs: a wave's slow acks) is acknowledged
+            # without a journal write, which would find the row and change nothing
+            log.info("duplicate request_id of a request in progress: acknowledged without a second execution")
+            metrics.ACK_SECONDS.observe(time.monotonic() - received)
+            metrics.ACCEPTED.labels(kind.value).inc()
+            return
         now = datetime.now(UTC)
         timeout = request.timeout_seconds or self._settings.device_call_timeout
         shard = self._shards.shard_for(request.device, request.device_model_json)
@@ -158,8 +166,7 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
         if completed:
             log.info("duplicate request_id: acknowledged without a second execution")
             return
-        handed = self._handover is not None and self._handover.holds(request_id)
-        if not handed and not self._dispatcher.knows(request_id):
+        if not self._holds(request_id):
             view = await self._store.get_request(request_id)
             if (
                 view is not None
@@ -185,6 +192,14 @@ class DeviceControllerService(dgrpc.DeviceControllerServicer):
                 )
                 return
         log.info("duplicate request_id: acknowledged without a second execution")
+
+    def _holds(self, request_id: str) -> bool:
+        """Whether the request is handed over to the dispatcher's loop or in one of its lanes
+        (read from the accepting loop's thread: a membership test, under its own lock for the
+        handover)."""
+        return (self._handover is not None and self._handover.holds(request_id)) or self._dispatcher.knows(
+            request_id
+        )
 
     def _queue(self, job: Job) -> None:
         if self._dispatcher.submit(job):

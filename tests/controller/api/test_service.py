@@ -146,6 +146,38 @@ async def test_a_repeat_of_a_completed_request_reads_nothing_more(
     assert sink.counts["rep"] == 1
 
 
+async def test_a_repeat_of_a_running_request_writes_nothing(
+    start_controller, sink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repeat of a request queued or running here is acknowledged without a journal write (its
+    row is committed before it is queued); it still runs once, with one response."""
+    h = await start_controller(memory_inventory(1, delay=0.5))
+    journaled: list[str] = []
+    original = h.controller.store.accept
+
+    async def counted(rows):  # type: ignore[no-untyped-def]
+        journaled.extend(row.request_id for row in rows)
+        return await original(rows)
+
+    monkeypatch.setattr(h.controller.store, "accept", counted)
+    await h.stub.SendDeviceRequest(ping("node000", "run"))
+    for _ in range(50):  # until its lane holds it
+        if h.controller.dispatcher.knows("run"):
+            break
+        await asyncio.sleep(0.01)
+    for _ in range(3):
+        await h.stub.SendDeviceRequest(ping("node000", "run"))
+    assert journaled == ["run"]
+    await sink.wait_for({"run"}, timeout=5)
+    assert len([c for c in MemoryPlugin.calls if c[1] == "run"]) == 1
+    bad = pb.DeviceControllerRequest(device="node000", request_id="run")  # no request kind
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await h.stub.SendDeviceRequest(bad)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # checked first, as any
+    await asyncio.sleep(0.3)
+    assert sink.counts["run"] == 1
+
+
 @pytest.mark.parametrize(
     ("request_", "field"),
     [
