@@ -24,7 +24,8 @@ measures it. What a BMC needs is small and fixed:
   was read, when TLS 1.3's tickets have come) and offers it on the next one, so a reconnect skips
   the certificate exchange and its verification (`plugins.redfish._wire.tls_sessions`); one
   session per origin, never offered to another, dropped when a connection to it fails TLS; a
-  connect that fails while offering one is tried again without it (`Origin._open_offering`).
+  connect that fails while offering one is tried again without it, and after `RESUME_GIVE_UP` such
+  refusals in a row the BMC is offered none again (`Origin._open_offering`).
 
 One connection and its reply parsing: `plugins.redfish._wire.http_connection`. Failures are
 `HttpFailure`s that say whether the request may have reached the BMC; the transport
@@ -58,10 +59,14 @@ from plugins.redfish._wire.telemetry import TLS_HANDSHAKES
 log = logging.getLogger(__name__)
 
 #: the handshake counter's two series, bound once (a connect is hot at first contact)
+#: connects in a row that fail offering a session, each then working without one, after which an
+#: origin offers no session again (one alone may have been the network)
+RESUME_GIVE_UP = 2
 _FULL_HANDSHAKES = TLS_HANDSHAKES.labels(resumed="false")
 _RESUMED_HANDSHAKES = TLS_HANDSHAKES.labels(resumed="true")
 
 __all__ = [
+    "RESUME_GIVE_UP",
     "ConnectFailure",
     "ConnectTimeout",
     "Disconnected",
@@ -128,6 +133,8 @@ class Origin:
         #: the TLS session of the last connection, offered on the next (see `tls_sessions`)
         self.tls_session: ssl.SSLSession | None = None
         self._resume = ssl_context is not None and tls_sessions.enable_resumption(ssl_context)
+        #: connects in a row that failed offering a session where one without it then worked
+        self._offers_refused = 0
 
     async def request(
         self,
@@ -231,6 +238,7 @@ class Origin:
             if tls is not None:
                 if tls.session_reused:
                     self.tls_resumed += 1
+                    self._offers_refused = 0
                     _RESUMED_HANDSHAKES.inc()
                 else:
                     _FULL_HANDSHAKES.inc()
@@ -255,7 +263,10 @@ class Origin:
         """Connect offering the kept session; if that fails (other than a certificate the BMC's full
         handshake presented and the checks refused), connect once more without it. A BMC whose TLS
         stack ends the handshake (an alert, a reset) when it is offered a session would otherwise
-        fail every reconnect; when the second try works, this origin offers no session again."""
+        fail every reconnect; when the second try works `RESUME_GIVE_UP` times in a row, this
+        origin offers no session again. Once only, it may have been the network (a reset while the
+        BMC was busy): the session of the connection that worked is offered next time, and a
+        connection that resumes clears the count."""
         try:
             return await self._open(offer)
         except ssl.SSLCertVerificationError:
@@ -264,12 +275,23 @@ class Origin:
             self.tls_session = None
             first = exc
         opened = await self._open(None)
+        self._offers_refused += 1
+        reason = _ssl_reason(first) if isinstance(first, ssl.SSLError) else type(first).__name__
+        if self._offers_refused < RESUME_GIVE_UP:
+            log.info(
+                "%s: a TLS connection offering the last session failed (%s) and one without it "
+                "worked; its session is offered on the next connection",
+                self.base,
+                reason,
+            )
+            return opened
         self._resume = False
         log.warning(
-            "%s: a TLS connection offering the last session failed (%s) and one without it "
-            "worked: TLS sessions are not resumed with this BMC from now on",
+            "%s: TLS connections offering the last session failed %d times in a row (%s) and ones "
+            "without it worked: TLS sessions are not resumed with this BMC from now on",
             self.base,
-            _ssl_reason(first) if isinstance(first, ssl.SSLError) else type(first).__name__,
+            self._offers_refused,
+            reason,
         )
         return opened
 

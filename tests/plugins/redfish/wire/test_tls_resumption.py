@@ -23,7 +23,14 @@ from prometheus_client import REGISTRY
 from bmcsim import TlsFiles, ensure_tls_files
 from plugins.base import Empty
 from plugins.redfish._wire import tls_sessions
-from plugins.redfish._wire.http import ConnectFailure, HttpConnections, Origin, Reply, TlsFailure
+from plugins.redfish._wire.http import (
+    RESUME_GIVE_UP,
+    ConnectFailure,
+    HttpConnections,
+    Origin,
+    Reply,
+    TlsFailure,
+)
 from tests.plugins.redfish.harness import Harness
 from tests.plugins.redfish.wire.nginx_front import NginxFront, nginx_or_skip
 
@@ -233,6 +240,8 @@ class SessionRefusingFront:
 
     upstream_port: int
     how: str
+    #: offers refused at most (None: every one)
+    refuse_at_most: int | None = None
     refused: int = 0
     relayed: int = 0
     port: int = 0
@@ -251,7 +260,7 @@ class SessionRefusingFront:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readexactly(5)
         record = head + await reader.readexactly(int.from_bytes(head[3:5], "big"))
-        if _offers_a_session(record):
+        if _offers_a_session(record) and (self.refuse_at_most is None or self.refused < self.refuse_at_most):
             self.refused += 1
             if self.how == "alert":
                 writer.write(bytes([21, 3, 3, 0, 2, 2, 40]))  # alert record: fatal, handshake_failure
@@ -288,12 +297,35 @@ async def test_a_bmc_that_fails_resumed_handshakes_is_reconnected_without_and_no
         with caplog.at_level(logging.WARNING, logger="plugins.redfish._wire.http"):
             for _ in range(4):  # every request answered: none fails for the session offered
                 assert (await get(origin)).body == _BODY
-        assert front.refused == 1  # offered once, refused, then never again
+        assert front.refused == RESUME_GIVE_UP  # offered, refused each time, then never again
         assert front.relayed == 4
         assert server.resumed == [False] * 4
         assert (origin.connections_opened, origin.tls_resumed, origin.tls_session) == (4, 0, None)
         warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
         assert len(warnings) == 1 and "not resumed with this BMC" in warnings[0], warnings
+    finally:
+        origin.close()
+        await front.stop()
+
+
+async def test_one_refused_offer_is_not_taken_for_a_broken_bmc(
+    serve: Serve, tls_files: TlsFiles, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A connect offering the session is reset once (the network, a busy BMC), then offers work
+    again: the BMC goes on being offered sessions, and resumes them; no warning."""
+    server = await serve(tls_files.server_context())
+    front = await SessionRefusingFront(server.port, "reset", refuse_at_most=1).start()
+    origin = Origin("127.0.0.1", front.port, tls_files.client_context(), 30.0)
+    try:
+        with caplog.at_level(logging.WARNING, logger="plugins.redfish._wire.http"):
+            for _ in range(4):
+                assert (await get(origin)).body == _BODY
+        assert front.refused == 1
+        # the first connection full, the second refused once and made without, the others resumed
+        assert server.resumed == [False, False, True, True]
+        assert (origin.connections_opened, origin.tls_resumed) == (4, 2)
+        assert origin.tls_session is not None
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     finally:
         origin.close()
         await front.stop()
