@@ -95,8 +95,15 @@ class DeviceResolver:
     ) -> None:
         """A completion committed: its model, and its new state (stored as `text`) if it has one,
         are the stored ones. The state is kept as the plugin returned it, unchanged: the next
-        request hands it back."""
-        known = self._devices.setdefault(device, _Known(None, {}))
+        request hands it back. A completion without a new state kept the stored one: where the
+        copy holds none of the device (dropped while the request ran, when shards were gained), it
+        is left to be read again, never made up as "no state" (the next request would hand its
+        plugin an empty state, and the device's discovery and priors would be lost)."""
+        known = self._devices.get(device)
+        if known is None:
+            if state is None:
+                return
+            known = self._devices[device] = _Known(None, {})
         known.model = dict(model)
         if state is not None:
             # what the next change is cut from, where the store keeps the text (SQLite)

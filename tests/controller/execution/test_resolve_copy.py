@@ -1,0 +1,38 @@
+"""The resolver's write-through copy of a device's stored state (`controller.execution.resolve`):
+a completion that keeps the stored state (its plugin returned none) never stands for "no state"
+when the copy was dropped while it ran (shards gained: `forget_all`)."""
+
+from __future__ import annotations
+
+from controller.config import Settings
+from controller.execution.resolve import DeviceResolver
+from controller.execution.state_text import NO_STATE, encode
+from controller.store import Store
+from tests.controller.store.test_completion import finish, req
+
+STORED = {"discovery": {"platform": "nvidia-hgx"}, "priors": {"gpu/0": 1000}}
+
+
+def _resolver(store: Store) -> DeviceResolver:
+    return DeviceResolver(store, None, Settings(), {}, None)  # type: ignore[arg-type]
+
+
+async def test_a_stateless_completion_after_the_copy_was_dropped_keeps_the_stored_state(store: Store) -> None:
+    await store.accept([req("r0")])
+    assert await store.complete(finish("r0", state=STORED, state_text=encode(STORED).text))
+    resolver = _resolver(store)
+    assert (await resolver._known("dev1")).state == STORED
+    resolver.forget_all()  # shards gained while a request of the device ran
+    resolver.remember("dev1", {"Model": "GB200"}, None)  # its completion kept the stored state
+    assert (await resolver._known("dev1")).state == STORED  # read again, not taken as none
+
+
+async def test_a_device_without_a_stored_state_is_known_as_such(store: Store) -> None:
+    """No row: the copy says no state (`NO_STATE` is what a first completion's change is cut
+    against); a stateless completion of it leaves that so."""
+    resolver = _resolver(store)
+    known = await resolver._known("dev2")
+    assert known.state is None and known.text is None
+    resolver.remember("dev2", {}, None)
+    assert (await resolver._known("dev2")).state is None
+    assert NO_STATE.members == {}
