@@ -42,8 +42,8 @@ class Resolved:
     endpoint: Endpoint
     model: dict[str, Any]
     state: dict[str, Any]
-    #: what this process knows of the device's stored state text (`DeviceResolver.stored_text`;
-    #: `state_text.NO_STATE` where it read that the device has no stored state)
+    #: what this process kept of the device's stored state text when it stored it (`_Known.text`;
+    #: `state_text.NO_STATE` where it read that the device has no stored state; None: unknown)
     prior: Kept | None = None
 
 
@@ -108,11 +108,6 @@ class DeviceResolver:
         if state is not None:
             # what the next change is cut from, where the store keeps the text (SQLite)
             known.state, known.text = state, text.kept() if text and self._store.keeps_state_text else None
-
-    def stored_text(self, device: str) -> Kept | None:
-        """What this process kept of the device's stored state text, if it stored it."""
-        known = self._devices.get(device)
-        return known.text if known is not None else None
 
     async def resolve(self, device: str, model_json: bytes, state_json: bytes) -> Resolved:
         """The device's inventory entry, started plugin, merged model and current state."""

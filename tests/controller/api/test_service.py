@@ -167,9 +167,12 @@ async def test_a_repeat_of_a_running_request_writes_nothing(
         await asyncio.sleep(0.01)
     for _ in range(3):
         await h.stub.SendDeviceRequest(ping("node000", "run"))
+    # the same id naming another device is the same request all the same (the id is the key), as
+    # the journal's unique request_id decides it: acknowledged, never run
+    await h.stub.SendDeviceRequest(ping("node001", "run"))
     assert journaled == ["run"]
     await sink.wait_for({"run"}, timeout=5)
-    assert len([c for c in MemoryPlugin.calls if c[1] == "run"]) == 1
+    assert [c[0] for c in MemoryPlugin.calls if c[1] == "run"] == ["node000"]
     bad = pb.DeviceControllerRequest(device="node000", request_id="run")  # no request kind
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await h.stub.SendDeviceRequest(bad)

@@ -109,7 +109,7 @@ async def test_a_device_s_later_requests_hand_the_store_their_change(
         assert computed == [], "every change was handed over"
     else:
         assert computed == ["diff"] * 2, "the first change was handed over, the later ones computed"
-        assert h.controller.runner._resolver.stored_text("node000") is None
+        assert h.controller.runner._resolver._devices["node000"].text is None  # nothing kept
     audits = await h.controller.store.list_audit(device="node000")
     assert [a.request_id for a in audits] == ["cap-2", "cap-1", "cap-0"]
     state, _ = await h.controller.store.device_state("node000")
