@@ -41,6 +41,7 @@ from . import (
 from ._batch import STORE_LINGER, BatchWriter, Handler, WriteFailure
 from ._bmc_checks import BmcCheckRow
 from ._bmc_health import BmcAccess, BmcHealthRow
+from ._coalesce import CoalescedReads
 from ._fleet import FleetCounts
 from ._shards import LeaseRound, LeaseRoundResult
 from ._types import (
@@ -114,6 +115,7 @@ class Store:
             else ThreadPoolExecutor(max_workers=read_pool_size, thread_name_prefix="devicectl-store-read")
         )
         self._closed = False
+        self._device_reads: CoalescedReads[str, DeviceView] = CoalescedReads(self._read, _devices.get_devices)
 
     @classmethod
     def from_url(cls, url: str, *, batch_max: int = 512, sqlite_synchronous: str = "FULL") -> Store:
@@ -351,8 +353,8 @@ class Store:
         return await self._read(_devices.device_state, device_id)
 
     async def get_device(self, device_id: str) -> DeviceView | None:
-        """One device, or None."""
-        return await self._read(_devices.get_device, device_id)
+        """One device, or None (concurrent calls share a query: `_coalesce`)."""
+        return await self._device_reads.get(device_id)
 
     async def list_devices(
         self, limit: int = 1000, after: str = "", ids: Sequence[str] | None = None

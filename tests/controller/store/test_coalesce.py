@@ -1,0 +1,131 @@
+"""Coalesced device reads (controller/store/_coalesce.py): concurrent `Store.get_device` calls share
+a query per round on SQLite and PostgreSQL, each caller gets its own row (or None), a read sees the
+rows as they were after its call, and a failed or cancelled round leaves no caller hanging."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from controller.store import DeviceUpsert, Store
+from controller.store._coalesce import CoalescedReads
+
+
+async def test_concurrent_reads_share_queries_and_each_gets_its_own_row(store: Store) -> None:
+    ids = [f"node{i:04d}" for i in range(1200)]
+    await store.sync_inventory([DeviceUpsert(d, "redfish", {"n": i}) for i, d in enumerate(ids)])
+    reads = store._device_reads
+    before = reads.rounds
+
+    asked = [*ids, "absent", ids[7]]  # a device that does not exist; one asked for twice
+    views = await asyncio.gather(*(store.get_device(d) for d in asked))
+
+    assert [v.id if v is not None else None for v in views] == [*ids, None, ids[7]]
+    assert [v.model_json for v in views[:3] if v is not None] == [{"n": 0}, {"n": 1}, {"n": 2}]
+    # one round for the first caller's turn of the loop, at most 500 ids a round: 1,201 keys in 3
+    assert reads.rounds - before == 3
+
+
+async def test_a_lone_read_is_not_held_back_and_sees_what_was_committed_before_it(store: Store) -> None:
+    await store.sync_inventory([DeviceUpsert("a", "redfish", {"v": 1})])
+    first = await store.get_device("a")
+    await store.sync_inventory([DeviceUpsert("a", "redfish", {"v": 2})])
+    second = await store.get_device("a")
+    assert first is not None and first.model_json == {"v": 1}
+    assert second is not None and second.model_json == {"v": 2}
+
+
+class _Reader:
+    """A reader whose rounds the test releases one at a time (what a busy read pool does)."""
+
+    def __init__(self) -> None:
+        self.rounds: list[list[str]] = []
+        self.release = asyncio.Event()
+        self.fail: BaseException | None = None
+
+    async def read(self, fetch: Any, keys: Sequence[str]) -> dict[str, str]:
+        self.rounds.append(list(keys))
+        await self.release.wait()
+        self.release.clear()
+        if self.fail is not None:
+            raise self.fail
+        result: dict[str, str] = fetch(None, keys)
+        return result
+
+
+def _rows(_conn: Any, keys: Sequence[str]) -> dict[str, str]:
+    return {k: k.upper() for k in keys if k != "missing"}
+
+
+async def test_keys_asked_while_a_round_runs_wait_for_the_next_round() -> None:
+    reader = _Reader()
+    reads: CoalescedReads[str, str] = CoalescedReads(reader.read, _rows)
+    early = asyncio.ensure_future(reads.get("a"))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert reader.rounds == [["a"]]  # started at once, alone
+    late = [asyncio.ensure_future(reads.get(k)) for k in ("b", "missing", "a")]
+    await asyncio.sleep(0)
+    assert reader.rounds == [["a"]]  # not added to the round in flight: it read before they asked
+    reader.release.set()
+    assert await early == "A"
+    await asyncio.sleep(0)
+    assert reader.rounds == [["a"], ["b", "missing", "a"]]
+    reader.release.set()
+    assert await asyncio.gather(*late) == ["B", None, "A"]
+
+
+async def test_a_failed_round_fails_its_callers_only_and_the_next_round_runs() -> None:
+    reader = _Reader()
+    reads: CoalescedReads[str, str] = CoalescedReads(reader.read, _rows)
+    doomed = asyncio.ensure_future(reads.get("a"))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    later = asyncio.ensure_future(reads.get("b"))
+    await asyncio.sleep(0)
+    reader.fail = OSError("database is locked")
+    reader.release.set()
+    with pytest.raises(OSError, match="locked"):
+        await doomed
+    reader.fail = None
+    await asyncio.sleep(0)
+    reader.release.set()
+    assert await later == "B"
+    assert reader.rounds == [["a"], ["b"]]
+
+
+async def test_a_cancelled_caller_leaves_the_others_their_rows() -> None:
+    reader = _Reader()
+    reads: CoalescedReads[str, str] = CoalescedReads(reader.read, _rows)
+    gone = asyncio.ensure_future(reads.get("a"))
+    kept = asyncio.ensure_future(reads.get("a"))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    gone.cancel()
+    reader.release.set()
+    assert await kept == "A"
+    assert gone.cancelled()
+
+
+async def test_cancelling_the_rounds_cancels_every_caller_waiting() -> None:
+    reader = _Reader()
+    reads: CoalescedReads[str, str] = CoalescedReads(reader.read, _rows)
+    callers = [asyncio.ensure_future(reads.get(k)) for k in ("a", "b")]
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    queued = asyncio.ensure_future(reads.get("c"))
+    await asyncio.sleep(0)
+    rounds = reads._rounds
+    assert rounds is not None
+    rounds.cancel()
+    results = await asyncio.gather(*callers, queued, return_exceptions=True)
+    assert all(isinstance(r, asyncio.CancelledError) for r in results), results
+    # and a later read starts a round of its own
+    again = asyncio.ensure_future(reads.get("d"))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    reader.release.set()
+    assert await again == "D"
