@@ -60,12 +60,22 @@ def _rows(_conn: Any, keys: Sequence[str]) -> dict[str, str]:
     return {k: k.upper() for k in keys if k != "missing"}
 
 
-async def test_keys_asked_while_a_round_runs_wait_for_the_next_round() -> None:
+def _reads() -> tuple[_Reader, CoalescedReads[str, str]]:
     reader = _Reader()
-    reads: CoalescedReads[str, str] = CoalescedReads(reader.read, _rows)
-    early = asyncio.ensure_future(reads.get("a"))
-    await asyncio.sleep(0)
-    await asyncio.sleep(0)
+    return reader, CoalescedReads(reader.read, _rows)
+
+
+async def _in_flight(reads: CoalescedReads[str, str], *keys: str) -> list[asyncio.Task[str | None]]:
+    """Callers of `keys` whose round has started (the reader holds it until released)."""
+    callers = [asyncio.create_task(reads.get(k)) for k in keys]
+    await asyncio.sleep(0)  # the callers ask
+    await asyncio.sleep(0)  # their round starts
+    return callers
+
+
+async def test_keys_asked_while_a_round_runs_wait_for_the_next_round() -> None:
+    reader, reads = _reads()
+    (early,) = await _in_flight(reads, "a")
     assert reader.rounds == [["a"]]  # started at once, alone
     late = [asyncio.ensure_future(reads.get(k)) for k in ("b", "missing", "a")]
     await asyncio.sleep(0)
@@ -79,11 +89,8 @@ async def test_keys_asked_while_a_round_runs_wait_for_the_next_round() -> None:
 
 
 async def test_a_failed_round_fails_its_callers_only_and_the_next_round_runs() -> None:
-    reader = _Reader()
-    reads: CoalescedReads[str, str] = CoalescedReads(reader.read, _rows)
-    doomed = asyncio.ensure_future(reads.get("a"))
-    await asyncio.sleep(0)
-    await asyncio.sleep(0)
+    reader, reads = _reads()
+    (doomed,) = await _in_flight(reads, "a")
     later = asyncio.ensure_future(reads.get("b"))
     await asyncio.sleep(0)
     reader.fail = OSError("database is locked")
@@ -98,12 +105,8 @@ async def test_a_failed_round_fails_its_callers_only_and_the_next_round_runs() -
 
 
 async def test_a_cancelled_caller_leaves_the_others_their_rows() -> None:
-    reader = _Reader()
-    reads: CoalescedReads[str, str] = CoalescedReads(reader.read, _rows)
-    gone = asyncio.ensure_future(reads.get("a"))
-    kept = asyncio.ensure_future(reads.get("a"))
-    await asyncio.sleep(0)
-    await asyncio.sleep(0)
+    reader, reads = _reads()
+    gone, kept = await _in_flight(reads, "a", "a")
     gone.cancel()
     reader.release.set()
     assert await kept == "A"
@@ -111,11 +114,8 @@ async def test_a_cancelled_caller_leaves_the_others_their_rows() -> None:
 
 
 async def test_cancelling_the_rounds_cancels_every_caller_waiting() -> None:
-    reader = _Reader()
-    reads: CoalescedReads[str, str] = CoalescedReads(reader.read, _rows)
-    callers = [asyncio.ensure_future(reads.get(k)) for k in ("a", "b")]
-    await asyncio.sleep(0)
-    await asyncio.sleep(0)
+    reader, reads = _reads()
+    callers = await _in_flight(reads, "a", "b")
     queued = asyncio.ensure_future(reads.get("c"))
     await asyncio.sleep(0)
     rounds = reads._rounds
@@ -124,8 +124,6 @@ async def test_cancelling_the_rounds_cancels_every_caller_waiting() -> None:
     results = await asyncio.gather(*callers, queued, return_exceptions=True)
     assert all(isinstance(r, asyncio.CancelledError) for r in results), results
     # and a later read starts a round of its own
-    again = asyncio.ensure_future(reads.get("d"))
-    await asyncio.sleep(0)
-    await asyncio.sleep(0)
+    (again,) = await _in_flight(reads, "d")
     reader.release.set()
     assert await again == "D"
