@@ -187,8 +187,20 @@ async def test_a_sweep_outlives_the_request_that_found_the_table_full(
             bmc.sessions.create(context="devicectl/ctl-a/0dead0", client="127.0.0.1").id for _ in range(4)
         ]
         bmc.configure(latency=0.2)  # listing, reading and deleting four sessions take over a second
-        with pytest.raises(TimeoutError):  # the runner cancels a call at its deadline
-            await asyncio.wait_for(h.call("std_metrics", bmc, Empty(), timeout=0.5), 0.5)
+        call = asyncio.ensure_future(h.call("std_metrics", bmc, Empty(), timeout=30))
+        # NOTE: the request ends (the runner cancels a call at its deadline) once its login was
+        # refused and the sweep it started is listing the table: a fixed 0.5 s deadline ended it
+        # before the login's refusal came back on a slow host (connect, GET /redfish/v1 and the
+        # POST at 0.2 s each), so no sweep had started and there was nothing to outlive
+        listing = ("GET", "/redfish/v1/SessionService/Sessions")
+        for _ in range(400):
+            if bmc.stats.calls.get(listing) or call.done():
+                break
+            await asyncio.sleep(0.025)
+        assert bmc.stats.session_limit_rejections == 1 and bmc.stats.calls.get(listing) == 1
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
         for _ in range(100):
             if not set(dead) & set(bmc.sessions.ids()):
                 break
