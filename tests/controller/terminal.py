@@ -112,7 +112,12 @@ def _drain(leader: int, proc: subprocess.Popen[bytes], deadline: float, until: s
 
 
 def _text(data: bytes) -> str:
-    return _ANSI.sub("", data.decode(errors="replace")).replace("\r\n", "\n").replace("\r", "")
+    """What the terminal shows: a carriage return then "erase line" (a live status, e.g. rich's
+    spinner, drawing its next frame) leaves only what follows it on that line. Without this, a
+    wait long enough for a few frames read as one line wider than the terminal."""
+    text = data.decode(errors="replace").replace("\r\n", "\n")
+    text = "\n".join(line.rsplit("\r\x1b[2K", 1)[-1] for line in text.split("\n"))
+    return _ANSI.sub("", text).replace("\r", "")
 
 
 def tty(*args: str, columns: int = 80, env: dict[str, str] | None = None, timeout: float = 60) -> Run:
