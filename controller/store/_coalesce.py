@@ -11,11 +11,16 @@ A read starts at once when none is running (a lone caller waits for nothing more
 keys asked for while it runs are read together by the next round. Every round reads after its
 callers asked, so each caller sees the rows as they were at some time after its call, as a read
 of its own would; a failed round fails each of its callers with the same error.
+
+Rounds are per event loop: the store serves the execution loop and the front door's (the admin
+API runs there, docs/architecture.md, "Two loops in one process"), and an asyncio future may only
+be completed on its own loop's thread. Callers on different loops never share a round.
 """
 
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -24,6 +29,17 @@ V = TypeVar("V")
 
 #: the most keys one query reads (below every database's limit on a statement's IN list)
 ROUND_KEYS = 500
+
+
+class _Loop(Generic[K, V]):
+    """One event loop's callers waiting and the task running their rounds."""
+
+    __slots__ = ("rounds", "waiting")
+
+    def __init__(self) -> None:
+        #: key -> the callers waiting for it, in the order they asked (not yet in a round)
+        self.waiting: dict[K, list[asyncio.Future[V | None]]] = {}
+        self.rounds: asyncio.Task[None] | None = None
 
 
 class CoalescedReads(Generic[K, V]):
@@ -40,26 +56,35 @@ class CoalescedReads(Generic[K, V]):
         self._read = read
         self._fetch = fetch
         self._round_keys = round_keys
-        #: key -> the callers waiting for it, in the order they asked (not yet in a round)
-        self._waiting: dict[K, list[asyncio.Future[V | None]]] = {}
-        self._rounds: asyncio.Task[None] | None = None
+        #: each event loop's own (a loop that is gone takes its entry with it)
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Loop[K, V]] = (
+            weakref.WeakKeyDictionary()
+        )
         #: rounds run (each one query), for tests and benchmarks
         self.rounds = 0
 
     async def get(self, key: K) -> V | None:
         """The row of `key`, or None where there is none."""
-        future: asyncio.Future[V | None] = asyncio.get_running_loop().create_future()
-        self._waiting.setdefault(key, []).append(future)
-        if self._rounds is None:
+        loop = asyncio.get_running_loop()
+        here = self._loops.get(loop)
+        if here is None:
+            here = self._loops[loop] = _Loop()
+        future: asyncio.Future[V | None] = loop.create_future()
+        here.waiting.setdefault(key, []).append(future)
+        if here.rounds is None:
             # a task, not a read started here: callers in the same turn of the loop join its round
-            self._rounds = asyncio.get_running_loop().create_task(self._run_rounds())
+            here.rounds = loop.create_task(self._run_rounds(here))
         return await future
 
-    async def _run_rounds(self) -> None:
+    def running(self) -> list[asyncio.Task[None]]:
+        """The tasks running rounds now (one per loop with callers waiting)."""
+        return [here.rounds for here in list(self._loops.values()) if here.rounds is not None]
+
+    async def _run_rounds(self, here: _Loop[K, V]) -> None:
         try:
-            while self._waiting:
-                keys = list(self._waiting)[: self._round_keys]
-                callers = {key: self._waiting.pop(key) for key in keys}
+            while here.waiting:
+                keys = list(here.waiting)[: self._round_keys]
+                callers = {key: here.waiting.pop(key) for key in keys}
                 self.rounds += 1
                 try:
                     rows = await self._read(self._fetch, keys)
@@ -74,11 +99,11 @@ class CoalescedReads(Generic[K, V]):
                         if not future.done():  # a caller cancelled meanwhile
                             future.set_result(row)
         except asyncio.CancelledError:
-            waiting, self._waiting = self._waiting, {}
+            waiting, here.waiting = here.waiting, {}
             _fail(waiting, asyncio.CancelledError())
             raise
         finally:
-            self._rounds = None
+            here.rounds = None
 
 
 def _fail(callers: dict[Any, list[asyncio.Future[Any]]], exc: BaseException) -> None:

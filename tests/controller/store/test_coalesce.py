@@ -5,6 +5,8 @@ rows as they were after its call, and a failed or cancelled round leaves no call
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -118,8 +120,7 @@ async def test_cancelling_the_rounds_cancels_every_caller_waiting() -> None:
     callers = await _in_flight(reads, "a", "b")
     queued = asyncio.ensure_future(reads.get("c"))
     await asyncio.sleep(0)
-    rounds = reads._rounds
-    assert rounds is not None
+    (rounds,) = reads.running()
     rounds.cancel()
     results = await asyncio.gather(*callers, queued, return_exceptions=True)
     assert all(isinstance(r, asyncio.CancelledError) for r in results), results
@@ -127,3 +128,36 @@ async def test_cancelling_the_rounds_cancels_every_caller_waiting() -> None:
     (again,) = await _in_flight(reads, "d")
     reader.release.set()
     assert await again == "D"
+
+
+async def test_a_caller_on_another_loop_gets_a_round_of_its_own() -> None:
+    """The execution loop and the front door's loop (the admin API) share one store: a caller on
+    the second loop neither joins nor waits for a round of the first (its future could be
+    completed only from its own loop's thread), and the first loop's round is not disturbed."""
+    gate = asyncio.Event()
+
+    async def read(fetch: Any, keys: Sequence[str]) -> dict[str, str]:
+        if "held" in keys:
+            await gate.wait()  # only this loop's round waits here
+        rows: dict[str, str] = fetch(None, keys)
+        return rows
+
+    reads: CoalescedReads[str, str] = CoalescedReads(read, _rows)
+    (held,) = await _in_flight(reads, "held")
+    answers: dict[str, str | None] = {}
+
+    def other_loop() -> None:
+        async def ask() -> None:
+            # bounded: on a shared round the answer would come from another thread, or never
+            answers["b"] = await asyncio.wait_for(reads.get("b"), 10)
+
+        with contextlib.suppress(TimeoutError):
+            asyncio.run(ask())
+
+    thread = threading.Thread(target=other_loop)
+    thread.start()
+    await asyncio.to_thread(thread.join, 30)
+    assert answers == {"b": "B"}
+    assert not held.done()
+    gate.set()
+    assert await held == "HELD"
