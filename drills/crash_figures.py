@@ -4,7 +4,8 @@ the responses said, duplicates per kill, and why requests failed.
 - caps: for each GPU, the last response of its device that says what the GPU holds (`ok`,
   `written`, or `not written` with the value in force) is what the BMC must hold at the end; a
   response whose write's answer never came (`unknown`) leaves that GPU unchecked until a later one;
-- duplicates per kill: each repeated arrival is counted against the last kill before it;
+- duplicates per kill: each repeated arrival is counted against a kill that can have caused it
+  (`duplicates_per_kill`), within what that kill may cause (`repeat_bounds`);
 - session failures: responses that failed on a full Redfish session table (in this drill every
   session is the controller's own, so any is a failure because of our own sessions).
 """
@@ -77,20 +78,72 @@ def caps_against_responses(
     }
 
 
-def duplicates_per_kill(
-    acked: Sequence[Sent], arrivals: Sequence[Arrival], kills_at: Sequence[float]
-) -> list[int]:
-    """Repeated arrivals of acked requests, counted against the last kill before each (0: before any)."""
+#: a log line of the controller's delivery (controller/delivery/outbox.py): from it until
+#: `BACKLOGS_DELIVERED`, a kill may repeat one response per device with a backlog, not one in all
+BACKLOG_STARTED = "delivering a backlog ("
+BACKLOGS_DELIVERED = "backlogs delivered ("
+
+
+def repeat_bounds(log_slices: Sequence[str], devices: int) -> list[int]:
+    """How many repeated responses each kill may cause, from the log of the life it ended (one
+    slice per kill): one; or, where a backlog was being delivered when the kill came, one per
+    device besides (the delivery's documented bound; which devices is not logged, so all).
+
+    NOTE: the delivery's other exception, a burst with more deliveries waiting than its
+    concurrency (64 by default), needs more devices than the drill has."""
+    bounds = []
+    for text in log_slices:
+        open_backlogs = text.count(BACKLOG_STARTED) > text.count(BACKLOGS_DELIVERED)
+        bounds.append(1 + devices if open_backlogs else 1)
+    return bounds
+
+
+def repeats(acked: Sequence[Sent], arrivals: Sequence[Arrival]) -> list[tuple[Arrival, float]]:
+    """Each arrival of an acked request that is not its first, with when its previous copy was seen."""
     ids = {s.request_id for s in acked}
-    seen: set[str] = set()
-    counts = [0] * (len(kills_at) + 1)
+    last: dict[str, float] = {}
+    out = []
     for arrival in arrivals:
-        if arrival.request_id not in ids:
-            continue
-        if arrival.request_id in seen:
-            counts[sum(1 for t in kills_at if t <= arrival.seen_at)] += 1
-        seen.add(arrival.request_id)
-    return counts
+        if arrival.request_id in ids:
+            previous = last.get(arrival.request_id)
+            if previous is not None:
+                out.append((arrival, previous))
+            last[arrival.request_id] = arrival.seen_at
+    return out
+
+
+def duplicates_per_kill(
+    acked: Sequence[Sent],
+    arrivals: Sequence[Arrival],
+    kills_at: Sequence[float],
+    *,
+    bounds: Sequence[int] | None = None,
+    lag: float = 0.25,
+) -> tuple[list[int], int]:
+    """Repeated arrivals of acked requests, each counted against a kill that can have caused it:
+    per kill, and how many no kill can explain.
+
+    A repeat is caused by the kill of the process that sent the previous copy before its record
+    committed: a kill after that copy arrived (less `lag`: a copy sent just before a kill may be
+    read from the sink after it) and before the repeat arrived. Not always the last kill before
+    the repeat: a process killed before it sent a repeat on sends it no more, and the next one
+    sends that repeat and its own together. So repeats are matched to kills so that no kill takes
+    more than it may cause (`bounds`, one each by default) where another fits (earliest repeat
+    first, each to the earliest free kill: optimal for intervals over points). What is left (a
+    repeat before any kill, within one process's life, or beyond what the kills may cause) is
+    unexplained. `lag` must stay below the time a restarted process takes to send anything (the
+    caller derives it from the restarts): then the kill before a copy's sender started never fits."""
+    free = list(bounds) if bounds is not None else [1] * len(kills_at)
+    counts = [0] * len(kills_at)
+    unexplained = 0
+    for seen, previous in sorted((r.seen_at, p) for r, p in repeats(acked, arrivals)):
+        fits = next((k for k, t in enumerate(kills_at) if previous - lag <= t <= seen and free[k] > 0), None)
+        if fits is None:
+            unexplained += 1
+        else:
+            free[fits] -= 1
+            counts[fits] += 1
+    return counts, unexplained
 
 
 def failure_reasons(acked: Sequence[Sent], arrivals: Sequence[Arrival]) -> tuple[dict[str, int], int]:

@@ -14,6 +14,7 @@ from typing import Any
 COLUMNS: dict[str, tuple[str, ...]] = {
     "crash": (
         "backend", "kills", "acked", "responses", "lost", "stuck", "duplicates", "duplicates_max_per_kill",
+        "duplicates_unexplained", "kills_during_backlog",
         "order_violations", "failed", "failed_on_session_table", "caps_checked", "caps_unknown", "caps_wrong",
         "sessions_open_max_per_bmc", "bmcs_at_session_limit", "bmcs_that_refused_a_login", "drain_s",
         "restart_s_max",

@@ -114,6 +114,9 @@ class Delivery:
         self.delivered = 0
         self.dead_lettered = 0
         self._stopping = False
+        #: deliveries draining a backlog now, and the most at once since the last went from 0
+        self._draining = 0
+        self._draining_peak = 0
         #: the destination's state: while it fails, only one probe at a time, at `_next_probe`
         self.destination = Outage(target if transport is not None else f"topology callback {target}", log)
         self._probe_max = probe_max
@@ -319,7 +322,9 @@ class Delivery:
                         self._full_pass_due = True
                         return
                     ahead.reverse()
-                    draining = len(ahead) >= _DRAIN_DEPTH
+                    if (len(ahead) >= _DRAIN_DEPTH) != draining:
+                        draining = not draining
+                        self._drain_changed(device, len(ahead), draining)
                 if not ahead or not self._may_continue(ahead[-1]):
                     return
                 item = ahead.pop()
@@ -328,6 +333,8 @@ class Delivery:
                     self._shard_done(shard)
                     shard = item.shard
         finally:
+            if draining:
+                self._drain_changed(device, 0, False)
             if probe:
                 self._probing = False
             self._busy.discard(device)
@@ -335,6 +342,26 @@ class Delivery:
             self._finished[device] = self._passes
             self._freed.add(device)
             self._wake.set()  # the device's next response (or the whole backlog) may be due now
+
+    def _drain_changed(self, device: str, waiting: int, draining: bool) -> None:
+        """A delivery starts or stops draining a backlog. Logged when the first starts and when the
+        last ends: meanwhile a SIGKILL may repeat one response per device draining, not one in all
+        (`SendWindow`); the crash drill reads these lines to know which bound a kill had."""
+        if draining:
+            self._draining += 1
+            self._draining_peak = max(self._draining_peak, self._draining)
+            if self._draining == 1:
+                log.info(
+                    "delivering a backlog (%s: %d responses waiting): until it is delivered a crash "
+                    "may repeat one response per device with a backlog",
+                    device,
+                    waiting,
+                )
+            return
+        self._draining -= 1
+        if not self._draining:
+            log.info("backlogs delivered (up to %d devices had one at once)", self._draining_peak)
+            self._draining_peak = 0
 
     def _may_continue(self, item: OutboxItem) -> bool:
         """Whether a device's delivery may go on with `item`: never tried (a row that failed

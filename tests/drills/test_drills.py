@@ -28,8 +28,9 @@ async def test_crash_drill_twenty_sigkills_lose_nothing(db_url: str, tmp_path: P
     # the controller's own sessions never fill a BMC: the next process deletes what a killed one left
     assert result["failed_on_session_table"] == 0 and result["bmcs_at_session_limit"] == 0, result
     assert result["sessions_open_max_per_bmc"] <= 1, result
-    # one sent-but-unrecorded response per process outside a drain: a kill repeats at most one
-    assert result["duplicates"] <= result["kills"] and result["duplicates_max_per_kill"] <= 1, result
+    # one sent-but-unrecorded response per process, one per device while a backlog is delivered:
+    # every repeat is matched to a kill that can have caused it, within what that kill may cause
+    assert result["duplicates_unexplained"] == 0, result
     assert result["duplicates_before_any_kill"] == 0, result
 
 

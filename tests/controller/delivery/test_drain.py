@@ -11,11 +11,13 @@ apart, so a drain that depends on them cannot finish, whatever the machine's spe
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
 from controller.delivery import outbox as delivery
 from controller.store import Store
+from drills.crash_figures import BACKLOG_STARTED, BACKLOGS_DELIVERED
 from tests.controller.api.test_acks import CountingSink, order_of
 from tests.controller.api.test_service import ping
 from tests.controller.conftest import memory_inventory
@@ -43,9 +45,10 @@ class OneUnrecordedSink(CountingSink):
 
 
 async def test_a_backlog_drains_without_waiting_for_timed_passes(
-    start_controller, monkeypatch: pytest.MonkeyPatch
+    start_controller, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(delivery, "_IDLE_PASS_EVERY", 3600.0)
+    caplog.set_level(logging.INFO, logger=delivery.__name__)
     receiver = OneUnrecordedSink("127.0.0.1:0")
     receiver.available = False  # the receiver answers UNAVAILABLE: the backlog builds up
     await receiver.start()
@@ -72,6 +75,12 @@ async def test_a_backlog_drains_without_waiting_for_timed_passes(
         assert all(receiver.counts[r] == 1 for rids in sent.values() for r in rids)
         # the read-ahead sends a device's next response only after the last one is recorded
         assert not receiver.unrecorded, receiver.unrecorded[:5]
+        # the backlog's delivery is announced when it starts and when the last device's ends (the
+        # crash drill reads these lines: meanwhile a kill may repeat one response per device)
+        lines = [r.getMessage() for r in caplog.records if r.name == delivery.__name__]
+        said = [m for m in lines if BACKLOG_STARTED in m or BACKLOGS_DELIVERED in m]
+        assert len(said) >= 2 and BACKLOG_STARTED in said[0] and BACKLOGS_DELIVERED in said[-1], lines
+        assert sum(BACKLOG_STARTED in m for m in said) == sum(BACKLOGS_DELIVERED in m for m in said), said
     finally:
         await receiver.stop()
 
