@@ -468,6 +468,7 @@ class WriteCycles:
             )
         if not leftover and row.origin.startswith("verify "):
             self._reports[row.origin] = text
+        unclosed = False
         try:  # only while this process still holds the journal (owner and epoch)
             held = await self._store.close_write_cycle(
                 row.cycle_id,
@@ -477,9 +478,15 @@ class WriteCycles:
                 epoch=row.epoch,
                 restored=not missing,
             )
-        except Exception as exc:  # the journal stays open: the next start restores (a no-op) again
-            log.error("write cycle %s of %s: cannot close its journal: %s", row.cycle_id, row.device, exc)
-            held = True  # as far as this process knows
+        except Exception as exc:  # unknown whether it closed: the device's next request finds out
+            log.error(
+                "write cycle %s of %s: cannot close its journal (%s); the node's next request restores "
+                "what it journaled (the values in force after this restore) and closes it first",
+                row.cycle_id,
+                row.device,
+                describe(exc),
+            )
+            held = unclosed = True  # as far as this process knows
         if not held:  # taken over meanwhile: the newer holder's record stands
             self._settled(row.device, row.cycle_id)
             log.warning(
@@ -488,7 +495,10 @@ class WriteCycles:
                 row.device,
                 text,
             )
-        elif missing:
+        elif missing or unclosed:
+            # NOTE: settled with its journal possibly open, the node's requests went on and only the
+            # next start restored it, over whatever caps those requests had set by then (a
+            # newer desired limit is kept, a cap set by hand is not)
             self._mark(row.device, row.cycle_id)
         else:
             self._settled(row.device, row.cycle_id)
@@ -517,8 +527,15 @@ class WriteCycles:
             await self._store.close_write_cycle(
                 row.cycle_id, report, datetime.now(UTC), owner=row.owner, epoch=row.epoch
             )
-        except Exception as exc:  # it stays open: its next restore writes the priors it read
-            log.error("write cycle %s of %s: cannot close its journal: %s", row.cycle_id, row.device, exc)
+        except Exception as exc:  # it may stay open: the node's next request restores it first
+            log.error(
+                "write cycle %s of %s: cannot close its journal (%s); the node's next request restores "
+                "what it journaled (nothing was written: the values in force) and closes it first",
+                row.cycle_id,
+                row.device,
+                describe(exc),
+            )
+            self._mark(row.device, row.cycle_id)
 
     async def _taken(self, row: WriteCycleRow) -> WriteCycleRow | list[HealthCheck]:
         """Take a leftover journal over (compare-and-set of its epoch): the row as held here, or the

@@ -424,3 +424,41 @@ def _set_gpu1(watts: int, request_id: str) -> Any:
             resource_group="rg", gpu_policy_action=R.SET_POLICY, gpu_policies=policies
         ),
     )
+
+
+async def test_a_journal_whose_close_failed_is_restored_and_closed_before_the_nodes_next_request(
+    tmp_path: Path, start_controller: Any, sink: Any, monkeypatch: Any
+) -> None:
+    """The cycle put every cap back, but its journal's close failed (a database fault): whether it
+    closed is unknown. The node's next request restores the journal (its values are those in force)
+    and closes it before it runs, rather than the journal waiting open for the next start, which would
+    write its values over whatever the node's requests set meanwhile."""
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
+        store, bmc = h.controller.store, fleet.bmcs[0]
+        before = caps(bmc)
+        original = type(store).close_write_cycle
+        failed: list[str] = []
+
+        async def fails_once(self: Any, cycle_id: str, *args: Any, **kwargs: Any) -> bool:
+            if not failed:
+                failed.append(cycle_id)
+                raise OSError("disk I/O error")
+            return bool(await original(self, cycle_id, *args, **kwargs))
+
+        monkeypatch.setattr(type(store), "close_write_cycle", fails_once)
+        batch = await h.admin.StartWriteCycle(apb.StartVerifyRequest(devices=["node001"], **FAST), timeout=30)
+        got = await finished(h.controller.port, str(batch.checks[0].check_id))
+        assert got.status == "done", got
+        assert failed and caps(bmc) == before  # every cap back; only the close failed
+        assert [r.cycle_id for r in await store.open_write_cycles(["node001"])] == failed
+
+        ping = pb.DeviceControllerRequest.PingRequest()
+        await h.stub.SendDeviceRequest(
+            pb.DeviceControllerRequest(device="node001", request_id="after-the-cycle", ping=ping)
+        )
+        await sink.wait_for({"after-the-cycle"}, timeout=30)
+        assert await store.open_write_cycles(["node001"]) == []  # restored and closed before the ping ran
+        assert caps(bmc) == before
