@@ -67,6 +67,11 @@ def parser() -> argparse.ArgumentParser:
         "--executor-niceness", type=int, help="fan-out --workers layouts: the executors' executor_niceness"
     )
     p.add_argument(
+        "--max-concurrency",
+        type=int,
+        help="fan-out: the controller's max_concurrency (default: the fleet size, at least 1024)",
+    )
+    p.add_argument(
         "--no-restart", action="store_true", help="fan-out: skip the wave after a restart with warm-up"
     )
     p.add_argument(
@@ -131,6 +136,7 @@ def _configs(args: argparse.Namespace) -> tuple[IngestConfig, FanoutConfig, Reco
         "profile_dir": args.profile,
         "workers": tuple(w for group in args.workers for w in group) if args.workers else None,
         "executor_niceness": args.executor_niceness,
+        "max_concurrency": args.max_concurrency,
     }
     fanout = replace(fanout, **{k: v for k, v in overrides.items() if v is not None})
     if args.no_baseline:

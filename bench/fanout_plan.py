@@ -85,6 +85,9 @@ class FanoutConfig:
     workers: tuple[int, ...] = (0,)
     #: `executor_niceness` of the `--workers` layouts (None: the controller's default)
     executor_niceness: int | None = None
+    #: the controller's `max_concurrency` (None: the fleet size, at least the default 1,024, so
+    #: every activation of a wave runs at once). Peak memory grows with it (docs/operations.md)
+    max_concurrency: int | None = None
     #: a third wave after a restart with the warm-up at start (`AFTER_RESTART`)
     after_restart: bool = True
     #: single repeated pings sent while each wave executes, timing their acks (`bench.prober`).
@@ -92,6 +95,10 @@ class FanoutConfig:
     #: 2-5 ms each during a 1,000-BMC wave): off for a like-for-like CPU comparison against a
     #: harness that sends none
     probes: bool = True
+
+    def concurrency_for(self, n: int) -> int:
+        """The `max_concurrency` a controller of an `n`-BMC run is given."""
+        return self.max_concurrency if self.max_concurrency is not None else max(n, 1024)
 
 
 QUICK_FANOUT = FanoutConfig(sizes=(3,), latency=0.02, per_process=2, baseline_workers=4)

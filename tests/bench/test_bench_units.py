@@ -193,3 +193,12 @@ def test_grpc_floor_measures_real_calls(capsys: pytest.CaptureFixture[str]) -> N
     assert grpc_floor.main(["--calls", "60", "--in-flight", "8"]) == 0
     figure = float(capsys.readouterr().out.split(" ms CPU per unary call")[0])
     assert 0.0 < figure < 1000.0
+
+
+def test_the_fanout_controllers_concurrency_is_the_fleet_unless_given() -> None:
+    from bench.__main__ import _configs, parser
+
+    _, fanout, _ = _configs(parser().parse_args(["--only", "fanout"]))
+    assert [fanout.concurrency_for(n) for n in (500, 2000)] == [1024, 2000]  # every activation at once
+    _, fanout, _ = _configs(parser().parse_args(["--only", "fanout", "--max-concurrency", "256"]))
+    assert [fanout.concurrency_for(n) for n in (500, 2000)] == [256, 256]
