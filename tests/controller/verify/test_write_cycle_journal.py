@@ -5,13 +5,14 @@ and the verification's record says which cap was restored to which value, with t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,16 @@ FAST = {"telemetry_interval_ms": 20, "latency_samples": 2, "samples_per_telemetr
 
 def caps(bmc: Any) -> dict[str, Any]:
     return {name: cap.snapshot() for name, cap in bmc.state.caps.items()}
+
+
+@contextlib.asynccontextmanager
+async def one_gb200(tmp_path: Path, start_controller: Any) -> AsyncIterator[tuple[Any, Any]]:
+    """An in-process controller (the `start_controller` fixture's harness) over one simulated GB200
+    tray, and that tray's BMC."""
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        yield await start_controller(load_inventory(inventory), secrets_dir=str(secrets)), fleet.bmcs[0]
 
 
 async def until(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
@@ -433,11 +444,8 @@ async def test_a_journal_whose_close_failed_is_restored_and_closed_before_the_no
     closed is unknown. The node's next request restores the journal (its values are those in force)
     and closes it before it runs, rather than the journal waiting open for the next start, which would
     write its values over whatever the node's requests set meanwhile."""
-    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
-        inventory = tmp_path / "inventory.toml"
-        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
-        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
-        store, bmc = h.controller.store, fleet.bmcs[0]
+    async with one_gb200(tmp_path, start_controller) as (h, bmc):
+        store = h.controller.store
         before = caps(bmc)
         original = type(store).close_write_cycle
         failed: list[str] = []

@@ -26,10 +26,9 @@ from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2 as pp
 from controller.execution.write_cycle import WriteCycles, plan_of
-from controller.inventory import load_inventory
 from controller.store import WriteCycleRow
 from plugins.base import DeviceContext, HealthCheck, HealthQuery, HealthResult, WriteLog
-from tests.controller.verify.test_write_cycle_journal import FAST, _done, caps
+from tests.controller.verify.test_write_cycle_journal import FAST, _done, caps, one_gb200
 from tests.plugins.external.conftest import (
     controller,  # noqa: F401 (fixture)
     plugin_table,
@@ -72,11 +71,8 @@ def journal(cycle_id: str, priors: dict[str, Any], owner: str, age: float = 0.0)
 async def test_a_journal_taken_over_mid_restore_is_neither_closed_nor_written_by_its_old_holder(
     tmp_path: Path, start_controller: Any
 ) -> None:
-    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
-        inventory = tmp_path / "inventory.toml"
-        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
-        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
-        store, bmc = h.controller.store, fleet.bmcs[0]
+    async with one_gb200(tmp_path, start_controller) as (h, bmc):
+        store = h.controller.store
         before = caps(bmc)
         priors = await priors_of(h)
 
@@ -117,11 +113,8 @@ async def test_a_journal_taken_over_mid_restore_is_neither_closed_nor_written_by
 async def test_a_device_with_two_open_journals_stays_pending_until_both_are_restored(
     tmp_path: Path, start_controller: Any
 ) -> None:
-    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
-        inventory = tmp_path / "inventory.toml"
-        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
-        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
-        store, bmc = h.controller.store, fleet.bmcs[0]
+    async with one_gb200(tmp_path, start_controller) as (h, bmc):
+        store = h.controller.store
         before = caps(bmc)
         priors = await priors_of(h)
         cycles = h.controller.runner.write_cycles
@@ -192,11 +185,8 @@ async def test_a_cycles_own_restore_never_undoes_a_cap_devicectl_set_while_it_ra
     """A cycle stopped mid-way (a shutdown) restores from its journal what it did not prove back,
     except a cap that devicectl set after the cycle began (here by a request of another holder of
     the node, while the BMC held the cycle's first test write): that newer cap stays."""
-    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
-        inventory = tmp_path / "inventory.toml"
-        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
-        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
-        store, bmc = h.controller.store, fleet.bmcs[0]
+    async with one_gb200(tmp_path, start_controller) as (h, bmc):
+        store = h.controller.store
         before = caps(bmc)
         resolved = await h.controller.runner.resolve("node001", b"", b"")
         ctx = DeviceContext(
@@ -240,10 +230,7 @@ async def test_a_cycles_own_restore_never_undoes_a_cap_devicectl_set_while_it_ra
 async def test_close_reports_are_dropped_once_delivered_and_a_result_without_caps_reads_nothing(
     tmp_path: Path, start_controller: Any, sink: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
-        inventory = tmp_path / "inventory.toml"
-        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
-        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
+    async with one_gb200(tmp_path, start_controller) as (h, _):
         cycles = h.controller.runner.write_cycles
         started = await h.admin.StartWriteCycle(apb.StartVerifyRequest(devices=["node001"], **FAST))
         await _done(h, started.checks[0].check_id)
@@ -275,11 +262,8 @@ async def test_a_cycle_cancelled_during_its_journal_insert_writes_nothing_and_le
     """A cancel (a shutdown, a deadline) that lands while the journal's insert commits: the cycle
     wrote nothing, so its journal is closed, never left open for a later restore to write the
     node's old reads back over a newer cap set outside devicectl."""
-    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
-        inventory = tmp_path / "inventory.toml"
-        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
-        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
-        store, bmc = h.controller.store, fleet.bmcs[0]
+    async with one_gb200(tmp_path, start_controller) as (h, bmc):
+        store = h.controller.store
         before = caps(bmc)
         resolved = await h.controller.runner.resolve("node001", b"", b"")
         ctx = DeviceContext(
