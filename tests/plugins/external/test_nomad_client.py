@@ -207,11 +207,24 @@ def test_sigint_is_left_to_the_host_sigterm_stops(launch: type[Launched]) -> Non
 
 def test_grpc_stdio_and_the_broker_answer(launch: type[Launched]) -> None:
     """go-plugin >= 1.4 hosts open GRPCStdio and the broker's stream at once; both must answer
-    (not UNIMPLEMENTED) and end when the plugin shuts down."""
+    (not UNIMPLEMENTED) and end when the plugin shuts down.
+
+    The stdio stream's end after a Shutdown is read as go-plugin's host reads it
+    (hashicorp/go-plugin, grpc_stdio.go, `grpcStdioClient.Run`): an end, UNAVAILABLE or CANCELLED
+    stops its loop as the plugin's normal exit. The plugin ends the stream before it exits, but a
+    host may take that end only after the process has gone and the connection with it: in CI the
+    stream once ended as UNAVAILABLE, "Stream removed (sendmsg: Broken pipe)", which this check
+    used to fail although the host would have taken it as the end (55 runs here did not repeat
+    it)."""
     plugin = launch("filedevices")
     stdio = plugin.channel.unary_stream("/plugin.GRPCStdio/StreamStdio")(b"")
     broker = plugin.channel.stream_stream("/plugin.GRPCBroker/StartStream")(iter(()))
     assert list(broker) == []  # the host's side ended: so does ours, having sent nothing
+    # answered after the stdio call on the same connection: a refusal of it (UNIMPLEMENTED) is in
+    assert not stdio.done(), stdio.code()  # open and quiet until the plugin shuts down
     plugin.channel.unary_unary("/plugin.GRPCController/Shutdown")(b"", timeout=10)
-    assert list(stdio) == []  # open and quiet until the plugin shut down, then ended cleanly
+    try:
+        assert list(stdio) == []  # then ended, having sent nothing
+    except grpc.RpcError as exc:  # the end as go-plugin's host takes it, the connection gone with it
+        assert exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED), exc
     assert plugin.proc.wait(timeout=30) == 0
