@@ -81,7 +81,7 @@ def caps_against_responses(
 #: a log line of the controller's delivery (controller/delivery/outbox.py): from it until
 #: `BACKLOGS_DELIVERED`, a kill may repeat one response per device with a backlog, not one in all
 BACKLOG_STARTED = "delivering a backlog ("
-BACKLOGS_DELIVERED = "backlogs delivered ("
+BACKLOGS_DELIVERED = "backlog delivery ended ("
 
 
 def repeat_bounds(log_slices: Sequence[str], devices: int) -> list[int]:

@@ -345,8 +345,9 @@ class Delivery:
 
     def _drain_changed(self, device: str, waiting: int, draining: bool) -> None:
         """A delivery starts or stops draining a backlog. Logged when the first starts and when the
-        last ends: meanwhile a SIGKILL may repeat one response per device draining, not one in all
-        (`SendWindow`); the crash drill reads these lines to know which bound a kill had."""
+        last ends (drained, or given up: a stop, the receiver down, a failed read): meanwhile a
+        SIGKILL may repeat one response per device draining, not one in all (`SendWindow`); the
+        crash drill reads these lines to know which bound a kill had."""
         if draining:
             self._draining += 1
             self._draining_peak = max(self._draining_peak, self._draining)
@@ -360,7 +361,7 @@ class Delivery:
             return
         self._draining -= 1
         if not self._draining:
-            log.info("backlogs delivered (up to %d devices had one at once)", self._draining_peak)
+            log.info("backlog delivery ended (up to %d devices had one at once)", self._draining_peak)
             self._draining_peak = 0
 
     def _may_continue(self, item: OutboxItem) -> bool:
