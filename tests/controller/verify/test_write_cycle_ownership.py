@@ -4,7 +4,8 @@ over the HTTPS simulator, with a second journal holder on the same store.
 - a journal is taken over by a compare-and-set of its epoch: the holder it was taken from (still
   restoring) neither closes it over the newer holder's record nor writes the node again;
 - a device with two open journals stays pending until both are restored (per device, not per row);
-- a cycle cancelled while its journal's insert commits writes nothing and leaves no journal open;
+- a cycle cancelled while its journal's insert commits writes nothing and leaves no journal open
+  (where that close fails, the node stays pending and its next work restores and closes it);
 - an out-of-process plugin's cycle (or cap) that times out keeps an `unknown` receipt for the writes
   it never answered for (its own receipts never came back), never none."""
 
@@ -296,3 +297,57 @@ async def test_a_cycle_cancelled_during_its_journal_insert_writes_nothing_and_le
         (row,) = await store.write_cycles_of("verify cancelled")
         assert row.status == "closed" and row.report["written"] is False, row
         assert await store.open_write_cycles() == [] and not cycles.unsettled("node001")
+
+
+async def test_a_cancelled_cycle_whose_unwritten_close_failed_is_closed_before_the_nodes_next_work(
+    tmp_path: Path, start_controller: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As above, but the unwritten journal's close fails (a database fault): the journal may still
+    be open, so the node stays pending, and its next work restores the journal first (nothing was
+    written: its values are those in force) and closes it, rather than leaving it open for the
+    next start to write its values over whatever the node's requests set meanwhile."""
+    async with one_gb200(tmp_path, start_controller) as (h, bmc):
+        store = h.controller.store
+        before = caps(bmc)
+        resolved = await h.controller.runner.resolve("node001", b"", b"")
+        ctx = DeviceContext(
+            device_id="node001",
+            model=resolved.model,
+            endpoint=resolved.endpoint,
+            request_id="internal-cancelled-cycle",
+            deadline=time.monotonic() + 120,
+            state=resolved.state,
+        )
+        cycles = WriteCycles(store, lambda d: h.controller.runner.resolve(d, b"", b""), "ctl-cycle")
+        inserted, release = asyncio.Event(), asyncio.Event()
+        insert, close = store.open_write_cycle, store.close_write_cycle
+        failed: list[str] = []
+
+        async def insert_then_hold(row: WriteCycleRow) -> None:
+            await insert(row)
+            inserted.set()
+            await release.wait()
+
+        async def close_fails_once(cycle_id: str, *args: Any, **kwargs: Any) -> bool:
+            if not failed:
+                failed.append(cycle_id)
+                raise OSError("disk I/O error")
+            return await close(cycle_id, *args, **kwargs)
+
+        monkeypatch.setattr(store, "open_write_cycle", insert_then_hold)
+        monkeypatch.setattr(store, "close_write_cycle", close_fails_once)
+        query = HealthQuery(skip_writes=False, **FAST)
+        running = asyncio.create_task(cycles.run(resolved, ctx, query, "verify cancelled", WriteLog()))
+        await asyncio.wait_for(inserted.wait(), 60)
+        running.cancel()
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        (row,) = await store.open_write_cycles(["node001"])
+        assert failed == [row.cycle_id] and cycles.unsettled("node001")  # the close failed: still pending
+
+        writes = WriteLog()
+        checks = await cycles.settle("node001", writes)  # the node's next work, its lane held
+        assert checks and all(c.status == "pass" for c in checks), checks
+        assert await store.open_write_cycles() == [] and not cycles.unsettled("node001")
+        assert caps(bmc) == before
