@@ -26,6 +26,7 @@ from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2 as pp
+from controller.execution.resolve import Resolved
 from controller.execution.write_cycle import WriteCycles, plan_of
 from controller.store import WriteCycleRow
 from plugins.base import DeviceContext, HealthCheck, HealthQuery, HealthResult, WriteLog
@@ -53,6 +54,22 @@ async def priors_of(h: Any) -> dict[str, Any]:
     priors = plan_of(HealthResult(tuple(HealthCheck.from_json(c) for c in plain["checks"])))
     assert priors
     return priors
+
+
+async def cycle_of_node001(h: Any, request_id: str) -> tuple[Resolved, DeviceContext, WriteCycles]:
+    """What a write cycle of node001 runs with, apart from the controller's own `WriteCycles`
+    (another holder of its journals, `ctl-cycle`, on the same store)."""
+    resolved = await h.controller.runner.resolve("node001", b"", b"")
+    ctx = DeviceContext(
+        device_id="node001",
+        model=resolved.model,
+        endpoint=resolved.endpoint,
+        request_id=request_id,
+        deadline=time.monotonic() + 120,
+        state=resolved.state,
+    )
+    cycles = WriteCycles(h.controller.store, lambda d: h.controller.runner.resolve(d, b"", b""), "ctl-cycle")
+    return resolved, ctx, cycles
 
 
 def journal(cycle_id: str, priors: dict[str, Any], owner: str, age: float = 0.0) -> WriteCycleRow:
@@ -189,16 +206,7 @@ async def test_a_cycles_own_restore_never_undoes_a_cap_devicectl_set_while_it_ra
     async with one_gb200(tmp_path, start_controller) as (h, bmc):
         store = h.controller.store
         before = caps(bmc)
-        resolved = await h.controller.runner.resolve("node001", b"", b"")
-        ctx = DeviceContext(
-            device_id="node001",
-            model=resolved.model,
-            endpoint=resolved.endpoint,
-            request_id="internal-own-cycle",
-            deadline=time.monotonic() + 120,
-            state=resolved.state,
-        )
-        cycles = WriteCycles(store, lambda d: h.controller.runner.resolve(d, b"", b""), "ctl-cycle")
+        resolved, ctx, cycles = await cycle_of_node001(h, "internal-own-cycle")
         bmc.faults.set("hang", writes_only=True, count=1, hang_seconds=20)
         query = HealthQuery(skip_writes=False, **FAST)
         running = asyncio.create_task(cycles.run(resolved, ctx, query, "verify own", WriteLog()))
@@ -257,42 +265,43 @@ async def test_close_reports_are_dropped_once_delivered_and_a_result_without_cap
         assert reads == ["node001"] and flagged.status == "warn", flagged  # devicectl did not set it
 
 
+async def cancelled_during_its_insert(
+    h: Any, monkeypatch: pytest.MonkeyPatch, writes: WriteLog
+) -> WriteCycles:
+    """Run a write cycle of node001 and cancel it (a shutdown, a deadline) once its journal's
+    insert has committed, before the insert's caller resumes; the cycles, after the cancel."""
+    store = h.controller.store
+    resolved, ctx, cycles = await cycle_of_node001(h, "internal-cancelled-cycle")
+    inserted, release = asyncio.Event(), asyncio.Event()
+    insert = store.open_write_cycle
+
+    async def insert_then_hold(row: WriteCycleRow) -> None:
+        await insert(row)  # committed; the cancel lands before the insert's caller resumes
+        inserted.set()
+        await release.wait()
+
+    monkeypatch.setattr(store, "open_write_cycle", insert_then_hold)
+    query = HealthQuery(skip_writes=False, **FAST)
+    running = asyncio.create_task(cycles.run(resolved, ctx, query, "verify cancelled", writes))
+    await asyncio.wait_for(inserted.wait(), 60)
+    running.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    return cycles
+
+
 async def test_a_cycle_cancelled_during_its_journal_insert_writes_nothing_and_leaves_no_open_journal(
     tmp_path: Path, start_controller: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A cancel (a shutdown, a deadline) that lands while the journal's insert commits: the cycle
-    wrote nothing, so its journal is closed, never left open for a later restore to write the
-    node's old reads back over a newer cap set outside devicectl."""
+    """A cancel that lands while the journal's insert commits: the cycle wrote nothing, so its
+    journal is closed, never left open for a later restore to write the node's old reads back over
+    a newer cap set outside devicectl."""
     async with one_gb200(tmp_path, start_controller) as (h, bmc):
         store = h.controller.store
         before = caps(bmc)
-        resolved = await h.controller.runner.resolve("node001", b"", b"")
-        ctx = DeviceContext(
-            device_id="node001",
-            model=resolved.model,
-            endpoint=resolved.endpoint,
-            request_id="internal-cancelled-cycle",
-            deadline=time.monotonic() + 120,
-            state=resolved.state,
-        )
-        cycles = WriteCycles(store, lambda d: h.controller.runner.resolve(d, b"", b""), "ctl-cycle")
-        inserted, release = asyncio.Event(), asyncio.Event()
-        insert = store.open_write_cycle
-
-        async def insert_then_hold(row: WriteCycleRow) -> None:
-            await insert(row)  # committed; the cancel lands before the insert's caller resumes
-            inserted.set()
-            await release.wait()
-
-        monkeypatch.setattr(store, "open_write_cycle", insert_then_hold)
         writes = WriteLog()
-        query = HealthQuery(skip_writes=False, **FAST)
-        running = asyncio.create_task(cycles.run(resolved, ctx, query, "verify cancelled", writes))
-        await asyncio.wait_for(inserted.wait(), 60)
-        running.cancel()
-        release.set()
-        with pytest.raises(asyncio.CancelledError):
-            await running
+        cycles = await cancelled_during_its_insert(h, monkeypatch, writes)
         assert not writes.entries() and caps(bmc) == before  # nothing written
         (row,) = await store.write_cycles_of("verify cancelled")
         assert row.status == "closed" and row.report["written"] is False, row
@@ -309,24 +318,8 @@ async def test_a_cancelled_cycle_whose_unwritten_close_failed_is_closed_before_t
     async with one_gb200(tmp_path, start_controller) as (h, bmc):
         store = h.controller.store
         before = caps(bmc)
-        resolved = await h.controller.runner.resolve("node001", b"", b"")
-        ctx = DeviceContext(
-            device_id="node001",
-            model=resolved.model,
-            endpoint=resolved.endpoint,
-            request_id="internal-cancelled-cycle",
-            deadline=time.monotonic() + 120,
-            state=resolved.state,
-        )
-        cycles = WriteCycles(store, lambda d: h.controller.runner.resolve(d, b"", b""), "ctl-cycle")
-        inserted, release = asyncio.Event(), asyncio.Event()
-        insert, close = store.open_write_cycle, store.close_write_cycle
+        close = store.close_write_cycle
         failed: list[str] = []
-
-        async def insert_then_hold(row: WriteCycleRow) -> None:
-            await insert(row)
-            inserted.set()
-            await release.wait()
 
         async def close_fails_once(cycle_id: str, *args: Any, **kwargs: Any) -> bool:
             if not failed:
@@ -334,20 +327,12 @@ async def test_a_cancelled_cycle_whose_unwritten_close_failed_is_closed_before_t
                 raise OSError("disk I/O error")
             return await close(cycle_id, *args, **kwargs)
 
-        monkeypatch.setattr(store, "open_write_cycle", insert_then_hold)
         monkeypatch.setattr(store, "close_write_cycle", close_fails_once)
-        query = HealthQuery(skip_writes=False, **FAST)
-        running = asyncio.create_task(cycles.run(resolved, ctx, query, "verify cancelled", WriteLog()))
-        await asyncio.wait_for(inserted.wait(), 60)
-        running.cancel()
-        release.set()
-        with pytest.raises(asyncio.CancelledError):
-            await running
+        cycles = await cancelled_during_its_insert(h, monkeypatch, WriteLog())
         (row,) = await store.open_write_cycles(["node001"])
         assert failed == [row.cycle_id] and cycles.unsettled("node001")  # the close failed: still pending
 
-        writes = WriteLog()
-        checks = await cycles.settle("node001", writes)  # the node's next work, its lane held
+        checks = await cycles.settle("node001", WriteLog())  # the node's next work, its lane held
         assert checks and all(c.status == "pass" for c in checks), checks
         assert await store.open_write_cycles() == [] and not cycles.unsettled("node001")
         assert caps(bmc) == before
