@@ -33,7 +33,7 @@ from plugins.base import (
 from plugins.redfish._capping.bounds import Bounds
 from plugins.redfish._capping.caps import CapChange, restore_cap, set_cap, stands_in
 from plugins.redfish._capping.priors import corrected, discovered_read, read_back_for
-from plugins.redfish._client.readbacks import priors_from_read_backs
+from plugins.redfish._client.readbacks import Priors, priors_from_read_backs
 from plugins.redfish._device.device import Device, invalidate
 from plugins.redfish._discovery.layout import Component
 from plugins.redfish._platforms import LimitReading, Prior, mechanism_for, unsupported_message
@@ -180,42 +180,32 @@ def _gpu_targets(device: Device, policy: Policy | None, gpu_policies: Sequence[G
 
 
 async def apply_targets(device: Device, targets: list[Target], scope: str) -> Applied:
-    """Set every target concurrently (the BMC's limit paces them); record priors and applied caps."""
+    """Set every target, as many at once as the BMC takes requests (its `concurrency`: the
+    client's slots pace every call anyway); record priors and applied caps.
+
+    NOTE: one worker per slot takes the targets in turn, rather than a task per target waiting for
+    a slot: a target's pre-write read (a read-back or discovery's GET standing in for it, parsed)
+    is chosen when its write is next, so an activation holds at most that many parsed documents,
+    not one per target for its whole length (the fleet's peak memory), and no more tasks than
+    can run. The choice sees the read-backs as they are then (one a failed call dropped meanwhile
+    is not used: a fresh GET decides)."""
     runnable = [t for t in targets if not t.error and t.component is not None and t.watts is not None]
     state = device.state
-    jobs = []
-    priors: dict[str, float] = {}
-    parsed: dict[str, Document] = {}
-    for t in runnable:
-        comp = t.component
-        assert comp is not None and t.watts is not None
-        # NOTE: the stored reading stands in for the pre-write GET only once the scope's prior value
-        # is recorded: the first change in a scope always reads what it will later restore, though
-        # our own read-back of it, while valid, is that reading (docs/redfish.md).
-        stored = state.reading(comp.key) if state.prior(scope, comp.key) is not None else None
-        mech = mechanism_for(comp)
-        if stored is not None and mech is not None and stands_in(device.bmc, mech, stored, t.watts):
-            read_back = None  # no GET before the write, so nothing a read-back could answer
-        else:
-            read_back = read_back_for(device, comp, t.watts)
-        known: tuple[Document, LimitReading] | None = None
-        if read_back is not None:
-            priors[comp.limit_uri] = read_back[0]
-            if stored is None:  # then the GET it answers is made: parsed once, not again there
-                parsed[comp.limit_uri] = read_back[1]
-                known = read_back[1], read_back[2]
-        # a node discovered by this operation: discovery's GET of the limit is the pre-write read
-        discovered = discovered_read(device, comp, t.watts) if read_back is None and stored is None else None
-        read = None
-        if discovered is not None:
-            read, known = discovered[0], discovered
-        bounds = _bounds(device, comp)
-        jobs.append(set_cap(device.bmc, comp, t.watts, stored=stored, read=read, bounds=bounds, known=known))
-    with priors_from_read_backs(priors, parsed) as used:  # the tasks gather() starts take this context
-        done = asyncio.gather(*jobs)
+    results: list[CapChange | None] = [None] * len(runnable)
+    queue = iter(enumerate(runnable))
+
+    async def worker() -> None:
+        for i, target in queue:  # shared: each target is taken by one worker
+            results[i] = await _set_target(device, target, scope, used)
+
+    with priors_from_read_backs({}) as used:  # the workers' tasks take this context
+        workers = min(len(runnable), max(1, device.bmc.client.settings.concurrency))
+        done = asyncio.gather(*(worker() for _ in range(workers)))
+    await done
     changes: dict[str, CapChange] = {}
-    for change in await done:
-        change = corrected(change, used)
+    for result in results:
+        assert result is not None  # every worker ended with the queue empty
+        change = corrected(result, used)
         key = change.component.key
         changes[key] = change
         if change.before is not None and not state.has_prior(scope, key):  # the first change's, kept
@@ -227,6 +217,35 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
         if isinstance(change.error, ResourceNotFoundError):
             invalidate(device)
     return Applied(targets, changes)
+
+
+async def _set_target(device: Device, t: Target, scope: str, used: Priors) -> CapChange:
+    """One target's cap change, its pre-write read chosen now (`apply_targets`)."""
+    comp = t.component
+    assert comp is not None and t.watts is not None
+    # NOTE: the stored reading stands in for the pre-write GET only once the scope's prior value
+    # is recorded: the first change in a scope always reads what it will later restore, though
+    # our own read-back of it, while valid, is that reading (docs/redfish.md).
+    stored = device.state.reading(comp.key) if device.state.prior(scope, comp.key) is not None else None
+    mech = mechanism_for(comp)
+    if stored is not None and mech is not None and stands_in(device.bmc, mech, stored, t.watts):
+        read_back = None  # no GET before the write, so nothing a read-back could answer
+    else:
+        read_back = read_back_for(device, comp, t.watts)
+    known: tuple[Document, LimitReading] | None = None
+    if read_back is not None:
+        used.offered[comp.limit_uri] = read_back[0]
+        if stored is None:  # then the GET it answers is made: parsed once, not again there
+            used.parsed[comp.limit_uri] = read_back[1]
+            known = read_back[1], read_back[2]
+    # a node discovered by this operation: discovery's GET of the limit is the pre-write read
+    discovered = discovered_read(device, comp, t.watts) if read_back is None and stored is None else None
+    read = None
+    if discovered is not None:
+        read, known = discovered[0], discovered
+    return await set_cap(
+        device.bmc, comp, t.watts, stored=stored, read=read, bounds=_bounds(device, comp), known=known
+    )
 
 
 def _keep_reading(device: Device, change: CapChange) -> None:

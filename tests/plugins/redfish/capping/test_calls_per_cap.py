@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from plugins.base import Allocation, Empty, PolicyAction, PolicyChange
+from plugins.redfish._capping import operations
 from plugins.redfish._client.readbacks import ReadBacks
 from plugins.redfish._discovery.layout import Component
 from plugins.redfish._platforms import EnvironmentMetricsMechanism, LimitReading
@@ -149,3 +150,54 @@ async def test_a_read_back_standing_in_for_the_pre_write_get_is_parsed_once(
     assert out.state["priors"]["rg:steady"]["gpu/0"]["watts"] == 800  # the read-back's value
     # per cap: the offered read-back, the new one
     assert len(parsed) == 16 and all(parsed.count(path) == 2 for path in parsed)
+
+
+@pytest.mark.parametrize("concurrency", [1, 2, 3])
+async def test_an_activations_caps_run_as_many_at_once_as_the_bmc_takes_and_hold_that_many_read_backs(
+    gb200: Harness, monkeypatch: pytest.MonkeyPatch, concurrency: int
+) -> None:
+    # one worker per connection slot takes the 8 caps in turn: no more caps in progress than the
+    # BMC's `concurrency`, and a read-back standing in for a pre-write GET is parsed when its cap
+    # is next, so no more of them are held at once (the fleet's peak memory: 1,000 activations in
+    # flight each held 8 parsed documents from the start)
+    bmc = gb200.fleet.bmcs[0]
+    options = {"concurrency": concurrency}
+    await gb200.call(
+        "activate_allocation",
+        bmc,
+        Allocation("first", PolicyChange(SET, node_policy(5000, 3200, 600))),
+        options=options,
+    )
+    running, most, peeked, done, held = 0, 0, 0, 0, 0
+    cap, peek = operations.set_cap, ReadBacks.peek
+
+    async def counted_cap(*args: Any, **kwargs: Any) -> Any:
+        nonlocal running, most, done
+        running += 1
+        most = max(most, running)
+        try:
+            return await cap(*args, **kwargs)
+        finally:
+            running -= 1
+            done += 1
+
+    def counted_peek(self: ReadBacks, path: str) -> Any:
+        nonlocal peeked, held
+        peeked += 1
+        held = max(held, peeked - done)
+        return peek(self, path)
+
+    monkeypatch.setattr(operations, "set_cap", counted_cap)
+    monkeypatch.setattr(ReadBacks, "peek", counted_peek)
+    gb200.reset()
+    out = await gb200.call(
+        "activate_allocation",
+        bmc,
+        Allocation("steady", PolicyChange(SET, node_policy(4800, 3000, 500))),
+        options=options,
+    )
+    assert out.result.ok, out.result.error
+    assert bmc.stats.total_calls == 16 and done == 8 and peeked == 8  # every read-back offered
+    assert most == concurrency and held == concurrency
+    assert bmc.stats.max_in_flight <= concurrency
+    assert out.state["priors"]["rg:steady"]["gpu/0"]["watts"] == 800  # the read-back's value, as before
