@@ -15,6 +15,25 @@ from plugins.redfish._wire.document import Document
 EVIDENCE_DEPTH = 6
 #: at most this many property paths and actions are recorded per resource (a bound on the state)
 EVIDENCE_ITEMS = 512
+#: distinct sets of property paths kept to be shared (`shared_paths`): a fleet's limit resources
+#: show a few sets between them; past this many the table starts over
+SHARED_PATH_SETS = 4096
+
+#: a set of property paths -> the one instance of it evidence holds
+_PATH_SETS: dict[frozenset[str], frozenset[str]] = {}
+
+
+def shared_paths(paths: frozenset[str]) -> frozenset[str]:
+    """The one kept instance of a set equal to `paths` (it, the first time): every reading of a
+    fleet's GPU limits shows the same paths, and each reading kept in a device's state held its
+    own copies of the strings (at 1,000 GB200 BMCs, 6.5 MiB after a wave and 13 MiB at its peak,
+    `tracemalloc`). A frozenset of strings cannot change, so sharing it changes nothing else."""
+    kept = _PATH_SETS.get(paths)
+    if kept is None:
+        if len(_PATH_SETS) >= SHARED_PATH_SETS:
+            _PATH_SETS.clear()
+        kept = _PATH_SETS[paths] = paths
+    return kept
 
 
 @dataclass(frozen=True)
@@ -118,7 +137,7 @@ class WriteEvidence:
         evidence.__dict__.update(
             path=doc.path.rstrip("/"),
             refused=refused,
-            shown=frozenset(shown),
+            shown=shared_paths(frozenset(shown)),
             allowable=allowable,
             actions=actions,
         )
@@ -141,7 +160,7 @@ class WriteEvidence:
         return cls(
             str(data.get("path") or ""),
             str(data.get("refused") or ""),
-            frozenset(str(p) for p in data.get("shown") or ()),
+            shared_paths(frozenset(str(p) for p in data.get("shown") or ())),
             {str(k): tuple(str(v) for v in vs) for k, vs in (data.get("allowable") or {}).items()},
             {a.target: a for a in actions},
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 from types import MappingProxyType
 from typing import Any
 
@@ -16,6 +17,7 @@ from plugins.redfish._platforms import (
     LegacyPowerMechanism,
     LimitReading,
     Prior,
+    _base,
 )
 from plugins.redfish._platforms._base import (
     EVIDENCE_ITEMS,
@@ -264,6 +266,32 @@ def test_a_read_is_the_parse_with_whether_the_limit_is_offered_and_its_evidence(
     assert read.evidence == WriteEvidence.of(mech, "", doc)
     bare = mech.read(MODULE, Document(EM, {"PowerWatts": {"Reading": 1}}))
     assert not bare.offered and bare.evidence is not None and bare.evidence.refused
+
+
+def test_equal_evidence_shares_one_set_of_paths_and_the_table_is_bounded(monkeypatch: Any) -> None:
+    # every GPU of a fleet shows the same paths: the readings kept in device states share one set
+    # (and its strings) rather than each holding its own; read from JSON (a restart) too
+    mech = EnvironmentMetricsMechanism()
+    body = {"PowerLimitWatts": {"SetPoint": 300, "AllowableMin": 50, "AllowableMax": 420}}
+    readings = [mech.read(MODULE, Document(EM, json.loads(json.dumps(body)))) for _ in range(3)]
+    sets = [r.evidence.shown for r in readings if r.evidence is not None]
+    assert len(sets) == 3 and sets[0] == {"PowerLimitWatts", "PowerLimitWatts/SetPoint",
+        "PowerLimitWatts/AllowableMin", "PowerLimitWatts/AllowableMax"}  # fmt: skip
+    assert sets[1] is sets[0] and sets[2] is sets[0]
+    evidence = readings[0].evidence
+    assert evidence is not None
+    assert WriteEvidence.from_json(json.loads(json.dumps(evidence.to_json()))).shown is sets[0]
+
+    monkeypatch.setattr(_base, "_PATH_SETS", {})  # a table of 2 sets: full at the third, starts over
+    monkeypatch.setattr(_base, "SHARED_PATH_SETS", 2)
+    for shown in ({"SetPoint": 300}, {"SetPoint": 3, "Reading": 1}, {"SetPoint": 3, "DefaultSetPoint": 1}):
+        read = mech.read(MODULE, Document(EM, {"PowerLimitWatts": shown}))
+        assert read.evidence is not None and read.evidence.shown == {"PowerLimitWatts"} | {
+            f"PowerLimitWatts/{key}" for key in shown
+        }
+    assert len(_base._PATH_SETS) == 1
+    again = mech.read(MODULE, Document(EM, json.loads(json.dumps(body))))
+    assert again.evidence is not None and again.evidence.shown == sets[0] and len(_base._PATH_SETS) == 2
 
 
 def test_a_number_is_a_json_int_or_float_as_float_and_nothing_else() -> None:
