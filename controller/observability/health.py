@@ -82,21 +82,29 @@ class JournalHealth:
         outage = Outage("request journal", log, cap=5.0)
         while not self.stopped:
             failure = self._store.write_failure
-            if failure is not None and not failure.stalled:
-                try:
-                    await self._store.heartbeat(self._settings.instance_id, self._role)
-                except Exception as exc:
-                    outage.failed(exc)
-            if self._store.write_failure is None:
-                outage.ok()
+            if failure is not None:
+                # NOTE: NOT_SERVING before the probe: it waits behind every write queued before it,
+                # each as long as the database makes it (a lock: SQLite's busy timeout apiece), so
+                # a first failure that came without a stall left the process SERVING that long
+                serving = await self._publish(serving, False)
+                if not failure.stalled:
+                    try:
+                        await self._store.heartbeat(self._settings.instance_id, self._role)
+                    except Exception as exc:
+                        outage.failed(exc)
             up = self._store.write_failure is None
-            if up != serving and not self.stopped:
-                serving = up
-                if not up:
-                    log.error(
-                        "health NOT_SERVING: the request journal cannot commit (%s)", self.journal_failure()
-                    )
-                else:
-                    log.warning("health SERVING: the request journal commits again")
-                await self.set(up)
+            if up:
+                outage.ok()
+            serving = await self._publish(serving, up)
             await asyncio.sleep(self._settings.health_interval if up else outage.delay())
+
+    async def _publish(self, serving: bool, up: bool) -> bool:
+        """Report `up` where it differs from `serving` (not once stopped); what is reported now."""
+        if up == serving or self.stopped:
+            return serving
+        if not up:
+            log.error("health NOT_SERVING: the request journal cannot commit (%s)", self.journal_failure())
+        else:
+            log.warning("health SERVING: the request journal commits again")
+        await self.set(up)
+        return up

@@ -5,6 +5,8 @@ service) says it can accept: it fails while the journal cannot commit, never for
 
 from __future__ import annotations
 
+import sqlite3
+
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.ports import free_port as _closed_port  # nothing listens there
@@ -82,3 +84,45 @@ async def test_a_database_outage_makes_the_pod_unready_not_dead(start_controller
 
     await until(ready, timeout=40)
     assert await grpc_health(h, LIVENESS) == SERVING
+
+
+async def test_a_failure_without_a_stall_makes_the_process_unready_before_its_probe_returns(
+    start_controller, tmp_path
+) -> None:
+    """The journal's first failure comes without a stall before it (here `journal_stall_seconds` is
+    far off; in a real outage a write can fail at once, as one did between `DatabaseOutage`'s table
+    renames and its lock), while a lock held elsewhere makes every write wait SQLite's busy timeout
+    (10 s), the health's probe among them. NOT_SERVING is said when the failure is seen: it used to
+    wait for the probe, queued behind the failing writes, so a CI run saw SERVING for 40 s into the
+    outage."""
+    h = await start_controller(
+        memory_inventory(1), health_interval=0.2, lease_ttl=1.5, journal_stall_seconds=600.0
+    )
+    service = "devicecontroller.v1.DeviceController"
+    assert await grpc_health(h, service) == SERVING
+    lock = sqlite3.connect(str(tmp_path / "devicectl.db"), isolation_level=None, timeout=30)
+    lock.execute("BEGIN EXCLUSIVE")  # every commit of the controller waits, then fails "locked"
+    try:
+        store = h.controller.store
+
+        async def failed() -> bool:
+            return store.write_failure is not None
+
+        await until(failed, timeout=60)  # the lease renewals' batch, after the busy timeout
+        failure = store.write_failure
+        assert failure is not None and not failure.stalled
+
+        async def unready() -> bool:
+            return await grpc_health(h, service) == NOT_SERVING
+
+        # well within the busy timeout any probe behind the lock would wait first
+        await until(unready, timeout=5)
+        assert store.write_failure is not None  # still down: the lock is held
+    finally:
+        lock.execute("COMMIT")
+        lock.close()
+
+    async def ready() -> bool:
+        return await grpc_health(h, service) == SERVING
+
+    await until(ready, timeout=60)
