@@ -17,7 +17,11 @@ EVIDENCE_DEPTH = 6
 EVIDENCE_ITEMS = 512
 #: distinct sets of property paths kept to be shared (`shared_paths`): a fleet's limit resources
 #: show a few sets between them; past this many the table starts over
-SHARED_PATH_SETS = 4096
+SHARED_PATH_SETS = 1024
+#: characters a set of paths may have in all to be kept for sharing (a GB200 GPU's limit shows 7
+#: paths of 170 in all, a CPU's 13 of 328): the table then holds at most about 2 million characters
+#: of paths, whatever a BMC sends (a reply of up to `max_document_bytes` may name 512 long keys)
+SHARED_PATH_CHARS = 2048
 
 #: a set of property paths -> the one instance of it evidence holds
 _PATH_SETS: dict[frozenset[str], frozenset[str]] = {}
@@ -27,9 +31,12 @@ def shared_paths(paths: frozenset[str]) -> frozenset[str]:
     """The one kept instance of a set equal to `paths` (it, the first time): every reading of a
     fleet's GPU limits shows the same paths, and each reading kept in a device's state held its
     own copies of the strings (at 1,000 GB200 BMCs, 6.5 MiB after a wave and 13 MiB at its peak,
-    `tracemalloc`). A frozenset of strings cannot change, so sharing it changes nothing else."""
+    `tracemalloc`). A frozenset of strings cannot change, so sharing it changes nothing else. A set
+    longer than `SHARED_PATH_CHARS` is not kept: the table outlives the readings that filled it."""
     kept = _PATH_SETS.get(paths)
     if kept is None:
+        if sum(map(len, paths)) > SHARED_PATH_CHARS:
+            return paths
         if len(_PATH_SETS) >= SHARED_PATH_SETS:
             _PATH_SETS.clear()
         kept = _PATH_SETS[paths] = paths

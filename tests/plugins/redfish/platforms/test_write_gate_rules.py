@@ -294,6 +294,21 @@ def test_equal_evidence_shares_one_set_of_paths_and_the_table_is_bounded(monkeyp
     assert again.evidence is not None and again.evidence.shown == sets[0] and len(_base._PATH_SETS) == 2
 
 
+def test_a_bmcs_long_paths_are_not_kept_for_sharing(monkeypatch: Any) -> None:
+    # the table outlives the readings: a BMC that names long keys (each GET other ones, within the
+    # reply's bound) must not fill it with them; its evidence is recorded as ever, just not shared
+    monkeypatch.setattr(_base, "_PATH_SETS", {})
+    mech = EnvironmentMetricsMechanism()
+    for n in range(3):
+        keys = {f"K{n}{i}" + "x" * 1000: 1 for i in range(3)}
+        read = mech.read(MODULE, Document(EM, {"PowerLimitWatts": {"SetPoint": 300, **keys}}))
+        assert read.evidence is not None and len(read.evidence.shown) == 5
+        assert sum(map(len, read.evidence.shown)) > _base.SHARED_PATH_CHARS
+    assert _base._PATH_SETS == {}
+    read = mech.read(MODULE, Document(EM, {"PowerLimitWatts": {"SetPoint": 300}}))
+    assert read.evidence is not None and list(_base._PATH_SETS) == [read.evidence.shown]
+
+
 def test_a_number_is_a_json_int_or_float_as_float_and_nothing_else() -> None:
     class Watts(float):
         pass
