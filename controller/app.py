@@ -60,6 +60,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: seconds a stop waits for the restores of write-cycle journals under way to end, then again for
+#: them to unwind once their calls are cut (`WriteCycles.stop`), before it hands the shards back
+RESTORES_AT_STOP = 5.0
+
 
 class SchemaOutdatedError(RuntimeError):
     """The database schema is older than the code; the message says which command to run."""
@@ -469,7 +473,12 @@ class Controller:
             task.cancel()
         restores = self.claims.stop_restores()  # a restore under way ends its step first (uncancelled)
         # Bounded: a background loop that missed its cancellation must not hang the shutdown.
-        _, stuck = await asyncio.wait([*self._tasks, *restores], timeout=5.0)
+        _, stuck = await asyncio.wait([*self._tasks, *restores], timeout=RESTORES_AT_STOP)
+        if stuck:
+            # a restore still writing when the leases go would write the node beside its next
+            # holder: its calls are cut first (its journal stays open, for that holder or the next start)
+            self.runner.write_cycles.stop()
+            _, stuck = await asyncio.wait(stuck, timeout=RESTORES_AT_STOP)
         for task in stuck:
             log.error("shutdown: background task %s did not stop", task.get_name())
         await self._release_shards(min(grace, 5.0))

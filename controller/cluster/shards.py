@@ -70,6 +70,11 @@ def device_key(device: str, entry: DeviceEntry | None, model: Mapping[str, Any] 
     return device
 
 
+class LeftForOwner(Exception):
+    """The shard's lease lapsed here before or during a device call (the call, if one ran, was
+    cancelled): the work is left for the shard's next holder."""
+
+
 class ShardCountError(ValueError):
     """Controllers on one database disagree about `shard_count` (refused at start, one line)."""
 
@@ -125,6 +130,37 @@ class Shards:
         """Seconds this process surely still holds `shard` (a device call in flight past it is
         cancelled, so that no BMC ever has calls of two controllers at once)."""
         return math.inf if self.executes else 0.0
+
+    async def call_under_lease(self, operation: Awaitable[Any], timeout: float, shard: int) -> Any:
+        """Await a device call for at most `timeout` seconds (then TimeoutError), and no longer
+        than this process surely holds the shard's lease (`valid_for`): past that the call is
+        cancelled and LeftForOwner raised, the work left for the next holder. A holder takes a
+        lapsed lease only after its expiry in the database, which comes later than our local
+        deadline, so a BMC never has calls of two controllers in flight at once (fencing still
+        guards a process paused mid-call)."""
+        task = asyncio.ensure_future(operation)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                lease_left = self.valid_for(shard)
+                if lease_left <= 0:
+                    log.warning("shard %d lease lapsed here: device call cancelled", shard)
+                    raise LeftForOwner
+                if left <= 0:
+                    raise TimeoutError
+                done, _ = await asyncio.wait((task,), timeout=min(left, lease_left))
+                if done:
+                    return task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.wait((task,))  # let the plugin unwind (close its connection) first
+            if not task.cancelled():
+                # NOTE: a call that ended as the deadline passed (the plugin's own deadline fires
+                # then too) or while it unwound: its result or error came too late and is dropped,
+                # not left for the loop to log as "Task exception was never retrieved"
+                task.exception()
 
     def fence(self, shard: int) -> LeaseFence | None:
         """The lease a completion of `shard` must still hold (None: no check)."""

@@ -10,13 +10,13 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from controller import translate
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
-from controller.cluster.shards import Shards
+from controller.cluster.shards import LeftForOwner, Shards
 from controller.config import Settings
 from controller.desired.limits import desired_from, is_internal
 from controller.desired.receipts import failed_writes_note, receipts
@@ -80,7 +80,7 @@ class RequestRunner:
             lambda d: self.resolve(d, b"", b""),
             settings.instance_id,
             shadow=settings.shadow,
-            holds=lambda d: self.shards.valid_for(self.shards.shard_for(d)) > 0,
+            shards=self.shards,
         )
 
     async def run(self, job: Job) -> bool:
@@ -195,7 +195,7 @@ class RequestRunner:
         try:
             try:
                 operation = self.write_cycles.operation(resolved, kind, ctx, request, writes)
-                outcome = await self.call_under_lease(operation, remaining, job.shard)
+                outcome = await self.shards.call_under_lease(operation, remaining, job.shard)
             finally:
                 marking.cancel()
                 metrics.child(metrics.RUN_SECONDS, kind.value).observe(time.monotonic() - started)
@@ -230,36 +230,6 @@ class RequestRunner:
             )
             return
         await self._succeed(job, kind, resolved, outcome, request)
-
-    async def call_under_lease(self, operation: Awaitable[Any], timeout: float, shard: int) -> Any:
-        """Await the device call for at most `timeout` seconds (then TimeoutError), and no longer
-        than this process surely holds the shard's lease: past that the call is cancelled and the
-        request left for the next holder. A holder takes a lapsed lease only after its expiry in
-        the database, which comes later than our local deadline, so a BMC never has calls of two
-        controllers in flight at once (fencing still guards a process paused mid-call)."""
-        task = asyncio.ensure_future(operation)
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                left = deadline - time.monotonic()
-                lease_left = self.shards.valid_for(shard)
-                if lease_left <= 0:
-                    log.warning("shard %d lease lapsed here: device call cancelled", shard)
-                    raise LeftForOwner
-                if left <= 0:
-                    raise TimeoutError
-                done, _ = await asyncio.wait((task,), timeout=min(left, lease_left))
-                if done:
-                    return task.result()
-        finally:
-            if not task.done():
-                task.cancel()
-                await asyncio.wait((task,))  # let the plugin unwind (close its connection) first
-            if not task.cancelled():
-                # NOTE: a call that ended as the deadline passed (the plugin's own deadline fires
-                # then too) or while it unwound: its result or error came too late and is dropped,
-                # not left for the loop to log as "Task exception was never retrieved"
-                task.exception()
 
     def _mark_running(self, request_id: str) -> None:
         """Record the start of a call that is still running (a timer; the completion won't)."""
@@ -399,11 +369,6 @@ class RequestRunner:
         if not written.as_is:
             self._resolver.forget(completion.device)
         return written.done and written.as_is
-
-
-class LeftForOwner(Exception):
-    """The shard's lease lapsed here before or during the device call (the call, if one ran, was
-    cancelled): the work is left for the shard's next holder."""
 
 
 #: seconds a device call runs before its start is written on its own (shorter calls' starts are

@@ -18,7 +18,10 @@ result's explicit caps are compared with what devicectl last set (`WriteCycles.e
 Ownership: a restore of a journal the process did not open takes it over first (a compare-and-set
 of its epoch in SQL); a holder checks that it still holds the journal (and the node's shard lease)
 before each restore call, and its close is conditional on it, so a holder that lost the journal to
-a newer one never writes the node or overwrites the newer record. A restore never undoes a cap that
+a newer one never writes the node or overwrites the newer record. The restore call itself runs
+under the node's shard lease (cancelled when it lapses here, as a request's call is) and is cut by
+`stop` before a stopping process hands its leases back: either leaves the journal open for the
+next holder, so two processes never write one node at once. A restore never undoes a cap that
 devicectl set after the cycle began (its desired limit is newer), on every path. Shards gained in a
 lease round only mark their journals' devices pending there (`hold`: one database read, never a BMC
 call); the restores run apart (`restore_held`), each holding the device's lane, and a request of a
@@ -31,12 +34,13 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from controller.cluster.shards import LeftForOwner, Shards
 from controller.desired.limits import INTERNAL_PREFIX, caps_to_explain, explain_caps
 from controller.execution.resolve import Resolved
 from controller.process.supervise import describe
@@ -175,15 +179,20 @@ class WriteCycles:
         owner: str,
         *,
         shadow: bool = False,
-        holds: Callable[[str], bool] | None = None,
+        shards: Shards | None = None,
     ) -> None:
         #: shadow mode: no write is sent, a restore from a journal neither (the journal stays open)
         self.shadow = shadow
         self._store = store
         self._resolve = resolve
         self._owner = owner
-        #: whether this process still holds the device's shard lease (a restore writes only then)
-        self._holds = holds or (lambda device: True)
+        #: the shards this process runs: a restore writes only while it surely holds the node's
+        #: lease, and is cut when it lapses (None: held for good)
+        self._shards = shards
+        #: the restores' plugin calls running now (`stop` cancels them)
+        self._restoring: set[asyncio.Future[Outcome[HealthResult]]] = set()
+        #: set by `stop`: no restore starts a plugin call any more
+        self._stopped = False
         #: a running verification's close report, by origin, until the verification takes it
         self._reports: dict[str, str] = {}
         #: device -> its open journals (cycle ids) not restored yet: restored before the device's
@@ -191,6 +200,14 @@ class WriteCycles:
         self._pending: dict[str, set[str]] = {}
         #: journals of gained shards being read (`hold`)
         self._reading: list[_Reading] = []
+
+    def stop(self) -> None:
+        """At a stop, before the shard leases go: no restore starts a plugin call, and those running
+        are cancelled. Their journals stay open; the node's next holder, or the next start,
+        restores them (a restore left running would go on writing the node beside that holder)."""
+        self._stopped = True
+        for call in list(self._restoring):
+            call.cancel()
 
     def unsettled(self, device: str) -> bool:
         """Whether the device may have an unfinished write cycle to restore before other work."""
@@ -519,6 +536,35 @@ class WriteCycles:
             checks = [replace(c, detail=f"unfinished write cycle ({row.origin}): {c.detail}") for c in checks]
         return checks
 
+    async def _restore_call(
+        self, device: str, call: Coroutine[Any, Any, Outcome[HealthResult]]
+    ) -> Outcome[HealthResult]:
+        """A restore's plugin call, under its own deadline (TimeoutError past it) and no longer than
+        this process surely holds the node's shard lease, nor past `stop`: either cancels the call
+        and raises `_Lost` (its journal stays open for the next holder or the next start)."""
+        task = asyncio.ensure_future(call)
+        self._restoring.add(task)
+        try:
+            if self._shards is None:
+                return await asyncio.wait_for(task, RESTORE_SECONDS + 5)
+            shard = self._shards.shard_for(device)
+            return await self._shards.call_under_lease(task, RESTORE_SECONDS + 5, shard)
+        except LeftForOwner:
+            raise _Lost(
+                "this controller's shard lease of the node lapsed during the restore (its calls were "
+                "cancelled); its next holder restores it"
+            ) from None
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self._stopped and task.cancelled() and (current is None or not current.cancelling()):
+                raise _Lost(
+                    "this controller stopped during the restore (its calls were cancelled); the "
+                    "node's next holder, or the next start, restores it"
+                ) from None
+            raise
+        finally:
+            self._restoring.discard(task)
+
     async def _close_unwritten(self, row: WriteCycleRow) -> None:
         """Close a journal whose cycle was cancelled before its first write: left open, a later
         restore would write the node's old reads back over whatever it holds by then."""
@@ -608,8 +654,11 @@ class WriteCycles:
         self, row: WriteCycleRow, needs: Mapping[str, Mapping[str, Any]], writes: WriteLog
     ) -> list[HealthCheck]:
         """One plugin call that puts the journaled priors back, under its own deadline; only while
-        this process holds the node's shard lease and the journal (else `_Lost`)."""
-        if not self._holds(row.device):
+        this process holds the node's shard lease and the journal and is not stopping (else
+        `_Lost`), and cut short (`_Lost`) when the lease lapses or the process stops meanwhile."""
+        if self._stopped:
+            raise _Lost("this controller is stopping; the node's next holder, or the next start, restores it")
+        if self._shards is not None and self._shards.valid_for(self._shards.shard_for(row.device)) <= 0:
             raise _Lost("this controller no longer holds the node's shard lease; its next holder restores it")
         try:
             held = await self._store.holds_write_cycle(row)
@@ -629,10 +678,12 @@ class WriteCycles:
                 state=resolved.state,
             )
             query = HealthQuery(restore={k: dict(v) for k, v in needs.items()})
-            outcome = await asyncio.wait_for(self._call(resolved, ctx, query, writes), RESTORE_SECONDS + 5)
+            outcome = await self._restore_call(row.device, self._call(resolved, ctx, query, writes))
             checks = list(outcome.result.checks)
             if outcome.result.failure:
                 checks.append(HealthCheck("restore", FAIL, outcome.result.failure))
+        except _Lost:
+            raise
         except Exception as exc:
             why = describe(exc)
             log.error("write cycle %s of %s: restore failed: %s", row.cycle_id, row.device, why)

@@ -22,10 +22,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 
+from controller.cluster.shards import LeftForOwner
 from controller.config import Settings
 from controller.desired.limits import INTERNAL_PREFIX, enforced_from, gpu_pairs
 from controller.execution.dispatch import Dispatcher
-from controller.execution.runner import LeftForOwner, RequestRunner, receipts
+from controller.execution.runner import RequestRunner, receipts
 from controller.execution.write_cycle import origin_of_check
 from controller.inventory import DeviceEntry
 from controller.observability import metrics, reachability
@@ -281,7 +282,7 @@ class BmcChecker:
                     # NOTE: as a request's call: cancelled (and its caps restored, `WriteCycles.run`)
                     # once this process no longer surely holds the lease, so the shard's next
                     # holder, which restores the journal, never has a test write of ours in flight
-                    outcome = await self._runner.call_under_lease(cycle, limit, shard)
+                    outcome = await shards.call_under_lease(cycle, limit, shard)
                 except LeftForOwner:
                     raise VerifyRefused(
                         f"the shard lease of {row.device} lapsed here during the write cycle: its device "

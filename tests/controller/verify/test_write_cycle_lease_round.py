@@ -1,13 +1,19 @@
 """A gained shard's unfinished write cycle is restored apart from the lease round, holding the node's
 lane: real controllers on PostgreSQL (real gRPC ports, shard leases) over the HTTPS simulator, whose
 BMC holds the restore's write unanswered. The lease rounds go on meanwhile (no BMC reply ever
-holds the renewal up), and a request of the node waits in its lane until the node is restored."""
+holds the renewal up), and a request of the node waits in its lane until the node is restored. A
+restore writes only while its controller surely holds the node's shard lease: it is cut when the
+lease lapses there, and at a stop before the lease is handed back, its journal left open for the
+next holder."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,19 +51,35 @@ async def until(check: Callable[[], bool], what: str, timeout: float = 60.0) -> 
         await asyncio.sleep(0.02)
 
 
-@pytest.mark.postgres
-@pytest.mark.timeout(300)
-async def test_a_slow_restore_of_a_gained_shard_never_holds_the_lease_rounds_up(
-    tmp_path: Path, db_url: str, start_controller: Any, sink: Any
-) -> None:
+@dataclass
+class GainedRestore:
+    """A crashed cycle's journal of node001 being restored by `third`, which gained its shard; the
+    BMC holds the restore's write unanswered (and does not apply it)."""
+
+    fleet: SimulatorFleet
+    #: the node's caps before the crashed cycle (what its journal restores)
+    before: dict[str, Any]
+    third: Any
+    shard: int
+    start: Callable[[str], Any]
+
+
+@asynccontextmanager
+async def restore_of_a_gained_shard(
+    tmp_path: Path, start_controller: Any, hang_seconds: float, **leases: float
+) -> AsyncIterator[GainedRestore]:
     async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
         inventory_path = tmp_path / "inventory.toml"
         secrets = fleet.write_inventory(inventory_path, tmp_path / "secrets")
         inventory = load_inventory(inventory_path)
         bmc = fleet.bmcs[0]
         before = caps(bmc)
-        started = {"secrets_dir": str(secrets), **LEASES}
-        first = await start_controller(inventory, instance_id="ctl-first", **started)
+        started = {"secrets_dir": str(secrets), **LEASES, **leases}
+
+        def start(instance_id: str) -> Any:
+            return start_controller(inventory, instance_id=instance_id, **started)
+
+        first = await start("ctl-first")
         priors = await priors_of(first)
         await first.controller.stop(grace=1.0)  # its leases are handed back
 
@@ -66,21 +88,32 @@ async def test_a_slow_restore_of_a_gained_shard_never_holds_the_lease_rounds_up(
         row = WriteCycleRow(
             "crashed", "node001", "verify crashed", priors, "open", None, "ctl-gone", datetime.now(UTC), None
         )
-        second = await start_controller(inventory, instance_id="ctl-second", **started)
+        second = await start("ctl-second")
         await second.controller.store.open_write_cycle(row)
-        # the BMC will hold the restore's write unanswered (and not apply it) for HANG_SECONDS
-        bmc.faults.set("hang", writes_only=True, count=1, hang_seconds=HANG_SECONDS)
+        # the BMC will hold the restore's write unanswered (and not apply it) for `hang_seconds`
+        bmc.faults.set("hang", writes_only=True, count=1, hang_seconds=hang_seconds)
         leases = second.controller.shards
         assert isinstance(leases, ShardLeases)
         shard = leases.shard_for("node001")
 
         # a controller that gains the shard now (the journal was written after this one's start)
-        third = await start_controller(inventory, instance_id="ctl-third", **started)
+        third = await start("ctl-third")
         await second.controller.stop(grace=1.0)
         gainer = third.controller.shards
         assert isinstance(gainer, ShardLeases)
         await until(lambda: gainer.runs(shard), "the node's shard to be gained")
         await until(lambda: bmc.stats.faults_injected["hang"] >= 1, "the restore's write to reach the BMC")
+        yield GainedRestore(fleet, before, third, shard, start)
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(300)
+async def test_a_slow_restore_of_a_gained_shard_never_holds_the_lease_rounds_up(
+    tmp_path: Path, db_url: str, start_controller: Any, sink: Any
+) -> None:
+    async with restore_of_a_gained_shard(tmp_path, start_controller, HANG_SECONDS) as gained:
+        bmc, before, third, shard = gained.fleet.bmcs[0], gained.before, gained.third, gained.shard
+        gainer = third.controller.shards
         rounds = gainer._rounds
         # while the BMC holds the restore's write: the lease rounds go on, the lease stays held
         await until(lambda: gainer._rounds >= rounds + 3 or bmc.stats.in_flight == 0, "three lease rounds")
@@ -152,3 +185,79 @@ async def test_a_write_cycle_whose_lease_lapses_here_mid_write_is_cancelled_and_
             await asyncio.sleep(0.1)
         assert "lease of node001 lapsed here during the write cycle" in got.error, got
         assert [c.device for c in await h.controller.store.open_write_cycles()] == ["node001"]
+
+
+async def restored_from_the_journal_by_a_next_holder(gained: GainedRestore) -> None:
+    """The journal left open is restored by the controller that holds the shard next."""
+    fourth = await gained.start("ctl-fourth")
+    store = fourth.controller.store
+    deadline = time.monotonic() + 60
+    while await store.open_write_cycles():
+        assert time.monotonic() < deadline, "the next holder did not restore the journal"
+        await asyncio.sleep(0.1)
+    assert caps(gained.fleet.bmcs[0])["GPU_0"] == gained.before["GPU_0"]
+    (closed,) = await store.write_cycles_of("verify crashed")
+    assert closed.owner == "ctl-fourth", closed
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(300)
+async def test_a_restore_is_cut_when_the_shard_lease_lapses_here_and_left_to_the_next_holder(
+    tmp_path: Path, db_url: str, start_controller: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A restore's plugin call runs under the node's shard lease, as a request's call does: once
+    this process no longer surely holds the lease (a database stall keeps it from renewing), the
+    restore's calls are cancelled, so the next holder, which restores the journal, never has a
+    write of ours in flight beside its own; the journal stays open for it."""
+    caplog.set_level(logging.WARNING, logger="controller.execution.write_cycle")
+    async with restore_of_a_gained_shard(tmp_path, start_controller, HANG_SECONDS * 3) as gained:
+        leases = gained.third.controller.shards
+        restores = list(gained.third.controller.claims._restores)
+        assert restores, "no restore under way"
+        renewed = leases.valid_for
+        lapsed_at = time.monotonic() + 2.0  # while the restore's write hangs
+        leases.valid_for = lambda shard: min(renewed(shard), lapsed_at - time.monotonic())  # type: ignore[method-assign]
+        await asyncio.wait(restores, timeout=HANG_SECONDS)
+        assert all(t.done() for t in restores), "the restore went on writing past the lease"
+        assert time.monotonic() < lapsed_at + LEASES["lease_ttl"] + 5
+        assert "lapsed during the restore" in caplog.text
+        assert [c.cycle_id for c in await gained.third.controller.store.open_write_cycles()] == ["crashed"]
+        assert caps(gained.fleet.bmcs[0])["GPU_0"] != gained.before["GPU_0"]  # nothing restored here
+
+        await gained.third.controller.stop(grace=1.0)
+        await restored_from_the_journal_by_a_next_holder(gained)
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(300)
+async def test_a_stop_cuts_a_restore_under_way_before_it_hands_the_shard_back(
+    tmp_path: Path, db_url: str, start_controller: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stop waits a little for restores under way, then cancels their calls before it hands the
+    shard leases back: a restore left running would go on writing the node while the next holder,
+    which gains the shard at once, restores the same journal and runs the node's requests."""
+    caplog.set_level(logging.WARNING, logger="controller.execution.write_cycle")
+    # leases long enough that the stop, not their lapse once the rounds stop, is what cuts it
+    async with restore_of_a_gained_shard(
+        tmp_path, start_controller, HANG_SECONDS * 3, lease_ttl=15.0
+    ) as gained:
+        controller = gained.third.controller
+        restores = list(controller.claims._restores)
+        assert restores, "no restore under way"
+        leases = controller.shards
+        release_all = leases.release_all
+        running_at_release: list[asyncio.Task[None]] = []
+
+        async def release(timeout: float) -> None:
+            running_at_release.extend(t for t in restores if not t.done())
+            await release_all(timeout)
+
+        leases.release_all = release  # type: ignore[method-assign]
+        stopping = time.monotonic()
+        await controller.stop(grace=1.0)
+        assert running_at_release == [], "a restore still ran when the shard leases were handed back"
+        assert time.monotonic() - stopping < HANG_SECONDS  # far sooner than the BMC answers
+        assert "stopped during the restore" in caplog.text
+        assert caps(gained.fleet.bmcs[0])["GPU_0"] != gained.before["GPU_0"]  # nothing restored here
+
+        await restored_from_the_journal_by_a_next_holder(gained)
