@@ -474,10 +474,11 @@ class Controller:
         restores = self.claims.stop_restores()  # a restore under way ends its step first (uncancelled)
         # Bounded: a background loop that missed its cancellation must not hang the shutdown.
         _, stuck = await asyncio.wait([*self._tasks, *restores], timeout=RESTORES_AT_STOP)
+        # a restore still writing when the leases go would write the node beside its next holder:
+        # none starts from now on, and the calls of those still running are cut (their journals
+        # stay open, for that holder or the next start)
+        self.runner.write_cycles.stop()
         if stuck:
-            # a restore still writing when the leases go would write the node beside its next
-            # holder: its calls are cut first (its journal stays open, for that holder or the next start)
-            self.runner.write_cycles.stop()
             _, stuck = await asyncio.wait(stuck, timeout=RESTORES_AT_STOP)
         for task in stuck:
             log.error("shutdown: background task %s did not stop", task.get_name())
