@@ -70,6 +70,12 @@ def device_key(device: str, entry: DeviceEntry | None, model: Mapping[str, Any] 
     return device
 
 
+#: how long a call may go on writing a device after its deadline or cancel, at most: a write
+#: cycle's restores, each under its own deadline: the plugin's of the cap it was cycling (the
+#: Redfish plugin's 60 s), then the controller's from the journal (90 s, and 5 s to unwind)
+UNWIND_SECONDS = 190.0
+
+
 class LeftForOwner(Exception):
     """The shard's lease lapsed here before or during a device call (the call, if one ran, was
     cancelled): the work is left for the shard's next holder."""
@@ -197,8 +203,10 @@ class ShardLeases(Shards):
         self.ttl = settings.lease_ttl
         #: local deadlines end this long before the database's expiry (clock rates differ a little)
         self._margin = self.ttl / 10
-        #: a release waits this long for the shard's running requests (bounded by their deadlines)
-        self._drain_limit = max(self.ttl, settings.device_call_timeout)
+        #: a rebalancing release waits this long for the shard's running work: its requests'
+        #: deadlines, then what a cancelled call may still write (restores); past it the shard is
+        #: given up anyway (work that outlived every bound: fencing keeps its completion out)
+        self._drain_limit = max(self.ttl, settings.device_call_timeout) + UNWIND_SECONDS
         self._on_gained = on_gained
         #: told of the shards a round gave up to the fair share (drained here; another process
         #: takes them), never of those a stop gives up
@@ -310,8 +318,8 @@ class ShardLeases(Shards):
 
     async def _release_drained(self, *, force: bool = False) -> frozenset[int]:
         """Give up releasing shards with no request running or response in flight here (or that
-        drained for longer than the lease and the default deadline: fencing covers what still runs).
-        Returns the shards given up."""
+        drained for longer than `_drain_limit`, or all of them with `force`). Returns the shards
+        given up."""
         now = time.monotonic()
         ready = {
             s: self.held[s]
@@ -329,7 +337,9 @@ class ShardLeases(Shards):
 
     async def release_all(self, timeout: float) -> None:
         """At a clean stop: let running work of every shard drain (up to `timeout`), give every
-        lease up and drop the liveness row, so peers take the shards over at once."""
+        lease up and drop the liveness row, so peers take the shards over at once. A shard whose
+        work still runs here (a restore a BMC holds) keeps its lease, which expires after
+        `lease_ttl`: handed on now, its next holder would write the device beside that work."""
         started = time.monotonic()
         for shard in self.held:
             self._releasing.setdefault(shard, started)
@@ -337,6 +347,16 @@ class ShardLeases(Shards):
             await self._release_drained()
             if self.held:
                 await asyncio.sleep(0.05)
+        running = sorted(s for s in self.held if self._busy(s))
+        if running:
+            log.warning(
+                "shutdown: shards %s still have work running here; their leases are not handed on "
+                "and expire after lease_ttl (%g s)",
+                _ranges(running),
+                self.ttl,
+            )
+            for shard in running:
+                self._releasing.pop(shard, None)
         await self._release_drained(force=True)
         await self._store.forget_controller(self.owner)
 

@@ -15,9 +15,17 @@ from pathlib import Path
 
 import grpc
 import pytest
+from sqlalchemy.engine import URL
 
 from controller.app import Controller
-from controller.cluster.shards import ShardCountError, Shards, endpoint_key, shard_of
+from controller.cluster.shards import (
+    UNWIND_SECONDS,
+    ShardCountError,
+    ShardLeases,
+    Shards,
+    endpoint_key,
+    shard_of,
+)
 from controller.config import Settings
 from controller.inventory import DeviceEntry
 from controller.observability.endpoint import StateCollector
@@ -27,6 +35,7 @@ from tests.controller.cluster.cluster import (
     SHARDS,
     Cluster,
     cluster,
+    cluster_settings,
     fair,
     ping,
     store,
@@ -294,3 +303,39 @@ async def test_sqlite_refuses_executor_role(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"^SQLite serves one process; use PostgreSQL for several"):
         await controller.start()
     await controller.store.close()
+
+
+@postgres
+async def test_a_stop_hands_on_every_lease_but_those_of_shards_whose_work_still_runs(
+    store: Store, pg_database: URL
+) -> None:
+    """A stop hands its leases back so peers take the shards at once, except a shard whose work
+    still runs here (a restore a BMC holds): its lease expires on its own, so no peer writes the
+    device beside that work."""
+    url = pg_database.render_as_string(hide_password=False)
+
+    async def gained(shards: frozenset[int]) -> None:
+        return None
+
+    running = {3}
+    stopping = ShardLeases(
+        store, cluster_settings(url, "", "stopping"), {}, on_gained=gained, busy=lambda s: s in running
+    )
+    await stopping.round()
+    assert set(stopping.held) == set(range(SHARDS))
+    await stopping.release_all(timeout=0.2)
+    peer = ShardLeases(store, cluster_settings(url, "", "peer"), {}, on_gained=gained, busy=lambda s: False)
+    await peer.round()
+    assert set(peer.held) == set(range(SHARDS)) - running, "the busy shard's lease was handed on"
+    await asyncio.sleep(LEASE_TTL + 0.5)  # expired: the peer takes it
+    await peer.round()
+    assert set(peer.held) == set(range(SHARDS))
+
+
+def test_a_rebalancing_waits_out_what_a_cancelled_call_may_still_write() -> None:
+    """A busy shard is handed on by a rebalancing only past its requests' deadlines and both
+    restores a cancelled write cycle may still run (the plugin's, then the journal's)."""
+    from controller.execution.write_cycle import RESTORE_SECONDS as JOURNAL_RESTORE
+    from plugins.redfish._verify.verify_writes import RESTORE_SECONDS as PLUGIN_RESTORE
+
+    assert UNWIND_SECONDS >= PLUGIN_RESTORE + JOURNAL_RESTORE + 5
