@@ -256,7 +256,7 @@ async def test_a_stop_cuts_a_restore_under_way_before_it_hands_the_shard_back(
         stopping = time.monotonic()
         await controller.stop(grace=1.0)
         assert running_at_release == [], "a restore still ran when the shard leases were handed back"
-        assert time.monotonic() - stopping < HANG_SECONDS  # far sooner than the BMC answers
+        assert time.monotonic() - stopping < HANG_SECONDS * 2  # the BMC answers after HANG_SECONDS * 3
         assert "stopped during the restore" in caplog.text
         assert caps(gained.fleet.bmcs[0])["GPU_0"] != gained.before["GPU_0"]  # nothing restored here
 
