@@ -239,7 +239,7 @@ async def test_a_stop_cuts_a_restore_under_way_before_it_hands_the_shard_back(
     caplog.set_level(logging.WARNING, logger="controller.execution.write_cycle")
     # leases long enough that the stop, not their lapse once the rounds stop, is what cuts it
     async with restore_of_a_gained_shard(
-        tmp_path, start_controller, HANG_SECONDS * 3, lease_ttl=15.0
+        tmp_path, start_controller, HANG_SECONDS * 3, lease_ttl=30.0
     ) as gained:
         controller = gained.third.controller
         restores = list(controller.claims._restores)
