@@ -199,9 +199,20 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
             results[i] = await _set_target(device, target, scope, used)
 
     with priors_from_read_backs({}) as used:  # the workers' tasks take this context
-        workers = min(len(runnable), max(1, device.bmc.client.settings.concurrency))
-        done = asyncio.gather(*(worker() for _ in range(workers)))
-    await done
+        count = min(len(runnable), max(1, device.bmc.client.settings.concurrency))
+        workers = [asyncio.ensure_future(worker()) for _ in range(count)]
+    try:
+        await asyncio.gather(*workers)
+    except BaseException:
+        # NOTE: one worker's unexpected error fails the activation: the others stop first (their
+        # caps in progress cancelled, no next one taken), so none writes the node after it ended
+        for task in workers:
+            task.cancel()
+        await asyncio.wait(workers)
+        for task in workers:  # a second worker's own error is not left for the loop to log
+            if not task.cancelled():
+                task.exception()
+        raise
     changes: dict[str, CapChange] = {}
     for result in results:
         assert result is not None  # every worker ended with the queue empty

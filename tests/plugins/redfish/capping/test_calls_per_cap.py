@@ -3,6 +3,7 @@ the state holds the component's last reading and the write needs no fresh ETag."
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -201,3 +202,38 @@ async def test_an_activations_caps_run_as_many_at_once_as_the_bmc_takes_and_hold
     assert most == concurrency and held == concurrency
     assert bmc.stats.max_in_flight <= concurrency
     assert out.state["priors"]["rg:steady"]["gpu/0"]["watts"] == 800  # the read-back's value, as before
+
+
+async def test_an_unexpected_error_in_one_cap_stops_the_activations_other_caps_before_it_answers(
+    gb200: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the activation fails with that error (the runner answers it as the plugin's internal
+    # error); no worker of it may go on writing caps after it has ended (the node's lane is free
+    # again then: a next request would write beside it)
+    bmc = gb200.fleet.bmcs[0]
+    cap = operations.set_cap
+    started, after_answer = 0, 0
+    answered = False
+
+    async def failing_cap(*args: Any, **kwargs: Any) -> Any:
+        nonlocal started, after_answer
+        started += 1
+        if started == 2:
+            raise RuntimeError("a bug in one cap's path")
+        try:
+            return await cap(*args, **kwargs)
+        finally:
+            after_answer += answered
+
+    monkeypatch.setattr(operations, "set_cap", failing_cap)
+    gb200.reset()
+    with pytest.raises(RuntimeError, match="a bug in one cap's path"):
+        await gb200.call(
+            "activate_allocation", bmc, Allocation("first", PolicyChange(SET, node_policy(5000, 3200, 600)))
+        )
+    answered = True
+    writes = bmc.stats.total_calls
+    await asyncio.sleep(2.0)  # long enough for caps left running to reach the BMC
+    assert after_answer == 0, "a cap of the failed activation ended after it answered"
+    assert bmc.stats.total_calls == writes, "the BMC was called after the activation answered"
+    assert started < 8, "the other caps were still taken after the failure"
