@@ -88,7 +88,14 @@ from plugins.base._types import (
     WriteOutcome,
 )
 from plugins.base.health import HealthCheck, HealthQuery, HealthResult, uncancelled
-from plugins.base.receipts import DeviceWrite, WriteLog, WriteRefusedError, recording, write_log
+from plugins.base.receipts import (
+    DeviceWrite,
+    WriteLog,
+    WriteRefusedError,
+    gather_writes,
+    recording,
+    write_log,
+)
 from plugins.base.schema import check_shape, json_type
 
 __all__ = [
@@ -173,6 +180,7 @@ __all__ = [
     "check_range",
     "check_shape",
     "element_share",
+    "gather_writes",
     "gpu_target",
     "gpu_targets",
     "json_type",

@@ -11,16 +11,19 @@ raises `WriteRefusedError` before it sends anything.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from plugins.base._errors import DeviceControllerError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -283,3 +286,22 @@ def _refused(method: str, target: str) -> WriteRefusedError:
     return WriteRefusedError(
         f"{method} {target}: refused, nothing was sent (a dry run or shadow mode writes nothing)"
     )
+
+
+async def gather_writes(*writes: Awaitable[T]) -> list[T]:
+    """Await an operation's writes together (`asyncio.gather`), their results in order. Where one
+    raises (an unexpected error: a write's own failure is its result), the others are cancelled and
+    awaited before the error is raised, so none goes on writing the device after the operation has
+    ended and the device is free for the next one."""
+    tasks = [asyncio.ensure_future(w) for w in writes]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        for task in tasks:  # a second task's own error is not left for the loop to log
+            if not task.cancelled():
+                task.exception()
+        raise

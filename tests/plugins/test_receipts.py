@@ -3,12 +3,13 @@ choke point reports them, and a dry run refused before anything is sent."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
 
 from plugins.base import write_log
-from plugins.base.receipts import DeviceWrite, WriteLog, WriteRefusedError, recording
+from plugins.base.receipts import DeviceWrite, WriteLog, WriteRefusedError, gather_writes, recording
 
 TARGET = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/GPU_0/EnvironmentMetrics"
 
@@ -102,3 +103,26 @@ def test_the_current_log_follows_the_operation() -> None:
     with recording(log):
         assert write_log() is log
     assert write_log() is not log
+
+
+async def test_writes_gathered_stop_together_when_one_raises() -> None:
+    # a write's unexpected error is raised only once the others have stopped: none goes on
+    # writing after the operation ended; a second one's own error is not left for the loop to log
+    ended: list[str] = []
+
+    async def write(name: str, fails_after: float | None = None) -> str:
+        try:
+            await asyncio.sleep(fails_after if fails_after is not None else 3600)
+            if fails_after is not None:
+                raise RuntimeError(f"{name} failed")
+            return name
+        finally:
+            ended.append(name)
+
+    async def quick(name: str) -> str:
+        return name
+
+    assert await gather_writes(quick("a"), quick("b")) == ["a", "b"]
+    with pytest.raises(RuntimeError, match="first failed"):
+        await gather_writes(write("first", 0.01), write("slow"), write("second", 0.02))
+    assert sorted(ended) == ["first", "second", "slow"], "a write went on after the error was raised"

@@ -27,6 +27,7 @@ from plugins.base import (
     PolicyChange,
     SystemSpec,
     element_share,
+    gather_writes,
     gpu_targets,
     plain_init,
 )
@@ -201,18 +202,8 @@ async def apply_targets(device: Device, targets: list[Target], scope: str) -> Ap
     with priors_from_read_backs({}) as used:  # the workers' tasks take this context
         count = min(len(runnable), max(1, device.bmc.client.settings.concurrency))
         workers = [asyncio.ensure_future(worker()) for _ in range(count)]
-    try:
-        await asyncio.gather(*workers)
-    except BaseException:
-        # NOTE: one worker's unexpected error fails the activation: the others stop first (their
-        # caps in progress cancelled, no next one taken), so none writes the node after it ended
-        for task in workers:
-            task.cancel()
-        await asyncio.wait(workers)
-        for task in workers:  # a second worker's own error is not left for the loop to log
-            if not task.cancelled():
-                task.exception()
-        raise
+    # one worker's unexpected error stops the others (no next cap taken) before it is raised
+    await gather_writes(*workers)
     changes: dict[str, CapChange] = {}
     for result in results:
         assert result is not None  # every worker ended with the queue empty
@@ -319,7 +310,7 @@ async def restore_scope(device: Device, scope: str, keys: Iterable[str] | None =
         targets.append(Target(element, comp, prior.watts, total=None))
         jobs.append(restore_cap(device.bmc, comp, prior))
     changes: dict[str, CapChange] = {}
-    for change in await asyncio.gather(*jobs):
+    for change in await gather_writes(*jobs):
         key = change.component.key
         changes[key] = change
         _keep_reading(device, change)
@@ -356,7 +347,7 @@ async def remove_gpu_caps(device: Device, scope: str, gpu_ids: Iterable[int]) ->
         targets.append(Target(ElementType.GPU, comp, None))
         jobs.append(restore_cap(device.bmc, comp, Prior(None, False), note="remove the cap (--gpu N=none)"))
     changes: dict[str, CapChange] = {}
-    for change in await asyncio.gather(*jobs):
+    for change in await gather_writes(*jobs):
         key = change.component.key
         _keep_reading(device, change)
         if change.after is not None:

@@ -11,7 +11,6 @@ one: that is reported, not failed (dps.md §6).
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from plugins.base import (
     ProfileChecks,
     ProfileResult,
     VerificationResult,
+    gather_writes,
 )
 from plugins.redfish._capping.outcome import (
     ANSWER_LOST,
@@ -121,7 +121,7 @@ async def change_profiles(
         unsupported = tuple(GpuProfileStatus(str(g.index), False, (), error) for g in gpus)
         return ProfileResult(False, error, unsupported), None
     on, off = to_mask(change.enable), to_mask(change.disable)
-    outcomes = await asyncio.gather(*(_apply_gpu(device, g, on, off, scope) for g in capable))
+    outcomes = await gather_writes(*(_apply_gpu(device, g, on, off, scope) for g in capable))
     statuses: list[GpuProfileStatus] = [o.status for o in outcomes]
     statuses += [
         GpuProfileStatus(str(g.index), False, (), unsupported_message(device.discovery, "WPPS on this GPU"))
@@ -161,7 +161,7 @@ async def restore_profiles(device: Device, scope: str) -> ProfileResult | None:
         return None
     by_key = {g.key: g for g in device.discovery.gpus if g.wpps_uri}
     jobs = [_restore_gpu(device, by_key[k], parse_mask(v)) for k, v in priors.items() if k in by_key]
-    outcomes = await asyncio.gather(*jobs)
+    outcomes = await gather_writes(*jobs)
     statuses = sorted((o.status for o in outcomes), key=lambda s: int(s.gpu_id))
     failed = [s.message for s in statuses if not s.ok]
     if not failed:
