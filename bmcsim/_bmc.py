@@ -35,6 +35,11 @@ from bmcsim._tasks import Task, TaskStore
 from bmcsim.tls import compact_tls_factory
 
 _BODY_METHODS = frozenset({"PATCH", "POST", "PUT", "DELETE"})
+#: faults whose write lands while the BMC answers that it timed out inside, and the answer
+_TIMED_OUT_INSIDE: dict[FaultMode, Callable[[], _errors.RedfishError]] = {
+    FaultMode.NVIDIA_TIMEOUT: _errors.nvidia_timeout,
+    FaultMode.OPERATION_TIMEOUT: _errors.operation_timeout,
+}
 
 
 class SimulatedBmc:
@@ -236,11 +241,11 @@ class SimulatedBmc:
             if method in ("PATCH", "PUT") and "If-Match" in request.headers:
                 self._check_if_match(route, req, request.headers["If-Match"])
             result = handler(self, req)
-            force_sync = fault is FaultMode.NVIDIA_TIMEOUT
+            force_sync = fault in _TIMED_OUT_INSIDE
             reply = self._perform(route, req, result, force_sync) if isinstance(result, Write) else result
-            if fault is FaultMode.NVIDIA_TIMEOUT and 200 <= reply.status < 300:
+            if fault in _TIMED_OUT_INSIDE and 200 <= reply.status < 300:
                 self._fault_fired(fault)
-                raise _errors.nvidia_timeout()
+                raise _TIMED_OUT_INSIDE[fault]()
         except _errors.RedfishError as err:
             reply = Reply(status=err.status, body=err.body, headers=err.headers)
         mangle = fault is FaultMode.INVALID_JSON and reply.body is not None

@@ -210,6 +210,24 @@ def internal_error() -> RedfishError:
     )
 
 
+def operation_timeout() -> RedfishError:
+    """500 OperationTimeout, as NVIDIA bmcweb answers a write whose D-Bus set outlived its wait
+    (`redfish-core/src/error_messages.cpp`, `operationTimeout`; the text is the Base registry's)."""
+    return RedfishError(
+        500,
+        [
+            message(
+                BASE + "OperationTimeout",
+                "A timeout internal to the service occurred as part of the request.  Partial results may "
+                "have been returned.",
+                severity="Warning",
+                resolution="Resubmit the request.  If the problem persists, consider resetting the "
+                "service or provider.",
+            )
+        ],
+    )
+
+
 def service_unavailable(retry_after: int) -> RedfishError:
     """503 with `Retry-After`, as openbmc sends it."""
     return RedfishError(

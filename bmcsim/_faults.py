@@ -36,6 +36,12 @@ class FaultMode(StrEnum):
     NVIDIA_BUSY = "nvidia-busy"
     #: NVIDIA 500 with rc 0x600 (timeout); the write DID land
     NVIDIA_TIMEOUT = "nvidia-timeout"
+    #: 500 with the Base registry's OperationTimeout; the write DID land. NVIDIA bmcweb answers it
+    #: when its 60 s wait for an asynchronous D-Bus set runs out while the set goes on
+    #: (NVIDIA/bmcweb `redfish-core/include/utils/nvidia_async_set_utils.hpp`,
+    #: `doGenericSetAsyncAndGatherResult`'s timer; `redfish-core/src/error_messages.cpp`,
+    #: `operationTimeout`: 500)
+    OPERATION_TIMEOUT = "operation-timeout"
     #: the request is processed normally (writes land) but the reply body is truncated JSON
     INVALID_JSON = "invalid-json"
     #: the request is processed normally (writes land), then its reply is held for `hang_seconds`:

@@ -93,6 +93,15 @@ async def test_nvidia_timeout_applies_the_write(gb200: SimulatedBmc, api: Api) -
     assert (await api(gb200).patch(GPU0, {"PowerLimitWatts": {"SetPoint": 1}})).status == 400
 
 
+async def test_operation_timeout_applies_the_write(gb200: SimulatedBmc, api: Api) -> None:
+    gb200.faults.set("operation-timeout", writes_only=True)
+    reply = await api(gb200).patch(GPU0, SET_700)
+    assert reply.status == 500
+    assert reply.body["error"]["@Message.ExtendedInfo"][0]["MessageId"].endswith(".OperationTimeout")
+    assert gb200.state.caps["GPU_0"].set_point == 700
+    assert (await api(gb200).patch(GPU0, {"PowerLimitWatts": {"SetPoint": 1}})).status == 400
+
+
 async def test_invalid_json_body(gb200: SimulatedBmc, api: Api) -> None:
     gb200.faults.set("invalid-json")
     reply = await api(gb200).get(GPU0)

@@ -3,9 +3,10 @@
 A failed request must say exactly what it changed. Whether a write landed follows from how its
 call ended: an answer from the BMC accepting it (written), no request sent or an answer refusing
 it (not written), or no answer at all once it was sent (unknown: a dropped connection or read
-timeout after sending, a gateway's 502/503/504, NVIDIA `0x600` "may or may not have applied", a
-202 whose task was still running at the deadline or could not be followed). A later read that
-shows the value settles an unknown write as written.
+timeout after sending, a gateway's 502/503/504, NVIDIA `0x600` "may or may not have applied" or a
+Base `OperationTimeout` 5xx to a write (`WriteMaybeAppliedError`), a 202 whose task was still
+running at the deadline or could not be followed). A later read that shows the value settles an
+unknown write as written.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from plugins.base import DeviceControllerError, WriteOutcome, write_log
 from plugins.redfish._wire.errors import (
+    NVIDIA_TIMEOUT,
     ConnectionFailedError,
     DeadlineExceededError,
     GatewayError,
@@ -81,7 +83,9 @@ def lost_answer(exc: BaseException) -> str:
     if isinstance(exc, GatewayError):
         return f"the answer was HTTP {exc.status}, a gateway's error, not the BMC's"
     if isinstance(exc, WriteMaybeAppliedError):
-        return "the BMC answered NVIDIA 0x600 (may or may not have applied)"
+        if exc.nvidia_code == NVIDIA_TIMEOUT:
+            return "the BMC answered NVIDIA 0x600 (may or may not have applied)"
+        return "the BMC answered OperationTimeout (a timeout inside it; may or may not have applied)"
     if isinstance(exc, TaskLostError):
         return "its task could not be followed"
     return "its answer was lost after it was sent"

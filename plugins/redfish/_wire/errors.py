@@ -147,7 +147,10 @@ class BmcBusyError(RedfishHTTPError, TransientError):
 
 
 class WriteMaybeAppliedError(RedfishHTTPError, TransientError):
-    """NVIDIA `0x600`: the write timed out inside the BMC and may or may not have landed."""
+    """The write timed out inside the BMC and may or may not have landed: NVIDIA `0x600`, or a 5xx
+    with the Base registry's `OperationTimeout` to a write (NVIDIA bmcweb answers it when its 60 s
+    wait for an asynchronous D-Bus set runs out, the set still under way:
+    `redfish-core/include/utils/nvidia_async_set_utils.hpp`, `doGenericSetAsyncAndGatherResult`)."""
 
 
 class SessionLimitError(RedfishHTTPError, DeviceRejectedError):
@@ -250,6 +253,17 @@ _BY_STATUS: dict[int, type[RedfishHTTPError]] = {
 }
 
 
+#: methods that change nothing: a timeout inside the BMC on one of them is only a failed read
+_READS = frozenset({"GET", "HEAD"})
+
+
+def _timed_out_inside(error_code: str, infos: Sequence[ExtendedInfo]) -> bool:
+    """Whether the reply names the Base registry's `OperationTimeout` ("a timeout internal to the
+    service occurred as part of the request; partial results may have been returned")."""
+    ids = [error_code, *(i.message_id for i in infos)]
+    return any(mid.endswith(".OperationTimeout") or mid == "OperationTimeout" for mid in ids if mid)
+
+
 def raise_for_response(bmc: str, method: str, path: str, reply: Reply) -> None:
     """Raise the typed error for an unsuccessful reply; return for 1xx-3xx.
 
@@ -278,6 +292,8 @@ def error_for_response(bmc: str, method: str, path: str, reply: Reply) -> Redfis
         cls = BmcBusyError
     elif nv == NVIDIA_TIMEOUT:
         cls = WriteMaybeAppliedError
+    elif status >= 500 and method not in _READS and _timed_out_inside(error_code, infos):
+        cls = WriteMaybeAppliedError
     else:
         cls = _BY_STATUS.get(status, ServerSideError if status >= 500 else BadRequestError)
     detail = describe_error(error_code, error_message, infos, text if body is None else "")
@@ -292,6 +308,8 @@ def error_for_response(bmc: str, method: str, path: str, reply: Reply) -> Redfis
         message += " (NVIDIA 0x50A: BMC busy, nothing applied; retry after about 60 s)"
     elif nv == NVIDIA_TIMEOUT:
         message += " (NVIDIA 0x600: the BMC timed out; the setting may or may not have been applied)"
+    elif cls is WriteMaybeAppliedError:
+        message += " (OperationTimeout: timed out inside the BMC; the write may or may not have been applied)"
     if retry_after is not None and issubclass(cls, ServiceUnavailableError):
         message += f" (Retry-After: {retry_after:g} s)"
     return cls(

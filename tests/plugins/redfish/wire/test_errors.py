@@ -110,6 +110,20 @@ def test_nvidia_codes_are_recognised_anywhere_in_the_body() -> None:
     assert nvidia_code({"error": {"message": "0x6001"}}) is None
 
 
+def test_a_timeout_inside_the_bmc_on_a_write_may_have_landed() -> None:
+    # NVIDIA bmcweb's 500 OperationTimeout when its wait for the D-Bus set runs out (the set goes on)
+    maybe = error_for(500, sim.operation_timeout().body)
+    assert isinstance(maybe, WriteMaybeAppliedError) and may_have_landed(maybe) and maybe.nvidia_code is None
+    assert "the write may or may not have been applied" in str(maybe)
+    assert not retryable(maybe, "PATCH")  # read before writing again, never repeated blindly
+    # on a read it is only a failed read; a plain 500 to a write is the BMC refusing it
+    with pytest.raises(ServerSideError) as read:
+        raise_for_response("https://bmc", "GET", "/", FakeReply(500, sim.operation_timeout().body))
+    assert "may or may not" not in str(read.value)
+    refused = error_for(500, sim.internal_error().body)
+    assert isinstance(refused, ServerSideError) and not may_have_landed(refused)
+
+
 def test_retry_after_seconds_and_http_date() -> None:
     assert parse_retry_after("7") == 7.0
     assert parse_retry_after(None) is None and parse_retry_after("soon") is None
