@@ -117,15 +117,19 @@ def _oob_active(body: Mapping[str, Any], set_point: float | None, default: float
     oem = body.get("Oem")
     oem = (oem or {}).get("Nvidia") if oem.__class__ is dict or isinstance(oem, Mapping) else None
     if oem.__class__ is dict or isinstance(oem, Mapping):
-        # NOTE: NVIDIA shows the OOB request in RequestedPersistent/OneshotPowerLimitWatts and
-        # PowerMode "Custom" (NVIDIA/bmcweb NvidiaEnvironmentMetrics_v1.xml); ControlMode is derived
-        # from D-Bus PowerCapEnable and only informational (redfish.md §2.2).
-        if oem.get("RequestedPersistentPowerLimitWatts") is not None:
+        # NOTE: NVIDIA shows the OOB request in RequestedPersistent/OneshotPowerLimitWatts, null
+        # while none was submitted (NVIDIA/bmcweb NvidiaEnvironmentMetrics_v1.xml): where both are
+        # shown they decide (a set point in force with no request is the BMC's own, in-band or by
+        # its power mode, and a restore clears our request rather than writing it as one). Its
+        # PowerMode is the power mode, not a cap: D-Bus Control.Power.Mode's MaximumPerformance
+        # and OEM both read "Custom", PowerSaving "MaxQ" (chassis_utils.hpp `getPowerModeType`),
+        # so it decides nothing here; where no request is shown, the rules below do.
+        persistent = oem.get("RequestedPersistentPowerLimitWatts")
+        oneshot = oem.get("RequestedOneshotPowerLimitWatts")
+        if persistent is not None or oneshot is not None:
             return True
-        if oem.get("RequestedOneshotPowerLimitWatts") is not None:
-            return True
-        if "PowerMode" in oem:
-            return str(oem.get("PowerMode")) == "Custom"
+        if "RequestedPersistentPowerLimitWatts" in oem and "RequestedOneshotPowerLimitWatts" in oem:
+            return False
     if mode in ("Manual", "Override"):
         return True
     if mode == "Disabled":

@@ -57,6 +57,40 @@ def test_a_control_restores_the_mode_it_showed() -> None:
     assert restore.body == {"SetPoint": 400, "ControlMode": "Manual"}
 
 
+def _em(set_point: int, *, power_mode: str | None = None, requested: float | None = None) -> Document:
+    """An NVIDIA chassis EnvironmentMetrics as the fork builds it (ControlMode from PowerCapEnable)."""
+    nvidia: dict[str, Any] = {} if power_mode is None else {"PowerMode": power_mode}
+    if requested is not None:
+        nvidia |= {"RequestedOneshotPowerLimitWatts": requested, "RequestedPersistentPowerLimitWatts": None}
+    limit = {"SetPoint": set_point, "DefaultSetPoint": 2900, "AllowableMin": 100, "AllowableMax": 2900}
+    return Document(EM, {"PowerLimitWatts": {**limit, "ControlMode": "Automatic"}, "Oem": {"Nvidia": nvidia}})
+
+
+def test_nvidias_power_mode_is_not_taken_for_a_cap() -> None:
+    # NVIDIA bmcweb reads D-Bus Control.Power.Mode MaximumPerformance (and OEM) as PowerMode
+    # "Custom", PowerSaving as "MaxQ" (chassis_utils.hpp getPowerModeType): a mode, not a set point
+    mech = EnvironmentMetricsMechanism()
+    at_default = mech.read(MODULE, _em(2900, power_mode="Custom"))
+    assert not at_default.capped  # restore clears, it does not write the default back as a cap
+    lowered = mech.read(MODULE, _em(2400, power_mode="MaxQ"))
+    assert lowered.capped and lowered.watts == 2400  # restore puts 2400 back, it does not clear it
+    requested = mech.read(MODULE, _em(2400, power_mode="MaxQ", requested=2400))
+    assert requested.capped  # a client's request shown is a cap whatever the mode
+
+
+def test_nvidias_requested_limits_shown_null_mean_no_out_of_band_cap() -> None:
+    # null while no request was submitted (NvidiaEnvironmentMetrics_v1.xml): a set point below the
+    # default is then the BMC's own (in-band, or its power mode), and a restore clears, never
+    # writing it back as an out-of-band cap that would outlive it
+    mech = EnvironmentMetricsMechanism()
+    doc = _em(2400, power_mode="Custom")
+    nvidia = doc.body["Oem"]["Nvidia"]
+    nvidia |= {"RequestedOneshotPowerLimitWatts": None, "RequestedPersistentPowerLimitWatts": None}
+    assert not mech.read(MODULE, doc).capped
+    nvidia["RequestedPersistentPowerLimitWatts"] = 2400.0
+    assert mech.read(MODULE, doc).capped
+
+
 def test_a_clear_that_would_write_an_absent_control_mode_is_refused() -> None:
     mech = EnvironmentMetricsMechanism()
     # no DefaultSetPoint, no clear action, no ControlMode: nothing that puts "no cap" back
