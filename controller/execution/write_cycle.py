@@ -542,6 +542,12 @@ class WriteCycles:
         """A restore's plugin call, under its own deadline (TimeoutError past it) and no longer than
         this process surely holds the node's shard lease, nor past `stop`: either cancels the call
         and raises `_Lost` (its journal stays open for the next holder or the next start)."""
+        if self._stopped:
+            # NOTE: a stop that came while the restore awaited its journal and device is seen here,
+            # with no await between this check and the task's joining `_restoring` (which `stop`
+            # cancels): no call starts after it
+            call.close()
+            raise _Lost("this controller is stopping; the node's next holder, or the next start, restores it")
         task = asyncio.ensure_future(call)
         self._restoring.add(task)
         try:

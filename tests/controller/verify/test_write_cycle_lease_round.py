@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -26,8 +27,10 @@ from bmcsim._gb200_writes import cap_write
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2 as pp
 from controller.cluster.shards import ShardLeases
+from controller.execution.write_cycle import WriteCycles, _Lost
 from controller.inventory import load_inventory
 from controller.store import WriteCycleRow
+from plugins.base import WriteLog
 from tests.controller.verify.test_write_cycle_journal import caps
 from tests.controller.verify.test_write_cycle_ownership import priors_of
 
@@ -261,3 +264,29 @@ async def test_a_stop_cuts_a_restore_under_way_before_it_hands_the_shard_back(
         assert caps(gained.fleet.bmcs[0])["GPU_0"] != gained.before["GPU_0"]  # nothing restored here
 
         await restored_from_the_journal_by_a_next_holder(gained)
+
+
+async def test_a_stop_while_a_restore_reads_its_journal_starts_no_plugin_call() -> None:
+    """A stop that comes while a restore awaits its journal's check (or its device) is seen before
+    the plugin call starts: `stop` cancels only the calls under way, so a call started after it
+    would go on writing the node while its next holder restores the same journal."""
+    started: list[str] = []
+
+    async def call(*_: Any) -> Any:
+        started.append("restore")
+        raise AssertionError("the restore's plugin call started after the stop")
+
+    class Store:
+        async def holds_write_cycle(self, _row: WriteCycleRow) -> bool:
+            cycles.stop()  # the stop comes while this await is under way
+            return True
+
+    async def resolve(_device: str) -> Any:
+        return SimpleNamespace(model={}, endpoint=None, state={})
+
+    cycles = WriteCycles(Store(), resolve, "ctl")  # type: ignore[arg-type]
+    cycles._call = call  # type: ignore[method-assign]
+    row = WriteCycleRow("c1", "node001", "verify", {}, "open", None, "ctl", datetime.now(UTC), None)
+    with pytest.raises(_Lost, match="stopping"):
+        await cycles._restore(row, {"gpu/0": {"watts": 700.0, "capped": True}}, WriteLog())
+    assert started == []
