@@ -44,7 +44,11 @@ def write(root: Path, docs: dict[str, dict[str, Any]]) -> None:
 
 def nvidia_limit(path: str, watts: tuple[int, int, int], source: str = "") -> dict[str, Any]:
     """An NVIDIA bmcweb `PowerLimitWatts` with the OEM section and the clear action next to it (the
-    captured GB300 tray's GPU EnvironmentMetrics, tests/corpus/redfish/nvidia-gb300-nvl)."""
+    captured GB300 tray's GPU EnvironmentMetrics, tests/corpus/redfish/nvidia-gb300-nvl). A chassis
+    resource's (`source`: a module's) OEM section carries no requested limits nor persistency:
+    NVIDIA bmcweb reads them only for processors (`environment_util.hpp`,
+    `getProcessorEnvironmentMetricsData` alone calls `getPowerLimitPersistency`), as the captured
+    GB300 module's EnvironmentMetrics shows."""
     low, high, default = watts
     limit: dict[str, Any] = {
         "AllowableMax": high,
@@ -55,16 +59,16 @@ def nvidia_limit(path: str, watts: tuple[int, int, int], source: str = "") -> di
     }
     if source:
         limit["DataSourceUri"] = source
+    processor: dict[str, Any] = {
+        "@odata.type": "#NvidiaEnvironmentMetrics.v1_3_0.NvidiaEnvironmentMetrics",
+        "PowerLimitPersistency": False,
+        "RequestedOneshotPowerLimitWatts": None,
+        "RequestedPersistentPowerLimitWatts": None,
+    }
+    chassis = {"@odata.type": "#NvidiaEnvironmentMetrics.v1_2_0.NvidiaEnvironmentMetrics"}
     return {
         "PowerLimitWatts": limit,
-        "Oem": {
-            "Nvidia": {
-                "@odata.type": "#NvidiaEnvironmentMetrics.v1_3_0.NvidiaEnvironmentMetrics",
-                "PowerLimitPersistency": False,
-                "RequestedOneshotPowerLimitWatts": None,
-                "RequestedPersistentPowerLimitWatts": None,
-            }
-        },
+        "Oem": {"Nvidia": chassis if source else processor},
         "Actions": {
             "Oem": {CLEAR: {"target": f"{path}/Actions/Oem/NvidiaEnvironmentMetrics.ClearOOBSetPoint"}}
         },
