@@ -93,6 +93,7 @@ from plugins.redfish._wire import off_loop
 from plugins.redfish._wire.dmtf import DmtfClient
 from plugins.redfish._wire.document import Document, loads_scanned
 from plugins.redfish._wire.errors import (
+    READS,
     AccessError,
     BmcBusyError,
     ConnectionFailedError,
@@ -111,7 +112,7 @@ from plugins.redfish._wire.errors import (
 )
 from plugins.redfish._wire.http import HttpConnections
 from plugins.redfish._wire.redirect import without_userinfo
-from plugins.redfish._wire.retry import READS, before_sending, gave_up, retryable
+from plugins.redfish._wire.retry import before_sending, gave_up, retryable
 from plugins.redfish._wire.telemetry import (
     BMC_CALL_SECONDS,
     BMC_REQUESTS,

@@ -253,8 +253,9 @@ _BY_STATUS: dict[int, type[RedfishHTTPError]] = {
 }
 
 
-#: methods that change nothing: a timeout inside the BMC on one of them is only a failed read
-_READS = frozenset({"GET", "HEAD"})
+#: methods that change nothing on the BMC: retried freely, followed across redirects, and a timeout
+#: inside the BMC on one of them is only a failed read
+READS = frozenset({"GET", "HEAD"})
 
 
 def _timed_out_inside(error_code: str, infos: Sequence[ExtendedInfo]) -> bool:
@@ -292,7 +293,7 @@ def error_for_response(bmc: str, method: str, path: str, reply: Reply) -> Redfis
         cls = BmcBusyError
     elif nv == NVIDIA_TIMEOUT:
         cls = WriteMaybeAppliedError
-    elif status >= 500 and method not in _READS and _timed_out_inside(error_code, infos):
+    elif status >= 500 and method not in READS and _timed_out_inside(error_code, infos):
         cls = WriteMaybeAppliedError
     else:
         cls = _BY_STATUS.get(status, ServerSideError if status >= 500 else BadRequestError)
@@ -327,6 +328,7 @@ def error_for_response(bmc: str, method: str, path: str, reply: Reply) -> Redfis
 __all__ = [
     "NVIDIA_BUSY",
     "NVIDIA_TIMEOUT",
+    "READS",
     "AccessError",
     "BadRequestError",
     "BmcBusyError",

@@ -12,11 +12,10 @@ from __future__ import annotations
 import re
 from urllib.parse import urljoin, urlsplit
 
-from plugins.redfish._wire.errors import ProtocolError
+from plugins.redfish._wire.errors import READS, ProtocolError
 
 #: redirects followed for one read before it fails
 MAX_HOPS = 5
-_READS = frozenset(("GET", "HEAD"))
 #: the statuses that say "the resource is elsewhere" (300, 304, 305 and 306 say other things)
 _FOLLOWED = frozenset((301, 302, 303, 307, 308))
 
@@ -42,7 +41,7 @@ def redirect_target(url: str, where: str, method: str, status: int, location: st
     shown = repr(without_userinfo(location)[:120]) if location else "nowhere"
     if status not in _FOLLOWED or not location:
         raise ProtocolError(f"{where}: the BMC answered {status} (to {shown}), not a reply")
-    if method not in _READS:
+    if method not in READS:
         raise ProtocolError(
             f"{where}: the BMC redirected the write ({status}) to {shown}; a write is never sent "
             "again to another address, so whether it landed is not known"

@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable
 
 from plugins.redfish._wire.errors import (
+    READS,
     BmcBusyError,
     ConnectionFailedError,
     DeadlineExceededError,
@@ -21,8 +22,6 @@ from plugins.redfish._wire.errors import (
     RequestTimeoutError,
     ServiceUnavailableError,
 )
-
-READS = frozenset({"GET", "HEAD"})
 
 
 async def before_sending(login: Awaitable[None]) -> None:
