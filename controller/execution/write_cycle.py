@@ -399,8 +399,19 @@ class WriteCycles:
         slots = asyncio.Semaphore(RECOVERY_CONCURRENCY)
 
         async def one(row: WriteCycleRow) -> None:
+            # NOTE: one restore's error ends only its own: raised through `gather`, it left the
+            # others running while the process went on to serve, beside the requests that settle
+            # the same journals (its device stays pending: its next request restores it first)
             async with slots:
-                await self._close(row, [], WriteLog(), leftover=True)
+                try:
+                    await self._close(row, [], WriteLog(), leftover=True)
+                except Exception as exc:
+                    log.error(
+                        "unfinished write cycle %s of %s not restored yet: %s",
+                        row.cycle_id,
+                        row.device,
+                        describe(exc),
+                    )
 
         await asyncio.gather(*(one(r) for r in rows))
         return len(rows)
@@ -661,9 +672,8 @@ class WriteCycles:
     ) -> list[HealthCheck]:
         """One plugin call that puts the journaled priors back, under its own deadline; only while
         this process holds the node's shard lease and the journal and is not stopping (else
-        `_Lost`), and cut short (`_Lost`) when the lease lapses or the process stops meanwhile."""
-        if self._stopped:
-            raise _Lost("this controller is stopping; the node's next holder, or the next start, restores it")
+        `_Lost`), and cut short (`_Lost`) when the lease lapses or the process stops meanwhile (a
+        stop is checked where the call starts, `_restore_call`)."""
         if self._shards is not None and self._shards.valid_for(self._shards.shard_for(row.device)) <= 0:
             raise _Lost("this controller no longer holds the node's shard lease; its next holder restores it")
         try:

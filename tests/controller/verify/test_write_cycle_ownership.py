@@ -336,3 +336,33 @@ async def test_a_cancelled_cycle_whose_unwritten_close_failed_is_closed_before_t
         assert checks and all(c.status == "pass" for c in checks), checks
         assert await store.open_write_cycles() == [] and not cycles.unsettled("node001")
         assert caps(bmc) == before
+
+
+async def test_one_journal_that_cannot_be_taken_at_a_start_leaves_the_others_restored_not_running(
+    tmp_path: Path, start_controller: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At a start (SQLite: no shard leases), one journal whose takeover fails is that journal's
+    failure alone: `recover` returns only once every other restore has ended, none left writing
+    while the process goes on to serve; the failed one's device stays pending."""
+    async with one_gb200(tmp_path, start_controller) as (h, bmc):
+        store = h.controller.store
+        before = caps(bmc)
+        priors = await priors_of(h)
+        await store.open_write_cycle(journal("a", {"gpu/0": priors["gpu/0"]}, "ctl-crashed", age=2))
+        await store.open_write_cycle(journal("b", {"gpu/1": priors["gpu/1"]}, "ctl-crashed", age=1))
+        cap_write(bmc.state.caps["GPU_0"], 1150, None).apply()
+        cap_write(bmc.state.caps["GPU_1"], 1150, None).apply()
+        bmc.latency = 0.5  # B's restore is still writing when A's takeover fails
+        take = store.take_write_cycle
+
+        async def failing_take(row: WriteCycleRow, *args: Any, **kw: Any) -> Any:
+            if row.cycle_id == "a":
+                raise RuntimeError("database is locked")
+            return await take(row, *args, **kw)
+
+        monkeypatch.setattr(store, "take_write_cycle", failing_take)
+        cycles = WriteCycles(store, lambda d: h.controller.runner.resolve(d, b"", b""), "ctl-start")
+        assert await cycles.recover(lambda device: True) == 2
+        assert caps(bmc)["GPU_1"] == before["GPU_1"]  # B restored before `recover` returned
+        assert [r.cycle_id for r in await store.open_write_cycles()] == ["a"]
+        assert cycles.unsettled("node001")  # A: restored before the node's next work
