@@ -97,13 +97,18 @@ class Claims:
         self._runner.forget_devices()
         cycles = self._runner.write_cycles
         devices = await cycles.hold(lambda d: self._shards.shard_for(d) in shards)
-        if devices:
-            task = asyncio.create_task(cycles.restore_held(devices, self._restoring), name="restore")
-            self._restores.add(task)
-            task.add_done_callback(self._restores.discard)
+        self._restore(devices)
         queued = await self.queue(await self._store.claim_shards(self._me, sorted(shards)))
         if queued:
             log.info("%d unfinished requests of gained shards queued", queued)
+
+    def _restore(self, devices: list[str]) -> None:
+        """Restore these devices' unfinished write cycles in a task of their own."""
+        if devices:
+            cycles = self._runner.write_cycles
+            task = asyncio.create_task(cycles.restore_held(devices, self._restoring), name="restore")
+            self._restores.add(task)
+            task.add_done_callback(self._restores.discard)
 
     @contextlib.asynccontextmanager
     async def _restoring(self, device: str) -> AsyncIterator[None]:
@@ -140,8 +145,10 @@ class Claims:
 
     async def sweep(self) -> None:
         """Sweep the journal: unfinished requests in no lane (an ack that failed after its commit,
-        a peer's orphans) are queued again, by seq (see dispatch). On SQLite this also renews our
-        liveness row; on PostgreSQL the shard lease rounds do."""
+        a peer's orphans) are queued again, by seq (see dispatch), and unfinished write cycles due
+        to be restored again (`WriteCycles.due`: a failed restore, or a lost test write waited
+        out) are restored. On SQLite this also renews our liveness row; on PostgreSQL the shard
+        lease rounds do."""
         s = self._settings
         interval = max(min(s.lease_ttl / 3, s.sweep_interval), 0.2)
         if isinstance(self._shards, ShardLeases):
@@ -149,6 +156,7 @@ class Claims:
         outage = Outage("lease renewal and journal sweep", log)
         while True:
             await asyncio.sleep(interval)
+            self._restore(self._runner.write_cycles.due())
             try:
                 await self.recover()
                 outage.ok()

@@ -32,16 +32,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from controller.cluster.shards import LeftForOwner, Shards
 from controller.desired.limits import INTERNAL_PREFIX, caps_to_explain, explain_caps
+from controller.desired.receipts import write_outcome
 from controller.execution.resolve import Resolved
 from controller.process.supervise import describe
 from controller.store import Store, WriteCycleRow
@@ -55,6 +57,7 @@ from plugins.base import (
     Outcome,
     RequestKind,
     WriteLog,
+    WriteOutcome,
     run_operation,
     uncancelled,
 )
@@ -69,6 +72,15 @@ log = logging.getLogger(__name__)
 RESTORE_SECONDS = 90.0
 #: journals restored at once at a start
 RECOVERY_CONCURRENCY = 16
+#: a test write whose answer was lost (a read timeout or a gateway's error after sending, a 202
+#: whose task still ran at the deadline) may land later, after a restore that read the prior value
+#: in force and wrote nothing: its journal stays open this long, and the node is read (and restored
+#: where the write landed) again then. No read proves that such a write never lands; NVIDIA's
+#: bmcweb gives up its asynchronous set after 60 s (`nvidia_async_set_utils.hpp`), and twice that
+#: is taken as settled
+LOST_WRITE_SECONDS = 120.0
+#: a restore that failed is tried again this long after (`due`), by the controller's journal sweep
+RETRY_SECONDS = 60.0
 
 
 def origin_of_check(check_id: str) -> str:
@@ -105,6 +117,57 @@ def prior_text(prior: Mapping[str, Any]) -> str:
         return "no cap" if watts is None else f"no explicit cap ({mode or 'default'}, {watts:g} W)"
     shown = "a cap of no value shown" if watts is None else f"{watts:g} W"
     return shown + (f" ({mode})" if mode else "")
+
+
+def _lost_writes(writes: Sequence[DeviceWrite], priors: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """The journaled caps a write of `writes` whose answer was lost went to (its resource, an
+    action under it, or an out-of-process plugin's call naming the cap): it may still land. Not
+    where a later write to the cap found something other than the value in force before the lost
+    one (it had landed then, and a write lands once), unless two were lost there."""
+    lost: dict[str, list[DeviceWrite]] = {}
+    for write in writes:
+        outcome = write_outcome(write)
+        if outcome is None or outcome is WriteOutcome.NOT_WRITTEN:
+            continue
+        named = set(write.component.split(", "))
+        for key, prior in priors.items():
+            resource = str(prior.get("resource") or "").rstrip("/")
+            if key not in named and not (
+                resource and (write.target == resource or write.target.startswith(resource + "/"))
+            ):
+                continue
+            unanswered = lost.setdefault(key, [])
+            if outcome is WriteOutcome.UNKNOWN:
+                unanswered.append(write)
+            elif len(unanswered) == 1 and _landed_before(unanswered[0], write):
+                unanswered.clear()
+    return {key for key, unanswered in lost.items() if unanswered}
+
+
+def _landed_before(lost: DeviceWrite, later: DeviceWrite) -> bool:
+    """Whether `later` found the cap moved from where it was before `lost` was sent."""
+    if lost.before is None or later.before is None:
+        return False
+    return abs(lost.before - later.before) > 0.5
+
+
+def _still_waiting(row: WriteCycleRow) -> tuple[set[str], datetime]:
+    """A leftover journal's caps still waiting out a lost test write (its last report's), and
+    until when; none where its report names no such wait, or one already past. The report comes
+    from the database: a malformed one waits no longer."""
+    report = row.report if isinstance(row.report, Mapping) else {}
+    keys, until = report.get("lost_writes"), report.get("recheck_after")
+    try:
+        at = datetime.fromisoformat(until) if isinstance(until, str) else None
+    except ValueError:
+        at = None
+    now = datetime.now(UTC)
+    if at is None or at.tzinfo is None or not isinstance(keys, list):
+        return set(), now
+    at = min(at, now + timedelta(seconds=LOST_WRITE_SECONDS))  # never longer than one wait
+    if at <= now:
+        return set(), now
+    return {k for k in keys if isinstance(k, str) and k in row.priors}, at
 
 
 def _proven_back(checks: Sequence[HealthCheck], key: str) -> bool:
@@ -200,6 +263,9 @@ class WriteCycles:
         self._pending: dict[str, set[str]] = {}
         #: journals of gained shards being read (`hold`)
         self._reading: list[_Reading] = []
+        #: pending device -> when (monotonic) its journals are restored again unasked (`due`): a
+        #: failed restore, or one waiting out a test write that may still land
+        self._due: dict[str, float] = {}
 
     def stop(self) -> None:
         """At a stop, before the shard leases go: no restore starts a plugin call, and those running
@@ -217,8 +283,19 @@ class WriteCycles:
         """A verification's close report (taken: it is kept only until its verification ends)."""
         return self._reports.pop(origin, "")
 
-    def _mark(self, device: str, cycle_id: str) -> None:
+    def due(self) -> list[str]:
+        """The pending devices whose journals are due to be restored again unasked (a failed
+        restore, or one that waited out a lost test write), taken: `restore_held` restores them."""
+        now = time.monotonic()
+        devices = sorted(d for d, at in self._due.items() if at <= now and d in self._pending)
+        for device in devices:
+            del self._due[device]
+        return devices
+
+    def _mark(self, device: str, cycle_id: str, *, again_in: float | None = None) -> None:
         self._pending.setdefault(device, set()).add(cycle_id)
+        if again_in is not None:
+            self._due[device] = min(self._due.get(device, math.inf), time.monotonic() + again_in)
 
     def _settled(self, device: str, cycle_id: str) -> None:
         left = self._pending.get(device)
@@ -226,6 +303,7 @@ class WriteCycles:
             left.discard(cycle_id)
             if not left:
                 del self._pending[device]
+                self._due.pop(device, None)
 
     async def run(
         self, resolved: Resolved, ctx: DeviceContext, query: HealthQuery, origin: str, writes: WriteLog
@@ -443,14 +521,19 @@ class WriteCycles:
         *,
         leftover: bool = False,
     ) -> list[HealthCheck]:
-        """Restore what the apply did not prove back, from the journal; close it once all is back.
-        A leftover journal is taken over first. A component that devicectl set since the cycle
-        began keeps that newer value."""
+        """Restore what the apply did not prove back, from the journal; close it once all is back,
+        and no test write whose answer was lost may still land (`LOST_WRITE_SECONDS`). A leftover
+        journal is taken over first. A component that devicectl set since the cycle began keeps
+        that newer value."""
         if leftover:
             taken = await self._taken(row)
             if isinstance(taken, list):
                 return taken
             row = taken
+            unsure, recheck = _still_waiting(row)
+        else:  # this cycle's test writes: those whose answer was lost may land after any restore
+            unsure = _lost_writes(writes.entries(), row.priors)
+            recheck = datetime.now(UTC) + timedelta(seconds=LOST_WRITE_SECONDS)
         needs = {k: v for k, v in row.priors.items() if not _proven_back(applied, k)}
         superseded: dict[str, str] = {}
         checks: list[HealthCheck] = []
@@ -478,6 +561,8 @@ class WriteCycles:
             c.name[8:] for c in checks if c.status == PASS
         ]
         missing = [k for k in needs if f"restore {k}" not in {c.name for c in checks if c.status == PASS}]
+        # NOTE: not a cap devicectl set since the cycle began: a later restore would keep it anyway
+        waiting = sorted(k for k in unsure if k not in missing and k not in superseded)
         report: dict[str, Any] = {
             "by": "the next start" if leftover else "the cycle",
             "owner": row.owner,
@@ -494,6 +579,13 @@ class WriteCycles:
             text += "; kept what devicectl set since: " + ", ".join(
                 f"{k} (request {r})" for k, r in superseded.items()
             )
+        if waiting:
+            report["lost_writes"], report["recheck_after"] = waiting, recheck.isoformat()
+            text = (text or "restored") + (
+                f"; the test write to {', '.join(waiting)} may still land (its answer was lost): the "
+                f"journal stays open and the node is read, and restored where it landed, again at "
+                f"{recheck.isoformat(timespec='seconds')}"
+            )
         if not leftover and row.origin.startswith("verify "):
             self._reports[row.origin] = text
         unclosed = False
@@ -504,7 +596,7 @@ class WriteCycles:
                 datetime.now(UTC),
                 owner=row.owner,
                 epoch=row.epoch,
-                restored=not missing,
+                restored=not missing and not waiting,
             )
         except Exception as exc:  # unknown whether it closed: the device's next request finds out
             log.error(
@@ -527,7 +619,10 @@ class WriteCycles:
             # NOTE: settled with its journal possibly open, the node's requests went on and only the
             # next start restored it, over whatever caps those requests had set by then (a
             # newer desired limit is kept, a cap set by hand is not)
-            self._mark(row.device, row.cycle_id)
+            self._mark(row.device, row.cycle_id, again_in=RETRY_SECONDS)
+        elif waiting:
+            left = (recheck - datetime.now(UTC)).total_seconds()
+            self._mark(row.device, row.cycle_id, again_in=max(left, 0.0))
         else:
             self._settled(row.device, row.cycle_id)
         if leftover and held:

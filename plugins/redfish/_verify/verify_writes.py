@@ -207,8 +207,14 @@ async def _cycle(
             {**evidence, "failed_step": "restore"},
         )
     if failed:
+        # NOTE: a test write whose answer was lost may land after this restore read the prior
+        # value in force: it is back for now, not for sure (the controller reads it again later)
+        unsure = change is None or change.write is WriteOutcome.UNKNOWN
+        back = (
+            "restored for now (the test write's answer was lost: it may still land)" if unsure else "restored"
+        )
         return HealthCheck(
-            name, FAIL, f"{failed}; restored", {**evidence, "failed_step": failed.split(":")[0][5:]}
+            name, FAIL, f"{failed}; {back}", {**evidence, "failed_step": failed.split(":")[0][5:]}
         )
     detail = (
         f"{comp.limit_uri}: set {value:g} W, reported after {evidence['report_ms']:g} ms, restored "

@@ -25,10 +25,11 @@ from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2_grpc as dgrpc
 from controller._proto.devicecontroller.v1 import policy_pb2 as pp
+from controller.execution import write_cycle
 from controller.execution.write_cycle import plan_of
 from controller.inventory import load_inventory
 from controller.store import WriteCycleRow
-from plugins.base import HealthCheck, HealthResult
+from plugins.base import HealthCheck, HealthResult, WriteLog
 from tests.serve_process import ROOT, free_port, start_serving
 
 FAST = {"telemetry_interval_ms": 20, "latency_samples": 2, "samples_per_telemetry": 1}
@@ -245,6 +246,70 @@ async def test_a_slow_test_write_past_the_requests_deadline_is_restored_under_it
         assert not any("DeadlineExceeded" in w.status and w.status.startswith("error") for w in sent)
         assert any("restore" in w.note and w.status == "200" for w in sent), sent
         assert await h.controller.store.open_write_cycles() == []  # the journal is closed
+
+
+async def test_a_test_write_whose_task_outlives_the_deadline_is_waited_out_and_then_restored(
+    tmp_path: Path, start_controller: Any, sink: Any, monkeypatch: Any
+) -> None:
+    """A BMC answers the test write with 202 and a task that is still running when the request's
+    deadline passes: the restore reads the old value in force and writes nothing, and the task
+    lands the test value later. The journal is not closed on that read: it waits the lost write
+    out, the node pending, and the journal sweep restores the node once the wait is over."""
+    monkeypatch.setattr(write_cycle, "LOST_WRITE_SECONDS", 12.0)
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets), sweep_interval=0.5)
+        bmc = fleet.bmcs[0]
+        before = caps(bmc)
+        bmc.configure(async_writes=True, task_delay=8.0)  # each cap write lands 8 s after its 202
+        health = R.BMCHealthDeviceRequest(write_cycle=True, telemetry_interval_ms=20)
+        await h.stub.SendDeviceRequest(
+            R(device="node001", request_id="task-1", timeout_seconds=4, bmc_health=health)
+        )
+        await sink.wait_for({"task-1"}, timeout=60)
+        store, cycles = h.controller.store, h.controller.runner.write_cycles
+        (row,) = await store.open_write_cycles()  # not closed on a read that a late task can undo
+        assert row.report["lost_writes"] and row.report["recheck_after"], row.report
+        assert cycles.unsettled("node001")
+        await until(lambda: caps(bmc) != before, "a test write's task to land after the answer", 30)
+        # the journal sweep restores the node once the wait is over, and closes the journal
+        for _ in range(300):
+            if not await store.open_write_cycles() and caps(bmc) == before:
+                break
+            await asyncio.sleep(0.2)
+        assert caps(bmc) == before
+        assert await store.open_write_cycles() == [] and not cycles.unsettled("node001")
+
+
+async def test_a_restore_that_failed_is_tried_again_by_the_journal_sweep_unasked(
+    tmp_path: Path, start_controller: Any, monkeypatch: Any
+) -> None:
+    """A journal whose restore failed (its writes refused) is restored again `RETRY_SECONDS`
+    later by the journal sweep, with no request of the node needed to set it off."""
+    monkeypatch.setattr(write_cycle, "RETRY_SECONDS", 0.5)
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets), sweep_interval=0.3)
+        bmc = fleet.bmcs[0]
+        before = caps(bmc)
+        await _leave_open_journal(h, "leftover", "verify leftover")
+        from bmcsim._gb200_writes import cap_write
+
+        cap_write(bmc.state.caps["GPU_0"], 1150, None).apply()  # the leftover test value
+        bmc.faults.set("http500", writes_only=True)  # every restore write refused for now
+        cycles = h.controller.runner.write_cycles
+        checks = await cycles.restore_open("node001", WriteLog())
+        assert any(c.status != "pass" for c in checks) and cycles.unsettled("node001"), checks
+        assert caps(bmc) != before
+        bmc.faults.set("none")
+        for _ in range(100):
+            if not await h.controller.store.open_write_cycles():
+                break
+            await asyncio.sleep(0.1)
+        assert caps(bmc) == before and not cycles.unsettled("node001")
+        assert await h.controller.store.open_write_cycles() == []
 
 
 async def test_a_rerun_restores_an_unfinished_cycle_first_and_never_takes_its_test_value_as_before(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,10 +27,11 @@ from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2 as pp
+from controller.execution import write_cycle
 from controller.execution.resolve import Resolved
 from controller.execution.write_cycle import WriteCycles, plan_of
 from controller.store import WriteCycleRow
-from plugins.base import DeviceContext, HealthCheck, HealthQuery, HealthResult, WriteLog
+from plugins.base import DeviceContext, DeviceWrite, HealthCheck, HealthQuery, HealthResult, WriteLog
 from tests.controller.verify.test_write_cycle_journal import FAST, _done, caps, one_gb200
 from tests.plugins.external.conftest import (
     controller,  # noqa: F401 (fixture)
@@ -181,7 +183,11 @@ async def test_an_out_of_process_plugins_receipts_are_kept_when_its_cycle_times_
         unanswered = [s for s in statuses if s[0] == "bmc_health"]
         assert len(unanswered) == 1 and unanswered[0][1].startswith("unknown"), statuses
         assert all(s.startswith("unknown") or s == "200" for _, s, _ in statuses), statuses
-        assert await h.controller.store.open_write_cycles() == []
+        # the plugin process's own test writes may still be in flight: the journal waits them out,
+        # the node pending, and is restored again once the wait is over (`LOST_WRITE_SECONDS`)
+        (row,) = await h.controller.store.open_write_cycles()
+        assert sorted(row.report["lost_writes"]) == sorted(row.priors) and row.report["recheck_after"]
+        assert h.controller.runner.write_cycles.unsettled("node001")
 
         # a cap the plugin process never answered in time: its receipt says unknown too
         bmc.faults.set("late-reply", writes_only=True, count=1, hang_seconds=30)
@@ -198,7 +204,7 @@ async def test_an_out_of_process_plugins_receipts_are_kept_when_its_cycle_times_
 
 
 async def test_a_cycles_own_restore_never_undoes_a_cap_devicectl_set_while_it_ran(
-    tmp_path: Path, start_controller: Any, sink: Any
+    tmp_path: Path, start_controller: Any, sink: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A cycle stopped mid-way (a shutdown) restores from its journal what it did not prove back,
     except a cap that devicectl set after the cycle began (here by a request of another holder of
@@ -233,7 +239,17 @@ async def test_a_cycles_own_restore_never_undoes_a_cap_devicectl_set_while_it_ra
             k: v for k, v in before.items() if k != "GPU_0"
         }
         (row,) = await store.write_cycles_of("verify own")
-        assert row.status == "closed" and row.report["superseded"] == {"gpu/0": "cap-700"}, row
+        # the held test write (module 0's) never answered: it may still land, so the journal waits
+        # it out with the node pending; gpu/0 is devicectl's newer cap either way
+        assert row.status == "open" and row.report["superseded"] == {"gpu/0": "cap-700"}, row.report
+        assert row.report["lost_writes"] == ["module/0"] and cycles.unsettled("node001")
+        # once the wait is over (here at once), the node is read and restored again, the newer cap
+        # kept, and the journal closed
+        monkeypatch.setattr(write_cycle, "LOST_WRITE_SECONDS", 0.0)
+        await cycles.restore_open("node001", WriteLog())
+        (row,) = await store.write_cycles_of("verify own")
+        assert row.status == "closed" and bmc.state.caps["GPU_0"].set_point == 700, row.report
+        assert not cycles.unsettled("node001")
 
 
 async def test_close_reports_are_dropped_once_delivered_and_a_result_without_caps_reads_nothing(
@@ -366,3 +382,68 @@ async def test_one_journal_that_cannot_be_taken_at_a_start_leaves_the_others_res
         assert caps(bmc)["GPU_1"] == before["GPU_1"]  # B restored before `recover` returned
         assert [r.cycle_id for r in await store.open_write_cycles()] == ["a"]
         assert cycles.unsettled("node001")  # A: restored before the node's next work
+
+
+@pytest.mark.parametrize(
+    ("report", "waits"),
+    [
+        (None, set()),
+        ({"lost_writes": ["gpu/0"], "recheck_after": "soon"}, set()),
+        ({"lost_writes": ["gpu/0"], "recheck_after": "2999-01-01T00:00:00"}, set()),  # no zone
+        ({"lost_writes": "gpu/0", "recheck_after": "2999-01-01T00:00:00+00:00"}, set()),
+        ({"lost_writes": ["gpu/0", "cpu/9", 7], "recheck_after": "2999-01-01T00:00:00+00:00"}, {"gpu/0"}),
+        ({"lost_writes": ["gpu/0"], "recheck_after": "2000-01-01T00:00:00+00:00"}, set()),  # past
+    ],
+)
+def test_a_journals_wait_for_a_lost_write_is_read_from_the_database_untrusted(
+    report: Any, waits: set[str]
+) -> None:
+    """What a journal's last report says it still waits for comes from the database (another
+    process, an older release, a hand): malformed is no wait, names only caps it journaled, and
+    never a wait longer than one `LOST_WRITE_SECONDS` from now."""
+    row = replace(journal("x", {"gpu/0": {"watts": 700.0, "capped": True}}, "ctl"), report=report)
+    keys, until = write_cycle._still_waiting(row)
+    assert keys == waits
+    assert until <= datetime.now(UTC) + timedelta(seconds=write_cycle.LOST_WRITE_SECONDS)
+
+
+GPU0_EM = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/GPU_0/EnvironmentMetrics"
+CPU0_EM = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/CPU_0/EnvironmentMetrics"
+LOST = DeviceWrite(GPU0_EM, "PATCH", component="GPU 0", before=1200.0, status="unknown (late)")
+
+
+@pytest.mark.parametrize(
+    ("writes", "lost"),
+    [
+        ([LOST], {"gpu/0"}),
+        # a later write found the test value in force: the lost one had landed, and lands once
+        ([LOST, DeviceWrite(GPU0_EM, "PATCH", before=1150.0, status="200")], set()),
+        # it found the old value: the lost one may still land after it
+        ([LOST, DeviceWrite(GPU0_EM, "PATCH", before=1200.0, status="200")], {"gpu/0"}),
+        # two lost: one landing says nothing of the other
+        ([LOST, LOST, DeviceWrite(GPU0_EM, "PATCH", before=1150.0, status="200")], {"gpu/0"}),
+        ([replace(LOST, status="400")], set()),  # refused: it changed nothing
+        (
+            [replace(LOST, target=GPU0_EM + "/Actions/Oem/NvidiaEnvironmentMetrics.ClearOOBSetPoint")],
+            {"gpu/0"},
+        ),
+        # an out-of-process plugin that never answered, for the caps its receipt names
+        (
+            [DeviceWrite("plugin redfish", "bmc_health", component="gpu/0, cpu/0", status="unknown: x")],
+            {"gpu/0", "cpu/0"},
+        ),
+        (
+            [
+                replace(
+                    LOST, target="/redfish/v1/Systems/HGX_Baseboard_0/Processors/GPU_0/EnvironmentMetricsX"
+                )
+            ],
+            set(),
+        ),
+    ],
+)
+def test_the_caps_a_lost_test_write_may_still_change_are_read_from_its_receipts(
+    writes: list[DeviceWrite], lost: set[str]
+) -> None:
+    priors = {"gpu/0": {"watts": 1200.0, "resource": GPU0_EM}, "cpu/0": {"watts": 420.0, "resource": CPU0_EM}}
+    assert write_cycle._lost_writes(writes, priors) == lost
