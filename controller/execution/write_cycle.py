@@ -697,7 +697,20 @@ class WriteCycles:
 
     async def _taken(self, row: WriteCycleRow) -> WriteCycleRow | list[HealthCheck]:
         """Take a leftover journal over (compare-and-set of its epoch): the row as held here, or the
-        checks to report when it moved on (none: closed meanwhile; failed: another holds it)."""
+        checks to report when it moved on (none: closed meanwhile; failed: another holds it). Never
+        where this process no longer surely holds the node's shard lease (a restore queued here
+        while a rebalancing handed the shard on): taken, the journal would be its next holder's no
+        more, and restored by nobody."""
+        if self._shards is not None and self._shards.valid_for(self._shards.shard_for(row.device)) <= 0:
+            self._settled(row.device, row.cycle_id)
+            why = "this controller no longer holds the node's shard lease; its next holder restores it"
+            log.warning("write cycle %s of %s: not restored here: %s", row.cycle_id, row.device, why)
+            return [
+                HealthCheck(
+                    f"restore {k}", FAIL, f"unfinished write cycle ({row.origin}): not restored here: {why}"
+                )
+                for k in row.priors
+            ]
         taken = await self._store.take_write_cycle(row, self._owner)
         if taken is not None:
             return taken

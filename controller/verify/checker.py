@@ -261,16 +261,19 @@ class BmcChecker:
             state=resolved.state,
         )
         cycles = self._runner.write_cycles
+        shards = self._runner.shards
+        shard = shards.shard_for(row.device)
         if cycles.unsettled(row.device) and not self._settings.shadow:  # a leftover test value first
+            # NOTE: counted as the shard's work, as a write cycle is: a rebalancing does not hand the
+            # shard on while this restore writes the node
             async with self._dispatcher.exclusive(row.device):
-                await cycles.settle(row.device, writes)
+                with self._runner.working_in(shard):
+                    await cycles.settle(row.device, writes)
         if query.skip_writes:
             call = resolved.plugin.bmc_health(ctx, query)
             with recording(writes):
                 outcome = await asyncio.wait_for(call, limit)
             return _with_unread(await self._runner.write_cycles.explained(row.device, outcome.result), unread)
-        shards = self._runner.shards
-        shard = shards.shard_for(row.device)
         async with self._dispatcher.exclusive(row.device):  # one writer per device
             if not shards.runs(shard):
                 raise VerifyRefused(f"the shard lease of {row.device} is no longer held here; run it again")

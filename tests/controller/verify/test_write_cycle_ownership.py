@@ -27,6 +27,7 @@ from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller._proto.devicecontroller.v1 import policy_pb2 as pp
+from controller.cluster.shards import Shards
 from controller.execution import write_cycle
 from controller.execution.resolve import Resolved
 from controller.execution.write_cycle import WriteCycles, plan_of
@@ -447,3 +448,58 @@ def test_the_caps_a_lost_test_write_may_still_change_are_read_from_its_receipts(
 ) -> None:
     priors = {"gpu/0": {"watts": 1200.0, "resource": GPU0_EM}, "cpu/0": {"watts": 420.0, "resource": CPU0_EM}}
     assert write_cycle._lost_writes(writes, priors) == lost
+
+
+async def test_a_restore_queued_where_the_shard_lease_is_gone_leaves_the_journal_to_its_holder(
+    tmp_path: Path, start_controller: Any
+) -> None:
+    """A restore that comes to a journal once this process no longer surely holds the node's shard
+    lease (queued behind others while a rebalancing handed the shard on) neither takes the journal
+    over nor writes the node: taken, the epoch it bumps would refuse the next holder its own
+    restore and close, and nobody would restore the node."""
+
+    class Lapsed(Shards):
+        def valid_for(self, shard: int) -> float:
+            return 0.0
+
+    async with one_gb200(tmp_path, start_controller) as (h, bmc):
+        store = h.controller.store
+        before = caps(bmc)
+        priors = await priors_of(h)
+        await store.open_write_cycle(journal("a", {"gpu/0": priors["gpu/0"]}, "ctl-crashed"))
+        cap_write(bmc.state.caps["GPU_0"], 1150, None).apply()
+
+        def resolve(device: str) -> Any:
+            return h.controller.runner.resolve(device, b"", b"")
+
+        lapsed = WriteCycles(store, resolve, "ctl-lapsed", shards=Lapsed({}, 1))
+        checks = await lapsed.restore_open("node001", WriteLog())
+        assert [c.status for c in checks] == ["fail"] and "not restored here" in checks[0].detail, checks
+        (row,) = await store.open_write_cycles()
+        assert (row.owner, row.epoch) == ("ctl-crashed", 0)  # not taken over
+        assert caps(bmc)["GPU_0"] != before["GPU_0"]  # nothing written
+        holder = WriteCycles(store, resolve, "ctl-holder")
+        assert [c.status for c in await holder.restore_open("node001", WriteLog())] == ["pass"]
+        assert caps(bmc) == before and await store.open_write_cycles() == []
+
+
+async def test_a_verifications_restore_of_a_leftover_counts_as_its_shards_work(
+    tmp_path: Path, start_controller: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A verification that first restores a node's unfinished cycle holds the node's shard busy
+    meanwhile, as its write cycle does: a rebalancing does not hand the shard on under it."""
+    async with one_gb200(tmp_path, start_controller) as (h, _):
+        runner = h.controller.runner
+        cycles = runner.write_cycles
+        shard = runner.shards.shard_for("node001")
+        busy: list[int] = []
+
+        async def settle(device: str, writes: WriteLog) -> list[HealthCheck]:
+            busy.append(runner.running_shards.get(shard, 0))
+            return []
+
+        monkeypatch.setattr(cycles, "unsettled", lambda device: True)
+        monkeypatch.setattr(cycles, "settle", settle)
+        read = await h.admin.StartVerify(apb.StartVerifyRequest(devices=["node001"], **FAST))
+        await _done(h, read.checks[0].check_id)
+        assert busy and busy[0] >= 1, busy
