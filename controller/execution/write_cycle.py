@@ -194,6 +194,12 @@ class _Reading:
     runs: Callable[[str], bool]
     done: asyncio.Event = field(default_factory=asyncio.Event)
     failed: bool = False
+    #: devices whose journals were read one by one since the read failed (`settle`)
+    read: set[str] = field(default_factory=set)
+
+    def unread(self, device: str) -> bool:
+        """Whether the read failed for `device` and nothing has read its journals since."""
+        return self.failed and self.runs(device) and device not in self.read
 
 
 def _unanswered(plugin: DevicePlugin, query: HealthQuery, exc: BaseException) -> DeviceWrite | None:
@@ -263,6 +269,9 @@ class WriteCycles:
         self._pending: dict[str, set[str]] = {}
         #: journals of gained shards being read (`hold`)
         self._reading: list[_Reading] = []
+        #: reads of gained shards' journals that failed, until a later `hold` reads them (the lease
+        #: round claims those shards again): their devices' journals are read before their work
+        self._failed_reads: list[_Reading] = []
         #: pending device -> when (monotonic) its journals are restored again unasked (`due`): a
         #: failed restore, or one waiting out a test write that may still land
         self._due: dict[str, float] = {}
@@ -277,7 +286,11 @@ class WriteCycles:
 
     def unsettled(self, device: str) -> bool:
         """Whether the device may have an unfinished write cycle to restore before other work."""
-        return device in self._pending or any(r.runs(device) for r in self._reading)
+        return (
+            device in self._pending
+            or any(r.runs(device) for r in self._reading)
+            or any(r.unread(device) for r in self._failed_reads)
+        )
 
     def report_of(self, origin: str) -> str:
         """A verification's close report (taken: it is kept only until its verification ends)."""
@@ -377,13 +390,15 @@ class WriteCycles:
     async def settle(self, device: str, writes: WriteLog) -> list[HealthCheck]:
         """Before other work on the device (its lane held): wait for a read of its gained shard's
         journals, then restore its unfinished cycles if it has any."""
-        unread = False
         for reading in list(self._reading):
             if reading.runs(device):
                 await reading.done.wait()
-                unread = unread or reading.failed
-        if device in self._pending or unread:
-            return await self.restore_open(device, writes)
+        failed = [r for r in self._failed_reads if r.unread(device)]
+        if device in self._pending or failed:
+            checks = await self.restore_open(device, writes)  # reads the device's journals itself
+            for reading in failed:
+                reading.read.add(device)
+            return checks
         return []
 
     async def explained(self, device: str, result: HealthResult) -> HealthResult:
@@ -427,11 +442,15 @@ class WriteCycles:
             for row in rows:
                 self._mark(row.device, row.cycle_id)
         except BaseException:
-            reading.failed = True  # a request waiting on it reads its device's journals itself
+            # NOTE: the shards run meanwhile: a request of one of their devices, waiting on this
+            # read or coming later, reads its device's journals itself until a round reads them
+            reading.failed = True
+            self._failed_reads.append(reading)
             raise
         finally:
             self._reading.remove(reading)
             reading.done.set()
+        self._failed_reads.clear()  # the round claims a failed read's shards again: read now
         if rows:
             log.warning(
                 "%d write cycle(s) of gained shards were left unfinished: restoring them from their journal",

@@ -503,3 +503,31 @@ async def test_a_verifications_restore_of_a_leftover_counts_as_its_shards_work(
         read = await h.admin.StartVerify(apb.StartVerifyRequest(devices=["node001"], **FAST))
         await _done(h, read.checks[0].check_id)
         assert busy and busy[0] >= 1, busy
+
+
+async def test_a_failed_read_of_gained_journals_keeps_their_nodes_unsettled_until_read(
+    tmp_path: Path, start_controller: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the lease round's read of gained shards' journals fails, those shards still run: a
+    request of one of their nodes, then or later, reads and restores its node's journals first
+    (until a later round reads them), never running over a leftover test value."""
+    async with one_gb200(tmp_path, start_controller) as (h, bmc):
+        store = h.controller.store
+        before = caps(bmc)
+        priors = await priors_of(h)
+        await store.open_write_cycle(journal("a", {"gpu/0": priors["gpu/0"]}, "ctl-crashed"))
+        cap_write(bmc.state.caps["GPU_0"], 1150, None).apply()
+        cycles = WriteCycles(store, lambda d: h.controller.runner.resolve(d, b"", b""), "ctl-gainer")
+        read = store.open_write_cycles
+
+        async def unreadable(*args: Any) -> Any:
+            raise RuntimeError("database is locked")
+
+        monkeypatch.setattr(store, "open_write_cycles", unreadable)
+        with pytest.raises(RuntimeError):
+            await cycles.hold(lambda device: True)
+        monkeypatch.setattr(store, "open_write_cycles", read)
+        assert cycles.unsettled("node001")  # its journals were never read: not known settled
+        checks = await cycles.settle("node001", WriteLog())  # what a request of it runs first
+        assert [c.status for c in checks] == ["pass"] and caps(bmc) == before
+        assert not cycles.unsettled("node001") and await store.open_write_cycles() == []
