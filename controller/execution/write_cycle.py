@@ -349,7 +349,10 @@ class WriteCycles:
         if priors:  # durable before the first write; a cancel cannot cut the insert off half done
             try:
                 await uncancelled(self._store.open_write_cycle(row))
-            except asyncio.CancelledError:  # journaled, nothing written: closed, never restored later
+            except BaseException:
+                # NOTE: a cancel, or an insert that failed after it committed (a commit retried that
+                # had landed): maybe journaled, nothing written: closed, never restored later over
+                # what the node holds by then (closing a row that is not there changes nothing)
                 await uncancelled(self._close_unwritten(row))
                 raise
         applied: Outcome[HealthResult] | None = None
@@ -697,8 +700,8 @@ class WriteCycles:
             self._restoring.discard(task)
 
     async def _close_unwritten(self, row: WriteCycleRow) -> None:
-        """Close a journal whose cycle was cancelled before its first write: left open, a later
-        restore would write the node's old reads back over whatever it holds by then."""
+        """Close a journal whose cycle ended before its first write (a cancel, a failed insert): left
+        open, a later restore would write the node's old reads back over whatever it holds by then."""
         report = {"by": "the cycle", "owner": row.owner, "restored": {}, "not_restored": {}, "written": False}
         try:
             await self._store.close_write_cycle(

@@ -325,6 +325,32 @@ async def test_a_cycle_cancelled_during_its_journal_insert_writes_nothing_and_le
         assert await store.open_write_cycles() == [] and not cycles.unsettled("node001")
 
 
+async def test_a_journal_insert_that_commits_and_then_fails_is_closed_unwritten(
+    tmp_path: Path, start_controller: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal's insert commits and then raises (a commit retried that had landed: a duplicate
+    key): the cycle fails having written nothing, and its journal is closed, not left open for a
+    later restore to write the node's old reads back over what it holds by then."""
+    async with one_gb200(tmp_path, start_controller) as (h, bmc):
+        store = h.controller.store
+        before = caps(bmc)
+        resolved, ctx, cycles = await cycle_of_node001(h, "internal-insert-cycle")
+        insert = store.open_write_cycle
+
+        async def insert_then_fail(row: WriteCycleRow) -> None:
+            await insert(row)
+            raise RuntimeError("UNIQUE constraint failed: write_cycles.cycle_id")
+
+        monkeypatch.setattr(store, "open_write_cycle", insert_then_fail)
+        writes = WriteLog()
+        with pytest.raises(RuntimeError):
+            await cycles.run(resolved, ctx, HealthQuery(skip_writes=False, **FAST), "verify insert", writes)
+        assert not writes.entries() and caps(bmc) == before  # nothing written
+        (row,) = await store.write_cycles_of("verify insert")
+        assert row.status == "closed" and row.report["written"] is False, row
+        assert await store.open_write_cycles() == [] and not cycles.unsettled("node001")
+
+
 async def test_a_cancelled_cycle_whose_unwritten_close_failed_is_closed_before_the_nodes_next_work(
     tmp_path: Path, start_controller: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
