@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from controller.cluster.shards import LeftForOwner
 from controller.config import Settings
 from controller.desired.limits import INTERNAL_PREFIX, enforced_from, gpu_pairs
+from controller.desired.receipts import failed_writes_note
 from controller.execution.dispatch import Dispatcher
 from controller.execution.runner import RequestRunner, receipts
 from controller.execution.write_cycle import origin_of_check
@@ -199,12 +200,14 @@ class BmcChecker:
             except asyncio.CancelledError:
                 if row.write_cycle:  # stopping: the cycle restored what it wrote; say so, with receipts
                     report = self._runner.write_cycles.report_of(origin_of_check(row.check_id))
+                    # NOTE: with no journal report (stopped before its journal, or in a restore of an
+                    # earlier leftover), the receipts say what was written, never "nothing" over them
+                    done = report or failed_writes_note(log_.entries()) or "nothing was written"
                     await self._store.finish_bmc_check(
                         row.check_id,
                         "interrupted",
                         writes=receipts(log_.entries()),
-                        error="stopped by a controller shutdown during its write cycle; "
-                        + (report or "nothing was written"),
+                        error="stopped by a controller shutdown during its write cycle; " + done,
                         at=datetime.now(UTC),
                     )
                 raise  # read-only: the row stays `running` and the next start reports it interrupted

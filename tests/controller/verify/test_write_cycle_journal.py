@@ -312,6 +312,32 @@ async def test_a_restore_that_failed_is_tried_again_by_the_journal_sweep_unasked
         assert await h.controller.store.open_write_cycles() == []
 
 
+async def test_a_write_cycle_stopped_in_its_restore_of_a_leftover_never_says_nothing_was_written(
+    tmp_path: Path, start_controller: Any
+) -> None:
+    """A shutdown that stops a write cycle while it restores an earlier cycle's leftover (before its
+    own journal): the restore wrote the node, so the record says what its receipts show, never
+    "nothing was written"."""
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
+        bmc = fleet.bmcs[0]
+        await _leave_open_journal(h, "leftover", "verify leftover")
+        from bmcsim._gb200_writes import cap_write
+
+        cap_write(bmc.state.caps["GPU_0"], 1150, None).apply()  # the leftover test value
+        # the leftover's restore lands and is answered late
+        bmc.faults.set("late-reply", writes_only=True, count=1, hang_seconds=3)
+        started = await h.admin.StartWriteCycle(apb.StartVerifyRequest(devices=["node001"], **FAST))
+        check_id = started.checks[0].check_id
+        await until(lambda: bmc.stats.faults_injected["late-reply"] >= 1, "the leftover's restore write")
+        await h.controller.checker.stop()  # a shutdown: the cycle ends after that restore
+        row = await h.controller.store.bmc_check(check_id)
+        assert row is not None and row.status == "interrupted", row
+        assert "nothing was written" not in row.error and "GPU 0 written" in row.error, row.error
+
+
 async def test_a_rerun_restores_an_unfinished_cycle_first_and_never_takes_its_test_value_as_before(
     tmp_path: Path, start_controller: Any
 ) -> None:
