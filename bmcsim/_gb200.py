@@ -129,7 +129,8 @@ def _metrics_doc(bmc: Bmc, path: str, component: str, cap: Cap | None) -> Reply:
         del body["PowerLimitWatts"]["Reading"]
     nvidia: JsonDict = {
         "@odata.type": "#NvidiaEnvironmentMetrics.v1_3_0.NvidiaEnvironmentMetrics",
-        "PowerMode": "Custom" if cap.oob_active else "MaxP",
+        # no PowerMode: NVIDIA bmcweb shows it on chassis only, as the D-Bus power mode, which a set
+        # point does not change (chassis_utils.hpp `getPowerModeType`, environment_util.hpp)
         # shown next to the set point as NVIDIA bmcweb does (a captured GB300 tray's GPU EnvironmentMetrics)
         "PowerLimitPersistency": cap.persistent,
         "RequestedPersistentPowerLimitWatts": cap.set_point if cap.oob_active and cap.persistent else None,

@@ -27,10 +27,12 @@ disabled and `LimitException` values behave as `_vendor_writes` describes, with 
 
 Vendor write effects, as the vendor documents them (the same as the gb200 model): on a resource with
 NVIDIA's `Oem/Nvidia` section a `PowerLimitWatts/SetPoint` PATCH makes the cap out-of-band
-(`ControlMode` Manual, `PowerMode` Custom, `RequestedOneshot`/`RequestedPersistentPowerLimitWatts`
-per `Oem/Nvidia/PowerLimitPersistency`); `NvidiaEnvironmentMetrics.ClearOOBSetPoint` puts the default
-back; `NvidiaWorkloadPower.EnableProfiles`/`DisableProfiles` set/clear `ProfileMask` bits in the
-requested and enforced masks.
+(`ControlMode` Manual, `RequestedOneshot`/`RequestedPersistentPowerLimitWatts` per
+`Oem/Nvidia/PowerLimitPersistency`; never `PowerMode`, the D-Bus power mode a set point does not
+change: NVIDIA/bmcweb `chassis_utils.hpp`, `getPowerModeType`);
+`NvidiaEnvironmentMetrics.ClearOOBSetPoint` puts the default back;
+`NvidiaWorkloadPower.EnableProfiles`/`DisableProfiles` set/clear `ProfileMask` bits in the requested
+and enforced masks.
 """
 
 from __future__ import annotations
@@ -229,7 +231,6 @@ def _patch(bmc: Bmc, req: SimRequest) -> Write:
         if nvidia is not None and set_point is not None:
             current["PowerLimitWatts"]["ControlMode"] = "Manual"
             # NOTE: only the OEM properties this firmware shows (GB300 shows none of them)
-            _set_shown(nvidia, "PowerMode", "Custom")
             _set_shown(nvidia, "RequestedPersistentPowerLimitWatts", set_point if persistent else None)
             _set_shown(nvidia, "RequestedOneshotPowerLimitWatts", None if persistent else set_point)
         state.revisions[req.path] += 1
@@ -347,7 +348,6 @@ def _clear_oob(state: ReplayState, resource: str, doc: JsonDict) -> None:
         limit["ControlMode"] = "Automatic"
     nvidia = _nvidia(doc)
     if nvidia is not None:
-        _set_shown(nvidia, "PowerMode", "MaxP")
         _set_shown(nvidia, "RequestedPersistentPowerLimitWatts", None)
         _set_shown(nvidia, "RequestedOneshotPowerLimitWatts", None)
     state.revisions[resource] += 1

@@ -150,6 +150,9 @@ async def test_persistency_and_clear_oob_set_point(gb200: SimulatedBmc, api: Api
     doc = (await client.get(GPU0)).body
     assert doc["PowerLimitWatts"]["ControlMode"] == "Manual"
     assert doc["Oem"]["Nvidia"]["RequestedPersistentPowerLimitWatts"] == 650
+    # a processor's EnvironmentMetrics shows no PowerMode (NVIDIA bmcweb: the chassis's D-Bus power
+    # mode, which a set point does not change)
+    assert "PowerMode" not in doc["Oem"]["Nvidia"]
     target = doc["Actions"]["Oem"]["#NvidiaEnvironmentMetrics.ClearOOBSetPoint"]["target"]
     assert target == GPU0 + CLEAR
 
