@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 
 from bmcsim import SimulatorFleet
+from bmcsim._gb200_writes import cap_write
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import admin_pb2_grpc as agrpc
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
@@ -40,13 +41,14 @@ def caps(bmc: Any) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def one_gb200(tmp_path: Path, start_controller: Any) -> AsyncIterator[tuple[Any, Any]]:
-    """An in-process controller (the `start_controller` fixture's harness) over one simulated GB200
-    tray, and that tray's BMC."""
+async def one_gb200(tmp_path: Path, start_controller: Any, **settings: Any) -> AsyncIterator[tuple[Any, Any]]:
+    """An in-process controller (the `start_controller` fixture's harness, with `settings`) over one
+    simulated GB200 tray, and that tray's BMC."""
     async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
         inventory = tmp_path / "inventory.toml"
         secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
-        yield await start_controller(load_inventory(inventory), secrets_dir=str(secrets)), fleet.bmcs[0]
+        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets), **settings)
+        yield h, fleet.bmcs[0]
 
 
 async def until(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
@@ -256,11 +258,7 @@ async def test_a_test_write_whose_task_outlives_the_deadline_is_waited_out_and_t
     lands the test value later. The journal is not closed on that read: it waits the lost write
     out, the node pending, and the journal sweep restores the node once the wait is over."""
     monkeypatch.setattr(write_cycle, "LOST_WRITE_SECONDS", 12.0)
-    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
-        inventory = tmp_path / "inventory.toml"
-        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
-        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets), sweep_interval=0.5)
-        bmc = fleet.bmcs[0]
+    async with one_gb200(tmp_path, start_controller, sweep_interval=0.5) as (h, bmc):
         before = caps(bmc)
         bmc.configure(async_writes=True, task_delay=8.0)  # each cap write lands 8 s after its 202
         health = R.BMCHealthDeviceRequest(write_cycle=True, telemetry_interval_ms=20)
@@ -288,15 +286,9 @@ async def test_a_restore_that_failed_is_tried_again_by_the_journal_sweep_unasked
     """A journal whose restore failed (its writes refused) is restored again `RETRY_SECONDS`
     later by the journal sweep, with no request of the node needed to set it off."""
     monkeypatch.setattr(write_cycle, "RETRY_SECONDS", 0.5)
-    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
-        inventory = tmp_path / "inventory.toml"
-        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
-        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets), sweep_interval=0.3)
-        bmc = fleet.bmcs[0]
+    async with one_gb200(tmp_path, start_controller, sweep_interval=0.3) as (h, bmc):
         before = caps(bmc)
         await _leave_open_journal(h, "leftover", "verify leftover")
-        from bmcsim._gb200_writes import cap_write
-
         cap_write(bmc.state.caps["GPU_0"], 1150, None).apply()  # the leftover test value
         bmc.faults.set("http500", writes_only=True)  # every restore write refused for now
         cycles = h.controller.runner.write_cycles
@@ -318,14 +310,8 @@ async def test_a_write_cycle_stopped_in_its_restore_of_a_leftover_never_says_not
     """A shutdown that stops a write cycle while it restores an earlier cycle's leftover (before its
     own journal): the restore wrote the node, so the record says what its receipts show, never
     "nothing was written"."""
-    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
-        inventory = tmp_path / "inventory.toml"
-        secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
-        h = await start_controller(load_inventory(inventory), secrets_dir=str(secrets))
-        bmc = fleet.bmcs[0]
+    async with one_gb200(tmp_path, start_controller) as (h, bmc):
         await _leave_open_journal(h, "leftover", "verify leftover")
-        from bmcsim._gb200_writes import cap_write
-
         cap_write(bmc.state.caps["GPU_0"], 1150, None).apply()  # the leftover test value
         # the leftover's restore lands and is answered late
         bmc.faults.set("late-reply", writes_only=True, count=1, hang_seconds=3)
@@ -348,8 +334,6 @@ async def test_a_rerun_restores_an_unfinished_cycle_first_and_never_takes_its_te
         bmc = fleet.bmcs[0]
         before = caps(bmc)
         # a cycle that died after its test write (its journal open, the value one step below)
-        from bmcsim._gb200_writes import cap_write
-
         await _leave_open_journal(h, "leftover", "verify leftover")
         name = "GPU_0"
         cap_write(bmc.state.caps[name], 1150, None).apply()  # the test value, as a write leaves it
@@ -401,8 +385,6 @@ async def _done(h: Any, check_id: str) -> dict[str, Any]:
 async def test_read_only_verify_flags_an_explicit_cap_devicectl_did_not_set(
     tmp_path: Path, start_controller: Any, sink: Any
 ) -> None:
-    from bmcsim._gb200_writes import cap_write
-
     async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
         inventory = tmp_path / "inventory.toml"
         secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
@@ -441,8 +423,6 @@ async def test_read_only_verify_flags_an_explicit_cap_devicectl_did_not_set(
 async def test_a_leftover_journal_never_undoes_a_cap_devicectl_set_since(
     tmp_path: Path, start_controller: Any, sink: Any
 ) -> None:
-    from bmcsim._gb200_writes import cap_write
-
     async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
         inventory = tmp_path / "inventory.toml"
         secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
@@ -498,8 +478,6 @@ async def test_a_leftover_journal_from_a_host_whose_clock_ran_behind_restores_it
     """The journal's host clock an hour behind, and GPU 1's desired limit set before the journal
     opened: its test value is restored (compared by `set_at` against `created_at`, the earlier
     request looked newer, the cap was taken as superseded and the test value stayed)."""
-    from bmcsim._gb200_writes import cap_write
-
     async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
         inventory = tmp_path / "inventory.toml"
         secrets = fleet.write_inventory(inventory, tmp_path / "secrets")

@@ -75,6 +75,15 @@ async def cycle_of_node001(h: Any, request_id: str) -> tuple[Resolved, DeviceCon
     return resolved, ctx, cycles
 
 
+async def leftover_on_gpu0(h: Any, bmc: Any) -> dict[str, Any]:
+    """A crashed cycle's open journal "a" of GPU 0, its test value left in force; the caps before."""
+    before = caps(bmc)
+    priors = await priors_of(h)
+    await h.controller.store.open_write_cycle(journal("a", {"gpu/0": priors["gpu/0"]}, "ctl-crashed"))
+    cap_write(bmc.state.caps["GPU_0"], 1150, None).apply()
+    return before
+
+
 def journal(cycle_id: str, priors: dict[str, Any], owner: str, age: float = 0.0) -> WriteCycleRow:
     return WriteCycleRow(
         cycle_id=cycle_id,
@@ -490,10 +499,7 @@ async def test_a_restore_queued_where_the_shard_lease_is_gone_leaves_the_journal
 
     async with one_gb200(tmp_path, start_controller) as (h, bmc):
         store = h.controller.store
-        before = caps(bmc)
-        priors = await priors_of(h)
-        await store.open_write_cycle(journal("a", {"gpu/0": priors["gpu/0"]}, "ctl-crashed"))
-        cap_write(bmc.state.caps["GPU_0"], 1150, None).apply()
+        before = await leftover_on_gpu0(h, bmc)
 
         def resolve(device: str) -> Any:
             return h.controller.runner.resolve(device, b"", b"")
@@ -539,10 +545,7 @@ async def test_a_failed_read_of_gained_journals_keeps_their_nodes_unsettled_unti
     (until a later round reads them), never running over a leftover test value."""
     async with one_gb200(tmp_path, start_controller) as (h, bmc):
         store = h.controller.store
-        before = caps(bmc)
-        priors = await priors_of(h)
-        await store.open_write_cycle(journal("a", {"gpu/0": priors["gpu/0"]}, "ctl-crashed"))
-        cap_write(bmc.state.caps["GPU_0"], 1150, None).apply()
+        before = await leftover_on_gpu0(h, bmc)
         cycles = WriteCycles(store, lambda d: h.controller.runner.resolve(d, b"", b""), "ctl-gainer")
         read = store.open_write_cycles
 
