@@ -122,8 +122,9 @@ def prior_text(prior: Mapping[str, Any]) -> str:
 def _lost_writes(writes: Sequence[DeviceWrite], priors: Mapping[str, Mapping[str, Any]]) -> set[str]:
     """The journaled caps a write of `writes` whose answer was lost went to (its resource, an
     action under it, or an out-of-process plugin's call naming the cap): it may still land. Not
-    where a later write to the cap found something other than the value in force before the lost
-    one (it had landed then, and a write lands once), unless two were lost there."""
+    where the next write to the cap that landed found something other than the value in force
+    before the lost one (it had landed then, and a write lands once); a write that landed on that
+    old value (the test write sent once more) leaves the lost one unsettled for good."""
     lost: dict[str, list[DeviceWrite]] = {}
     for write in writes:
         outcome = write_outcome(write)
@@ -141,6 +142,8 @@ def _lost_writes(writes: Sequence[DeviceWrite], priors: Mapping[str, Mapping[str
                 unanswered.append(write)
             elif len(unanswered) == 1 and _landed_before(unanswered[0], write):
                 unanswered.clear()
+            elif unanswered:
+                unanswered.append(write)  # what it found says nothing of the lost one: kept
     return {key for key, unanswered in lost.items() if unanswered}
 
 

@@ -456,6 +456,15 @@ LOST = DeviceWrite(GPU0_EM, "PATCH", component="GPU 0", before=1200.0, status="u
         ([LOST, DeviceWrite(GPU0_EM, "PATCH", before=1150.0, status="200")], set()),
         # it found the old value: the lost one may still land after it
         ([LOST, DeviceWrite(GPU0_EM, "PATCH", before=1200.0, status="200")], {"gpu/0"}),
+        # sent once more and landed on the old value: the restore's finding is that write's doing
+        (
+            [
+                LOST,
+                DeviceWrite(GPU0_EM, "PATCH", before=1200.0, status="200"),
+                DeviceWrite(GPU0_EM, "PATCH", before=1150.0, status="200"),
+            ],
+            {"gpu/0"},
+        ),
         # two lost: one landing says nothing of the other
         ([LOST, LOST, DeviceWrite(GPU0_EM, "PATCH", before=1150.0, status="200")], {"gpu/0"}),
         ([replace(LOST, status="400")], set()),  # refused: it changed nothing
