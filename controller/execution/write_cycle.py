@@ -11,7 +11,9 @@
    and a cancel waits for it; the journal is closed only once every cap is proven back.
 
 A cycle left open (a crash, a restore that failed) is restored from its journal at the next start,
-before any request of the node runs (`recover`), and before the node's next cycle; the report names
+before any request of the node runs (`recover`), and before the node's next cycle; a journal a
+crash left is then held open a while longer for every cap, since the test writes the dead process
+sent may still land (`_still_waiting`, `LOST_WRITE_SECONDS`); the report names
 each component, its value and whether it was restored, on the verification's record. A readiness
 result's explicit caps are compared with what devicectl last set (`WriteCycles.explained`).
 
@@ -157,20 +159,31 @@ def _landed_before(lost: DeviceWrite, later: DeviceWrite) -> bool:
 def _still_waiting(row: WriteCycleRow) -> tuple[set[str], datetime]:
     """A leftover journal's caps still waiting out a lost test write (its last report's), and
     until when; none where its report names no such wait, or one already past. The report comes
-    from the database: a malformed one waits no longer."""
+    from the database: a malformed one waits no longer.
+
+    A journal with no report at all was never closed by its cycle: the process running it ended
+    (a crash, a kill, a host gone) or could not record its close, and the answers of the test
+    writes it had sent died with it. Each journaled cap may still change: all of them wait one
+    `LOST_WRITE_SECONDS` from now (when the process ended is not known here, only that it was
+    before now)."""
+    now = datetime.now(UTC)
+    if row.report is None:
+        return _waiting(set(row.priors), now + timedelta(seconds=LOST_WRITE_SECONDS), now)
     report = row.report if isinstance(row.report, Mapping) else {}
     keys, until = report.get("lost_writes"), report.get("recheck_after")
     try:
         at = datetime.fromisoformat(until) if isinstance(until, str) else None
     except ValueError:
         at = None
-    now = datetime.now(UTC)
     if at is None or at.tzinfo is None or not isinstance(keys, list):
         return set(), now
-    at = min(at, now + timedelta(seconds=LOST_WRITE_SECONDS))  # never longer than one wait
-    if at <= now:
-        return set(), now
-    return {k for k in keys if isinstance(k, str) and k in row.priors}, at
+    return _waiting({k for k in keys if isinstance(k, str) and k in row.priors}, at, now)
+
+
+def _waiting(keys: set[str], until: datetime, now: datetime) -> tuple[set[str], datetime]:
+    """`keys` waiting until `until`, never longer than one wait from `now`; none once it is past."""
+    until = min(until, now + timedelta(seconds=LOST_WRITE_SECONDS))
+    return (keys, until) if until > now and keys else (set(), now)
 
 
 def _proven_back(checks: Sequence[HealthCheck], key: str) -> bool:
@@ -278,6 +291,10 @@ class WriteCycles:
         #: pending device -> when (monotonic) its journals are restored again unasked (`due`): a
         #: failed restore, or one waiting out a test write that may still land
         self._due: dict[str, float] = {}
+        #: journals this process's own cycles ended but could not record (a database fault at the
+        #: close): what their receipts showed (the caps waiting out a lost test write, and until
+        #: when), where their rows show no report, which a restore would take for a crash's
+        self._unrecorded: dict[str, tuple[set[str], datetime]] = {}
 
     def stop(self) -> None:
         """At a stop, before the shard leases go: no restore starts a plugin call, and those running
@@ -314,6 +331,7 @@ class WriteCycles:
             self._due[device] = min(self._due.get(device, math.inf), time.monotonic() + again_in)
 
     def _settled(self, device: str, cycle_id: str) -> None:
+        self._unrecorded.pop(cycle_id, None)
         left = self._pending.get(device)
         if left is not None:
             left.discard(cycle_id)
@@ -555,10 +573,16 @@ class WriteCycles:
             if isinstance(taken, list):
                 return taken
             row = taken
-            unsure, recheck = _still_waiting(row)
+            known = self._unrecorded.get(row.cycle_id) if row.report is None else None
+            if known is not None:  # its cycle ran here: what its receipts showed
+                unsure, recheck = _waiting(*known, datetime.now(UTC))
+            else:
+                unsure, recheck = _still_waiting(row)
+            cut_off = row.report is None and known is None
         else:  # this cycle's test writes: those whose answer was lost may land after any restore
             unsure = _lost_writes(writes.entries(), row.priors)
             recheck = datetime.now(UTC) + timedelta(seconds=LOST_WRITE_SECONDS)
+            cut_off = False
         needs = {k: v for k, v in row.priors.items() if not _proven_back(applied, k)}
         superseded: dict[str, str] = {}
         checks: list[HealthCheck] = []
@@ -606,8 +630,13 @@ class WriteCycles:
             )
         if waiting:
             report["lost_writes"], report["recheck_after"] = waiting, recheck.isoformat()
+            why = (
+                "the controller that ran the cycle ended before its answers came"
+                if cut_off
+                else "its answer was lost"
+            )
             text = (text or "restored") + (
-                f"; the test write to {', '.join(waiting)} may still land (its answer was lost): the "
+                f"; a test write to {', '.join(waiting)} may still land ({why}): the "
                 f"journal stays open and the node is read, and restored where it landed, again at "
                 f"{recheck.isoformat(timespec='seconds')}"
             )
@@ -632,6 +661,8 @@ class WriteCycles:
                 describe(exc),
             )
             held = unclosed = True  # as far as this process knows
+            if row.report is None:  # this cycle's: a later restore must not take it for a crash's
+                self._unrecorded[row.cycle_id] = (set(waiting), recheck)
         if not held:  # taken over meanwhile: the newer holder's record stands
             self._settled(row.device, row.cycle_id)
             log.warning(
@@ -718,6 +749,7 @@ class WriteCycles:
                 row.device,
                 describe(exc),
             )
+            self._unrecorded[row.cycle_id] = (set(), datetime.now(UTC))  # nothing was written
             self._mark(row.device, row.cycle_id)
 
     async def _taken(self, row: WriteCycleRow) -> WriteCycleRow | list[HealthCheck]:

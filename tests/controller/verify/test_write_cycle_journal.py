@@ -147,6 +147,8 @@ async def test_a_sigkill_mid_cycle_is_restored_from_the_journal_at_the_restart(
             assert caps(bmc) == before
             assert got.status == "interrupted", got
             assert "restored from its journal:" in got.error and "NOT restored" not in got.error, got.error
+            # the killed cycle's other test writes died unanswered: the journal waits them out
+            assert "may still land (the controller that ran the cycle ended" in got.error, got.error
             assert any(w.method in ("PATCH", "POST") for w in got.writes), (got.error, got.writes)
 
             # a re-run reads the real value as "before" and leaves it in force
@@ -280,8 +282,41 @@ async def test_a_test_write_whose_task_outlives_the_deadline_is_waited_out_and_t
         assert await store.open_write_cycles() == [] and not cycles.unsettled("node001")
 
 
-async def test_a_restore_that_failed_is_tried_again_by_the_journal_sweep_unasked(
+async def test_a_journal_a_crash_left_waits_out_the_test_writes_that_died_unanswered(
     tmp_path: Path, start_controller: Any, monkeypatch: Any
+) -> None:
+    """A journal no cycle ever closed: the process running the cycle ended (a crash), and with it
+    the answers of the test writes it had sent. The start's restore reads the old values in force
+    and writes nothing; a test write the dead process sent then lands. The journal is not closed on
+    that first read: it waits `LOST_WRITE_SECONDS` for every cap, the node pending, and the journal
+    sweep restores what landed and closes it once the wait is over."""
+    monkeypatch.setattr(write_cycle, "LOST_WRITE_SECONDS", 6.0)
+    async with one_gb200(tmp_path, start_controller, sweep_interval=0.3) as (h, bmc):
+        store, cycles = h.controller.store, h.controller.runner.write_cycles
+        before = caps(bmc)
+        await _leave_open_journal(h, "crashed", "verify crashed")
+        assert await cycles.recover(lambda device: True) == 1  # what a start does
+        (row,) = await store.open_write_cycles()  # nothing to restore, yet not closed
+        assert caps(bmc) == before and bmc.stats.writes_applied == 0, bmc.stats.calls
+        assert sorted(row.report["lost_writes"]) == sorted(row.priors) and row.report["recheck_after"]
+        assert cycles.unsettled("node001")
+        # the dead process's test write to GPU 2 lands now, after the start's restore
+        cap_write(bmc.state.caps["GPU_2"], 1150, None).apply()
+        assert caps(bmc) != before
+        for _ in range(200):
+            if not await store.open_write_cycles():
+                break
+            await asyncio.sleep(0.1)
+        assert caps(bmc) == before and not cycles.unsettled("node001")
+        (closed,) = await store.write_cycles_of("verify crashed")
+        assert closed.status == "closed" and "lost_writes" not in closed.report, closed.report
+
+
+async def test_a_restore_that_failed_is_tried_again_by_the_journal_sweep_unasked(
+    tmp_path: Path,
+    start_controller: Any,
+    monkeypatch: Any,
+    lost_writes_settled: None,
 ) -> None:
     """A journal whose restore failed (its writes refused) is restored again `RETRY_SECONDS`
     later by the journal sweep, with no request of the node needed to set it off."""
@@ -345,7 +380,10 @@ async def test_a_rerun_restores_an_unfinished_cycle_first_and_never_takes_its_te
         assert restores and all(c["status"] == "pass" for c in restores), restores
         assert all("unfinished write cycle (verify leftover)" in c["detail"] for c in restores)
         assert caps(bmc) == before, name  # restored to the journal's value, not the leftover
-        assert await h.controller.store.open_write_cycles() == []
+        # the rerun's own journal is closed; the dead cycle's stays open: a test write it sent
+        # may still land, so its caps are read again once the wait is over
+        (left,) = await h.controller.store.open_write_cycles()
+        assert left.cycle_id == "leftover" and sorted(left.report["lost_writes"]) == sorted(left.priors)
 
 
 async def _leave_open_journal(h: Any, cycle_id: str, origin: str, clock: timedelta = timedelta()) -> None:
@@ -421,7 +459,10 @@ async def test_read_only_verify_flags_an_explicit_cap_devicectl_did_not_set(
 
 
 async def test_a_leftover_journal_never_undoes_a_cap_devicectl_set_since(
-    tmp_path: Path, start_controller: Any, sink: Any
+    tmp_path: Path,
+    start_controller: Any,
+    sink: Any,
+    lost_writes_settled: None,
 ) -> None:
     async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
         inventory = tmp_path / "inventory.toml"
@@ -452,7 +493,10 @@ async def test_a_leftover_journal_never_undoes_a_cap_devicectl_set_since(
 
 
 async def test_a_leftover_journal_from_a_host_whose_clock_ran_ahead_never_undoes_a_later_cap(
-    tmp_path: Path, start_controller: Any, sink: Any
+    tmp_path: Path,
+    start_controller: Any,
+    sink: Any,
+    lost_writes_settled: None,
 ) -> None:
     """The journal's host clock an hour ahead: the request set after the journal opened still wins
     (compared by `set_at` against `created_at`, it looked older and was undone)."""
@@ -473,7 +517,10 @@ async def test_a_leftover_journal_from_a_host_whose_clock_ran_ahead_never_undoes
 
 
 async def test_a_leftover_journal_from_a_host_whose_clock_ran_behind_restores_its_test_cap(
-    tmp_path: Path, start_controller: Any, sink: Any
+    tmp_path: Path,
+    start_controller: Any,
+    sink: Any,
+    lost_writes_settled: None,
 ) -> None:
     """The journal's host clock an hour behind, and GPU 1's desired limit set before the journal
     opened: its test value is restored (compared by `set_at` against `created_at`, the earlier

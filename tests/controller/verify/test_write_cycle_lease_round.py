@@ -112,7 +112,11 @@ async def restore_of_a_gained_shard(
 @pytest.mark.postgres
 @pytest.mark.timeout(300)
 async def test_a_slow_restore_of_a_gained_shard_never_holds_the_lease_rounds_up(
-    tmp_path: Path, db_url: str, start_controller: Any, sink: Any
+    tmp_path: Path,
+    db_url: str,
+    start_controller: Any,
+    sink: Any,
+    lost_writes_settled: None,
 ) -> None:
     async with restore_of_a_gained_shard(tmp_path, start_controller, HANG_SECONDS) as gained:
         bmc, before, third, shard = gained.fleet.bmcs[0], gained.before, gained.third, gained.shard
@@ -206,7 +210,11 @@ async def restored_from_the_journal_by_a_next_holder(gained: GainedRestore) -> N
 @pytest.mark.postgres
 @pytest.mark.timeout(300)
 async def test_a_restore_is_cut_when_the_shard_lease_lapses_here_and_left_to_the_next_holder(
-    tmp_path: Path, db_url: str, start_controller: Any, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    db_url: str,
+    start_controller: Any,
+    caplog: pytest.LogCaptureFixture,
+    lost_writes_settled: None,
 ) -> None:
     """A restore's plugin call runs under the node's shard lease, as a request's call does: once
     this process no longer surely holds the lease (a database stall keeps it from renewing), the
@@ -234,7 +242,11 @@ async def test_a_restore_is_cut_when_the_shard_lease_lapses_here_and_left_to_the
 @pytest.mark.postgres
 @pytest.mark.timeout(300)
 async def test_a_stop_cuts_a_restore_under_way_before_it_hands_the_shard_back(
-    tmp_path: Path, db_url: str, start_controller: Any, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    db_url: str,
+    start_controller: Any,
+    caplog: pytest.LogCaptureFixture,
+    lost_writes_settled: None,
 ) -> None:
     """A stop waits a little for restores under way, then cancels their calls before it hands the
     shard leases back: a restore left running would go on writing the node while the next holder,

@@ -99,7 +99,9 @@ def journal(cycle_id: str, priors: dict[str, Any], owner: str, age: float = 0.0)
 
 
 async def test_a_journal_taken_over_mid_restore_is_neither_closed_nor_written_by_its_old_holder(
-    tmp_path: Path, start_controller: Any
+    tmp_path: Path,
+    start_controller: Any,
+    lost_writes_settled: None,
 ) -> None:
     async with one_gb200(tmp_path, start_controller) as (h, bmc):
         store = h.controller.store
@@ -141,7 +143,9 @@ async def test_a_journal_taken_over_mid_restore_is_neither_closed_nor_written_by
 
 
 async def test_a_device_with_two_open_journals_stays_pending_until_both_are_restored(
-    tmp_path: Path, start_controller: Any
+    tmp_path: Path,
+    start_controller: Any,
+    lost_writes_settled: None,
 ) -> None:
     async with one_gb200(tmp_path, start_controller) as (h, bmc):
         store = h.controller.store
@@ -391,7 +395,10 @@ async def test_a_cancelled_cycle_whose_unwritten_close_failed_is_closed_before_t
 
 
 async def test_one_journal_that_cannot_be_taken_at_a_start_leaves_the_others_restored_not_running(
-    tmp_path: Path, start_controller: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    start_controller: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    lost_writes_settled: None,
 ) -> None:
     """At a start (SQLite: no shard leases), one journal whose takeover fails is that journal's
     failure alone: `recover` returns only once every other restore has ended, none left writing
@@ -423,7 +430,8 @@ async def test_one_journal_that_cannot_be_taken_at_a_start_leaves_the_others_res
 @pytest.mark.parametrize(
     ("report", "waits"),
     [
-        (None, set()),
+        (None, {"gpu/0"}),  # no report: its cycle never closed it (a crash), every cap waits
+        ({}, set()),
         ({"lost_writes": ["gpu/0"], "recheck_after": "soon"}, set()),
         ({"lost_writes": ["gpu/0"], "recheck_after": "2999-01-01T00:00:00"}, set()),  # no zone
         ({"lost_writes": "gpu/0", "recheck_after": "2999-01-01T00:00:00+00:00"}, set()),
@@ -436,7 +444,8 @@ def test_a_journals_wait_for_a_lost_write_is_read_from_the_database_untrusted(
 ) -> None:
     """What a journal's last report says it still waits for comes from the database (another
     process, an older release, a hand): malformed is no wait, names only caps it journaled, and
-    never a wait longer than one `LOST_WRITE_SECONDS` from now."""
+    never a wait longer than one `LOST_WRITE_SECONDS` from now. A journal no cycle ever reported
+    on was left by a process that ended mid-cycle: each of its caps waits."""
     row = replace(journal("x", {"gpu/0": {"watts": 700.0, "capped": True}}, "ctl"), report=report)
     keys, until = write_cycle._still_waiting(row)
     assert keys == waits
@@ -495,7 +504,9 @@ def test_the_caps_a_lost_test_write_may_still_change_are_read_from_its_receipts(
 
 
 async def test_a_restore_queued_where_the_shard_lease_is_gone_leaves_the_journal_to_its_holder(
-    tmp_path: Path, start_controller: Any
+    tmp_path: Path,
+    start_controller: Any,
+    lost_writes_settled: None,
 ) -> None:
     """A restore that comes to a journal once this process no longer surely holds the node's shard
     lease (queued behind others while a rebalancing handed the shard on) neither takes the journal
@@ -547,7 +558,10 @@ async def test_a_verifications_restore_of_a_leftover_counts_as_its_shards_work(
 
 
 async def test_a_failed_read_of_gained_journals_keeps_their_nodes_unsettled_until_read(
-    tmp_path: Path, start_controller: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    start_controller: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    lost_writes_settled: None,
 ) -> None:
     """Where the lease round's read of gained shards' journals fails, those shards still run: a
     request of one of their nodes, then or later, reads and restores its node's journals first
