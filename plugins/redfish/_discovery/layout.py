@@ -241,17 +241,27 @@ def processor_components(processors: list[Document], kind: str) -> list[Componen
     ]
 
 
-def nvidia_node_metrics_uri(chassis: list[Document]) -> str:
-    """The node's EnvironmentMetrics on NVIDIA HGX BMCs."""
+def nvidia_node_metrics_uri(chassis: list[Document], read: Sequence[Document] = ()) -> str:
+    """The node's EnvironmentMetrics on NVIDIA HGX BMCs, DPS's node telemetry (dps.md §7): the
+    tray's chassis `Chassis_0`, else the baseboard's `HGX_Chassis_0`. Where that chassis was read
+    (`read`), only the EnvironmentMetrics it links; where it was not (the NVIDIA walk reads the
+    collection only, and DPS's proxy refuses most chassis), the path DPS's allow-list names for
+    it. Else a RackMount chassis' own link; never a path built from another chassis' name ('':
+    no node reading is offered)."""
+    bodies = {d.path.rstrip("/"): d.body for d in read}
     ids = [id_of(ch) for ch in chassis]
-    # NOTE: NVIDIA node readings are Chassis_0 (whole tray) then HGX_Chassis_0 (dps.md §7)
     for wanted in ("Chassis_0", "HGX_Chassis_0"):
-        if wanted in ids:
-            return f"{chassis[ids.index(wanted)].path}/EnvironmentMetrics"
-    for ch in chassis:
+        if wanted not in ids:
+            continue
+        path = chassis[ids.index(wanted)].path.rstrip("/")
+        if path not in bodies:
+            return f"{path}/EnvironmentMetrics"  # the path dps.md §7 allows (GET) for this chassis
+        if linked := link_of(bodies[path], "EnvironmentMetrics"):
+            return linked
+    for ch in (*read, *chassis):
         if str(ch.get("ChassisType")) == "RackMount" and link_of(ch.body, "EnvironmentMetrics"):
             return link_of(ch.body, "EnvironmentMetrics")
-    return f"{chassis[0].path}/EnvironmentMetrics" if chassis else ""
+    return ""
 
 
 def generic_node_metrics(chassis: list[Document], node: Sequence[Component]) -> tuple[str, str]:

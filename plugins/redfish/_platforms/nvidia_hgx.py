@@ -258,7 +258,7 @@ def discover_nvidia_hgx(
         gpus=tuple(gpu_caps[c.key] for c in gpus),
         cpus=tuple(cpu_caps[c.key] for c in cpus),
         groups=(*base.groups, *groups),
-        node_metrics=(MECH_EM, nvidia_node_metrics_uri(chassis)),
+        node_metrics=(MECH_EM, nvidia_node_metrics_uri(chassis, limits.linked_chassis)),
         note="" if node else why_not,
         evidence=(*base.evidence, *evidence),
     )

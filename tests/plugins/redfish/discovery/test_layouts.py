@@ -5,8 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from bmcsim import BmcConfig
 from plugins.base import Empty, GpuMetricsQuery, PolicyAction, PolicyChange
+from plugins.redfish._discovery.layout import nvidia_node_metrics_uri
+from plugins.redfish._wire.document import Document
 from tests.plugins.redfish.platforms.test_controls_power_node_manager import policy
 
 SET = PolicyAction.SET
@@ -154,3 +158,48 @@ async def test_a_failed_read_of_a_module_or_legacy_limit_is_named_in_std_metrics
         legacy.faults.set(FaultMode.INVALID_JSON, path_contains="/redfish/v1/Chassis/1/Power")
         out = (await h.call("std_metrics", legacy, Empty())).result
         assert "node limit unknown: " in out.error, out.error
+
+
+def _chassis(cid: str, **body: Any) -> Document:
+    path = f"/redfish/v1/Chassis/{cid}"
+    return Document(path, {"@odata.id": path, "Id": cid, **body})
+
+
+@pytest.mark.parametrize(
+    ("ids", "read", "uri"),
+    [
+        # the collection only (the NVIDIA walk): the path dps.md §7 allows for the tray's chassis
+        (["HGX_GPU_0", "Chassis_0"], [], "/redfish/v1/Chassis/Chassis_0/EnvironmentMetrics"),
+        (["HGX_Chassis_0", "HGX_GPU_0"], [], "/redfish/v1/Chassis/HGX_Chassis_0/EnvironmentMetrics"),
+        # read: only what the chassis links
+        (
+            ["Chassis_0"],
+            [_chassis("Chassis_0", EnvironmentMetrics={"@odata.id": "/redfish/v1/Chassis/Chassis_0/EM"})],
+            "/redfish/v1/Chassis/Chassis_0/EM",
+        ),
+        (
+            ["Chassis_0", "HGX_Chassis_0"],
+            [_chassis("Chassis_0")],  # links none: the baseboard's, as DPS allows it
+            "/redfish/v1/Chassis/HGX_Chassis_0/EnvironmentMetrics",
+        ),
+        (
+            ["Chassis_0", "Tray"],
+            [
+                _chassis("Chassis_0"),
+                _chassis(
+                    "Tray",
+                    ChassisType="RackMount",
+                    EnvironmentMetrics={"@odata.id": "/redfish/v1/Chassis/Tray/EM"},
+                ),
+            ],
+            "/redfish/v1/Chassis/Tray/EM",
+        ),
+        # no chassis DPS names and none read that links one: no reading, never a guessed path
+        (["DGX", "HGX_GPU_0"], [], ""),
+        (["Chassis_0"], [_chassis("Chassis_0")], ""),
+    ],
+)
+def test_nvidias_node_reading_is_a_linked_or_dps_documented_resource_never_a_guess(
+    ids: list[str], read: list[Document], uri: str
+) -> None:
+    assert nvidia_node_metrics_uri([_chassis(i) for i in ids], read) == uri
