@@ -38,6 +38,7 @@ from plugins.redfish._platforms._base import (
 from plugins.redfish._platforms.nvidia_hgx import module_scope, processor_places
 from plugins.redfish._platforms.platform import Platform, Probe
 from plugins.redfish._wire.document import Document
+from plugins.redfish._wire.errors import PlatformUnsupportedError
 
 CLEAR_OOB = "NvidiaEnvironmentMetrics.ClearOOBSetPoint"
 
@@ -105,9 +106,23 @@ class EnvironmentMetricsMechanism(Mechanism):
             return CapRequest("POST", target, {}, if_match=False)
         if current.default_watts is not None:
             return self.set_request(component, round(current.default_watts), current)
+        if _nvidia_oem(doc.body):
+            # NOTE: NVIDIA bmcweb reads only SetPoint inside PowerLimitWatts (environment_util.hpp):
+            # a ControlMode there is a certain 400, so it is not sent
+            raise PlatformUnsupportedError(
+                f"{doc.path.rstrip('/')}: no request of this BMC removes the cap: it offers no "
+                f"{CLEAR_OOB} action and no DefaultSetPoint, and NVIDIA's firmware takes only a "
+                "SetPoint in PowerLimitWatts; nothing written"
+            )
         # NOTE: only where the limit shows a ControlMode; elsewhere the write gate refuses it (a
         # property the resource does not carry is never written)
         return CapRequest("PATCH", component.limit_uri, {"PowerLimitWatts": {"ControlMode": "Disabled"}})
+
+
+def _nvidia_oem(body: Mapping[str, Any]) -> bool:
+    """Whether the resource shows NVIDIA's OEM section (NVIDIA's bmcweb serves it)."""
+    oem = body.get("Oem")
+    return isinstance(oem, Mapping) and isinstance(oem.get("Nvidia"), Mapping)
 
 
 def _oob_active(body: Mapping[str, Any], set_point: float | None, default: float | None, mode: Any) -> bool:

@@ -10,6 +10,8 @@ import json
 from types import MappingProxyType
 from typing import Any
 
+import pytest
+
 from plugins.redfish._discovery.layout import MECH_CONTROL, MECH_EM, Component
 from plugins.redfish._platforms import (
     ControlMechanism,
@@ -29,6 +31,7 @@ from plugins.redfish._platforms._base import (
 )
 from plugins.redfish._platforms.gate import absent_property, refusal
 from plugins.redfish._wire.document import Document
+from plugins.redfish._wire.errors import PlatformUnsupportedError
 
 CONTROL = "/redfish/v1/Chassis/1/Controls/PowerLimit"
 EM = "/redfish/v1/Chassis/HGX_ProcessorModule_0/EnvironmentMetrics"
@@ -102,6 +105,28 @@ def test_a_clear_that_would_write_an_absent_control_mode_is_refused() -> None:
     assert (
         why == f"{EM} does not carry PowerLimitWatts/ControlMode, which the write would set; nothing written"
     )
+
+
+def test_a_clear_nvidias_firmware_cannot_take_is_refused_not_sent() -> None:
+    """NVIDIA's bmcweb reads only SetPoint inside PowerLimitWatts (environment_util.hpp): where its
+    resource offers no ClearOOBSetPoint action and no DefaultSetPoint, a ControlMode "Disabled"
+    would be a certain 400. It is refused with the reason, nothing sent; a DMTF resource showing
+    the same ControlMode is still cleared with it."""
+    mech = EnvironmentMetricsMechanism()
+    limit = {"SetPoint": 300, "AllowableMin": 50, "AllowableMax": 420, "ControlMode": "Automatic"}
+    nvidia = Document(EM, {"PowerLimitWatts": limit, "Oem": {"Nvidia": {"PowerLimitPersistency": False}}})
+    current = mech.read(MODULE, nvidia)
+    with pytest.raises(PlatformUnsupportedError) as refused:
+        mech.restore_request(MODULE, Prior(None, False), current, nvidia)
+    assert str(refused.value) == (
+        f"{EM}: no request of this BMC removes the cap: it offers no "
+        "NvidiaEnvironmentMetrics.ClearOOBSetPoint action and no DefaultSetPoint, and NVIDIA's "
+        "firmware takes only a SetPoint in PowerLimitWatts; nothing written"
+    )
+    dmtf = Document(EM, {"PowerLimitWatts": limit})
+    clear = mech.restore_request(MODULE, Prior(None, False), mech.read(MODULE, dmtf), dmtf)
+    assert clear.body == {"PowerLimitWatts": {"ControlMode": "Disabled"}}
+    assert refusal(mech, MODULE, clear, mech.read(MODULE, dmtf)) == ""
 
 
 def test_a_resource_without_the_limit_and_unlisted_actions_are_refused() -> None:
