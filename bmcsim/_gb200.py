@@ -9,7 +9,13 @@ Two superchip modules, each one Grace CPU and two GPUs: CPU_n, GPU_2n and GPU_2n
 HGX_ProcessorModule_n. Limits follow the GB200 device spec (dps.md §4): GPU 200..1200 W, Grace 50..420 W,
 node 1000..6667 W; a module's bounds are the sums of its parts (450..2820 W). As on NVIDIA bmcweb, only
 `PowerLimitWatts.SetPoint` (an integer) is accepted in a PATCH, and the OOB set point is cleared with
-the `NvidiaEnvironmentMetrics.ClearOOBSetPoint` OEM action.
+the `NvidiaEnvironmentMetrics.ClearOOBSetPoint` OEM action. What NVIDIA bmcweb (NVIDIA/bmcweb@7f3a16ae,
+`environment_metrics.hpp`, `environment_util.hpp`, `nvidia_async_set_callbacks.hpp`) does and this
+model follows: a set point leaves the ControlMode shown as it was; only GPUs show and keep
+`Oem.Nvidia.PowerLimitPersistency` and the requested limits (a CPU's persistency is dropped, a
+module's refused as unknown); a refused value is PropertyValueIncorrect (`_gb200_writes`). Where it
+differs, for the controller's tests: its Grace CPUs offer a default and a clear action (a captured
+GB300 tray's show neither), EDPp is not modelled, and the range is checked at once, never in a task.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from bmcsim import _errors
 from bmcsim._common import common_routes, firmware_routes
-from bmcsim._gb200_writes import cap_write, clear_write, parse_patch
+from bmcsim._gb200_writes import CHASSIS_OEM, PROCESSOR_OEM, cap_write, clear_write, parse_patch
 from bmcsim._layouts import gb200_layout_routes
 from bmcsim._routing import (
     JsonDict,
@@ -127,15 +133,20 @@ def _metrics_doc(bmc: Bmc, path: str, component: str, cap: Cap | None) -> Reply:
     }
     if absent:
         del body["PowerLimitWatts"]["Reading"]
-    nvidia: JsonDict = {
-        "@odata.type": "#NvidiaEnvironmentMetrics.v1_3_0.NvidiaEnvironmentMetrics",
-        # no PowerMode: NVIDIA bmcweb shows it on chassis only, as the D-Bus power mode, which a set
-        # point does not change (chassis_utils.hpp `getPowerModeType`, environment_util.hpp)
-        # shown next to the set point as NVIDIA bmcweb does (a captured GB300 tray's GPU EnvironmentMetrics)
-        "PowerLimitPersistency": cap.persistent,
-        "RequestedPersistentPowerLimitWatts": cap.set_point if cap.oob_active and cap.persistent else None,
-        "RequestedOneshotPowerLimitWatts": cap.set_point if cap.oob_active and not cap.persistent else None,
-    }
+    # no PowerMode: NVIDIA bmcweb shows it on chassis only, as the D-Bus power mode, which a set
+    # point does not change (chassis_utils.hpp `getPowerModeType`, environment_util.hpp)
+    nvidia: JsonDict = {"@odata.type": "#NvidiaEnvironmentMetrics.v1_2_0.NvidiaEnvironmentMetrics"}
+    if component in GPUS:
+        # the persistency and the requested limits only where the object has D-Bus
+        # `Control.Power.Persistency` (environment_util.hpp `getProcessorEnvironmentMetricsData`):
+        # a captured GB300 tray's GPUs show them, its Grace CPUs and processor modules do not
+        requested = cap.set_point if cap.oob_active else None
+        nvidia = {
+            "@odata.type": "#NvidiaEnvironmentMetrics.v1_3_0.NvidiaEnvironmentMetrics",
+            "PowerLimitPersistency": bool(cap.persistent),
+            "RequestedPersistentPowerLimitWatts": requested if cap.persistent else None,
+            "RequestedOneshotPowerLimitWatts": None if cap.persistent else requested,
+        }
     body["Oem"] = {"Nvidia": nvidia}
     body["Actions"] = {"Oem": {f"#{_CLEAR_OOB}": {"target": f"{path}/Actions/Oem/{_CLEAR_OOB}"}}}
     return Reply(body=body, revision=cap.revision)
@@ -164,7 +175,9 @@ def _get_proc_metrics(bmc: Bmc, req: SimRequest) -> Reply:
 
 def _patch_proc_metrics(bmc: Bmc, req: SimRequest) -> Write:
     cap = _processor_cap(bmc, req)
-    return cap_write(cap, *parse_patch(req.body, cap))
+    set_point, persistent = parse_patch(req.body, cap, PROCESSOR_OEM)
+    # a CPU's persistency is read and dropped (environment_metrics.hpp, the processor PATCH)
+    return cap_write(cap, set_point, persistent if req.params["id"] in GPUS else None)
 
 
 def _clear_proc(bmc: Bmc, req: SimRequest) -> Write:
@@ -184,7 +197,7 @@ def _get_chassis_metrics(bmc: Bmc, req: SimRequest) -> Reply:
 
 def _patch_chassis_metrics(bmc: Bmc, req: SimRequest) -> Write:
     cap = _module_cap(bmc, req, "PATCH")
-    return cap_write(cap, *parse_patch(req.body, cap))
+    return cap_write(cap, parse_patch(req.body, cap, CHASSIS_OEM)[0], None)
 
 
 def _clear_chassis(bmc: Bmc, req: SimRequest) -> Write:

@@ -1,6 +1,15 @@
 """Writes to a GB200 tray's NVIDIA EnvironmentMetrics: a PATCH validated the way NVIDIA bmcweb does
-(only `PowerLimitWatts.SetPoint`, an integer, and `Oem.Nvidia.PowerLimitPersistency`), and the
-writes that set the OOB set point or clear it (the `ClearOOBSetPoint` OEM action)."""
+(only `PowerLimitWatts.SetPoint`, an integer, and, on a processor, `Oem.Nvidia.PowerLimitPersistency`),
+and the writes that set the OOB set point or clear it (the `ClearOOBSetPoint` OEM action).
+
+From NVIDIA/bmcweb@7f3a16ae `redfish-core/lib/environment_metrics.hpp`: a processor's PATCH reads
+`PowerLimitWatts` and `Oem`, and in `Oem.Nvidia` only `EDPpPercent` and `PowerLimitPersistency`; the
+persistency reaches only a GPU's set (`patchPowerLimit(..., "Processors", persistency)`), a CPU's is
+read and dropped. A chassis' PATCH reads in `Oem.Nvidia` only `PowerMode`, which it refuses as not
+writable. Any other key is unknown to `json_util::readJson` (PropertyUnknown). A set point writes
+the D-Bus `PowerCap` alone: nothing sets the ControlMode a GET shows (`PowerCapEnable`, `Control.Mode`).
+A value the power manager refuses (`InvalidArgument`) is answered PropertyValueIncorrect naming
+`setpoint` (`nvidia_async_set_callbacks.hpp`, `PatchPowerCapCallback`)."""
 
 from __future__ import annotations
 
@@ -17,8 +26,14 @@ _READ_ONLY = frozenset(
 _LIMIT_READ_ONLY = frozenset({"AllowableMin", "AllowableMax", "DefaultSetPoint", "Reading", "DataSourceUri"})
 
 
-def parse_patch(body: Any, cap: Cap) -> tuple[int, bool | None]:
-    """Validate a PATCH the way NVIDIA bmcweb does; returns (SetPoint, PowerLimitPersistency)."""
+#: what each kind of resource's PATCH reads in `Oem.Nvidia` (the rest is unknown)
+PROCESSOR_OEM = frozenset({"PowerLimitPersistency", "EDPpPercent"})
+CHASSIS_OEM = frozenset({"PowerMode"})
+
+
+def parse_patch(body: Any, cap: Cap, oem: frozenset[str] = PROCESSOR_OEM) -> tuple[int, bool | None]:
+    """Validate a PATCH the way NVIDIA bmcweb does (`oem`: the `Oem.Nvidia` keys its resource
+    reads); returns (SetPoint, PowerLimitPersistency)."""
     patch = require_object(body)
     if not patch:
         raise _errors.empty_json()
@@ -40,12 +55,16 @@ def parse_patch(body: Any, cap: Cap) -> tuple[int, bool | None]:
         elif key == "Oem" and isinstance(value, dict) and set(value) <= {"Nvidia"}:
             nvidia = value.get("Nvidia", {})
             for sub, sub_value in nvidia.items() if isinstance(nvidia, dict) else ():
-                if sub == "PowerLimitPersistency" and isinstance(sub_value, bool):
+                if sub not in oem:
+                    problems.append(_messages.property_unknown("Oem/Nvidia/" + sub))
+                elif sub == "PowerMode":
+                    problems.append(_messages.property_not_writable("PowerMode"))
+                elif sub == "PowerLimitPersistency" and isinstance(sub_value, bool):
                     persistent = sub_value
                 elif sub == "PowerLimitPersistency":
                     problems.append(_messages.property_value_type_error(sub_value, "Oem/Nvidia/" + sub))
-                else:
-                    problems.append(_messages.property_unknown("Oem/Nvidia/" + sub))
+                else:  # EDPpPercent: a setting this model does not have (bmcweb takes it)
+                    problems.append(_messages.property_not_writable("Oem/Nvidia/" + sub))
         elif key in _READ_ONLY:
             problems.append(_messages.property_not_writable(key))
         else:
@@ -55,11 +74,7 @@ def parse_patch(body: Any, cap: Cap) -> tuple[int, bool | None]:
     elif set_point is not None and not is_int(set_point):
         problems.append(_messages.property_value_type_error(set_point, "PowerLimitWatts/SetPoint"))
     elif set_point is not None and not cap.in_range(set_point):
-        problems.append(
-            _messages.property_value_out_of_range(
-                set_point, "PowerLimitWatts/SetPoint", cap.allow_min, cap.allow_max
-            )
-        )
+        problems.append(_messages.property_value_incorrect("setpoint", set_point))
     if problems:
         raise _errors.bad_request(problems)
     return int(set_point), persistent
@@ -72,7 +87,6 @@ def cap_write(cap: Cap, set_point: int, persistent: bool | None) -> Write:
         cap.set_point = set_point
         cap.oob_active = True
         cap.persistent = bool(persistent)
-        cap.control_mode = "Manual"
 
     return Write(apply=apply, caps=(cap,), deferrable=True)
 
@@ -84,6 +98,5 @@ def clear_write(cap: Cap) -> Write:
         cap.set_point = cap.default
         cap.oob_active = False
         cap.persistent = None
-        cap.control_mode = "Automatic"
 
     return Write(apply=apply, caps=(cap,), reply="success")

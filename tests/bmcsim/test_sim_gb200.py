@@ -96,17 +96,17 @@ async def test_etag_if_match_and_412(gb200: SimulatedBmc, api: Api) -> None:
 
 async def test_range_and_type_errors(gb200: SimulatedBmc, api: Api) -> None:
     client = api(gb200)
+    # NVIDIA bmcweb checks no range itself: the power manager's InvalidArgument is answered
+    # PropertyValueIncorrect naming "setpoint" (nvidia_async_set_callbacks.hpp PatchPowerCapCallback)
     low = await client.patch(GPU0, {"PowerLimitWatts": {"SetPoint": 1}})
     assert low.status == 400
     (info,) = _ext(low)
-    assert info["MessageId"].endswith("PropertyValueOutOfRange")
-    assert info["MessageArgs"] == ["1", "PowerLimitWatts/SetPoint"]
-    assert "200" in info["Message"] and "1200" in info["Message"]
-    assert info["RelatedProperties"] == ["#/PowerLimitWatts/SetPoint"]
+    assert info["MessageId"].endswith("PropertyValueIncorrect")
+    assert info["MessageArgs"] == ["setpoint", "1"]
     assert low.body["error"]["code"] == info["MessageId"]
 
     high = await client.patch(CPU1, {"PowerLimitWatts": {"SetPoint": 421}})
-    assert high.status == 400 and "420" in _ext(high)[0]["Message"]
+    assert high.status == 400 and _ext(high)[0]["MessageArgs"] == ["setpoint", "421"]
     fractional = await client.patch(GPU0, {"PowerLimitWatts": {"SetPoint": 700.5}})
     assert _ext(fractional)[0]["MessageId"].endswith("PropertyValueTypeError")
     # NVIDIA parses only SetPoint inside PowerLimitWatts
@@ -148,7 +148,8 @@ async def test_persistency_and_clear_oob_set_point(gb200: SimulatedBmc, api: Api
     body = {"PowerLimitWatts": {"SetPoint": 650}, "Oem": {"Nvidia": {"PowerLimitPersistency": True}}}
     assert (await client.patch(GPU0, body)).status == 200
     doc = (await client.get(GPU0)).body
-    assert doc["PowerLimitWatts"]["ControlMode"] == "Manual"
+    # the set point writes D-Bus PowerCap alone: the ControlMode shown is unchanged
+    assert doc["PowerLimitWatts"]["ControlMode"] == "Automatic"
     assert doc["Oem"]["Nvidia"]["RequestedPersistentPowerLimitWatts"] == 650
     # a processor's EnvironmentMetrics shows no PowerMode (NVIDIA bmcweb: the chassis's D-Bus power
     # mode, which a set point does not change)
@@ -167,6 +168,25 @@ async def test_persistency_and_clear_oob_set_point(gb200: SimulatedBmc, api: Api
 
     await client.patch(MODULE0, {"PowerLimitWatts": {"SetPoint": 1500}})
     assert (await client.post(MODULE0 + CLEAR)).status == 200
+    assert gb200.state.caps["HGX_ProcessorModule_0"].set_point == 2820
+
+
+async def test_only_a_gpu_shows_and_takes_a_persistency(gb200: SimulatedBmc, api: Api) -> None:
+    """NVIDIA bmcweb shows `PowerLimitPersistency` and the requested limits only for an object with
+    D-Bus `Control.Power.Persistency` (a captured GB300 tray: its GPUs, not its Grace CPUs nor its
+    modules); a CPU's PATCH reads the persistency and drops it, a chassis' PATCH knows no such key
+    and refuses `PowerMode` as not writable (environment_metrics.hpp)."""
+    client = api(gb200)
+    for uri in (CPU1, MODULE0):
+        nvidia = (await client.get(uri)).body["Oem"]["Nvidia"]
+        assert set(nvidia) == {"@odata.type"}, (uri, nvidia)
+    persistent = {"PowerLimitWatts": {"SetPoint": 400}, "Oem": {"Nvidia": {"PowerLimitPersistency": True}}}
+    assert (await client.patch(CPU1, persistent)).status == 200
+    assert gb200.state.caps["CPU_1"].set_point == 400 and not gb200.state.caps["CPU_1"].persistent
+    refused = await client.patch(MODULE0, {**persistent, "PowerLimitWatts": {"SetPoint": 2000}})
+    assert refused.status == 400 and _ext(refused)[0]["MessageId"].endswith("PropertyUnknown")
+    mode = await client.patch(MODULE0, {"Oem": {"Nvidia": {"PowerMode": "MaxQ"}}})
+    assert mode.status == 400 and _ext(mode)[0]["MessageId"].endswith("PropertyNotWritable")
     assert gb200.state.caps["HGX_ProcessorModule_0"].set_point == 2820
 
 

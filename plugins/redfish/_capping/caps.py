@@ -134,6 +134,14 @@ async def set_cap(
             return CapChange(component, True, watts, before=before, after=current)
 
         first = guarded
+        # NOTE: persistence is sent only where the resource shows it (NVIDIA: a GPU's, not a Grace
+        # CPU's nor a module's): elsewhere a cap asked to persist does not, and the answer says so
+        transient = (
+            f"{label}: not kept across resets: persistent_caps is set, and {component.limit_uri} "
+            "offers no persistency"
+            if bmc.persistent and mech.persist(plain, doc, True) is plain
+            else ""
+        )
 
         def build(cur: LimitReading, _doc: Document) -> CapRequest:
             if cur is current:  # the reading judged above: its request is the one built there
@@ -156,7 +164,7 @@ async def set_cap(
             satisfied,
             Prior(float(value), True),
             progress,
-            note=_plan_note(watts, value, current, bounds),
+            note="; ".join(n for n in (_plan_note(watts, value, current, bounds), transient) if n),
         )
     except DeviceControllerError as exc:
         # an unreachable BMC's remembered reading (not read now) is not what is in force: unknown
@@ -173,7 +181,7 @@ async def set_cap(
         )
     ok = satisfied(after)
     message = (
-        progress.note
+        "; ".join(n for n in (progress.note, transient) if n)
         if ok
         else f"{label}: requested {_w(value)}, the BMC reports {_w(after.watts)} after the write"
     )

@@ -144,7 +144,7 @@ async def test_topology_activate_sets_every_component_and_reads_back(gb200: Harn
         "capped": False,
         "mode": "Automatic",
         "uri": gpu0,
-        "persistency": "absent",
+        "persistency": "off"  # as NVIDIA shows a GPU's (a captured GB300 tray),
     }
     assert out.state["applied"]["gpu/2"]["watts"] == 700
 
@@ -399,3 +399,25 @@ async def test_a_chassis_that_cannot_be_read_never_fails_a_dps_models_discovery(
     assert caps(gb200)["HGX_ProcessorModule_0"] == 2000
     evidence = "\n".join(out.state["discovery"]["evidence"])
     assert "/redfish/v1/Chassis/HGX_Chassis_0: not read (not a Redfish document (" in evidence, evidence
+
+
+async def test_a_cap_asked_to_persist_where_the_bmc_offers_no_persistency_says_it_is_not_kept(
+    gb200: Harness,
+) -> None:
+    """`persistent_caps`: NVIDIA's firmware takes a persistency for a GPU only (a Grace CPU's is read
+    and dropped, a module's is refused: environment_metrics.hpp), and shows it only there. The
+    CPUs' and modules' caps are written without it, and the answer says they do not survive a
+    reset; the GPUs' persist, with nothing to say."""
+    bmc = gb200.fleet.bmcs[0]
+    policy = node_policy(5000, gpu=2800, cpu=600)
+    out = await gb200.call(
+        "set_policy", bmc, PolicyChange(PolicyAction.SET, policy), options={"persistent_caps": True}
+    )
+    result = out.result
+    assert result.ok, result.error
+    assert result.cpu is not None and result.node is not None
+    for part in (result.cpu, result.node):
+        assert "not kept across resets: persistent_caps is set" in part.message, part.message
+    assert all(bmc.state.caps[name].persistent is True for name in ("GPU_0", "GPU_1", "GPU_2", "GPU_3"))
+    assert not any("not kept across resets" in g.message for g in result.gpu_policies.results)
+    assert not bmc.state.caps["CPU_0"].persistent and not bmc.state.caps["HGX_ProcessorModule_0"].persistent

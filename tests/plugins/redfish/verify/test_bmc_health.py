@@ -252,18 +252,18 @@ async def test_a_journaled_prior_restores_its_persistency_and_an_old_journal_kee
     _persistent_operator_cap(bmc, "GPU_1", 700, persistent=False)
     planned = await gb200.call("bmc_health", bmc, HealthQuery(**FAST), options=PERSISTENT)
     priors = plan_of(planned.result)
-    assert priors["gpu/1"]["persistency"] == "off" and priors["gpu/0"]["persistency"] == "absent"
+    assert priors["gpu/1"]["persistency"] == "off" and priors["gpu/0"]["persistency"] == "off"
     _persistent_operator_cap(bmc, "GPU_1", 650, persistent=True)  # the test value left by a crash
     restore = {"gpu/1": priors["gpu/1"]}
     out = await gb200.call("bmc_health", bmc, HealthQuery(restore=restore, **FAST), options=PERSISTENT)
     assert _check(out, "restore gpu/1").status == "pass", out.result.checks
-    assert bmc.state.caps["GPU_1"].snapshot() == (700, "Manual", True, False)
+    assert bmc.state.caps["GPU_1"].snapshot() == (700, "Automatic", True, False)
     # a journal written before persistency was recorded: the option decides, as it did
     _persistent_operator_cap(bmc, "GPU_1", 650, persistent=False)
     old = {"gpu/1": {k: v for k, v in priors["gpu/1"].items() if k != "persistency"}}
     out = await gb200.call("bmc_health", bmc, HealthQuery(restore=old, **FAST), options=PERSISTENT)
     assert _check(out, "restore gpu/1").status == "pass", out.result.checks
-    assert bmc.state.caps["GPU_1"].snapshot() == (700, "Manual", True, True)
+    assert bmc.state.caps["GPU_1"].snapshot() == (700, "Automatic", True, True)
 
 
 async def test_a_topology_restore_with_persistent_caps_puts_a_one_shot_cap_back_one_shot(
@@ -272,9 +272,9 @@ async def test_a_topology_restore_with_persistent_caps_puts_a_one_shot_cap_back_
     bmc = gb200.fleet.bmcs[0]
     _persistent_operator_cap(bmc, "GPU_1", 700, persistent=False)
     out = await gb200.call("update_gpu_policies", bmc, _gpu_cap(1, 600, "rg"), options=PERSISTENT)
-    assert out.result.results[0].ok and bmc.state.caps["GPU_1"].snapshot() == (600, "Manual", True, True)
+    assert out.result.results[0].ok and bmc.state.caps["GPU_1"].snapshot() == (600, "Automatic", True, True)
     out = await gb200.call(
         "update_gpu_policies", bmc, GpuPoliciesChange("rg", PolicyAction.UNSET), options=PERSISTENT
     )
     assert all(r.ok for r in out.result.results), out.result
-    assert bmc.state.caps["GPU_1"].snapshot() == (700, "Manual", True, False)
+    assert bmc.state.caps["GPU_1"].snapshot() == (700, "Automatic", True, False)
