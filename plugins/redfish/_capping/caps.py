@@ -135,10 +135,12 @@ async def set_cap(
 
         first = guarded
         # NOTE: persistence is sent only where the resource shows it (NVIDIA: a GPU's, not a Grace
-        # CPU's nor a module's): elsewhere a cap asked to persist does not, and the answer says so
+        # CPU's nor a module's). Elsewhere the BMC decides alone, and shows nothing: NVIDIA's
+        # firmware writes a Grace cap to every power control of the CPU, and a captured GB300's
+        # CPU limit reads from a non-volatile one. The answer says it is not known
         transient = (
-            f"{label}: not kept across resets: persistent_caps is set, and {component.limit_uri} "
-            "offers no persistency"
+            f"{label}: persistent_caps is set, but {component.limit_uri} offers no persistency "
+            "setting: whether this cap survives a BMC or host reset is the BMC's and not shown"
             if bmc.persistent and mech.persist(plain, doc, True) is plain
             else ""
         )

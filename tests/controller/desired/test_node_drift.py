@@ -86,7 +86,7 @@ async def test_a_reset_node_cap_is_reapplied_under_reapply(
         )  # fmt: skip
         assert done.code == 0, done.out + done.err
         bmc = fleet.bmcs[0]
-        capped = {name: cap.set_point for name, cap in bmc.state.caps.items() if cap.control_mode == "Manual"}
+        capped = {name: cap.set_point for name, cap in bmc.state.caps.items() if cap.oob_active}
         assert capped, "the node cap landed on the modules"
         for cap in bmc.state.caps.values():
             clear_write(cap).apply()

@@ -93,7 +93,7 @@ async def test_first_contact_writes_from_discoverys_read_of_each_limit(gb200: Ha
         "capped": False,
         "mode": "Automatic",
         "uri": PROC_EM.format(id="GPU_0"),
-        "persistency": "off"  # as NVIDIA shows a GPU's (a captured GB300 tray),
+        "persistency": "off",  # as NVIDIA shows a GPU's (a captured GB300 tray),
     }
     assert bmc.state.caps["GPU_0"].set_point == 800
 
