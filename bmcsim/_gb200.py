@@ -175,7 +175,7 @@ def _get_proc_metrics(bmc: Bmc, req: SimRequest) -> Reply:
 
 def _patch_proc_metrics(bmc: Bmc, req: SimRequest) -> Write:
     cap = _processor_cap(bmc, req)
-    set_point, persistent = parse_patch(req.body, cap, PROCESSOR_OEM)
+    set_point, persistent = parse_patch(req.body, cap.in_range, PROCESSOR_OEM)
     # a CPU's persistency is read and dropped (environment_metrics.hpp, the processor PATCH)
     return cap_write(cap, set_point, persistent if req.params["id"] in GPUS else None)
 
@@ -197,7 +197,7 @@ def _get_chassis_metrics(bmc: Bmc, req: SimRequest) -> Reply:
 
 def _patch_chassis_metrics(bmc: Bmc, req: SimRequest) -> Write:
     cap = _module_cap(bmc, req, "PATCH")
-    return cap_write(cap, parse_patch(req.body, cap, CHASSIS_OEM)[0], None)
+    return cap_write(cap, parse_patch(req.body, cap.in_range, CHASSIS_OEM)[0], None)
 
 
 def _clear_chassis(bmc: Bmc, req: SimRequest) -> Write:

@@ -13,6 +13,7 @@ A value the power manager refuses (`InvalidArgument`) is answered PropertyValueI
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from bmcsim import _errors, _messages
@@ -31,9 +32,12 @@ PROCESSOR_OEM = frozenset({"PowerLimitPersistency", "EDPpPercent"})
 CHASSIS_OEM = frozenset({"PowerMode"})
 
 
-def parse_patch(body: Any, cap: Cap, oem: frozenset[str] = PROCESSOR_OEM) -> tuple[int, bool | None]:
+def parse_patch(
+    body: Any, in_range: Callable[[int], bool], oem: frozenset[str] = PROCESSOR_OEM
+) -> tuple[int, bool | None]:
     """Validate a PATCH the way NVIDIA bmcweb does (`oem`: the `Oem.Nvidia` keys its resource
-    reads); returns (SetPoint, PowerLimitPersistency)."""
+    reads; `in_range`: whether the power manager takes a set point); returns (SetPoint,
+    PowerLimitPersistency)."""
     patch = require_object(body)
     if not patch:
         raise _errors.empty_json()
@@ -73,7 +77,7 @@ def parse_patch(body: Any, cap: Cap, oem: frozenset[str] = PROCESSOR_OEM) -> tup
         problems.append(_messages.property_missing("PowerLimitWatts/SetPoint"))
     elif set_point is not None and not is_int(set_point):
         problems.append(_messages.property_value_type_error(set_point, "PowerLimitWatts/SetPoint"))
-    elif set_point is not None and not cap.in_range(set_point):
+    elif set_point is not None and not in_range(set_point):
         problems.append(_messages.property_value_incorrect("setpoint", set_point))
     if problems:
         raise _errors.bad_request(problems)

@@ -25,11 +25,13 @@ simulator's SessionService, AccountService and TaskService replace the captured 
 HPE Cray EX Controls, HPE Apollo 6500's accelerator power-limit action, bmcweb with power capping
 disabled and `LimitException` values behave as `_vendor_writes` describes, with its sources.
 
-Vendor write effects, as the vendor documents them (the same as the gb200 model): on a resource with
-NVIDIA's `Oem/Nvidia` section a `PowerLimitWatts/SetPoint` PATCH makes the cap out-of-band
-(`ControlMode` Manual, `RequestedOneshot`/`RequestedPersistentPowerLimitWatts` per
-`Oem/Nvidia/PowerLimitPersistency`; never `PowerMode`, the D-Bus power mode a set point does not
-change: NVIDIA/bmcweb `chassis_utils.hpp`, `getPowerModeType`);
+Vendor write effects, as the vendor's source has them (the same as the gb200 model): a PATCH of a
+limit on a resource with NVIDIA's `Oem/Nvidia` section is validated as NVIDIA bmcweb does
+(`_gb200_writes.parse_patch`: `PowerLimitWatts/SetPoint` alone, the `Oem/Nvidia` keys the resource
+reads, a refused value PropertyValueIncorrect) and sets the cap out-of-band
+(`RequestedOneshot`/`RequestedPersistentPowerLimitWatts` and `PowerLimitPersistency` where shown, the
+persistency a GPU's only; the `ControlMode` shown stays, and never `PowerMode`, the D-Bus power mode a
+set point does not change: NVIDIA/bmcweb `environment_metrics.hpp`, `chassis_utils.hpp`);
 `NvidiaEnvironmentMetrics.ClearOOBSetPoint` puts the default back;
 `NvidiaWorkloadPower.EnableProfiles`/`DisableProfiles` set/clear `ProfileMask` bits in the requested
 and enforced masks.
@@ -39,12 +41,14 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bmcsim import _errors, _messages, _vendor_writes
 from bmcsim._common import common_routes
+from bmcsim._gb200_writes import CHASSIS_OEM, PROCESSOR_OEM, parse_patch
 from bmcsim._routing import (
     JsonDict,
     Platform,
@@ -72,6 +76,11 @@ SIM_OWNED = (
     f"{ROOT}/JsonSchemas",
 )
 _MAX_FILES = 20000
+#: NVIDIA's HGX resources (dps.md §7), whose limits NVIDIA bmcweb serves with or without an OEM
+#: section (a captured GB300's Grace CPUs show none)
+_HGX = re.compile(
+    rf"{ROOT}/(Systems/HGX_Baseboard_\d+/Processors/[^/]+|Chassis/HGX_[^/]+)/EnvironmentMetrics"
+)
 
 
 def is_replay(model: str) -> bool:
@@ -213,27 +222,46 @@ def _patch(bmc: Bmc, req: SimRequest) -> Write:
     if _vendor_writes.capping_disabled(current, changes):
         raise _errors.action_not_supported("PowerLimit")
     nvidia = _nvidia(current)
-    persistent = None
-    if nvidia is not None and isinstance(changes.get("Oem"), dict):
-        # NVIDIA's write-only persistency flag: accepted, never shown
-        oem = {**changes["Oem"], "Nvidia": dict(changes["Oem"].get("Nvidia") or {})}
-        persistent = oem["Nvidia"].pop("PowerLimitPersistency", None)
-        changes = {**changes, "Oem": oem}
+    if isinstance(current.get("PowerLimitWatts"), dict) and (nvidia is not None or _HGX.fullmatch(req.path)):
+        return _nvidia_limit_patch(state, req.path, current, nvidia or {}, changes)
     problems: list[JsonDict] = _vendor_writes.limit_exception_problems(changes)
     _check(current, changes, "", problems)
     if problems:
         raise _errors.bad_request(problems)
-    limit = changes.get("PowerLimitWatts")
-    set_point = limit.get("SetPoint") if isinstance(limit, dict) else None
 
     def apply() -> None:
         _merge(current, changes)
-        if nvidia is not None and set_point is not None:
-            current["PowerLimitWatts"]["ControlMode"] = "Manual"
-            # NOTE: only the OEM properties this firmware shows (GB300 shows none of them)
-            _set_shown(nvidia, "RequestedPersistentPowerLimitWatts", set_point if persistent else None)
-            _set_shown(nvidia, "RequestedOneshotPowerLimitWatts", None if persistent else set_point)
         state.revisions[req.path] += 1
+
+    return Write(apply=apply, deferrable=True)
+
+
+def _nvidia_limit_patch(
+    state: ReplayState, path: str, current: JsonDict, nvidia: JsonDict, changes: JsonDict
+) -> Write:
+    """A PATCH of an NVIDIA EnvironmentMetrics limit, as NVIDIA bmcweb takes it (`_gb200_writes`): only
+    `PowerLimitWatts/SetPoint`, and the `Oem/Nvidia` keys its resource reads (a chassis' none it
+    writes; a processor's `PowerLimitPersistency`, kept for a GPU only); the captured allowable range
+    stands in for the power manager's. The set point writes D-Bus `PowerCap` alone: the ControlMode
+    shown stays; the OEM properties the capture shows follow the cap (a write never adds one)."""
+    limit = current["PowerLimitWatts"]
+    low, high = limit.get("AllowableMin"), limit.get("AllowableMax")
+
+    def in_range(value: int) -> bool:
+        return (not is_int(low) or value >= low) and (not is_int(high) or value <= high)
+
+    chassis = path.startswith(f"{ROOT}/Chassis/")
+    set_point, persistent = parse_patch(changes, in_range, CHASSIS_OEM if chassis else PROCESSOR_OEM)
+    processor = state.documents.get(path.rsplit("/", 1)[0]) or {}
+    if chassis or processor.get("ProcessorType") != "GPU":
+        persistent = None  # a CPU's is read and dropped (environment_metrics.hpp)
+
+    def apply() -> None:
+        limit["SetPoint"] = set_point
+        _set_shown(nvidia, "PowerLimitPersistency", bool(persistent))
+        _set_shown(nvidia, "RequestedPersistentPowerLimitWatts", set_point if persistent else None)
+        _set_shown(nvidia, "RequestedOneshotPowerLimitWatts", None if persistent else set_point)
+        state.revisions[path] += 1
 
     return Write(apply=apply, deferrable=True)
 
@@ -345,9 +373,9 @@ def _clear_oob(state: ReplayState, resource: str, doc: JsonDict) -> None:
     limit = doc.get("PowerLimitWatts")
     if isinstance(limit, dict):
         limit["SetPoint"] = limit.get("DefaultSetPoint", limit.get("SetPoint"))
-        limit["ControlMode"] = "Automatic"
     nvidia = _nvidia(doc)
     if nvidia is not None:
+        _set_shown(nvidia, "PowerLimitPersistency", False)
         _set_shown(nvidia, "RequestedPersistentPowerLimitWatts", None)
         _set_shown(nvidia, "RequestedOneshotPowerLimitWatts", None)
     state.revisions[resource] += 1

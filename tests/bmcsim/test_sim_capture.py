@@ -251,3 +251,41 @@ async def test_capture_bounds(make_harness: Callable[..., Any], tmp_path: Path) 
 
 def _links_of(file: Path) -> set[str]:
     return set(re.findall(r'"@odata.id": "(/redfish/v1/[^"#]+)"', file.read_text()))
+
+
+async def test_an_nvidia_mockup_takes_a_limit_patch_as_nvidia_bmcweb_does(
+    cert_dir: Path, api: Callable[[SimulatedBmc], Any]
+) -> None:
+    """A captured GB300 tray replayed: a limit PATCH is validated as NVIDIA/bmcweb@7f3a16ae takes it
+    (`environment_metrics.hpp`), not as the capture's property set would allow: only SetPoint in
+    PowerLimitWatts, the persistency a GPU's only (a Grace CPU's read and dropped, a module's
+    unknown), the ControlMode shown unchanged by a set point, a refused value PropertyValueIncorrect."""
+    corpus = Path(__file__).parents[1] / "corpus" / "redfish" / "nvidia-gb300-nvl"
+    procs = "/redfish/v1/Systems/HGX_Baseboard_0/Processors"
+    gpu, cpu = f"{procs}/GPU_0/EnvironmentMetrics", f"{procs}/CPU_0/EnvironmentMetrics"
+    module = "/redfish/v1/Chassis/HGX_ProcessorModule_0/EnvironmentMetrics"
+
+    def ids(reply: Any) -> list[str]:
+        return [i["MessageId"].rsplit(".", 1)[1] for i in reply.body["error"]["@Message.ExtendedInfo"]]
+
+    async with SimulatorFleet(n=1, model=f"mockup:{corpus}", cert_dir=cert_dir) as fleet:
+        client = api(fleet.bmcs[0])
+        for uri in (gpu, cpu, module):  # shown in each GET, yet never parsed in a PATCH
+            mode = await client.patch(uri, {"PowerLimitWatts": {"ControlMode": "Disabled"}})
+            assert mode.status == 400 and ids(mode) == ["PropertyUnknown"], (uri, mode.body)
+        over = await client.patch(gpu, {"PowerLimitWatts": {"SetPoint": 5000}})
+        assert over.status == 400 and ids(over) == ["PropertyValueIncorrect"]
+
+        persist = {"Oem": {"Nvidia": {"PowerLimitPersistency": True}}}
+        assert (await client.patch(gpu, {"PowerLimitWatts": {"SetPoint": 900}, **persist})).status == 200
+        shown = (await client.get(gpu)).body
+        assert shown["PowerLimitWatts"]["SetPoint"] == 900
+        assert shown["PowerLimitWatts"]["ControlMode"] == "Automatic"  # a set point leaves it
+        assert shown["Oem"]["Nvidia"]["PowerLimitPersistency"] is True
+        assert shown["Oem"]["Nvidia"]["RequestedPersistentPowerLimitWatts"] == 900
+
+        assert (await client.patch(cpu, {"PowerLimitWatts": {"SetPoint": 250}, **persist})).status == 200
+        assert (await client.get(cpu)).body["PowerLimitWatts"]["SetPoint"] == 250
+        refused = await client.patch(module, {"PowerLimitWatts": {"SetPoint": 2000}, **persist})
+        assert refused.status == 400 and ids(refused) == ["PropertyUnknown"]
+        assert (await client.get(module)).body["PowerLimitWatts"]["SetPoint"] == 2900
