@@ -72,6 +72,11 @@ class HealthQuery:
     restore: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
+    def writes(self) -> bool:
+        """Whether this run may write the device: a write cycle, its apply, or a restore."""
+        return not self.skip_writes or self.apply or bool(self.restore)
+
+    @property
     def samples(self) -> int:
         n = self.samples_per_telemetry or DEFAULT_TELEMETRY_SAMPLES
         return max(1, min(n, MAX_TELEMETRY_SAMPLES))

@@ -13,6 +13,7 @@ to stderr: stdout belongs to the handshake.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import inspect
 import json
@@ -46,6 +47,7 @@ from plugins.base import wire as w
 from plugins.base._nomad_rules import fingerprint_problems
 from plugins.base._plugin import DeviceContext, DevicePlugin, DeviceTarget, PendingVerification
 from plugins.base.codec import decode, encode
+from plugins.base.health import HealthQuery
 from plugins.base.plugin_config import ConfigSpec, settings, unpack_config
 from plugins.base.receipts import WriteLog, recording
 
@@ -93,12 +95,33 @@ async def _abort(context: grpc.aio.ServicerContext, exc: e.DeviceControllerError
 
 
 class _State:
-    """The served plugin, the API version the host chose, and the stop signal."""
+    """The served plugin, the API version the host chose, the stop signal, and one writer per
+    device (`writer`)."""
 
     def __init__(self, plugin: DevicePlugin) -> None:
         self.plugin = plugin
         self.api_version = ""
         self.stopped = asyncio.Event()
+        #: device -> (its writing calls' lock, how many calls hold or wait for it)
+        self._writers: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def writer(self, device: str) -> AsyncIterator[None]:
+        """One writing call per device at a time in this process. A call the host cancelled (its
+        deadline, a stop) ends only once the work it shields has ended (a write cycle's restore,
+        `uncancelled`); the host's next call of the device, its own restore among them, waits for
+        that here, so the two never write the BMC side by side."""
+        lock, users = self._writers.get(device, (asyncio.Lock(), 0))
+        self._writers[device] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._writers[device]
+            if users > 1:
+                self._writers[device] = (lock, users - 1)
+            else:
+                del self._writers[device]
 
 
 class BasePluginServicer(bgrpc.BasePluginServicer):
@@ -255,8 +278,11 @@ def _power_handler(state: _State) -> grpc.GenericRpcHandler:
             # mode) at the plugin's write choke point, and its receipts go back with the outcome
             # or with the error (every write's receipt, "[]" when none was made)
             writes = WriteLog(dry_run=ctx.dry_run)
-            with recording(writes):
-                outcome = await state.plugin.operate(kind, ctx, w.request_from_pb(kind, request))
+            query = w.request_from_pb(kind, request)
+            writing = not kind.reads_only or (isinstance(query, HealthQuery) and query.writes)
+            async with state.writer(ctx.device_id) if writing else contextlib.nullcontext():
+                with recording(writes):
+                    outcome = await state.plugin.operate(kind, ctx, query)
             if writes.entries():
                 outcome = dataclasses.replace(outcome, writes=(*outcome.writes, *writes.entries()))
             return w.outcome_to_pb(outcome)

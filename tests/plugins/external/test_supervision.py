@@ -17,7 +17,16 @@ from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
 from controller.delivery.sink import TopologySink
 from controller.plugin_host.launch import ExternalPlugin
 from controller.plugin_host.remote import RemotePlugin
-from plugins.base import DeviceContext, DeviceTimeoutError, Empty, Ping, TransientError
+from plugins.base import (
+    DeviceContext,
+    DeviceTimeoutError,
+    Empty,
+    Ping,
+    Policy,
+    PolicyAction,
+    PolicyChange,
+    TransientError,
+)
 from tests.plugins.external.conftest import (
     CHILD_ENV,
     MEMORY,
@@ -283,3 +292,31 @@ async def test_a_call_that_starts_after_the_plugin_died_waits_for_the_restart(re
             if proc is not None and proc.poll() is None:
                 proc.terminate()
                 proc.wait()
+
+
+async def test_a_cancelled_writing_call_ends_its_shielded_work_before_the_devices_next_call_runs(
+    remote, tmp_path: Path
+) -> None:
+    """The host gives up on a writing call (its deadline) while the plugin's shielded work (a write
+    cycle's restore) still writes the device: the host's next writing call of that device, its own
+    restore say, waits in the plugin process until that work has ended, never writing beside it. A
+    call of another device does not wait."""
+    busy = "tests.plugins.external.busy_plugin:BusyPlugin"
+    plugin: RemotePlugin = await remote(spec("busy", serve_command(busy)))
+    events = tmp_path / "events"
+    change = PolicyChange(PolicyAction.SET, Policy("P", ()))
+
+    def call(device: str, request_id: str, seconds: float) -> DeviceContext:
+        model = {"Model": "DGX_GB200", "events": str(events)}
+        return DeviceContext(
+            device_id=device, request_id=request_id, deadline=time.monotonic() + seconds, model=model
+        )
+
+    with pytest.raises(DeviceTimeoutError):
+        await plugin.set_policy(call("n1", "first", 0.5), change)  # cut while its restore runs
+    other = asyncio.create_task(plugin.set_policy(call("n2", "other", 10), change))
+    assert (await plugin.set_policy(call("n1", "next", 10), change)).result.ok
+    assert (await other).result.ok
+    lines = events.read_text().splitlines()
+    assert lines.index("end first") < lines.index("start next"), lines
+    assert lines.index("start other") < lines.index("end first"), lines  # another device: no wait
