@@ -15,7 +15,7 @@ import contextlib
 import logging
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,8 +154,14 @@ class Connection:
         self.label[0] = name
 
     def stdio_drain(self) -> None:
-        """Start reading go-plugin's stdio stream (plugins that do not serve it answer UNIMPLEMENTED)."""
-        self._drains.append(asyncio.create_task(_drain_stdio(self), name=f"plugin {self.name} stdio"))
+        """Open go-plugin's stdio stream and read it in the background (plugins that do not serve it
+        answer UNIMPLEMENTED). Opened before the negotiation's calls, as go-plugin's own client
+        opens it while it connects: the request goes out ahead of theirs, so the plugin streams
+        what it prints from SetConfig on. Opened after them (it was), a host that shut the plugin
+        down soon after could find its stream reaching a plugin already stopping, and lose what
+        it had printed (6 times in 8 where the host closed right after connecting)."""
+        call = self.stdio.StreamStdio(empty_pb2.Empty())  # its request is sent from here on
+        self._drains.append(asyncio.create_task(_drain_stdio(self, call), name=f"plugin {self.name} stdio"))
 
     async def healthy(self, timeout: float) -> bool:
         try:
@@ -201,7 +207,7 @@ async def _drain(stream: asyncio.StreamReader, label: list[str], tail: collectio
         log.info("plugin %s: %s", label[0], text)
 
 
-async def _drain_stdio(conn: Connection) -> None:
+async def _drain_stdio(conn: Connection, stream: AsyncIterator[grpc_stdio_pb2.StdioData]) -> None:
     """go-plugin >= 1.4 plugins write their stdout/stderr into `GRPCStdio`, a stream only the host
     drains (a chatty plugin blocks when nobody does): read it into our log, line by line."""
     names: dict[int, str] = {
@@ -211,7 +217,7 @@ async def _drain_stdio(conn: Connection) -> None:
     partial: dict[int, str] = {}
     quiet = (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
     try:
-        async for chunk in conn.stdio.StreamStdio(empty_pb2.Empty()):
+        async for chunk in stream:
             text = partial.pop(chunk.channel, "") + chunk.data.decode(errors="replace")
             *lines, rest = text.split("\n")
             if rest:
@@ -320,7 +326,6 @@ async def connect(spec: ExternalPlugin, *, config: Mapping[str, Any] | None = No
     except BaseException:
         await conn.close(graceful=True)
         raise
-    conn.stdio_drain()
     return conn
 
 
@@ -346,6 +351,7 @@ async def _negotiate(conn: Connection, spec: ExternalPlugin, config: Mapping[str
         ) from None
     if not await conn.healthy(timeout):
         raise HostEnvironmentError(f"plugin {conn.name}: health check of service 'plugin' is not SERVING")
+    conn.stdio_drain()
     try:
         conn.info = await conn.base.PluginInfo(base_pb2.PluginInfoRequest(), timeout=timeout)
         if not spec.name and conn.info.name:  # `plugin launch`: the plugin's own name from here on
