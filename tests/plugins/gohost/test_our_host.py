@@ -118,9 +118,8 @@ async def test_sigterm_to_launch_does_not_orphan_the_plugin(
     assert leftovers(socket_dir) == []  # shut down, not killed
 
 
-async def test_an_inventory_plugin_table_drives_the_go_plugin(
-    go: build.Built, files: Path, socket_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def gofiles_host(go: build.Built, files: Path, socket_dir: Path, tmp_path: Path) -> PluginHost:
+    """A plugin host over an inventory whose `[[plugin]]` table "gofiles" runs the Go plugin."""
     inventory = tmp_path / "inventory.toml"
     inventory.write_text(
         "[[plugin]]\n"
@@ -129,8 +128,14 @@ async def test_an_inventory_plugin_table_drives_the_go_plugin(
         f"config = {{ dir = {json.dumps(str(files))} }}\n"
         f"env = {{ TMPDIR = {json.dumps(str(socket_dir))} }}\n"
     )
+    return PluginHost(load_external_plugins(inventory))
+
+
+async def test_an_inventory_plugin_table_drives_the_go_plugin(
+    go: build.Built, files: Path, socket_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger="controller.plugin_host.launch")
-    host = PluginHost(load_external_plugins(inventory))
+    host = gofiles_host(go, files, socket_dir, tmp_path)
     try:
         plugin = await host.get("gofiles")
         stream = plugin.fingerprint(())
@@ -162,16 +167,8 @@ async def test_what_the_plugin_prints_at_setconfig_reaches_the_log_when_the_host
     after connecting had its stream reach a plugin already stopping, which dropped what it printed
     at SetConfig: 6 runs in 8 lost the line this asserts (the inventory test above lost it once in
     a loaded CI run)."""
-    inventory = tmp_path / "inventory.toml"
-    inventory.write_text(
-        "[[plugin]]\n"
-        'name = "gofiles"\n'
-        f"command = [{json.dumps(str(go.plugin))}]\n"
-        f"config = {{ dir = {json.dumps(str(files))} }}\n"
-        f"env = {{ TMPDIR = {json.dumps(str(socket_dir))} }}\n"
-    )
     caplog.set_level(logging.INFO, logger="controller.plugin_host.launch")
-    host = PluginHost(load_external_plugins(inventory))
+    host = gofiles_host(go, files, socket_dir, tmp_path)
     try:
         await host.get("gofiles")
     finally:
