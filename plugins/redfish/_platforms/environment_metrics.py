@@ -7,6 +7,7 @@ Clear: the `ClearOOBSetPoint` OEM action where advertised, else `SetPoint = Defa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -106,7 +107,7 @@ class EnvironmentMetricsMechanism(Mechanism):
             return CapRequest("POST", target, {}, if_match=False)
         if current.default_watts is not None:
             return self.set_request(component, round(current.default_watts), current)
-        if _nvidia_oem(doc.body):
+        if _nvidia_oem(doc.body) or _HGX_LIMIT.fullmatch(doc.path.rstrip("/")):
             # NOTE: NVIDIA bmcweb reads only SetPoint inside PowerLimitWatts (environment_util.hpp):
             # a ControlMode there is a certain 400, so it is not sent
             raise PlatformUnsupportedError(
@@ -117,6 +118,13 @@ class EnvironmentMetricsMechanism(Mechanism):
         # NOTE: only where the limit shows a ControlMode; elsewhere the write gate refuses it (a
         # property the resource does not carry is never written)
         return CapRequest("PATCH", component.limit_uri, {"PowerLimitWatts": {"ControlMode": "Disabled"}})
+
+
+#: the EnvironmentMetrics of NVIDIA's HGX processors and chassis (dps.md §7), which NVIDIA's bmcweb
+#: serves with or without its OEM section (a captured GB300's Grace CPUs show none)
+_HGX_LIMIT = re.compile(
+    r"/redfish/v1/(Systems/HGX_Baseboard_\d+/Processors/[^/]+|Chassis/HGX_[^/]+)/EnvironmentMetrics"
+)
 
 
 def _nvidia_oem(body: Mapping[str, Any]) -> bool:

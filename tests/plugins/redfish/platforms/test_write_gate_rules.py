@@ -37,6 +37,8 @@ CONTROL = "/redfish/v1/Chassis/1/Controls/PowerLimit"
 EM = "/redfish/v1/Chassis/HGX_ProcessorModule_0/EnvironmentMetrics"
 NODE = Component("node", "node", 0, "PowerLimit", MECH_CONTROL, CONTROL)
 MODULE = Component("module/0", "module", 0, "HGX_ProcessorModule_0", MECH_EM, EM)
+DMTF_EM = "/redfish/v1/Chassis/1/EnvironmentMetrics"
+DMTF_NODE = Component("node", "node", 0, "1", MECH_EM, DMTF_EM)
 
 
 def test_a_control_without_control_mode_is_set_and_restored_with_its_set_point_alone() -> None:
@@ -97,13 +99,14 @@ def test_nvidias_requested_limits_shown_null_mean_no_out_of_band_cap() -> None:
 def test_a_clear_that_would_write_an_absent_control_mode_is_refused() -> None:
     mech = EnvironmentMetricsMechanism()
     # no DefaultSetPoint, no clear action, no ControlMode: nothing that puts "no cap" back
-    doc = Document(EM, {"PowerLimitWatts": {"SetPoint": 300, "AllowableMin": 50, "AllowableMax": 420}})
-    current = mech.read(MODULE, doc)
-    clear = mech.restore_request(MODULE, Prior(None, False), current, doc)
+    limit = {"SetPoint": 300, "AllowableMin": 50, "AllowableMax": 420}
+    doc = Document(DMTF_EM, {"PowerLimitWatts": limit})
+    current = mech.read(DMTF_NODE, doc)
+    clear = mech.restore_request(DMTF_NODE, Prior(None, False), current, doc)
     assert clear.body == {"PowerLimitWatts": {"ControlMode": "Disabled"}}
-    why = refusal(mech, MODULE, clear, current)
-    assert (
-        why == f"{EM} does not carry PowerLimitWatts/ControlMode, which the write would set; nothing written"
+    why = refusal(mech, DMTF_NODE, clear, current)
+    assert why == (
+        f"{DMTF_EM} does not carry PowerLimitWatts/ControlMode, which the write would set; nothing written"
     )
 
 
@@ -123,10 +126,16 @@ def test_a_clear_nvidias_firmware_cannot_take_is_refused_not_sent() -> None:
         "NvidiaEnvironmentMetrics.ClearOOBSetPoint action and no DefaultSetPoint, and NVIDIA's "
         "firmware takes only a SetPoint in PowerLimitWatts; nothing written"
     )
-    dmtf = Document(EM, {"PowerLimitWatts": limit})
-    clear = mech.restore_request(MODULE, Prior(None, False), mech.read(MODULE, dmtf), dmtf)
+    # NVIDIA's HGX resources without the OEM section (a captured GB300's Grace CPUs show none)
+    grace_em = "/redfish/v1/Systems/HGX_Baseboard_0/Processors/CPU_0/EnvironmentMetrics"
+    grace = Document(grace_em, {"PowerLimitWatts": limit})
+    cpu = Component("cpu/0", "cpu", 0, "CPU_0", MECH_EM, grace_em)
+    with pytest.raises(PlatformUnsupportedError, match="NVIDIA's firmware takes only a SetPoint"):
+        mech.restore_request(cpu, Prior(None, False), mech.read(cpu, grace), grace)
+    dmtf = Document(DMTF_EM, {"PowerLimitWatts": limit})
+    clear = mech.restore_request(DMTF_NODE, Prior(None, False), mech.read(DMTF_NODE, dmtf), dmtf)
     assert clear.body == {"PowerLimitWatts": {"ControlMode": "Disabled"}}
-    assert refusal(mech, MODULE, clear, mech.read(MODULE, dmtf)) == ""
+    assert refusal(mech, DMTF_NODE, clear, mech.read(DMTF_NODE, dmtf)) == ""
 
 
 def test_a_resource_without_the_limit_and_unlisted_actions_are_refused() -> None:
