@@ -209,7 +209,8 @@ def discover_nvidia_hgx(
 
     gpu_caps = {c.key: own(c) for c in gpus}
     cpu_caps = {c.key: own(c) for c in cpus}
-    modules = _modules(list(limits.linked_chassis) if limits.restricted else chassis, metrics)
+    read_chassis = list(limits.linked_chassis) if limits.restricted else chassis
+    modules = _modules(read_chassis, metrics)
     modules += [(ch, uri) for ch, uri in limits.documented if uri in metrics]
     scopes: list[tuple[Document, str, Scope]] = []
     for ch, uri in modules:
@@ -258,7 +259,8 @@ def discover_nvidia_hgx(
         gpus=tuple(gpu_caps[c.key] for c in gpus),
         cpus=tuple(cpu_caps[c.key] for c in cpus),
         groups=(*base.groups, *groups),
-        node_metrics=(MECH_EM, nvidia_node_metrics_uri(chassis, limits.linked_chassis)),
+        # the chassis as read: under DPS's allow-list those read one by one, else the walk's own
+        node_metrics=(MECH_EM, nvidia_node_metrics_uri(chassis, read_chassis)),
         note="" if node else why_not,
         evidence=(*base.evidence, *evidence),
     )

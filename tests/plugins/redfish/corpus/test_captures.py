@@ -121,6 +121,27 @@ async def test_gb300_never_takes_a_cpu_or_group_control_for_another_components_c
     assert "TDPPowerVolatile_0: chosen: CPU 0's cap (RelatedItem CPU_0" in evidence
 
 
+async def test_gb300_node_power_comes_from_the_link_its_chassis_shows_never_a_built_path(
+    make_harness: Callable[..., Any], tmp_path: Path
+) -> None:
+    """The probed GB300 tray's chassis are read by the walk: node power is the EnvironmentMetrics
+    `Chassis_0` links. Where that link is gone, no `Chassis_0/EnvironmentMetrics` is built from the
+    name: the baseboard's own link, or none."""
+    case = next(c for c in CASES if c.name == "nvidia-gb300-nvl")
+    copy = tmp_path / case.name
+    shutil.copytree(CORPUS / case.name, copy)
+    tray = copy / "Chassis" / "Chassis_0" / "index.json"
+    body = json.loads(tray.read_text())
+    del body["EnvironmentMetrics"]
+    tray.write_text(json.dumps(body))
+    async with make_harness(n=1, model=f"mockup:{copy}") as h:
+        found = await survey(h, h.fleet.bmcs[0], case)
+    assert found.discovery["node_metrics"][1] != "/redfish/v1/Chassis/Chassis_0/EnvironmentMetrics"
+    hgx = json.loads((copy / "Chassis" / "HGX_Chassis_0" / "index.json").read_text())
+    linked = (hgx.get("EnvironmentMetrics") or {}).get("@odata.id", "")
+    assert found.discovery["node_metrics"][1] == linked, (found.discovery["node_metrics"], linked)
+
+
 async def test_a_link_the_bmc_cannot_serve_is_absent_with_its_reason(
     make_harness: Callable[..., Any],
 ) -> None:
