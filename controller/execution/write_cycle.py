@@ -165,11 +165,11 @@ def _still_waiting(row: WriteCycleRow) -> tuple[set[str], datetime]:
     (a crash, a kill, a host gone) or could not record its close, and the answers of the test
     writes it had sent died with it. Each journaled cap may still change: all of them wait one
     `LOST_WRITE_SECONDS` from now (when the process ended is not known here, only that it was
-    before now)."""
+    before now). A report that is no JSON object says no more than none, and is read the same."""
     now = datetime.now(UTC)
-    if row.report is None:
+    report = row.report
+    if not isinstance(report, Mapping):
         return _waiting(set(row.priors), now + timedelta(seconds=LOST_WRITE_SECONDS), now)
-    report = row.report if isinstance(row.report, Mapping) else {}
     keys, until = report.get("lost_writes"), report.get("recheck_after")
     try:
         at = datetime.fromisoformat(until) if isinstance(until, str) else None
@@ -573,12 +573,13 @@ class WriteCycles:
             if isinstance(taken, list):
                 return taken
             row = taken
-            known = self._unrecorded.get(row.cycle_id) if row.report is None else None
+            unrecorded = not isinstance(row.report, Mapping)
+            known = self._unrecorded.get(row.cycle_id) if unrecorded else None
             if known is not None:  # its cycle ran here: what its receipts showed
                 unsure, recheck = _waiting(*known, datetime.now(UTC))
             else:
                 unsure, recheck = _still_waiting(row)
-            cut_off = row.report is None and known is None
+            cut_off = unrecorded and known is None
         else:  # this cycle's test writes: those whose answer was lost may land after any restore
             unsure = _lost_writes(writes.entries(), row.priors)
             recheck = datetime.now(UTC) + timedelta(seconds=LOST_WRITE_SECONDS)
@@ -631,7 +632,7 @@ class WriteCycles:
         if waiting:
             report["lost_writes"], report["recheck_after"] = waiting, recheck.isoformat()
             why = (
-                "the controller that ran the cycle ended before its answers came"
+                "the controller that ran the cycle left no record of its answers"
                 if cut_off
                 else "its answer was lost"
             )
@@ -661,7 +662,7 @@ class WriteCycles:
                 describe(exc),
             )
             held = unclosed = True  # as far as this process knows
-            if row.report is None:  # this cycle's: a later restore must not take it for a crash's
+            if not isinstance(row.report, Mapping):  # a later restore must not take it for a crash's
                 self._unrecorded[row.cycle_id] = (set(waiting), recheck)
         if not held:  # taken over meanwhile: the newer holder's record stands
             self._settled(row.device, row.cycle_id)

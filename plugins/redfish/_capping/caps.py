@@ -141,7 +141,7 @@ async def set_cap(
         transient = (
             f"{label}: persistent_caps is set, but {component.limit_uri} offers no persistency "
             "setting: whether this cap survives a BMC or host reset is the BMC's and not shown"
-            if bmc.persistent and mech.persist(plain, doc, True) is plain
+            if bmc.persistent and mech.persist(plain, doc, True) == plain
             else ""
         )
 

@@ -431,6 +431,8 @@ async def test_one_journal_that_cannot_be_taken_at_a_start_leaves_the_others_res
     ("report", "waits"),
     [
         (None, {"gpu/0"}),  # no report: its cycle never closed it (a crash), every cap waits
+        (["lost_writes"], {"gpu/0"}),  # no JSON object: says no more than none
+        ("garbage", {"gpu/0"}),
         ({}, set()),
         ({"lost_writes": ["gpu/0"], "recheck_after": "soon"}, set()),
         ({"lost_writes": ["gpu/0"], "recheck_after": "2999-01-01T00:00:00"}, set()),  # no zone
