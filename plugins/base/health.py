@@ -72,7 +72,7 @@ class HealthQuery:
     restore: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
-    def writes(self) -> bool:
+    def may_write(self) -> bool:
         """Whether this run may write the device: a write cycle, its apply, or a restore."""
         return not self.skip_writes or self.apply or bool(self.restore)
 

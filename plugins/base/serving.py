@@ -279,7 +279,7 @@ def _power_handler(state: _State) -> grpc.GenericRpcHandler:
             # or with the error (every write's receipt, "[]" when none was made)
             writes = WriteLog(dry_run=ctx.dry_run)
             query = w.request_from_pb(kind, request)
-            writing = not kind.reads_only or (isinstance(query, HealthQuery) and query.writes)
+            writing = not kind.reads_only or (isinstance(query, HealthQuery) and query.may_write)
             async with state.writer(ctx.device_id) if writing else contextlib.nullcontext():
                 with recording(writes):
                     outcome = await state.plugin.operate(kind, ctx, query)
