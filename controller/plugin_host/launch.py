@@ -156,10 +156,12 @@ class Connection:
     def stdio_drain(self) -> None:
         """Open go-plugin's stdio stream and read it in the background (plugins that do not serve it
         answer UNIMPLEMENTED). Opened before the negotiation's calls, as go-plugin's own client
-        opens it while it connects: the request goes out ahead of theirs, so the plugin streams
-        what it prints from SetConfig on. Opened after them (it was), a host that shut the plugin
-        down soon after could find its stream reaching a plugin already stopping, and lose what
-        it had printed (6 times in 8 where the host closed right after connecting)."""
+        opens it while it connects (hashicorp/go-plugin `grpc_client.go`, `newGRPCClient`:
+        `newGRPCStdioClient` before any plugin is dispensed): the request goes out ahead of
+        theirs, so the plugin streams what it prints from SetConfig on. Opened after them (it
+        was), a host that shut the plugin down soon after could find its stream reaching a plugin
+        already stopping, and lose what it had printed (6 times in 8 where the host closed right
+        after connecting)."""
         call = self.stdio.StreamStdio(empty_pb2.Empty())  # its request is sent from here on
         self._drains.append(asyncio.create_task(_drain_stdio(self, call), name=f"plugin {self.name} stdio"))
 
