@@ -20,13 +20,6 @@ from bmcsim import _errors, _messages
 from bmcsim._routing import JsonDict, Write, is_int, require_object
 from bmcsim._state import Cap
 
-_READ_ONLY = frozenset(
-    {"@odata.id", "@odata.type", "@odata.etag", "Id", "Name", "PowerWatts", "EnergyJoules", "EnergykWh"}
-    | {"TemperatureCelsius", "Actions", "Description", "Status"}
-)
-_LIMIT_READ_ONLY = frozenset({"AllowableMin", "AllowableMax", "DefaultSetPoint", "Reading", "DataSourceUri"})
-
-
 #: what each kind of resource's PATCH reads in `Oem.Nvidia` (the rest is unknown)
 PROCESSOR_OEM = frozenset({"PowerLimitPersistency", "EDPpPercent"})
 CHASSIS_OEM = frozenset({"PowerMode"})
@@ -50,9 +43,7 @@ def parse_patch(
                 prop = f"PowerLimitWatts/{sub}"
                 if sub == "SetPoint":
                     set_point = sub_value
-                elif sub in _LIMIT_READ_ONLY:
-                    problems.append(_messages.property_not_writable(prop))
-                else:  # bmcweb parses only SetPoint here (ControlMode included)
+                else:  # bmcweb parses only SetPoint here (ControlMode and the read-only ones too)
                     problems.append(_messages.property_unknown(prop))
         elif key == "PowerLimitWatts":
             problems.append(_messages.property_value_type_error(value, key))
@@ -69,9 +60,7 @@ def parse_patch(
                     problems.append(_messages.property_value_type_error(sub_value, "Oem/Nvidia/" + sub))
                 else:  # EDPpPercent: a setting this model does not have (bmcweb takes it)
                     problems.append(_messages.property_not_writable("Oem/Nvidia/" + sub))
-        elif key in _READ_ONLY:
-            problems.append(_messages.property_not_writable(key))
-        else:
+        else:  # `json_util::readJson` knows no other key, read-only or not (json_utils.hpp)
             problems.append(_messages.property_unknown(key))
     if set_point is None and not problems:
         problems.append(_messages.property_missing("PowerLimitWatts/SetPoint"))

@@ -112,11 +112,9 @@ async def test_range_and_type_errors(gb200: SimulatedBmc, api: Api) -> None:
     # NVIDIA parses only SetPoint inside PowerLimitWatts
     mode = await client.patch(GPU0, {"PowerLimitWatts": {"ControlMode": "Disabled"}})
     assert mode.status == 400 and _ext(mode)[0]["MessageId"].endswith("PropertyUnknown")
+    # bmcweb's `json_util::readJson` knows only the keys it reads: a read-only one is unknown too
     read_only = await client.patch(GPU0, {"PowerWatts": {"Reading": 5}, "Bogus": 1})
-    assert {i["MessageId"].rsplit(".", 1)[1] for i in _ext(read_only)} == {
-        "PropertyNotWritable",
-        "PropertyUnknown",
-    }
+    assert [i["MessageId"].rsplit(".", 1)[1] for i in _ext(read_only)] == ["PropertyUnknown"] * 2
     assert read_only.body["error"]["code"].endswith("GeneralError")
     assert (await client.patch(GPU0, {})).status == 400
     async with client.http.patch(gb200.url + GPU0, data=b"{not json", headers=client.auth_headers()) as resp:
