@@ -214,9 +214,11 @@ class SimulatedBmc:
         if self.config.latency > 0:
             await asyncio.sleep(self.config.latency)
         fault = self.faults.pending(method, path)
+        # the settings of the fault that hit this request: firing it may switch to its `then`
+        hang, retry_after = self.faults.hang_seconds, self.faults.retry_after
         if fault in PRE_AUTH_MODES:
             self._fault_fired(fault)
-            return await self._transport_fault(request, fault)
+            return await self._transport_fault(request, fault, hang, retry_after)
         route, params = matched if matched else (None, {})
         try:
             if self.config.allow_list is not None and not allowed(self.config.allow_list, method, path):
@@ -253,7 +255,7 @@ class SimulatedBmc:
             self._fault_fired(fault)
         if fault is FaultMode.LATE_REPLY:  # processed (a write has landed); the answer comes late
             self._fault_fired(fault)
-            await asyncio.sleep(self.faults.hang_seconds)
+            await asyncio.sleep(hang)
         _protocol.add_headers(method, reply, route.allowed() if route else None, reply.headers)
         return self._render(method, path, reply, mangle), reply.status
 
@@ -347,16 +349,16 @@ class SimulatedBmc:
         self.stats.faults_injected[fault.value] += 1
 
     async def _transport_fault(
-        self, request: web.BaseRequest, fault: FaultMode
+        self, request: web.BaseRequest, fault: FaultMode, hang: float, retry_after: int
     ) -> tuple[web.StreamResponse, int | None]:
         if fault is FaultMode.HTTP_500:
             err = _errors.internal_error()
             return self._error_response(err), err.status
         if fault is FaultMode.HTTP_503:
-            err = _errors.service_unavailable(self.faults.retry_after)
+            err = _errors.service_unavailable(retry_after)
             return self._error_response(err), err.status
         if fault is FaultMode.HANG:
-            await asyncio.sleep(self.faults.hang_seconds)
+            await asyncio.sleep(hang)
         reset_connection(request)
         # aiohttp swallows the ConnectionError of writing to the aborted transport
         return web.Response(status=500), None

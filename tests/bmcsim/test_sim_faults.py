@@ -174,3 +174,17 @@ async def test_late_reply_applies_the_write_then_holds_the_answer(gb200: Simulat
     gb200.faults.clear()
     with pytest.raises(ValueError):
         gb200.faults.set("late-reply", then={"mode": "http500"})  # `then` follows a count
+
+
+async def test_a_held_reply_keeps_its_own_faults_hold_when_then_switches_to_another(
+    gb200: SimulatedBmc, api: Api
+) -> None:
+    """Firing the counted fault switches to its `then` at once: the request it hit is held for the
+    fired fault's `hang_seconds`, not for the next one's."""
+    after = {"mode": "late-reply", "count": 1, "hang_seconds": 0.05}
+    gb200.faults.set("late-reply", writes_only=True, hang_seconds=30, count=1, then=after)
+    client = api(gb200)
+    with pytest.raises(asyncio.TimeoutError):
+        await client.patch(GPU0, SET_700, deadline_s=1.0)  # held 30 s, not 0.05 s
+    assert gb200.faults.hang_seconds == 0.05  # the next fault's hold is in force now
+    assert (await client.get(GPU0, deadline_s=5.0)).status == 200  # held 0.05 s
