@@ -184,7 +184,6 @@ async def _cycle(
             return HealthCheck(
                 name, FAIL, f"{failed}; nothing was written", {**evidence, "failed_step": "set"}
             )
-        restored = await _restore(device, comp, prior)
     except asyncio.CancelledError:
         # stopped mid-cycle (a controller shutting down, a deadline): the cap is put back first,
         # under the restore's own deadline, and the cancel waits for it
@@ -192,9 +191,11 @@ async def _cycle(
         raise
     except DeviceControllerError as exc:
         # the set (or a read after it) raised past the deadline or a cut connection: restore anyway
-        restored = await uncancelled(_restore(device, comp, prior))
         evidence["wrote"] = True if change is None else evidence["wrote"]
         failed = f"step {'set' if change is None else 'read-back'}: {exc}"
+    # NOTE: a cancel that lands now (the request's deadline, just after the plugin's own) waits
+    # for the restore: cut on the wire, its write would be one more that may have landed
+    restored = await uncancelled(_restore(device, comp, prior))
     evidence["restored"] = restored.ok
     if restored.after is not None:
         evidence["after"] = cap_evidence(comp, restored.after)

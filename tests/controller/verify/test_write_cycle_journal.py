@@ -255,6 +255,29 @@ async def test_a_slow_test_write_past_the_requests_deadline_is_restored_under_it
         assert await h.controller.store.open_write_cycles() == []  # the journal is closed
 
 
+async def test_the_requests_deadline_never_cuts_the_restore_write_in_flight(
+    tmp_path: Path, start_controller: Any, sink: Any
+) -> None:
+    """The request's deadline cancels the cycle while a restore's write is on the wire: the cancel
+    waits for its answer, never cuts it (a cut write is one more "may have landed" on the node)."""
+    async with one_gb200(tmp_path, start_controller) as (h, bmc):
+        before = caps(bmc)
+        # the first restore is answered 12 s late: the request's 8 s end while it is on the wire
+        bmc.faults.set("late-reply", path_contains="ClearOOBSetPoint", count=1, hang_seconds=12)
+        health = R.BMCHealthDeviceRequest(write_cycle=True, telemetry_interval_ms=20)
+        await h.stub.SendDeviceRequest(
+            R(device="node001", request_id="cut-1", timeout_seconds=8, bmc_health=health)
+        )
+        await sink.wait_for({"cut-1"}, timeout=60)
+        assert "deadline" in sink.unique()["cut-1"].bmc_health.error
+        assert caps(bmc) == before
+        record = await h.admin.GetRequest(apb.GetRequestRequest(request_id="cut-1"))
+        sent = [w for w in record.writes if w.method in ("PATCH", "POST")]
+        assert [w.status for w in sent] == ["200", "200"], sent  # the test write, its restore
+        assert "restore" in sent[1].note and sent[1].duration_ms >= 11_000, sent
+        assert await h.controller.store.open_write_cycles() == []
+
+
 async def test_a_test_write_whose_task_outlives_the_deadline_is_waited_out_and_then_restored(
     tmp_path: Path, start_controller: Any, sink: Any, monkeypatch: Any
 ) -> None:
