@@ -28,7 +28,7 @@ from controller.inventory import DeviceEntry, parse_model_json
 from controller.process import workers
 from controller.process.supervise import Outage
 from controller.store import LeaseFence, LeaseRound, Store
-from plugins.base import SystemSpec
+from plugins.base import RELINQUISHED, SystemSpec
 
 log = logging.getLogger(__name__)
 
@@ -160,13 +160,29 @@ class Shards:
                     return task.result()
         finally:
             if not task.done():
-                task.cancel()
-                await asyncio.wait((task,))  # let the plugin unwind (close its connection) first
+                await self._unwind(task, shard)
             if not task.cancelled():
                 # NOTE: a call that ended as the deadline passed (the plugin's own deadline fires
                 # then too) or while it unwound: its result or error came too late and is dropped,
                 # not left for the loop to log as "Task exception was never retrieved"
                 task.exception()
+
+    async def _unwind(self, task: asyncio.Future[Any], shard: int) -> None:
+        """Cancel a device call and wait for it to unwind (close its connection, finish a restore
+        it shields: `uncancelled`), no longer than this process surely holds the shard's lease:
+        then, or where it has lapsed already, the cancel is `RELINQUISHED`, which cuts the
+        shielded work too, so no write of ours starts beside the shard's next holder's."""
+        task.cancel(RELINQUISHED if self.valid_for(shard) <= 0 else None)
+        while not task.done():
+            lease_left = self.valid_for(shard)
+            if lease_left <= 0:
+                log.warning("shard %d lease lapsed here while a device call unwound: it is cut", shard)
+                task.cancel(RELINQUISHED)
+                await asyncio.wait((task,))
+                return
+            # NOTE: woken at least every second: a shard handed on early (a rebalancing that gave
+            # up waiting) ends its validity before the lease would have lapsed
+            await asyncio.wait((task,), timeout=min(lease_left, 1.0))
 
     def fence(self, shard: int) -> LeaseFence | None:
         """The lease a completion of `shard` must still hold (None: no check)."""

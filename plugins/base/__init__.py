@@ -87,7 +87,14 @@ from plugins.base._types import (
     StdMetricsResult,
     WriteOutcome,
 )
-from plugins.base.health import HealthCheck, HealthQuery, HealthResult, uncancelled
+from plugins.base.health import (
+    RELINQUISHED,
+    HealthCheck,
+    HealthQuery,
+    HealthResult,
+    relinquished,
+    uncancelled,
+)
 from plugins.base.receipts import (
     DeviceWrite,
     WriteLog,
@@ -102,6 +109,7 @@ __all__ = [
     "CATALOGUE",
     "DEVICE_TYPE_GPU",
     "DEVICE_TYPE_NODE",
+    "RELINQUISHED",
     "Allocation",
     "AllocationResult",
     "Attribute",
@@ -187,6 +195,7 @@ __all__ = [
     "plain_init",
     "policy_from_element_map",
     "recording",
+    "relinquished",
     "run_operation",
     "serve",
     "uncancelled",

@@ -160,19 +160,38 @@ def worst(statuses: Any) -> str:
     return next((s for s in SEVERITY if s in seen), SKIP)
 
 
+#: the message of a cancel that cuts even the work `uncancelled` shields: the caller no longer holds
+#: the device (its shard lease lapsed, or it hands the device on at a stop), so a write started from
+#: now on could land beside the device's next holder's (`asyncio.Task.cancel(RELINQUISHED)`)
+RELINQUISHED = "devicectl: the device is no longer this caller's to write"
+
+
+def relinquished(exc: BaseException) -> bool:
+    """Whether a `CancelledError` is the cancel that hands the device on (`RELINQUISHED`)."""
+    return isinstance(exc, asyncio.CancelledError) and exc.args[:1] == (RELINQUISHED,)
+
+
 async def uncancelled(work: Coroutine[Any, Any, T]) -> T:
     """Run `work` to its end even when the caller is cancelled meanwhile; the cancel is re-raised
-    after it. A write cycle's restore is never abandoned half way (a shutdown, a deadline)."""
+    after it. A write cycle's restore is never abandoned half way (a shutdown, a deadline), except
+    by the cancel that hands the device on (`RELINQUISHED`): `work` is cancelled with it then, and
+    waited for, so that it starts no write from then on."""
     task = asyncio.ensure_future(work)
     cancelled = False
     while True:
         try:
             result = await asyncio.shield(task)
             break
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
             if task.done():
                 result = task.result()
                 break
+            if relinquished(exc):
+                task.cancel(RELINQUISHED)
+                await asyncio.wait((task,))
+                if not task.cancelled():
+                    task.exception()  # retrieved: what it ended with came after the device was handed on
+                raise
             cancelled = True
     if cancelled:
         raise asyncio.CancelledError

@@ -9,9 +9,12 @@ have landed) and the check names the step. Every write goes through the plugin's
 so the request's receipts list them; only the cap's own resource (and its actions) is written.
 
 The restore runs under its own deadline (`RESTORE_SECONDS`), never the request's, and a cancel
-waits for it. Run by the controller, a cycle is a journaled transaction (`HealthQuery.apply`,
-`priors`, `restore`): the previous values come from its journal, never from a read that could be a
-leftover test value, and `restore_priors` puts back an interrupted cycle's journal.
+waits for it, except the one that hands the device on (`plugins.base.RELINQUISHED`: the caller's
+shard lease lapsed), which cuts it and starts none: the journal's next holder restores the node,
+and a write of ours would land beside its own. Run by the controller, a cycle is a journaled
+transaction (`HealthQuery.apply`, `priors`, `restore`): the previous values come from its journal,
+never from a read that could be a leftover test value, and `restore_priors` puts back an
+interrupted cycle's journal.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from plugins.base import DeviceControllerError, WriteOutcome
-from plugins.base.health import FAIL, PASS, WARN, HealthCheck, HealthQuery, uncancelled
+from plugins.base.health import FAIL, PASS, WARN, HealthCheck, HealthQuery, relinquished, uncancelled
 from plugins.redfish._capping.caps import CapChange, restore_cap, set_cap
 from plugins.redfish._device.device import Device
 from plugins.redfish._device.op_bmc import OpBmc
@@ -184,10 +187,12 @@ async def _cycle(
             return HealthCheck(
                 name, FAIL, f"{failed}; nothing was written", {**evidence, "failed_step": "set"}
             )
-    except asyncio.CancelledError:
+    except asyncio.CancelledError as exc:
         # stopped mid-cycle (a controller shutting down, a deadline): the cap is put back first,
-        # under the restore's own deadline, and the cancel waits for it
-        await uncancelled(_restore(device, comp, prior))
+        # under the restore's own deadline, and the cancel waits for it; never once the device is
+        # handed on (its next holder restores the journal: a restore of ours would write beside it)
+        if not relinquished(exc):
+            await uncancelled(_restore(device, comp, prior))
         raise
     except DeviceControllerError as exc:
         # the set (or a read after it) raised past the deadline or a cut connection: restore anyway

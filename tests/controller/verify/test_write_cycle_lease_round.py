@@ -54,6 +54,12 @@ async def until(check: Callable[[], bool], what: str, timeout: float = 60.0) -> 
         await asyncio.sleep(0.02)
 
 
+def writes(bmc: Any) -> int:
+    """The BMC's PATCH and POST requests, logins left out."""
+    calls = bmc.stats.calls.items()
+    return sum(n for (m, path), n in calls if m in ("PATCH", "POST") and "Session" not in path)
+
+
 @dataclass
 class GainedRestore:
     """A crashed cycle's journal of node001 being restored by `third`, which gained its shard; the
@@ -175,7 +181,9 @@ async def test_a_write_cycle_whose_lease_lapses_here_mid_write_is_cancelled_and_
         leases = h.controller.shards
         assert isinstance(leases, ShardLeases)
         bmc = fleet.bmcs[0]
-        bmc.faults.set("hang", writes_only=True, count=1, hang_seconds=HANG_SECONDS * 3)
+        before = caps(bmc)
+        # the test write lands, and its answer is held past the lapse
+        bmc.faults.set("late-reply", writes_only=True, count=1, hang_seconds=HANG_SECONDS * 3)
         renewed = leases.valid_for
         lapse = time.monotonic() + 10.0  # well after the cycle's reads, while its first write hangs
         leases.valid_for = lambda shard: min(renewed(shard), lapse - time.monotonic())  # type: ignore[method-assign]
@@ -191,7 +199,56 @@ async def test_a_write_cycle_whose_lease_lapses_here_mid_write_is_cancelled_and_
             assert time.monotonic() < deadline, "the cycle went on past its lease"
             await asyncio.sleep(0.1)
         assert "lease of node001 lapsed here during the write cycle" in got.error, got
+        # the held test write is the only one: no restore was started past the lapse (it would
+        # write the node beside the next holder's restore and requests)
+        assert writes(bmc) == 1
+        assert caps(bmc) != before  # the test value waits for the next holder's restore
         assert [c.device for c in await h.controller.store.open_write_cycles()] == ["node001"]
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(300)
+async def test_a_cycles_own_restore_is_cut_when_the_shard_lease_lapses_here_while_it_writes(
+    tmp_path: Path, db_url: str, start_controller: Any
+) -> None:
+    """The restore that ends each cap's cycle is shielded from the request's deadline and a stop,
+    but not from the lapse of the shard lease: past it, the shard's next holder may restore the
+    journal and run the node's requests, so a restore write of ours still to be sent (its second
+    try, a slow BMC's answer awaited) would land beside theirs. The cycle is cut there, and the
+    journal stays open for that holder."""
+    from controller._proto.devicecontroller.v1 import admin_pb2 as apb
+    from tests.controller.verify.test_write_cycle_journal import FAST
+
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory_path = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory_path, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory_path), secrets_dir=str(secrets), **LEASES)
+        leases = h.controller.shards
+        assert isinstance(leases, ShardLeases)
+        bmc = fleet.bmcs[0]
+        before = caps(bmc)
+        # the first restore write is held unanswered (and not applied) far past the lapse
+        bmc.faults.set("hang", path_contains="ClearOOBSetPoint", count=1, hang_seconds=HANG_SECONDS * 3)
+        started = await h.admin.StartWriteCycle(apb.StartVerifyRequest(devices=["node001"], **FAST))
+        check_id = started.checks[0].check_id
+        await until(lambda: bmc.stats.faults_injected["hang"] == 1, "the restore write on the wire")
+        writes_at_lapse = writes(bmc)
+        renewed = leases.valid_for
+        lapsed_at = time.monotonic()
+        leases.valid_for = lambda shard: min(renewed(shard), lapsed_at - time.monotonic())  # type: ignore[method-assign]
+        deadline = lapsed_at + HANG_SECONDS  # far sooner than the BMC answers, or the restore's own deadline
+        while (got := (await h.admin.GetBmcCheck(apb.GetBmcCheckRequest(id=check_id))).checks[0]).status in (
+            "queued",
+            "running",
+        ):
+            assert time.monotonic() < deadline, "the restore went on past the lease"
+            await asyncio.sleep(0.1)
+        assert "lease of node001 lapsed here during the write cycle" in got.error, got
+        # no write started after the lapse (a second try of the restore included)
+        assert writes(bmc) == writes_at_lapse
+        assert [c.device for c in await h.controller.store.open_write_cycles()] == ["node001"]
+        # the held restore was never applied: the test value waits for the next holder's restore
+        assert caps(bmc)["HGX_ProcessorModule_0"] != before["HGX_ProcessorModule_0"]
 
 
 async def restored_from_the_journal_by_a_next_holder(gained: GainedRestore) -> None:

@@ -1,0 +1,54 @@
+"""`uncancelled`: the work a write cycle shields (its restore) outlives a cancel, except the one that
+hands the device on (`RELINQUISHED`)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from plugins.base import RELINQUISHED, relinquished, uncancelled
+
+
+async def test_a_cancel_waits_for_the_shielded_work_and_is_raised_after_it() -> None:
+    events: list[str] = []
+
+    async def restore() -> None:
+        await asyncio.sleep(0.2)
+        events.append("restored")
+
+    async def cycle() -> None:
+        await uncancelled(restore())
+        events.append("went on")  # never: the cancel is raised once the restore is done
+
+    task = asyncio.ensure_future(cycle())
+    await asyncio.sleep(0.05)
+    task.cancel()
+    await asyncio.sleep(0.05)
+    task.cancel()  # a second cancel (a stop after a deadline) waits too
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert events == ["restored"]
+
+
+async def test_the_cancel_that_hands_the_device_on_cuts_the_shielded_work() -> None:
+    seen: list[tuple[object, ...]] = []
+
+    async def restore() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError as exc:
+            seen.append(exc.args)
+            raise
+
+    task = asyncio.ensure_future(uncancelled(restore()))
+    await asyncio.sleep(0.05)
+    task.cancel()  # a deadline: the restore goes on
+    await asyncio.sleep(0.05)
+    assert not task.done() and seen == []
+    task.cancel(RELINQUISHED)
+    with pytest.raises(asyncio.CancelledError) as raised:
+        await asyncio.wait_for(task, 5)
+    assert seen == [(RELINQUISHED,)]  # cut, and told why
+    assert relinquished(raised.value)
+    assert not relinquished(asyncio.CancelledError()) and not relinquished(ValueError(RELINQUISHED))
