@@ -202,7 +202,9 @@ _NVIDIA_PATHS = (
     # (DPS's proxy refuses the chassis resource: then no module limit is known, dps.md §7)
     "/redfish/v1/Chassis/*",
     "/redfish/v1/Chassis/*/EnvironmentMetrics",
-    # the Control a module limit names (`DataSourceUri`): what the limit covers
+    # the Control a module limit names (`DataSourceUri`): what the limit covers; and every Control
+    # of a module chassis: what a PATCH of its limit sets (NVIDIA bmcweb sets them all)
+    "/redfish/v1/Chassis/*/Controls",
     "/redfish/v1/Chassis/*/Controls/*",
 )
 #: GETs discovery may make per platform (`*` = within one path segment); None: follow links freely.

@@ -21,13 +21,20 @@ EnvironmentMetrics `PowerLimitWatts` each resource shows, on the scope its own e
   `DataSourceUri` names could be read where it names one, and no evidence contradicts the rule (a
   CPU or part scope, Links covering part of the node). Anything else refuses the node cap with the
   reason.
+- A module limit is written alone, or not at all: NVIDIA's bmcweb sets a chassis EnvironmentMetrics
+  PATCH's `SetPoint` on every power Control of the chassis (`requestRoutesEnvironmentMetrics`,
+  environment_metrics.hpp: one `patchPowerLimit` per endpoint of the chassis' `power_controls`),
+  and the chassis' Controls collection lists those same Controls (`getPowercontrolObjects`,
+  control.hpp). Where a module's collection lists more than one power Control (or one its limit's
+  `DataSourceUri` does not name), or could not be read, the module's limit is no cap of anything
+  (`Limits.fan_out`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from plugins.redfish._discovery.layout import (
@@ -39,6 +46,7 @@ from plugins.redfish._discovery.layout import (
     id_of,
     link_of,
     links_of,
+    members_of,
     natural_key,
     nvidia_node_metrics_uri,
 )
@@ -80,12 +88,15 @@ class Limits:
     documented: tuple[tuple[Document, str], ...] = ()
     #: where the BMC's evidence does not agree with DPS's documented rule: why
     disagree: tuple[str, ...] = ()
+    #: module chassis -> why a PATCH of its limit may set more than that limit's own Control
+    fan_out: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Scope:
     """What one module limit covers: `cpu` or `gpu` (those components), `group` (several processors
-    together), `module` (what the module holds) or `unknown`."""
+    together), `module` (what the module holds), `unknown`, or `controls` (its PATCH may set other
+    Controls too: `Limits.fan_out`)."""
 
     kind: str
     keys: tuple[str, ...]
@@ -218,6 +229,11 @@ def discover_nvidia_hgx(
         if limit_of(doc) is None or doc is None:
             evidence.append(f"{uri}: no PowerLimitWatts (processor module {id_of(ch)} offers no limit)")
             continue
+        fan_out = limits.fan_out.get(ch.path.rstrip("/"))
+        if fan_out:
+            evidence.append(f"{uri}: skipped: {fan_out}")
+            scopes.append((ch, uri, Scope("controls", (), fan_out)))
+            continue
         scope = module_scope(ch, doc, limits.sources.get(data_source(doc)), places)
         scopes.append((ch, uri, scope))
     groups: list[Component] = []
@@ -235,7 +251,7 @@ def discover_nvidia_hgx(
                 evidence.append(f"{uri}: skipped: a CPU limit ({scope.evidence}) whose CPU is not stated")
     node, why_not = _node(base, scopes, gpus, cpus, limits)
     for ch, uri, scope in scopes:
-        if scope.kind != "cpu" and not node:
+        if scope.kind not in ("cpu", "controls") and not node:
             covers = ",".join(scope.keys) or id_of(ch)
             index = len(base.groups) + len(groups)
             group = Component(
@@ -304,6 +320,9 @@ def _node(
             "no resource of this BMC carries a node power limit: no processor module and no chassis "
             "EnvironmentMetrics, power Control or Power PowerLimit of the node offers one"
         )
+    fanned = [s for _, _, s in scopes if s.kind == "controls"]
+    if fanned:
+        return [], f"a processor module's limit cannot be written alone ({fanned[0].evidence})"
     cpu_limits = [s for _, _, s in scopes if s.kind == "cpu"]
     if cpu_limits:
         return [], (
@@ -424,9 +443,68 @@ async def nvidia_limits(
     else:
         found = await walker.find_many([p for p in named_sources if walker.allowed(p) and ".." not in p])
     sources = {d.path.rstrip("/"): d for d in found}
+    fan_out = await _fan_out(walker, chassis, metrics, restricted=restricted)
     return Limits(
-        metrics, sources, restricted, tuple(linked), tuple(unread), tuple(documented), tuple(disagree)
+        metrics,
+        sources,
+        restricted,
+        tuple(linked),
+        tuple(unread),
+        tuple(documented),
+        tuple(disagree),
+        fan_out,
     )
+
+
+async def _fan_out(
+    walker: Walker, chassis: list[Document], metrics: Mapping[str, Document], *, restricted: bool
+) -> dict[str, str]:
+    """Module chassis whose limit a PATCH may set on more than that limit's own Control, and why (see
+    the module docstring): their Controls collection lists several power Controls, or one the
+    limit's `DataSourceUri` does not name, or none; or, read directly, it (or a member) could not
+    be read. Under DPS's allow-list, which refuses Controls (403), an unread collection is only
+    recorded: the module limits DPS documents are what DPS itself writes."""
+    out: dict[str, str] = {}
+    for ch, uri in _modules(chassis, metrics):
+        doc = metrics[uri]
+        path = link_of(ch.body, "Controls")
+        if limit_of(doc) is None or not path:
+            continue
+        key = ch.path.rstrip("/")
+        collection, why = await _read(walker, path)
+        if collection is None:
+            if restricted:
+                walker.evidence.append(f"{path}: not read ({why})")
+            else:
+                out[key] = f"{path} not read ({why}): the Controls a PATCH of {uri} sets are not known"
+            continue
+        power: list[str] = []
+        unread: list[str] = []
+        for member in members_of(collection):
+            control, why = await _read(walker, member)
+            if control is None:
+                unread.append(f"{member.rstrip('/')}: {why}")
+            elif str(control.get("ControlType") or "") == "Power":
+                power.append(member.rstrip("/"))
+        named = ", ".join(p.rsplit("/", 1)[-1] for p in power) or "none"
+        source = data_source(doc)
+        if len(power) + len(unread) > 1 or (unread and not restricted):
+            out[key] = (
+                f"a PATCH of {uri} sets every power Control the chassis lists (NVIDIA bmcweb), and "
+                f"{path} lists {len(power)}: {named}" + (f"; not read: {_first(unread)}" if unread else "")
+            )
+        elif len(power) == 1 and source and power[0] != source:
+            out[key] = (
+                f"its DataSourceUri names {source}, but {path} lists {named} as the chassis' power "
+                f"Control, which a PATCH of {uri} sets (NVIDIA bmcweb)"
+            )
+        elif not power and not unread:
+            out[key] = f"{path} lists no power Control, which a PATCH of {uri} would set (NVIDIA bmcweb)"
+        elif power:
+            walker.evidence.append(f"{path}: the one power Control a PATCH of {uri} sets: {named}")
+        else:
+            walker.evidence.append(f"{path}: its member not read: {_first(unread)}")
+    return out
 
 
 async def _documented_modules(

@@ -142,6 +142,67 @@ async def test_gb300_node_power_comes_from_the_link_its_chassis_shows_never_a_bu
     assert found.discovery["node_metrics"][1] == linked, (found.discovery["node_metrics"], linked)
 
 
+def _module_controls(root: Path, *, extra: dict[str, Any] | None = None, drop: bool = False) -> None:
+    """Change the GB300 capture's HGX_ProcessorModule_0 Controls: add a Control, or remove the
+    collection (the BMC then answers 404)."""
+    controls = root / "Chassis" / "HGX_ProcessorModule_0" / "Controls"
+    if drop:
+        (controls / "index.json").unlink()
+        return
+    assert extra is not None
+    member = controls / extra["Id"]
+    member.mkdir()
+    (member / "index.json").write_text(json.dumps(extra))
+    collection = json.loads((controls / "index.json").read_text())
+    collection["Members"].append({"@odata.id": extra["@odata.id"]})
+    collection["Members@odata.count"] = len(collection["Members"])
+    (controls / "index.json").write_text(json.dumps(collection))
+
+
+def _control(control_id: str, control_type: str) -> dict[str, Any]:
+    uri = f"/redfish/v1/Chassis/HGX_ProcessorModule_0/Controls/{control_id}"
+    return {
+        "@odata.id": uri,
+        "@odata.type": "#Control.v1_3_0.Control",
+        "Id": control_id,
+        "ControlType": control_type,
+        "SetPoint": 1000 if control_type == "Power" else 2000,
+    }
+
+
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        # NVIDIA bmcweb writes a module PATCH's SetPoint to every power Control the chassis lists
+        ({"extra": _control("HGX_ProcessorModule_0_1", "Power")}, "Controls lists 2: HGX_ProcessorModule_0,"),
+        ({"drop": True}, "HGX_ProcessorModule_0/Controls not read (absent)"),
+        (None, ""),  # the capture as it is: one power Control
+        ({"extra": _control("ClockLimit_0", "FrequencyMHz")}, ""),  # not a power Control
+    ],
+    ids=["two-power-controls", "controls-not-served", "as-captured", "a-clock-control"],
+)
+async def test_a_module_limit_is_a_node_cap_share_only_where_its_patch_sets_its_own_control_alone(
+    make_harness: Callable[..., Any], tmp_path: Path, change: dict[str, Any] | None, refusal: str
+) -> None:
+    case = next(c for c in CASES if c.name == "nvidia-gb300-nvl")
+    copy = _capture_copy(tmp_path, case.name)
+    if change is not None:
+        _module_controls(copy, **change)
+    if refusal:
+        case = replace(case, node=None, node_refusal="a processor module's limit cannot be written alone")
+    async with make_harness(n=1, model=f"mockup:{copy}") as h:
+        found = await survey(h, h.fleet.bmcs[0], case)
+    _check(found)
+    evidence = "\n".join(found.discovery["evidence"])
+    module = "/redfish/v1/Chassis/HGX_ProcessorModule_0/EnvironmentMetrics"
+    if refusal:
+        assert refusal in found.steps["node"].error, found.steps["node"].error
+        assert f"{module}: skipped: " in evidence
+        assert not any(path.startswith(module) for step in found.steps.values() for _, path, _ in step.writes)
+    else:
+        assert f"HGX_ProcessorModule_0/Controls: the one power Control a PATCH of {module} sets" in evidence
+
+
 async def test_a_link_the_bmc_cannot_serve_is_absent_with_its_reason(
     make_harness: Callable[..., Any],
 ) -> None:
