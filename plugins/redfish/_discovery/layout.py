@@ -48,7 +48,9 @@ ROOT = "/redfish/v1"
 #: chassis types that are a part of a node (a module, a card, a cable cartridge), never the node itself
 PART_TYPES = frozenset({"Module", "Component", "Card", "Zone", "Cartridge", "Sidecar", "Expansion"})
 #: bump when the shape changes: older cached discoveries are then redone
-DISCOVERY_VERSION = 4  # 4: components placed by the BMC's evidence (write gate, scope), platform matched
+#: 4: components placed by the BMC's evidence (write gate, scope), platform matched; 5: an NVIDIA
+#: module limit whose PATCH may set other Controls too is no cap (`nvidia_hgx.Limits.fan_out`)
+DISCOVERY_VERSION = 5
 
 
 @dataclass(frozen=True)
