@@ -49,7 +49,8 @@ ROOT = "/redfish/v1"
 PART_TYPES = frozenset({"Module", "Component", "Card", "Zone", "Cartridge", "Sidecar", "Expansion"})
 #: bump when the shape changes: older cached discoveries are then redone
 #: 4: components placed by the BMC's evidence (write gate, scope), platform matched; 5: an NVIDIA
-#: module limit whose PATCH may set other Controls too is no cap (`nvidia_hgx.Limits.fan_out`)
+#: module limit whose PATCH may set other Controls too is no cap (`nvidia_hgx.Limits.fan_out`), and
+#: a non-volatile Grace CPU limit is marked (`nvidia_hgx.NONVOLATILE_CPU_LIMIT`)
 DISCOVERY_VERSION = 5
 
 

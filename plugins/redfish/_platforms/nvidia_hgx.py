@@ -56,6 +56,13 @@ from plugins.redfish._platforms.platform import Platform, Probe
 from plugins.redfish._wire.document import Document
 from plugins.redfish._wire.errors import ProtocolError, RedfishHTTPError
 
+#: `Component.quirk` of a Grace CPU whose own EnvironmentMetrics limit names its Control
+#: (`DataSourceUri`): NVIDIA's bmcweb shows there only a Control whose `persistent` flag is set
+#: (environment_util.hpp `getCpuPowerCapData`, called with `true`), and a PATCH of that limit sets
+#: every power Control of the CPU (environment_metrics.hpp, `Item.Cpu`: one `patchPowerLimit` per
+#: `power_controls` endpoint): a cap written there survives BMC and host resets (a captured
+#: GB300's CPU limit names `..._TDPPowerNonvolatile_0`)
+NONVOLATILE_CPU_LIMIT = "nvidia-nonvolatile-cpu-limit"
 #: DPS models whose node cap DPS itself writes as the processor modules' sum (dps.md §7:
 #: `Chassis/HGX_ProcessorModule_*/EnvironmentMetrics`)
 MODULE_SUM_MODELS = frozenset({"DGX_GB200", "DGX_GB300"})
@@ -216,6 +223,11 @@ def discover_nvidia_hgx(
             why = f"{c.metrics_uri} carries no PowerLimitWatts: the BMC offers no {c.label} limit"
             return replace(c, reason=why)
         why = f"{c.label}'s own Processor EnvironmentMetrics PowerLimitWatts"
+        if c.kind == "cpu" and data_source(doc):
+            why += f" (from Control {data_source(doc)}: non-volatile, NVIDIA bmcweb shows no other there)"
+            return replace(
+                c, mechanism=MECH_EM, limit_uri=c.metrics_uri, reason=why, quirk=NONVOLATILE_CPU_LIMIT
+            )
         return replace(c, mechanism=MECH_EM, limit_uri=c.metrics_uri, reason=why)
 
     gpu_caps = {c.key: own(c) for c in gpus}
@@ -604,6 +616,8 @@ PLATFORM = Platform(
         "a processor-module limit whose evidence says CPU (GH200 EDPp) is that CPU's cap",
         "the node cap is the modules' sum only where they contain every processor (GB300)",
         "Oem.Nvidia.PowerLimitPersistency only where the resource shows it (NVIDIA/bmcweb)",
+        "a Grace CPU limit that names its Control is non-volatile: its caps are said to survive "
+        "resets (NVIDIA/bmcweb getCpuPowerCapData)",
     ),
     refuses=(
         "a GPU or CPU cap whose own Processor EnvironmentMetrics carries no PowerLimitWatts (GB200 "
@@ -611,5 +625,7 @@ PLATFORM = Platform(
         "a node cap unless the processor-module limits are proven to cover every GPU and CPU of the node "
         "once (a GH200's module limits are CPU EDPp limits: no node limit)",
         "a limit covering several processors (a GPU-total budget) as any one component's cap",
+        "a processor-module limit whose PATCH sets more than its own Control: its chassis lists several "
+        "power Controls, or they could not be read (NVIDIA/bmcweb sets them all)",
     ),
 )

@@ -203,6 +203,30 @@ async def test_a_module_limit_is_a_node_cap_share_only_where_its_patch_sets_its_
         assert f"HGX_ProcessorModule_0/Controls: the one power Control a PATCH of {module} sets" in evidence
 
 
+@pytest.mark.parametrize("persistent", [False, True])
+async def test_a_gb300_grace_cap_says_it_survives_resets_unless_that_was_asked(
+    make_harness: Callable[..., Any], persistent: bool
+) -> None:
+    """A captured GB300's Grace CPU limit names its Control, `..._TDPPowerNonvolatile_0`: NVIDIA's
+    bmcweb shows there only a persistent Control, and writes every power Control of the CPU with a
+    PATCH of that limit (environment_util.hpp `getCpuPowerCapData`, environment_metrics.hpp). The
+    cap's answer says it survives resets where `persistent_caps` did not ask for that."""
+    case = next(c for c in CASES if c.name == "nvidia-gb300-nvl")
+    async with make_harness(n=1, model=f"mockup:{CORPUS / case.name}") as h:
+        bmc = h.fleet.bmcs[0]
+        change = PolicyChange(PolicyAction.SET, policy(cpu=400))
+        out = await h.call("set_policy", bmc, change, options={"persistent_caps": persistent})
+        assert out.result.ok, out.result.error
+        cpus = out.state["discovery"]["cpus"]
+        assert [c["quirk"] for c in cpus] == ["nvidia-nonvolatile-cpu-limit"] * 2, cpus
+        assert "TDPPowerNonvolatile_0: non-volatile" in cpus[0]["reason"], cpus[0]
+        message = out.result.cpu.message
+        said = "this cap survives BMC and host resets although persistent_caps is not set"
+        assert (said in message) is not persistent, message
+        assert "not shown" not in message, message  # known, not "not shown"
+        await h.call("unset_policy", bmc, PolicyChange(PolicyAction.UNSET, None))
+
+
 async def test_a_link_the_bmc_cannot_serve_is_absent_with_its_reason(
     make_harness: Callable[..., Any],
 ) -> None:
