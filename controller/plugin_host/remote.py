@@ -44,6 +44,7 @@ from plugins.base import (
     TransientError,
     UnsupportedError,
     VerificationResult,
+    relinquished,
 )
 from plugins.base import nomad as n
 from plugins.base import wire as w
@@ -254,7 +255,50 @@ class RemotePlugin(DevicePlugin):
     # ---- power operations ---------------------------------------------------------------------
 
     async def operate(self, kind: Kind, ctx: DeviceContext, request: Any) -> Outcome[Any]:
-        """Send one request of `kind` to the plugin process through `PowerOperations.Operate`."""
+        """Send one request of `kind` to the plugin process through `PowerOperations.Operate`.
+
+        A cancel that hands the device on (`RELINQUISHED`: the caller's shard lease lapsed) is told
+        to the plugin process too (`Relinquish`): a gRPC cancel carries no reason, and the process
+        would finish the work the call shields (a write cycle's restore) beside the next holder."""
+        # NOTE: the call runs in a task of its own, behind a shield: a cancel's reason does not
+        # survive gRPC's call object, and it is read here, where the cancel arrives
+        call = asyncio.ensure_future(self._operate(kind, ctx, request))
+        try:
+            return await asyncio.shield(call)
+        except asyncio.CancelledError as exc:
+            call.cancel()
+            await asyncio.wait((call,))
+            if not call.cancelled():
+                call.exception()  # came after the cancel: dropped
+            if relinquished(exc):
+                await self._relinquish(ctx.device_id)
+            raise
+
+    async def _relinquish(self, device_id: str) -> None:
+        """Tell the plugin process that `device_id` is no longer ours to write (`Relinquish`); bounded."""
+        conn = self.connection
+        if conn is None:
+            return
+        message = ppb.RelinquishRequest(device_ids=[device_id])
+        try:
+            reply = await conn.power.Relinquish(message, timeout=w.RELINQUISH_WAIT + 5.0)
+        except grpc.aio.AioRpcError as err:
+            name = self.spec.name
+            if err.code() == grpc.StatusCode.UNIMPLEMENTED:
+                log.info("plugin %s offers no Relinquish: its work on %s ends on its own", name, device_id)
+            else:
+                log.warning("plugin %s: could not relinquish %s: %s", name, device_id, err.details())
+            return
+        if reply.running:
+            log.warning(
+                "plugin %s: %d writing call(s) of %s still ran %g s after it was relinquished",
+                self.spec.name,
+                reply.running,
+                device_id,
+                w.RELINQUISH_WAIT,
+            )
+
+    async def _operate(self, kind: Kind, ctx: DeviceContext, request: Any) -> Outcome[Any]:
         conn = await self._available(ctx.remaining())
         if conn is self._gone:  # an earlier call found it dead; the supervisor has not yet noticed
             conn = await self._replaced(conn, ctx.remaining())

@@ -24,7 +24,7 @@ import signal
 import socket
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ from plugins.base import wire as w
 from plugins.base._nomad_rules import fingerprint_problems
 from plugins.base._plugin import DeviceContext, DevicePlugin, DeviceTarget, PendingVerification
 from plugins.base.codec import decode, encode
-from plugins.base.health import HealthQuery
+from plugins.base.health import RELINQUISHED, HealthQuery
 from plugins.base.plugin_config import ConfigSpec, settings, unpack_config
 from plugins.base.receipts import WriteLog, recording
 
@@ -102,26 +102,38 @@ class _State:
         self.plugin = plugin
         self.api_version = ""
         self.stopped = asyncio.Event()
-        #: device -> (its writing calls' lock, how many calls hold or wait for it)
-        self._writers: dict[str, tuple[asyncio.Lock, int]] = {}
+        #: device -> (its writing calls' lock, the calls' tasks holding or waiting for it)
+        self._writers: dict[str, tuple[asyncio.Lock, set[asyncio.Task[Any]]]] = {}
 
     @contextlib.asynccontextmanager
     async def writer(self, device: str) -> AsyncIterator[None]:
         """One writing call per device at a time in this process. A call the host cancelled (its
         deadline, a stop) ends only once the work it shields has ended (a write cycle's restore,
         `uncancelled`); the host's next call of the device, its own restore among them, waits for
-        that here, so the two never write the BMC side by side."""
-        lock, users = self._writers.get(device, (asyncio.Lock(), 0))
-        self._writers[device] = (lock, users + 1)
+        that here, so the two never write the BMC side by side. `relinquish` cuts them all."""
+        lock, calls = self._writers.get(device, (asyncio.Lock(), set()))
+        self._writers[device] = (lock, calls)
+        task = asyncio.current_task()
+        if task is not None:
+            calls.add(task)
         try:
             async with lock:
                 yield
         finally:
-            lock, users = self._writers[device]
-            if users > 1:
-                self._writers[device] = (lock, users - 1)
-            else:
+            calls.discard(task)  # type: ignore[arg-type]
+            if not calls:
                 del self._writers[device]
+
+    async def relinquish(self, devices: Sequence[str], wait: float) -> tuple[int, int]:
+        """The host no longer holds `devices`: cancel their writing calls with `RELINQUISHED`, which
+        cuts the work a call shields too (`uncancelled`), and wait up to `wait` seconds for them to
+        end. (calls cancelled, of those still running)."""
+        tasks = [t for d in devices for t in self._writers.get(d, (None, set()))[1] if not t.done()]
+        for task in tasks:
+            task.cancel(RELINQUISHED)
+        if tasks:
+            await asyncio.wait(tasks, timeout=wait)
+        return len(tasks), sum(1 for t in tasks if not t.done())
 
 
 class BasePluginServicer(bgrpc.BasePluginServicer):
@@ -332,6 +344,17 @@ def _power_handler(state: _State) -> grpc.GenericRpcHandler:
         # refuses to open a write in a dry run: a plugin that writes through it can plan
         return ppb.CapabilitiesResponse(dry_run=bool(state.plugin.supports_dry_run))
 
+    async def relinquish(request: ppb.RelinquishRequest, context: Any) -> ppb.RelinquishResponse:
+        cancelled, running = await state.relinquish(list(request.device_ids), w.RELINQUISH_WAIT)
+        if cancelled:
+            log.warning(
+                "the host relinquished %s: %d writing call(s) cut%s",
+                ", ".join(request.device_ids),
+                cancelled,
+                f", {running} still running after {w.RELINQUISH_WAIT:g} s" if running else "",
+            )
+        return ppb.RelinquishResponse(cancelled=cancelled, running=running)
+
     def h(fn: Any, req: Any, resp: Any, stream: bool = False) -> grpc.RpcMethodHandler:
         make = grpc.unary_stream_rpc_method_handler if stream else grpc.unary_unary_rpc_method_handler
         return make(fn, request_deserializer=req.FromString, response_serializer=resp.SerializeToString)
@@ -342,6 +365,7 @@ def _power_handler(state: _State) -> grpc.GenericRpcHandler:
     handlers["StatsTargets"] = h(stats, ppb.StatsTargetsRequest, dpb.StatsResponse, True)
     handlers["Forget"] = h(forget, ppb.ForgetRequest, ppb.ForgetResponse)
     handlers["Capabilities"] = h(capabilities, ppb.CapabilitiesRequest, ppb.CapabilitiesResponse)
+    handlers["Relinquish"] = h(relinquish, ppb.RelinquishRequest, ppb.RelinquishResponse)
     return grpc.method_handlers_generic_handler(w.SERVICE, handlers)
 
 

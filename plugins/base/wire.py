@@ -22,6 +22,8 @@ from plugins.base.kinds import Kind, kind_of
 from plugins.base.receipts import DeviceWrite
 
 SERVICE = "devicectl.plugin.v1.PowerOperations"
+#: how long the plugin's `Relinquish` waits for the calls it cut to end before it answers
+RELINQUISH_WAIT = 5.0
 
 
 #: gRPC status for each error class when a stream has to end with one

@@ -18,6 +18,7 @@ from controller.delivery.sink import TopologySink
 from controller.plugin_host.launch import ExternalPlugin
 from controller.plugin_host.remote import RemotePlugin
 from plugins.base import (
+    RELINQUISHED,
     DeviceContext,
     DeviceTimeoutError,
     Empty,
@@ -320,3 +321,35 @@ async def test_a_cancelled_writing_call_ends_its_shielded_work_before_the_device
     lines = events.read_text().splitlines()
     assert lines.index("end first") < lines.index("start next"), lines
     assert lines.index("start other") < lines.index("end first"), lines  # another device: no wait
+
+
+async def test_a_relinquished_writing_call_cuts_its_shielded_work_in_the_plugin_process(
+    remote, tmp_path: Path
+) -> None:
+    """A cancel that hands the device on (`RELINQUISHED`: the controller's shard lease lapsed)
+    reaches the plugin process, though a gRPC cancel carries no reason (`Relinquish`): the work
+    the call shields (a write cycle's restore) is cut there too, instead of going on beside the
+    device's next holder; the device's next call no longer waits for it."""
+    busy = "tests.plugins.external.busy_plugin:BusyPlugin"
+    plugin: RemotePlugin = await remote(spec("busy", serve_command(busy)))
+    events = tmp_path / "events"
+    change = PolicyChange(PolicyAction.SET, Policy("P", ()))
+
+    def call(request_id: str) -> DeviceContext:
+        model = {"Model": "DGX_GB200", "events": str(events)}
+        deadline = time.monotonic() + 10
+        return DeviceContext(device_id="n1", request_id=request_id, deadline=deadline, model=model)
+
+    def lines() -> list[str]:
+        return events.read_text().splitlines() if events.exists() else []
+
+    first = asyncio.create_task(plugin.set_policy(call("cut"), change))
+    await until(lambda: "start cut" in lines())
+    first.cancel(RELINQUISHED)
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert (await plugin.set_policy(call("next"), change)).result.ok
+    # the next call did not wait out the cut one's 1.5 s "restore", which never ended
+    assert lines()[:2] == ["start cut", "start next"], lines()
+    await asyncio.sleep(2.0)
+    assert "end cut" not in lines(), lines()

@@ -133,6 +133,20 @@ class ForgetResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class RelinquishRequest(_message.Message):
+    __slots__ = ("device_ids",)
+    DEVICE_IDS_FIELD_NUMBER: _ClassVar[int]
+    device_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, device_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RelinquishResponse(_message.Message):
+    __slots__ = ("cancelled", "running")
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    cancelled: int
+    running: int
+    def __init__(self, cancelled: _Optional[int] = ..., running: _Optional[int] = ...) -> None: ...
+
 class CapabilitiesRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -65,6 +65,11 @@ class PowerOperationsStub:
                 request_serializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.CapabilitiesRequest.SerializeToString,
                 response_deserializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.CapabilitiesResponse.FromString,
                 _registered_method=True)
+        self.Relinquish = channel.unary_unary(
+                '/devicectl.plugin.v1.PowerOperations/Relinquish',
+                request_serializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.RelinquishRequest.SerializeToString,
+                response_deserializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.RelinquishResponse.FromString,
+                _registered_method=True)
 
 
 class PowerOperationsServicer:
@@ -112,6 +117,16 @@ class PowerOperationsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Relinquish(self, request, context):
+        """The host no longer holds these devices (its lease of them lapsed): their writing calls still
+        running here are cancelled at once, the work they shield included (a write cycle's restore,
+        which a plain cancel waits for), and the answer comes once they have ended (or after a few
+        seconds, with how many still run). A plugin without this RPC answers UNIMPLEMENTED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PowerOperationsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -144,6 +159,11 @@ def add_PowerOperationsServicer_to_server(servicer, server):
                     servicer.Capabilities,
                     request_deserializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.CapabilitiesRequest.FromString,
                     response_serializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.CapabilitiesResponse.SerializeToString,
+            ),
+            'Relinquish': grpc.unary_unary_rpc_method_handler(
+                    servicer.Relinquish,
+                    request_deserializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.RelinquishRequest.FromString,
+                    response_serializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.RelinquishResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -308,6 +328,33 @@ class PowerOperations:
             '/devicectl.plugin.v1.PowerOperations/Capabilities',
             devicectl_dot_plugin_dot_v1_dot_power__pb2.CapabilitiesRequest.SerializeToString,
             devicectl_dot_plugin_dot_v1_dot_power__pb2.CapabilitiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Relinquish(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/devicectl.plugin.v1.PowerOperations/Relinquish',
+            devicectl_dot_plugin_dot_v1_dot_power__pb2.RelinquishRequest.SerializeToString,
+            devicectl_dot_plugin_dot_v1_dot_power__pb2.RelinquishResponse.FromString,
             options,
             channel_credentials,
             insecure,
