@@ -60,6 +60,41 @@ def writes(bmc: Any) -> int:
     return sum(n for (m, path), n in calls if m in ("PATCH", "POST") and "Session" not in path)
 
 
+@asynccontextmanager
+async def one_leased_gb200(
+    tmp_path: Path, start_controller: Any
+) -> AsyncIterator[tuple[Any, ShardLeases, Any]]:
+    """A controller on leased shards (`LEASES`) over one simulated GB200 tray: its harness, its
+    leases and the tray's BMC."""
+    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
+        inventory_path = tmp_path / "inventory.toml"
+        secrets = fleet.write_inventory(inventory_path, tmp_path / "secrets")
+        h = await start_controller(load_inventory(inventory_path), secrets_dir=str(secrets), **LEASES)
+        leases = h.controller.shards
+        assert isinstance(leases, ShardLeases)
+        yield h, leases, fleet.bmcs[0]
+
+
+def lapse_at(leases: ShardLeases, when: float) -> None:
+    """From `when` (monotonic) on, the process no longer surely holds any lease, as when a database
+    stall keeps it from renewing."""
+    renewed = leases.valid_for
+    leases.valid_for = lambda shard: min(renewed(shard), when - time.monotonic())  # type: ignore[method-assign]
+
+
+async def check_ended(h: Any, check_id: str, deadline: float, what: str) -> Any:
+    """The verification's record once it is neither queued nor running; `what` fails past `deadline`."""
+    from controller._proto.devicecontroller.v1 import admin_pb2 as apb
+
+    while (got := (await h.admin.GetBmcCheck(apb.GetBmcCheckRequest(id=check_id))).checks[0]).status in (
+        "queued",
+        "running",
+    ):
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.1)
+    return got
+
+
 @dataclass
 class GainedRestore:
     """A crashed cycle's journal of node001 being restored by `third`, which gained its shard; the
@@ -174,30 +209,17 @@ async def test_a_write_cycle_whose_lease_lapses_here_mid_write_is_cancelled_and_
     from controller._proto.devicecontroller.v1 import admin_pb2 as apb
     from tests.controller.verify.test_write_cycle_journal import FAST
 
-    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
-        inventory_path = tmp_path / "inventory.toml"
-        secrets = fleet.write_inventory(inventory_path, tmp_path / "secrets")
-        h = await start_controller(load_inventory(inventory_path), secrets_dir=str(secrets), **LEASES)
-        leases = h.controller.shards
-        assert isinstance(leases, ShardLeases)
-        bmc = fleet.bmcs[0]
+    async with one_leased_gb200(tmp_path, start_controller) as (h, leases, bmc):
         before = caps(bmc)
         # the test write lands, and its answer is held past the lapse
         bmc.faults.set("late-reply", writes_only=True, count=1, hang_seconds=HANG_SECONDS * 3)
-        renewed = leases.valid_for
-        lapse = time.monotonic() + 10.0  # well after the cycle's reads, while its first write hangs
-        leases.valid_for = lambda shard: min(renewed(shard), lapse - time.monotonic())  # type: ignore[method-assign]
+        lapse_at(leases, time.monotonic() + 10.0)  # well after the cycle's reads, while its first write hangs
 
         started = await h.admin.StartWriteCycle(apb.StartVerifyRequest(devices=["node001"], **FAST))
-        check_id = started.checks[0].check_id
         await until(lambda: any(m == "PATCH" for (m, _), n in bmc.stats.calls.items() if n), "the test write")
-        deadline = time.monotonic() + HANG_SECONDS * 2  # far sooner than the BMC answers the write
-        while (got := (await h.admin.GetBmcCheck(apb.GetBmcCheckRequest(id=check_id))).checks[0]).status in (
-            "queued",
-            "running",
-        ):
-            assert time.monotonic() < deadline, "the cycle went on past its lease"
-            await asyncio.sleep(0.1)
+        # far sooner than the BMC answers the write
+        deadline = time.monotonic() + HANG_SECONDS * 2
+        got = await check_ended(h, started.checks[0].check_id, deadline, "the cycle went on past its lease")
         assert "lease of node001 lapsed here during the write cycle" in got.error, got
         # the held test write is the only one: no restore was started past the lapse (it would
         # write the node beside the next holder's restore and requests)
@@ -219,30 +241,18 @@ async def test_a_cycles_own_restore_is_cut_when_the_shard_lease_lapses_here_whil
     from controller._proto.devicecontroller.v1 import admin_pb2 as apb
     from tests.controller.verify.test_write_cycle_journal import FAST
 
-    async with SimulatorFleet(n=1, model="gb200", cert_dir=tmp_path / "tls") as fleet:
-        inventory_path = tmp_path / "inventory.toml"
-        secrets = fleet.write_inventory(inventory_path, tmp_path / "secrets")
-        h = await start_controller(load_inventory(inventory_path), secrets_dir=str(secrets), **LEASES)
-        leases = h.controller.shards
-        assert isinstance(leases, ShardLeases)
-        bmc = fleet.bmcs[0]
+    async with one_leased_gb200(tmp_path, start_controller) as (h, leases, bmc):
         before = caps(bmc)
         # the first restore write is held unanswered (and not applied) far past the lapse
         bmc.faults.set("hang", path_contains="ClearOOBSetPoint", count=1, hang_seconds=HANG_SECONDS * 3)
         started = await h.admin.StartWriteCycle(apb.StartVerifyRequest(devices=["node001"], **FAST))
-        check_id = started.checks[0].check_id
         await until(lambda: bmc.stats.faults_injected["hang"] == 1, "the restore write on the wire")
         writes_at_lapse = writes(bmc)
-        renewed = leases.valid_for
         lapsed_at = time.monotonic()
-        leases.valid_for = lambda shard: min(renewed(shard), lapsed_at - time.monotonic())  # type: ignore[method-assign]
-        deadline = lapsed_at + HANG_SECONDS  # far sooner than the BMC answers, or the restore's own deadline
-        while (got := (await h.admin.GetBmcCheck(apb.GetBmcCheckRequest(id=check_id))).checks[0]).status in (
-            "queued",
-            "running",
-        ):
-            assert time.monotonic() < deadline, "the restore went on past the lease"
-            await asyncio.sleep(0.1)
+        lapse_at(leases, lapsed_at)
+        # far sooner than the BMC answers, or the restore's own deadline
+        deadline = lapsed_at + HANG_SECONDS
+        got = await check_ended(h, started.checks[0].check_id, deadline, "the restore went on past the lease")
         assert "lease of node001 lapsed here during the write cycle" in got.error, got
         # no write started after the lapse (a second try of the restore included)
         assert writes(bmc) == writes_at_lapse
@@ -282,9 +292,8 @@ async def test_a_restore_is_cut_when_the_shard_lease_lapses_here_and_left_to_the
         leases = gained.third.controller.shards
         restores = list(gained.third.controller.claims._restores)
         assert restores, "no restore under way"
-        renewed = leases.valid_for
         lapsed_at = time.monotonic() + 2.0  # while the restore's write hangs
-        leases.valid_for = lambda shard: min(renewed(shard), lapsed_at - time.monotonic())  # type: ignore[method-assign]
+        lapse_at(leases, lapsed_at)
         await asyncio.wait(restores, timeout=HANG_SECONDS)
         assert all(t.done() for t in restores), "the restore went on writing past the lease"
         assert time.monotonic() < lapsed_at + LEASES["lease_ttl"] + 5
