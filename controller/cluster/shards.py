@@ -74,6 +74,9 @@ def device_key(device: str, entry: DeviceEntry | None, model: Mapping[str, Any] 
 #: cycle's restores, each under its own deadline: the plugin's of the cap it was cycling (the
 #: Redfish plugin's 60 s), then the controller's from the journal (90 s, and 5 s to unwind)
 UNWIND_SECONDS = 190.0
+#: the longest a cancelled device call unwinds before it looks at its lease again; a shard whose work
+#: is cut (a rebalancing past its drain limit) is handed on twice this later
+LEASE_POLL = 1.0
 
 
 class LeftForOwner(Exception):
@@ -100,6 +103,8 @@ class Shards:
         self.executes = executes
         #: inventory devices' shards (fixed while the process runs): the ack path hashes once
         self._inventory_shards: dict[str, int] = {}
+        #: shard -> its device calls running under `call_under_lease` (`cut` cancels them)
+        self._under_lease: dict[int, set[asyncio.Future[Any]]] = {}
 
     def shard_for(self, device: str, model_json: bytes = b"") -> int:
         """The device's shard, from its inventory entry, else the request's model JSON, else its id."""
@@ -146,6 +151,8 @@ class Shards:
         guards a process paused mid-call)."""
         task = asyncio.ensure_future(operation)
         deadline = time.monotonic() + timeout
+        calls = self._under_lease.setdefault(shard, set())
+        calls.add(task)
         try:
             while True:
                 left = deadline - time.monotonic()
@@ -157,8 +164,13 @@ class Shards:
                     raise TimeoutError
                 done, _ = await asyncio.wait((task,), timeout=min(left, lease_left))
                 if done:
+                    if task.cancelled() and self.valid_for(shard) <= 0:
+                        raise LeftForOwner  # cut: the shard was given up here (`cut`)
                     return task.result()
         finally:
+            calls.discard(task)
+            if not calls:
+                self._under_lease.pop(shard, None)
             if not task.done():
                 await self._unwind(task, shard)
             if not task.cancelled():
@@ -166,6 +178,14 @@ class Shards:
                 # then too) or while it unwound: its result or error came too late and is dropped,
                 # not left for the loop to log as "Task exception was never retrieved"
                 task.exception()
+
+    def cut(self, shard: int) -> int:
+        """Cancel the shard's device calls with `RELINQUISHED` (a shielded restore included): the
+        shard is being given up here. How many were running."""
+        calls = list(self._under_lease.get(shard, ()))
+        for task in calls:
+            task.cancel(RELINQUISHED)
+        return len(calls)
 
     async def _unwind(self, task: asyncio.Future[Any], shard: int) -> None:
         """Cancel a device call and wait for it to unwind (close its connection, finish a restore
@@ -180,9 +200,7 @@ class Shards:
                 task.cancel(RELINQUISHED)
                 await asyncio.wait((task,))
                 return
-            # NOTE: woken at least every second: a shard handed on early (a rebalancing that gave
-            # up waiting) ends its validity before the lease would have lapsed
-            await asyncio.wait((task,), timeout=min(lease_left, 1.0))
+            await asyncio.wait((task,), timeout=min(lease_left, LEASE_POLL))
 
     def fence(self, shard: int) -> LeaseFence | None:
         """The lease a completion of `shard` must still hold (None: no check)."""
@@ -221,7 +239,8 @@ class ShardLeases(Shards):
         self._margin = self.ttl / 10
         #: a rebalancing release waits this long for the shard's running work: its requests'
         #: deadlines, then what a cancelled call may still write (restores); past it the shard is
-        #: given up anyway (work that outlived every bound: fencing keeps its completion out)
+        #: given up anyway (work that outlived every bound: it is cut first, `_cut_at`, and fencing
+        #: keeps its completion out)
         self._drain_limit = max(self.ttl, settings.device_call_timeout) + UNWIND_SECONDS
         self._on_gained = on_gained
         #: told of the shards a round gave up to the fair share (drained here; another process
@@ -239,6 +258,9 @@ class ShardLeases(Shards):
         self._valid_until: dict[int, float] = {}
         #: shard -> time.monotonic() its release began (above the fair share: draining first)
         self._releasing: dict[int, float] = {}
+        #: releasing shard -> time.monotonic() its work was cut: it drained past `_drain_limit`, so
+        #: it is no longer valid here (its calls are cut, `LEASE_POLL`) and handed on a round later
+        self._cut_at: dict[int, float] = {}
         self.executors = 0
         self.share = 0
         self._rounds = 0
@@ -301,9 +323,10 @@ class ShardLeases(Shards):
         # new to this process, or lapsed here (its requests were left for an owner: ours again)
         gained = frozenset(s for s, token in result.held.items() if self.held.get(s) != token or s in lapsed)
         self.held = dict(result.held)
-        self._valid_until = {s: started + self.ttl - self._margin for s in self.held}
+        self._valid_until = {s: started + self.ttl - self._margin for s in self.held if s not in self._cut_at}
         for shard in lost | gained:
             self._releasing.pop(shard, None)
+            self._cut_at.pop(shard, None)
         self.executors, self.share = result.executors, result.share
         if lost - gained:
             log.warning("shard leases lost: %s", _ranges(lost - gained))
@@ -334,14 +357,26 @@ class ShardLeases(Shards):
 
     async def _release_drained(self, *, force: bool = False) -> frozenset[int]:
         """Give up releasing shards with no request running or response in flight here (or that
-        drained for longer than `_drain_limit`, or all of them with `force`). Returns the shards
-        given up."""
+        drained for longer than `_drain_limit`: their work cut first, the lease given up
+        `2 * LEASE_POLL` later; or all of them with `force`). Returns the shards given up."""
         now = time.monotonic()
-        ready = {
-            s: self.held[s]
-            for s, since in self._releasing.items()
-            if s in self.held and (force or not self._busy(s) or now - since > self._drain_limit)
-        }
+        ready = {}
+        for s, since in self._releasing.items():
+            if s not in self.held:
+                continue
+            if force or not self._busy(s):
+                ready[s] = self.held[s]
+            elif now - since > self._drain_limit:
+                # NOTE: work that outlived every bound (a long write cycle): it is cut here first
+                # (`cut`, and no longer valid here), and the lease handed on a round later, once
+                # that has had time to land (`LEASE_POLL`), never while it may still write
+                if s not in self._cut_at:
+                    self._cut_at[s] = now
+                    self._valid_until.pop(s, None)
+                    if self.cut(s):
+                        log.warning("shard %d drained past its limit: its device calls are cut", s)
+                elif now - self._cut_at[s] >= 2 * LEASE_POLL:
+                    ready[s] = self.held[s]
         if not ready:
             return frozenset()
         await self._store.release_shards(self.owner, ready)
@@ -349,6 +384,7 @@ class ShardLeases(Shards):
             self.held.pop(shard, None)
             self._valid_until.pop(shard, None)
             self._releasing.pop(shard, None)
+            self._cut_at.pop(shard, None)
         return frozenset(ready)
 
     async def release_all(self, timeout: float) -> None:

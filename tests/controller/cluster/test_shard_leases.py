@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,7 +20,9 @@ from sqlalchemy.engine import URL
 
 from controller.app import Controller
 from controller.cluster.shards import (
+    LEASE_POLL,
     UNWIND_SECONDS,
+    LeftForOwner,
     ShardCountError,
     ShardLeases,
     Shards,
@@ -30,6 +33,7 @@ from controller.config import Settings
 from controller.inventory import DeviceEntry
 from controller.observability.endpoint import StateCollector
 from controller.store import Completion, NewRequest, NewVerification, Store
+from plugins.base import relinquished
 from tests.controller.cluster.cluster import (
     LEASE_TTL,
     SHARDS,
@@ -330,6 +334,53 @@ async def test_a_stop_hands_on_every_lease_but_those_of_shards_whose_work_still_
     await asyncio.sleep(LEASE_TTL + 0.5)  # expired: the peer takes it
     await peer.round()
     assert set(peer.held) == set(range(SHARDS))
+
+
+@postgres
+async def test_a_shard_drained_past_its_limit_cuts_its_work_before_it_is_handed_on(
+    store: Store, pg_database: URL
+) -> None:
+    """A rebalancing hands a busy shard on once its work outlived every bound (`_drain_limit`: a long
+    write cycle). That work is cut first, with the cancel that hands the device on (a shielded
+    restore included), and the lease goes to the database only a round later: a peer never takes
+    the shard while our calls may still write its devices."""
+    url = pg_database.render_as_string(hide_password=False)
+    running: set[int] = set()
+    seen: list[bool] = []
+
+    async def gained(shards: frozenset[int]) -> None:
+        return None
+
+    leases = ShardLeases(
+        store, cluster_settings(url, "", "a"), {}, on_gained=gained, busy=lambda s: s in running
+    )
+    await leases.round()
+
+    async def cycle() -> None:  # a write cycle of shard 3 that outlives the drain limit
+        running.add(3)
+        try:
+            await asyncio.sleep(120)
+        except asyncio.CancelledError as exc:
+            seen.append(relinquished(exc))
+            raise
+        finally:
+            running.discard(3)
+
+    async def owned() -> set[int]:
+        return {lease.shard for lease in await store.shard_leases() if lease.owner == "a"}
+
+    call = asyncio.create_task(leases.call_under_lease(cycle(), 300, 3))
+    await wait_until(lambda: 3 in running, "the cycle runs")
+    leases._releasing[3] = time.monotonic() - leases._drain_limit - 1  # draining, past its limit
+    await leases.round()
+    assert 3 in await owned(), "handed on while its work may still write"
+    assert not leases.runs(3) and leases.valid_for(3) <= 0
+    with pytest.raises(LeftForOwner):
+        await asyncio.wait_for(call, 10)
+    assert seen == [True]  # cut with the cancel that hands the device on
+    await asyncio.sleep(2 * LEASE_POLL)
+    await leases.round()
+    assert 3 not in await owned()
 
 
 def test_a_rebalancing_waits_out_what_a_cancelled_call_may_still_write() -> None:
