@@ -168,11 +168,13 @@ class Shards:
                         raise LeftForOwner  # cut: the shard was given up here (`cut`)
                     return task.result()
         finally:
-            calls.discard(task)
-            if not calls:
-                self._under_lease.pop(shard, None)
-            if not task.done():
-                await self._unwind(task, shard)
+            try:
+                if not task.done():
+                    await self._unwind(task, shard)  # still cut at once by `cut` meanwhile
+            finally:
+                calls.discard(task)
+                if not calls:
+                    self._under_lease.pop(shard, None)
             if not task.cancelled():
                 # NOTE: a call that ended as the deadline passed (the plugin's own deadline fires
                 # then too) or while it unwound: its result or error came too late and is dropped,

@@ -33,7 +33,7 @@ from controller.config import Settings
 from controller.inventory import DeviceEntry
 from controller.observability.endpoint import StateCollector
 from controller.store import Completion, NewRequest, NewVerification, Store
-from plugins.base import relinquished
+from plugins.base import relinquished, uncancelled
 from tests.controller.cluster.cluster import (
     LEASE_TTL,
     SHARDS,
@@ -381,6 +381,32 @@ async def test_a_shard_drained_past_its_limit_cuts_its_work_before_it_is_handed_
     await asyncio.sleep(2 * LEASE_POLL)
     await leases.round()
     assert 3 not in await owned()
+
+
+async def test_a_cut_reaches_a_call_still_unwinding_its_shielded_work() -> None:
+    """A call past its deadline still unwinds (a write cycle's restore, shielded from that cancel):
+    cutting its shard cuts that work at once, not at the call's next look at its lease."""
+    shards = Shards({}, SHARDS)
+    seen: list[bool] = []
+
+    async def restore() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError as exc:
+            seen.append(relinquished(exc))
+            raise
+
+    async def cycle() -> None:
+        await uncancelled(restore())
+
+    call = asyncio.create_task(shards.call_under_lease(cycle(), 0.2, 3))
+    await asyncio.sleep(0.5)  # past its deadline: cancelled, its restore going on
+    assert not call.done() and seen == []
+    assert shards.cut(3) == 1
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(call, 5)
+    assert seen == [True]
+    assert shards.cut(3) == 0  # nothing left under the shard's lease
 
 
 def test_a_rebalancing_waits_out_what_a_cancelled_call_may_still_write() -> None:
