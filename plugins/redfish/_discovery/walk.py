@@ -15,8 +15,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from plugins.base.schema import clip
 from plugins.redfish._client.client import BmcClient, Document
-from plugins.redfish._discovery.layout import Component, link_of, members_of
+from plugins.redfish._client.uris import redfish_path
+from plugins.redfish._discovery.layout import ROOT, Component, link_of, members_of
 from plugins.redfish._platforms._base import number
 from plugins.redfish._wire.errors import PlatformUnsupportedError, RedfishHTTPError, ResourceNotFoundError
 
@@ -92,8 +94,14 @@ class Walker:
         return out
 
     async def find(self, path: str) -> Document | None:
-        """A linked resource; None (recorded as absent, with the BMC's answer) when it cannot be served."""
+        """A linked resource; None (recorded as absent, with the BMC's answer) when it cannot be served,
+        and never requested where the link leaves the Redfish tree as sent (a dot segment, an
+        escape: `redfish_path`)."""
         if path in self._absent:
+            return None
+        if path.rstrip("/") != ROOT and not redfish_path(path):
+            self._absent.add(path)
+            self.evidence.append(f"{clip(path)}: skipped: a link out of the Redfish tree, not followed")
             return None
         try:
             return await self.get(path)

@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from plugins.redfish._client.uris import redfish_path
 from plugins.redfish._discovery.layout import (
     AUTO,
     ENVIRONMENT_METRICS,
@@ -63,6 +64,9 @@ from plugins.redfish._wire.errors import ProtocolError, RedfishHTTPError
 #: `power_controls` endpoint): a cap written there survives BMC and host resets (a captured
 #: GB300's CPU limit names `..._TDPPowerNonvolatile_0`)
 NONVOLATILE_CPU_LIMIT = "nvidia-nonvolatile-cpu-limit"
+#: the most members of a module chassis' Controls collection read (a captured GB300 lists 1): more
+#: listed count as unread, so the module's limit is refused rather than read without bound
+MAX_MODULE_CONTROLS = 8
 #: DPS models whose node cap DPS itself writes as the processor modules' sum (dps.md §7:
 #: `Chassis/HGX_ProcessorModule_*/EnvironmentMetrics`)
 MODULE_SUM_MODELS = frozenset({"DGX_GB200", "DGX_GB300"})
@@ -492,7 +496,10 @@ async def _fan_out(
             continue
         power: list[str] = []
         unread: list[str] = []
-        for member in members_of(collection):
+        members = members_of(collection)
+        if len(members) > MAX_MODULE_CONTROLS:  # a BMC's listing bounds no read of ours
+            unread.append(f"{len(members) - MAX_MODULE_CONTROLS} listed past the first {MAX_MODULE_CONTROLS}")
+        for member in members[:MAX_MODULE_CONTROLS]:
             control, why = await _read(walker, member)
             if control is None:
                 unread.append(f"{member.rstrip('/')}: {why}")
@@ -560,6 +567,8 @@ async def _read(walker: Walker, uri: str) -> tuple[Document | None, str]:
     refused (the DPS proxy's allow-list refuses most chassis and every Control with 403), another
     error status, or a reply that is no Redfish document. One that cannot be read never fails
     discovery."""
+    if not redfish_path(uri):
+        return None, "not a plain path in the Redfish tree (a dot segment, an escape, a control character)"
     if not walker.allowed(uri):
         return None, "outside the paths this platform reads"
     try:

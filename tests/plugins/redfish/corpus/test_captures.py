@@ -203,6 +203,39 @@ async def test_a_module_limit_is_a_node_cap_share_only_where_its_patch_sets_its_
         assert f"HGX_ProcessorModule_0/Controls: the one power Control a PATCH of {module} sets" in evidence
 
 
+async def test_a_hostile_module_controls_listing_is_read_within_bounds_and_refused(
+    make_harness: Callable[..., Any], tmp_path: Path
+) -> None:
+    """A module chassis' Controls collection is the BMC's word: a member outside the Redfish tree
+    (dot segments) is never requested, by the walk nor by the module's check, and of a listing of
+    40 members the module's check reads no more than `MAX_MODULE_CONTROLS`; either way the module's
+    limit is refused, never taken on a guess."""
+    from plugins.redfish._platforms.nvidia_hgx import MAX_MODULE_CONTROLS
+
+    case = next(c for c in CASES if c.name == "nvidia-gb300-nvl")
+    copy = _capture_copy(tmp_path, case.name)
+    controls = copy / "Chassis" / "HGX_ProcessorModule_0" / "Controls" / "index.json"
+    collection = json.loads(controls.read_text())
+    escape = "/redfish/v1/Chassis/HGX_ProcessorModule_0/Controls/../../../AccountService/Accounts"
+    collection["Members"].append({"@odata.id": escape})
+    controls.write_text(json.dumps(collection))
+    many = copy / "Chassis" / "HGX_ProcessorModule_1" / "Controls" / "index.json"
+    listing = json.loads(many.read_text())
+    listing["Members"] += [
+        {"@odata.id": f"/redfish/v1/Chassis/HGX_ProcessorModule_1/Controls/Extra_{i}"} for i in range(40)
+    ]
+    many.write_text(json.dumps(listing))
+    case = replace(case, node=None, node_refusal="a processor module's limit cannot be written alone")
+    async with make_harness(n=1, model=f"mockup:{copy}") as h:
+        found = await survey(h, h.fleet.bmcs[0], case)
+        asked = [path for (method, path), n in h.fleet.bmcs[0].stats.calls.items() if method == "GET" and n]
+    _check(found)
+    evidence = "\n".join(found.discovery["evidence"])
+    assert "not a plain path in the Redfish tree" in evidence, evidence
+    assert not any("AccountService" in p or ".." in p for p in asked), asked
+    assert f"33 listed past the first {MAX_MODULE_CONTROLS}" in evidence, evidence
+
+
 @pytest.mark.parametrize("persistent", [False, True])
 async def test_a_gb300_grace_cap_says_it_survives_resets_unless_that_was_asked(
     make_harness: Callable[..., Any], persistent: bool
