@@ -5,6 +5,11 @@ Real firmware links resources it cannot serve: an Intel S2600BP lists `Chassis/R
 `ResourceMissingAtURI`. Such a link is an absent resource, kept with its reason in the discovery's
 evidence, never a failed node; only the service root and the collections discovery starts from must
 be readable.
+
+A BMC's listings are its word, and bound nothing we read: discovery takes at most `MAX_MEMBERS` from
+one collection and makes at most `MAX_READS` GETs. A BMC past either is refused whole, with the
+reason, never walked in part: a part would be evidence with holes (a Control not read may be the
+one that shows a limit's scope).
 """
 
 from __future__ import annotations
@@ -20,7 +25,18 @@ from plugins.redfish._client.client import BmcClient, Document
 from plugins.redfish._client.uris import redfish_path
 from plugins.redfish._discovery.layout import ROOT, Component, link_of, members_of
 from plugins.redfish._platforms._base import number
-from plugins.redfish._wire.errors import PlatformUnsupportedError, RedfishHTTPError, ResourceNotFoundError
+from plugins.redfish._wire.errors import (
+    PlatformUnsupportedError,
+    ProtocolError,
+    RedfishHTTPError,
+    ResourceNotFoundError,
+)
+
+#: the most members discovery takes from one collection, and the most GETs one discovery makes:
+#: about ten times the largest real BMC in the corpus (a captured GB300 NVL compute tray lists 42
+#: chassis, and its discovery reads 131 resources)
+MAX_MEMBERS = 512
+MAX_READS = 1536
 
 
 @functools.lru_cache(maxsize=16)
@@ -59,6 +75,7 @@ class Walker:
         #: path -> the client's read-back ticket taken before its GET (`limit_reads`)
         self._tickets: dict[str, tuple[int, int]] = {}
         self._absent: set[str] = set()
+        self._reads = 0
         self._allowed = _allow_list(tuple(allowed)) if allowed is not None else None
         self.evidence: list[str] = []
 
@@ -76,6 +93,12 @@ class Walker:
                     f"{self.client.origin}: discovery would read {path.rstrip('/') or '/'}, which is not "
                     "among the paths this platform needs (docs/redfish.md, Discovery)"
                 )
+            if self._reads >= MAX_READS:
+                raise ProtocolError(
+                    f"{self.client.origin}: discovery would read more than {MAX_READS} resources of this "
+                    "BMC; refused rather than walked in part (docs/redfish.md, Discovery)"
+                )
+            self._reads += 1
             ticket = self.client.read_backs.ticket(path)
             doc = await self.client.get(path, deadline=self.deadline)
             self._seen[path] = doc
@@ -122,9 +145,17 @@ class Walker:
         return [d for d in found if d is not None]
 
     async def members(self, collection_path: str) -> list[str]:
-        """Member URIs of a collection ([] when the collection itself is absent)."""
+        """Member URIs of a collection ([] when the collection itself is absent); a listing longer
+        than `MAX_MEMBERS` refuses the discovery."""
         doc = await self.find(collection_path)
-        return members_of(doc) if doc is not None else []
+        found = members_of(doc) if doc is not None else []
+        if len(found) > MAX_MEMBERS:
+            raise ProtocolError(
+                f"{self.client.origin}: {clip(collection_path.rstrip('/'))} lists {len(found)} members, more "
+                f"than the {MAX_MEMBERS} discovery reads of one collection; refused rather than walked in "
+                "part (docs/redfish.md, Discovery)"
+            )
+        return found
 
     async def linked(self, body: Mapping[str, object], name: str) -> Document | None:
         """The resource a navigation property points to, if any and servable."""

@@ -17,12 +17,14 @@ import pytest
 from bmcsim import REAL_LAYOUTS
 from controller.cli import main
 from plugins.base import Empty, PolicyAction, PolicyChange
+from plugins.redfish._wire.errors import ProtocolError
 from tests.plugins.redfish.corpus.cases import (
     CASES,
     CORPUS,
     Case,
     Survey,
     allowed_writes,
+    model_json,
     policy,
     survey,
     written_outside,
@@ -234,6 +236,46 @@ async def test_a_hostile_module_controls_listing_is_read_within_bounds_and_refus
     assert "not a plain path in the Redfish tree" in evidence, evidence
     assert not any("AccountService" in p or ".." in p for p in asked), asked
     assert f"33 listed past the first {MAX_MODULE_CONTROLS}" in evidence, evidence
+
+
+@pytest.mark.parametrize("bound", ["members of one collection", "reads of one discovery"])
+async def test_a_bmc_past_discoverys_bounds_is_refused_whole_never_walked_in_part(
+    make_harness: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bound: str
+) -> None:
+    """A BMC's listings bound nothing we read: a collection listing more than `MAX_MEMBERS`, or a
+    walk that would make more than `MAX_READS` GETs, refuses the node's discovery with the reason,
+    and nothing past the bound is requested nor any cap written (evidence with holes is no
+    evidence)."""
+    from plugins.redfish._discovery import walk
+
+    case = next(c for c in CASES if c.name == "nvidia-gb300-nvl")
+    copy = _capture_copy(tmp_path, case.name)
+    if bound == "members of one collection":
+        listing_file = copy / "Chassis" / "HGX_ProcessorModule_1" / "Controls" / "index.json"
+        listing = json.loads(listing_file.read_text())
+        extra = walk.MAX_MEMBERS + 1 - len(listing["Members"])
+        listed = "/redfish/v1/Chassis/HGX_ProcessorModule_1/Controls/Extra_{}"
+        listing["Members"] += [{"@odata.id": listed.format(i)} for i in range(extra)]
+        listing_file.write_text(json.dumps(listing))
+        said = (
+            f"Chassis/HGX_ProcessorModule_1/Controls lists {walk.MAX_MEMBERS + 1} members, more than the "
+            f"{walk.MAX_MEMBERS} discovery reads of one collection; refused rather than walked in part"
+        )
+    else:
+        monkeypatch.setattr(walk, "MAX_READS", 60)  # the capture's walk makes 131
+        said = "discovery would read more than 60 resources of this BMC; refused rather than walked in part"
+    async with make_harness(n=1, model=f"mockup:{copy}") as h:
+        bmc = h.fleet.bmcs[0]
+        state: Any = bmc.state
+        change = PolicyChange(PolicyAction.SET, policy(cpu=400))
+        with pytest.raises(ProtocolError) as refused:
+            await h.call("set_policy", bmc, change, model=model_json(case))
+        asked = [path for (method, path), n in bmc.stats.calls.items() if method == "GET" and n]
+    assert said in str(refused.value), refused.value
+    assert state.writes == []
+    assert not any("Extra_" in p for p in asked), asked
+    discovery_reads = [p for p in asked if "SessionService" not in p]
+    assert len(discovery_reads) <= (60 if bound == "reads of one discovery" else 131), len(discovery_reads)
 
 
 @pytest.mark.parametrize("persistent", [False, True])
