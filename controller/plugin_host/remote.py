@@ -45,6 +45,7 @@ from plugins.base import (
     UnsupportedError,
     VerificationResult,
     relinquished,
+    uncancelled,
 )
 from plugins.base import nomad as n
 from plugins.base import wire as w
@@ -205,7 +206,7 @@ class RemotePlugin(DevicePlugin):
                 f"{code.name}: {err.details()}); the request did not complete and may be retried"
             )
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            return DeviceTimeoutError(f"plugin {self.spec.name} did not answer {what} before the deadline")
+            return _Unanswered(f"plugin {self.spec.name} did not answer {what} before the deadline")
         if code == grpc.StatusCode.UNIMPLEMENTED and not self._trailer_error(err):
             return UnsupportedError(f"plugin {self.spec.name} does not offer {what}")
         return w.error_from_status(err, self.spec.name)
@@ -259,7 +260,11 @@ class RemotePlugin(DevicePlugin):
 
         A cancel that hands the device on (`RELINQUISHED`: the caller's shard lease lapsed) is told
         to the plugin process too (`Relinquish`): a gRPC cancel carries no reason, and the process
-        would finish the work the call shields (a write cycle's restore) beside the next holder."""
+        would finish the work the call shields (a write cycle's restore) beside the next holder.
+        A writing call given up otherwise (its deadline, a plain cancel) ends here only once the
+        plugin process says no writing call of the device runs there (`Settle`), as a call in
+        process ends only once its shielded work has: until then the caller holds the device (its
+        shard lease is not handed on), and a `RELINQUISHED` cancel meanwhile is told on."""
         # NOTE: the call runs in a task of its own, behind a shield: a cancel's reason does not
         # survive gRPC's call object, and it is read here, where the cancel arrives
         call = asyncio.ensure_future(self._operate(kind, ctx, request))
@@ -272,7 +277,47 @@ class RemotePlugin(DevicePlugin):
                 call.exception()  # came after the cancel: dropped
             if relinquished(exc):
                 await self._relinquish(ctx.device_id)
+            elif kind.may_write(request):
+                await self._settle(ctx.device_id)
             raise
+        except _Unanswered:
+            if kind.may_write(request):
+                await self._settle(ctx.device_id)
+            raise
+
+    async def _settle(self, device_id: str) -> None:
+        """Wait until the plugin process runs no writing call of `device_id` (`Settle`), bounded. A
+        plain cancel meanwhile waits for it, as `uncancelled` does; a `RELINQUISHED` one ends the
+        wait and is told on (`Relinquish`)."""
+        try:
+            await uncancelled(self._settled(device_id))
+        except asyncio.CancelledError as exc:
+            if relinquished(exc):
+                await self._relinquish(device_id)
+            raise
+
+    async def _settled(self, device_id: str) -> None:
+        conn = self.connection
+        if conn is None:
+            return
+        message = ppb.SettleRequest(device_ids=[device_id], wait_seconds=w.SETTLE_WAIT)
+        name = self.spec.name
+        try:
+            reply = await conn.power.Settle(message, timeout=w.SETTLE_WAIT + 5.0)
+        except grpc.aio.AioRpcError as err:
+            if err.code() == grpc.StatusCode.UNIMPLEMENTED:
+                log.info("plugin %s offers no Settle: a given-up call of %s may still write", name, device_id)
+            else:
+                log.warning("plugin %s: could not settle %s: %s", name, device_id, err.details())
+            return
+        if reply.running:
+            log.warning(
+                "plugin %s: %d writing call(s) of %s given up still ran %g s later",
+                name,
+                reply.running,
+                device_id,
+                w.SETTLE_WAIT,
+            )
 
     async def _relinquish(self, device_id: str) -> None:
         """Tell the plugin process that `device_id` is no longer ours to write (`Relinquish`); bounded."""
@@ -419,6 +464,11 @@ class RemotePlugin(DevicePlugin):
             if (error := self._went_away(nomads)) is None:
                 raise
             yield FingerprintResponse(error=error)
+
+
+class _Unanswered(DeviceTimeoutError):
+    """The plugin did not answer a call before its deadline (gRPC's DEADLINE_EXCEEDED, not an
+    error the plugin answered with): the call may still run there."""
 
 
 class _Unsent(Exception):

@@ -39,6 +39,11 @@ class Kind:
     #: by a newer request (a readiness check's write cycle restores every cap it changes)
     reads_only: bool = False
 
+    def may_write(self, request: object) -> bool:
+        """Whether a call of this kind with `request` may write the device (a readiness check that
+        may run a write cycle does): such calls take the device's one writer in a plugin process."""
+        return not self.reads_only or (isinstance(request, HealthQuery) and request.may_write)
+
 
 class KindTable:
     """The request kinds by name; iterates in registration order."""

@@ -18,6 +18,7 @@ import dataclasses
 import inspect
 import json
 import logging
+import math
 import os
 import shutil
 import signal
@@ -47,7 +48,7 @@ from plugins.base import wire as w
 from plugins.base._nomad_rules import fingerprint_problems
 from plugins.base._plugin import DeviceContext, DevicePlugin, DeviceTarget, PendingVerification
 from plugins.base.codec import decode, encode
-from plugins.base.health import RELINQUISHED, HealthQuery
+from plugins.base.health import RELINQUISHED
 from plugins.base.plugin_config import ConfigSpec, settings, unpack_config
 from plugins.base.receipts import WriteLog, recording
 
@@ -134,6 +135,14 @@ class _State:
         if tasks:
             await asyncio.wait(tasks, timeout=wait)
         return len(tasks), sum(1 for t in tasks if not t.done())
+
+    async def settle(self, devices: Sequence[str], wait: float) -> int:
+        """Wait up to `wait` seconds until no writing call of `devices` runs here (the host gave up
+        on one: its shielded work may still write); how many still run."""
+        tasks = [t for d in devices for t in self._writers.get(d, (None, set()))[1] if not t.done()]
+        if tasks:
+            await asyncio.wait(tasks, timeout=wait)
+        return sum(1 for t in tasks if not t.done())
 
 
 class BasePluginServicer(bgrpc.BasePluginServicer):
@@ -291,7 +300,7 @@ def _power_handler(state: _State) -> grpc.GenericRpcHandler:
             # or with the error (every write's receipt, "[]" when none was made)
             writes = WriteLog(dry_run=ctx.dry_run)
             query = w.request_from_pb(kind, request)
-            writing = not kind.reads_only or (isinstance(query, HealthQuery) and query.may_write)
+            writing = kind.may_write(query)
             async with state.writer(ctx.device_id) if writing else contextlib.nullcontext():
                 with recording(writes):
                     outcome = await state.plugin.operate(kind, ctx, query)
@@ -355,6 +364,12 @@ def _power_handler(state: _State) -> grpc.GenericRpcHandler:
             )
         return ppb.RelinquishResponse(cancelled=cancelled, running=running)
 
+    async def settle(request: ppb.SettleRequest, context: Any) -> ppb.SettleResponse:
+        asked = request.wait_seconds  # the host's number, bounded here: NaN waits not at all
+        wait = 0.0 if math.isnan(asked) else min(max(asked, 0.0), w.SETTLE_WAIT_MAX)
+        running = await state.settle(list(request.device_ids), wait)
+        return ppb.SettleResponse(running=running)
+
     def h(fn: Any, req: Any, resp: Any, stream: bool = False) -> grpc.RpcMethodHandler:
         make = grpc.unary_stream_rpc_method_handler if stream else grpc.unary_unary_rpc_method_handler
         return make(fn, request_deserializer=req.FromString, response_serializer=resp.SerializeToString)
@@ -366,6 +381,7 @@ def _power_handler(state: _State) -> grpc.GenericRpcHandler:
     handlers["Forget"] = h(forget, ppb.ForgetRequest, ppb.ForgetResponse)
     handlers["Capabilities"] = h(capabilities, ppb.CapabilitiesRequest, ppb.CapabilitiesResponse)
     handlers["Relinquish"] = h(relinquish, ppb.RelinquishRequest, ppb.RelinquishResponse)
+    handlers["Settle"] = h(settle, ppb.SettleRequest, ppb.SettleResponse)
     return grpc.method_handlers_generic_handler(w.SERVICE, handlers)
 
 

@@ -24,6 +24,10 @@ from plugins.base.receipts import DeviceWrite
 SERVICE = "devicectl.plugin.v1.PowerOperations"
 #: how long the plugin's `Relinquish` waits for the calls it cut to end before it answers
 RELINQUISH_WAIT = 5.0
+#: how long the host asks a plugin's `Settle` to wait for a device's writing calls to end (a write
+#: cycle's restore runs under 60 s of its own), and the most a plugin waits whatever it is asked
+SETTLE_WAIT = 90.0
+SETTLE_WAIT_MAX = 300.0
 
 
 #: gRPC status for each error class when a stream has to end with one

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -313,14 +314,77 @@ async def test_a_cancelled_writing_call_ends_its_shielded_work_before_the_device
             device_id=device, request_id=request_id, deadline=time.monotonic() + seconds, model=model
         )
 
-    with pytest.raises(DeviceTimeoutError):
-        await plugin.set_policy(call("n1", "first", 0.5), change)  # cut while its restore runs
+    first = asyncio.create_task(plugin.set_policy(call("n1", "first", 0.5), change))  # cut in its restore
+    await asyncio.sleep(0.7)
     other = asyncio.create_task(plugin.set_policy(call("n2", "other", 10), change))
     assert (await plugin.set_policy(call("n1", "next", 10), change)).result.ok
     assert (await other).result.ok
+    with pytest.raises(DeviceTimeoutError):
+        await first
     lines = events.read_text().splitlines()
     assert lines.index("end first") < lines.index("start next"), lines
     assert lines.index("start other") < lines.index("end first"), lines  # another device: no wait
+
+
+def _busy_calls(
+    events: Path,
+) -> tuple[PolicyChange, Callable[[str, float], DeviceContext], Callable[[], list[str]]]:
+    """The busy plugin's `set_policy` change, a call context of device n1 (request id, seconds to
+    its deadline) and the lines its calls noted so far."""
+
+    def call(request_id: str, seconds: float) -> DeviceContext:
+        model = {"Model": "DGX_GB200", "events": str(events)}
+        deadline = time.monotonic() + seconds
+        return DeviceContext(device_id="n1", request_id=request_id, deadline=deadline, model=model)
+
+    def lines() -> list[str]:
+        return events.read_text().splitlines() if events.exists() else []
+
+    return PolicyChange(PolicyAction.SET, Policy("P", ())), call, lines
+
+
+@pytest.mark.parametrize("given_up_by", ["its deadline", "a plain cancel"])
+async def test_a_writing_call_given_up_ends_on_the_host_only_once_its_shielded_work_has(
+    remote, tmp_path: Path, given_up_by: str
+) -> None:
+    """The host gives up on a writing call (its deadline, a plain cancel) while the plugin process
+    still runs the work it shields (a write cycle's restore): as a call in process, it ends on the
+    host only once that work has ended there (`Settle`), so the caller holds the device, and its
+    shard lease, until the plugin process no longer writes it."""
+    plugin: RemotePlugin = await remote(
+        spec("busy", serve_command("tests.plugins.external.busy_plugin:BusyPlugin"))
+    )
+    change, call, lines = _busy_calls(tmp_path / "events")
+    if given_up_by == "its deadline":
+        with pytest.raises(DeviceTimeoutError):
+            await plugin.set_policy(call("first", 0.5), change)
+    else:
+        first = asyncio.create_task(plugin.set_policy(call("first", 10), change))
+        await until(lambda: "start first" in lines())
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+    assert lines() == ["start first", "end first"], lines()
+
+
+async def test_a_lapse_while_a_given_up_call_settles_cuts_its_shielded_work_in_the_plugin_process(
+    remote, tmp_path: Path
+) -> None:
+    """A writing call past its deadline waits on the host for the plugin's shielded work to end;
+    the cancel that hands the device on (`RELINQUISHED`) meanwhile is told to the plugin process
+    (`Relinquish`), which cuts that work: it never ends beside the device's next holder."""
+    plugin: RemotePlugin = await remote(
+        spec("busy", serve_command("tests.plugins.external.busy_plugin:BusyPlugin"))
+    )
+    change, call, lines = _busy_calls(tmp_path / "events")
+    first = asyncio.create_task(plugin.set_policy(call("cut", 0.3), change))
+    await asyncio.sleep(0.8)  # past its deadline: the 1.5 s "restore" still runs in the plugin
+    assert not first.done()
+    first.cancel(RELINQUISHED)
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await asyncio.sleep(1.5)
+    assert lines() == ["start cut"], lines()
 
 
 async def test_a_relinquished_writing_call_cuts_its_shielded_work_in_the_plugin_process(

@@ -147,6 +147,20 @@ class RelinquishResponse(_message.Message):
     running: int
     def __init__(self, cancelled: _Optional[int] = ..., running: _Optional[int] = ...) -> None: ...
 
+class SettleRequest(_message.Message):
+    __slots__ = ("device_ids", "wait_seconds")
+    DEVICE_IDS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    device_ids: _containers.RepeatedScalarFieldContainer[str]
+    wait_seconds: float
+    def __init__(self, device_ids: _Optional[_Iterable[str]] = ..., wait_seconds: _Optional[float] = ...) -> None: ...
+
+class SettleResponse(_message.Message):
+    __slots__ = ("running",)
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    running: int
+    def __init__(self, running: _Optional[int] = ...) -> None: ...
+
 class CapabilitiesRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -70,6 +70,11 @@ class PowerOperationsStub:
                 request_serializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.RelinquishRequest.SerializeToString,
                 response_deserializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.RelinquishResponse.FromString,
                 _registered_method=True)
+        self.Settle = channel.unary_unary(
+                '/devicectl.plugin.v1.PowerOperations/Settle',
+                request_serializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.SettleRequest.SerializeToString,
+                response_deserializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.SettleResponse.FromString,
+                _registered_method=True)
 
 
 class PowerOperationsServicer:
@@ -127,6 +132,17 @@ class PowerOperationsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Settle(self, request, context):
+        """The host gave up on a writing call of these devices (its deadline, a cancel) while the call
+        may still run here the work it shields (a write cycle's restore): the answer comes once no
+        writing call of them runs here, or after `wait_seconds` (at most 300), with how many still
+        do. The host holds the device meanwhile, so its lease is not handed on while this process may
+        still write the device. A plugin without this RPC answers UNIMPLEMENTED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PowerOperationsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -164,6 +180,11 @@ def add_PowerOperationsServicer_to_server(servicer, server):
                     servicer.Relinquish,
                     request_deserializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.RelinquishRequest.FromString,
                     response_serializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.RelinquishResponse.SerializeToString,
+            ),
+            'Settle': grpc.unary_unary_rpc_method_handler(
+                    servicer.Settle,
+                    request_deserializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.SettleRequest.FromString,
+                    response_serializer=devicectl_dot_plugin_dot_v1_dot_power__pb2.SettleResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -355,6 +376,33 @@ class PowerOperations:
             '/devicectl.plugin.v1.PowerOperations/Relinquish',
             devicectl_dot_plugin_dot_v1_dot_power__pb2.RelinquishRequest.SerializeToString,
             devicectl_dot_plugin_dot_v1_dot_power__pb2.RelinquishResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Settle(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/devicectl.plugin.v1.PowerOperations/Settle',
+            devicectl_dot_plugin_dot_v1_dot_power__pb2.SettleRequest.SerializeToString,
+            devicectl_dot_plugin_dot_v1_dot_power__pb2.SettleResponse.FromString,
             options,
             channel_credentials,
             insecure,
