@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"io/ioutil"
+	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -213,6 +214,33 @@ func (p *devicePlugin) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.Cli
 	return nil, fmt.Errorf("plugin side only")
 }
 
+// grpcServer is go-plugin's default server; where GOFILES_CALLS names a file, it also notes each
+// call's method there as the call arrives (a test reads in which order the host's calls came).
+func grpcServer(opts []grpc.ServerOption) *grpc.Server {
+	path := os.Getenv("GOFILES_CALLS")
+	if path == "" {
+		return plugin.DefaultGRPCServer(opts)
+	}
+	var mu sync.Mutex
+	note := func(method string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+			fmt.Fprintln(f, method)
+			f.Close()
+		}
+	}
+	unary := func(ctx context.Context, req interface{}, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (interface{}, error) {
+		note(info.FullMethod)
+		return h(ctx, req)
+	}
+	stream := func(srv interface{}, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		note(info.FullMethod)
+		return h(srv, ss)
+	}
+	return grpc.NewServer(append(opts, grpc.UnaryInterceptor(unary), grpc.StreamInterceptor(stream))...)
+}
+
 func main() {
 	logger := hclog.New(&hclog.LoggerOptions{Name: "go-files", Level: hclog.Info, JSONFormat: true})
 	impl := &files{logger: logger, stdio: make(chan *gopb.StdioData, 64)}
@@ -223,7 +251,7 @@ func main() {
 			MagicCookieValue: "e4327c2e01eabfd75a8a67adb114fb34a757d57eee7728d857a8cec6e91a7255",
 		},
 		Plugins:    map[string]plugin.Plugin{"device": &devicePlugin{impl: impl}},
-		GRPCServer: plugin.DefaultGRPCServer,
+		GRPCServer: grpcServer,
 		Logger:     logger,
 	})
 }
