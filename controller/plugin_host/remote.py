@@ -297,50 +297,39 @@ class RemotePlugin(DevicePlugin):
             raise
 
     async def _settled(self, device_id: str) -> None:
-        conn = self.connection
-        if conn is None:
-            return
         message = ppb.SettleRequest(device_ids=[device_id], wait_seconds=w.SETTLE_WAIT)
-        name = self.spec.name
-        try:
-            reply = await conn.power.Settle(message, timeout=w.SETTLE_WAIT + 5.0)
-        except grpc.aio.AioRpcError as err:
-            if err.code() == grpc.StatusCode.UNIMPLEMENTED:
-                log.info("plugin %s offers no Settle: a given-up call of %s may still write", name, device_id)
-            else:
-                log.warning("plugin %s: could not settle %s: %s", name, device_id, err.details())
-            return
-        if reply.running:
-            log.warning(
-                "plugin %s: %d writing call(s) of %s given up still ran %g s later",
-                name,
-                reply.running,
-                device_id,
-                w.SETTLE_WAIT,
-            )
+        await self._about_writers(device_id, "Settle", message, w.SETTLE_WAIT)
 
     async def _relinquish(self, device_id: str) -> None:
         """Tell the plugin process that `device_id` is no longer ours to write (`Relinquish`); bounded."""
+        message = ppb.RelinquishRequest(device_ids=[device_id])
+        await self._about_writers(device_id, "Relinquish", message, w.RELINQUISH_WAIT)
+
+    async def _about_writers(self, device_id: str, rpc: str, message: Any, wait: float) -> None:
+        """Send `rpc` (`Settle`, `Relinquish`) about `device_id`'s writing calls in the plugin
+        process, which answers within `wait` seconds; what it could not do is logged."""
         conn = self.connection
         if conn is None:
             return
-        message = ppb.RelinquishRequest(device_ids=[device_id])
+        name = self.spec.name
         try:
-            reply = await conn.power.Relinquish(message, timeout=w.RELINQUISH_WAIT + 5.0)
+            reply = await getattr(conn.power, rpc)(message, timeout=wait + 5.0)
         except grpc.aio.AioRpcError as err:
-            name = self.spec.name
             if err.code() == grpc.StatusCode.UNIMPLEMENTED:
-                log.info("plugin %s offers no Relinquish: its work on %s ends on its own", name, device_id)
+                log.info(
+                    "plugin %s offers no %s: its writing calls of %s end on their own", name, rpc, device_id
+                )
             else:
-                log.warning("plugin %s: could not relinquish %s: %s", name, device_id, err.details())
+                log.warning("plugin %s: %s of %s failed: %s", name, rpc, device_id, err.details())
             return
         if reply.running:
             log.warning(
-                "plugin %s: %d writing call(s) of %s still ran %g s after it was relinquished",
-                self.spec.name,
+                "plugin %s: %d writing call(s) of %s still ran %g s after %s",
+                name,
                 reply.running,
                 device_id,
-                w.RELINQUISH_WAIT,
+                wait,
+                rpc,
             )
 
     async def _operate(self, kind: Kind, ctx: DeviceContext, request: Any) -> Outcome[Any]:
