@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	basepb "devicectltest/pb/base"
 	devicepb "devicectltest/pb/device"
@@ -215,30 +216,24 @@ func (p *devicePlugin) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.Cli
 }
 
 // grpcServer is go-plugin's default server; where GOFILES_CALLS names a file, it also notes each
-// call's method there as the call arrives (a test reads in which order the host's calls came).
+// call's method there in the order the calls' headers arrived on the connection (a tap handle runs
+// in the transport's reader, before the call's handler starts), for a test to read.
 func grpcServer(opts []grpc.ServerOption) *grpc.Server {
 	path := os.Getenv("GOFILES_CALLS")
 	if path == "" {
 		return plugin.DefaultGRPCServer(opts)
 	}
 	var mu sync.Mutex
-	note := func(method string) {
+	arrived := func(ctx context.Context, info *tap.Info) (context.Context, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
-			fmt.Fprintln(f, method)
+			fmt.Fprintln(f, info.FullMethodName)
 			f.Close()
 		}
+		return ctx, nil
 	}
-	unary := func(ctx context.Context, req interface{}, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (interface{}, error) {
-		note(info.FullMethod)
-		return h(ctx, req)
-	}
-	stream := func(srv interface{}, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-		note(info.FullMethod)
-		return h(srv, ss)
-	}
-	return grpc.NewServer(append(opts, grpc.UnaryInterceptor(unary), grpc.StreamInterceptor(stream))...)
+	return grpc.NewServer(append(opts, grpc.InTapHandle(arrived))...)
 }
 
 func main() {
