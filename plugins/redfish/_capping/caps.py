@@ -40,7 +40,6 @@ from plugins.redfish._discovery.layout import Component
 from plugins.redfish._platforms import CapRequest, LimitReading, Mechanism, Prior, mechanism_for
 from plugins.redfish._platforms._base import PERSISTENCY_ABSENT, PERSISTENCY_OFF, PERSISTENCY_ON, same_watts
 from plugins.redfish._platforms.gate import refusal
-from plugins.redfish._platforms.nvidia_hgx import NONVOLATILE_CPU_LIMIT
 from plugins.redfish._wire.document import Document
 from plugins.redfish._wire.errors import PlatformUnsupportedError, PreconditionFailedError
 
@@ -136,10 +135,8 @@ async def set_cap(
 
         first = guarded
         # NOTE: persistence is sent only where the resource shows it (NVIDIA: a GPU's, not a Grace
-        # CPU's nor a module's). Elsewhere the BMC decides alone: a Grace CPU limit that names its
-        # Control is a non-volatile one (`NONVOLATILE_CPU_LIMIT`), which the answer says whatever
-        # was asked; anywhere else, asked to persist, the answer says it is not known
-        transient = _persistence_note(bmc, mech, component, plain, doc)
+        # CPU's nor a module's); what the answer says where the BMC decides alone is the mechanism's
+        transient = mech.persistence(component, plain, doc, bmc.persistent)
 
         def build(cur: LimitReading, _doc: Document) -> CapRequest:
             if cur is current:  # the reading judged above: its request is the one built there
@@ -186,27 +183,6 @@ async def set_cap(
     return CapChange(
         component, ok, watts, before=before, after=after, wrote=True, message=message, write=progress.outcome
     )
-
-
-def _persistence_note(
-    bmc: OpBmc, mech: Mechanism, component: Component, plain: CapRequest, doc: Document
-) -> str:
-    """What a cap's answer says of its persistence, where it is not what was asked ('' else)."""
-    label = component.label
-    if component.quirk == NONVOLATILE_CPU_LIMIT:
-        if bmc.persistent:
-            return ""  # asked to persist, and it does
-        return (
-            f"{label}: this cap survives BMC and host resets although persistent_caps is not set: "
-            f"the limit {component.limit_uri} shows is the CPU's non-volatile one, and NVIDIA's "
-            "firmware writes every power Control of the CPU with it"
-        )
-    if bmc.persistent and mech.persist(plain, doc, True) == plain:
-        return (
-            f"{label}: persistent_caps is set, but {component.limit_uri} offers no persistency "
-            "setting: whether this cap survives a BMC or host reset is the BMC's and not shown"
-        )
-    return ""
 
 
 async def restore_cap(

@@ -448,6 +448,18 @@ class Mechanism(ABC):
         where the BMC supports it."""
         return request
 
+    def persistence(self, component: Component, request: CapRequest, doc: Document, persistent: bool) -> str:
+        """What a cap's answer says of whether it survives resets, where that is not what was asked
+        (`persistent`: the `persistent_caps` option) or not known; '' otherwise. By default: asked
+        to persist where `persist` sends nothing, it is the BMC's and not shown."""
+        if persistent and self.persist(request, doc, True) == request:
+            return (
+                f"{component.label}: persistent_caps is set, but {component.limit_uri} offers no "
+                "persistency setting: whether this cap survives a BMC or host reset is the BMC's and "
+                "not shown"
+            )
+        return ""
+
     def restore_request(
         self, component: Component, prior: Prior, current: LimitReading, doc: Document
     ) -> CapRequest:

@@ -36,7 +36,7 @@ from plugins.redfish._platforms._base import (
     number,
     set_point_in_force,
 )
-from plugins.redfish._platforms.nvidia_hgx import module_scope, processor_places
+from plugins.redfish._platforms.nvidia_hgx import NONVOLATILE_CPU_LIMIT, module_scope, processor_places
 from plugins.redfish._platforms.platform import Platform, Probe
 from plugins.redfish._wire.document import Document
 from plugins.redfish._wire.errors import PlatformUnsupportedError
@@ -98,6 +98,20 @@ class EnvironmentMetricsMechanism(Mechanism):
             return request
         body = {**request.body, "Oem": {"Nvidia": {"PowerLimitPersistency": persistent}}}
         return replace(request, body=body)
+
+    def persistence(self, component: Component, request: CapRequest, doc: Document, persistent: bool) -> str:
+        # NOTE: a Grace CPU limit that names its Control is the CPU's non-volatile one (NVIDIA's
+        # bmcweb shows no other there, and writes every power Control of the CPU with it): the cap
+        # survives resets whatever was asked (`nvidia_hgx.NONVOLATILE_CPU_LIMIT`)
+        if component.quirk != NONVOLATILE_CPU_LIMIT:
+            return super().persistence(component, request, doc, persistent)
+        if persistent:
+            return ""  # asked to persist, and it does
+        return (
+            f"{component.label}: this cap survives BMC and host resets although persistent_caps is not "
+            f"set: the limit {component.limit_uri} shows is the CPU's non-volatile one, and NVIDIA's "
+            "firmware writes every power Control of the CPU with it"
+        )
 
     def clear_request(self, component: Component, current: LimitReading, doc: Document) -> CapRequest:
         target = _clear_target(doc.body)
