@@ -129,7 +129,7 @@ class _State:
         """The host no longer holds `devices`: cancel their writing calls with `RELINQUISHED`, which
         cuts the work a call shields too (`uncancelled`), and wait up to `wait` seconds for them to
         end. (calls cancelled, of those still running)."""
-        tasks = [t for d in devices for t in self._writers.get(d, (None, set()))[1] if not t.done()]
+        tasks = self._running(devices)
         for task in tasks:
             task.cancel(RELINQUISHED)
         if tasks:
@@ -139,10 +139,14 @@ class _State:
     async def settle(self, devices: Sequence[str], wait: float) -> int:
         """Wait up to `wait` seconds until no writing call of `devices` runs here (the host gave up
         on one: its shielded work may still write); how many still run."""
-        tasks = [t for d in devices for t in self._writers.get(d, (None, set()))[1] if not t.done()]
+        tasks = self._running(devices)
         if tasks:
             await asyncio.wait(tasks, timeout=wait)
         return sum(1 for t in tasks if not t.done())
+
+    def _running(self, devices: Sequence[str]) -> list[asyncio.Task[Any]]:
+        """The writing calls of `devices` still running here."""
+        return [t for d in devices if d in self._writers for t in self._writers[d][1] if not t.done()]
 
 
 class BasePluginServicer(bgrpc.BasePluginServicer):
