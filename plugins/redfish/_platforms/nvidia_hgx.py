@@ -32,12 +32,12 @@ EnvironmentMetrics `PowerLimitWatts` each resource shows, on the scope its own e
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from plugins.redfish._client.uris import redfish_path
 from plugins.redfish._discovery.layout import (
     AUTO,
     ENVIRONMENT_METRICS,
@@ -454,10 +454,10 @@ async def nvidia_limits(
     if restricted:
         # NOTE: DPS's proxy refuses the Controls (403): a limit whose Control was not read has an
         # unconfirmed scope (`Scope.confirmed`)
-        read = [(await _read(walker, p))[0] for p in named_sources if ".." not in p]
-        found = [d for d in read if d is not None]
+        read = await asyncio.gather(*(_read(walker, p) for p in named_sources))
+        found = [d for d, _ in read if d is not None]
     else:
-        found = await walker.find_many([p for p in named_sources if walker.allowed(p) and ".." not in p])
+        found = await walker.find_many([p for p in named_sources if walker.allowed(p)])
     sources = {d.path.rstrip("/"): d for d in found}
     fan_out = await _fan_out(walker, chassis, metrics, restricted=restricted)
     return Limits(
@@ -499,8 +499,9 @@ async def _fan_out(
         members = members_of(collection)
         if len(members) > MAX_MODULE_CONTROLS:  # a BMC's listing bounds no read of ours
             unread.append(f"{len(members) - MAX_MODULE_CONTROLS} listed past the first {MAX_MODULE_CONTROLS}")
-        for member in members[:MAX_MODULE_CONTROLS]:
-            control, why = await _read(walker, member)
+        listed = members[:MAX_MODULE_CONTROLS]
+        read = await asyncio.gather(*(_read(walker, m) for m in listed))
+        for member, (control, why) in zip(listed, read, strict=True):
             if control is None:
                 unread.append(f"{member.rstrip('/')}: {why}")
             elif str(control.get("ControlType") or "") == "Power":
@@ -566,9 +567,7 @@ async def _read(walker: Walker, uri: str) -> tuple[Document | None, str]:
     """A resource the BMC links (a chassis, a limit's Control), or why it cannot be read: absent,
     refused (the DPS proxy's allow-list refuses most chassis and every Control with 403), another
     error status, or a reply that is no Redfish document. One that cannot be read never fails
-    discovery."""
-    if not redfish_path(uri):
-        return None, "not a plain path in the Redfish tree (a dot segment, an escape, a control character)"
+    discovery (nor does a link out of the Redfish tree, which `Walker.find` never follows)."""
     if not walker.allowed(uri):
         return None, "outside the paths this platform reads"
     try:
