@@ -5,6 +5,7 @@ HTTPS socket each), a real `devicectl serve` killed halfway, then restarted. Eve
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -64,7 +65,13 @@ async def test_a_fleet_verification_survives_a_sigkill_halfway_and_shows_progres
             async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
                 admin = agrpc.DeviceControllerAdminStub(channel)
                 started = await admin.StartVerify(
-                    apb.StartVerifyRequest(all=True, latency_samples=2, samples_per_telemetry=1), timeout=30
+                    # NOTE: latency's threshold out of reach: this run checks what a SIGKILL leaves,
+                    # and a 500-BMC re-verification on a loaded 2-core host can take a GET past the
+                    # default 1 s p95 (a latency warning is the host's, not the restart's)
+                    apb.StartVerifyRequest(
+                        all=True, latency_samples=2, samples_per_telemetry=1, latency_p95_ms=60_000
+                    ),
+                    timeout=30,
                 )
                 batch = started.batch_id
                 assert started.progress.total == FLEET and started.progress.queued == FLEET
@@ -104,4 +111,11 @@ async def test_a_fleet_verification_survives_a_sigkill_halfway_and_shows_progres
     assert done_before <= {i for i, s in status.items() if s == "done"}  # kept as they were
     assert len(interrupted) <= 32 and all("controller restart" in c.error for c in interrupted)
     assert sum(s == "done" for s in status.values()) >= FLEET - 32  # the rest ran after the restart
-    assert {c.verdict for c in checks if c.status == "done"} == {"pass"}, progress(counted(checks))
+    warned = [
+        (c.device, check["name"], check["detail"])
+        for c in checks
+        if c.status == "done" and c.verdict != "pass"
+        for check in json.loads(c.result_json)["checks"]
+        if check["status"] != "pass"
+    ]
+    assert {c.verdict for c in checks if c.status == "done"} == {"pass"}, (progress(counted(checks)), warned)
