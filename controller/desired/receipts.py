@@ -7,14 +7,16 @@ import dataclasses
 import json
 import operator
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller.desired.in_force import InForce
-from controller.store import DesiredLimit
 from controller.translate import datetime_to_timestamp
 from plugins.base import DeviceWrite, WriteOutcome
 from plugins.base.codec import encode
+
+if TYPE_CHECKING:
+    from controller.store import DesiredLimit
 
 
 def write_records(writes: Iterable[Mapping[str, Any]]) -> list[apb.DeviceWrite]:

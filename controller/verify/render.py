@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import json_format
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller.desired.receipts import write_records
-from controller.store import BmcCheckRow
 from plugins.base import HealthQuery
+
+if TYPE_CHECKING:
+    from controller.store import BmcCheckRow
 
 
 def query_of(request: apb.StartVerifyRequest, *, write_cycle: bool) -> HealthQuery:
