@@ -16,6 +16,10 @@ model follows: a set point leaves the ControlMode shown as it was; only GPUs sho
 module's refused as unknown); a refused value is PropertyValueIncorrect (`_gb200_writes`). Where it
 differs, for the controller's tests: its Grace CPUs offer a default and a clear action (a captured
 GB300 tray's show neither), EDPp is not modelled, and the range is checked at once, never in a task.
+Its Grace CPU limits name no Control (`DataSourceUri`), where NVIDIA's bmcweb names the CPU's
+non-volatile one on every CPU limit it shows (environment_util.hpp `getCpuPowerCapData`): so they take
+the generic EnvironmentMetrics path of any vendor, and NVIDIA's non-volatile CPU rule is tested on the
+GB300 capture (tests/corpus/redfish/nvidia-gb300-nvl), never on this model.
 """
 
 from __future__ import annotations
