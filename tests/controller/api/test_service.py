@@ -13,7 +13,7 @@ import pytest
 
 from controller._proto.devicecontroller.v1 import admin_pb2 as apb
 from controller._proto.devicecontroller.v1 import devicecontroller_pb2 as pb
-from controller.execution.runner import MARK_RUNNING_AFTER, MARK_RUNNING_TICK
+from controller.execution.runner import MARK_RUNNING_TICK
 from controller.inventory import DeviceEntry
 from tests.controller.conftest import MEMORY, memory_inventory
 from tests.memory_plugin import MemoryPlugin
@@ -328,13 +328,21 @@ async def test_wait_request_streams_until_completion(start_controller, sink) -> 
     assert records[-1].HasField("delivered_at") and records[-1].response.ping.success
 
 
+#: the slow device's call: far past the mark (MARK_RUNNING_AFTER and a tick), so that a stall of this
+#: process on a loaded host (seconds, not the mark's tenths) cannot carry the poll past the call's end
+SLOW_CALL = 5.0
+
+
 async def test_a_request_shows_as_running_only_once_its_call_runs_long(start_controller, sink) -> None:
-    slow = DeviceEntry("slow000", MEMORY, {"Model": "DGX_GB200", "delay": 1.5})
+    slow = DeviceEntry("slow000", MEMORY, {"Model": "DGX_GB200", "delay": SLOW_CALL})
     h = await start_controller({**memory_inventory(1), "slow000": slow})
     await h.stub.SendDeviceRequest(ping("node000", "quick"))
     await h.stub.SendDeviceRequest(ping("slow000", "slow"))
-    await asyncio.sleep(MARK_RUNNING_AFTER + MARK_RUNNING_TICK + 0.5)
+    # polled, not slept: the mark lands MARK_RUNNING_AFTER into the call, checked every tick
     running = await h.admin.GetRequest(apb.GetRequestRequest(request_id="slow"))
+    while running.status == apb.QUEUED:
+        await asyncio.sleep(MARK_RUNNING_TICK / 2)
+        running = await h.admin.GetRequest(apb.GetRequestRequest(request_id="slow"))
     assert (running.status, running.attempts) == (apb.RUNNING, 1) and running.HasField("started_at")
     await sink.wait_for({"quick", "slow"}, timeout=10)
     for rid in ("quick", "slow"):
