@@ -9,35 +9,26 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import click
 
-from controller.cli import (
-    _agent,
-    _capture,
-    _inspect,
-    _local,
-    _plugin,
-    _preflight,
-    _query,
-    _send,
-    _support,
-    _verify,
-)
+from controller.cli import _capture, _local
 from controller.cli._click import (
     Group,
+    LazyGroup,
     PassThrough,
     call,
     client_options,
     options_from,
     output_options,
     pending_args,
+    server_tls_options,
 )
 from controller.cli._options import Options
 from controller.cli._render import print_error, print_json, set_output
-from controller.cli._serve import cmd_serve
+from controller.cli._serve import cmd_serve, settings_options
 from controller.cli._serve import settings_from as settings_from  # the deploy tests load it here
 from controller.observability.version import installed_version
 
@@ -66,7 +57,7 @@ def _print_version(ctx: click.Context) -> int:
 
 @click.group(
     "devicectl",
-    cls=Group,
+    cls=LazyGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
 )
 @click.option(
@@ -84,71 +75,6 @@ def cli(**_: Any) -> None:
 
     -o/--output (table, json, yaml), --json and --debug are accepted anywhere on the line.
     """
-
-
-def _server_tls_options(f: Any) -> Any:
-    for decorator in (
-        click.option(
-            "--insecure",
-            is_flag=True,
-            default=None,
-            help="allow plaintext on a non-loopback address (logged)",
-        ),
-        click.option("--tls-client-ca", help="CA for client certificates: mutual TLS, certificate required"),
-        click.option("--tls-key", help="server private key (PEM)"),
-        click.option("--tls-cert", help="server certificate (PEM); with --tls-key serves TLS"),
-    ):
-        f = decorator(f)
-    return f
-
-
-def settings_options(f: Any) -> Any:
-    """The flags that override the config file's settings (`serve`, `agent`); a flag not given
-    (None) leaves the file's value alone."""
-    flag: dict[str, Any] = {"is_flag": True, "default": None}
-    decorators: list[Callable[[Any], Any]] = [
-        click.option("--config", help="TOML config file (env DEVICECTL_CONFIG)"),
-        click.option("--listen", help="gRPC address for DeviceController, admin API and health (HOST:PORT)"),
-        click.option("--database-url", help="sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"),
-        click.option("--callback", help="topology callback address (TopologyCallback service)"),
-        click.option("--inventory", help="device inventory TOML file"),
-        click.option("--secrets-dir", help="directory with one file per BMC secret name"),
-        click.option("--ca-bundle", help="CA bundle for every device that does not name its own"),
-        click.option("--device-call-timeout", type=float, help="deadline (s) of a request without its own"),
-        click.option("--max-concurrency", type=int, help="most requests running at once across all devices"),
-        click.option("--queue-limit", type=int, help="most requests waiting per device"),
-        click.option("--instance-id", help="this process's identity in the journal (default: host name)"),
-        click.option(
-            "--role",
-            type=click.Choice(["all", "frontend", "executor"]),
-            help="accept and execute (all), or one",
-        ),
-        click.option("--workers", type=int, help="a front end plus N executor processes (PostgreSQL only)"),
-        click.option("--auto-upgrade", **flag, help="upgrade the database schema at start"),
-        click.option(
-            "--shadow",
-            **flag,
-            help="shadow mode: validate, plan and record every request; send no write to any device",
-        ),
-        click.option("--log-level", help="DEBUG, INFO, WARNING or ERROR"),
-        click.option("--log-format", type=click.Choice(["text", "json"]), help="log lines as text or JSON"),
-        click.option("--metrics-listen", help="HOST:PORT for /metrics, /healthz, /readyz (default: off)"),
-        _server_tls_options,
-        click.option("--roles", help="certificate identity -> role: identity=role[+role],..."),
-        click.option("--reflection", **flag, help="serve gRPC reflection"),
-        click.option("--callback-ca-cert", help="CA that verifies the topology callback (enables TLS)"),
-        click.option("--callback-cert", help="client certificate for the topology callback"),
-        click.option("--callback-key", help="its private key"),
-        *_agent.SETTINGS_OPTIONS,
-        click.option("--callback-server-name", help="name expected in the callback's certificate"),
-        click.option("--callback-tls", **flag, help="TLS to the callback"),
-        click.option(
-            "--secrets-allow-readable", **flag, help="accept group- or other-readable secret files (warns)"
-        ),
-    ]
-    for decorator in reversed(decorators):  # listed in --help in the order above
-        f = decorator(f)
-    return f
 
 
 @cli.command("serve")
@@ -230,7 +156,7 @@ def _db_prune(**_: Any) -> int:
 @click.option("--listen", default="127.0.0.1:50052", show_default=True, help="address to receive on")
 @click.option("--record", help="append each response as a JSON line to this file")
 @click.option("--routes", help="agent routing file: a JSON object of device id -> agent id")
-@_server_tls_options
+@server_tls_options
 @output_options
 def _topology_sink(**_: Any) -> int:
     """Receive and print responses (a local TopologyCallback)."""
@@ -309,14 +235,16 @@ def _completion(shell: str) -> int:
     return 0
 
 
-_send.register(cli)
-_query.register(cli)
-_inspect.register(cli)
-_plugin.register(cli)
-_preflight.register(cli)
-_verify.register(cli)
-_support.register(cli)
-_agent.register(cli, settings_options)
+assert isinstance(cli, LazyGroup)
+# each module is imported when a command line names one of its commands (listed in this order)
+cli.add_lazy("controller.cli._send", "send")
+cli.add_lazy("controller.cli._query", "requests", "devices", "verifications", "status", "plugins")
+cli.add_lazy("controller.cli._inspect", "fingerprint", "stats")
+cli.add_lazy("controller.cli._plugin", "plugin")
+cli.add_lazy("controller.cli._preflight", "inventory")
+cli.add_lazy("controller.cli._verify", "verify")
+cli.add_lazy("controller.cli._support", "support-bundle")
+cli.add_lazy("controller.cli._agent", "agent", "sink")
 
 
 class _Parsed:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import click
@@ -13,10 +12,10 @@ from controller.cli._click import Group, call, client_options, output_options
 from controller.cli._errors import UsageError
 from controller.cli._options import Options
 from controller.cli._render import console, print_error, print_json
-from controller.cli._serve import cmd_serve, settings_from
+from controller.cli._serve import cmd_serve, settings_from, settings_options
 
 
-def register(cli: click.Group, settings_options: Callable[[Any], Any]) -> None:
+def register(cli: click.Group) -> None:
     @cli.command("agent")
     @settings_options
     @click.option("--print-config", is_flag=True, default=False, help="print the effective settings and exit")
@@ -47,14 +46,6 @@ def register(cli: click.Group, settings_options: Callable[[Any], Any]) -> None:
 
     # the client flags' --server names the controller; here the sink is asked, so --server is --sink
     _agents.params[:] = [p for p in _agents.params if p.name != "server"]
-
-
-#: the agent flags `serve` shares (serve --agent-server runs both transports, one journal)
-SETTINGS_OPTIONS = (
-    click.option("--agent-server", help="topology server to dial out to (AgentService); TLS: --callback-*"),
-    click.option("--agent-id", help="agent id on a plaintext loopback stream (else the certificate's CN)"),
-    click.option("--agent-devices", help="devices served over the agent stream (patterns, default *)"),
-)
 
 
 def cmd_agent(args: Options) -> int:

@@ -16,7 +16,6 @@ from typing import Any
 import click
 
 from controller.cli._options import Options
-from controller.security.secrets import SecretStore
 
 
 def capture_options(f: Any) -> Any:
@@ -68,6 +67,7 @@ def capture_options(f: Any) -> Any:
 def cmd_capture(args: Options) -> int:
     """Run a capture; returns the process exit status (errors are one line, never a traceback)."""
     from bmcsim.capture import CaptureOptions, capture  # the capture tool, only for this command
+    from controller.security.secrets import SecretStore
 
     if args.max_depth < 1 or args.max_resources < 1 or args.rate <= 0:
         print("bmc-capture: --max-depth, --max-resources and --rate must be positive", file=sys.stderr)

@@ -9,6 +9,7 @@ not given keeps the root's value (its environment default, say).
 from __future__ import annotations
 
 import contextlib
+import importlib
 import sys
 import traceback
 from collections.abc import Callable
@@ -73,6 +74,43 @@ class Group(click.Group):
         if not pending_args(ctx) and not self.invoke_without_command:
             raise click.UsageError(f"missing command: one of {', '.join(self.list_commands(ctx))}", ctx)
         return super().invoke(ctx)
+
+
+class LazyGroup(Group):
+    """The root group: a subcommand whose module is only named here (`lazy`, command -> module) is
+    imported when a command line names it, or when help or completion lists the commands. Each
+    `devicectl` is a new interpreter, so `devicectl status` pays for the status module, not for the
+    plugin host, the inventory and the settings that `fingerprint` or `serve` load. Such a module
+    has `register(group)`, which adds its commands (several commands may name one module)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lazy: dict[str, str] = {}
+        self._order: list[str] = list(self.commands)
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        super().add_command(cmd, name)
+        if (name or cmd.name) not in self._order:
+            self._order.append(name or cmd.name or "")
+
+    def add_lazy(self, module: str, *names: str) -> None:
+        """`names` are registered by `module` when it is imported (listed in this order)."""
+        for name in names:
+            self._lazy[name] = module
+            self._order.append(name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self._order)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = self._lazy.get(cmd_name)
+        if module is not None and cmd_name not in self.commands:
+            importlib.import_module(module).register(self)
+            for name in [n for n, m in self._lazy.items() if m == module]:
+                if name not in self.commands:  # a declaration the module does not keep: a bug here
+                    raise RuntimeError(f"{module}.register added no command {name!r}")
+                del self._lazy[name]
+        return super().get_command(ctx, cmd_name)
 
 
 class LongFlagPrefixes:
@@ -257,6 +295,23 @@ def client_options(f: F | None = None, *, env: bool = False) -> Any:
             ),
         ],
     )
+
+
+def server_tls_options(f: Any) -> Any:
+    """A server's TLS flags (`serve`, `agent`, `topology-sink`)."""
+    for decorator in (
+        click.option(
+            "--insecure",
+            is_flag=True,
+            default=None,
+            help="allow plaintext on a non-loopback address (logged)",
+        ),
+        click.option("--tls-client-ca", help="CA for client certificates: mutual TLS, certificate required"),
+        click.option("--tls-key", help="server private key (PEM)"),
+        click.option("--tls-cert", help="server certificate (PEM); with --tls-key serves TLS"),
+    ):
+        f = decorator(f)
+    return f
 
 
 def options_from(ctx: click.Context, **extra: Any) -> Options:

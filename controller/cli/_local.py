@@ -12,7 +12,6 @@ import click
 from controller.cli._errors import UsageError, check_sqlite_directory
 from controller.cli._options import Options
 from controller.cli._render import console, print_error, print_json
-from controller.config import load_settings
 
 
 def newer_schema_message(status: Any) -> str:
@@ -22,6 +21,7 @@ def newer_schema_message(status: Any) -> str:
 
 
 def _store(args: Options) -> Any:
+    from controller.config import load_settings
     from controller.store import Store
 
     settings = load_settings(args.config, overrides={"database_url": args.database_url})
@@ -111,6 +111,7 @@ def cmd_db_status(args: Options) -> int:
 def cmd_db_prune(args: Options) -> int:
     from datetime import UTC, datetime
 
+    from controller.config import load_settings
     from controller.process.retention import retention_policy
     from controller.store import Store, prune
 

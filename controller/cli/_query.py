@@ -27,10 +27,8 @@ from controller.cli._render import (
     when,
     when_short,
 )
-from controller.cli._responses import SHADOW_OK, is_shadow, render_response
 from controller.cli._status import status_show
 from controller.cli._writes import render_desired, render_writes
-from plugins import registry
 
 
 def register(cli: click.Group) -> None:
@@ -249,6 +247,8 @@ def _by_prefix(args: Options, prefix: str) -> apb.RequestRecord:
 
 
 def requests_show(args: Options) -> int:
+    from controller.cli._responses import SHADOW_OK, is_shadow, render_response  # a response's kinds
+
     r = _by_prefix(args, args.request_id)
     if args.json:
         print_json(r)
@@ -401,6 +401,8 @@ def _verifications_table(args: Options, rows: list[apb.VerificationRecord]) -> N
 
 def plugins_list(args: Options) -> int:
     """Installed plugins, read locally from the entry-point group (no server needed)."""
+    from plugins import registry
+
     rows = []
     for source in registry.available():
         try:

@@ -37,8 +37,11 @@ async def _cli(site: Site, *args: str) -> Any:
 
 def _options(command: click.Command, path: str) -> list[tuple[str, click.Option]]:
     out = [(path, p) for p in command.params if isinstance(p, click.Option) and not p.hidden]
-    if isinstance(command, click.Group):
-        for name, sub in command.commands.items():
+    if isinstance(command, click.Group):  # as help lists them: a lazily loaded command too
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            assert sub is not None, f"{path} {name}"
             out += _options(sub, f"{path} {name}")
     return out
 
