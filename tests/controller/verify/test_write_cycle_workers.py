@@ -30,6 +30,8 @@ from tests.controller.process.test_workers import executors_of, serving, until
 
 R = pb.DeviceControllerRequest
 NODES = 6
+#: the two controllers' leases in one process: this test is about who cycles a node, not failover
+LEASE_TTL = 10.0
 FAST = {"telemetry_interval_ms": 20, "latency_samples": 2, "samples_per_telemetry": 1}
 
 
@@ -137,8 +139,10 @@ async def test_two_controllers_never_cycle_and_cap_one_node_at_once(
         secrets = fleet.write_inventory(inventory_path, tmp_path / "secrets")
         inventory = load_inventory(inventory_path)
         try:
-            one = await cluster.start("ctl-one", inventory, secrets_dir=str(secrets))
-            two = await cluster.start("ctl-two", inventory, secrets_dir=str(secrets))
+            # both controllers run in this test's process: leases that outlast a stall of it (the
+            # cluster tests' 1.5 s lapse at a 1.1 s one, which a loaded host gives)
+            one = await cluster.start("ctl-one", inventory, secrets_dir=str(secrets), lease_ttl=LEASE_TTL)
+            two = await cluster.start("ctl-two", inventory, secrets_dir=str(secrets), lease_ttl=LEASE_TTL)
             await wait_until(lambda: fair([one, two]), "both controllers hold shards")
             devices = sorted(inventory)
             bmcs = dict(zip(devices, fleet.bmcs, strict=True))
