@@ -28,7 +28,7 @@ from controller.inventory import DeviceEntry, parse_model_json
 from controller.process import workers
 from controller.process.supervise import Outage
 from controller.store import LeaseFence, LeaseRound, Store
-from plugins.base import RELINQUISHED, SystemSpec
+from plugins.base import SystemSpec, relinquish
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +186,7 @@ class Shards:
         shard is being given up here. How many were running."""
         calls = list(self._under_lease.get(shard, ()))
         for task in calls:
-            task.cancel(RELINQUISHED)
+            relinquish(task)  # it holds where a deadline's plain cancel reaches the call in this turn
         return len(calls)
 
     async def _unwind(self, task: asyncio.Future[Any], shard: int) -> None:
@@ -194,12 +194,15 @@ class Shards:
         it shields: `uncancelled`), no longer than this process surely holds the shard's lease:
         then, or where it has lapsed already, the cancel is `RELINQUISHED`, which cuts the
         shielded work too, so no write of ours starts beside the shard's next holder's."""
-        task.cancel(RELINQUISHED if self.valid_for(shard) <= 0 else None)
+        if self.valid_for(shard) <= 0:
+            relinquish(task)
+        else:
+            task.cancel()
         while not task.done():
             lease_left = self.valid_for(shard)
             if lease_left <= 0:
                 log.warning("shard %d lease lapsed here while a device call unwound: it is cut", shard)
-                task.cancel(RELINQUISHED)
+                relinquish(task)
                 await asyncio.wait((task,))
                 return
             await asyncio.wait((task,), timeout=min(lease_left, LEASE_POLL))

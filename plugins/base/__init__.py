@@ -92,6 +92,7 @@ from plugins.base.health import (
     HealthCheck,
     HealthQuery,
     HealthResult,
+    relinquish,
     relinquished,
     uncancelled,
 )
@@ -195,6 +196,7 @@ __all__ = [
     "plain_init",
     "policy_from_element_map",
     "recording",
+    "relinquish",
     "relinquished",
     "run_operation",
     "serve",

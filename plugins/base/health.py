@@ -8,6 +8,7 @@ verdict of a verification is its worst check.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -162,13 +163,35 @@ def worst(statuses: Any) -> str:
 
 #: the message of a cancel that cuts even the work `uncancelled` shields: the caller no longer holds
 #: the device (its shard lease lapsed, or it hands the device on at a stop), so a write started from
-#: now on could land beside the device's next holder's (`asyncio.Task.cancel(RELINQUISHED)`)
+#: now on could land beside the device's next holder's (`relinquish(task)` sends it)
 RELINQUISHED = "devicectl: the device is no longer this caller's to write"
 
 
+#: the tasks `relinquish` cancelled: the mark outlives the cancel's message, which a plain cancel that
+#: reaches the task in the same loop turn replaces (`asyncio.Task.cancel` keeps the first cancel's error)
+_HANDED_ON: weakref.WeakSet[asyncio.Future[Any]] = weakref.WeakSet()
+
+
+def relinquish(task: asyncio.Future[Any]) -> bool:
+    """Cancel `task` with `RELINQUISHED` and mark it so (`relinquished` sees the mark even where a
+    plain cancel, a deadline's, reached the task in the same loop turn and its message came in
+    place of ours). Returns what `cancel` returns."""
+    _HANDED_ON.add(task)
+    return task.cancel(RELINQUISHED)
+
+
 def relinquished(exc: BaseException) -> bool:
-    """Whether a `CancelledError` is the cancel that hands the device on (`RELINQUISHED`)."""
-    return isinstance(exc, asyncio.CancelledError) and exc.args[:1] == (RELINQUISHED,)
+    """Whether a `CancelledError` is the cancel that hands the device on: it says `RELINQUISHED`, or
+    it reached a task that `relinquish` cancelled (the task this runs in)."""
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    if exc.args[:1] == (RELINQUISHED,):
+        return True
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running loop: only the message tells
+        return False
+    return task is not None and task in _HANDED_ON
 
 
 async def uncancelled(work: Coroutine[Any, Any, T]) -> T:
@@ -187,7 +210,7 @@ async def uncancelled(work: Coroutine[Any, Any, T]) -> T:
                 result = task.result()
                 break
             if relinquished(exc):
-                task.cancel(RELINQUISHED)
+                relinquish(task)
                 await asyncio.wait((task,))
                 if not task.cancelled():
                     task.exception()  # retrieved: what it ended with came after the device was handed on

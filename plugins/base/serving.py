@@ -48,7 +48,7 @@ from plugins.base import wire as w
 from plugins.base._nomad_rules import fingerprint_problems
 from plugins.base._plugin import DeviceContext, DevicePlugin, DeviceTarget, PendingVerification
 from plugins.base.codec import decode, encode
-from plugins.base.health import RELINQUISHED
+from plugins.base.health import relinquish
 from plugins.base.plugin_config import ConfigSpec, settings, unpack_config
 from plugins.base.receipts import WriteLog, recording
 
@@ -131,7 +131,7 @@ class _State:
         end. (calls cancelled, of those still running)."""
         tasks = self._running(devices)
         for task in tasks:
-            task.cancel(RELINQUISHED)
+            relinquish(task)
         if tasks:
             await asyncio.wait(tasks, timeout=wait)
         return len(tasks), sum(1 for t in tasks if not t.done())

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from plugins.base import RELINQUISHED, relinquished, uncancelled
+from plugins.base import RELINQUISHED, relinquish, relinquished, uncancelled
 
 
 async def test_a_cancel_waits_for_the_shielded_work_and_is_raised_after_it() -> None:
@@ -52,3 +52,48 @@ async def test_the_cancel_that_hands_the_device_on_cuts_the_shielded_work() -> N
     assert seen == [(RELINQUISHED,)]  # cut, and told why
     assert relinquished(raised.value)
     assert not relinquished(asyncio.CancelledError()) and not relinquished(ValueError(RELINQUISHED))
+
+
+async def test_a_relinquish_in_the_turn_of_a_plain_cancel_still_cuts_the_shielded_work() -> None:
+    """A deadline's plain cancel and the hand-on in one loop turn: `asyncio.Task.cancel` keeps the
+    first cancel's error, so the task is woken with the plain one; `relinquish`'s mark still cuts
+    the restore (with `task.cancel(RELINQUISHED)` alone it ran on, past the hand-on)."""
+    seen: list[tuple[object, ...]] = []
+    restoring = asyncio.Event()
+
+    async def restore() -> None:
+        restoring.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError as exc:
+            seen.append(exc.args)
+            raise
+
+    task = asyncio.ensure_future(uncancelled(restore()))
+    await restoring.wait()
+    await asyncio.sleep(0)  # the task is waiting on its shield
+    task.cancel()  # the deadline's, not yet delivered when
+    relinquish(task)  # the hand-on comes in the same turn
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)
+    assert seen == [(RELINQUISHED,)]  # cut, and told why
+
+
+async def test_a_plain_cancel_reads_as_the_hand_on_only_in_a_relinquished_task() -> None:
+    reads: dict[str, tuple[bool, tuple[object, ...]]] = {}
+
+    async def waiting(name: str) -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError as exc:
+            reads[name] = (relinquished(exc), exc.args)
+            raise
+
+    plain = asyncio.ensure_future(waiting("plain"))
+    marked = asyncio.ensure_future(waiting("marked"))
+    await asyncio.sleep(0)
+    marked.cancel()  # first: its error is the one that reaches the task
+    relinquish(marked)
+    plain.cancel()
+    await asyncio.wait((plain, marked))
+    assert reads == {"plain": (False, ()), "marked": (True, ())}

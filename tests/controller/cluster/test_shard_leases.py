@@ -388,9 +388,11 @@ async def test_a_cut_reaches_a_call_still_unwinding_its_shielded_work() -> None:
     cutting its shard cuts that work at once, not at the call's next look at its lease."""
     shards = Shards({}, SHARDS)
     seen: list[bool] = []
+    restoring = asyncio.Event()
 
     async def restore() -> None:
         try:
+            restoring.set()
             await asyncio.sleep(30)
         except asyncio.CancelledError as exc:
             seen.append(relinquished(exc))
@@ -400,6 +402,8 @@ async def test_a_cut_reaches_a_call_still_unwinding_its_shielded_work() -> None:
         await uncancelled(restore())
 
     call = asyncio.create_task(shards.call_under_lease(cycle(), 0.2, 3))
+    # the restore under way (a stall of this process can bring the deadline before its first step)
+    await restoring.wait()
     await asyncio.sleep(0.5)  # past its deadline: cancelled, its restore going on
     assert not call.done() and seen == []
     assert shards.cut(3) == 1
