@@ -305,13 +305,20 @@ async def test_delivery_resumes_after_a_topology_outage(start_controller, sink) 
     h = await start_controller(memory_inventory(2))
     await h.stub.SendDeviceRequest(ping("node000", "o1"))
     await h.stub.SendDeviceRequest(ping("node001", "o2"))
-    await asyncio.sleep(1.0)
+
+    # polled, not slept for: a stall of this process on a loaded host can outlast any fixed wait
+    async with asyncio.timeout(30):  # a bound on the wait for the first delivery attempt
+        while True:
+            listed = await h.admin.ListRequests(apb.ListRequestsRequest(undelivered_only=True))
+            pending = list(listed.requests)
+            if any(r.delivery_attempts for r in pending):
+                break
+            await asyncio.sleep(0.05)
     assert not sink.responses
-    pending = await h.admin.ListRequests(apb.ListRequestsRequest(undelivered_only=True))
-    assert {r.request_id for r in pending.requests} == {"o1", "o2"}
+    assert {r.request_id for r in pending} == {"o1", "o2"}
     # the first delivery finds the receiver down; from then on one probe at a time is sent (the
     # oldest response), so a response that completed after that one failed may not be tried yet
-    tried = [r for r in pending.requests if r.delivery_attempts]
+    tried = [r for r in pending if r.delivery_attempts]
     assert tried and all("UNAVAILABLE" in r.delivery_error for r in tried)
     sink.available = True
     await sink.wait_for({"o1", "o2"}, timeout=10)
