@@ -31,17 +31,20 @@ async def test_a_cancel_waits_for_the_shielded_work_and_is_raised_after_it() -> 
     assert events == ["restored"]
 
 
+async def _restore(seen: list[tuple[object, ...]], restoring: asyncio.Event | None = None) -> None:
+    """A long restore that notes the arguments of the cancel that reaches it."""
+    if restoring is not None:
+        restoring.set()
+    try:
+        await asyncio.sleep(30)
+    except asyncio.CancelledError as exc:
+        seen.append(exc.args)
+        raise
+
+
 async def test_the_cancel_that_hands_the_device_on_cuts_the_shielded_work() -> None:
     seen: list[tuple[object, ...]] = []
-
-    async def restore() -> None:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError as exc:
-            seen.append(exc.args)
-            raise
-
-    task = asyncio.ensure_future(uncancelled(restore()))
+    task = asyncio.ensure_future(uncancelled(_restore(seen)))
     await asyncio.sleep(0.05)
     task.cancel()  # a deadline: the restore goes on
     await asyncio.sleep(0.05)
@@ -60,16 +63,7 @@ async def test_a_relinquish_in_the_turn_of_a_plain_cancel_still_cuts_the_shielde
     the restore (with `task.cancel(RELINQUISHED)` alone it ran on, past the hand-on)."""
     seen: list[tuple[object, ...]] = []
     restoring = asyncio.Event()
-
-    async def restore() -> None:
-        restoring.set()
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError as exc:
-            seen.append(exc.args)
-            raise
-
-    task = asyncio.ensure_future(uncancelled(restore()))
+    task = asyncio.ensure_future(uncancelled(_restore(seen, restoring)))
     await restoring.wait()
     await asyncio.sleep(0)  # the task is waiting on its shield
     task.cancel()  # the deadline's, not yet delivered when
