@@ -90,8 +90,9 @@ class LazyGroup(Group):
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         super().add_command(cmd, name)
-        if (name or cmd.name) not in self._order:
-            self._order.append(name or cmd.name or "")
+        name = name or cmd.name
+        if name is not None and name not in self._order:
+            self._order.append(name)
 
     def add_lazy(self, module: str, *names: str) -> None:
         """`names` are registered by `module` when it is imported (listed in this order)."""
