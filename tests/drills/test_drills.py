@@ -22,35 +22,36 @@ async def test_crash_drill_twenty_sigkills_lose_nothing(db_url: str, tmp_path: P
     backend = "sqlite" if db_url.startswith("sqlite") else "postgres"
     result = await crash.run_backend(crash.REDUCED, backend, db_url, tmp_path)
     held(result)
-    # the result rides along each assertion: a failed request's reason is in `failure_reasons`
-    assert result["kills"] == 20, result
-    assert result["failed"] == 0 and result["caps_wrong"] == 0 and result["caps_checked"] > 0, result
+    # the result rides along each assertion, whole (pytest shortens a message that is not a string):
+    # a failed request's reason is in `failure_reasons`
+    assert result["kills"] == 20, str(result)
+    assert result["failed"] == 0 and result["caps_wrong"] == 0 and result["caps_checked"] > 0, str(result)
     # the controller's own sessions never fill a BMC: the next process deletes what a killed one left
-    assert result["failed_on_session_table"] == 0 and result["bmcs_at_session_limit"] == 0, result
-    assert result["sessions_open_max_per_bmc"] <= 1, result
+    assert result["failed_on_session_table"] == 0 and result["bmcs_at_session_limit"] == 0, str(result)
+    assert result["sessions_open_max_per_bmc"] <= 1, str(result)
     # one sent-but-unrecorded response per process, one per device while a backlog is delivered:
     # every repeat is matched to a kill that can have caused it, within what that kill may cause
-    assert result["duplicates_unexplained"] == 0, result
-    assert result["duplicates_before_any_kill"] == 0, result
+    assert result["duplicates_unexplained"] == 0, str(result)
+    assert result["duplicates_before_any_kill"] == 0, str(result)
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(300)
 async def test_topology_outage_drill_drains_the_backlog_in_order(tmp_path: Path) -> None:
-    """8 devices, an 8 s outage: a backlog of several hundred responses (330-560 on 2 busy
-    cores), drained in order within the drill's 20 s limit.
+    """8 devices, an 8 s outage: a backlog of several hundred responses (330-950 on 2 busy
+    cores), every one delivered once and in order after the outage.
 
-    The regression in docs/reliability.md drained at most two responses per device a second
-    (one per timed full pass, every 0.5 s; about 33/s at full size): the rate asserted here is
-    twice that ceiling, several times below what the drain does on a busy machine (400/s). On
-    the old code this drill left 224 of 393 responses stuck at the limit."""
+    The drill's pace figures (`drain_per_s`, `first_after_s`) are reported, not asserted: they
+    are the host's as much as the code's. A suite run on a slower 2-core host drained 888 of 954
+    within an earlier 20 s limit while other tests' controllers ran. The two regressions they
+    once guarded are proven apart from any clock: a drain paced by the timed passes
+    (tests/controller/delivery/test_drain.py pushes the passes an hour apart) and a probe that waits
+    for its interval instead of the channel's reconnect (tests/controller/delivery/test_reconnect.py)."""
     config = outage.CI
     url = f"sqlite:///{tmp_path / 'outage.db'}"
     result = await outage.run_backend(config, "sqlite", url, tmp_path)
     held(result)
     assert result["backlog"] >= 100, f"the outage must have held responses back: {result}"
-    assert result["drain_per_s"] >= 4 * config.devices, result
-    # the probe follows the channel's reconnect (0.5 s at most), not the 5 s probe interval
-    assert result["first_after_s"] is not None and result["first_after_s"] < 3.0, result
+    assert result["drain_per_s"] is not None and result["first_after_s"] is not None, str(result)
 
 
 def test_the_full_outage_drill_reports_each_missed_target() -> None:
