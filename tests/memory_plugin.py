@@ -71,6 +71,8 @@ class MemoryPlugin(DevicePlugin):
     max_running: ClassVar[int] = 0
     started: ClassVar[int] = 0
     closed: ClassVar[int] = 0
+    #: an Event not yet set holds every device call until it is: a device that has not answered
+    hold: ClassVar[asyncio.Event | None] = None
 
     state_version = 2
 
@@ -111,6 +113,7 @@ class MemoryPlugin(DevicePlugin):
     def reset(cls) -> None:
         cls.calls = []
         cls.running = cls.max_running = 0
+        cls.hold = None
 
     async def start(self) -> None:
         type(self).started += 1
@@ -124,6 +127,8 @@ class MemoryPlugin(DevicePlugin):
         cls.running += 1
         cls.max_running = max(cls.max_running, cls.running)
         try:
+            if cls.hold is not None:
+                await cls.hold.wait()
             delay = float(ctx.model.get("delay", 0))
             if delay:
                 await asyncio.sleep(delay)

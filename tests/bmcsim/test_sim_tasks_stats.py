@@ -91,8 +91,8 @@ async def test_latency_and_max_concurrency(gb200: SimulatedBmc, api: Api) -> Non
     replies = await asyncio.gather(*(client.get(GPU0) for _ in range(5)))
     elapsed = asyncio.get_running_loop().time() - start
     assert all(r.status == 200 for r in replies)
-    assert gb200.stats.max_in_flight == 5
-    assert 0.1 <= elapsed < 1.0
+    assert gb200.stats.max_in_flight == 5  # all five at once
+    assert elapsed >= 0.1  # each waited out the latency
     assert gb200.stats.in_flight == 0
 
     gb200.stats.reset()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import time
 from pathlib import Path
 
 import grpc
@@ -44,12 +43,14 @@ def gpu_caps(
 
 
 async def test_ack_comes_before_completion_and_exactly_one_response(start_controller, sink) -> None:
-    h = await start_controller(memory_inventory(1, delay=0.5))
-    started = time.monotonic()
-    await h.stub.SendDeviceRequest(ping("node000", "r1", trace_id="t-1"))
-    ack = time.monotonic() - started
-    assert ack < 0.4, f"ack took {ack:.2f} s: it must not wait for the device"
-    assert "r1" not in sink.counts
+    h = await start_controller(memory_inventory(1))
+    MemoryPlugin.hold = device_answers = asyncio.Event()
+    try:
+        await h.stub.SendDeviceRequest(ping("node000", "r1", trace_id="t-1"))
+        # acknowledged while the device has not answered: the ack never waits for the device
+        assert not [c for c in MemoryPlugin.calls if c[1] == "r1"] and "r1" not in sink.counts
+    finally:
+        device_answers.set()
     await sink.wait_for({"r1"}, timeout=5)
     await asyncio.sleep(0.3)  # a second copy would arrive by now
     assert sink.counts["r1"] == 1
@@ -86,12 +87,9 @@ async def test_requests_for_one_device_run_in_arrival_order_one_at_a_time(start_
 
 async def test_devices_run_concurrently_under_the_global_limit(start_controller, sink) -> None:
     h = await start_controller(memory_inventory(6, delay=0.3), max_concurrency=3)
-    started = time.monotonic()
     await asyncio.gather(*(h.stub.SendDeviceRequest(ping(f"node{i:03d}", f"c{i}")) for i in range(6)))
     await sink.wait_for(6, timeout=10)
-    elapsed = time.monotonic() - started
-    assert MemoryPlugin.max_running == 3
-    assert elapsed < 6 * 0.3, f"{elapsed:.2f} s: devices did not run concurrently"
+    assert MemoryPlugin.max_running == 3  # concurrent, up to the limit and never above it
 
 
 async def test_request_past_its_deadline_is_cancelled_and_answered(start_controller, sink) -> None:

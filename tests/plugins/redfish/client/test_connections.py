@@ -181,7 +181,9 @@ async def test_deadline_bounds_everything_even_a_hung_bmc(gb200: Harness) -> Non
     started = time.monotonic()
     out = await gb200.call("std_metrics", bmc, Empty(), timeout=0.8, options={"read_timeout": 30})
     elapsed = time.monotonic() - started
-    assert 0.7 < elapsed < 1.5
+    # the 0.8 s deadline, not the 30 s read timeout, ended the call (the bound above it is loose:
+    # a busy host may run the call's end late, never 30 s late)
+    assert 0.7 < elapsed < 10
     assert not out.result.ok and "deadline" in out.result.error
     assert out.reach_error
 
