@@ -121,7 +121,7 @@ async def run_backend(config: CrashConfig, backend: str, url: str, workdir: Path
         )
         held = {d: await stack.gpu_caps(i) for i, d in enumerate(stack.devices)}
         arrivals = stack.sink.arrivals
-        result.update(caps_against_responses(load.acked, arrivals, held))
+        result.update(caps_against_responses(load.acked, arrivals, held, load.unsettled))
         result.update(await bmc_sessions(stack))
         bounds = repeat_bounds(_lives(stack, log_at_kill), len(stack.devices))
         # a copy read from the sink up to this long after a kill may have been sent before it;

@@ -33,7 +33,7 @@ CHANNEL_OPTIONS = [
 
 @dataclass(frozen=True)
 class Sent:
-    """An acknowledged request."""
+    """A request sent: acknowledged, or given up unacknowledged (`Load.unsettled`)."""
 
     request_id: str
     device: str
@@ -116,6 +116,9 @@ class Load:
     ack_limit: float = 90.0
     acked: list[Sent] = field(default_factory=list)
     unacked: list[str] = field(default_factory=list)
+    #: the requests given up unacknowledged (each sender's last): one may have been journaled
+    #: before its ack was lost, and then it runs and is answered like any other
+    unsettled: list[Sent] = field(default_factory=list)
     #: request ids refused with a status other than "try again" (bad input: must be none here)
     refused: dict[str, str] = field(default_factory=dict)
     retries: Counter[str] = field(default_factory=Counter)
@@ -148,6 +151,8 @@ class Load:
             watts = watts_for(index, k)
             request = cap_request(device, rid, watts, self.timeout_seconds)
             if await send_until_acked(self, [stub], 0, request, rid) is None:
+                if rid not in self.refused:
+                    self.unsettled.append(Sent(rid, device, watts, time.monotonic()))
                 return  # not acknowledged: the next request would overtake it
             self.acked.append(Sent(rid, device, watts, time.monotonic()))
             if self.interval > 0:

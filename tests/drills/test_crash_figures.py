@@ -1,10 +1,11 @@
-"""The crash drill's duplicate accounting, on arrivals written out by hand (no drill runs)."""
+"""The crash drill's duplicate and cap accounting, on arrivals written out by hand (no drill runs)."""
 
 from __future__ import annotations
 
 from drills.crash_figures import (
     BACKLOG_STARTED,
     BACKLOGS_DELIVERED,
+    caps_against_responses,
     duplicates_per_kill,
     repeat_bounds,
     repeats,
@@ -65,3 +66,32 @@ def test_a_kill_during_a_backlog_may_cause_one_repeat_per_device() -> None:
         "",
     ]
     assert repeat_bounds(lives, devices=4) == [1, 5, 1, 1]
+
+
+def capped(request: str, device: str, watts: float) -> Arrival:
+    """A response saying each of the device's two GPUs holds `watts`."""
+    return Arrival(request, device, True, "", 1.0, tuple((g, True, watts, "") for g in range(2)))
+
+
+def test_a_request_given_up_unacknowledged_that_ran_is_the_devices_last_word() -> None:
+    """Under a busy host a sender gave up on a request whose ack was lost: it had been journaled,
+    ran and was answered, and the BMC held its caps (seen: 285 W against the acked 248 W)."""
+    acked = [Sent("a0", "d0", 248.0, 0.0)]
+    unsettled = [Sent("a1", "d0", 285.0, 1.0)]
+    arrivals = [capped("a0", "d0", 248.0), capped("a1", "d0", 285.0)]
+    held = {"d0": [285.0, 285.0]}
+    assert caps_against_responses(acked, arrivals, held)["caps_wrong"] == 2  # the acked alone: wrong
+    figures = caps_against_responses(acked, arrivals, held, unsettled)
+    assert figures["caps_wrong"] == 0 and figures["caps_checked"] == 2 and figures["unacked_that_ran"] == 1
+    # answered, its word stands: the acked request's value would now be wrong
+    assert caps_against_responses(acked, arrivals, {"d0": [248.0, 248.0]}, unsettled)["caps_wrong"] == 2
+
+
+def test_an_unanswered_request_given_up_may_or_may_not_have_landed() -> None:
+    acked = [Sent("a0", "d0", 248.0, 0.0)]
+    unsettled = [Sent("a1", "d0", 285.0, 1.0)]
+    arrivals = [capped("a0", "d0", 248.0)]
+    for holds in (248.0, 285.0):
+        figures = caps_against_responses(acked, arrivals, {"d0": [holds, holds]}, unsettled)
+        assert figures["caps_wrong"] == 0 and figures["unacked_that_ran"] == 0, holds
+    assert caps_against_responses(acked, arrivals, {"d0": [300.0, 248.0]}, unsettled)["caps_wrong"] == 1
