@@ -25,6 +25,11 @@ from controller.store import Completion, DeviceUpsert, NewRequest, Store
 from tests.controller.terminal import pipe
 from tests.serve_process import ROOT, free_port, start_serving
 
+#: each test lists 2,000 nodes in a new CLI process per format, after a serve of its own starts on
+#: them: 106 s for the first test in a suite run on a slow 2-core host, past the suite's 120 s
+#: default with two busy loops beside it
+pytestmark = pytest.mark.timeout(600)
+
 NODES = 2000
 PER_RACK = 40
 COMPONENTS = ["node", "cpu/0", "cpu/1", "memory", *(f"module/{i}" for i in range(4))]
