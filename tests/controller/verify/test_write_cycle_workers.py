@@ -30,7 +30,7 @@ from tests.controller.process.test_workers import executors_of, serving, until
 
 R = pb.DeviceControllerRequest
 NODES = 6
-#: the two controllers' leases in one process: this test is about who cycles a node, not failover
+#: the leases of both tests' two executors or controllers: they are about who cycles a node, not failover
 LEASE_TTL = 10.0
 FAST = {"telemetry_interval_ms": 20, "latency_samples": 2, "samples_per_telemetry": 1}
 
@@ -60,7 +60,12 @@ async def test_two_executors_never_cycle_and_cap_one_node_at_once(
         inventory = tmp_path / "inventory.toml"
         secrets = fleet.write_inventory(inventory, tmp_path / "secrets")
         config = tmp_path / "devicectl.toml"
-        config.write_text("[devicectl]\nlease_ttl = 3.0\nsweep_interval = 0.5\nshutdown_grace = 5.0\n")
+        # leases that outlast a busy host's stall of an executor: with 3 s ones and three busy loops
+        # beside it, an executor's lease lapsed mid-cycle 1 run of 2 ("VerifyRefused: the shard
+        # lease of node002 lapsed here during the write cycle"); this test is about who cycles a node
+        config.write_text(
+            f"[devicectl]\nlease_ttl = {LEASE_TTL}\nsweep_interval = 0.5\nshutdown_grace = 5.0\n"
+        )
         metrics = free_port_run(3)
         front = ProcessTree(
             tmp_path,
