@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.report_cells import fmt, run_line, table
+from bench.util import say
 
 
 def fanout_section(section: Mapping[str, Any], plot: str) -> list[str]:
@@ -273,11 +274,16 @@ def _restart_table(sizes: list[Mapping[str, Any]]) -> list[str]:
 
 
 def plot_fanout(results: Mapping[str, Any], path: Path) -> bool:
-    """Time versus fleet size, one panel per phase. False when there is nothing to plot."""
+    """Time versus fleet size, one panel per phase. False when there is nothing to plot, or no
+    matplotlib to draw it with (the `bench` extra: `make bench` installs it)."""
     sizes = results.get("fanout", {}).get("result", {}).get("sizes", [])
     if not sizes:
         return False
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        say(f"fan-out plot not drawn ({path} left as it was): matplotlib is not installed (`make bench`)")
+        return False
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

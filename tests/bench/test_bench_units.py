@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -172,6 +173,17 @@ def test_targets_are_judged_from_the_results() -> None:
     assert verdicts["Fan-out within 1.5x of the floor (2000 BMCs, first contact)"] is False
     assert verdicts["Fan-out within 1.5x of the floor (2000 BMCs, steady state)"] is True
     assert verdicts["Controller peak RSS ≤ 400 MB (2000 BMCs in flight)"] is False
+
+
+def test_without_matplotlib_the_plot_is_skipped_with_a_line_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plot = tmp_path / "fanout.png"
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    assert not report.plot_fanout(jsonable(_results()), plot)
+    assert not plot.exists()
+    said = capsys.readouterr()
+    assert "matplotlib is not installed" in said.out + said.err and "Traceback" not in said.out + said.err
 
 
 def test_report_keeps_the_hand_written_notes_and_draws_the_plot(tmp_path: Path) -> None:
