@@ -307,8 +307,21 @@ def markdown(rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def check_plotting() -> None:
+    """Fail at once, in one line, unless matplotlib imports: a ref's benchmark (2bbb083's, for one)
+    draws its plot with it after every run and fails there without it."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise SystemExit(
+            "--compare: matplotlib is not installed, and a ref's benchmark needs it to write its report:"
+            " make bench (or pip install -e '.[bench]')"
+        ) from None
+
+
 def compare(args: argparse.Namespace) -> int:
     """Run the comparison (see the module docstring); prints the table and writes it as JSON."""
+    check_plotting()
     commit = resolve(args.compare)
     label = f"{args.compare} ({commit[:7]})" if not commit.startswith(args.compare) else commit[:7]
     argv = bench_args(args)

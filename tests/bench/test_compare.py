@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from bench.__main__ import main
-from bench.compare import check_imports, checkout, metrics, probe_args, render, resolve
+from bench.compare import check_imports, check_plotting, checkout, metrics, probe_args, render, resolve
 from bench.util import ROOT
 
 
@@ -27,6 +28,13 @@ def test_the_ref_runs_from_its_own_checkout(tmp_path: Path) -> None:
     assert not tree.exists()
     listed = subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True, check=True)
     assert str(tree) not in listed.stdout
+
+
+def test_without_matplotlib_compare_stops_before_any_run_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    with pytest.raises(SystemExit) as stopped:
+        check_plotting()
+    assert "matplotlib is not installed" in str(stopped.value) and "make bench" in str(stopped.value)
 
 
 def test_an_unknown_ref_is_one_clear_line() -> None:
