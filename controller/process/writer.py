@@ -182,17 +182,9 @@ class WriterLock:
         taken = conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar_one()
         conn.commit()
         if not taken:
-            holder = conn.execute(
-                sa.text(
-                    "SELECT a.application_name, a.client_addr, a.backend_start FROM pg_locks l "
-                    "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
-                    "AND l.classid::bigint = :hi AND l.objid::bigint = :lo AND l.objsubid = 1"
-                ),
-                {"hi": (key >> 32) & 0xFFFFFFFF, "lo": key & 0xFFFFFFFF},
-            ).first()
+            who = _pg_key_holder(conn, key) or "unknown"
             conn.close()
             self._drop_postgres()
-            who = "unknown" if holder is None else _pg_holder(holder)
             raise WriterConflictError(
                 f"instance id {self._instance_id!r} is held by another live devicectl on this database "
                 f"({who}); each process needs its own --instance-id"
@@ -326,6 +318,22 @@ def _postgres_schema_lock(url: URL, command: str, *, force: bool) -> Iterator[No
             yield  # the connection stays open (and the lock held) until the change is done
     finally:
         engine.dispose()
+
+
+def _pg_key_holder(conn: sa.Connection, key: int) -> str:
+    """Who holds advisory lock `key` on this database, in a few words, or ''. An advisory lock is
+    the database's own: a holder of the same key on another database of the same server (another
+    hall's controller with the same instance id) is not the one in the way, and is not named."""
+    row = conn.execute(
+        sa.text(
+            "SELECT a.application_name, a.client_addr, a.backend_start FROM pg_locks l "
+            "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND l.classid::bigint = :hi AND l.objid::bigint = :lo AND l.objsubid = 1"
+        ),
+        {"hi": (key >> 32) & 0xFFFFFFFF, "lo": key & 0xFFFFFFFF},
+    ).first()
+    return "" if row is None else _pg_holder(row)
 
 
 def _pg_schema_holders(conn: sa.Connection) -> str:
