@@ -18,6 +18,10 @@ class TcpProxy:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        #: connection -> its upstream writer, while both are open
+        self._pairs: dict[asyncio.StreamWriter, asyncio.StreamWriter] = {}
+        #: upstream ends left open by `cut_clients` (the server still sees a live client)
+        self._lingering: list[asyncio.StreamWriter] = []
         self.connections = 0
 
     async def open(self) -> None:
@@ -29,12 +33,25 @@ class TcpProxy:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
-        for writer in list(self._writers):
+        for writer in [*self._writers, *self._lingering]:
             writer.transport.abort()
         self._writers.clear()
+        self._lingering.clear()
+        self._pairs.clear()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def cut_clients(self) -> None:
+        """Reset every open connection on the clients' side only, and keep listening: each upstream
+        end stays open and silent, as after a cut that reached one side (a middlebox's reset, a
+        NAT entry dropped), so the server keeps the session (and its locks) until it closes it."""
+        pairs, self._pairs = self._pairs, {}
+        for client, upstream in pairs.items():
+            self._lingering.append(upstream)
+            self._writers.discard(upstream)
+            client.transport.abort()
+        await asyncio.sleep(0)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -44,6 +61,7 @@ class TcpProxy:
             writer.transport.abort()
             return
         self._writers |= {writer, up_writer}
+        self._pairs[writer] = up_writer
         pumps = [
             asyncio.create_task(self._pump(reader, up_writer)),
             asyncio.create_task(self._pump(up_reader, writer)),
@@ -55,7 +73,9 @@ class TcpProxy:
             for task in pumps:
                 task.cancel()
                 self._tasks.discard(task)
-            for w in (writer, up_writer):
+            lingering = up_writer in self._lingering
+            self._pairs.pop(writer, None)
+            for w in (writer,) if lingering else (writer, up_writer):
                 self._writers.discard(w)
                 w.transport.abort()
 

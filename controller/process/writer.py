@@ -12,7 +12,10 @@ same BMCs (docs/reliability.md, "One writer per BMC").
 - On any database, one live process per instance id: on PostgreSQL a session advisory lock keyed
   by the instance id, held on a connection of its own for the process's life (the server drops it
   when that connection ends). The refusal names the holder's connection (its `application_name`
-  says pid and host, with its address and start time).
+  says pid and host, with its address and start time). The connection asks the server for TCP
+  keepalives of about a minute, so a holder that vanished (its node died) frees the id for its
+  replacement then, not hours later; and a retake after a connection lost on this side only ends
+  the server's side of it first (it would hold the id against its own process).
 - A schema change (`db upgrade`, `db downgrade`) holds the database for its whole run
   (`schema_change_lock`): on SQLite the same file locks `serve` takes, on PostgreSQL an exclusive
   advisory lock on the database's schema key, which every live `serve` holds shared for its life.
@@ -54,6 +57,13 @@ class SchemaChangeError(WriterConflictError):
 
 #: how often the PostgreSQL lock's connection is checked (a lost connection lost the lock)
 CHECK_SECONDS = 5.0
+#: the server's TCP keepalive on the lock's connection (`tcp_keepalives_*`, seconds idle, between
+#: probes, probes): a controller that vanished without closing it (its node died, the network
+#: between them was cut) lets go of its instance id in about a minute, not after the server's
+#: default of two hours and more, so its replacement can start
+SERVER_KEEPALIVE = (30, 10, 3)
+#: how long a retake waits for this process's own lost connection, ended at the server, to let go
+END_WAIT_SECONDS = 5.0
 #: how long a start waits for a holder that is going away (the server notices a dead
 #: connection at once on one host, a reaped process has released its file lock) before refusing
 GRACE_SECONDS = 3.0
@@ -72,6 +82,8 @@ class WriterLock:
         self._engine: sa.Engine | None = None
         #: whether a PostgreSQL lock is to be kept (from its first acquisition to `release()`)
         self._keeping = False
+        #: the server's process of the lock's connection: its pid and start time
+        self._backend: tuple[int, datetime] | None = None
 
     def acquire(self, grace: float = GRACE_SECONDS) -> None:
         """Take the lock, or raise `WriterConflictError` naming who holds it (after `grace`)."""
@@ -119,6 +131,7 @@ class WriterLock:
                     type(exc).__name__,
                 )
         self._drop_postgres()
+        self._end_lost_backend()
         try:
             self._lock_postgres()
         except SchemaChangeError as exc:
@@ -140,6 +153,52 @@ class WriterLock:
                 os.close(fd)
         self._fd = self._file_fd = None
         self._drop_postgres()
+
+    def _end_lost_backend(self) -> None:
+        """End the server's side of the lock's lost connection, where the server still keeps it.
+
+        A connection lost on this side only (a reset that reached this end, a middlebox's timeout)
+        lives on at the server, idle and holding the instance id, until the server gives up on it:
+        the retake would find "another live devicectl" that is this process's own past. Its
+        server process is matched by pid and start time, so a pid reused since is never touched."""
+        backend, self._backend = self._backend, None
+        if backend is None:
+            return
+        pid, started = backend
+        engine = sa.create_engine(self._url, poolclass=NullPool)
+        try:
+            with engine.connect() as conn:
+                ended = conn.execute(
+                    sa.text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE pid = :p AND backend_start = :s"
+                    ),
+                    {"p": pid, "s": started},
+                ).scalar()
+                conn.commit()
+                if not ended:
+                    return  # the server had let it go already
+                log.warning(
+                    "ended this process's lost connection at the server (backend pid %d), "
+                    "which still held instance id %r",
+                    pid,
+                    self._instance_id,
+                )
+                give_up = time.monotonic() + END_WAIT_SECONDS
+                while time.monotonic() < give_up:  # the server process exits after the signal
+                    held = conn.execute(sa.text("SELECT count(*) FROM pg_locks WHERE pid = :p"), {"p": pid})
+                    if not held.scalar_one():
+                        return
+                    conn.commit()
+                    time.sleep(0.05)
+        except sa.exc.SQLAlchemyError as exc:
+            log.warning(
+                "could not end this process's lost connection at the server (backend pid %d): %s",
+                pid,
+                type(exc).__name__,
+            )
+        finally:
+            engine.dispose()
 
     def _drop_postgres(self) -> None:
         pg, self._pg = self._pg, None
@@ -199,8 +258,15 @@ class WriterLock:
                 f"the database schema is being changed ({who or 'holder unknown'}); "
                 "start again when that is done"
             )
+        idle, interval, count = SERVER_KEEPALIVE
+        conn.execute(sa.text(f"SET tcp_keepalives_idle = {idle}"))
+        conn.execute(sa.text(f"SET tcp_keepalives_interval = {interval}"))
+        conn.execute(sa.text(f"SET tcp_keepalives_count = {count}"))
+        pid, started = conn.execute(
+            sa.text("SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()")
+        ).one()
         conn.commit()
-        self._pg, self._keeping = conn, True
+        self._pg, self._keeping, self._backend = conn, True, (pid, started)
 
 
 def sqlite_file(url: URL) -> Path | None:

@@ -28,6 +28,7 @@ from controller.process.writer import (
     _pg_key_holder,
     schema_change_lock,
 )
+from drills.proxy import TcpProxy
 from tests.conftest import pg_admin_url
 from tests.serve_process import ROOT, free_port, start_serving
 
@@ -382,3 +383,54 @@ def test_a_holder_of_the_same_id_on_another_database_is_neither_in_the_way_nor_n
         lock.release()
         elsewhere.dispose()
         here.dispose()
+
+
+@pytest.mark.postgres
+async def test_a_lock_connection_lost_on_this_side_only_is_ended_at_the_server_and_the_id_taken_again(
+    pg_database: URL, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A cut that reset only this end: the server keeps the session, idle and holding the instance
+    id, until its keepalive gives up on it. The retake ends it (it is this process's own) instead
+    of reporting "two live processes"; and the lock's connection asks the server for keepalives
+    of about a minute, so a controller that vanished frees its id for a replacement."""
+    proxy = TcpProxy(pg_database.host or "127.0.0.1", pg_database.port or 5432)
+    await proxy.open()
+    via_proxy = pg_database.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+    direct = pg_database.render_as_string(hide_password=False)
+    admin = sa.create_engine(pg_database, poolclass=NullPool)
+    lock = WriterLock(via_proxy, "ctl-a")
+    try:
+        await asyncio.to_thread(lock.acquire, 0)
+
+        def backend() -> tuple[list[str], int]:  # through the proxy: off the loop that runs it
+            assert lock._pg is not None
+            keepalive = [
+                lock._pg.execute(sa.text(f"SHOW tcp_keepalives_{name}")).scalar_one()
+                for name in ("idle", "interval", "count")
+            ]
+            pid = lock._pg.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
+            lock._pg.commit()
+            return keepalive, pid
+
+        keepalive, old = await asyncio.to_thread(backend)
+        assert [int(v.rstrip("s")) for v in keepalive] == [30, 10, 3]
+
+        await proxy.cut_clients()
+        with admin.connect() as conn:  # the server still keeps the session, and its lock
+            held = conn.execute(sa.text("SELECT count(*) FROM pg_locks WHERE pid = :p"), {"p": old})
+            assert held.scalar_one() > 0
+        with caplog.at_level(logging.WARNING, logger="controller.process.writer"):
+            await asyncio.to_thread(lock.check)
+
+        assert "two live processes" not in caplog.text
+        assert f"ended this process's lost connection at the server (backend pid {old})" in caplog.text
+        with admin.connect() as conn:
+            gone = conn.execute(sa.text("SELECT count(*) FROM pg_stat_activity WHERE pid = :p"), {"p": old})
+            assert gone.scalar_one() == 0
+        assert lock._pg is not None  # taken again, by this process
+        with pytest.raises(WriterConflictError, match=f"pid={os.getpid()}"):
+            WriterLock(direct, "ctl-a").acquire(grace=0)
+    finally:
+        await asyncio.to_thread(lock.release)
+        await proxy.close()
+        admin.dispose()
