@@ -258,10 +258,7 @@ class WriterLock:
                 f"the database schema is being changed ({who or 'holder unknown'}); "
                 "start again when that is done"
             )
-        idle, interval, count = SERVER_KEEPALIVE
-        conn.execute(sa.text(f"SET tcp_keepalives_idle = {idle}"))
-        conn.execute(sa.text(f"SET tcp_keepalives_interval = {interval}"))
-        conn.execute(sa.text(f"SET tcp_keepalives_count = {count}"))
+        _keep_alive_at_server(conn)
         pid, started = conn.execute(
             sa.text("SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()")
         ).one()
@@ -380,10 +377,20 @@ def _postgres_schema_lock(url: URL, command: str, *, force: bool) -> Iterator[No
                 if not force:
                     raise WriterConflictError(who or "a holder of the schema lock")
             else:
+                _keep_alive_at_server(conn)
                 conn.commit()
             yield  # the connection stays open (and the lock held) until the change is done
     finally:
         engine.dispose()
+
+
+def _keep_alive_at_server(conn: sa.Connection) -> None:
+    """Ask the server for TCP keepalives of about a minute on this lock's connection
+    (`SERVER_KEEPALIVE`), so that the lock outlives a holder that vanished by that much at most."""
+    idle, interval, count = SERVER_KEEPALIVE
+    conn.execute(sa.text(f"SET tcp_keepalives_idle = {idle}"))
+    conn.execute(sa.text(f"SET tcp_keepalives_interval = {interval}"))
+    conn.execute(sa.text(f"SET tcp_keepalives_count = {count}"))
 
 
 def _pg_key_holder(conn: sa.Connection, key: int) -> str:
