@@ -29,10 +29,7 @@ class TcpProxy:
 
     async def close(self) -> None:
         """Stop listening (new connections are refused) and reset every open connection."""
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
+        await self.stop_listening()
         for writer in [*self._writers, *self._lingering]:
             writer.transport.abort()
         self._writers.clear()
@@ -41,6 +38,14 @@ class TcpProxy:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def stop_listening(self) -> None:
+        """Refuse new connections, leaving open ones (and lingering upstream ends) as they are;
+        `open()` listens again on the same port."""
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
 
     async def cut_clients(self) -> None:
         """Reset every open connection on the clients' side only, and keep listening: each upstream

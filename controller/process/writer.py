@@ -160,12 +160,14 @@ class WriterLock:
         A connection lost on this side only (a reset that reached this end, a middlebox's timeout)
         lives on at the server, idle and holding the instance id, until the server gives up on it:
         the retake would find "another live devicectl" that is this process's own past. Its
-        server process is matched by pid and start time, so a pid reused since is never touched."""
-        backend, self._backend = self._backend, None
-        if backend is None:
+        server process is matched by pid and start time, so a pid reused since is never touched.
+        Until the server has been asked (it may be out of reach now), the next check asks again."""
+        if self._backend is None:
             return
-        pid, started = backend
-        engine = sa.create_engine(self._url, poolclass=NullPool)
+        pid, started = self._backend
+        engine = sa.create_engine(
+            self._url, poolclass=NullPool, connect_args={"application_name": _connection_name()}
+        )
         try:
             with engine.connect() as conn:
                 ended = conn.execute(
@@ -176,6 +178,7 @@ class WriterLock:
                     {"p": pid, "s": started},
                 ).scalar()
                 conn.commit()
+                self._backend = None
                 if not ended:
                     return  # the server had let it go already
                 log.warning(
@@ -232,9 +235,8 @@ class WriterLock:
         self._fd, self._file_fd = fd, file_fd
 
     def _lock_postgres(self) -> None:
-        name = f"devicectl pid={os.getpid()} host={socket.gethostname()}"[:63]
         self._engine = sa.create_engine(
-            self._url, poolclass=NullPool, connect_args={"application_name": name}
+            self._url, poolclass=NullPool, connect_args={"application_name": _connection_name()}
         )
         conn = self._engine.connect()
         key = _advisory_key(self._instance_id)
@@ -382,6 +384,11 @@ def _postgres_schema_lock(url: URL, command: str, *, force: bool) -> Iterator[No
             yield  # the connection stays open (and the lock held) until the change is done
     finally:
         engine.dispose()
+
+
+def _connection_name() -> str:
+    """The `application_name` of this process's lock connections: who holds them, for a refusal."""
+    return f"devicectl pid={os.getpid()} host={socket.gethostname()}"[:63]
 
 
 def _keep_alive_at_server(conn: sa.Connection) -> None:

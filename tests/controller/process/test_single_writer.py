@@ -434,3 +434,38 @@ async def test_a_lock_connection_lost_on_this_side_only_is_ended_at_the_server_a
         await asyncio.to_thread(lock.release)
         await proxy.close()
         admin.dispose()
+
+
+@pytest.mark.postgres
+async def test_a_lost_session_the_server_could_not_be_asked_about_is_ended_at_the_next_check(
+    pg_database: URL, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same one-sided cut, with the server out of reach at the first retake: the lost session
+    is remembered, and the next check, with the server back, ends it and takes the id."""
+    proxy = TcpProxy(pg_database.host or "127.0.0.1", pg_database.port or 5432)
+    await proxy.open()
+    via_proxy = pg_database.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+    lock = WriterLock(via_proxy, "ctl-a")
+    try:
+        await asyncio.to_thread(lock.acquire, 0)
+        assert lock._backend is not None
+        old = lock._backend[0]
+        await proxy.cut_clients()
+        await proxy.stop_listening()  # out of reach; the lingering session stays at the server
+        with caplog.at_level(logging.WARNING, logger="controller.process.writer"):
+            await asyncio.to_thread(lock.check)
+        assert (
+            f"could not end this process's lost connection at the server (backend pid {old})" in caplog.text
+        )
+        assert lock._pg is None
+
+        await proxy.open()
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="controller.process.writer"):
+            await asyncio.to_thread(lock.check)
+        assert f"ended this process's lost connection at the server (backend pid {old})" in caplog.text
+        assert "two live processes" not in caplog.text
+        assert lock._pg is not None and lock._backend is not None and lock._backend[0] != old
+    finally:
+        await asyncio.to_thread(lock.release)
+        await proxy.close()
