@@ -10,10 +10,11 @@ from bench.processes import free_port
 
 
 class TcpProxy:
-    """Forwards 127.0.0.1:`port` to `upstream_host`:`upstream_port` while open."""
+    """Forwards `listen_host`:`port` to `upstream_host`:`upstream_port` while open."""
 
-    def __init__(self, upstream_host: str, upstream_port: int) -> None:
+    def __init__(self, upstream_host: str, upstream_port: int, listen_host: str = "127.0.0.1") -> None:
         self.upstream = (upstream_host, upstream_port)
+        self.listen_host = listen_host
         self.port = free_port()
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
@@ -25,7 +26,9 @@ class TcpProxy:
         self.connections = 0
 
     async def open(self) -> None:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port, reuse_address=True)
+        self._server = await asyncio.start_server(
+            self._accept, self.listen_host, self.port, reuse_address=True
+        )
 
     async def close(self) -> None:
         """Stop listening (new connections are refused) and reset every open connection."""

@@ -41,7 +41,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
-from controller.store import is_sqlite_memory, normalise_url
+from controller.store import is_sqlite_memory, normalise_url, postgres_connect_args
 from plugins.base.identity import read_holder, try_lock, write_holder
 
 log = logging.getLogger(__name__)
@@ -165,9 +165,7 @@ class WriterLock:
         if self._backend is None:
             return
         pid, started = self._backend
-        engine = sa.create_engine(
-            self._url, poolclass=NullPool, connect_args={"application_name": _connection_name()}
-        )
+        engine = self._new_engine()
         try:
             with engine.connect() as conn:
                 ended = conn.execute(
@@ -203,6 +201,11 @@ class WriterLock:
         finally:
             engine.dispose()
 
+    def _new_engine(self) -> sa.Engine:
+        """An engine for one of this process's lock connections (named for a refusal's holder)."""
+        tcp = postgres_connect_args(self._url, application_name=_connection_name())
+        return sa.create_engine(self._url, poolclass=NullPool, connect_args=tcp)
+
     def _drop_postgres(self) -> None:
         pg, self._pg = self._pg, None
         if pg is not None:
@@ -235,9 +238,7 @@ class WriterLock:
         self._fd, self._file_fd = fd, file_fd
 
     def _lock_postgres(self) -> None:
-        self._engine = sa.create_engine(
-            self._url, poolclass=NullPool, connect_args={"application_name": _connection_name()}
-        )
+        self._engine = self._new_engine()
         conn = self._engine.connect()
         key = _advisory_key(self._instance_id)
         taken = conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar_one()
@@ -369,7 +370,9 @@ def _sqlite_schema_lock(url: URL, command: str, *, force: bool) -> Iterator[None
 @contextlib.contextmanager
 def _postgres_schema_lock(url: URL, command: str, *, force: bool) -> Iterator[None]:
     name = f"devicectl {command} pid={os.getpid()} host={socket.gethostname()}"[:63]
-    engine = sa.create_engine(url, poolclass=NullPool, connect_args={"application_name": name})
+    engine = sa.create_engine(
+        url, poolclass=NullPool, connect_args=postgres_connect_args(url, application_name=name)
+    )
     try:
         with engine.connect() as conn:
             taken = conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": SCHEMA_KEY}).scalar_one()

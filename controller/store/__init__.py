@@ -15,6 +15,7 @@ from ._database import (
     is_sqlite_memory,
     newer_schema_message,
     normalise_url,
+    postgres_connect_args,
     revisions,
 )
 from ._fleet import FleetCounts
@@ -91,6 +92,7 @@ __all__ = [
     "newer_schema_message",
     "normalise_url",
     "outbox_backlog",
+    "postgres_connect_args",
     "prune",
     "revisions",
     "state_digest",

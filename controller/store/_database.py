@@ -28,6 +28,19 @@ T = TypeVar("T")
 SQLITE_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 READ_POOL_SIZE = 4
+#: libpq's TCP settings for every PostgreSQL connection, where the URL does not set them: a server
+#: behind a network that went silent (a partition, a dropped route: no reset comes back) fails a
+#: connect after `connect_timeout` and a query after `tcp_user_timeout` (data unacknowledged) or
+#: the keepalives (an idle connection), about a minute, instead of the kernel's retransmissions
+#: (about 15 minutes) while the writer thread waits; the pool then reconnects as after any outage
+POSTGRES_TCP = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 60_000,
+}
 
 # Serialises `upgrade()` across processes sharing one PostgreSQL database (arbitrary constant).
 _MIGRATION_LOCK_KEY = 0x64657663  # "devc"
@@ -121,6 +134,12 @@ def _configure_sqlite(engine: Engine, *, synchronous: str, begin: str) -> None:
             raise sa.exc.DBAPIError.instance(begin, None, exc, sqlite3.Error) from exc
 
 
+def postgres_connect_args(url: URL, **extra: Any) -> dict[str, Any]:
+    """`connect_args` for a PostgreSQL engine: `POSTGRES_TCP` where `url`'s query does not set a
+    value (an operator's own setting wins), and `extra`."""
+    return {**{k: v for k, v in POSTGRES_TCP.items() if k not in url.query}, **extra}
+
+
 def create_engines(
     url: URL, *, sqlite_synchronous: str = "FULL", read_pool_size: int = READ_POOL_SIZE
 ) -> tuple[Engine, Engine]:
@@ -149,8 +168,11 @@ def create_engines(
         reader = sa.create_engine(url, connect_args=connect_args, pool_size=read_pool_size, max_overflow=0)
         _configure_sqlite(reader, synchronous=sync, begin="BEGIN")
         return writer, reader
-    writer = sa.create_engine(url, pool_size=1, max_overflow=0, pool_pre_ping=True)
-    reader = sa.create_engine(url, pool_size=read_pool_size, max_overflow=0, pool_pre_ping=True)
+    tcp = postgres_connect_args(url)
+    writer = sa.create_engine(url, connect_args=tcp, pool_size=1, max_overflow=0, pool_pre_ping=True)
+    reader = sa.create_engine(
+        url, connect_args=tcp, pool_size=read_pool_size, max_overflow=0, pool_pre_ping=True
+    )
     return writer, reader
 
 
@@ -159,7 +181,9 @@ def create_outcome_engine(url: URL) -> Engine | None:
     SQLite, where a second writer would only wait for the first one's lock."""
     if url.get_backend_name() == "sqlite":
         return None
-    return sa.create_engine(url, pool_size=1, max_overflow=0, pool_pre_ping=True)
+    return sa.create_engine(
+        url, connect_args=postgres_connect_args(url), pool_size=1, max_overflow=0, pool_pre_ping=True
+    )
 
 
 def create_migration_engine(url: URL, *, sqlite_synchronous: str = "FULL") -> Engine:
@@ -171,7 +195,7 @@ def create_migration_engine(url: URL, *, sqlite_synchronous: str = "FULL") -> En
         engine = sa.create_engine(url, connect_args={"check_same_thread": False}, poolclass=NullPool)
         _configure_sqlite(engine, synchronous=sqlite_synchronous.upper(), begin="BEGIN IMMEDIATE")
         return engine
-    return sa.create_engine(url, poolclass=NullPool)
+    return sa.create_engine(url, connect_args=postgres_connect_args(url), poolclass=NullPool)
 
 
 def migrations_dir() -> Path:
