@@ -63,7 +63,7 @@ async def test_a_query_on_a_silent_network_fails_in_about_a_minute(pg_database: 
     _need_network_tools()
     tag = secrets.token_hex(3)
     namespace, here, there = f"dctl-{tag}", f"dcv{tag}a", f"dcv{tag}b"
-    subnet = f"10.213.{secrets.randbelow(250) + 1}"
+    subnet = f"198.18.{secrets.randbelow(250) + 1}"  # RFC 2544: for tests, in no real network
     proxy: TcpProxy | None = None
     client: asyncio.subprocess.Process | None = None
     _ip("netns", "add", namespace)
