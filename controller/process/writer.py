@@ -12,10 +12,11 @@ same BMCs (docs/reliability.md, "One writer per BMC").
 - On any database, one live process per instance id: on PostgreSQL a session advisory lock keyed
   by the instance id, held on a connection of its own for the process's life (the server drops it
   when that connection ends). The refusal names the holder's connection (its `application_name`
-  says pid and host, with its address and start time). The connection asks the server for TCP
-  keepalives of about a minute, so a holder that vanished (its node died) frees the id for its
-  replacement then, not hours later; and a retake after a connection lost on this side only ends
-  the server's side of it first (it would hold the id against its own process).
+  says pid and host, with its address and start time). Like every PostgreSQL connection it asks
+  the server for TCP keepalives of about a minute (`controller.store.postgres_engine`), so a
+  holder that vanished (its node died) frees the id for its replacement then, not hours later;
+  and a retake after a connection lost on this side only ends the server's side of it first (it
+  would hold the id against its own process).
 - A schema change (`db upgrade`, `db downgrade`) holds the database for its whole run
   (`schema_change_lock`): on SQLite the same file locks `serve` takes, on PostgreSQL an exclusive
   advisory lock on the database's schema key, which every live `serve` holds shared for its life.
@@ -41,7 +42,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
-from controller.store import is_sqlite_memory, normalise_url, postgres_connect_args
+from controller.store import is_sqlite_memory, normalise_url, postgres_engine
 from plugins.base.identity import read_holder, try_lock, write_holder
 
 log = logging.getLogger(__name__)
@@ -57,11 +58,6 @@ class SchemaChangeError(WriterConflictError):
 
 #: how often the PostgreSQL lock's connection is checked (a lost connection lost the lock)
 CHECK_SECONDS = 5.0
-#: the server's TCP keepalive on the lock's connection (`tcp_keepalives_*`, seconds idle, between
-#: probes, probes): a controller that vanished without closing it (its node died, the network
-#: between them was cut) lets go of its instance id in about a minute, not after the server's
-#: default of two hours and more, so its replacement can start
-SERVER_KEEPALIVE = (30, 10, 3)
 #: how long a retake waits for this process's own lost connection, ended at the server, to let go
 END_WAIT_SECONDS = 5.0
 #: how long a start waits for a holder that is going away (the server notices a dead
@@ -203,8 +199,7 @@ class WriterLock:
 
     def _new_engine(self) -> sa.Engine:
         """An engine for one of this process's lock connections (named for a refusal's holder)."""
-        tcp = postgres_connect_args(self._url, application_name=_connection_name())
-        return sa.create_engine(self._url, poolclass=NullPool, connect_args=tcp)
+        return postgres_engine(self._url, application_name=_connection_name(), poolclass=NullPool)
 
     def _drop_postgres(self) -> None:
         pg, self._pg = self._pg, None
@@ -261,7 +256,6 @@ class WriterLock:
                 f"the database schema is being changed ({who or 'holder unknown'}); "
                 "start again when that is done"
             )
-        _keep_alive_at_server(conn)
         pid, started = conn.execute(
             sa.text("SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()")
         ).one()
@@ -370,9 +364,7 @@ def _sqlite_schema_lock(url: URL, command: str, *, force: bool) -> Iterator[None
 @contextlib.contextmanager
 def _postgres_schema_lock(url: URL, command: str, *, force: bool) -> Iterator[None]:
     name = f"devicectl {command} pid={os.getpid()} host={socket.gethostname()}"[:63]
-    engine = sa.create_engine(
-        url, poolclass=NullPool, connect_args=postgres_connect_args(url, application_name=name)
-    )
+    engine = postgres_engine(url, application_name=name, poolclass=NullPool)
     try:
         with engine.connect() as conn:
             taken = conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": SCHEMA_KEY}).scalar_one()
@@ -382,7 +374,6 @@ def _postgres_schema_lock(url: URL, command: str, *, force: bool) -> Iterator[No
                 if not force:
                     raise WriterConflictError(who or "a holder of the schema lock")
             else:
-                _keep_alive_at_server(conn)
                 conn.commit()
             yield  # the connection stays open (and the lock held) until the change is done
     finally:
@@ -392,15 +383,6 @@ def _postgres_schema_lock(url: URL, command: str, *, force: bool) -> Iterator[No
 def _connection_name() -> str:
     """The `application_name` of this process's lock connections: who holds them, for a refusal."""
     return f"devicectl pid={os.getpid()} host={socket.gethostname()}"[:63]
-
-
-def _keep_alive_at_server(conn: sa.Connection) -> None:
-    """Ask the server for TCP keepalives of about a minute on this lock's connection
-    (`SERVER_KEEPALIVE`), so that the lock outlives a holder that vanished by that much at most."""
-    idle, interval, count = SERVER_KEEPALIVE
-    conn.execute(sa.text(f"SET tcp_keepalives_idle = {idle}"))
-    conn.execute(sa.text(f"SET tcp_keepalives_interval = {interval}"))
-    conn.execute(sa.text(f"SET tcp_keepalives_count = {count}"))
 
 
 def _pg_key_holder(conn: sa.Connection, key: int) -> str:

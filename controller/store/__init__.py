@@ -15,7 +15,7 @@ from ._database import (
     is_sqlite_memory,
     newer_schema_message,
     normalise_url,
-    postgres_connect_args,
+    postgres_engine,
     revisions,
 )
 from ._fleet import FleetCounts
@@ -92,7 +92,7 @@ __all__ = [
     "newer_schema_message",
     "normalise_url",
     "outbox_backlog",
-    "postgres_connect_args",
+    "postgres_engine",
     "prune",
     "revisions",
     "state_digest",

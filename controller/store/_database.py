@@ -28,6 +28,9 @@ T = TypeVar("T")
 SQLITE_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 READ_POOL_SIZE = 4
+#: the TCP keepalive of every PostgreSQL connection, at both ends (seconds idle, between probes,
+#: probes): about a minute before a peer that went away without a word is given up
+KEEPALIVE = (30, 10, 3)
 #: libpq's TCP settings for every PostgreSQL connection, where the URL does not set them: a server
 #: behind a network that went silent (a partition, a dropped route: no reset comes back) fails a
 #: connect after `connect_timeout` and a query after `tcp_user_timeout` (data unacknowledged) or
@@ -36,9 +39,9 @@ READ_POOL_SIZE = 4
 POSTGRES_TCP = {
     "connect_timeout": 10,
     "keepalives": 1,
-    "keepalives_idle": 30,
-    "keepalives_interval": 10,
-    "keepalives_count": 3,
+    "keepalives_idle": KEEPALIVE[0],
+    "keepalives_interval": KEEPALIVE[1],
+    "keepalives_count": KEEPALIVE[2],
     "tcp_user_timeout": 60_000,
 }
 
@@ -134,10 +137,30 @@ def _configure_sqlite(engine: Engine, *, synchronous: str, begin: str) -> None:
             raise sa.exc.DBAPIError.instance(begin, None, exc, sqlite3.Error) from exc
 
 
-def postgres_connect_args(url: URL, **extra: Any) -> dict[str, Any]:
-    """`connect_args` for a PostgreSQL engine: `POSTGRES_TCP` where `url`'s query does not set a
-    value (an operator's own setting wins), and `extra`."""
-    return {**{k: v for k, v in POSTGRES_TCP.items() if k not in url.query}, **extra}
+def postgres_engine(url: URL, *, application_name: str | None = None, **options: Any) -> Engine:
+    """A PostgreSQL engine (`options` as `sa.create_engine` takes them) whose every connection
+    sets libpq's `POSTGRES_TCP` where `url`'s query does not (an operator's own setting wins), and
+    asks the server for the same keepalive (`tcp_keepalives_*`): a controller that vanished
+    mid-transaction or holding a lock (its node died, a cut) lets go of its row and advisory locks
+    in about a minute, not after the server's default of two hours and more."""
+    connect_args: dict[str, Any] = {k: v for k, v in POSTGRES_TCP.items() if k not in url.query}
+    if application_name is not None:
+        connect_args["application_name"] = application_name
+    engine = sa.create_engine(url, connect_args=connect_args, **options)
+
+    @sa.event.listens_for(engine, "connect")
+    def _keep_alive_at_server(dbapi_connection: Any, _record: Any) -> None:
+        idle, interval, count = KEEPALIVE
+        cursor = dbapi_connection.cursor()
+        cursor.execute(
+            "SELECT set_config('tcp_keepalives_idle', %s, false), "
+            "set_config('tcp_keepalives_interval', %s, false), set_config('tcp_keepalives_count', %s, false)",
+            (str(idle), str(interval), str(count)),
+        )
+        cursor.close()
+        dbapi_connection.commit()
+
+    return engine
 
 
 def create_engines(
@@ -168,11 +191,8 @@ def create_engines(
         reader = sa.create_engine(url, connect_args=connect_args, pool_size=read_pool_size, max_overflow=0)
         _configure_sqlite(reader, synchronous=sync, begin="BEGIN")
         return writer, reader
-    tcp = postgres_connect_args(url)
-    writer = sa.create_engine(url, connect_args=tcp, pool_size=1, max_overflow=0, pool_pre_ping=True)
-    reader = sa.create_engine(
-        url, connect_args=tcp, pool_size=read_pool_size, max_overflow=0, pool_pre_ping=True
-    )
+    writer = postgres_engine(url, pool_size=1, max_overflow=0, pool_pre_ping=True)
+    reader = postgres_engine(url, pool_size=read_pool_size, max_overflow=0, pool_pre_ping=True)
     return writer, reader
 
 
@@ -181,9 +201,7 @@ def create_outcome_engine(url: URL) -> Engine | None:
     SQLite, where a second writer would only wait for the first one's lock."""
     if url.get_backend_name() == "sqlite":
         return None
-    return sa.create_engine(
-        url, connect_args=postgres_connect_args(url), pool_size=1, max_overflow=0, pool_pre_ping=True
-    )
+    return postgres_engine(url, pool_size=1, max_overflow=0, pool_pre_ping=True)
 
 
 def create_migration_engine(url: URL, *, sqlite_synchronous: str = "FULL") -> Engine:
@@ -195,7 +213,7 @@ def create_migration_engine(url: URL, *, sqlite_synchronous: str = "FULL") -> En
         engine = sa.create_engine(url, connect_args={"check_same_thread": False}, poolclass=NullPool)
         _configure_sqlite(engine, synchronous=sqlite_synchronous.upper(), begin="BEGIN IMMEDIATE")
         return engine
-    return sa.create_engine(url, connect_args=postgres_connect_args(url), poolclass=NullPool)
+    return postgres_engine(url, poolclass=NullPool)
 
 
 def migrations_dir() -> Path:

@@ -20,7 +20,13 @@ import sys
 import pytest
 from sqlalchemy.engine import URL
 
-from controller.store._database import POSTGRES_TCP
+from controller.store._database import (
+    KEEPALIVE,
+    POSTGRES_TCP,
+    create_engines,
+    create_migration_engine,
+    create_outcome_engine,
+)
 from drills.proxy import TcpProxy
 from tests.serve_process import ROOT
 
@@ -103,3 +109,23 @@ async def test_a_query_on_a_silent_network_fails_in_about_a_minute(pg_database: 
             await proxy.close()
         with contextlib.suppress(subprocess.SubprocessError):
             _ip("netns", "del", namespace)  # its end of the pair goes with it, and so does ours
+
+
+def test_every_store_connection_asks_the_server_for_the_same_keepalive(pg_database: URL) -> None:
+    """The other end: the server gives up on a store that vanished (its node died) mid-transaction
+    in about a minute, releasing its row locks, not after its default of two hours and more."""
+    writer, reader = create_engines(pg_database)
+    outcomes = create_outcome_engine(pg_database)
+    try:
+        for engine in (writer, reader, outcomes, create_migration_engine(pg_database)):
+            assert engine is not None
+            with engine.connect() as conn:
+                shown = [
+                    conn.exec_driver_sql(f"SHOW tcp_keepalives_{name}").scalar_one()
+                    for name in ("idle", "interval", "count")
+                ]
+            assert [int(str(v).rstrip("s")) for v in shown] == list(KEEPALIVE), shown
+            engine.dispose()
+    finally:
+        writer.dispose()
+        reader.dispose()
