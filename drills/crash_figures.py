@@ -58,12 +58,14 @@ def caps_against_responses(
     expected: dict[tuple[str, int], float | None] = {}  # None: the last word was "unknown"
     either: dict[tuple[str, int], float] = {}  # the value of a request that may still land
     ran = 0
+    given_up = {sent.request_id for sent in unsettled}
     for sent in [*acked, *unsettled]:  # acknowledgement order is each device's execution order
         answer = first.get(sent.request_id)
-        if answer is None and sent in unsettled:
-            either.update({(sent.device, g): sent.watts for g in range(len(held.get(sent.device, ())))})
-            continue
-        ran += sent in unsettled
+        if sent.request_id in given_up:
+            if answer is None:
+                either.update({(sent.device, g): sent.watts for g in range(len(held.get(sent.device, ())))})
+                continue
+            ran += 1
         for gpu_id, ok, watts, diag in answer.gpus if answer is not None else ():
             _, write = translate.split_write(diag)
             if write is WriteOutcome.WRITTEN and not watts:

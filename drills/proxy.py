@@ -17,12 +17,11 @@ class TcpProxy:
         self.listen_host = listen_host
         self.port = free_port()
         self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        #: connection -> its upstream writer, while both are open
+        #: each open connection's client end -> its upstream end
         self._pairs: dict[asyncio.StreamWriter, asyncio.StreamWriter] = {}
         #: upstream ends left open by `cut_clients` (the server still sees a live client)
-        self._lingering: list[asyncio.StreamWriter] = []
+        self._lingering: set[asyncio.StreamWriter] = set()
         self.connections = 0
 
     async def open(self) -> None:
@@ -33,9 +32,8 @@ class TcpProxy:
     async def close(self) -> None:
         """Stop listening (new connections are refused) and reset every open connection."""
         await self.stop_listening()
-        for writer in [*self._writers, *self._lingering]:
+        for writer in [*self._pairs, *self._pairs.values(), *self._lingering]:
             writer.transport.abort()
-        self._writers.clear()
         self._lingering.clear()
         self._pairs.clear()
         for task in list(self._tasks):
@@ -55,9 +53,8 @@ class TcpProxy:
         end stays open and silent, as after a cut that reached one side (a middlebox's reset, a
         NAT entry dropped), so the server keeps the session (and its locks) until it closes it."""
         pairs, self._pairs = self._pairs, {}
-        for client, upstream in pairs.items():
-            self._lingering.append(upstream)
-            self._writers.discard(upstream)
+        self._lingering.update(pairs.values())
+        for client in pairs:
             client.transport.abort()
         await asyncio.sleep(0)
 
@@ -68,7 +65,6 @@ class TcpProxy:
         except OSError:
             writer.transport.abort()
             return
-        self._writers |= {writer, up_writer}
         self._pairs[writer] = up_writer
         pumps = [
             asyncio.create_task(self._pump(reader, up_writer)),
@@ -81,11 +77,10 @@ class TcpProxy:
             for task in pumps:
                 task.cancel()
                 self._tasks.discard(task)
-            lingering = up_writer in self._lingering
             self._pairs.pop(writer, None)
-            for w in (writer,) if lingering else (writer, up_writer):
-                self._writers.discard(w)
-                w.transport.abort()
+            writer.transport.abort()
+            if up_writer not in self._lingering:
+                up_writer.transport.abort()
 
     @staticmethod
     async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
